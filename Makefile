@@ -1,0 +1,187 @@
+# dapo top-level Makefile.
+#
+#   make              build every library, daemon and tool into build/ (CPU always; CUDA when nvcc is found)
+#   make test         install missing Debian packages, build, run every test (prints "N passed, N failed")
+#   make run          the main job: build, warm-start the tiny model, launch the local cluster
+#   make bench        every benchmark; make bench-<name> one of them (bench/<name>/)
+#   make fixtures     regenerate test fixtures with the Python reference scripts (pip packages)
+#   make check-long   long fuzzing and soak checks
+#   make deps         install the Debian packages in deps/debian-packages.txt
+#   make SANITIZE=1   ASan + UBSan build (into build-san/)
+#   make CUDA=0|1     never / always build the CUDA backend (default: auto, when nvcc is found)
+#
+# Layout rules (so adding a file never needs a Makefile edit):
+#   common/<concern>/*.c         -> build/lib/libdapo.a
+#   common/backend/cuda/*.cu     -> build/lib/libdapo_cuda.a (CUDA builds only)
+#   services/<svc>/main.c        -> build/bin/dapo-<svc>; the other .c files of that folder -> libsvc_<svc>.a
+#   tools/<name>.c               -> build/bin/<name>
+#   tests/unit/test_*.c, tests/integration/test_*.c -> build/tests/<name> (cmocka)
+#   tests/fuzz/fuzz_*.c          -> build/fuzz/<name> (clang, libFuzzer + ASan)
+
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+  BUILD ?= build-san
+else
+  BUILD ?= build
+endif
+CUDA ?= auto
+ifeq ($(origin CC),default)
+  CC := gcc
+endif
+FUZZ_CC ?= clang
+comma := ,
+
+# ---------------------------------------------------------------------------------------------- toolchain
+PKGS := libzmq libprotobuf-c libuv libfyaml jansson libpcre2-8 libutf8proc libxxhash libzstd
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+LIBS := $(PKG_LIBS) -lopenblas -lhttp_parser -lpthread -lm
+
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP \
+          -I. -Icommon -I$(BUILD)/gen -I/usr/include/x86_64-linux-gnu/openblas-pthread $(PKG_CFLAGS)
+LDFLAGS += -fopenmp
+ifeq ($(SANITIZE),1)
+  CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+
+# CUDA detection (STYLE.md rule 14): auto builds it when nvcc is found, CUDA=1 requires it, CUDA=0 skips.
+NVCC := $(if $(filter 0,$(CUDA)),,$(or $(wildcard $(CUDA_HOME)/bin/nvcc),$(shell command -v nvcc 2>/dev/null)))
+ifneq ($(NVCC),)
+  CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+  CUDA_ROOT := $(patsubst %/bin/nvcc,%,$(NVCC))
+  $(info ✓ nvcc found ($(NVCC)): building the CUDA backend (sm_90 + PTX); CUDA=0 to skip)
+  CFLAGS  += -DUSE_CUDA -I$(CUDA_ROOT)/include
+  NVFLAGS := -O2 -g -std=c++17 -I. -Icommon -I$(BUILD)/gen -Xcompiler -Wall,-fPIC \
+             -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+  CUDA_LIBDIRS := $(wildcard $(CUDA_ROOT)/lib64 $(CUDA_ROOT)/lib)
+  LIBS += $(addprefix -L,$(CUDA_LIBDIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_LIBDIRS)) \
+          -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+else ifeq ($(CUDA),1)
+  $(error CUDA=1 but nvcc was not found (set CUDA_HOME or put nvcc on PATH))
+else
+  $(info ✗ nvcc not used: CPU (OpenBLAS) backend only)
+endif
+
+# ---------------------------------------------------------------------------------------------- sources
+PROTO_C  := $(BUILD)/gen/dapo.pb-c.c
+PROTO_H  := $(BUILD)/gen/dapo.pb-c.h
+COMMON_SRC := $(sort $(shell find common -name '*.c' 2>/dev/null))
+CUDA_SRC   := $(if $(NVCC),$(sort $(wildcard common/backend/cuda/*.cu)))
+SERVICES   := $(notdir $(patsubst %/,%,$(sort $(dir $(wildcard services/*/main.c)))))
+TOOLS_SRC  := $(sort $(wildcard tools/*.c))
+TEST_SRC   := $(sort $(wildcard tests/unit/test_*.c tests/integration/test_*.c))
+FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+LIBDAPO      := $(BUILD)/lib/libdapo.a
+LIBDAPO_CUDA := $(if $(CUDA_SRC),$(BUILD)/lib/libdapo_cuda.a)
+SVC_LIBS     := $(foreach s,$(SERVICES),$(BUILD)/lib/libsvc_$(s).a)
+ALL_LIBS     := $(SVC_LIBS) $(LIBDAPO) $(LIBDAPO_CUDA)
+LINK_LIBS    := -Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(LIBS)
+
+SVC_BINS  := $(foreach s,$(SERVICES),$(BUILD)/bin/dapo-$(s))
+TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOLS_SRC))
+TEST_BINS := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+
+.PHONY: all deps test test-build run bench fixtures check-long clean fuzz
+.DEFAULT_GOAL := all
+all: $(SVC_BINS) $(TOOL_BINS)
+
+# Rebuild everything when the flags change (STYLE.md rule 14).
+FLAGS_STAMP := $(BUILD)/.flags
+$(shell mkdir -p $(BUILD) && echo '$(CC) $(CFLAGS) $(LDFLAGS) $(LIBS) $(NVCC)' > $(FLAGS_STAMP).new && \
+  (cmp -s $(FLAGS_STAMP).new $(FLAGS_STAMP) || mv $(FLAGS_STAMP).new $(FLAGS_STAMP)); rm -f $(FLAGS_STAMP).new)
+
+# ---------------------------------------------------------------------------------------------- rules
+$(PROTO_C) $(PROTO_H) &: proto/dapo.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --proto_path=proto --c_out=$(BUILD)/gen proto/dapo.proto
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP) | $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/gen/dapo.pb-c.o: $(PROTO_C) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -Werror,$(CFLAGS)) -Wno-unused-parameter -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP) | $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+
+$(LIBDAPO): $(call obj,$(COMMON_SRC)) $(BUILD)/obj/gen/dapo.pb-c.o
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/lib/libdapo_cuda.a: $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CUDA_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+define service_rules
+$(BUILD)/lib/libsvc_$(1).a: $(call obj,$(filter-out services/$(1)/main.c,$(wildcard services/$(1)/*.c))) $(LIBDAPO)
+	@mkdir -p $$(dir $$@)
+	rm -f $$@ && ar rcs $$@ $$(filter %.o,$$^)
+$(BUILD)/bin/dapo-$(1): $(call obj,services/$(1)/main.c) $(ALL_LIBS)
+	@mkdir -p $$(dir $$@)
+	$(CC) $(LDFLAGS) $$< $(LINK_LIBS) -o $$@
+endef
+$(foreach s,$(SERVICES),$(eval $(call service_rules,$(s))))
+
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -lcmocka -o $@
+$(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -lcmocka -o $@
+
+# Fuzz targets: clang + libFuzzer + ASan/UBSan, compiled against the sources each target lists in a
+# "// fuzz-sources: a.c b.c" line (so a target does not drag the whole library through clang).
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -I. -Icommon -I$(BUILD)/gen $(PKG_CFLAGS)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FLAGS_STAMP) | $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $$(sed -n 's|^// fuzz-sources:||p' $<) $(PKG_LIBS) -lpthread -lm -o $@
+fuzz: $(FUZZ_BINS)
+
+# ---------------------------------------------------------------------------------------------- targets
+deps:
+	@deps/install.sh
+
+# make test: deps (near-instant when present), build, run every test binary and script. FUZZ_SECONDS
+# bounds each fuzz target (10 s here, 600 s in check-long).
+FUZZ_SECONDS ?= 10
+test: deps
+	@$(MAKE) --no-print-directory test-build
+	@BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh
+
+test-build: all $(TEST_BINS) $(FUZZ_BINS)
+
+check-long: deps
+	@$(MAKE) --no-print-directory test-build
+	@BUILD=$(BUILD) FUZZ_SECONDS=600 LONG=1 tests/run.sh
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) deploy/local/run.sh $(RUN_ARGS)
+
+fixtures:
+	pip install -q -r tests/reference/requirements.txt
+	@for s in tests/reference/make_*.py; do echo "== $$s"; python3 $$s || exit 1; done
+
+BENCHES := $(notdir $(patsubst %/,%,$(sort $(dir $(wildcard bench/*/Makefile.inc bench/*/run.sh)))))
+bench: $(addprefix bench-,$(BENCHES))
+bench-%: all
+	@test -x bench/$*/run.sh || { echo "no benchmark named $* (have: $(BENCHES))"; exit 2; }
+	pip install -q -r bench/requirements.txt
+	@BUILD=$(BUILD) bench/$*/run.sh
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,508 @@
+/* common/core/config.c: the config table, the YAML loader (libfyaml), overrides and --print-config.
+ * Not here: what each knob does. */
+#include "core/config.h"
+#include "core/log.h"
+
+#include <errno.h>
+#include <libfyaml.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum { CFG_INT, CFG_FLOAT, CFG_BOOL, CFG_STR, CFG_ENUM, CFG_LIST } CfgType;
+
+enum { MIN_EXCL = 1, MAX_EXCL = 2 };   /* CfgEntry.flags: exclusive bounds */
+
+typedef struct {
+    const char *key;
+    CfgType     type;
+    double      min, max;        /* numeric bounds (inclusive unless flags say otherwise) */
+    const char *dflt;            /* as text, parsed by the same code as user input */
+    size_t      off;             /* offsetof(Config, field) */
+    const char *allowed;         /* CFG_ENUM: "a|b|c" */
+    int         flags;
+} CfgEntry;
+
+#define O(f) offsetof(Config, f)
+#define AR "actor_rollout_ref."
+static const CfgEntry cfg_table[] = {
+    { "data.train_files",                    CFG_LIST,  0, 0,       "",        O(train_files), NULL, 0 },
+    { "data.val_files",                      CFG_LIST,  0, 0,       "",        O(val_files), NULL, 0 },
+    { "data.train_batch_size",               CFG_INT,   1, 1e6,     "512",     O(train_batch_size), NULL, 0 },
+    { "data.gen_batch_size",                 CFG_INT,   1, 1e7,     "1536",    O(gen_batch_size), NULL, 0 },
+    { "data.max_prompt_length",              CFG_INT,   1, 1e7,     "2048",    O(max_prompt_length), NULL, 0 },
+    { "data.max_response_length",            CFG_INT,   1, 1e7,     "20480",   O(max_response_length), NULL, 0 },
+    { "data.filter_overlong_prompts",        CFG_BOOL,  0, 0,       "false",   O(filter_overlong_prompts), NULL, 0 },
+    { "data.truncation",                     CFG_ENUM,  0, 0,       "error",   O(truncation), "error|left|right|middle", 0 },
+    { "data.seed",                           CFG_INT,   0, 2147483647, "1",    O(data_seed), NULL, 0 },
+    { "data.shuffle",                        CFG_BOOL,  0, 0,       "true",    O(shuffle), NULL, 0 },
+    { "data.tokenizer",                      CFG_STR,   0, 0,       "",        O(tokenizer_path), NULL, 0 },
+    { "data.chat_template",                  CFG_ENUM,  0, 0,       "auto",    O(chat_template), "auto|qwen2.5|qwen3|llama3|none", 0 },
+    { "data.on_malformed",                   CFG_ENUM,  0, 0,       "skip",    O(on_malformed), "skip|error", 0 },
+    { "data.val_max_samples",                CFG_INT,   -1, 1e9,    "-1",      O(val_max_samples), NULL, 0 },
+
+    { AR "model.path",                       CFG_STR,   0, 0,       "",        O(model_path), NULL, 0 },
+
+    { AR "actor.clip_ratio_low",             CFG_FLOAT, 0, 1,       "0.2",     O(clip_ratio_low), NULL, MAX_EXCL },
+    { AR "actor.clip_ratio_high",            CFG_FLOAT, 0, 10,      "0.28",    O(clip_ratio_high), NULL, 0 },
+    { AR "actor.clip_ratio_c",               CFG_FLOAT, 1, 1e9,     "10.0",    O(clip_ratio_c), NULL, MIN_EXCL },
+    { AR "actor.loss_agg_mode",              CFG_ENUM,  0, 0,       "token-mean", O(loss_agg_mode),
+      "token-mean|seq-mean-token-mean|seq-mean-token-sum|seq-mean-token-sum-norm", 0 },
+    { AR "actor.ppo_mini_batch_size",        CFG_INT,   1, 1e6,     "32",      O(ppo_mini_batch_size), NULL, 0 },
+    { AR "actor.ppo_micro_batch_size_per_gpu", CFG_INT, 1, 1e6,     "4",       O(ppo_micro_batch_size_per_gpu), NULL, 0 },
+    { AR "actor.ppo_epochs",                 CFG_INT,   1, 1000,    "1",       O(ppo_epochs), NULL, 0 },
+    { AR "actor.grad_clip",                  CFG_FLOAT, 0, 1e9,     "1.0",     O(grad_clip), NULL, 0 },
+    { AR "actor.entropy_coeff",              CFG_FLOAT, -1e3, 1e3,  "0",       O(entropy_coeff), NULL, 0 },
+    { AR "actor.use_dynamic_bsz",            CFG_BOOL,  0, 0,       "true",    O(use_dynamic_bsz), NULL, 0 },
+    { AR "actor.ppo_max_token_len_per_gpu",  CFG_INT,   1, 1e9,     "22528",   O(ppo_max_token_len_per_gpu), NULL, 0 },
+    { AR "actor.optim.lr",                   CFG_FLOAT, 0, 10,      "1e-6",    O(lr), NULL, 0 },
+    { AR "actor.optim.lr_warmup_steps",      CFG_INT,   -1, 1e9,    "10",      O(lr_warmup_steps), NULL, 0 },
+    { AR "actor.optim.weight_decay",         CFG_FLOAT, 0, 10,      "0.1",     O(weight_decay), NULL, 0 },
+    { AR "actor.optim.warmup_style",         CFG_ENUM,  0, 0,       "constant", O(warmup_style), "constant|cosine", 0 },
+    { AR "actor.optim.min_lr_ratio",         CFG_FLOAT, 0, 1,       "0.0",     O(min_lr_ratio), NULL, 0 },
+    { AR "actor.optim.beta1",                CFG_FLOAT, 0, 1,       "0.9",     O(adam_beta1), NULL, MAX_EXCL },
+    { AR "actor.optim.beta2",                CFG_FLOAT, 0, 1,       "0.999",   O(adam_beta2), NULL, MAX_EXCL },
+    { AR "actor.optim.eps",                  CFG_FLOAT, 0, 1,       "1e-8",    O(adam_eps), NULL, MIN_EXCL },
+    { AR "actor.use_rollout_log_probs",      CFG_BOOL,  0, 0,       "false",   O(use_rollout_log_probs), NULL, 0 },
+
+    { AR "rollout.n",                        CFG_INT,   1, 4096,    "16",      O(rollout_n), NULL, 0 },
+    { AR "rollout.temperature",              CFG_FLOAT, 0, 100,     "1.0",     O(temperature), NULL, 0 },
+    { AR "rollout.top_p",                    CFG_FLOAT, 0, 1,       "1.0",     O(top_p), NULL, MIN_EXCL },
+    { AR "rollout.top_k",                    CFG_INT,   -1, 1e7,    "-1",      O(top_k), NULL, 0 },
+    { AR "rollout.batch_invariant",          CFG_BOOL,  0, 0,       "false",   O(batch_invariant), NULL, 0 },
+    { AR "rollout.max_num_seqs",             CFG_INT,   1, 1e6,     "64",      O(max_num_seqs), NULL, 0 },
+    { AR "rollout.val_kwargs.n",             CFG_INT,   1, 4096,    "1",       O(val_n), NULL, 0 },
+    { AR "rollout.val_kwargs.temperature",   CFG_FLOAT, 0, 100,     "1.0",     O(val_temperature), NULL, 0 },
+    { AR "rollout.val_kwargs.top_p",         CFG_FLOAT, 0, 1,       "0.7",     O(val_top_p), NULL, MIN_EXCL },
+    { AR "rollout.val_kwargs.top_k",         CFG_INT,   -1, 1e7,    "-1",      O(val_top_k), NULL, 0 },
+    { AR "rollout.val_kwargs.do_sample",     CFG_BOOL,  0, 0,       "true",    O(val_do_sample), NULL, 0 },
+
+    { "algorithm.adv_estimator",             CFG_ENUM,  0, 0,       "grpo",    O(adv_estimator), "grpo", 0 },
+    { "algorithm.norm_adv_by_std_in_grpo",   CFG_BOOL,  0, 0,       "true",    O(norm_adv_by_std_in_grpo), NULL, 0 },
+    { "algorithm.filter_groups.enable",      CFG_BOOL,  0, 0,       "true",    O(filter_groups_enable), NULL, 0 },
+    { "algorithm.filter_groups.metric",      CFG_ENUM,  0, 0,       "acc",     O(filter_groups_metric),
+      "acc|score|seq_reward|seq_final_reward", 0 },
+    { "algorithm.filter_groups.max_num_gen_batches", CFG_INT, -1e6, 1e6, "10", O(max_num_gen_batches), NULL, 0 },
+    { "algorithm.filter_groups.streaming",   CFG_BOOL,  0, 0,       "false",   O(filter_groups_streaming), NULL, 0 },
+    { "algorithm.overlong_filtering",        CFG_BOOL,  0, 0,       "false",   O(overlong_filtering), NULL, 0 },
+
+    { "reward_model.overlong_buffer.enable", CFG_BOOL,  0, 0,       "true",    O(overlong_buffer_enable), NULL, 0 },
+    { "reward_model.overlong_buffer.len",    CFG_INT,   1, 1e7,     "4096",    O(overlong_buffer_len), NULL, 0 },
+    { "reward_model.overlong_buffer.penalty_factor", CFG_FLOAT, 0, 1e6, "1.0", O(overlong_penalty_factor), NULL, 0 },
+    { "reward_model.timeout_s",              CFG_FLOAT, 0, 3600,    "1.0",     O(reward_timeout_s), NULL, MIN_EXCL },
+
+    { "trainer.total_epochs",                CFG_INT,   1, 1e6,     "1",       O(total_epochs), NULL, 0 },
+    { "trainer.total_training_steps",        CFG_INT,   -1, 1e9,    "-1",      O(total_training_steps), NULL, 0 },
+    { "trainer.save_freq",                   CFG_INT,   -1, 1e9,    "5",       O(save_freq), NULL, 0 },
+    { "trainer.test_freq",                   CFG_INT,   -1, 1e9,    "5",       O(test_freq), NULL, 0 },
+    { "trainer.default_local_dir",           CFG_STR,   0, 0,       "checkpoints", O(default_local_dir), NULL, 0 },
+    { "trainer.resume_mode",                 CFG_ENUM,  0, 0,       "auto",    O(resume_mode), "auto|disable|resume_path", 0 },
+    { "trainer.resume_from_path",            CFG_STR,   0, 0,       "",        O(resume_from_path), NULL, 0 },
+    { "trainer.val_before_train",            CFG_BOOL,  0, 0,       "true",    O(val_before_train), NULL, 0 },
+    { "trainer.val_only",                    CFG_BOOL,  0, 0,       "false",   O(val_only), NULL, 0 },
+    { "trainer.max_actor_ckpt_to_keep",      CFG_INT,   -1, 1e6,    "-1",      O(max_actor_ckpt_to_keep), NULL, 0 },
+    { "trainer.staleness",                   CFG_INT,   0, 1,       "0",       O(staleness), NULL, 0 },
+    { "trainer.seed",                        CFG_INT,   0, 2147483647, "1",    O(trainer_seed), NULL, 0 },
+
+    { "cluster.bind",                        CFG_STR,   0, 0,       "tcp://127.0.0.1:5555", O(bind), NULL, 0 },
+    { "cluster.coordinator",                 CFG_STR,   0, 0,       "tcp://127.0.0.1:5555", O(coordinator), NULL, 0 },
+    { "cluster.http",                        CFG_STR,   0, 0,       "127.0.0.1:8080", O(http), NULL, 0 },
+    { "cluster.run_id",                      CFG_STR,   0, 0,       "",        O(run_id), NULL, 0 },
+    { "cluster.token_file",                  CFG_STR,   0, 0,       "",        O(token_file), NULL, 0 },
+    { "cluster.heartbeat_ms",                CFG_INT,   10, 600000, "1000",    O(heartbeat_ms), NULL, 0 },
+    { "cluster.lease_timeout_s",             CFG_FLOAT, 0, 86400,   "10",      O(lease_timeout_s), NULL, MIN_EXCL },
+    { "cluster.max_msg_mb",                  CFG_INT,   1, 4096,    "256",     O(max_msg_mb), NULL, 0 },
+    { "cluster.num_learners",                CFG_INT,   1, 4096,    "1",       O(num_learners), NULL, 0 },
+    { "cluster.learner_threads",             CFG_INT,   0, 1024,    "0",       O(learner_threads), NULL, 0 },
+    { "cluster.rollout_threads",             CFG_INT,   0, 1024,    "0",       O(rollout_threads), NULL, 0 },
+};
+#define NCFG (sizeof cfg_table / sizeof cfg_table[0])
+
+/* Keys (or subtrees, ending in '.') that verl has and dapo does not use: accepted with a warning so a verl
+ * recipe moves over unchanged. */
+static const char *verl_only[] = {
+    AR "rollout.name", AR "rollout.mode", AR "rollout.gpu_memory_utilization",
+    AR "rollout.tensor_model_parallel_size", AR "rollout.enable_chunked_prefill",
+    AR "rollout.max_num_batched_tokens", AR "rollout.log_prob_micro_batch_size_per_gpu",
+    AR "rollout.log_prob_use_dynamic_bsz", AR "rollout.log_prob_max_token_len_per_gpu",
+    AR "rollout.enforce_eager", AR "rollout.free_cache_engine", AR "rollout.calculate_log_probs",
+    AR "rollout.dtype", AR "rollout.load_format", AR "rollout.do_sample", AR "rollout.response_length",
+    AR "rollout.prompt_length", AR "rollout.multi_turn.", AR "rollout.engine_kwargs.",
+    AR "actor.strategy", AR "actor.fsdp_config.", AR "actor.ulysses_sequence_parallel_size",
+    AR "actor.use_kl_loss", AR "actor.kl_loss_coef", AR "actor.kl_loss_type", AR "actor.use_torch_compile",
+    AR "actor.checkpoint.", AR "actor.optim.total_training_steps", AR "actor.optim.lr_warmup_steps_ratio",
+    AR "actor.ppo_micro_batch_size", AR "actor.shuffle", AR "actor.clip_ratio", AR "actor.policy_loss.",
+    AR "actor.optim.weight_decay_exclude", AR "hybrid_engine",
+    AR "model.enable_gradient_checkpointing", AR "model.use_remove_padding", AR "model.override_config.",
+    AR "model.external_lib", AR "model.trust_remote_code", AR "model.use_fused_kernels",
+    AR "ref.", "critic.", "custom_reward_function.", "ray_init.",
+    "algorithm.use_kl_in_reward", "algorithm.kl_ctrl.", "algorithm.kl_penalty", "algorithm.gamma", "algorithm.lam",
+    "reward_model.reward_manager", "reward_model.enable", "reward_model.reward_kwargs.",
+    "reward_model.overlong_buffer.log",
+    "trainer.logger", "trainer.project_name", "trainer.experiment_name", "trainer.n_gpus_per_node",
+    "trainer.nnodes", "trainer.log_val_generations", "trainer.balance_batch", "trainer.critic_warmup",
+    "trainer.device", "trainer.del_local_ckpt_after_load", "trainer.hdfs_dir",
+    "data.prompt_key", "data.return_raw_chat", "data.return_raw_input_ids", "data.dataloader_num_workers",
+    "data.trust_remote_code", "data.custom_cls.", "data.reward_fn_key",
+};
+
+/* ------------------------------------------------------------------------------------------- helpers */
+
+static const CfgEntry *find_entry(const char *key) {
+    for (size_t i = 0; i < NCFG; i++)
+        if (strcmp(cfg_table[i].key, key) == 0) return &cfg_table[i];
+    return NULL;
+}
+
+static int is_verl_only(const char *key) {
+    for (size_t i = 0; i < sizeof verl_only / sizeof verl_only[0]; i++) {
+        size_t n = strlen(verl_only[i]);
+        if (verl_only[i][n - 1] == '.' ? strncmp(key, verl_only[i], n) == 0 : strcmp(key, verl_only[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Levenshtein distance, capped: only used to suggest a key for a typo. */
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 127 || lb > 127) return 1000;
+    size_t row[128];
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t prev = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cur = row[j];
+            size_t sub = prev + (a[i - 1] != b[j - 1]);
+            size_t del = row[j] + 1, ins = row[j - 1] + 1;
+            row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            prev = cur;
+        }
+    }
+    return row[lb];
+}
+
+static const char *suggest(const char *key) {
+    const char *best = NULL;
+    size_t bestd = 4;    /* only close matches */
+    for (size_t i = 0; i < NCFG; i++) {
+        size_t d = edit_distance(key, cfg_table[i].key);
+        if (d < bestd) { bestd = d; best = cfg_table[i].key; }
+    }
+    return best;
+}
+
+static void list_free(StrList *l) {
+    for (int i = 0; i < l->n; i++) xfree(l->v[i]);
+    xfree(l->v);
+    l->n = 0;
+    l->v = NULL;
+}
+
+static void list_add(StrList *l, const char *s, size_t len) {
+    l->v = xrealloc(l->v, (size_t)(l->n + 1) * sizeof *l->v);
+    char *d = xmalloc(len + 1);
+    memcpy(d, s, len);
+    d[len] = 0;
+    l->v[l->n++] = d;
+}
+
+static int parse_bool(const char *s, bool *out) {
+    static const char *t[] = {"true", "True", "TRUE", "yes", "on", "1"};
+    static const char *f[] = {"false", "False", "FALSE", "no", "off", "0"};
+    for (int i = 0; i < 6; i++) {
+        if (strcmp(s, t[i]) == 0) { *out = true; return 0; }
+        if (strcmp(s, f[i]) == 0) { *out = false; return 0; }
+    }
+    return -1;
+}
+
+static int enum_allowed(const char *allowed, const char *v) {
+    size_t n = strlen(v);
+    for (const char *p = allowed; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0) return 1;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return 0;
+}
+
+static void range_text(const CfgEntry *e, char *buf, size_t n) {
+    snprintf(buf, n, "%s %g and %s %g", e->flags & MIN_EXCL ? "greater than" : "at least", e->min,
+             e->flags & MAX_EXCL ? "less than" : "at most", e->max);
+}
+
+/* Parses `value` for entry e and stores it into c. Lists take "a,b" or "[a, b]". */
+static int apply(Config *c, const CfgEntry *e, const char *value, const char *where, char err[ERR_LEN]) {
+    char *field = (char *)c + e->off;
+    char rng[96];
+    switch (e->type) {
+    case CFG_INT: {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (!*value || *end || errno || v != floor(v))
+            return err_set(err, ERR_INVAL, "%s: %s: '%s' is not an integer", where, e->key, value);
+        if (v < e->min || v > e->max || (e->flags & MIN_EXCL && v == e->min) || (e->flags & MAX_EXCL && v == e->max)) {
+            range_text(e, rng, sizeof rng);
+            return err_set(err, ERR_INVAL, "%s: %s: %s is out of range (allowed: %s)", where, e->key, value, rng);
+        }
+        *(int *)field = (int)v;
+        return 0;
+    }
+    case CFG_FLOAT: {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (!*value || *end || errno || !isfinite(v))
+            return err_set(err, ERR_INVAL, "%s: %s: '%s' is not a number", where, e->key, value);
+        if (v < e->min || v > e->max || (e->flags & MIN_EXCL && v == e->min) || (e->flags & MAX_EXCL && v == e->max)) {
+            range_text(e, rng, sizeof rng);
+            return err_set(err, ERR_INVAL, "%s: %s: %s is out of range (allowed: %s)", where, e->key, value, rng);
+        }
+        *(double *)field = v;
+        return 0;
+    }
+    case CFG_BOOL:
+        if (parse_bool(value, (bool *)field))
+            return err_set(err, ERR_INVAL, "%s: %s: '%s' is not a boolean (allowed: true|false)", where, e->key, value);
+        return 0;
+    case CFG_ENUM:
+        if (!enum_allowed(e->allowed, value))
+            return err_set(err, ERR_INVAL, "%s: %s: '%s' is not allowed (allowed: %s)", where, e->key, value, e->allowed);
+        /* fallthrough */
+    case CFG_STR:
+        xfree(*(char **)field);
+        *(char **)field = xstrdup(value);
+        return 0;
+    case CFG_LIST: {
+        StrList *l = (StrList *)field;
+        list_free(l);
+        const char *p = value;
+        size_t n = strlen(p);
+        if (n >= 2 && p[0] == '[' && p[n - 1] == ']') { p++; n -= 2; }
+        const char *end = p + n;
+        while (p < end) {
+            const char *comma = memchr(p, ',', (size_t)(end - p));
+            const char *q = comma ? comma : end;
+            const char *a = p, *b = q;
+            while (a < b && (*a == ' ' || *a == '\'' || *a == '"')) a++;
+            while (b > a && (b[-1] == ' ' || b[-1] == '\'' || b[-1] == '"')) b--;
+            if (b > a) list_add(l, a, (size_t)(b - a));
+            p = comma ? comma + 1 : end;
+        }
+        return 0;
+    }
+    }
+    return ERR_INVAL;
+}
+
+static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]) {
+    const CfgEntry *e = find_entry(key);
+    if (e) return apply(c, e, value, where, err);
+    if (is_verl_only(key)) {
+        log_warn("%s: %s: verl key not used by dapo, ignored (value '%s')", where, key, value);
+        return 0;
+    }
+    const char *s = suggest(key);
+    return err_set(err, ERR_NOTFOUND, "%s: unknown key '%s'%s%s%s", where, key,
+                   s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
+}
+
+/* ------------------------------------------------------------------------------------------- public */
+
+void config_defaults(Config *c) {
+    memset(c, 0, sizeof *c);
+    char err[ERR_LEN];
+    for (size_t i = 0; i < NCFG; i++)
+        if (apply(c, &cfg_table[i], cfg_table[i].dflt, "defaults", err))
+            DIE("config table default is invalid: %s", err);
+}
+
+void config_free(Config *c) {
+    if (!c) return;
+    for (size_t i = 0; i < NCFG; i++) {
+        char *field = (char *)c + cfg_table[i].off;
+        if (cfg_table[i].type == CFG_STR || cfg_table[i].type == CFG_ENUM) {
+            xfree(*(char **)field);
+            *(char **)field = NULL;
+        } else if (cfg_table[i].type == CFG_LIST) {
+            list_free((StrList *)field);
+        }
+    }
+}
+
+int config_set(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]) {
+    return set_key(c, key, value, where ? where : "command line", err);
+}
+
+static int node_line(struct fy_node *n) {
+    struct fy_token *t = n ? fy_node_get_scalar_token(n) : NULL;
+    const struct fy_mark *m = t ? fy_token_start_mark(t) : NULL;
+    return m ? m->line + 1 : 0;
+}
+
+/* Walks a mapping, joining keys with '.', and applies every scalar / list leaf. */
+static int walk(Config *c, struct fy_node *map, const char *prefix, const char *path, char err[ERR_LEN]) {
+    void *it = NULL;
+    struct fy_node_pair *pair;
+    while ((pair = fy_node_mapping_iterate(map, &it))) {
+        struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
+        size_t klen;
+        const char *ks = k ? fy_node_get_scalar(k, &klen) : NULL;
+        char where[ERR_LEN / 2];
+        snprintf(where, sizeof where, "%s:%d", path, node_line(k));
+        if (!ks) return err_set(err, ERR_INVAL, "%s: mapping keys must be plain scalars", where);
+        char key[256];
+        if ((size_t)snprintf(key, sizeof key, "%s%.*s", prefix, (int)klen, ks) >= sizeof key)
+            return err_set(err, ERR_INVAL, "%s: key too long", where);
+        if (!v || fy_node_is_mapping(v)) {
+            if (!v) continue;
+            char sub[260];
+            snprintf(sub, sizeof sub, "%s.", key);
+            int rc = walk(c, v, sub, path, err);
+            if (rc) return rc;
+        } else if (fy_node_is_sequence(v)) {
+            const CfgEntry *e = find_entry(key);
+            if (!e && is_verl_only(key)) { log_warn("%s: %s: verl key not used by dapo, ignored", where, key); continue; }
+            if (!e) return set_key(c, key, "", where, err);
+            if (e->type != CFG_LIST) return err_set(err, ERR_INVAL, "%s: %s: a list is not allowed here", where, key);
+            StrList *l = (StrList *)((char *)c + e->off);
+            list_free(l);
+            void *sit = NULL;
+            struct fy_node *item;
+            while ((item = fy_node_sequence_iterate(v, &sit))) {
+                size_t n;
+                const char *s = fy_node_is_scalar(item) ? fy_node_get_scalar(item, &n) : NULL;
+                if (!s) return err_set(err, ERR_INVAL, "%s: %s: list items must be strings", where, key);
+                list_add(l, s, n);
+            }
+        } else {
+            size_t n;
+            const char *s = fy_node_get_scalar(v, &n);
+            char *val = xmalloc(n + 1);
+            memcpy(val, s ? s : "", n);
+            val[n] = 0;
+            /* YAML null ("~", "null" or empty) for a string key means empty. */
+            int rc = set_key(c, key, (strcmp(val, "~") == 0 || strcmp(val, "null") == 0) ? "" : val, where, err);
+            xfree(val);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+int config_load_file(Config *c, const char *path, char err[ERR_LEN]) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(err, ERR_IO, "%s: cannot open config: %s", path, strerror(errno));
+    fclose(f);
+    struct fy_parse_cfg pcfg = { .flags = FYPCF_QUIET };
+    struct fy_document *doc = fy_document_build_from_file(&pcfg, path);
+    if (!doc) return err_set(err, ERR_DECODE, "%s: not valid YAML", path);
+    struct fy_node *root = fy_document_root(doc);
+    int rc = 0;
+    if (root && !fy_node_is_mapping(root))
+        rc = err_set(err, ERR_INVAL, "%s: the top level must be a mapping of sections", path);
+    else if (root)
+        rc = walk(c, root, "", path, err);
+    fy_document_destroy(doc);
+    return rc;
+}
+
+int config_validate(const Config *c, char err[ERR_LEN]) {
+    if (c->overlong_buffer_enable && c->overlong_buffer_len >= c->max_response_length)
+        return err_set(err, ERR_INVAL,
+                       "reward_model.overlong_buffer.len: %d must be less than data.max_response_length (%d)",
+                       c->overlong_buffer_len, c->max_response_length);
+    if (c->gen_batch_size < c->train_batch_size && !c->filter_groups_enable)
+        return err_set(err, ERR_INVAL, "data.gen_batch_size: %d is less than data.train_batch_size (%d)",
+                       c->gen_batch_size, c->train_batch_size);
+    if (c->ppo_mini_batch_size > c->train_batch_size)
+        return err_set(err, ERR_INVAL,
+                       "actor_rollout_ref.actor.ppo_mini_batch_size: %d is more than data.train_batch_size (%d)",
+                       c->ppo_mini_batch_size, c->train_batch_size);
+    if (c->train_batch_size % c->ppo_mini_batch_size)
+        return err_set(err, ERR_INVAL,
+                       "actor_rollout_ref.actor.ppo_mini_batch_size: %d does not divide data.train_batch_size (%d)",
+                       c->ppo_mini_batch_size, c->train_batch_size);
+    if ((long)c->ppo_mini_batch_size * c->rollout_n % c->num_learners)
+        return err_set(err, ERR_INVAL,
+                       "cluster.num_learners: %d does not divide a mini-batch of %d sequences (ppo_mini_batch_size x n)",
+                       c->num_learners, c->ppo_mini_batch_size * c->rollout_n);
+    if (strcmp(c->resume_mode, "resume_path") == 0 && !c->resume_from_path[0])
+        return err_set(err, ERR_INVAL, "trainer.resume_from_path: empty, but trainer.resume_mode is resume_path");
+    return 0;
+}
+
+/* Prints keys grouped by their common prefixes as nested YAML. Table order keeps sections together. */
+void config_print_yaml(const Config *c, FILE *f) {
+    const char *prev = "";
+    for (size_t i = 0; i < NCFG; i++) {
+        const CfgEntry *e = &cfg_table[i];
+        /* Find the shared prefix (in whole components) with the previous key. */
+        size_t common = 0;
+        for (size_t j = 0; e->key[j] && e->key[j] == prev[j]; j++)
+            if (e->key[j] == '.') common = j + 1;
+        int depth = 0;
+        for (size_t j = 0; j < common; j++) depth += e->key[j] == '.';
+        const char *p = e->key + common;
+        for (const char *dot; (dot = strchr(p, '.')); p = dot + 1, depth++)
+            fprintf(f, "%*s%.*s:\n", depth * 2, "", (int)(dot - p), p);
+        fprintf(f, "%*s%s: ", depth * 2, "", p);
+        const char *field = (const char *)c + e->off;
+        switch (e->type) {
+        case CFG_INT: fprintf(f, "%d\n", *(const int *)field); break;
+        case CFG_FLOAT: fprintf(f, "%.10g\n", *(const double *)field); break;
+        case CFG_BOOL: fprintf(f, "%s\n", *(const bool *)field ? "true" : "false"); break;
+        case CFG_STR: case CFG_ENUM: fprintf(f, "\"%s\"\n", *(char *const *)field ? *(char *const *)field : ""); break;
+        case CFG_LIST: {
+            const StrList *l = (const StrList *)field;
+            fprintf(f, "[");
+            for (int k = 0; k < l->n; k++) fprintf(f, "%s\"%s\"", k ? ", " : "", l->v[k]);
+            fprintf(f, "]\n");
+            break;
+        }
+        }
+        prev = e->key;
+    }
+}
+
+int config_from_cli(Config *c, int *argc, char **argv, bool *print_config, char err[ERR_LEN]) {
+    config_defaults(c);
+    if (print_config) *print_config = false;
+    int out = 1, rc = 0;
+    /* --config first, wherever it is, so overrides always win. */
+    for (int i = 1; i < *argc && !rc; i++) {
+        if (strcmp(argv[i], "--config") == 0) {
+            if (i + 1 >= *argc) return err_set(err, ERR_INVAL, "--config needs a file name");
+            rc = config_load_file(c, argv[i + 1], err);
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            rc = config_load_file(c, argv[i] + 9, err);
+        }
+    }
+    if (rc) return rc;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--config") == 0) { i++; continue; }
+        if (strncmp(a, "--config=", 9) == 0) continue;
+        if (strcmp(a, "--print-config") == 0) { if (print_config) *print_config = true; continue; }
+        const char *eq = strchr(a, '=');
+        if (a[0] != '-' && eq && eq > a) {
+            char key[256];
+            if ((size_t)(eq - a) >= sizeof key) return err_set(err, ERR_INVAL, "command line: key too long: %s", a);
+            memcpy(key, a, (size_t)(eq - a));
+            key[eq - a] = 0;
+            if ((rc = set_key(c, key, eq + 1, "command line", err))) return rc;
+            continue;
+        }
+        argv[out++] = argv[i];
+    }
+    argv[out] = NULL;
+    *argc = out;
+    return config_validate(c, err);
+}

@@ -1,0 +1,137 @@
+/* common/core/config.h: the one configuration table of dapo (DESIGN.md §5, STYLE.md rule 10).
+ *
+ * Keys use verl's names where verl has the knob. Defaults are those of verl's DAPO recipe for Qwen2.5-32B
+ * (recipe/dapo/test_dapo_qwen2.5_32b.sh at the DESIGN.md commit), plus our own `cluster.*` section.
+ * One table (config.c: cfg_table) serves the YAML file, `key.path=value` overrides and --print-config.
+ * Keys verl has but dapo does not use are accepted with a warning; unknown keys, wrong types and
+ * out-of-range values are errors naming the key, the value and what is allowed.
+ * Each issue that adds a knob adds a field here and a row to cfg_table.
+ * Not here: the meaning of the knobs (each consumer documents its own). */
+#ifndef DAPO_CONFIG_H
+#define DAPO_CONFIG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "core/err.h"
+
+typedef struct {
+    int    n;
+    char **v;              /* owned; each entry xstrdup'd */
+} StrList;
+
+typedef struct Config {
+    /* data.* */
+    StrList train_files, val_files;
+    int     train_batch_size;         /* prompts (groups) per training step */
+    int     gen_batch_size;           /* prompts drawn per generation round */
+    int     max_prompt_length;        /* tokens */
+    int     max_response_length;      /* tokens, = rollout max_tokens, EOS included */
+    bool    filter_overlong_prompts;
+    char   *truncation;               /* error|left|right|middle */
+    int     data_seed;
+    bool    shuffle;
+    char   *tokenizer_path;           /* dir with tokenizer.json; empty: the model dir */
+    char   *chat_template;            /* auto|qwen2.5|qwen3|llama3|none */
+    char   *on_malformed;             /* skip|error: a malformed dataset line */
+    int     val_max_samples;          /* <=0: all */
+
+    /* actor_rollout_ref.model.* */
+    char   *model_path;
+
+    /* actor_rollout_ref.actor.* */
+    double  clip_ratio_low, clip_ratio_high, clip_ratio_c;
+    char   *loss_agg_mode;            /* token-mean|seq-mean-token-mean|seq-mean-token-sum|seq-mean-token-sum-norm */
+    int     ppo_mini_batch_size;      /* prompts per mini-batch (x n responses) */
+    int     ppo_micro_batch_size_per_gpu; /* sequences per micro-batch */
+    int     ppo_epochs;
+    double  grad_clip;                /* global grad-norm clip; <=0: none */
+    double  entropy_coeff;
+    bool    use_dynamic_bsz;
+    int     ppo_max_token_len_per_gpu;/* tokens per micro-batch when use_dynamic_bsz */
+    double  lr;
+    int     lr_warmup_steps;
+    double  weight_decay;
+    char   *warmup_style;             /* constant|cosine */
+    double  min_lr_ratio;             /* cosine floor, fraction of lr */
+    double  adam_beta1, adam_beta2, adam_eps;
+    bool    use_rollout_log_probs;    /* ours: skip the old-log-prob recompute, use the rollout's */
+
+    /* actor_rollout_ref.rollout.* */
+    int     rollout_n;
+    double  temperature, top_p;
+    int     top_k;                    /* -1: off (verl), 0 also means off */
+    bool    batch_invariant;          /* ours: same tokens whatever the batch composition */
+    int     max_num_seqs;             /* running sequences per rollout worker */
+    int     val_n;
+    double  val_temperature, val_top_p;
+    int     val_top_k;
+    bool    val_do_sample;
+
+    /* algorithm.* */
+    char   *adv_estimator;            /* grpo */
+    bool    norm_adv_by_std_in_grpo;
+    bool    filter_groups_enable;
+    char   *filter_groups_metric;     /* acc|score|seq_reward|seq_final_reward */
+    int     max_num_gen_batches;      /* <=0: no limit */
+    bool    filter_groups_streaming;  /* ours */
+    bool    overlong_filtering;       /* ours (TRL: mask_truncated_completions) */
+
+    /* reward_model.* */
+    bool    overlong_buffer_enable;
+    int     overlong_buffer_len;      /* tokens */
+    double  overlong_penalty_factor;
+    double  reward_timeout_s;         /* ours: per-item verifier deadline */
+
+    /* trainer.* */
+    int     total_epochs;
+    int     total_training_steps;     /* <=0: from total_epochs */
+    int     save_freq;                /* steps; <=0: only on request and at the end */
+    int     test_freq;                /* steps; <=0: never */
+    char   *default_local_dir;
+    char   *resume_mode;              /* auto|disable|resume_path */
+    char   *resume_from_path;
+    bool    val_before_train, val_only;
+    int     max_actor_ckpt_to_keep;   /* <=0: keep all */
+    int     staleness;                /* 0 sync, 1 async */
+    int     trainer_seed;
+
+    /* cluster.* (ours) */
+    char   *bind;                     /* coordinator ROUTER endpoint */
+    char   *coordinator;              /* where workers connect */
+    char   *http;                     /* dashboard host:port */
+    char   *run_id;
+    char   *token_file;               /* bearer token for control endpoints */
+    int     heartbeat_ms;
+    double  lease_timeout_s;
+    int     max_msg_mb;               /* ZMQ_MAXMSGSIZE, MiB */
+    int     num_learners;             /* W */
+    int     learner_threads, rollout_threads;
+} Config;
+
+/* Fills c with the defaults of cfg_table. c must be zeroed or freed before; strings are owned. */
+void config_defaults(Config *c);
+/* Frees every owned string/list; c can be config_defaults'ed again. NULL-safe. */
+void config_free(Config *c);
+
+/* Applies a YAML file (nested mappings; lists only for list keys). Errors: ERR_IO (cannot read),
+ * ERR_DECODE (YAML syntax), ERR_INVAL ("file:line: key: reason"). Warnings for verl-only keys go to the log. */
+int config_load_file(Config *c, const char *path, char err[ERR_LEN]);
+
+/* Sets one key from text ("0.28", "true", "[a.jsonl,b.jsonl]" or "a.jsonl,b.jsonl" for lists).
+ * `where` names the source for messages ("command line"). ERR_INVAL/ERR_NOTFOUND with a message. */
+int config_set(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]);
+
+/* Cross-key checks run after all sources are applied (e.g. overlong buffer shorter than the response). */
+int config_validate(const Config *c, char err[ERR_LEN]);
+
+/* Writes the resolved config as nested YAML (every key of the table). */
+void config_print_yaml(const Config *c, FILE *f);
+
+/* The command line every daemon and tool shares: `--config FILE` (applied first), `key.path=value`
+ * overrides (applied in order), `--print-config` (sets *print_config). Arguments it does not know are
+ * left in argv (compacted; *argc updated) for the caller. Defaults are applied here. Returns 0 or
+ * ERR_INVAL/ERR_IO with a message in err; on error c still holds valid (partial) values to free. */
+int config_from_cli(Config *c, int *argc, char **argv, bool *print_config, char err[ERR_LEN]);
+
+#endif

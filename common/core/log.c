@@ -1,0 +1,50 @@
+/* common/core/log.c: the stderr logger. */
+#include "core/log.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static char g_component[64] = "dapo";
+static atomic_int g_level = LL_INFO;
+static atomic_long g_step = -1;
+
+int log_level_parse(const char *s) {
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    for (int i = 0; i < 4; i++)
+        if (s && strcasecmp(s, names[i]) == 0) return i;
+    return -1;
+}
+
+void log_init(const char *component, LogLevel level) {
+    snprintf(g_component, sizeof g_component, "%s", component ? component : "dapo");
+    int env = log_level_parse(getenv("DAPO_LOG_LEVEL"));
+    atomic_store(&g_level, env >= 0 ? env : (int)level);
+}
+
+void log_set_step(long step) { atomic_store(&g_step, step); }
+int log_enabled(LogLevel level) { return (int)level >= atomic_load(&g_level); }
+
+void log_msg(LogLevel level, const char *fmt, ...) {
+    if (!log_enabled(level)) return;
+    static const char *tags[] = {"DEBUG", "INFO ", "WARN ", "ERROR"};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char line[2048], stamp[32], stepbuf[32] = "";
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+    long step = atomic_load(&g_step);
+    if (step >= 0) snprintf(stepbuf, sizeof stepbuf, " [step %ld]", step);
+    int n = snprintf(line, sizeof line, "%s.%03ldZ %s %s%s ", stamp, ts.tv_nsec / 1000000L,
+                     tags[level & 3], g_component, stepbuf);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", line);
+}

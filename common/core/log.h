@@ -1,0 +1,23 @@
+/* common/core/log.h: structured logs to stderr: "2026-11-30T06:20:11.123Z LEVEL component [step N] msg".
+ * The level is checked before formatting (STYLE.md: log levels checked first). Thread-safe (one fprintf
+ * per line). Not here: metrics (metrics.h). */
+#ifndef DAPO_LOG_H
+#define DAPO_LOG_H
+
+typedef enum { LL_DEBUG = 0, LL_INFO = 1, LL_WARN = 2, LL_ERROR = 3 } LogLevel;
+
+/* Process-wide settings; call once at startup. component: short name ("coordinator", "rollout-0"),
+ * copied. Level from the environment DAPO_LOG_LEVEL (debug|info|warn|error) when set. */
+void log_init(const char *component, LogLevel level);
+void log_set_step(long step);          /* the step shown in each line; <0 hides it */
+int  log_enabled(LogLevel level);
+void log_msg(LogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parses "debug"/"info"/"warn"/"error"; returns -1 for anything else. */
+int  log_level_parse(const char *s);
+
+#define log_debug(...) do { if (log_enabled(LL_DEBUG)) log_msg(LL_DEBUG, __VA_ARGS__); } while (0)
+#define log_info(...)  do { if (log_enabled(LL_INFO))  log_msg(LL_INFO,  __VA_ARGS__); } while (0)
+#define log_warn(...)  log_msg(LL_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(LL_ERROR, __VA_ARGS__)
+
+#endif

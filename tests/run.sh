@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every test: each cmocka binary in $BUILD/tests, each fuzz target in $BUILD/fuzz for FUZZ_SECONDS.
+# Prints one line per test program and, last, "N passed, N failed" (programs). Exit 1 on any failure.
+# TEST_FILTER=substring runs only the matching programs.
+set -u
+BUILD=${BUILD:-build}
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+logdir="$BUILD/test-logs"; mkdir -p "$logdir"
+pass=0; fail=0; failed=()
+run_one() {  # name, command...
+  local name=$1; shift
+  local t0=$(date +%s%N)
+  if "$@" > "$logdir/$name.log" 2>&1; then
+    pass=$((pass+1)); printf 'PASS  %-40s %6dms  %s\n' "$name" "$(( ($(date +%s%N) - t0) / 1000000 ))" "$(grep -E '^\[  PASSED  \]' "$logdir/$name.log" | tail -1)"
+  else
+    fail=$((fail+1)); failed+=("$name")
+    printf 'FAIL  %-40s (log: %s)\n' "$name" "$logdir/$name.log"
+    tail -n 30 "$logdir/$name.log" | sed 's/^/    | /'
+  fi
+}
+for t in "$BUILD"/tests/test_*; do
+  [ -x "$t" ] || continue
+  name=$(basename "$t")
+  [ -n "${TEST_FILTER:-}" ] && [[ "$name" != *"$TEST_FILTER"* ]] && continue
+  run_one "$name" env DAPO_ROOT="$root" DAPO_BUILD="$BUILD" "$t"
+done
+for f in "$BUILD"/fuzz/fuzz_*; do
+  [ -x "$f" ] || continue
+  name=$(basename "$f")
+  [ -n "${TEST_FILTER:-}" ] && [[ "$name" != *"$TEST_FILTER"* ]] && continue
+  corpus="tests/fuzz/corpus/${name#fuzz_}"
+  work="$BUILD/fuzz-corpus/${name#fuzz_}"; mkdir -p "$work"
+  run_one "$name" "$f" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
+      -artifact_prefix="$logdir/$name-" "$work" $( [ -d "$corpus" ] && echo "$corpus" )
+done
+echo
+[ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
