@@ -1,0 +1,83 @@
+/* common/net/net.h: the thin layer over libzmq that every dapo process speaks (DESIGN.md §1).
+ *
+ * A message is one ZeroMQ frame (ROUTER sockets add the peer's routing-id frame in front):
+ *   bytes 0..3   magic "DAPO"
+ *   bytes 4..5   protocol version (u16 LE)  -- DAPO_PROTOCOL_VERSION
+ *   bytes 6..7   MsgType (u16 LE)           -- proto/dapo.proto
+ *   bytes 8..11  payload length (u32 LE)    -- must equal frame size - 12
+ *   bytes 12..   protobuf payload of the message type
+ * Frames are size-capped twice: ZMQ_MAXMSGSIZE on every socket (the peer is disconnected) and a check before
+ * protobuf-c unpacks anything (STYLE.md rule 11). Hello, Welcome and ErrorReply are frozen across protocol
+ * versions: they are unpacked even from a peer of another version (net_decode still returns ERR_VERSION), so a
+ * refusal can name both versions. Truncated, oversized, garbage frames and frames of another
+ * protocol version are consumed and reported as errors; the receiver keeps working.
+ * Not here: the worker state machine (worker.h), the coordinator's registry (services/coordinator). */
+#ifndef DAPO_NET_H
+#define DAPO_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "dapo.pb-c.h"
+
+#define DAPO_PROTOCOL_VERSION 1
+#define NET_HEADER_BYTES      12
+#define NET_PEER_MAX          255     /* ZeroMQ routing ids are at most 255 bytes */
+
+/* One received message. `msg` is the unpacked protobuf (cast by type, e.g. (Dapo__Hello *)m.msg), owned by the
+ * NetMsg and freed by net_msg_free. peer/peer_len: routing id of the sender (ROUTER sockets only). */
+typedef struct {
+    Dapo__MsgType     type;
+    ProtobufCMessage *msg;
+    uint16_t          version;        /* protocol version in the header */
+    size_t            bytes;          /* frame size, header included */
+    uint8_t           peer[NET_PEER_MAX];
+    size_t            peer_len;
+} NetMsg;
+
+/* Socket options for net_socket. Zero-initialised fields take the defaults in brackets. */
+typedef struct {
+    int64_t     max_msg_bytes;        /* ZMQ_MAXMSGSIZE and the unpack cap [256 MiB] */
+    int         linger_ms;            /* ZMQ_LINGER [0] */
+    const char *routing_id;           /* ZMQ_ROUTING_ID for DEALERs [none: ZeroMQ picks] */
+    bool        bind;                 /* bind instead of connect */
+} NetOpts;
+
+/* Creates a ZeroMQ socket of `type` (ZMQ_ROUTER, ZMQ_DEALER, ...) on ctx and binds/connects it to endpoint.
+ * ROUTER sockets get ZMQ_ROUTER_HANDOVER (a restarted worker takes over its old identity) and
+ * ZMQ_ROUTER_MANDATORY (sends to a vanished peer fail with EHOSTUNREACH instead of vanishing).
+ * Returns the socket (caller closes with zmq_close) or NULL with a message naming the endpoint. */
+void *net_socket(void *ctx, int type, const char *endpoint, const NetOpts *opts, char err[ERR_LEN]);
+
+/* The endpoint actually bound (resolves "tcp://127.0.0.1:0" to the ephemeral port) into buf. 0 or ERR_IO. */
+int net_last_endpoint(void *sock, char *buf, size_t len);
+
+/* Packs `m` (a message whose descriptor matches `type`) behind a header into one frame and sends it, preceded by
+ * the routing id `peer` when peer != NULL (ROUTER). Non-blocking when dontwait. Returns 0, ERR_AGAIN (would block),
+ * ERR_CLOSED (ROUTER: peer gone), ERR_TOO_BIG, or -errno. */
+int net_send(void *sock, const uint8_t *peer, size_t peer_len, Dapo__MsgType type, const ProtobufCMessage *m,
+             bool dontwait);
+
+/* Receives one message (all its frames). timeout_ms: 0 = non-blocking, <0 = wait forever, else wait at most that
+ * long. Returns 0 and fills *out; ERR_AGAIN/ERR_TIMEOUT when nothing arrived; on a bad frame (ERR_DECODE,
+ * ERR_TOO_BIG, ERR_VERSION) the frame is consumed, out->type/version/peer are filled as far as known, err says
+ * what was wrong, and the caller may answer with an ErrorReply. max_bytes: unpack cap (0: 256 MiB). */
+int net_recv(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, char err[ERR_LEN]);
+
+/* Frees the unpacked message; the NetMsg can be reused. NULL-safe. */
+void net_msg_free(NetMsg *m);
+
+/* Pure framing, used by net_send/net_recv and the tests: encode into a new xmalloc'd buffer (caller xfrees),
+ * and decode a frame (the payload is unpacked; *msg owned by caller, free with protobuf_c_message_free_unpacked). */
+uint8_t *net_encode(Dapo__MsgType type, const ProtobufCMessage *m, size_t *len);
+int net_decode(const uint8_t *buf, size_t len, size_t max_bytes, Dapo__MsgType *type, uint16_t *version,
+               ProtobufCMessage **msg, char err[ERR_LEN]);
+
+/* The protobuf descriptor of a MsgType, or NULL for an unknown type. */
+const ProtobufCMessageDescriptor *net_descriptor(Dapo__MsgType type);
+/* Short name of a MsgType ("hello", "group_result", ...) for logs. */
+const char *net_type_name(Dapo__MsgType type);
+
+#endif

@@ -1,0 +1,218 @@
+/* common/net/worker.c: the worker protocol state machine (see worker.h). */
+#include "net/worker.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+
+#define HELLO_RETRY_MS 1000
+
+struct Worker {
+    void          *sock;
+    WorkerOpts     o;
+    char          *worker_id, *coordinator, *build_info;
+    WorkerState    state;
+    Dapo__Welcome *welcome;          /* owned; the current session's */
+    int            sessions;
+    int64_t        last_rx_ms;       /* last message from the coordinator */
+    int64_t        next_hb_ms, next_hello_ms;
+    uint64_t       hb_seq;
+    uint32_t       busy, pending_credit;
+    int64_t        policy_version;
+};
+
+static int send_hello(Worker *w) {
+    Dapo__Hello h = DAPO__HELLO__INIT;
+    h.protocol_version = DAPO_PROTOCOL_VERSION;
+    h.role = w->o.role;
+    h.worker_id = w->worker_id;
+    h.capacity = w->o.capacity;
+    h.capacity_tokens = w->o.capacity_tokens;
+    h.policy_version = w->policy_version;
+    h.build_info = w->build_info;
+    h.rank = w->o.rank;
+    h.world_size = w->o.world_size;
+    h.run_id = (char *)(w->welcome && w->welcome->run_id ? w->welcome->run_id : "");
+    w->next_hello_ms = clock_ms() + HELLO_RETRY_MS;
+    return net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_HELLO, &h.base, true);
+}
+
+Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
+    Worker *w = xcalloc(1, sizeof *w);
+    w->o = *o;
+    if (w->o.heartbeat_ms <= 0) w->o.heartbeat_ms = 1000;
+    if (w->o.lease_timeout_s <= 0) w->o.lease_timeout_s = 10;
+    w->worker_id = xstrdup(o->worker_id ? o->worker_id : "worker");
+    w->coordinator = xstrdup(o->coordinator ? o->coordinator : "");
+    w->build_info = xstrdup(o->build_info ? o->build_info : "");
+    w->policy_version = -1;
+    NetOpts no = {.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id};
+    w->sock = net_socket(zctx, ZMQ_DEALER, w->coordinator, &no, err);
+    if (!w->sock) { worker_close(w, NULL); return NULL; }
+    w->state = WORKER_CONNECTING;
+    w->last_rx_ms = clock_ms();
+    int rc = send_hello(w);
+    if (rc && rc != ERR_AGAIN) log_warn("%s: hello not sent: %s", w->worker_id, err_str(rc));
+    return w;
+}
+
+static void reconnect(Worker *w, const char *why) {
+    if (w->state == WORKER_READY) log_warn("%s: %s; registering again", w->worker_id, why);
+    w->state = WORKER_CONNECTING;
+    w->next_hello_ms = 0;           /* at once */
+}
+
+static int send_credit(Worker *w, uint32_t n) {
+    Dapo__Credit c = DAPO__CREDIT__INIT;
+    c.credits = n;
+    return net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_CREDIT, &c.base, true);
+}
+
+/* Handles a protocol message; returns 1 when it is work for the caller, 0 when consumed, <0 refused. */
+static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
+    w->last_rx_ms = clock_ms();
+    switch (m->type) {
+    case DAPO__MSG_TYPE__MSG_WELCOME: {
+        Dapo__Welcome *wel = (Dapo__Welcome *)m->msg;
+        if (!wel->accepted) {
+            w->state = WORKER_REFUSED;
+            return err_set(err, ERR_INVAL, "coordinator refused %s: %s", w->worker_id, wel->reason);
+        }
+        if (w->welcome) protobuf_c_message_free_unpacked(&w->welcome->base, NULL);
+        w->welcome = wel;
+        m->msg = NULL;               /* kept */
+        if (wel->heartbeat_ms) w->o.heartbeat_ms = (int)wel->heartbeat_ms;
+        if (wel->lease_timeout_s > 0) w->o.lease_timeout_s = wel->lease_timeout_s;
+        w->state = WORKER_READY;
+        w->sessions++;
+        w->next_hb_ms = clock_ms() + w->o.heartbeat_ms;
+        log_info("%s: registered with %s (run %s, session %d)", w->worker_id, w->coordinator,
+                 wel->run_id[0] ? wel->run_id : "-", w->sessions);
+        uint32_t free_slots = w->o.capacity > w->busy ? w->o.capacity - w->busy : 0;
+        w->pending_credit = 0;
+        if (free_slots) send_credit(w, free_slots);
+        return 0;
+    }
+    case DAPO__MSG_TYPE__MSG_HEARTBEAT:
+        return 0;
+    case DAPO__MSG_TYPE__MSG_ERROR: {
+        Dapo__ErrorReply *e = (Dapo__ErrorReply *)m->msg;
+        if (e->code == ERR_NOTFOUND) { reconnect(w, "coordinator does not know this worker"); return 0; }
+        log_warn("%s: coordinator error %d on %s: %s", w->worker_id, e->code,
+                 net_type_name((Dapo__MsgType)e->in_reply_to), e->message);
+        return 0;
+    }
+    default:
+        if (w->state != WORKER_READY) {
+            log_warn("%s: %s before registration, dropped", w->worker_id, net_type_name(m->type));
+            return 0;
+        }
+        return 1;
+    }
+}
+
+/* Sends what the schedule says is due. */
+static void run_timers(Worker *w) {
+    int64_t now = clock_ms();
+    if (w->state == WORKER_CONNECTING && now >= w->next_hello_ms) {
+        int rc = send_hello(w);
+        if (rc && rc != ERR_AGAIN) log_warn("%s: hello not sent: %s", w->worker_id, err_str(rc));
+    }
+    if (w->state != WORKER_READY) return;
+    if (now - w->last_rx_ms > (int64_t)(w->o.lease_timeout_s * 1000)) {
+        reconnect(w, "coordinator silent past the lease timeout");
+        return;
+    }
+    if (now >= w->next_hb_ms) {
+        Dapo__Heartbeat hb = DAPO__HEARTBEAT__INIT;
+        hb.seq = ++w->hb_seq;
+        hb.policy_version = w->policy_version;
+        hb.busy = w->busy;
+        hb.load = w->o.capacity ? (double)w->busy / w->o.capacity : 0;
+        net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base, true);
+        w->next_hb_ms = now + w->o.heartbeat_ms;
+    }
+}
+
+int worker_poll(Worker *w, NetMsg *out, int timeout_ms, char err[ERR_LEN]) {
+    if (w->state == WORKER_REFUSED) return err_set(err, ERR_INVAL, "%s: refused by the coordinator", w->worker_id);
+    int64_t deadline = clock_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    for (;;) {
+        run_timers(w);
+        int64_t now = clock_ms();
+        int64_t next = w->state == WORKER_READY ? w->next_hb_ms : w->next_hello_ms;
+        int64_t wait = (deadline < next ? deadline : next) - now;
+        if (wait < 0) wait = 0;
+        char rerr[ERR_LEN];
+        int rc = net_recv(w->sock, out, (int)wait ? (int)wait : 0, (size_t)w->o.max_msg_bytes, rerr);
+        if (rc == 0) {
+            int r = on_message(w, out, err);
+            if (r != 0) return r;        /* work (1) or refusal (<0); out keeps the message on 1 */
+            net_msg_free(out);
+        } else if (rc == ERR_VERSION && out->type == DAPO__MSG_TYPE__MSG_WELCOME && out->msg) {
+            Dapo__Welcome *wel = (Dapo__Welcome *)out->msg;
+            w->state = WORKER_REFUSED;
+            rc = err_set(err, ERR_VERSION, "coordinator refused %s: %s (%s)", w->worker_id,
+                         wel->reason && wel->reason[0] ? wel->reason : "protocol version mismatch", rerr);
+            net_msg_free(out);
+            return rc;
+        } else if (rc == ERR_DECODE || rc == ERR_TOO_BIG || rc == ERR_VERSION) {
+            log_warn("%s: dropped a bad frame from the coordinator: %s", w->worker_id, rerr);
+            net_msg_free(out);
+        } else if (rc != ERR_TIMEOUT && rc != ERR_AGAIN) {
+            return err_set(err, rc, "%s: receive failed: %s", w->worker_id, rerr);
+        }
+        if (clock_ms() >= deadline) {
+            run_timers(w);
+            return 0;
+        }
+    }
+}
+
+int worker_send(Worker *w, Dapo__MsgType type, const ProtobufCMessage *m) {
+    return net_send(w->sock, NULL, 0, type, m, true);
+}
+
+int worker_add_credit(Worker *w, uint32_t n) {
+    if (w->state != WORKER_READY) { w->pending_credit += n; return 0; }
+    return send_credit(w, n);
+}
+
+void worker_set_status(Worker *w, uint32_t busy, int64_t policy_version) {
+    w->busy = busy;
+    w->policy_version = policy_version;
+}
+
+WorkerState worker_state(const Worker *w) { return w->state; }
+
+const char *worker_state_name(WorkerState s) {
+    static const char *names[] = {"connecting", "ready", "refused", "closed"};
+    return (unsigned)s < 4 ? names[s] : "?";
+}
+
+const Dapo__Welcome *worker_welcome(const Worker *w) { return w->welcome; }
+int worker_sessions(const Worker *w) { return w->sessions; }
+void *worker_socket(Worker *w) { return w->sock; }
+
+void worker_close(Worker *w, const char *reason) {
+    if (!w) return;
+    if (w->sock) {
+        if (w->state == WORKER_READY) {
+            Dapo__Goodbye g = DAPO__GOODBYE__INIT;
+            g.reason = (char *)(reason ? reason : "shutdown");
+            net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_GOODBYE, &g.base, true);
+            int linger = 500;        /* let the goodbye leave before the socket goes */
+            zmq_setsockopt(w->sock, ZMQ_LINGER, &linger, sizeof linger);
+        }
+        zmq_close(w->sock);
+    }
+    w->state = WORKER_CLOSED;
+    if (w->welcome) protobuf_c_message_free_unpacked(&w->welcome->base, NULL);
+    xfree(w->worker_id);
+    xfree(w->coordinator);
+    xfree(w->build_info);
+    xfree(w);
+}

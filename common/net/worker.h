@@ -1,0 +1,70 @@
+/* common/net/worker.h: the worker side of the dapo protocol, one state machine shared by rollout, verifier and
+ * learner (DESIGN.md §1).
+ *
+ *   CONNECTING --Hello--> (Welcome accepted) --> READY --(coordinator silent > lease timeout, or it says it does
+ *        ^                                         |      not know us: it restarted)--> CONNECTING (Hello again)
+ *        |            (Welcome refused) --> REFUSED (terminal: e.g. protocol versions differ, both named)
+ *   worker_close(): Goodbye --> CLOSED
+ *
+ * In READY the worker sends a Heartbeat every heartbeat_ms (renewing all its leases on the coordinator) and,
+ * right after each Welcome, one Credit for its free capacity (capacity - busy); afterwards the daemon adds credit
+ * as items finish. Protocol messages (Welcome, Heartbeat, ErrorReply) are handled inside worker_poll; work
+ * messages are handed to the daemon. Single-threaded: call everything from the daemon's loop thread.
+ * Not here: what the work is (the services), the coordinator side (services/coordinator). */
+#ifndef DAPO_WORKER_H
+#define DAPO_WORKER_H
+
+#include "net/net.h"
+
+typedef enum { WORKER_CONNECTING = 0, WORKER_READY, WORKER_REFUSED, WORKER_CLOSED } WorkerState;
+
+typedef struct {
+    Dapo__Role  role;
+    const char *worker_id;          /* stable name; also the ZeroMQ routing id (copied) */
+    const char *coordinator;        /* endpoint to connect to, e.g. "tcp://127.0.0.1:5555" */
+    uint32_t    capacity;           /* items held at once (rollout: sequences) */
+    uint64_t    capacity_tokens;    /* rollout: KV-cache tokens, else 0 */
+    uint32_t    rank, world_size;   /* learner */
+    int         heartbeat_ms;       /* until a Welcome says otherwise [1000] */
+    double      lease_timeout_s;    /* coordinator silence that triggers a new Hello [10] */
+    int64_t     max_msg_bytes;      /* [256 MiB] */
+    const char *build_info;         /* free text for the worker table */
+} WorkerOpts;
+
+typedef struct Worker Worker;
+
+/* Connects a DEALER to o->coordinator and queues the first Hello. Returns NULL with a message on failure.
+ * zctx is borrowed and must outlive the worker. */
+Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]);
+
+/* Runs the protocol for up to timeout_ms (0: non-blocking): sends due heartbeats / hellos, receives and handles
+ * protocol messages. Returns 1 with a work message in *out (caller frees with net_msg_free), 0 when the time
+ * passed with nothing for the caller, ERR_VERSION / ERR_INVAL when the coordinator refused us (err says why,
+ * naming both versions on a mismatch; the state is REFUSED), or another negative code on a socket error.
+ * Malformed frames are logged and dropped. */
+int worker_poll(Worker *w, NetMsg *out, int timeout_ms, char err[ERR_LEN]);
+
+/* Sends a message to the coordinator (results, acks, lease renewals). 0 or a negative code (net_send). */
+int worker_send(Worker *w, Dapo__MsgType type, const ProtobufCMessage *m);
+
+/* Announces n more free slots (after finishing items). Sent at once when READY; otherwise included in the
+ * credit that follows the next Welcome. */
+int worker_add_credit(Worker *w, uint32_t n);
+
+/* What the next heartbeats report: items in progress and the loaded policy version. busy also sets the credit
+ * offered after a (re-)Welcome: capacity - busy. */
+void worker_set_status(Worker *w, uint32_t busy, int64_t policy_version);
+
+WorkerState worker_state(const Worker *w);
+const char *worker_state_name(WorkerState s);
+/* The Welcome of the current session (run_id, heartbeat, weights endpoint, config); NULL before one arrived. */
+const Dapo__Welcome *worker_welcome(const Worker *w);
+/* Number of Welcomes received: >1 means the worker re-registered (e.g. the coordinator restarted). */
+int worker_sessions(const Worker *w);
+/* The DEALER socket, for zmq_poll alongside the daemon's other sockets. Borrowed. */
+void *worker_socket(Worker *w);
+
+/* Sends Goodbye (when connected), closes the socket, frees w. NULL-safe. */
+void worker_close(Worker *w, const char *reason);
+
+#endif

@@ -1,0 +1,372 @@
+/* tests/unit/test_net.c: framing of every message, bad frames, and the worker state machine against the scripted
+ * fake coordinator (common/net/fake_coord.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+#include <zmq.h>
+
+#include "core/clock.h"
+#include "net/fake_coord.h"
+#include "net/net.h"
+#include "net/worker.h"
+
+/* Encodes m, decodes it, and checks that re-encoding gives identical bytes. */
+static void roundtrip(Dapo__MsgType type, const ProtobufCMessage *m) {
+    size_t len, len2;
+    uint8_t *buf = net_encode(type, m, &len);
+    assert_non_null(buf);
+    Dapo__MsgType t;
+    uint16_t ver;
+    ProtobufCMessage *out;
+    char err[ERR_LEN];
+    assert_int_equal(net_decode(buf, len, 0, &t, &ver, &out, err), 0);
+    assert_int_equal(t, type);
+    assert_int_equal(ver, DAPO_PROTOCOL_VERSION);
+    assert_ptr_equal(out->descriptor, m->descriptor);
+    uint8_t *buf2 = net_encode(type, out, &len2);
+    assert_int_equal(len, len2);
+    assert_memory_equal(buf, buf2, len);
+    protobuf_c_message_free_unpacked(out, NULL);
+    xfree(buf);
+    xfree(buf2);
+}
+
+static void test_roundtrip_every_message(void **state) {
+    (void)state;
+    Dapo__Hello h = DAPO__HELLO__INIT;
+    h.protocol_version = 1; h.role = DAPO__ROLE__ROLE_ROLLOUT; h.worker_id = "rollout-0"; h.capacity = 64;
+    h.capacity_tokens = 1 << 20; h.policy_version = 7; h.build_info = "gcc"; h.run_id = "r";
+    roundtrip(DAPO__MSG_TYPE__MSG_HELLO, &h.base);
+    Dapo__Welcome w = DAPO__WELCOME__INIT;
+    uint8_t yaml[] = "a: 1";
+    w.accepted = true; w.reason = "ok"; w.run_id = "r"; w.heartbeat_ms = 100; w.lease_timeout_s = 2.5;
+    w.config_yaml.data = yaml; w.config_yaml.len = 4;
+    roundtrip(DAPO__MSG_TYPE__MSG_WELCOME, &w.base);
+    Dapo__Heartbeat hb = DAPO__HEARTBEAT__INIT;
+    hb.seq = 9; hb.busy = 3; hb.load = 0.5;
+    roundtrip(DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base);
+    Dapo__Credit cr = DAPO__CREDIT__INIT;
+    cr.credits = 16;
+    roundtrip(DAPO__MSG_TYPE__MSG_CREDIT, &cr.base);
+    Dapo__ItemRef r1 = DAPO__ITEM_REF__INIT, *refs[1] = {&r1};
+    r1.item_id = 42; r1.attempt = 2;
+    Dapo__LeaseRenew lr = DAPO__LEASE_RENEW__INIT;
+    lr.n_items = 1; lr.items = refs;
+    roundtrip(DAPO__MSG_TYPE__MSG_LEASE_RENEW, &lr.base);
+    Dapo__Cancel ca = DAPO__CANCEL__INIT;
+    ca.n_items = 1; ca.items = refs; ca.reason = "batch full";
+    roundtrip(DAPO__MSG_TYPE__MSG_CANCEL, &ca.base);
+    Dapo__Goodbye gb = DAPO__GOODBYE__INIT;
+    gb.reason = "bye";
+    roundtrip(DAPO__MSG_TYPE__MSG_GOODBYE, &gb.base);
+    int32_t ids[] = {1, 2, 151643};
+    Dapo__SamplingParams sp = DAPO__SAMPLING_PARAMS__INIT;
+    sp.temperature = 1; sp.top_p = 0.7f; sp.top_k = -1; sp.max_tokens = 128;
+    Dapo__GenerateGroup gg = DAPO__GENERATE_GROUP__INIT;
+    gg.run_id = "r"; gg.step = 3; gg.group_id = 77; gg.attempt = 1; gg.prompt_token_ids = ids;
+    gg.n_prompt_token_ids = 3; gg.n = 8; gg.sampling = &sp; gg.seed = 1234;
+    roundtrip(DAPO__MSG_TYPE__MSG_GENERATE_GROUP, &gg.base);
+    float lps[] = {-0.5f, -1.25f, -0.01f};
+    uint8_t text[] = {'a', 0, 0xff, 'b'};      /* NUL and invalid UTF-8 survive: bytes, not string */
+    Dapo__Response resp = DAPO__RESPONSE__INIT, *resps[1] = {&resp};
+    resp.token_ids = ids; resp.n_token_ids = 3; resp.logprobs = lps; resp.n_logprobs = 3;
+    resp.finish_reason = "length"; resp.text.data = text; resp.text.len = 4;
+    Dapo__GroupResult gr = DAPO__GROUP_RESULT__INIT;
+    gr.group_id = 77; gr.attempt = 1; gr.n_responses = 1; gr.responses = resps; gr.gen_seconds = 0.25;
+    roundtrip(DAPO__MSG_TYPE__MSG_GROUP_RESULT, &gr.base);
+    Dapo__ScoreItem si = DAPO__SCORE_ITEM__INIT, *sis[1] = {&si};
+    si.item_id = 5; si.response_text.data = text; si.response_text.len = 4; si.response_length = 3;
+    si.ground_truth.data = (uint8_t *)"42"; si.ground_truth.len = 2; si.data_source = "math_dapo";
+    Dapo__ScoreRequest sr = DAPO__SCORE_REQUEST__INIT;
+    sr.n_items = 1; sr.items = sis; sr.max_response_length = 20480; sr.overlong_buffer_enable = true;
+    sr.overlong_buffer_len = 4096; sr.overlong_penalty_factor = 1;
+    roundtrip(DAPO__MSG_TYPE__MSG_SCORE_REQUEST, &sr.base);
+    Dapo__Score sc = DAPO__SCORE__INIT, *scs[1] = {&sc};
+    sc.item_id = 5; sc.score = -1.5f; sc.pred.data = text; sc.pred.len = 4; sc.has_pred = true;
+    sc.overlong_penalty = -0.5f; sc.error = "";
+    Dapo__ScoreResult sres = DAPO__SCORE_RESULT__INIT;
+    sres.n_scores = 1; sres.scores = scs;
+    roundtrip(DAPO__MSG_TYPE__MSG_SCORE_RESULT, &sres.base);
+    uint32_t offs[] = {0, 3}, plen[] = {1};
+    float mask[] = {1, 1}, adv[] = {0.5f, 0.5f};
+    uint64_t gids[] = {77};
+    Dapo__TrainBatch tb = DAPO__TRAIN_BATCH__INIT;
+    tb.input_ids = ids; tb.n_input_ids = 3; tb.offsets = offs; tb.n_offsets = 2; tb.prompt_lengths = plen;
+    tb.n_prompt_lengths = 1; tb.response_mask = mask; tb.n_response_mask = 2; tb.advantages = adv;
+    tb.n_advantages = 2; tb.rollout_logprobs = lps; tb.n_rollout_logprobs = 2; tb.group_ids = gids;
+    tb.n_group_ids = 1; tb.global_response_tokens = 2; tb.global_num_seqs = 1; tb.world_size = 1;
+    roundtrip(DAPO__MSG_TYPE__MSG_TRAIN_BATCH, &tb.base);
+    Dapo__StepResult__MetricsEntry me = DAPO__STEP_RESULT__METRICS_ENTRY__INIT, *mes[1] = {&me};
+    me.key = "actor/pg_loss"; me.value = 0.125;
+    Dapo__StepResult st = DAPO__STEP_RESULT__INIT;
+    st.step = 3; st.n_metrics = 1; st.metrics = mes; st.new_policy_version = 4;
+    roundtrip(DAPO__MSG_TYPE__MSG_STEP_RESULT, &st.base);
+    uint64_t shape[] = {2, 3};
+    uint8_t blob[24] = {1, 2, 3};
+    Dapo__WeightUpdate wu = DAPO__WEIGHT_UPDATE__INIT;
+    wu.version = 4; wu.chunk_index = 0; wu.chunk_count = 1; wu.tensor_name = "lm_head.weight"; wu.dtype = "F32";
+    wu.shape = shape; wu.n_shape = 2; wu.data.data = blob; wu.data.len = sizeof blob; wu.checksum = 99;
+    roundtrip(DAPO__MSG_TYPE__MSG_WEIGHT_UPDATE, &wu.base);
+    uint32_t chunks[] = {3, 5};
+    Dapo__WeightResend rs = DAPO__WEIGHT_RESEND__INIT;
+    rs.version = 4; rs.chunk_indices = chunks; rs.n_chunk_indices = 2; rs.worker_id = "rollout-0";
+    roundtrip(DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &rs.base);
+    Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
+    ack.version = 4; ack.worker_id = "rollout-0";
+    roundtrip(DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
+    Dapo__Control ctl = DAPO__CONTROL__INIT;
+    ctl.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT; ctl.path = "/tmp/x";
+    roundtrip(DAPO__MSG_TYPE__MSG_CONTROL, &ctl.base);
+    Dapo__ErrorReply er = DAPO__ERROR_REPLY__INIT;
+    er.code = ERR_DECODE; er.message = "bad"; er.in_reply_to = DAPO__MSG_TYPE__MSG_HELLO;
+    roundtrip(DAPO__MSG_TYPE__MSG_ERROR, &er.base);
+}
+
+static void test_decode_rejects_bad_frames(void **state) {
+    (void)state;
+    Dapo__Credit cr = DAPO__CREDIT__INIT;
+    cr.credits = 3;
+    size_t len;
+    uint8_t *buf = net_encode(DAPO__MSG_TYPE__MSG_CREDIT, &cr.base, &len);
+    Dapo__MsgType t;
+    uint16_t v;
+    ProtobufCMessage *m;
+    char err[ERR_LEN];
+    assert_int_equal(net_decode(buf, 5, 0, &t, &v, &m, err), ERR_DECODE);             /* truncated header */
+    assert_non_null(strstr(err, "truncated"));
+    assert_int_equal(net_decode(buf, len - 1, 0, &t, &v, &m, err), ERR_DECODE);       /* truncated payload */
+    assert_non_null(strstr(err, "length mismatch"));
+    assert_int_equal(net_decode(buf, len, 8, &t, &v, &m, err), ERR_TOO_BIG);          /* over the cap */
+    uint8_t garbage[32];
+    memset(garbage, 0xAB, sizeof garbage);
+    assert_int_equal(net_decode(garbage, sizeof garbage, 0, &t, &v, &m, err), ERR_DECODE);
+    assert_non_null(strstr(err, "magic"));
+    buf[6] = 200;                                                                      /* unknown type */
+    assert_int_equal(net_decode(buf, len, 0, &t, &v, &m, err), ERR_DECODE);
+    assert_non_null(strstr(err, "unknown message type"));
+    buf[6] = DAPO__MSG_TYPE__MSG_CREDIT;
+    buf[12] = 0xFF;                                                                    /* bad protobuf */
+    assert_int_equal(net_decode(buf, len, 0, &t, &v, &m, err), ERR_DECODE);
+    assert_null(m);
+    buf[4] = 9;                                                                        /* other version */
+    assert_int_equal(net_decode(buf, len, 0, &t, &v, &m, err), ERR_VERSION);
+    assert_non_null(strstr(err, "peer speaks 9, this build speaks 1"));
+    xfree(buf);
+}
+
+/* Garbage, truncated and oversized frames over a real socket pair: each is rejected and the next good message
+ * still arrives. */
+static void test_receiver_survives_bad_frames(void **state) {
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    char err[ERR_LEN];
+    NetOpts bo = {.bind = true, .max_msg_bytes = 1 << 16};
+    void *router = net_socket(ctx, ZMQ_ROUTER, "tcp://127.0.0.1:0", &bo, err);
+    assert_non_null(router);
+    char ep[128];
+    assert_int_equal(net_last_endpoint(router, ep, sizeof ep), 0);
+    void *dealer = net_socket(ctx, ZMQ_DEALER, ep, NULL, err);
+    assert_non_null(dealer);
+    assert_int_equal(zmq_send(dealer, "garbage!!!!!!!!!", 16, 0), 16);
+    assert_int_equal(zmq_send(dealer, "DAP", 3, 0), 3);
+    Dapo__Credit cr = DAPO__CREDIT__INIT;
+    cr.credits = 11;
+    assert_int_equal(net_send(dealer, NULL, 0, DAPO__MSG_TYPE__MSG_CREDIT, &cr.base, false), 0);
+    NetMsg m;
+    assert_int_equal(net_recv(router, &m, 2000, 0, err), ERR_DECODE);
+    assert_int_equal(net_recv(router, &m, 2000, 0, err), ERR_DECODE);
+    assert_int_equal(net_recv(router, &m, 2000, 0, err), 0);
+    assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_CREDIT);
+    assert_int_equal(((Dapo__Credit *)m.msg)->credits, 11);
+    assert_int_equal(m.peer_len > 0, 1);
+    net_msg_free(&m);
+    /* Over ZMQ_MAXMSGSIZE: ZeroMQ drops the connection; the dealer reconnects and the next message arrives. */
+    static uint8_t big[1 << 17];
+    assert_int_equal(zmq_send(dealer, big, sizeof big, 0), (int)sizeof big);
+    cr.credits = 12;
+    int got = 0;
+    for (int i = 0; i < 20 && !got; i++) {
+        net_send(dealer, NULL, 0, DAPO__MSG_TYPE__MSG_CREDIT, &cr.base, false);
+        if (net_recv(router, &m, 200, 0, err) == 0) { got = ((Dapo__Credit *)m.msg)->credits == 12; net_msg_free(&m); }
+    }
+    assert_true(got);
+    zmq_close(dealer);
+    zmq_close(router);
+    zmq_ctx_term(ctx);
+}
+
+typedef struct { void *ctx; FakeCoord fc; Worker *w; } Fix;
+
+static int setup(void **state) {
+    Fix *f = xcalloc(1, sizeof *f);
+    char err[ERR_LEN];
+    f->ctx = zmq_ctx_new();
+    if (fake_coord_open(&f->fc, f->ctx, "tcp://127.0.0.1:0", err)) return -1;
+    WorkerOpts o = {.role = DAPO__ROLE__ROLE_VERIFIER, .worker_id = "verifier-t", .coordinator = f->fc.endpoint,
+                    .capacity = 8, .heartbeat_ms = 50, .lease_timeout_s = 0.4};
+    f->w = worker_open(f->ctx, &o, err);
+    if (!f->w) return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    Fix *f = *state;
+    worker_close(f->w, "test over");
+    fake_coord_close(&f->fc);
+    zmq_ctx_term(f->ctx);
+    xfree(f);
+    return 0;
+}
+
+/* Polls the worker for a while (the worker only acts inside worker_poll). Returns the first work result. */
+static int pump(Fix *f, int ms, NetMsg *out) {
+    char err[ERR_LEN];
+    NetMsg scratch;
+    if (!out) out = &scratch;
+    int64_t end = clock_ms() + ms;
+    while (clock_ms() < end) {
+        int rc = worker_poll(f->w, out, 10, err);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+static void register_worker(Fix *f) {
+    NetMsg *h = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_HELLO, 2000, NULL);
+    assert_non_null(h);
+    Dapo__Hello *hello = (Dapo__Hello *)h->msg;
+    assert_int_equal(hello->protocol_version, DAPO_PROTOCOL_VERSION);
+    assert_int_equal(hello->role, DAPO__ROLE__ROLE_VERIFIER);
+    assert_string_equal(hello->worker_id, "verifier-t");
+    assert_int_equal(hello->capacity, 8);
+    assert_int_equal(fake_coord_welcome(&f->fc, 50, 0.4), 0);
+    NetMsg out;
+    assert_int_equal(pump(f, 50, &out), 0);
+    assert_int_equal(worker_state(f->w), WORKER_READY);
+}
+
+static void test_worker_hello_credit_heartbeat(void **state) {
+    Fix *f = *state;
+    NetMsg out;
+    pump(f, 20, &out);
+    assert_int_equal(worker_state(f->w), WORKER_CONNECTING);
+    register_worker(f);
+    NetMsg *c = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_CREDIT, 1000, NULL);
+    assert_non_null(c);
+    assert_int_equal(((Dapo__Credit *)c->msg)->credits, 8);            /* capacity - busy */
+    /* Heartbeats flow while the worker polls; answer them so the worker stays READY. */
+    for (int i = 0; i < 3; i++) {
+        pump(f, 60, &out);
+        NetMsg *hb = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_HEARTBEAT, 1000, NULL);
+        assert_non_null(hb);
+        Dapo__Heartbeat reply = DAPO__HEARTBEAT__INIT;
+        fake_coord_reply(&f->fc, DAPO__MSG_TYPE__MSG_HEARTBEAT, &reply.base);
+    }
+    assert_int_equal(worker_state(f->w), WORKER_READY);
+    assert_int_equal(worker_add_credit(f->w, 2), 0);
+    c = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_CREDIT, 1000, NULL);
+    assert_non_null(c);
+    assert_int_equal(((Dapo__Credit *)c->msg)->credits, 2);
+}
+
+static void test_worker_gets_work_and_cancel(void **state) {
+    Fix *f = *state;
+    pump(f, 20, NULL);
+    register_worker(f);
+    Dapo__ScoreRequest sr = DAPO__SCORE_REQUEST__INIT;
+    sr.request_id = 5;
+    fake_coord_reply(&f->fc, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, &sr.base);
+    NetMsg out;
+    assert_int_equal(pump(f, 1000, &out), 1);
+    assert_int_equal(out.type, DAPO__MSG_TYPE__MSG_SCORE_REQUEST);
+    assert_int_equal(((Dapo__ScoreRequest *)out.msg)->request_id, 5);
+    net_msg_free(&out);
+    Dapo__Cancel ca = DAPO__CANCEL__INIT;
+    ca.reason = "batch full";
+    fake_coord_reply(&f->fc, DAPO__MSG_TYPE__MSG_CANCEL, &ca.base);
+    assert_int_equal(pump(f, 1000, &out), 1);
+    assert_int_equal(out.type, DAPO__MSG_TYPE__MSG_CANCEL);
+    net_msg_free(&out);
+    /* Garbage from the coordinator is dropped; the worker keeps working. */
+    fake_coord_send_raw(&f->fc, "junkjunkjunkjunk", 16);
+    fake_coord_reply(&f->fc, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, &sr.base);
+    assert_int_equal(pump(f, 1000, &out), 1);
+    assert_int_equal(out.type, DAPO__MSG_TYPE__MSG_SCORE_REQUEST);
+    net_msg_free(&out);
+}
+
+static void test_worker_reregisters_after_silence(void **state) {
+    Fix *f = *state;
+    pump(f, 20, NULL);
+    register_worker(f);
+    /* The coordinator goes silent (e.g. restarted): after the lease timeout the worker says Hello again. */
+    NetMsg out;
+    pump(f, 600, &out);
+    assert_int_equal(worker_state(f->w), WORKER_CONNECTING);
+    NetMsg *h = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_HELLO, 2000, NULL);
+    assert_non_null(h);
+    fake_coord_welcome(&f->fc, 50, 0.4);
+    pump(f, 50, &out);
+    assert_int_equal(worker_state(f->w), WORKER_READY);
+    assert_int_equal(worker_sessions(f->w), 2);
+    /* A coordinator that does not know the worker (restarted) says so; the worker registers at once. */
+    Dapo__ErrorReply er = DAPO__ERROR_REPLY__INIT;
+    er.code = ERR_NOTFOUND;
+    er.message = "unknown worker";
+    fake_coord_reply(&f->fc, DAPO__MSG_TYPE__MSG_ERROR, &er.base);
+    pump(f, 30, &out);
+    assert_non_null(fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_HELLO, 1000, NULL));
+}
+
+static void test_worker_refused_names_versions(void **state) {
+    Fix *f = *state;
+    pump(f, 20, NULL);
+    NetMsg *h = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_HELLO, 2000, NULL);
+    assert_non_null(h);
+    /* A coordinator of protocol version 2 refuses: the frame carries version 2 in its header. */
+    Dapo__Welcome w = DAPO__WELCOME__INIT;
+    w.accepted = false;
+    w.reason = "protocol version mismatch: worker speaks 1, coordinator speaks 2";
+    size_t len;
+    uint8_t *buf = net_encode(DAPO__MSG_TYPE__MSG_WELCOME, &w.base, &len);
+    buf[4] = 2;
+    fake_coord_send_raw(&f->fc, buf, len);
+    xfree(buf);
+    char err[ERR_LEN] = "";
+    NetMsg out;
+    int rc = 0;
+    for (int i = 0; i < 100 && rc == 0; i++) rc = worker_poll(f->w, &out, 10, err);
+    assert_int_equal(rc, ERR_VERSION);
+    assert_non_null(strstr(err, "worker speaks 1, coordinator speaks 2"));
+    assert_int_equal(worker_state(f->w), WORKER_REFUSED);
+}
+
+static void test_worker_goodbye(void **state) {
+    Fix *f = *state;
+    pump(f, 20, NULL);
+    register_worker(f);
+    worker_close(f->w, "stopping");
+    f->w = NULL;
+    NetMsg *g = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_GOODBYE, 2000, NULL);
+    assert_non_null(g);
+    assert_string_equal(((Dapo__Goodbye *)g->msg)->reason, "stopping");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip_every_message),
+        cmocka_unit_test(test_decode_rejects_bad_frames),
+        cmocka_unit_test(test_receiver_survives_bad_frames),
+        cmocka_unit_test_setup_teardown(test_worker_hello_credit_heartbeat, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_worker_gets_work_and_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_worker_reregisters_after_silence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_worker_refused_names_versions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_worker_goodbye, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("net", tests, NULL, NULL);
+}
