@@ -1,0 +1,169 @@
+/* tests/unit/test_config.c: the config table — defaults of verl's DAPO recipe, YAML files, overrides, and the
+ * error message of each bad-config case. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/config.h"
+
+static void test_defaults_are_the_dapo_recipe(void **state) {
+    (void)state;
+    Config c;
+    config_defaults(&c);
+    assert_true(c.clip_ratio_low == 0.2 && c.clip_ratio_high == 0.28 && c.clip_ratio_c == 10.0);
+    assert_string_equal(c.loss_agg_mode, "token-mean");
+    assert_int_equal(c.train_batch_size, 512);
+    assert_int_equal(c.gen_batch_size, 1536);
+    assert_int_equal(c.rollout_n, 16);
+    assert_int_equal(c.ppo_mini_batch_size, 32);
+    assert_true(c.lr == 1e-6 && c.lr_warmup_steps == 10 && c.weight_decay == 0.1 && c.grad_clip == 1.0);
+    assert_string_equal(c.warmup_style, "constant");
+    assert_int_equal(c.max_prompt_length, 2048);
+    assert_int_equal(c.max_response_length, 20480);
+    assert_true(c.overlong_buffer_enable && c.overlong_buffer_len == 4096 && c.overlong_penalty_factor == 1.0);
+    assert_true(c.filter_groups_enable);
+    assert_string_equal(c.filter_groups_metric, "acc");
+    assert_int_equal(c.max_num_gen_batches, 10);
+    assert_true(c.temperature == 1.0 && c.top_p == 1.0 && c.val_top_p == 0.7);
+    assert_string_equal(c.bind, "tcp://127.0.0.1:5555");
+    assert_string_equal(c.http, "127.0.0.1:8080");
+    char err[ERR_LEN];
+    assert_int_equal(config_validate(&c, err), 0);
+    config_free(&c);
+}
+
+static int run_cli(Config *c, const char **args, int n, bool *print, char err[ERR_LEN]) {
+    char *argv[32];
+    argv[0] = "dapo-test";
+    for (int i = 0; i < n; i++) argv[i + 1] = (char *)args[i];
+    argv[n + 1] = NULL;
+    int argc = n + 1;
+    return config_from_cli(c, &argc, argv, print, err);
+}
+
+static void test_overrides_and_leftover_args(void **state) {
+    (void)state;
+    Config c;
+    char err[ERR_LEN];
+    bool print;
+    char *argv[] = {"x", "actor_rollout_ref.actor.clip_ratio_high=0.3", "--rank", "2",
+                    "data.train_files=[a.jsonl, b.jsonl]", "--print-config", "actor_rollout_ref.rollout.name=vllm", NULL};
+    int argc = 7;
+    assert_int_equal(config_from_cli(&c, &argc, argv, &print, err), 0);
+    assert_true(print);
+    assert_true(c.clip_ratio_high == 0.3);
+    assert_int_equal(c.train_files.n, 2);
+    assert_string_equal(c.train_files.v[0], "a.jsonl");
+    assert_string_equal(c.train_files.v[1], "b.jsonl");
+    assert_int_equal(argc, 3);                       /* "x", "--rank", "2" left for the daemon */
+    assert_string_equal(argv[1], "--rank");
+    assert_string_equal(argv[2], "2");
+    config_free(&c);
+}
+
+static void test_yaml_file(void **state) {
+    (void)state;
+    char path[] = "/tmp/dapo-cfg-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *yaml =
+        "data:\n  train_batch_size: 16\n  gen_batch_size: 24\n  train_files:\n    - x.jsonl\n    - y.jsonl\n"
+        "actor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 8\n    optim:\n      lr: 5e-5\n"
+        "  rollout:\n    n: 8\n    name: vllm\n"
+        "algorithm:\n  filter_groups:\n    max_num_gen_batches: 3\n";
+    assert_int_equal(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
+    close(fd);
+    Config c;
+    char err[ERR_LEN];
+    const char *args[] = {"--config", path, "data.train_batch_size=32"};
+    assert_int_equal(run_cli(&c, args, 3, NULL, err), 0);
+    assert_int_equal(c.train_batch_size, 32);        /* override wins over the file */
+    assert_int_equal(c.gen_batch_size, 24);
+    assert_int_equal(c.train_files.n, 2);
+    assert_string_equal(c.train_files.v[1], "y.jsonl");
+    assert_true(c.lr == 5e-5);
+    assert_int_equal(c.rollout_n, 8);
+    assert_int_equal(c.max_num_gen_batches, 3);
+    /* --print-config output parses back to the same values. */
+    char out[] = "/tmp/dapo-cfg-out-XXXXXX";
+    int ofd = mkstemp(out);
+    FILE *f = fdopen(ofd, "w");
+    config_print_yaml(&c, f);
+    fclose(f);
+    Config d;
+    config_defaults(&d);
+    assert_int_equal(config_load_file(&d, out, err), 0);
+    assert_int_equal(d.train_batch_size, 32);
+    assert_true(d.lr == 5e-5);
+    assert_int_equal(d.train_files.n, 2);
+    assert_string_equal(d.bind, c.bind);
+    config_free(&d);
+    config_free(&c);
+    unlink(path);
+    unlink(out);
+}
+
+/* Each bad config: the error names the key, the value and what is allowed. */
+static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
+    {"actor_rollout_ref.actor.clip_ratio_hgh=0.3", NULL, "clip_ratio_hgh", "did you mean 'actor_rollout_ref.actor.clip_ratio_high'"},
+    {"actor_rollout_ref.actor.clip_ratio_high=abc", NULL, "'abc'", "not a number"},
+    {"actor_rollout_ref.actor.clip_ratio_c=1", NULL, "clip_ratio_c: 1 is out of range", "greater than 1"},
+    {"actor_rollout_ref.actor.clip_ratio_c=0.5", NULL, "clip_ratio_c", "greater than 1"},
+    {"actor_rollout_ref.rollout.n=0", NULL, "rollout.n: 0 is out of range", "at least 1"},
+    {"actor_rollout_ref.rollout.n=2.5", NULL, "rollout.n: '2.5'", "not an integer"},
+    {"actor_rollout_ref.actor.loss_agg_mode=mean", NULL, "'mean' is not allowed", "token-mean|seq-mean-token-mean"},
+    {"algorithm.filter_groups.enable=maybe", NULL, "'maybe' is not a boolean", "true|false"},
+    {"data.truncation=both", NULL, "data.truncation: 'both'", "error|left|right|middle"},
+    {"actor_rollout_ref.rollout.top_p=1.5", NULL, "top_p: 1.5 is out of range", "at most 1"},
+    {"totally.unknown.key=1", NULL, "unknown key 'totally.unknown.key'", "command line"},
+    {"reward_model.overlong_buffer.len=30000", NULL, "overlong_buffer.len: 30000", "less than data.max_response_length"},
+    {"data.max_response_length=-5", NULL, "max_response_length: -5 is out of range", "at least 1"},
+    {"actor_rollout_ref.actor.ppo_mini_batch_size=1000", NULL, "ppo_mini_batch_size: 1000", "train_batch_size"},
+    {NULL, "data:\n  train_batch_size: [1, 2]\n", "train_batch_size", "a list is not allowed"},
+    {NULL, "data:\n  train_batch_sise: 4\n", ":2: unknown key 'data.train_batch_sise'", "did you mean"},
+    {NULL, "data: [unclosed\n", "not valid YAML", ""},
+    {NULL, "- just\n- a list\n", "top level must be a mapping", ""},
+    {NULL, "trainer:\n  resume_mode: resume_path\n", "resume_from_path", "resume_path"},
+};
+
+static void test_bad_configs(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Config c;
+        char err[ERR_LEN] = "";
+        int rc;
+        char path[] = "/tmp/dapo-bad-XXXXXX";
+        if (bad[i].arg) {
+            const char *args[] = {bad[i].arg};
+            rc = run_cli(&c, args, 1, NULL, err);
+        } else {
+            int fd = mkstemp(path);
+            assert_true(write(fd, bad[i].yaml, strlen(bad[i].yaml)) > 0);
+            close(fd);
+            const char *args[] = {"--config", path};
+            rc = run_cli(&c, args, 2, NULL, err);
+            unlink(path);
+        }
+        if (rc == 0 || !strstr(err, bad[i].want1) || !strstr(err, bad[i].want2))
+            fail_msg("case %zu (%s): rc %d, message \"%s\" lacks \"%s\" / \"%s\"", i,
+                     bad[i].arg ? bad[i].arg : bad[i].yaml, rc, err, bad[i].want1, bad[i].want2);
+        config_free(&c);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_are_the_dapo_recipe),
+        cmocka_unit_test(test_overrides_and_leftover_args),
+        cmocka_unit_test(test_yaml_file),
+        cmocka_unit_test(test_bad_configs),
+    };
+    return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}
