@@ -1,0 +1,175 @@
+/* common/dapo/loss.c: DAPO token-level clipped policy loss, verl's aggregation modes, metrics and gradient
+ * (formulas and sources in loss.h). Per-token arithmetic is fp32 in the order verl's torch code evaluates it,
+ * so clip decisions match verl bit for bit on the same inputs; sums are accumulated in double.
+ * Not here: advantages (advantages.c), the model backward that consumes dlogp, the optimizer.
+ * One deliberate difference: tokens with mask 0 are skipped outright, while verl's seq-mean-* modes multiply
+ * by the mask (a NaN at a masked position would poison verl's sum; it cannot poison ours). */
+#include "dapo/loss.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+static const char *const k_mode_names[] = {
+    "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm",
+};
+#define N_MODES ((int)(sizeof k_mode_names / sizeof k_mode_names[0]))
+
+int loss_agg_mode_parse(const char *name, LossAggMode *mode, char err[ERR_LEN]) {
+    for (int i = 0; name && i < N_MODES; i++)
+        if (strcmp(name, k_mode_names[i]) == 0) { *mode = (LossAggMode)i; return 0; }
+    return err_set(err, ERR_INVAL, "loss_agg_mode '%s': expected token-mean, seq-mean-token-mean, "
+                   "seq-mean-token-sum or seq-mean-token-sum-norm", name ? name : "(null)");
+}
+
+const char *loss_agg_mode_name(LossAggMode mode) {
+    return (int)mode >= 0 && (int)mode < N_MODES ? k_mode_names[mode] : "?";
+}
+
+void loss_params_default(LossParams *p) {
+    memset(p, 0, sizeof *p);
+    p->clip_ratio_low = 0.2;
+    p->clip_ratio_high = 0.28;
+    p->clip_ratio_c = 10.0;
+    p->agg = LOSS_AGG_TOKEN_MEAN;
+    p->dp_size = 1;
+}
+
+static int check_args(const LossParams *p, const LossInput *in, char err[ERR_LEN]) {
+    if (!p || !in) return err_set(err, ERR_INVAL, "loss_compute: NULL params or input");
+    if ((int)p->agg < 0 || (int)p->agg >= N_MODES)
+        return err_set(err, ERR_INVAL, "loss_compute: unknown loss_agg_mode %d", (int)p->agg);
+    if (!(p->clip_ratio_c > 1.0))
+        return err_set(err, ERR_INVAL, "clip_ratio_c must be > 1 for dual-clip PPO, got %g", p->clip_ratio_c);
+    if (!(p->clip_ratio_low >= 0.0) || !(p->clip_ratio_high >= 0.0))
+        return err_set(err, ERR_INVAL, "clip ratios must be >= 0, got low %g high %g",
+                       p->clip_ratio_low, p->clip_ratio_high);
+    if (!isfinite(p->entropy_coeff)) return err_set(err, ERR_INVAL, "entropy_coeff must be finite");
+    if (in->n_seq < 0 || (in->n_seq > 0 && !in->seq_off))
+        return err_set(err, ERR_INVAL, "loss_compute: bad n_seq %d or NULL seq_off", in->n_seq);
+    if (in->n_seq > 0 && in->seq_off[0] != 0)
+        return err_set(err, ERR_INVAL, "loss_compute: seq_off[0] = %d, expected 0", in->seq_off[0]);
+    for (int s = 0; s < in->n_seq; s++)
+        if (in->seq_off[s + 1] < in->seq_off[s])
+            return err_set(err, ERR_INVAL, "loss_compute: seq_off decreases at segment %d", s);
+    int n = in->n_seq > 0 ? in->seq_off[in->n_seq] : 0;
+    if (n > 0 && (!in->logp || !in->old_logp || !in->adv))
+        return err_set(err, ERR_INVAL, "loss_compute: NULL logp, old_logp or adv");
+    return 0;
+}
+
+/* One token: value, clip flags, d(loss_t)/d(logp_t). Torch's evaluation order and fp32 throughout. */
+typedef struct { float loss, grad, negkl; int clipped, lower; } TokOut;
+
+static TokOut token_eval(float logp, float old_logp, float a, float lo, float hi, float c) {
+    TokOut o;
+    float d = logp - old_logp;
+    int in_range = d >= -20.0f && d <= 20.0f;          /* torch.clamp passes the gradient on [min, max] */
+    float dc = d < -20.0f ? -20.0f : (d > 20.0f ? 20.0f : d);   /* NaN stays NaN */
+    float r = expf(dc);
+    float na = -a;
+    float l1 = na * r;
+    float rc = r < lo ? lo : (r > hi ? hi : r);
+    float l2 = na * rc;
+    float g1 = na, g2 = (r >= lo && r <= hi) ? na : 0.0f;
+    float lc, glc;
+    if (l1 > l2)      { lc = l1; glc = g1; }
+    else if (l2 > l1) { lc = l2; glc = g2; }
+    else              { lc = (isnan(l1) || isnan(l2)) ? NAN : l1; glc = 0.5f * (g1 + g2); }
+    o.clipped = l2 > l1;
+    float l3 = na * c;
+    o.lower = (lc > l3) && (a < 0.0f);
+    float loss = lc, g = glc;
+    if (a < 0.0f) {
+        if (l3 < lc)      { loss = l3; g = 0.0f; }
+        else if (lc == l3) g = 0.5f * glc;
+    }
+    o.loss = loss;
+    o.grad = in_range ? g * r : (isnan(d) ? NAN : 0.0f);
+    o.negkl = -dc;
+    return o;
+}
+
+int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, float *dlogp, float *dentropy,
+                 LossStats *st, char err[ERR_LEN]) {
+    int rc = check_args(p, in, err);
+    if (rc) return rc;
+    if (dentropy && !in->entropy) return err_set(err, ERR_INVAL, "loss_compute: dentropy needs entropies");
+    const uint8_t *m = in->mask;
+
+    /* Local counts: the fallbacks verl uses when no global batch info is given. */
+    double ntok = 0;
+    int nonempty = 0, longest = 0;
+    for (int s = 0; s < in->n_seq; s++) {
+        int a = in->seq_off[s], b = in->seq_off[s + 1], cnt = 0;
+        for (int t = a; t < b; t++) cnt += m ? (m[t] != 0) : 1;
+        ntok += cnt;
+        nonempty += cnt > 0;
+        if (b - a > longest) longest = b - a;
+    }
+    const double dp = p->dp_size > 0 ? p->dp_size : 1;
+    const double tok_den = p->batch_num_tokens > 0 ? p->batch_num_tokens : ntok;
+    const double seq_den = p->global_batch_size > 0 ? p->global_batch_size : nonempty;
+    const double norm = p->loss_scale_factor > 0 ? p->loss_scale_factor : (longest > 0 ? longest : 1);
+
+    const float lo = (float)(1.0 - p->clip_ratio_low), hi = (float)(1.0 + p->clip_ratio_high);
+    const float c = (float)p->clip_ratio_c;
+    LossStats z;
+    memset(&z, 0, sizeof z);
+    z.n_tokens = ntok;
+    z.n_seq_nonempty = nonempty;
+
+    for (int s = 0; s < in->n_seq; s++) {
+        int a = in->seq_off[s], b = in->seq_off[s + 1], cnt = 0;
+        for (int t = a; t < b; t++) cnt += m ? (m[t] != 0) : 1;
+        /* d(agg)/d(loss_t) for a counted token of this segment (verl's agg_loss, see loss.h). */
+        double w;
+        switch (p->agg) {
+        case LOSS_AGG_TOKEN_MEAN:          w = tok_den > 0 ? dp / tok_den : 0; break;
+        case LOSS_AGG_SEQ_MEAN_TOKEN_MEAN: w = seq_den > 0 ? dp / ((cnt + 1e-8) * seq_den) : 0; break;
+        case LOSS_AGG_SEQ_MEAN_TOKEN_SUM:  w = seq_den > 0 ? dp / seq_den : 0; break;
+        default:                           w = seq_den > 0 ? dp / seq_den / norm : 0; break;
+        }
+        for (int t = a; t < b; t++) {
+            if (m && !m[t]) {
+                if (loss_tok) loss_tok[t] = 0.0f;
+                if (dlogp) dlogp[t] = 0.0f;
+                if (dentropy) dentropy[t] = 0.0f;
+                continue;
+            }
+            TokOut o = token_eval(in->logp[t], in->old_logp[t], in->adv[t], lo, hi, c);
+            z.pg_loss += w * o.loss;
+            z.clipfrac_sum += o.clipped;
+            z.clipfrac_lower_sum += o.lower;
+            z.kl_sum += o.negkl;
+            if (loss_tok) loss_tok[t] = o.loss;
+            if (dlogp) dlogp[t] = (float)(w * o.grad);
+            if (in->entropy) {
+                z.entropy += w * in->entropy[t];
+                z.entropy_sum += in->entropy[t];
+            }
+            if (dentropy) dentropy[t] = (float)(-p->entropy_coeff * w);
+        }
+    }
+    z.loss = z.pg_loss - p->entropy_coeff * z.entropy;
+    z.pg_clipfrac = z.clipfrac_sum / (ntok + 1e-8);
+    z.pg_clipfrac_lower = z.clipfrac_lower_sum / (ntok + 1e-8);
+    z.ppo_kl = z.kl_sum / (ntok + 1e-8);
+    if (st) *st = z;
+    return 0;
+}
+
+void loss_stats_merge(LossStats *acc, const LossStats *s) {
+    acc->pg_loss += s->pg_loss;
+    acc->entropy += s->entropy;
+    acc->loss += s->loss;
+    acc->n_tokens += s->n_tokens;
+    acc->clipfrac_sum += s->clipfrac_sum;
+    acc->clipfrac_lower_sum += s->clipfrac_lower_sum;
+    acc->kl_sum += s->kl_sum;
+    acc->entropy_sum += s->entropy_sum;
+    acc->n_seq_nonempty += s->n_seq_nonempty;
+    acc->pg_clipfrac = acc->clipfrac_sum / (acc->n_tokens + 1e-8);
+    acc->pg_clipfrac_lower = acc->clipfrac_lower_sum / (acc->n_tokens + 1e-8);
+    acc->ppo_kl = acc->kl_sum / (acc->n_tokens + 1e-8);
+}

@@ -1,0 +1,108 @@
+/* common/dapo/loss.h: the DAPO token-level policy loss (DESIGN.md §2), its aggregation over a mini-batch, its
+ * metrics, and its gradient with respect to the per-token log-probs and entropies — the pure-math part of a
+ * learner step. Formula source: verl `verl/trainer/ppo/core_algos.py` (DESIGN.md commit; identical in the
+ * verl 0.7.1 / 0.8.0 releases): `compute_policy_loss_vanilla`, `agg_loss` with verl's `global_batch_info`
+ * (dp_size, batch_num_tokens, global_batch_size, loss_scale_factor), `verl_F.masked_mean`; the entropy term
+ * as verl's actor: `policy_loss = pg_loss - entropy_coeff * agg_loss(entropy)`.
+ *
+ * Per response token t (fp32, as verl):
+ *   d = clamp(logp - old_logp, -20, 20);  r = exp(d)
+ *   l1 = -A r;  l2 = -A clamp(r, 1 - clip_ratio_low, 1 + clip_ratio_high);  lc = max(l1, l2)
+ *   l3 = -A clip_ratio_c;  loss_t = A < 0 ? min(l3, lc) : lc
+ * Aggregation (this call = one micro-batch on one rank; S = its sequences, M = mask):
+ *   token-mean               sum_t M_t loss_t / batch_num_tokens * dp_size
+ *   seq-mean-token-mean      sum_s [sum_t M loss / (n_s + 1e-8)] / global_batch_size * dp_size   (n_s > 0 only)
+ *   seq-mean-token-sum       sum_s [sum_t M loss] / global_batch_size * dp_size
+ *   seq-mean-token-sum-norm  (seq-mean-token-sum) / loss_scale_factor
+ * With the mini-batch-global denominators, the sum of these values over every micro-batch of every rank,
+ * divided by dp_size, is the mini-batch loss, so gradient accumulation and data parallelism do not change the
+ * result. Metrics (verl): pg_clipfrac = masked mean of [l2 > l1]; pg_clipfrac_lower = masked mean of
+ * [lc > l3 and A < 0]; ppo_kl = masked mean of -d; masked mean = sum / (mask sum + 1e-8).
+ * Gradient: d(loss)/d(logp_t) through exp and both clamps with torch's conventions (a clamp passes the gradient
+ * on its closed interval; max/min split it half-half on ties), so it equals torch.autograd on verl's code.
+ *
+ * Not here: log-probs and entropies themselves (the model's forward), advantages (advantages.h), KL-to-reference
+ * loss (DAPO uses none), rollout importance weights, the optimizer. */
+#ifndef DAPO_LOSS_H
+#define DAPO_LOSS_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+
+typedef enum {
+    LOSS_AGG_TOKEN_MEAN = 0,            /* "token-mean" (DAPO) */
+    LOSS_AGG_SEQ_MEAN_TOKEN_MEAN,       /* "seq-mean-token-mean" (GRPO paper) */
+    LOSS_AGG_SEQ_MEAN_TOKEN_SUM,        /* "seq-mean-token-sum" */
+    LOSS_AGG_SEQ_MEAN_TOKEN_SUM_NORM,   /* "seq-mean-token-sum-norm" (Dr. GRPO) */
+} LossAggMode;
+
+/* verl's name -> mode. ERR_INVAL (message lists the allowed names) for anything else or NULL. */
+int loss_agg_mode_parse(const char *name, LossAggMode *mode, char err[ERR_LEN]);
+/* mode -> verl's name (static string; "?" for an out-of-range value). */
+const char *loss_agg_mode_name(LossAggMode mode);
+
+typedef struct {
+    double clip_ratio_low;     /* epsilon_low, 0.2 in DAPO; >= 0 (the bound 1 - low is rounded to fp32, as torch) */
+    double clip_ratio_high;    /* epsilon_high, 0.28 in DAPO; >= 0 */
+    double clip_ratio_c;       /* dual-clip bound for A < 0, 10.0 in the DAPO recipe; must be > 1 (verl asserts) */
+    LossAggMode agg;
+    double entropy_coeff;      /* loss = pg_loss - entropy_coeff * entropy_agg; 0 in DAPO */
+    /* verl's global_batch_info. A value <= 0 means "not given": verl then uses this call's own count. */
+    double batch_num_tokens;   /* token-mean: response tokens (mask sum) of the WHOLE mini-batch, every
+                                  micro-batch of every rank (each shard carries it, layout.h) */
+    double global_batch_size;  /* seq-mean-*: sequences of the whole mini-batch (ppo_mini_batch_size x n) */
+    double loss_scale_factor;  /* seq-mean-token-sum-norm divisor; <= 0: the longest segment of this call
+                                  (verl: loss_mask.shape[-1], the padded response length) — set it to
+                                  max_response_length to keep it constant as Dr. GRPO intends */
+    int    dp_size;            /* verl multiplies by dp_size because DDP/FSDP AVERAGE gradients over ranks:
+                                  pass W when the all-reduce averages, 1 when it sums; <= 0 means 1 */
+} LossParams;
+
+/* Fills p with the DAPO recipe's values: 0.2 / 0.28 / 10.0, token-mean, entropy_coeff 0, no global info, dp 1. */
+void loss_params_default(LossParams *p);
+
+/* One call's tokens, packed: n_seq segments back to back, segment s = tokens [seq_off[s], seq_off[s+1]).
+ * A padded [B, T] batch is the special case seq_off[s] = s*T with mask 0 on the padding.
+ * All arrays are borrowed for the duration of the call. */
+typedef struct {
+    const float   *logp;       /* [N] log pi_theta(token) under logits/temperature, fp32 */
+    const float   *old_logp;   /* [N] log pi_old(token) (recomputed, or the rollout's) */
+    const float   *adv;        /* [N] advantage per token (A_i of its response, advantages.h) */
+    const uint8_t *mask;       /* [N] 1 = response token that counts, 0 = ignored; NULL = all count */
+    const float   *entropy;    /* [N] per-token entropy of pi_theta (nats); NULL = no entropy term */
+    const int     *seq_off;    /* [n_seq + 1], non-decreasing, seq_off[0] = 0, seq_off[n_seq] = N */
+    int            n_seq;      /* >= 0 */
+} LossInput;
+
+typedef struct {
+    double pg_loss;            /* agg(loss_t): verl's pg_loss for this call (with the global denominators) */
+    double entropy;            /* agg(entropy_t) under the same mode and denominators; 0 without entropies */
+    double loss;               /* pg_loss - entropy_coeff * entropy: the value the gradient belongs to */
+    double pg_clipfrac;        /* masked means over this call's tokens, verl's definitions (see top) */
+    double pg_clipfrac_lower;
+    double ppo_kl;
+    double n_tokens;           /* mask sum of this call */
+    double clipfrac_sum;       /* numerators of the three means, so loss_stats_merge can form exact token */
+    double clipfrac_lower_sum; /* means over a whole mini-batch (DESIGN.md §2) */
+    double kl_sum;
+    double entropy_sum;        /* sum of M_t entropy_t (the token mean of entropy is entropy_sum / n_tokens) */
+    int    n_seq_nonempty;     /* segments with at least one counted token */
+} LossStats;
+
+/* Computes the loss of one call and, when the output pointers are non-NULL:
+ *   loss_tok[N]  per-token loss_t (0 where mask = 0),
+ *   dlogp[N]     d(stats.loss)/d(logp_t)     (0 where mask = 0) — what the model backward consumes,
+ *   dentropy[N]  d(stats.loss)/d(entropy_t) = -entropy_coeff * weight_t (needs in->entropy).
+ * Outputs are caller-owned, written in full. Returns 0, or ERR_INVAL with a message for bad parameters
+ * (clip_ratio_c <= 1, negative clip ratios, unknown mode), bad offsets, or NULL required arrays. Non-finite
+ * log-probs do not fail the call: they propagate into the loss so the learner can skip the update. */
+int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, float *dlogp, float *dentropy,
+                 LossStats *st, char err[ERR_LEN]);
+
+/* Accumulates `s` into `acc` (acc zeroed first for the first call): sums add (pg_loss, entropy and loss
+ * add too — with global denominators their sum over micro-batches is the mini-batch value), and the three
+ * means are recomputed as token means over everything merged so far. */
+void loss_stats_merge(LossStats *acc, const LossStats *s);
+
+#endif

@@ -1,0 +1,60 @@
+/* common/model/sample.h: choosing the next token from one row of logits [V] — temperature, top-k, top-p
+ * (nucleus), greedy — driven by one uniform draw, so a response is reproducible from the counter-based RNG
+ * (core/rng.h: u = rng_uniform(seed, group, sample, position)).
+ *
+ * Semantics (Hugging Face `generate` logits warpers, in their order, and vLLM's sampler):
+ *   x = logits / temperature                                      (fp32, as torch's div)
+ *   top-k: keep the k largest x (ties: lower token id first)      (k <= 0 or k >= V: off; verl's -1 = off)
+ *   top-p: over the softmax of what top-k kept, sorted descending, keep the smallest prefix whose cumulative
+ *          probability is >= top_p, and always at least one token (HF: drop tokens whose ascending cumulative
+ *          probability is <= 1 - top_p; the same set) (top_p >= 1: off)
+ *   draw:  the kept tokens in descending order, weights exp(x - max x), the first token whose running weight
+ *          exceeds u * (total kept weight).
+ *   greedy (params.greedy, or temperature <= 0): argmax of the logits, first index on ties (torch.argmax).
+ * Returned log-prob: log_softmax(logits / temperature)[token] over the FULL vocabulary, before top-k/top-p
+ * truncation (temperature 1 when greedy with temperature <= 0). This is deliberate: it is what the learner
+ * recomputes from the same logits (DESIGN.md §2, logp = log softmax(logits / temperature)[token]), so the
+ * rollout's and the learner's log-probs are comparable (the rollout_corr metrics) and never -inf-shifted by
+ * the truncation; it is not the probability the truncated sampler actually used.
+ * Cost: O(V) without truncation (no sort: max, sum, one scan); with top-k / top-p, an O(V) partial selection
+ * plus a sort of only the kept prefix (top-p grows the selected prefix in doubling chunks until it holds
+ * top_p of the mass).
+ * Not here: repetition / presence penalties, min-p, logit bias, batched rows, the model forward. */
+#ifndef DAPO_SAMPLE_H
+#define DAPO_SAMPLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+typedef struct {
+    float temperature;   /* > 0 divides the logits; <= 0 means greedy */
+    float top_p;         /* (0, 1]; 1 = off */
+    int   top_k;         /* <= 0 or >= V = off */
+    int   greedy;        /* nonzero: argmax (verl's do_sample = false) */
+} SampleParams;
+
+/* Scratch bytes sample_token / sample_support need for a vocabulary of V (8 bytes per token). */
+size_t sample_scratch_bytes(int V);
+
+/* Picks a token from logits[V] (borrowed, fp32, may hold -inf; NaN or +inf is an error) with the uniform
+ * draw u in [0, 1). scratch: sample_scratch_bytes(V) bytes owned by the caller (reuse it per row: nothing is
+ * allocated then); NULL makes the call allocate and free its own when truncation needs it.
+ * Writes *token (0..V-1) and *logprob (full-vocabulary log-softmax, see top). Returns 0, or ERR_INVAL with a
+ * message for V < 1, NULL pointers, u outside [0, 1), top_p <= 0 or NaN, or logits that are NaN, +inf or all
+ * -inf. */
+int sample_token(const float *logits, int V, const SampleParams *p, double u, void *scratch, int32_t *token,
+                 float *logprob, char err[ERR_LEN]);
+
+/* The kept set the sampler draws from (greedy: the argmax alone), in descending probability order:
+ * writes kept[0 .. *n_kept) (caller-owned, room for V ids). Same errors as sample_token. For tests and
+ * for showing a distribution; the sampler itself does not materialise the set when nothing is truncated. */
+int sample_support(const float *logits, int V, const SampleParams *p, void *scratch, int32_t *kept, int *n_kept,
+                   char err[ERR_LEN]);
+
+/* log_softmax(logits / temperature)[token] over all V (temperature <= 0 counts as 1), computed with a double
+ * accumulator. ERR_INVAL for bad arguments or logits as in sample_token. */
+int sample_logprob(const float *logits, int V, float temperature, int32_t token, float *logprob, char err[ERR_LEN]);
+
+#endif
