@@ -67,7 +67,8 @@ endif
 # ---------------------------------------------------------------------------------------------- sources
 PROTO_C  := $(BUILD)/gen/dapo.pb-c.c
 PROTO_H  := $(BUILD)/gen/dapo.pb-c.h
-COMMON_SRC := $(sort $(shell find common -name '*.c' 2>/dev/null))
+# SKIP="common/x common/y" leaves folders out of the library (for building one part while another is mid-edit).
+COMMON_SRC := $(filter-out $(addsuffix /%,$(SKIP)),$(sort $(shell find common -name '*.c' 2>/dev/null)))
 CUDA_SRC   := $(if $(NVCC),$(sort $(wildcard common/backend/cuda/*.cu)))
 SERVICES   := $(notdir $(patsubst %/,%,$(sort $(dir $(wildcard services/*/main.c)))))
 TOOLS_SRC  := $(sort $(wildcard tools/*.c))

@@ -153,6 +153,7 @@ int net_recv(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, char err
     if (timeout_ms != 0) {
         zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
         int n = zmq_poll(&it, 1, timeout_ms);
+        if (n < 0 && zmq_errno() == EINTR) return ERR_TIMEOUT;     /* a signal: let the caller look at its flags */
         if (n < 0) return err_set(err, -zmq_errno(), "zmq_poll: %s", zmq_strerror(zmq_errno()));
         if (n == 0) return ERR_TIMEOUT;
     }

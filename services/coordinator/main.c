@@ -1,20 +1,156 @@
-/* services/coordinator/main.c: dapo-coordinator entry point. Work in progress: loads the config and exits. */
-#include "core/config.h"
-#include "core/log.h"
-
+/* services/coordinator/main.c: dapo-coordinator — the control plane (DESIGN.md §1). One libuv loop: the ZeroMQ
+ * ROUTER every worker connects to (through uv_poll on ZMQ_FD, drained until ZMQ_EVENTS has no POLLIN on every
+ * wake-up and after every send, since ZMQ_FD is edge-triggered), a 100 ms cron (leases), the HTTP dashboard
+ * and SIGTERM/SIGINT (a second SIGINT forces exit).
+ * Not yet here: dataset, dispatch, dynamic sampling, batches, checkpoints (issue 8). */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "coord.h"
+
+int coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m) {
+    int rc = net_send(c->router, w->rid, w->rid_len, type, m, true);
+    c->need_drain = 1;
+    if (rc) log_debug("send %s to %s: %s", net_type_name(type), w->id, err_str(rc));
+    return rc;
+}
+
+void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
+                      const char *msg) {
+    Dapo__ErrorReply e = DAPO__ERROR_REPLY__INIT;
+    e.code = code;
+    e.message = (char *)msg;
+    e.in_reply_to = (uint32_t)in_reply_to;
+    net_send(c->router, rid, rid_len, DAPO__MSG_TYPE__MSG_ERROR, &e.base, true);
+    c->need_drain = 1;
+}
+
+void coord_drain(Coord *c) {
+    size_t maxb = (size_t)c->cfg.max_msg_mb << 20;
+    do {
+        c->need_drain = 0;
+        for (;;) {
+            int ev = 0;
+            size_t sz = sizeof ev;
+            if (zmq_getsockopt(c->router, ZMQ_EVENTS, &ev, &sz) || !(ev & ZMQ_POLLIN)) break;
+            NetMsg m;
+            char err[ERR_LEN];
+            int rc = net_recv(c->router, &m, 0, maxb, err);
+            if (rc == ERR_AGAIN) break;
+            if (rc == 0) {
+                c->msgs_in++;
+                registry_on_message(c, &m);
+            } else if (rc == ERR_VERSION && m.type == DAPO__MSG_TYPE__MSG_HELLO && m.msg) {
+                registry_on_bad_version_hello(c, &m);
+            } else {
+                c->msgs_bad++;
+                log_warn("dropped a bad message (%zu bytes): %s", m.bytes, err);
+                if (m.peer_len) coord_send_error(c, m.peer, m.peer_len, rc, m.type, err);
+            }
+            net_msg_free(&m);
+        }
+    } while (c->need_drain);
+}
+
+static void on_zmq_readable(uv_poll_t *h, int status, int events) {
+    (void)events;
+    Coord *c = h->data;
+    if (status < 0) log_warn("uv_poll on ZMQ_FD: %s", uv_strerror(status));
+    coord_drain(c);
+}
+
+static void on_cron(uv_timer_t *t) {
+    Coord *c = t->data;
+    registry_cron(c);
+    coord_drain(c);
+}
+
+static void close_all(uv_handle_t *h, void *arg) {
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void on_signal(uv_signal_t *s, int signum) {
+    Coord *c = s->data;
+    if (signum == SIGINT && ++c->sigints > 1) {
+        log_warn("second SIGINT: exiting now");
+        _exit(130);
+    }
+    log_info("%s: stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    c->stopping = 1;
+    http_close(c->http);
+    c->http = NULL;
+    uv_stop(c->loop);
+}
+
+static int coord_start(Coord *c, char err[ERR_LEN]) {
+    c->started_ms = clock_ms();
+    if (c->cfg.run_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", c->cfg.run_id);
+    else snprintf(c->run_id, sizeof c->run_id, "run-%ld-%d", (long)time(NULL), (int)getpid());
+    c->zctx = zmq_ctx_new();
+    if (!c->zctx) return err_set(err, ERR_IO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    NetOpts o = {.bind = true, .max_msg_bytes = (int64_t)c->cfg.max_msg_mb << 20};
+    c->router = net_socket(c->zctx, ZMQ_ROUTER, c->cfg.bind, &o, err);
+    if (!c->router) return ERR_IO;
+    net_last_endpoint(c->router, c->endpoint, sizeof c->endpoint);
+    int fd;
+    size_t fdsz = sizeof fd;
+    if (zmq_getsockopt(c->router, ZMQ_FD, &fd, &fdsz)) return err_set(err, ERR_IO, "ZMQ_FD: %s", zmq_strerror(zmq_errno()));
+    c->loop = uv_default_loop();
+    int rc = uv_poll_init(c->loop, &c->zpoll, fd);
+    if (!rc) { c->zpoll.data = c; rc = uv_poll_start(&c->zpoll, UV_READABLE, on_zmq_readable); }
+    if (!rc) { rc = uv_timer_init(c->loop, &c->cron); c->cron.data = c; }
+    if (!rc) rc = uv_timer_start(&c->cron, on_cron, 100, 100);
+    if (!rc) { rc = uv_signal_init(c->loop, &c->sigterm); c->sigterm.data = c; }
+    if (!rc) rc = uv_signal_start(&c->sigterm, on_signal, SIGTERM);
+    if (!rc) { rc = uv_signal_init(c->loop, &c->sigint); c->sigint.data = c; }
+    if (!rc) rc = uv_signal_start(&c->sigint, on_signal, SIGINT);
+    if (rc) return err_set(err, ERR_IO, "libuv setup: %s", uv_strerror(rc));
+    c->http = http_listen(c->loop, c->cfg.http, dashboard_handle, c, err);
+    if (!c->http) return ERR_IO;
+    log_info("run %s: workers connect to %s; dashboard http://%s:%d/", c->run_id, c->endpoint, c->cfg.http[0] == '[' ? "[::1]" : "127.0.0.1", http_port(c->http));
+    coord_drain(c);        /* messages that arrived before the poll was registered */
+    return 0;
+}
 
 int main(int argc, char **argv) {
     log_init("coordinator", LL_INFO);
-    Config cfg;
+    signal(SIGPIPE, SIG_IGN);
+    static Coord c;
     bool print = false;
     char err[ERR_LEN];
-    if (config_from_cli(&cfg, &argc, argv, &print, err)) {
+    int rc = config_from_cli(&c.cfg, &argc, argv, &print, err);
+    if (!rc && argc > 1) rc = err_set(err, ERR_INVAL, "unknown argument '%s' (usage: dapo-coordinator [--config FILE] [key.path=value ...] [--print-config])", argv[1]);
+    if (rc) {
         log_error("%s", err);
-        config_free(&cfg);
+        config_free(&c.cfg);
         return 2;
     }
-    if (print) config_print_yaml(&cfg, stdout);
-    config_free(&cfg);
-    return 0;
+    if (print) {
+        config_print_yaml(&c.cfg, stdout);
+        config_free(&c.cfg);
+        return 0;
+    }
+    rc = coord_start(&c, err);
+    if (rc) log_error("%s", err);
+    else uv_run(c.loop, UV_RUN_DEFAULT);
+    if (c.loop) {
+        http_close(c.http);
+        uv_walk(c.loop, close_all, NULL);
+        uv_run(c.loop, UV_RUN_DEFAULT);
+        uv_loop_close(c.loop);
+    }
+    if (c.router) zmq_close(c.router);
+    if (c.zctx) zmq_ctx_term(c.zctx);
+    xfree(c.workers);
+    config_free(&c.cfg);
+    log_info("stopped");
+    return rc ? 1 : 0;
 }

@@ -1,20 +1,20 @@
-/* services/rollout/main.c: dapo-rollout entry point. Work in progress: loads the config and exits. */
-#include "core/config.h"
+/* services/rollout/main.c: dapo-rollout — registers with the coordinator through the shared worker protocol, heartbeats,
+ * and exits cleanly on SIGTERM (common/net/daemon.h).
+ * Not yet here: the rollout's work; messages it cannot handle yet are answered with an ErrorReply. */
 #include "core/log.h"
+#include "net/daemon.h"
 
-#include <stdio.h>
+static int on_work(void *ud, NetMsg *m) {
+    daemon_reply_unsupported(ud, m);
+    return 0;
+}
 
 int main(int argc, char **argv) {
-    log_init("rollout", LL_INFO);
-    Config cfg;
-    bool print = false;
+    static Daemon d;
     char err[ERR_LEN];
-    if (config_from_cli(&cfg, &argc, argv, &print, err)) {
-        log_error("%s", err);
-        config_free(&cfg);
-        return 2;
-    }
-    if (print) config_print_yaml(&cfg, stdout);
-    config_free(&cfg);
-    return 0;
+    int rc = daemon_init(&d, argc, argv, DAPO__ROLE__ROLE_ROLLOUT, "rollout", 1, err);
+    if (rc == 0) rc = daemon_run(&d, on_work, NULL, &d, err);
+    if (rc < 0) log_error("%s", err);
+    daemon_close(&d, rc < 0 ? "error" : "shutdown");
+    return rc < 0 ? 1 : 0;
 }

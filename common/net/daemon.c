@@ -1,0 +1,116 @@
+/* common/net/daemon.c: the shared worker-daemon skeleton (see daemon.h). */
+#include "net/daemon.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "core/log.h"
+
+static volatile sig_atomic_t g_stop, g_sigints;
+
+static void on_signal(int sig) {
+    if (sig == SIGINT && ++g_sigints > 1) _exit(130);    /* second Ctrl-C: now */
+    g_stop = 1;
+}
+
+int daemon_stopping(void) { return g_stop != 0; }
+
+static const char *role_str(Dapo__Role r) {
+    return r == DAPO__ROLE__ROLE_ROLLOUT ? "rollout" : r == DAPO__ROLE__ROLE_VERIFIER ? "verifier" : "learner";
+}
+
+int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *component, uint32_t capacity,
+                char err[ERR_LEN]) {
+    memset(d, 0, sizeof *d);
+    log_init(component, LL_INFO);
+    bool print = false;
+    int rc = config_from_cli(&d->cfg, &argc, argv, &print, err);
+    if (rc) return rc;
+    char host[64] = "localhost";
+    gethostname(host, sizeof host - 1);
+    snprintf(d->worker_id, sizeof d->worker_id, "%s-%d@%s", role_str(role), (int)getpid(), host);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--id") == 0 && i + 1 < argc) {
+            snprintf(d->worker_id, sizeof d->worker_id, "%s", argv[++i]);
+        } else if (strcmp(argv[i], "--rank") == 0 && i + 1 < argc) {
+            char *end;
+            long r = strtol(argv[++i], &end, 10);
+            if (*end || r < 0 || r >= d->cfg.num_learners)
+                return err_set(err, ERR_INVAL, "--rank: '%s' is not a rank in 0..%d (cluster.num_learners)", argv[i],
+                               d->cfg.num_learners - 1);
+            d->rank = (int)r;
+        } else {
+            return err_set(err, ERR_INVAL, "unknown argument '%s' (usage: %s [--config FILE] [key.path=value ...] "
+                           "[--id NAME] [--rank N] [--print-config])", argv[i], argv[0]);
+        }
+    }
+    if (print) {
+        config_print_yaml(&d->cfg, stdout);
+        return 1;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    d->zctx = zmq_ctx_new();
+    if (!d->zctx) return err_set(err, ERR_IO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    WorkerOpts o = {
+        .role = role, .worker_id = d->worker_id, .coordinator = d->cfg.coordinator, .capacity = capacity,
+        .rank = (uint32_t)d->rank, .world_size = (uint32_t)d->cfg.num_learners, .heartbeat_ms = d->cfg.heartbeat_ms,
+        .lease_timeout_s = d->cfg.lease_timeout_s, .max_msg_bytes = (int64_t)d->cfg.max_msg_mb << 20,
+        .build_info = "dapo " __DATE__ " gcc " __VERSION__,
+    };
+    d->worker = worker_open(d->zctx, &o, err);
+    if (!d->worker) return ERR_IO;
+    log_info("%s: connecting to %s", d->worker_id, d->cfg.coordinator);
+    return 0;
+}
+
+int daemon_run(Daemon *d, DaemonWorkFn on_work, DaemonIdleFn on_idle, void *ud, char err[ERR_LEN]) {
+    int timeout = 100;
+    while (!g_stop) {
+        NetMsg m;
+        int rc = worker_poll(d->worker, &m, timeout, err);
+        if (rc < 0) {
+            if (rc == ERR_VERSION || rc == ERR_INVAL) return rc;     /* refused: err names why */
+            log_warn("%s", err);                                      /* socket trouble: keep trying */
+            continue;
+        }
+        if (rc == 1) {
+            int hr = on_work ? on_work(ud, &m) : 0;
+            net_msg_free(&m);
+            if (hr < 0) return err_set(err, hr, "handler stopped the daemon: %s", err_str(hr));
+        }
+        timeout = 100;
+        if (on_idle) {
+            int t = on_idle(ud);
+            if (t < 0) return err_set(err, t, "idle handler stopped the daemon: %s", err_str(t));
+            timeout = t;
+        }
+    }
+    return 0;
+}
+
+void daemon_reply_unsupported(Daemon *d, const NetMsg *m) {
+    Dapo__ErrorReply e = DAPO__ERROR_REPLY__INIT;
+    char text[300];
+    snprintf(text, sizeof text, "%s cannot handle %s yet", d->worker_id, net_type_name(m->type));
+    e.code = ERR_UNSUPPORTED;
+    e.message = text;
+    e.in_reply_to = (uint32_t)m->type;
+    worker_send(d->worker, DAPO__MSG_TYPE__MSG_ERROR, &e.base);
+    log_warn("%s", text);
+}
+
+void daemon_close(Daemon *d, const char *reason) {
+    worker_close(d->worker, reason);
+    d->worker = NULL;
+    if (d->zctx) zmq_ctx_term(d->zctx);
+    d->zctx = NULL;
+    config_free(&d->cfg);
+}

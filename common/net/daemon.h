@@ -1,0 +1,46 @@
+/* common/net/daemon.h: what every worker daemon (rollout, verifier, learner) does the same way: the shared command
+ * line (config + --id NAME), signal handling (SIGTERM/SIGINT set a flag; a second SIGINT exits at once), and the
+ * main loop around the worker state machine.
+ * Not here: the work itself (each service's handlers). */
+#ifndef DAPO_DAEMON_H
+#define DAPO_DAEMON_H
+
+#include "core/config.h"
+#include "net/worker.h"
+
+typedef struct {
+    Config      cfg;
+    char        worker_id[128];       /* --id NAME, default "<role>-<pid>@<host>" */
+    int         rank;                 /* --rank N (learner), default 0 */
+    void       *zctx;
+    Worker     *worker;
+} Daemon;
+
+/* Parses the command line (see config_from_cli, plus --id NAME and --rank N), handles --print-config (prints and
+ * returns 1), installs signal handlers, creates the ZeroMQ context and the Worker from cfg.cluster.* with the
+ * given role and capacity. Returns 0 (ready), 1 (printed the config: exit 0), or negative with err set. */
+int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *component, uint32_t capacity,
+                char err[ERR_LEN]);
+
+/* Called for each work message (Generate/Score/Train/Cancel/Control/WeightUpdate...): return 0 to go on, or a
+ * negative code to stop the daemon. The message is freed by the loop after the call unless the handler took it
+ * (set m->msg = NULL). */
+typedef int (*DaemonWorkFn)(void *ud, NetMsg *m);
+/* Called between polls (e.g. one decode step); returns the poll timeout to use next in ms (0 when it has more
+ * work to do at once), or a negative code to stop. */
+typedef int (*DaemonIdleFn)(void *ud);
+
+/* Runs until SIGTERM/SIGINT, a refusal by the coordinator, or a handler's negative return. Returns 0 on a signal,
+ * else the error code (err says why). */
+int daemon_run(Daemon *d, DaemonWorkFn on_work, DaemonIdleFn on_idle, void *ud, char err[ERR_LEN]);
+
+/* True once SIGTERM or SIGINT arrived. */
+int daemon_stopping(void);
+
+/* Sends Goodbye, closes the worker and the context, frees the config. */
+void daemon_close(Daemon *d, const char *reason);
+
+/* Answers a work message the daemon cannot handle with an ErrorReply (ERR_UNSUPPORTED), naming the type. */
+void daemon_reply_unsupported(Daemon *d, const NetMsg *m);
+
+#endif

@@ -1,0 +1,73 @@
+/* services/coordinator/coord.h: the coordinator's state, shared by its modules (DESIGN.md §1).
+ * One libuv loop owns everything: the ZeroMQ ROUTER (joined through uv_poll on ZMQ_FD), a cron timer, the
+ * dashboard's HTTP server and the signal handlers. Single-threaded: no locks.
+ * Modules: registry.c (workers: hello, heartbeats, credit, leases of workers), dashboard.c (HTTP routes),
+ * main.c (loop, ZeroMQ hub, signals). */
+#ifndef DAPO_COORD_H
+#define DAPO_COORD_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/config.h"
+#include "net/net.h"
+#include "http.h"
+
+typedef enum { WORKER_ALIVE = 0, WORKER_LOST, WORKER_GONE } WorkerLife;
+
+typedef struct {
+    uint8_t     rid[NET_PEER_MAX];     /* ZeroMQ routing id */
+    size_t      rid_len;
+    char        id[128];               /* worker_id from Hello */
+    char        build_info[128];
+    Dapo__Role  role;
+    WorkerLife  life;
+    uint32_t    capacity;              /* items */
+    uint64_t    capacity_tokens;
+    uint32_t    credit;                /* items we may still send it */
+    uint32_t    busy;                  /* from its heartbeat */
+    double      load;
+    int64_t     policy_version;
+    uint32_t    rank, world_size;
+    int64_t     registered_ms, last_seen_ms;   /* monotonic */
+    uint64_t    heartbeats;
+} WorkerEntry;
+
+typedef struct Coord {
+    Config       cfg;
+    uv_loop_t   *loop;
+    void        *zctx, *router;
+    char         endpoint[128];        /* resolved ROUTER endpoint */
+    uv_poll_t    zpoll;
+    uv_timer_t   cron;
+    uv_signal_t  sigterm, sigint;
+    HttpServer  *http;
+    WorkerEntry *workers;              /* xrealloc'd array; entries are never removed (the table shows them) */
+    int          nworkers, cap_workers;
+    char         run_id[64];
+    int64_t      step, policy_version;
+    int64_t      started_ms;
+    int          stopping, sigints;
+    uint64_t     msgs_in, msgs_bad;
+    int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */
+} Coord;
+
+/* registry.c */
+void registry_on_message(Coord *c, NetMsg *m);         /* every message from a worker */
+void registry_on_bad_version_hello(Coord *c, NetMsg *m); /* refuses it, naming both versions */
+void registry_cron(Coord *c);                          /* marks workers lost after the lease timeout */
+WorkerEntry *registry_find(Coord *c, const uint8_t *rid, size_t rid_len);
+const char *role_name(Dapo__Role r);
+const char *life_name(WorkerLife l);
+int  registry_count(const Coord *c, Dapo__Role role, WorkerLife life);
+
+/* main.c */
+void coord_drain(Coord *c);                            /* reads every pending ZeroMQ message */
+int  coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m);
+void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
+                      const char *msg);
+
+/* dashboard.c */
+void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp);
+
+#endif

@@ -1,0 +1,160 @@
+/* services/coordinator/registry.c: the worker registry — hello and its answer, heartbeats, credit, goodbye, and
+ * noticing a worker that went silent (DESIGN.md §1, §7).
+ * Not here: the work items a worker holds (their leases return to the queue when the worker is lost; the
+ * dispatch module owns them). */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "coord.h"
+
+const char *role_name(Dapo__Role r) {
+    switch (r) {
+    case DAPO__ROLE__ROLE_ROLLOUT: return "rollout";
+    case DAPO__ROLE__ROLE_VERIFIER: return "verifier";
+    case DAPO__ROLE__ROLE_LEARNER: return "learner";
+    case DAPO__ROLE__ROLE_COORDINATOR: return "coordinator";
+    default: return "unknown";
+    }
+}
+
+const char *life_name(WorkerLife l) {
+    static const char *names[] = {"alive", "lost", "gone"};
+    return (unsigned)l < 3 ? names[l] : "?";
+}
+
+WorkerEntry *registry_find(Coord *c, const uint8_t *rid, size_t rid_len) {
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].rid_len == rid_len && memcmp(c->workers[i].rid, rid, rid_len) == 0) return &c->workers[i];
+    return NULL;
+}
+
+int registry_count(const Coord *c, Dapo__Role role, WorkerLife life) {
+    int n = 0;
+    for (int i = 0; i < c->nworkers; i++) n += c->workers[i].role == role && c->workers[i].life == life;
+    return n;
+}
+
+static void send_welcome(Coord *c, const NetMsg *m, int accepted, const char *reason) {
+    Dapo__Welcome w = DAPO__WELCOME__INIT;
+    w.accepted = accepted;
+    w.reason = (char *)reason;
+    w.protocol_version = DAPO_PROTOCOL_VERSION;
+    w.run_id = c->run_id;
+    w.heartbeat_ms = (uint32_t)c->cfg.heartbeat_ms;
+    w.lease_timeout_s = c->cfg.lease_timeout_s;
+    w.policy_version = c->policy_version;
+    if (net_send(c->router, m->peer, m->peer_len, DAPO__MSG_TYPE__MSG_WELCOME, &w.base, true))
+        log_warn("welcome not sent (peer gone)");
+}
+
+static void on_hello(Coord *c, NetMsg *m, int version_ok) {
+    Dapo__Hello *h = (Dapo__Hello *)m->msg;
+    char reason[ERR_LEN];
+    if (!version_ok || h->protocol_version != DAPO_PROTOCOL_VERSION) {
+        snprintf(reason, sizeof reason, "protocol version mismatch: worker %s speaks %u, coordinator speaks %d",
+                 h->worker_id, !version_ok ? m->version : h->protocol_version, DAPO_PROTOCOL_VERSION);
+        log_warn("refused %s", reason + 0);
+        send_welcome(c, m, 0, reason);
+        return;
+    }
+    if (h->role != DAPO__ROLE__ROLE_ROLLOUT && h->role != DAPO__ROLE__ROLE_VERIFIER &&
+        h->role != DAPO__ROLE__ROLE_LEARNER) {
+        snprintf(reason, sizeof reason, "worker %s: role %d is not a worker role", h->worker_id, (int)h->role);
+        log_warn("refused %s", reason);
+        send_welcome(c, m, 0, reason);
+        return;
+    }
+    WorkerEntry *w = registry_find(c, m->peer, m->peer_len);
+    if (!w) {
+        if (c->nworkers == c->cap_workers) {
+            c->cap_workers = c->cap_workers ? 2 * c->cap_workers : 16;
+            c->workers = xrealloc(c->workers, (size_t)c->cap_workers * sizeof *c->workers);
+        }
+        w = &c->workers[c->nworkers++];
+        memset(w, 0, sizeof *w);
+        memcpy(w->rid, m->peer, m->peer_len);
+        w->rid_len = m->peer_len;
+    }
+    int again = w->registered_ms != 0;
+    snprintf(w->id, sizeof w->id, "%s", h->worker_id);
+    snprintf(w->build_info, sizeof w->build_info, "%s", h->build_info);
+    w->role = h->role;
+    w->life = WORKER_ALIVE;
+    w->capacity = h->capacity;
+    w->capacity_tokens = h->capacity_tokens;
+    w->credit = 0;                   /* the worker announces its free capacity right after the Welcome */
+    w->busy = 0;
+    w->policy_version = h->policy_version;
+    w->rank = h->rank;
+    w->world_size = h->world_size;
+    w->registered_ms = w->last_seen_ms = clock_ms();
+    log_info("worker %s registered%s: role %s, capacity %u, policy version %lld", w->id, again ? " again" : "",
+             role_name(w->role), w->capacity, (long long)w->policy_version);
+    send_welcome(c, m, 1, "");
+}
+
+static void mark_gone(Coord *c, WorkerEntry *w, WorkerLife life, const char *why) {
+    (void)c;
+    if (w->life != WORKER_ALIVE) return;
+    w->life = life;
+    w->credit = 0;
+    if (life == WORKER_LOST) log_warn("worker %s (%s) lost: %s", w->id, role_name(w->role), why);
+    else log_info("worker %s (%s) left: %s", w->id, role_name(w->role), why);
+}
+
+void registry_on_message(Coord *c, NetMsg *m) {
+    if (m->type == DAPO__MSG_TYPE__MSG_HELLO) { on_hello(c, m, 1); return; }
+    WorkerEntry *w = registry_find(c, m->peer, m->peer_len);
+    if (!w || w->life != WORKER_ALIVE) {
+        /* A worker from before a coordinator restart, or one declared lost: ask it to register again. */
+        coord_send_error(c, m->peer, m->peer_len, ERR_NOTFOUND, m->type, "unknown worker: send Hello");
+        return;
+    }
+    w->last_seen_ms = clock_ms();
+    switch (m->type) {
+    case DAPO__MSG_TYPE__MSG_HEARTBEAT: {
+        Dapo__Heartbeat *hb = (Dapo__Heartbeat *)m->msg;
+        w->busy = hb->busy;
+        w->load = hb->load;
+        w->policy_version = hb->policy_version;
+        w->heartbeats++;
+        Dapo__Heartbeat reply = DAPO__HEARTBEAT__INIT;
+        reply.seq = hb->seq;
+        reply.policy_version = c->policy_version;
+        coord_send(c, w, DAPO__MSG_TYPE__MSG_HEARTBEAT, &reply.base);
+        break;
+    }
+    case DAPO__MSG_TYPE__MSG_CREDIT: {
+        uint32_t add = ((Dapo__Credit *)m->msg)->credits;
+        uint64_t total = (uint64_t)w->credit + add;
+        w->credit = total > w->capacity ? w->capacity : (uint32_t)total;   /* never more than it said it holds */
+        break;
+    }
+    case DAPO__MSG_TYPE__MSG_GOODBYE:
+        mark_gone(c, w, WORKER_GONE, ((Dapo__Goodbye *)m->msg)->reason);
+        break;
+    case DAPO__MSG_TYPE__MSG_LEASE_RENEW:
+        break;                       /* last_seen_ms above renews everything it holds */
+    default:
+        log_debug("worker %s: %s not handled yet", w->id, net_type_name(m->type));
+        coord_send_error(c, m->peer, m->peer_len, ERR_UNSUPPORTED, m->type, "message not handled by this coordinator");
+        break;
+    }
+}
+
+void registry_on_bad_version_hello(Coord *c, NetMsg *m) { on_hello(c, m, 0); }
+
+void registry_cron(Coord *c) {
+    int64_t now = clock_ms(), limit = (int64_t)(c->cfg.lease_timeout_s * 1000);
+    for (int i = 0; i < c->nworkers; i++) {
+        WorkerEntry *w = &c->workers[i];
+        if (w->life == WORKER_ALIVE && now - w->last_seen_ms > limit) {
+            char why[128];
+            snprintf(why, sizeof why, "no heartbeat for %.1f s (lease timeout %.1f s)",
+                     (now - w->last_seen_ms) / 1000.0, c->cfg.lease_timeout_s);
+            mark_gone(c, w, WORKER_LOST, why);
+        }
+    }
+}

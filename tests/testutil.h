@@ -1,0 +1,99 @@
+/* tests/testutil.h: helpers for tests that run real dapo processes on loopback: spawn with logs, signal, wait
+ * with a timeout, free ephemeral ports, a minimal HTTP GET, and paths from DAPO_ROOT / DAPO_BUILD (set by
+ * tests/run.sh). Header-only (static) because each test is its own program. */
+#ifndef DAPO_TESTUTIL_H
+#define DAPO_TESTUTIL_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline const char *tu_build(void) { const char *b = getenv("DAPO_BUILD"); return b && *b ? b : "build"; }
+static inline const char *tu_root(void) { const char *r = getenv("DAPO_ROOT"); return r && *r ? r : "."; }
+
+/* "$DAPO_BUILD/bin/<name>" into buf. */
+static inline const char *tu_bin(char *buf, size_t n, const char *name) {
+    snprintf(buf, n, "%s/bin/%s", tu_build(), name);
+    return buf;
+}
+
+/* A TCP port that was free a moment ago on 127.0.0.1. */
+static inline int tu_free_port(void) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) || getsockname(s, (struct sockaddr *)&a, &len)) {
+        if (s >= 0) close(s);
+        return -1;
+    }
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+/* Starts argv[0] with stdout+stderr appended to log (NULL: inherit). Returns the pid or -1. */
+static inline pid_t tu_spawn(char *const argv[], const char *log) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    if (log) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+    }
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+/* Waits up to ms for pid; returns its exit status (128+sig when killed), or -1 on timeout. */
+static inline int tu_wait(pid_t pid, int ms) {
+    for (int t = 0; t <= ms; t += 10) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (r < 0) return -2;
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* Runs a command line through the shell, capturing stdout+stderr into out (NUL-terminated). Returns exit code. */
+static inline int tu_run(const char *cmd, char *out, size_t n) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t len = fread(out, 1, n - 1, p);
+    out[len] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* HTTP request to 127.0.0.1:port; the response body (after the headers) into body. Returns the status code or -1. */
+static inline int tu_http(int port, const char *method, const char *path, const char *extra_headers, char *body, size_t n) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a)) { if (s >= 0) close(s); return -1; }
+    char req[1024];
+    int len = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: localhost\r\n%sContent-Length: 0\r\n\r\n", method, path,
+                       extra_headers ? extra_headers : "");
+    if (write(s, req, (size_t)len) != len) { close(s); return -1; }
+    static char resp[1 << 20];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof resp - 1 && (r = read(s, resp + got, sizeof resp - 1 - got)) > 0) got += (size_t)r;
+    close(s);
+    resp[got] = 0;
+    int status = -1;
+    if (sscanf(resp, "HTTP/1.1 %d", &status) != 1) return -1;
+    const char *b = strstr(resp, "\r\n\r\n");
+    snprintf(body, n, "%s", b ? b + 4 : "");
+    return status;
+}
+
+#endif
