@@ -1,0 +1,240 @@
+/* tests/unit/test_verifier_cases.c: every case of tests/data/verifier/cases.jsonl.zst (4,283 inputs with the
+ * outputs of DAPO's eval/math_dapo.py under CPython 3.11.7) through the library (reward_score) and through
+ * the dapo-verify binary (spawned with the cases on stdin, once single-threaded and once with --threads 2);
+ * all three fields (score, acc, exact pred or null) must match for every case, in input order.
+ * Also asserts that no single case takes 50 ms or more in the library (the very_long ones reach 1 MB).
+ * Not here: the rule-by-rule unit tests (test_verifier_rules.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "reward/reward.h"
+
+extern char **environ;
+
+#define N_CASES 4283
+
+typedef struct {
+    json_t *obj;   /* the whole case object (owned) */
+} Case;
+
+static Case  g_cases[N_CASES + 16];
+static size_t g_n;
+
+static const char *root_dir(void) {
+    const char *r = getenv("DAPO_ROOT");
+    return r && *r ? r : ".";
+}
+
+/* Reads the whole file; xmalloc'd, *n bytes. NULL when it cannot be read. */
+static char *file_read(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
+    long sz = ftell(f);
+    if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); return NULL; }
+    char *buf = xmalloc((size_t)sz + 1);
+    size_t got = fread(buf, 1, (size_t)sz, f);
+    fclose(f);
+    if (got != (size_t)sz) { xfree(buf); return NULL; }
+    buf[got] = '\0';
+    *n = got;
+    return buf;
+}
+
+static int cases_load(void **state) {
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/verifier/cases.jsonl.zst", root_dir());
+    size_t zn = 0;
+    char *z = file_read(path, &zn);
+    if (!z) { fprintf(stderr, "cannot read %s\n", path); return -1; }
+    unsigned long long rn = ZSTD_getFrameContentSize(z, zn);
+    if (rn == ZSTD_CONTENTSIZE_ERROR || rn == ZSTD_CONTENTSIZE_UNKNOWN || rn > ((size_t)1 << 31)) {
+        fprintf(stderr, "%s: not a sized zstd frame\n", path);
+        xfree(z);
+        return -1;
+    }
+    char *raw = xmalloc((size_t)rn + 1);
+    size_t got = ZSTD_decompress(raw, (size_t)rn, z, zn);
+    xfree(z);
+    if (ZSTD_isError(got) || got != rn) { fprintf(stderr, "zstd: %s\n", ZSTD_getErrorName(got)); xfree(raw); return -1; }
+    g_n = 0;
+    for (char *p = raw, *end = raw + got; p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) nl = end;
+        if (nl > p) {
+            if (g_n >= N_CASES + 16) break;
+            json_error_t je;
+            json_t *o = json_loadb(p, (size_t)(nl - p), JSON_ALLOW_NUL, &je);
+            if (!o) { fprintf(stderr, "case line %zu: %s\n", g_n + 1, je.text); xfree(raw); return -1; }
+            g_cases[g_n++].obj = o;
+        }
+        p = nl + 1;
+    }
+    xfree(raw);
+    return 0;
+}
+
+static int cases_free(void **state) {
+    (void)state;
+    for (size_t i = 0; i < g_n; i++) json_decref(g_cases[i].obj);
+    g_n = 0;
+    return 0;
+}
+
+static const char *str_of(json_t *o, const char *k, size_t *n) {
+    json_t *v = json_object_get(o, k);
+    *n = json_string_length(v);
+    return json_string_value(v);
+}
+
+/* Compares one result with the case; prints the first mismatches. Returns 1 when it matches. */
+static int result_check(json_t *c, double score, bool acc, bool has_pred, const char *pred, size_t pred_len,
+                        const char *how, int *printed) {
+    json_t *ep = json_object_get(c, "pred");
+    double es = json_number_value(json_object_get(c, "score"));
+    bool ea = json_is_true(json_object_get(c, "acc"));
+    bool ok = es == score && ea == acc;
+    if (json_is_null(ep)) ok = ok && !has_pred;
+    else ok = ok && has_pred && json_string_length(ep) == pred_len && memcmp(json_string_value(ep), pred, pred_len) == 0;
+    if (!ok && (*printed)++ < 20)
+        fprintf(stderr, "%s mismatch %s (%s): want score %g acc %d pred %s; got score %g acc %d pred %.*s\n", how,
+                json_string_value(json_object_get(c, "id")), json_string_value(json_object_get(c, "category")), es,
+                ea, json_is_null(ep) ? "null" : json_string_value(ep), score, acc, has_pred ? (int)pred_len : 4,
+                has_pred ? pred : "null");
+    return ok;
+}
+
+static void test_cases_all_match_library(void **state) {
+    (void)state;
+    assert_int_equal(g_n, N_CASES);
+    RewardWs *ws = reward_ws_new();
+    int matched = 0, printed = 0, strict = 0;
+    int64_t worst = 0;
+    const char *worst_id = "";
+    for (size_t i = 0; i < g_n; i++) {
+        json_t *c = g_cases[i].obj;
+        size_t sn, gn;
+        const char *sol = str_of(c, "solution", &sn), *gt = str_of(c, "ground_truth", &gn);
+        bool sb = json_is_true(json_object_get(c, "strict_box"));
+        strict += sb;
+        RewardResult r;
+        int64_t t0 = math_dapo_now_ns();
+        int rc = reward_score(ws, "math_dapo", sol, sn, gt, gn, sb, t0 + (int64_t)1000000000, &r);
+        int64_t dt = math_dapo_now_ns() - t0;
+        if (dt > worst) worst = dt, worst_id = json_string_value(json_object_get(c, "id"));
+        assert_int_equal(rc, 0);
+        matched += result_check(c, r.score, r.acc, r.has_pred, r.pred, r.pred_len, "library", &printed);
+    }
+    reward_ws_free(ws);
+    fprintf(stderr, "library: %d/%zu match (%d strict_box); slowest case %s: %.3f ms\n", matched, g_n, strict,
+            worst_id, worst / 1e6);
+    assert_int_equal(strict, 671);
+    assert_int_equal(matched, N_CASES);
+    assert_true(worst < 50 * 1000000LL);
+}
+
+/* Runs dapo-verify with stdin from in_path and stdout to out_path; returns its exit status or -1. */
+static int verify_run(const char *in_path, const char *out_path, const char *threads) {
+    const char *b = getenv("DAPO_BUILD");
+    char bin[4096];
+    if (!b || !*b) b = "build";
+    if (b[0] == '/') snprintf(bin, sizeof bin, "%s/bin/dapo-verify", b);
+    else snprintf(bin, sizeof bin, "%s/%s/bin/dapo-verify", root_dir(), b);
+    if (access(bin, X_OK) != 0) { fprintf(stderr, "no executable %s\n", bin); return -1; }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, in_path, O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    char *argv[] = { bin, "--threads", (char *)threads, NULL };
+    pid_t pid;
+    int rc = posix_spawn(&pid, bin, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) { fprintf(stderr, "posix_spawn %s: %s\n", bin, strerror(rc)); return -1; }
+    int st;
+    if (waitpid(pid, &st, 0) != pid) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void binary_check(const char *threads) {
+    assert_int_equal(g_n, N_CASES);
+    char dir[] = "/tmp/dapo-verify-test.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char in_path[256], out_path[256];
+    snprintf(in_path, sizeof in_path, "%s/in.jsonl", dir);
+    snprintf(out_path, sizeof out_path, "%s/out.jsonl", dir);
+    FILE *f = fopen(in_path, "wb");
+    assert_non_null(f);
+    for (size_t i = 0; i < g_n; i++) {   /* only the input fields, as the README's checker sends them */
+        json_t *c = g_cases[i].obj, *o = json_object();
+        const char *keys[] = { "id", "solution", "ground_truth", "strict_box" };
+        for (int k = 0; k < 4; k++) json_object_set(o, keys[k], json_object_get(c, keys[k]));
+        assert_int_equal(json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER), 0);
+        fputc('\n', f);
+        json_decref(o);
+    }
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(verify_run(in_path, out_path, threads), 0);
+
+    size_t n = 0;
+    char *out = file_read(out_path, &n);
+    assert_non_null(out);
+    size_t i = 0;
+    int matched = 0, printed = 0;
+    for (char *p = out, *end = out + n; p < end && i < g_n; i++) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) nl = end;
+        json_error_t je;
+        json_t *o = json_loadb(p, (size_t)(nl - p), JSON_ALLOW_NUL, &je);
+        assert_non_null(o);
+        json_t *c = g_cases[i].obj, *pr = json_object_get(o, "pred");
+        assert_string_equal(json_string_value(json_object_get(o, "id")), json_string_value(json_object_get(c, "id")));
+        assert_true(json_is_real(json_object_get(o, "score")) && json_is_boolean(json_object_get(o, "acc")));
+        assert_true(json_is_null(pr) || json_is_string(pr));
+        matched += result_check(c, json_number_value(json_object_get(o, "score")), json_is_true(json_object_get(o, "acc")),
+                                json_is_string(pr), json_string_value(pr), json_string_length(pr), "dapo-verify",
+                                &printed);
+        json_decref(o);
+        p = nl + 1;
+    }
+    xfree(out);
+    unlink(in_path);
+    unlink(out_path);
+    rmdir(dir);
+    fprintf(stderr, "dapo-verify --threads %s: %d/%zu match\n", threads, matched, g_n);
+    assert_int_equal(i, N_CASES);
+    assert_int_equal(matched, N_CASES);
+}
+
+static void test_cases_all_match_binary(void **state) {
+    (void)state;
+    binary_check("1");
+}
+
+static void test_cases_all_match_binary_threaded(void **state) {
+    (void)state;
+    binary_check("2");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cases_all_match_library),
+        cmocka_unit_test(test_cases_all_match_binary),
+        cmocka_unit_test(test_cases_all_match_binary_threaded),
+    };
+    return cmocka_run_group_tests(tests, cases_load, cases_free);
+}
