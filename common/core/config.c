@@ -117,6 +117,8 @@ static const CfgEntry cfg_table[] = {
     { "cluster.num_learners",                CFG_INT,   1, 4096,    "1",       O(num_learners), NULL, 0 },
     { "cluster.learner_threads",             CFG_INT,   0, 1024,    "0",       O(learner_threads), NULL, 0 },
     { "cluster.rollout_threads",             CFG_INT,   0, 1024,    "0",       O(rollout_threads), NULL, 0 },
+    { "cluster.verifier_threads",            CFG_INT,   0, 1024,    "0",       O(verifier_threads), NULL, 0 },
+    { "cluster.verifier_capacity",           CFG_INT,   1, 1e6,     "512",     O(verifier_capacity), NULL, 0 },
 };
 #define NCFG (sizeof cfg_table / sizeof cfg_table[0])
 

@@ -107,6 +107,8 @@ typedef struct Config {
     int     max_msg_mb;               /* ZMQ_MAXMSGSIZE, MiB */
     int     num_learners;             /* W */
     int     learner_threads, rollout_threads;
+    int     verifier_threads;         /* scoring threads per verifier; 0: one per core */
+    int     verifier_capacity;        /* responses a verifier holds at once (its credit) */
 } Config;
 
 /* Fills c with the defaults of cfg_table. c must be zeroed or freed before; strings are owned. */

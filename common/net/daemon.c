@@ -23,8 +23,7 @@ static const char *role_str(Dapo__Role r) {
     return r == DAPO__ROLE__ROLE_ROLLOUT ? "rollout" : r == DAPO__ROLE__ROLE_VERIFIER ? "verifier" : "learner";
 }
 
-int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *component, uint32_t capacity,
-                char err[ERR_LEN]) {
+int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *component, char err[ERR_LEN]) {
     memset(d, 0, sizeof *d);
     log_init(component, LL_INFO);
     bool print = false;
@@ -57,10 +56,15 @@ int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *c
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capacity_tokens, char err[ERR_LEN]) {
     d->zctx = zmq_ctx_new();
     if (!d->zctx) return err_set(err, ERR_IO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     WorkerOpts o = {
         .role = role, .worker_id = d->worker_id, .coordinator = d->cfg.coordinator, .capacity = capacity,
+        .capacity_tokens = capacity_tokens,
         .rank = (uint32_t)d->rank, .world_size = (uint32_t)d->cfg.num_learners, .heartbeat_ms = d->cfg.heartbeat_ms,
         .lease_timeout_s = d->cfg.lease_timeout_s, .max_msg_bytes = (int64_t)d->cfg.max_msg_mb << 20,
         .build_info = "dapo " __DATE__ " gcc " __VERSION__,

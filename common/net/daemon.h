@@ -17,10 +17,12 @@ typedef struct {
 } Daemon;
 
 /* Parses the command line (see config_from_cli, plus --id NAME and --rank N), handles --print-config (prints and
- * returns 1), installs signal handlers, creates the ZeroMQ context and the Worker from cfg.cluster.* with the
- * given role and capacity. Returns 0 (ready), 1 (printed the config: exit 0), or negative with err set. */
-int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *component, uint32_t capacity,
-                char err[ERR_LEN]);
+ * returns 1), installs signal handlers. Returns 0, 1 (printed the config: exit 0), or negative with err set. */
+int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *component, char err[ERR_LEN]);
+
+/* Creates the ZeroMQ context and the Worker from cfg.cluster.* with the given capacity (items; rollout: also
+ * KV-cache tokens) and starts registering. 0 or negative with err set. */
+int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capacity_tokens, char err[ERR_LEN]);
 
 /* Called for each work message (Generate/Score/Train/Cancel/Control/WeightUpdate...): return 0 to go on, or a
  * negative code to stop the daemon. The message is freed by the loop after the call unless the handler took it

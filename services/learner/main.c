@@ -12,7 +12,8 @@ static int on_work(void *ud, NetMsg *m) {
 int main(int argc, char **argv) {
     static Daemon d;
     char err[ERR_LEN];
-    int rc = daemon_init(&d, argc, argv, DAPO__ROLE__ROLE_LEARNER, "learner", 1, err);
+    int rc = daemon_init(&d, argc, argv, DAPO__ROLE__ROLE_LEARNER, "learner", err);
+    if (rc == 0) rc = daemon_connect(&d, DAPO__ROLE__ROLE_LEARNER, 1, 0, err);
     if (rc == 0) rc = daemon_run(&d, on_work, NULL, &d, err);
     if (rc < 0) log_error("%s", err);
     daemon_close(&d, rc < 0 ? "error" : "shutdown");

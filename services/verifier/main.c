@@ -1,20 +1,85 @@
-/* services/verifier/main.c: dapo-verifier — registers with the coordinator through the shared worker protocol, heartbeats,
- * and exits cleanly on SIGTERM (common/net/daemon.h).
- * Not yet here: the verifier's work; messages it cannot handle yet are answered with an ErrorReply. */
+/* services/verifier/main.c: dapo-verifier — scores responses for the coordinator (DESIGN.md §1, issue 3).
+ * Registers through the shared worker protocol with capacity cluster.verifier_capacity responses (one credit per
+ * response), takes ScoreRequest batches, scores them on a thread pool (scoring.c: math_dapo rules by data_source,
+ * a per-item deadline, the soft overlong penalty), returns ScoreResults as each request finishes, and gives the
+ * credit back. Cancel drops a request. Bad input never stops it: a malformed frame is dropped by the worker
+ * layer, an item that cannot be scored gets score -1 and an error string. */
+#include <unistd.h>
+
 #include "core/log.h"
 #include "net/daemon.h"
+#include "scoring.h"
+
+typedef struct {
+    Daemon     d;
+    ScorePool *pool;
+    uint32_t   held;          /* responses held (their credit is out) */
+    uint64_t   requests, items;
+} Verifier;
 
 static int on_work(void *ud, NetMsg *m) {
-    daemon_reply_unsupported(ud, m);
+    Verifier *v = ud;
+    switch (m->type) {
+    case DAPO__MSG_TYPE__MSG_SCORE_REQUEST: {
+        Dapo__ScoreRequest *req = (Dapo__ScoreRequest *)m->msg;
+        m->msg = NULL;                                  /* the pool owns it now */
+        v->held += (uint32_t)req->n_items;
+        v->requests++;
+        v->items += req->n_items;
+        log_debug("request %llu: %zu items", (unsigned long long)req->request_id, req->n_items);
+        score_pool_submit(v->pool, req);
+        break;
+    }
+    case DAPO__MSG_TYPE__MSG_CANCEL: {
+        Dapo__Cancel *c = (Dapo__Cancel *)m->msg;
+        for (size_t i = 0; i < c->n_items; i++) score_pool_cancel(v->pool, c->items[i]->item_id, c->items[i]->attempt);
+        break;
+    }
+    case DAPO__MSG_TYPE__MSG_CONTROL:
+        break;                                          /* nothing to pause or checkpoint here */
+    default:
+        daemon_reply_unsupported(&v->d, m);
+    }
+    worker_set_status(v->d.worker, v->held, -1);
     return 0;
 }
 
+/* Sends finished results and returns their credit. Polls again soon while work is in flight. */
+static int on_idle(void *ud) {
+    Verifier *v = ud;
+    Dapo__ScoreResult *r;
+    uint32_t n;
+    while (score_pool_take(v->pool, &r, &n)) {
+        if (r) {
+            int rc = worker_send(v->d.worker, DAPO__MSG_TYPE__MSG_SCORE_RESULT, &r->base);
+            if (rc) log_warn("score result %llu not sent: %s", (unsigned long long)r->request_id, err_str(rc));
+            score_result_free(r);
+        }
+        v->held -= n < v->held ? n : v->held;
+        worker_add_credit(v->d.worker, n);
+    }
+    worker_set_status(v->d.worker, v->held, -1);
+    return score_pool_pending(v->pool) ? 2 : 100;
+}
+
 int main(int argc, char **argv) {
-    static Daemon d;
+    static Verifier v;
     char err[ERR_LEN];
-    int rc = daemon_init(&d, argc, argv, DAPO__ROLE__ROLE_VERIFIER, "verifier", 1, err);
-    if (rc == 0) rc = daemon_run(&d, on_work, NULL, &d, err);
+    int rc = daemon_init(&v.d, argc, argv, DAPO__ROLE__ROLE_VERIFIER, "verifier", err);
+    int cap = v.d.cfg.verifier_capacity;
+    if (rc == 0) rc = daemon_connect(&v.d, DAPO__ROLE__ROLE_VERIFIER, (uint32_t)cap, 0, err);
+    if (rc == 0) {
+        int threads = v.d.cfg.verifier_threads > 0 ? v.d.cfg.verifier_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        v.pool = score_pool_new(threads > 0 ? threads : 1, v.d.cfg.reward_timeout_s, err);
+        if (!v.pool) rc = ERR_IO;
+        else log_info("%d scoring threads, capacity %d responses, deadline %.2f s per item", threads, cap,
+                      v.d.cfg.reward_timeout_s);
+    }
+    if (rc == 0) rc = daemon_run(&v.d, on_work, on_idle, &v, err);
     if (rc < 0) log_error("%s", err);
-    daemon_close(&d, rc < 0 ? "error" : "shutdown");
+    if (v.pool) log_info("scored %llu items in %llu requests, %llu timeouts", (unsigned long long)v.items,
+                         (unsigned long long)v.requests, (unsigned long long)score_pool_timeouts(v.pool));
+    score_pool_free(v.pool);
+    daemon_close(&v.d, rc < 0 ? "error" : "shutdown");
     return rc < 0 ? 1 : 0;
 }

@@ -1,0 +1,215 @@
+/* services/verifier/scoring.c: the scoring pool (see scoring.h). One mutex guards the job list; each thread owns
+ * a RewardWs (scratch) and takes one item at a time, so a long item never holds up the others. */
+#include "scoring.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "dapo/overlong.h"
+#include "reward/reward.h"
+
+typedef struct Job {
+    Dapo__ScoreRequest *req;
+    Dapo__Score       **scores;     /* [n_items], filled by the threads */
+    size_t              next;       /* next item to start */
+    size_t              running;    /* items being scored now */
+    size_t              done;
+    int                 cancelled;
+    struct Job         *nxt;
+} Job;
+
+struct ScorePool {
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    Job            *head, *tail;
+    pthread_t      *th;
+    int             nthreads, stop, pending;
+    double          timeout_s;
+    uint64_t        timeouts;
+};
+
+static Dapo__Score *score_item(RewardWs *ws, const Dapo__ScoreRequest *req, const Dapo__ScoreItem *it,
+                               double timeout_s, int *timed_out) {
+    Dapo__Score *s = xmalloc(sizeof *s);
+    dapo__score__init(s);
+    s->item_id = it->item_id;
+    s->attempt = it->attempt;
+    int64_t deadline = math_dapo_now_ns() + (int64_t)(timeout_s * 1e9);
+    RewardResult r;
+    reward_score(ws, it->data_source, (const char *)it->response_text.data, it->response_text.len,
+                 (const char *)it->ground_truth.data, it->ground_truth.len, it->strict_box, deadline, &r);
+    s->acc = r.acc;
+    s->has_pred = r.has_pred;
+    s->pred.len = r.has_pred ? r.pred_len : 0;
+    s->pred.data = xmalloc(s->pred.len + 1);
+    if (s->pred.len) memcpy(s->pred.data, r.pred, s->pred.len);
+    s->error = xstrdup(r.error ? r.err : "");
+    *timed_out = r.error == ERR_TIMEOUT;
+    float penalty = 0;
+    if (req->overlong_buffer_enable) {
+        char err[ERR_LEN];
+        if (overlong_penalty(it->response_length, req->max_response_length, req->overlong_buffer_len,
+                             req->overlong_penalty_factor, &penalty, err)) {
+            xfree(s->error);
+            s->error = xstrdup(err);
+            penalty = 0;
+        }
+    }
+    s->overlong_penalty = penalty;
+    s->score = (float)r.score + penalty;
+    return s;
+}
+
+static void *thread_main(void *arg) {
+    ScorePool *p = arg;
+    RewardWs *ws = reward_ws_new();
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        Job *j = p->head;
+        while (j && (j->cancelled || j->next >= j->req->n_items)) j = j->nxt;
+        if (!j) {
+            if (p->stop) break;
+            pthread_cond_wait(&p->cv, &p->mu);
+            continue;
+        }
+        size_t i = j->next++;
+        j->running++;
+        pthread_mutex_unlock(&p->mu);
+        int timed_out = 0;
+        Dapo__Score *s = score_item(ws, j->req, j->req->items[i], p->timeout_s, &timed_out);
+        pthread_mutex_lock(&p->mu);
+        j->scores[i] = s;
+        j->running--;
+        j->done++;
+        p->timeouts += (uint64_t)timed_out;
+    }
+    pthread_mutex_unlock(&p->mu);
+    reward_ws_free(ws);
+    return NULL;
+}
+
+ScorePool *score_pool_new(int threads, double timeout_s, char err[ERR_LEN]) {
+    ScorePool *p = xcalloc(1, sizeof *p);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->timeout_s = timeout_s;
+    p->th = xcalloc((size_t)threads, sizeof *p->th);
+    for (int i = 0; i < threads; i++) {
+        int rc = pthread_create(&p->th[i], NULL, thread_main, p);
+        if (rc) {
+            err_set(err, ERR_IO, "cannot start scoring thread %d: %s", i, strerror(rc));
+            score_pool_free(p);
+            return NULL;
+        }
+        p->nthreads++;
+    }
+    return p;
+}
+
+void score_pool_submit(ScorePool *p, Dapo__ScoreRequest *req) {
+    Job *j = xcalloc(1, sizeof *j);
+    j->req = req;
+    j->scores = xcalloc(req->n_items ? req->n_items : 1, sizeof *j->scores);
+    pthread_mutex_lock(&p->mu);
+    if (p->tail) p->tail->nxt = j; else p->head = j;
+    p->tail = j;
+    p->pending++;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+uint32_t score_pool_cancel(ScorePool *p, uint64_t request_id, uint32_t attempt) {
+    uint32_t n = 0;
+    pthread_mutex_lock(&p->mu);
+    for (Job *j = p->head; j; j = j->nxt)
+        if (j->req->request_id == request_id && j->req->attempt == attempt && !j->cancelled) {
+            j->cancelled = 1;
+            n = (uint32_t)j->req->n_items;
+        }
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+static void job_free(Job *j) {
+    for (size_t i = 0; i < j->req->n_items; i++)
+        if (j->scores[i]) {
+            xfree(j->scores[i]->pred.data);
+            xfree(j->scores[i]->error);
+            xfree(j->scores[i]);
+        }
+    xfree(j->scores);
+    protobuf_c_message_free_unpacked(&j->req->base, NULL);
+    xfree(j);
+}
+
+int score_pool_take(ScorePool *p, Dapo__ScoreResult **out, uint32_t *n_items) {
+    *out = NULL;
+    pthread_mutex_lock(&p->mu);
+    Job *prev = NULL, *j = p->head;
+    /* Finished: all items done, or cancelled with nothing still running. */
+    while (j && !(j->running == 0 && (j->done == j->req->n_items || j->cancelled))) { prev = j; j = j->nxt; }
+    if (j) {
+        if (prev) prev->nxt = j->nxt; else p->head = j->nxt;
+        if (p->tail == j) p->tail = prev;
+        p->pending--;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (!j) return 0;
+    *n_items = (uint32_t)j->req->n_items;
+    if (j->cancelled) { job_free(j); return 1; }
+    Dapo__ScoreResult *r = xmalloc(sizeof *r);
+    dapo__score_result__init(r);
+    r->run_id = xstrdup(j->req->run_id);
+    r->step = j->req->step;
+    r->request_id = j->req->request_id;
+    r->attempt = j->req->attempt;
+    r->n_scores = j->req->n_items;
+    r->scores = j->scores;                  /* moved */
+    j->scores = NULL;
+    protobuf_c_message_free_unpacked(&j->req->base, NULL);
+    xfree(j);
+    *out = r;
+    return 1;
+}
+
+void score_result_free(Dapo__ScoreResult *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n_scores; i++) {
+        xfree(r->scores[i]->pred.data);
+        xfree(r->scores[i]->error);
+        xfree(r->scores[i]);
+    }
+    xfree(r->scores);
+    xfree(r->run_id);
+    xfree(r);
+}
+
+int score_pool_pending(ScorePool *p) {
+    pthread_mutex_lock(&p->mu);
+    int n = p->pending;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+uint64_t score_pool_timeouts(ScorePool *p) {
+    pthread_mutex_lock(&p->mu);
+    uint64_t n = p->timeouts;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+void score_pool_free(ScorePool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    for (Job *j = p->head; j; j = j->nxt) j->cancelled = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->nthreads; i++) pthread_join(p->th[i], NULL);
+    for (Job *j = p->head, *n; j; j = n) { n = j->nxt; j->scores ? job_free(j) : (void)0; }
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    xfree(p->th);
+    xfree(p);
+}
