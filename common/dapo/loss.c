@@ -64,14 +64,14 @@ typedef struct { float loss, grad, negkl; int clipped, lower; } TokOut;
 static TokOut token_eval(float logp, float old_logp, float a, float lo, float hi, float c) {
     TokOut o;
     float d = logp - old_logp;
-    int in_range = d >= -20.0f && d <= 20.0f;          /* torch.clamp passes the gradient on [min, max] */
+    int in_range = d > -20.0f && d < 20.0f;   /* torch.clamp's gradient is 0 ON the bounds too (open interval) */
     float dc = d < -20.0f ? -20.0f : (d > 20.0f ? 20.0f : d);   /* NaN stays NaN */
     float r = expf(dc);
     float na = -a;
     float l1 = na * r;
     float rc = r < lo ? lo : (r > hi ? hi : r);
     float l2 = na * rc;
-    float g1 = na, g2 = (r >= lo && r <= hi) ? na : 0.0f;
+    float g1 = na, g2 = (r > lo && r < hi) ? na : 0.0f;   /* same open interval for the ratio clamp */
     float lc, glc;
     if (l1 > l2)      { lc = l1; glc = g1; }
     else if (l2 > l1) { lc = l2; glc = g2; }

@@ -18,8 +18,10 @@
  * divided by dp_size, is the mini-batch loss, so gradient accumulation and data parallelism do not change the
  * result. Metrics (verl): pg_clipfrac = masked mean of [l2 > l1]; pg_clipfrac_lower = masked mean of
  * [lc > l3 and A < 0]; ppo_kl = masked mean of -d; masked mean = sum / (mask sum + 1e-8).
- * Gradient: d(loss)/d(logp_t) through exp and both clamps with torch's conventions (a clamp passes the gradient
- * on its closed interval; max/min split it half-half on ties), so it equals torch.autograd on verl's code.
+ * Gradient: d(loss)/d(logp_t) through exp and both clamps with torch's conventions, so it equals torch.autograd
+ * on verl's code: torch's clamp passes the gradient only strictly inside its bounds (a log-ratio of exactly
+ * +-20, or a ratio exactly 1 - low or 1 + high, gets none through that clamp), and torch.maximum / minimum split
+ * the gradient half-half on ties (so a ratio exactly on a clip bound gets half of the unclipped gradient).
  *
  * Not here: log-probs and entropies themselves (the model's forward), advantages (advantages.h), KL-to-reference
  * loss (DAPO uses none), rollout importance weights, the optimizer. */

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Writes tests/data/dapo/*.bin: reference values for common/dapo (loss, aggregation, metrics, gradients,
+GRPO advantages) computed by verl's OWN functions, imported from the verl package:
+  verl.trainer.ppo.core_algos.compute_policy_loss_vanilla   pg_loss, pg_clipfrac, pg_clipfrac_lower, ppo_kl
+  verl.trainer.ppo.core_algos.agg_loss                      entropy aggregation (same mode / global info)
+  verl.trainer.ppo.core_algos.compute_grpo_outcome_advantage
+and torch.autograd for d(loss)/d(logp) and d(loss)/d(entropy) of loss = pg_loss - entropy_coeff * entropy_agg
+(verl's actor objective, verl/workers/utils/losses.py ppo_loss).
+
+verl is pinned to 0.7.1 (its agg_loss / compute_policy_loss_vanilla / compute_grpo_outcome_advantage are
+identical to 0.8.0's; DESIGN.md names commit b178a3cd of the same line). verl's full dependency set is huge
+(vllm, ray[default], ...), so this script installs exactly the pins of requirements-verl.txt with
+--no-deps into ~/.cache/dapo/verl-deps (or $DAPO_VERL_DEPS; outside the repository) and imports from there;
+torch and numpy come from the environment.
+
+File format (read by tests/unit/dapo_fixture.h): magic b"DAPOFX01", u32 count, then per tensor:
+  name (48 bytes, NUL padded), u32 dtype (1 = f32, 2 = i32, 3 = f64), u32 n (elements), n * element.
+"""
+import os
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DEPS = os.environ.get("DAPO_VERL_DEPS", os.path.expanduser("~/.cache/dapo/verl-deps"))
+OUT = os.path.join(ROOT, "tests", "data", "dapo")
+
+
+def import_verl():
+    if DEPS not in sys.path:
+        sys.path.insert(0, DEPS)
+    try:
+        import verl.trainer.ppo.core_algos  # noqa: F401
+    except ImportError:
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", DEPS,
+                               "-r", os.path.join(HERE, "requirements-verl.txt")])
+        import importlib
+        importlib.invalidate_caches()
+    from verl.trainer.ppo import core_algos
+    from verl.workers.config import ActorConfig
+    import verl
+    return core_algos, ActorConfig, verl.__version__
+
+
+class Writer:
+    def __init__(self):
+        self.items = []
+
+    def add(self, name, values, dtype):
+        import numpy as np
+        assert len(name) < 48, name
+        arr = np.asarray(values).reshape(-1)
+        code, fmt = {"f32": (1, "<f4"), "i32": (2, "<i4"), "f64": (3, "<f8")}[dtype]
+        self.items.append((name, code, arr.astype(fmt).tobytes(), arr.size))
+
+    def save(self, path):
+        with open(path, "wb") as f:
+            f.write(b"DAPOFX01")
+            f.write(struct.pack("<I", len(self.items)))
+            for name, code, data, n in self.items:
+                f.write(name.encode().ljust(48, b"\0"))
+                f.write(struct.pack("<II", code, n))
+                f.write(data)
+        print(f"wrote {path} ({len(self.items)} tensors, {os.path.getsize(path)} bytes)")
+
+
+MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
+
+
+def make_inputs(seed, B, T, empty_row):
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    old = -2.0 + torch.randn(B, T, generator=g)
+    kind = torch.randint(0, 5, (B, T), generator=g)
+    delta = torch.where(kind == 0, 0.05 * torch.randn(B, T, generator=g),
+            torch.where(kind == 1, 0.5 * torch.randn(B, T, generator=g),
+            torch.where(kind == 2, torch.randn(B, T, generator=g),
+            torch.where(kind == 3, 0.2 * torch.randn(B, T, generator=g), 3.0 * torch.randn(B, T, generator=g)))))
+    logp = old + delta
+    # the log-ratio clamp: beyond +-20, and exactly on both bounds (exact in fp32)
+    logp[0, 1], old[0, 1] = -3.0, -30.0      # d = +27 -> clamped
+    logp[1, 2], old[1, 2] = -31.0, -1.0      # d = -30 -> clamped
+    logp[2, 0], old[2, 0] = -10.0, -30.0     # d = +20 exactly
+    logp[3, 3], old[3, 3] = -20.0, 0.0       # d = -20 exactly
+    # where the unclipped branch wins (A > 0, tiny ratio) the clamp decides the gradient:
+    logp[0, 3], old[0, 3] = -20.0, 0.0       # d = -20 exactly: torch.clamp passes the gradient (closed interval)
+    logp[0, 4], old[0, 4] = -26.0, -1.0      # d = -25: clamped, gradient cut
+    adv_row = torch.tensor([1.5, -0.7, 0.0, -2.0, 0.9, -1.1, 0.3][:B])
+    adv = adv_row[:, None].expand(B, T).clone()
+    adv[4 % B, :] += 0.01 * torch.arange(T)  # per-token variation is allowed too
+    lengths = torch.randint(2, T + 1, (B,), generator=g)
+    lengths[0] = T                            # the clamp tokens above count
+    lengths[1] = T                            # at least one full-width row (the -norm horizon)
+    if empty_row:
+        lengths[B - 1] = 0
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
+    ent = 3.0 * torch.rand(B, T, generator=g)
+    return logp.float(), old.float(), adv.float(), mask, ent.float()
+
+
+def loss_cases(core_algos, ActorConfig, w):
+    import torch
+    cases = []
+    for seed, B, T, empty in [(1, 5, 9, False), (2, 6, 7, True), (3, 7, 12, False)]:
+        for mode in MODES:
+            for glob in (False, True):
+                for coeff, c in ((0.0, 10.0), (0.01, 3.0)):
+                    cases.append((seed, B, T, empty, mode, glob, coeff, c))
+    for ci, (seed, B, T, empty, mode, glob, coeff, c) in enumerate(cases):
+        logp, old, adv, mask, ent = make_inputs(seed, B, T, empty)
+        cfg = ActorConfig(strategy="fsdp", clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28,
+                          clip_ratio_c=c, ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=1,
+                          use_dynamic_bsz=False, rollout_n=1)
+        if glob:
+            info = dict(dp_size=2, batch_num_tokens=int(mask.sum().item() * 2 + 3),
+                        global_batch_size=2 * B + 1, loss_scale_factor=16)
+        else:
+            info = {}
+        cfg.global_batch_info.clear()   # verl fills this dict in place (workers/utils/losses.py)
+        cfg.global_batch_info.update(info)
+        lp = logp.clone().requires_grad_(True)
+        en = ent.clone().requires_grad_(True)
+        pg_loss, m = core_algos.compute_policy_loss_vanilla(old_log_prob=old, log_prob=lp, advantages=adv,
+                                                            response_mask=mask, loss_agg_mode=mode, config=cfg)
+        ent_agg = core_algos.agg_loss(loss_mat=en, loss_mask=mask, loss_agg_mode=mode, **info)
+        loss = pg_loss - coeff * ent_agg
+        loss.backward()
+        p = f"c{ci}/"
+        w.add(p + "shape", [B, T], "i32")
+        w.add(p + "mode", [MODES.index(mode)], "i32")
+        w.add(p + "params", [0.2, 0.28, c, coeff, info.get("dp_size", 0), info.get("batch_num_tokens", 0),
+                             info.get("global_batch_size", 0), info.get("loss_scale_factor", 0)], "f64")
+        w.add(p + "logp", logp, "f32")
+        w.add(p + "old_logp", old, "f32")
+        w.add(p + "adv", adv, "f32")
+        w.add(p + "mask", mask.int(), "i32")
+        w.add(p + "entropy", ent, "f32")
+        w.add(p + "out", [pg_loss.item(), m["actor/pg_clipfrac"], m["actor/pg_clipfrac_lower"], m["actor/ppo_kl"],
+                          ent_agg.item(), loss.item()], "f64")
+        w.add(p + "dlogp", lp.grad, "f32")
+        w.add(p + "dentropy", en.grad, "f32")
+    w.add("n_cases", [len(cases)], "i32")
+
+
+def grpo_cases(core_algos, w):
+    import numpy as np
+    import torch
+    g = torch.Generator().manual_seed(7)
+    sizes = [4, 4, 1, 3, 2, 5, 4, 4]
+    rewards = []
+    for gi, n in enumerate(sizes):
+        if gi == 6:
+            rewards += [1.0] * n          # all equal: exactly 0 in verl too
+        elif gi == 7:
+            rewards += [-1.0] * n
+        else:
+            base = torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0)
+            pen = torch.where(torch.rand(n, generator=g) < 0.3, -torch.rand(n, generator=g), torch.zeros(n))
+            rewards += (base + pen).tolist()
+    R = torch.tensor(rewards, dtype=torch.float32)
+    B, T = len(rewards), 6
+    lengths = torch.randint(1, T + 1, (B,), generator=g)
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
+    tlr = torch.zeros(B, T)
+    tlr[torch.arange(B), lengths - 1] = R      # the DAPO reward manager puts the reward on the last token
+    index = np.array([f"uid{gi}" for gi, n in enumerate(sizes) for _ in range(n)], dtype=object)
+    w.add("grpo/sizes", sizes, "i32")
+    w.add("grpo/reward", R, "f32")
+    for norm in (True, False):
+        adv, _ = core_algos.compute_grpo_outcome_advantage(token_level_rewards=tlr, response_mask=mask,
+                                                           index=index, norm_adv_by_std_in_grpo=norm)
+        per_resp = adv[torch.arange(B), lengths - 1]
+        assert torch.all((adv == per_resp[:, None]) | (mask == 0))
+        w.add("grpo/adv_norm" if norm else "grpo/adv_nonorm", per_resp, "f32")
+
+
+def main():
+    import torch
+    torch.manual_seed(0)
+    core_algos, ActorConfig, version = import_verl()
+    print(f"verl {version} from {os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(core_algos.__file__))))}")
+    os.makedirs(OUT, exist_ok=True)
+    w = Writer()
+    loss_cases(core_algos, ActorConfig, w)
+    w.save(os.path.join(OUT, "loss_cases.bin"))
+    w = Writer()
+    grpo_cases(core_algos, w)
+    w.save(os.path.join(OUT, "grpo_cases.bin"))
+    with open(os.path.join(OUT, "PROVENANCE"), "w") as f:
+        f.write(f"Written by tests/reference/make_dapo_fixtures.py with verl {version} "
+                f"(core_algos.compute_policy_loss_vanilla, agg_loss, compute_grpo_outcome_advantage) "
+                f"and torch {torch.__version__} autograd.\n")
+
+
+if __name__ == "__main__":
+    main()
