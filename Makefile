@@ -121,8 +121,16 @@ $(BUILD)/lib/libdapo_cuda.a: $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CUDA_SRC))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# services/<svc>/static/* are embedded into libsvc_<svc>.a as `static_files_<svc>` (common/core/embed.h).
 define service_rules
-$(BUILD)/lib/libsvc_$(1).a: $(call obj,$(filter-out services/$(1)/main.c,$(wildcard services/$(1)/*.c))) $(LIBDAPO)
+$(BUILD)/gen/static_$(1).c: $(sort $(wildcard services/$(1)/static/*)) tools/embed_static.sh
+	@mkdir -p $$(dir $$@)
+	tools/embed_static.sh static_files_$(1) $$(filter-out tools/%,$$^) > $$@
+$(BUILD)/obj/gen/static_$(1).o: $(BUILD)/gen/static_$(1).c
+	@mkdir -p $$(dir $$@)
+	$(CC) $(CFLAGS) -c $$< -o $$@
+$(BUILD)/lib/libsvc_$(1).a: $(call obj,$(filter-out services/$(1)/main.c,$(wildcard services/$(1)/*.c))) $(LIBDAPO) \
+                            $(if $(wildcard services/$(1)/static/*),$(BUILD)/obj/gen/static_$(1).o)
 	@mkdir -p $$(dir $$@)
 	rm -f $$@ && ar rcs $$@ $$(filter %.o,$$^)
 $(BUILD)/bin/dapo-$(1): $(call obj,services/$(1)/main.c) $(ALL_LIBS)

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "core/config.h"
+#include "core/metrics.h"
 #include "net/net.h"
 #include "http.h"
 
@@ -33,6 +34,17 @@ typedef struct {
     uint64_t    heartbeats;
 } WorkerEntry;
 
+/* The latest sampled responses shown on the dashboard (a ring of COORD_SAMPLES). Strings owned (xmalloc). */
+#define COORD_SAMPLES 16
+typedef struct {
+    long   step;
+    char  *data_source, *prompt, *response, *ground_truth, *pred;   /* response text as bytes, NUL-terminated */
+    float  score;
+    int    acc;
+    int    response_tokens;
+    char   finish_reason[8];
+} SampleView;
+
 typedef struct Coord {
     Config       cfg;
     uv_loop_t   *loop;
@@ -50,6 +62,17 @@ typedef struct Coord {
     int          stopping, sigints;
     uint64_t     msgs_in, msgs_bad;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */
+
+    /* What the dashboard shows (history.c). */
+    Metrics     *history;              /* one metric set per finished step (or validation), in order */
+    int          nhistory, cap_history;
+    SampleView   samples[COORD_SAMPLES];
+    int          nsamples, sample_next;
+    char        *config_yaml;          /* the resolved config as YAML (xmalloc'd) */
+    char        *token;                /* bearer token for /api/control/..., from cluster.token_file; NULL: none set */
+    FILE        *metrics_file;         /* metrics JSONL (trainer.default_local_dir/metrics.jsonl), or NULL */
+    int          paused;
+    char         status_line[256];     /* what the coordinator is doing now, in words (shown on the page) */
 } Coord;
 
 /* registry.c */
@@ -66,6 +89,16 @@ void coord_drain(Coord *c);                            /* reads every pending Ze
 int  coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m);
 void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
                       const char *msg);
+
+/* history.c: the metric history (each entry has a "step" metric), samples, and the control actions the dashboard
+ * triggers. coord_record_step copies m and appends a line to the metrics JSONL. */
+void coord_record_step(Coord *c, long step, const Metrics *m);
+void coord_record_sample(Coord *c, const SampleView *s);      /* copies the strings */
+void coord_history_free(Coord *c);
+void coord_pause(Coord *c);                                   /* stop dispatching new groups */
+void coord_resume(Coord *c);
+int  coord_checkpoint_now(Coord *c, char err[ERR_LEN]);       /* write the coordinator checkpoint now */
+void coord_stop(Coord *c);                                    /* as SIGTERM: checkpoint, tell workers, exit 0 */
 
 /* dashboard.c */
 void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp);

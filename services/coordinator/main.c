@@ -90,7 +90,49 @@ static void on_signal(uv_signal_t *s, int signum) {
     uv_stop(c->loop);
 }
 
+void coord_stop(Coord *c) {
+    log_info("stop requested: stopping");
+    c->stopping = 1;
+    http_close(c->http);
+    c->http = NULL;
+    uv_stop(c->loop);
+}
+
+int coord_checkpoint_now(Coord *c, char err[ERR_LEN]) {
+    (void)c;
+    return err_set(err, ERR_UNSUPPORTED, "coordinator checkpoints are not implemented yet");
+}
+
+/* The resolved config as YAML text, for the dashboard. */
+static char *config_text(const Config *cfg) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return xstrdup("");
+    config_print_yaml(cfg, f);
+    fclose(f);
+    char *s = xstrdup(buf ? buf : "");
+    free(buf);
+    return s;
+}
+
+/* The dashboard's bearer token from cluster.token_file (first line, trimmed); NULL when unset. */
+static int load_token(Coord *c, char err[ERR_LEN]) {
+    if (!c->cfg.token_file[0]) return 0;
+    FILE *f = fopen(c->cfg.token_file, "r");
+    if (!f) return err_set(err, ERR_IO, "cluster.token_file: cannot read '%s'", c->cfg.token_file);
+    char line[512] = "";
+    if (!fgets(line, sizeof line, f)) line[0] = 0;
+    fclose(f);
+    line[strcspn(line, "\r\n")] = 0;
+    if (strlen(line) < 8) return err_set(err, ERR_INVAL, "cluster.token_file: '%s' holds no token of 8+ characters", c->cfg.token_file);
+    c->token = xstrdup(line);
+    return 0;
+}
+
 static int coord_start(Coord *c, char err[ERR_LEN]) {
+    c->config_yaml = config_text(&c->cfg);
+    if (load_token(c, err)) return ERR_INVAL;
     c->started_ms = clock_ms();
     if (c->cfg.run_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", c->cfg.run_id);
     else snprintf(c->run_id, sizeof c->run_id, "run-%ld-%d", (long)time(NULL), (int)getpid());
@@ -150,6 +192,7 @@ int main(int argc, char **argv) {
     if (c.router) zmq_close(c.router);
     if (c.zctx) zmq_ctx_term(c.zctx);
     xfree(c.workers);
+    coord_history_free(&c);
     config_free(&c.cfg);
     log_info("stopped");
     return rc ? 1 : 0;
