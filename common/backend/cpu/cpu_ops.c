@@ -1,0 +1,358 @@
+/* common/backend/cpu/cpu_ops.c: fp32 transformer kernels on the CPU (see cpu_ops.h for the formulas).
+ * GEMMs: OpenBLAS cblas_sgemm. Element-wise loops: OpenMP over rows, compiled at O3 with AVX-512/AVX2
+ * clones (target_clones, chosen at load time by the CPU) because the Makefile builds generic x86-64 at -O2.
+ * exp() is a branch-free Cephes-style polynomial (relative error ~2e-7) so the loops vectorise.
+ * Not here: bf16, CUDA, KV-cache bookkeeping (the rollout engine owns its cache layout). */
+#pragma GCC optimize("O3")
+#include "backend/cpu/cpu_ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
+#define HOT __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HOT
+#endif
+
+#define ATT_BQ 64      /* query rows per attention block (bounds scratch to ATT_BQ x nk per thread) */
+
+const char *cpu_blas_corename(void) { return openblas_get_corename(); }
+
+static inline float fexp(float x) {
+#ifdef DAPO_EXACT_EXP
+    return expf(x);
+#endif
+    x = x < -87.3f ? -87.3f : x;
+    x = x > 88.7f ? 88.7f : x;
+    float n = rintf(x * 1.44269504088896341f);
+    float r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union { int32_t i; float f; } s = { .i = ((int32_t)n + 127) << 23 };
+    return p * s.f;
+}
+
+/* ------------------------------------------------------------------------------------ linear */
+void cpu_linear(float *y, const float *x, const float *w, const float *b, int M, int N, int K) {
+    if (M <= 0 || N <= 0) return;
+    float beta = 0.0f;
+    if (b) {
+#pragma omp parallel for schedule(static) if (M >= 64)
+        for (int m = 0; m < M; m++) memcpy(y + (long)m * N, b, (size_t)N * sizeof(float));
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w, K, beta, y, N);
+}
+
+void cpu_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                         int M, int N, int K, int accum_dx) {
+    if (M <= 0) return;
+    if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dy, N, w, K,
+                        accum_dx ? 1.0f : 0.0f, dx, K);
+    if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dy, N, x, K, 1.0f, dw, K);
+    if (db) {
+#pragma omp parallel for schedule(static) if ((long)M * N >= 65536)
+        for (int n0 = 0; n0 < N; n0 += 64) {
+            int n1 = n0 + 64 < N ? n0 + 64 : N;
+            for (int m = 0; m < M; m++)
+                for (int n = n0; n < n1; n++) db[n] += dy[(long)m * N + n];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------ rmsnorm */
+HOT void cpu_rmsnorm(float *y, float *rstd, const float *x, const float *w, int M, int D, float eps) {
+#pragma omp parallel for schedule(static) if ((long)M * D >= 32768)
+    for (int m = 0; m < M; m++) {
+        const float *xr = x + (long)m * D;
+        float *yr = y + (long)m * D;
+        double ss = 0.0;
+        for (int d = 0; d < D; d++) ss += xr[d] * xr[d];
+        float r = 1.0f / sqrtf(ss / (float)D + eps);
+        if (rstd) rstd[m] = r;
+        for (int d = 0; d < D; d++) yr[d] = w[d] * (xr[d] * r);
+    }
+}
+
+HOT void cpu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                              const float *rstd, int M, int D, int accum_dx) {
+    if (dw) {
+#pragma omp parallel for schedule(static) if ((long)M * D >= 32768)
+        for (int d0 = 0; d0 < D; d0 += 32) {
+            int d1 = d0 + 32 < D ? d0 + 32 : D;
+            float acc[32] = { 0 };
+            for (int m = 0; m < M; m++) {
+                const float *xr = x + (long)m * D, *gr = dy + (long)m * D;
+                float r = rstd[m];
+                for (int d = d0; d < d1; d++) acc[d - d0] += gr[d] * xr[d] * r;
+            }
+            for (int d = d0; d < d1; d++) dw[d] += acc[d - d0];
+        }
+    }
+#pragma omp parallel for schedule(static) if ((long)M * D >= 32768)
+    for (int m = 0; m < M; m++) {
+        const float *xr = x + (long)m * D, *gr = dy + (long)m * D;
+        float *dr = dx + (long)m * D;
+        float r = rstd[m]; double dot = 0.0;
+        for (int d = 0; d < D; d++) dot += w[d] * gr[d] * xr[d];
+        float c = r * r * r * dot / (float)D;
+        if (accum_dx)
+            for (int d = 0; d < D; d++) dr[d] += r * w[d] * gr[d] - xr[d] * c;
+        else
+            for (int d = 0; d < D; d++) dr[d] = r * w[d] * gr[d] - xr[d] * c;
+    }
+}
+
+/* ------------------------------------------------------------------------------------ rope */
+void cpu_rope_tables(float *cs, float *sn, const int32_t *pos, int M, const float *inv_freq, int half) {
+#pragma omp parallel for schedule(static) if ((long)M * half >= 8192)
+    for (int m = 0; m < M; m++)
+        for (int i = 0; i < half; i++) {
+            /* fp32 angle like HF (inv_freq.float() @ position_ids.float()), then an accurate cos/sin */
+            float a = (float)pos[m] * inv_freq[i];
+            cs[(long)m * half + i] = (float)cos((double)a);
+            sn[(long)m * half + i] = (float)sin((double)a);
+        }
+}
+
+HOT void cpu_rope(float *x, int ld, const float *cs, const float *sn, int M, int nh, int hd, int inverse) {
+    int half = hd / 2;
+    float sg = inverse ? -1.0f : 1.0f;
+#pragma omp parallel for schedule(static) if ((long)M * nh * hd >= 32768)
+    for (int m = 0; m < M; m++) {
+        const float *c = cs + (long)m * half, *s = sn + (long)m * half;
+        for (int h = 0; h < nh; h++) {
+            float *x1 = x + (long)m * ld + h * hd, *x2 = x1 + half;
+            for (int i = 0; i < half; i++) {
+                float a = x1[i], b = x2[i], si = sg * s[i];
+                x1[i] = a * c[i] - b * si;
+                x2[i] = b * c[i] + a * si;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------ attention */
+long cpu_attention_scratch_floats(int nk) {
+    return (long)omp_get_max_threads() * 2 * ATT_BQ * (long)(nk > 0 ? nk : 1);
+}
+
+/* Row softmax of the causal block: S[r, 0..jmax(r)] -> P (zeros after jmax), returns nothing; lse out. */
+HOT static void softmax_causal_rows(float *S, int rows, int ncol, int jmax0, float *lse_out, int lse_stride) {
+    for (int r = 0; r < rows; r++) {
+        float *s = S + (long)r * ncol;
+        int n = jmax0 + r + 1;                       /* valid keys of this row */
+        float mx = -INFINITY;
+        for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+        double sum = 0.0;
+        for (int j = 0; j < n; j++) { s[j] = fexp(s[j] - mx); sum += s[j]; }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < n; j++) s[j] *= inv;
+        for (int j = n; j < ncol; j++) s[j] = 0.0f;
+        if (lse_out) lse_out[(long)r * lse_stride] = mx + logf(sum);
+    }
+}
+
+void cpu_attention(float *out, float *lse, const float *q, const float *k, const float *v, int nq, int p0,
+                   int nk, int nh, int nkv, int hd, int ldq, int ldk, int ldo, float scale, float *scratch) {
+    if (nq <= 0) return;
+    (void)nk;
+    int grp = nh / nkv, nblk = (nq + ATT_BQ - 1) / ATT_BQ, ntask = nh * nblk;
+    int bt = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#pragma omp parallel
+    {
+        float *S = scratch + (long)omp_get_thread_num() * 2 * ATT_BQ * nk;
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < ntask; t++) {
+            /* largest blocks first: causal blocks late in the sequence cost the most */
+            int h = t % nh, b = nblk - 1 - t / nh, g = h / grp;
+            int i0 = b * ATT_BQ, i1 = i0 + ATT_BQ < nq ? i0 + ATT_BQ : nq, rows = i1 - i0;
+            int kend = p0 + i1;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, scale, q + (long)i0 * ldq + h * hd,
+                        ldq, k + g * hd, ldk, 0.0f, S, kend);
+            softmax_causal_rows(S, rows, kend, p0 + i0, lse ? lse + (long)i0 * nh + h : NULL, nh);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend, 1.0f, S, kend, v + g * hd, ldk,
+                        0.0f, out + (long)i0 * ldo + h * hd, ldo);
+        }
+    }
+    openblas_set_num_threads(bt);
+}
+
+HOT static void attn_bwd_rows(float *P, float *dP, const float *lse, const float *dout, const float *out, int rows,
+                              int ncol, int i0, int nh, int hd, int ldo) {
+    for (int r = 0; r < rows; r++) {
+        float *p = P + (long)r * ncol, *dp = dP + (long)r * ncol;
+        const float *o = out + (long)(i0 + r) * ldo, *go = dout + (long)(i0 + r) * ldo;
+        double Dr = 0.0;
+        for (int d = 0; d < hd; d++) Dr += o[d] * go[d];
+        float l = lse[(long)(i0 + r) * nh];
+        int n = i0 + r + 1;
+        for (int j = 0; j < n; j++) {
+            float pj = fexp(p[j] - l);
+            p[j] = pj;
+            dp[j] = pj * (dp[j] - Dr);
+        }
+        for (int j = n; j < ncol; j++) { p[j] = 0.0f; dp[j] = 0.0f; }
+    }
+}
+
+void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *lse, int T, int nh, int nkv, int hd,
+                            int ldq, int ldk, int ldo, float scale, float *scratch) {
+    if (T <= 0) return;
+    int grp = nh / nkv, nblk = (T + ATT_BQ - 1) / ATT_BQ;
+    int bt = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#pragma omp parallel
+    {
+        float *P = scratch + (long)omp_get_thread_num() * 2 * ATT_BQ * T, *dP = P + (long)ATT_BQ * T;
+#pragma omp for schedule(dynamic, 1)
+        for (int g = 0; g < nkv; g++)
+            for (int h = g * grp; h < (g + 1) * grp; h++)
+                for (int b = 0; b < nblk; b++) {
+                    int i0 = b * ATT_BQ, i1 = i0 + ATT_BQ < T ? i0 + ATT_BQ : T, rows = i1 - i0, kend = i1;
+                    const float *qb = q + (long)i0 * ldq + h * hd, *gob = dout + (long)i0 * ldo + h * hd;
+                    /* recompute scaled scores; attn_bwd_rows turns them into P with the saved lse */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, scale, qb, ldq, k + g * hd,
+                                ldk, 0.0f, P, kend);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, 1.0f, gob, ldo, v + g * hd,
+                                ldk, 0.0f, dP, kend);
+                    attn_bwd_rows(P, dP, lse + h, dout + h * hd, out + h * hd, rows, kend, i0, nh, hd, ldo);
+                    /* dP now holds dS (grad of the scaled scores) */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend, scale, dP, kend, k + g * hd,
+                                ldk, 0.0f, dq + (long)i0 * ldq + h * hd, ldq);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend, hd, rows, scale, dP, kend, qb, ldq, 1.0f,
+                                dk + g * hd, ldk);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend, hd, rows, 1.0f, P, kend, gob, ldo, 1.0f,
+                                dv + g * hd, ldk);
+                }
+    }
+    openblas_set_num_threads(bt);
+}
+
+/* ------------------------------------------------------------------------------------ swiglu */
+HOT void cpu_swiglu(float *h, const float *gu, int M, int nI) {
+#pragma omp parallel for schedule(static) if ((long)M * nI >= 32768)
+    for (int m = 0; m < M; m++) {
+        const float *g = gu + (long)m * 2 * nI, *u = g + nI;
+        float *hr = h + (long)m * nI;
+        for (int i = 0; i < nI; i++) hr[i] = g[i] / (1.0f + fexp(-g[i])) * u[i];
+    }
+}
+
+HOT void cpu_swiglu_backward(float *dgu, const float *dh, const float *gu, int M, int nI) {
+#pragma omp parallel for schedule(static) if ((long)M * nI >= 32768)
+    for (int m = 0; m < M; m++) {
+        const float *g = gu + (long)m * 2 * nI, *u = g + nI, *d = dh + (long)m * nI;
+        float *dg = dgu + (long)m * 2 * nI, *du = dg + nI;
+        for (int i = 0; i < nI; i++) {
+            float s = 1.0f / (1.0f + fexp(-g[i]));
+            float dd = d[i], gi = g[i], ui = u[i];
+            dg[i] = dd * ui * s * (1.0f + gi * (1.0f - s));
+            du[i] = dd * gi * s;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------ qk norm */
+HOT void cpu_rmsnorm_heads(float *y, int ldy, float *rstd, const float *x, int ldx, const float *w, int M, int nh,
+                           int hd, float eps) {
+#pragma omp parallel for schedule(static) if ((long)M * nh * hd >= 32768)
+    for (int m = 0; m < M; m++)
+        for (int h = 0; h < nh; h++) {
+            const float *xr = x + (long)m * ldx + h * hd;
+            float *yr = y + (long)m * ldy + h * hd;
+            double ss = 0.0;
+            for (int d = 0; d < hd; d++) ss += xr[d] * xr[d];
+            float r = 1.0f / sqrtf(ss / (float)hd + eps);
+            if (rstd) rstd[(long)m * nh + h] = r;
+            for (int d = 0; d < hd; d++) yr[d] = w[d] * (xr[d] * r);
+        }
+}
+
+HOT void cpu_rmsnorm_heads_backward(float *g, int ldg, float *dw, const float *x, int ldx, const float *w,
+                                    const float *rstd, int M, int nh, int hd) {
+    for (int m = 0; m < M; m++)                   /* dw first (reads dy before it is overwritten) */
+        for (int h = 0; h < nh; h++) {
+            const float *xr = x + (long)m * ldx + h * hd, *gr = g + (long)m * ldg + h * hd;
+            float r = rstd[(long)m * nh + h];
+            for (int d = 0; d < hd; d++) dw[d] += gr[d] * xr[d] * r;
+        }
+#pragma omp parallel for schedule(static) if ((long)M * nh * hd >= 32768)
+    for (int m = 0; m < M; m++)
+        for (int h = 0; h < nh; h++) {
+            const float *xr = x + (long)m * ldx + h * hd;
+            float *gr = g + (long)m * ldg + h * hd;
+            float r = rstd[(long)m * nh + h]; double dot = 0.0;
+            for (int d = 0; d < hd; d++) dot += w[d] * gr[d] * xr[d];
+            float c = r * r * r * dot / (float)hd;
+            for (int d = 0; d < hd; d++) gr[d] = r * w[d] * gr[d] - xr[d] * c;
+        }
+}
+
+/* ------------------------------------------------------------------------------------ lm head */
+void cpu_logprob_entropy(const float *logits, const int32_t *target, int M, int V, float temperature,
+                         float *logp, float *ent) {
+    float invT = 1.0f / temperature;
+#pragma omp parallel for schedule(static) if ((long)M * V >= 65536)
+    for (int m = 0; m < M; m++) {
+        const float *lg = logits + (long)m * V;
+        float mx = -INFINITY;
+        for (int v = 0; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
+        mx *= invT;
+        double s = 0.0, sy = 0.0;
+        for (int v = 0; v < V; v++) {
+            float y = lg[v] * invT - mx, e = fexp(y);
+            s += e;
+            sy += e * y;
+        }
+        float ls = logf(s);
+        if (ent) ent[m] = ls - sy / s;
+        if (logp) {
+            int t = target ? target[m] : -1;
+            logp[m] = (t >= 0 && t < V) ? lg[t] * invT - mx - ls : 0.0f;
+        }
+    }
+}
+
+HOT static void row_backward(float *lg, int t, int V, float invT, float dl, float de) {
+    float mx = -INFINITY;
+    for (int v = 0; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
+    mx *= invT;
+    double s = 0.0, sy = 0.0;
+    for (int v = 0; v < V; v++) {
+        float y = lg[v] * invT - mx, e = fexp(y);
+        s += e;
+        sy += e * y;
+    }
+    float ls = logf(s), inv = 1.0f / s, H = ls - sy * inv;
+    for (int v = 0; v < V; v++) {
+        float y = lg[v] * invT - mx, p = fexp(y) * inv, lp = y - ls;
+        lg[v] = (-dl * p - de * p * (lp + H)) * invT;
+    }
+    if (t >= 0 && t < V) lg[t] += dl * invT;
+}
+
+void cpu_logprob_entropy_backward(float *logits, const int32_t *target, int M, int V, float temperature,
+                                  const float *dlogp, const float *dent) {
+    float invT = 1.0f / temperature;
+#pragma omp parallel for schedule(static) if ((long)M * V >= 65536)
+    for (int m = 0; m < M; m++)
+        row_backward(logits + (long)m * V, target ? target[m] : -1, V, invT, dlogp ? dlogp[m] : 0.0f,
+                     dent ? dent[m] : 0.0f);
+}
+
+HOT void cpu_add(float *y, const float *x, long n) {
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (long i = 0; i < n; i++) y[i] += x[i];
+}

@@ -1,0 +1,166 @@
+/* common/model/forward.c: forward and backward of the decoder over a packed batch (model.h).
+ * Per layer (transformers Qwen2DecoderLayer / Qwen3DecoderLayer / LlamaDecoderLayer):
+ *   xn1 = RMSNorm(x); q|k|v = xn1 Wqkv^T (+ b); [Qwen3: q, k = RMSNorm_hd(q), RMSNorm_hd(k)];
+ *   q, k = RoPE(q, k); att = causal GQA softmax(q k^T / sqrt(hd)) v within each sequence;
+ *   x' = x + att Wo^T; xn2 = RMSNorm(x'); out = x' + (silu(xn2 Wg^T) * (xn2 Wu^T)) Wd^T.
+ * Then RMSNorm, lm_head, log-softmax of logits / temperature: log-prob of the target and the entropy,
+ * computed in row chunks so the [N, V] logits need not exist at once. Backward retraces it in reverse
+ * with the saved activations; attention probabilities are recomputed from the saved log-sum-exp.
+ * Not here: loss functions (the caller turns its loss into dlogp / dent), optimizer, KV cache. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "model/model.h"
+#include "model/model_internal.h"
+
+static int batch_check(const Model *m, const ModelBatch *b, char err[ERR_LEN]) {
+    if (!b || !b->tokens || !b->cu_seqlens) return err_set(err, ERR_INVAL, "batch: tokens and cu_seqlens are required");
+    if (b->n_tokens < 1 || b->n_tokens > m->max_tokens)
+        return err_set(err, ERR_INVAL, "batch: n_tokens %d outside [1, max_tokens %d]", b->n_tokens, m->max_tokens);
+    if (b->n_seqs < 1 || b->n_seqs > b->n_tokens)
+        return err_set(err, ERR_INVAL, "batch: n_seqs %d outside [1, n_tokens]", b->n_seqs);
+    if (!(b->temperature > 0) || !isfinite(b->temperature))
+        return err_set(err, ERR_INVAL, "batch: temperature %g must be > 0", (double)b->temperature);
+    if (b->cu_seqlens[0] != 0 || b->cu_seqlens[b->n_seqs] != b->n_tokens)
+        return err_set(err, ERR_INVAL, "batch: cu_seqlens must start at 0 and end at n_tokens %d", b->n_tokens);
+    for (int s = 0; s < b->n_seqs; s++)
+        if (b->cu_seqlens[s + 1] <= b->cu_seqlens[s])
+            return err_set(err, ERR_INVAL, "batch: cu_seqlens[%d] = %d is not above cu_seqlens[%d] = %d", s + 1,
+                           b->cu_seqlens[s + 1], s, b->cu_seqlens[s]);
+    int V = m->cfg.vocab;
+    for (int i = 0; i < b->n_tokens; i++) {
+        if (b->tokens[i] < 0 || b->tokens[i] >= V)
+            return err_set(err, ERR_INVAL, "batch: tokens[%d] = %d outside the vocabulary [0, %d)", i, b->tokens[i], V);
+        if (b->targets && (b->targets[i] < -1 || b->targets[i] >= V))
+            return err_set(err, ERR_INVAL, "batch: targets[%d] = %d outside [-1, %d)", i, b->targets[i], V);
+    }
+    return 0;
+}
+
+/* logits rows [r0, r0 + n) of the final hidden states into a->logits */
+static void lm_head_rows(Model *m, ModelActs *a, int r0, int n) {
+    const ModelConfig *c = &m->cfg;
+    cpu_linear(a->logits, a->xnf + (long)r0 * c->hidden, m->w.lm_head, NULL, n, c->vocab, c->hidden);
+}
+
+int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]) {
+    int rc = batch_check(m, b, err);
+    if (rc) return rc;
+    const ModelConfig *c = &m->cfg;
+    ModelActs *a = m->priv;
+    int N = b->n_tokens, H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    int qd = nh * hd, kvd = nkv * hd, qkvd = qd + 2 * kvd, V = c->vocab;
+    float scale = 1.0f / sqrtf((float)hd);
+
+    for (int s = 0; s < b->n_seqs; s++)
+        for (int i = b->cu_seqlens[s]; i < b->cu_seqlens[s + 1]; i++) a->pos[i] = i - b->cu_seqlens[s];
+    cpu_rope_tables(a->cs, a->sn, a->pos, N, m->inv_freq, hd / 2);
+
+    float *x0 = a->layer[0].x_in;
+    for (int i = 0; i < N; i++) memcpy(x0 + (long)i * H, m->w.embed + (long)b->tokens[i] * H, (size_t)H * sizeof(float));
+
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerActs *A = &a->layer[l];
+        const LayerWeights *W = &m->w.layer[l];
+        cpu_rmsnorm(A->xn1, A->rstd1, A->x_in, W->ln1, N, H, c->rms_eps);
+        cpu_linear(A->qkv, A->xn1, W->wqkv, W->bqkv, N, qkvd, H);
+        if (c->qk_norm) {
+            for (int i = 0; i < N; i++) {
+                memcpy(A->qpre + (long)i * qd, A->qkv + (long)i * qkvd, (size_t)qd * sizeof(float));
+                memcpy(A->kpre + (long)i * kvd, A->qkv + (long)i * qkvd + qd, (size_t)kvd * sizeof(float));
+            }
+            cpu_rmsnorm_heads(A->qkv, qkvd, A->rstdq, A->qpre, qd, W->qn, N, nh, hd, c->rms_eps);
+            cpu_rmsnorm_heads(A->qkv + qd, qkvd, A->rstdk, A->kpre, kvd, W->kn, N, nkv, hd, c->rms_eps);
+        }
+        cpu_rope(A->qkv, qkvd, a->cs, a->sn, N, nh, hd, 0);
+        cpu_rope(A->qkv + qd, qkvd, a->cs, a->sn, N, nkv, hd, 0);
+        for (int s = 0; s < b->n_seqs; s++) {
+            long s0 = b->cu_seqlens[s];
+            int T = b->cu_seqlens[s + 1] - b->cu_seqlens[s];
+            const float *q = A->qkv + s0 * qkvd;
+            cpu_attention(A->att + s0 * qd, A->lse + s0 * nh, q, q + qd, q + qd + kvd, T, 0, T, nh, nkv, hd, qkvd,
+                          qkvd, qd, scale, a->att_scratch);
+        }
+        cpu_linear(A->x_mid, A->att, W->wo, NULL, N, H, qd);
+        cpu_add(A->x_mid, A->x_in, (long)N * H);
+        cpu_rmsnorm(A->xn2, A->rstd2, A->x_mid, W->ln2, N, H, c->rms_eps);
+        cpu_linear(A->gu, A->xn2, W->wgu, NULL, N, 2 * I, H);
+        cpu_swiglu(A->hm, A->gu, N, I);
+        float *next = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final;
+        /* in inference mode next == x_in of this (shared) layer: x_in is dead once x_mid exists */
+        cpu_linear(next, A->hm, W->wd, NULL, N, H, I);
+        cpu_add(next, A->x_mid, (long)N * H);
+    }
+    cpu_rmsnorm(a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
+
+    long R = m->logits_rows;
+    a->logits_full = R >= N;
+    if (logp || ent || a->logits_full)
+        for (int r0 = 0; r0 < N; r0 += (int)R) {
+            int n = N - r0 < R ? N - r0 : (int)R;
+            lm_head_rows(m, a, r0, n);
+            cpu_logprob_entropy(a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
+                                logp ? logp + r0 : NULL, ent ? ent + r0 : NULL);
+        }
+    return 0;
+}
+
+const float *model_hidden(const Model *m) { return ((const ModelActs *)m->priv)->xnf; }
+
+int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const float *dent, char err[ERR_LEN]) {
+    if (!m->train) return err_set(err, ERR_INVAL, "model_backward: model was loaded without train=1");
+    int rc = batch_check(m, b, err);
+    if (rc) return rc;
+    const ModelConfig *c = &m->cfg;
+    ModelActs *a = m->priv;
+    int N = b->n_tokens, H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    int qd = nh * hd, kvd = nkv * hd, qkvd = qd + 2 * kvd, V = c->vocab;
+    float scale = 1.0f / sqrtf((float)hd);
+
+    /* LM head + log-softmax, chunked: dA <- d xnf, lm_head grads */
+    long R = m->logits_rows;
+    for (int r0 = 0; r0 < N; r0 += (int)R) {
+        int n = N - r0 < R ? N - r0 : (int)R;
+        if (!a->logits_full) lm_head_rows(m, a, r0, n);
+        cpu_logprob_entropy_backward(a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
+                                     dlogp ? dlogp + r0 : NULL, dent ? dent + r0 : NULL);
+        cpu_linear_backward(a->dA + (long)r0 * H, m->g.lm_head, NULL, a->logits, a->xnf + (long)r0 * H, m->w.lm_head,
+                            n, V, H, 0);
+    }
+    a->logits_full = 0;     /* the logits buffer now holds gradients */
+    cpu_rmsnorm_backward(a->dres, m->g.norm, a->dA, a->x_final, m->w.norm, a->rstdf, N, H, 0);
+
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        LayerActs *A = &a->layer[l];
+        const LayerWeights *W = &m->w.layer[l];
+        LayerWeights *G = &m->g.layer[l];
+        /* MLP: out = x_mid + hm Wd^T */
+        cpu_linear_backward(a->dhm, G->wd, NULL, a->dres, A->hm, W->wd, N, H, I, 0);
+        cpu_swiglu_backward(a->dgu, a->dhm, A->gu, N, I);
+        cpu_linear_backward(a->dA, G->wgu, NULL, a->dgu, A->xn2, W->wgu, N, 2 * I, H, 0);
+        cpu_rmsnorm_backward(a->dres, G->ln2, a->dA, A->x_mid, W->ln2, A->rstd2, N, H, 1);
+        /* attention: x_mid = x_in + att Wo^T */
+        cpu_linear_backward(a->dA, G->wo, NULL, a->dres, A->att, W->wo, N, H, qd, 0);
+        memset(a->dqkv, 0, (size_t)N * qkvd * sizeof(float));
+        for (int s = 0; s < b->n_seqs; s++) {
+            long s0 = b->cu_seqlens[s];
+            int T = b->cu_seqlens[s + 1] - b->cu_seqlens[s];
+            const float *q = A->qkv + s0 * qkvd;
+            float *dq = a->dqkv + s0 * qkvd;
+            cpu_attention_backward(dq, dq + qd, dq + qd + kvd, a->dA + s0 * qd, q, q + qd, q + qd + kvd,
+                                   A->att + s0 * qd, A->lse + s0 * nh, T, nh, nkv, hd, qkvd, qkvd, qd, scale,
+                                   a->att_scratch);
+        }
+        cpu_rope(a->dqkv, qkvd, a->cs, a->sn, N, nh, hd, 1);
+        cpu_rope(a->dqkv + qd, qkvd, a->cs, a->sn, N, nkv, hd, 1);
+        if (c->qk_norm) {
+            cpu_rmsnorm_heads_backward(a->dqkv, qkvd, G->qn, A->qpre, qd, W->qn, A->rstdq, N, nh, hd);
+            cpu_rmsnorm_heads_backward(a->dqkv + qd, qkvd, G->kn, A->kpre, kvd, W->kn, A->rstdk, N, nkv, hd);
+        }
+        cpu_linear_backward(a->dA, G->wqkv, G->bqkv, a->dqkv, A->xn1, W->wqkv, N, qkvd, H, 0);
+        cpu_rmsnorm_backward(a->dres, G->ln1, a->dA, A->x_in, W->ln1, A->rstd1, N, H, 1);
+    }
+    for (int i = 0; i < N; i++) cpu_add(m->g.embed + (long)b->tokens[i] * H, a->dres + (long)i * H, H);
+    return 0;
+}

@@ -1,0 +1,368 @@
+/* common/model/model.c: weight layout (one slab per lifetime, HF tensor table), load/save of Hugging Face
+ * directories, activation carve, random init and gradient utilities.
+ * Not here: forward/backward math (forward.c), AdamW (adamw.c). */
+#include "model/model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/log.h"
+#include "model/model_internal.h"
+
+#define QKVD(c) ((long)(c)->n_heads * (c)->head_dim + 2L * (c)->n_kv_heads * (c)->head_dim)
+
+/* ------------------------------------------------------------------------------------ layout */
+static void add_tensor(Model *m, int *cap, const char *name, long r, long c, long off) {
+    if (m->n_tensors == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        m->tensors = xrealloc(m->tensors, (size_t)*cap * sizeof *m->tensors);
+    }
+    ModelTensor *t = &m->tensors[m->n_tensors++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = c > 0 ? 2 : 1;
+    t->shape[0] = r;
+    t->shape[1] = c > 0 ? c : 0;
+    t->numel = r * (c > 0 ? c : 1);
+    t->offset = off;
+}
+
+/* Builds the HF tensor table and the slab size; called once per model. */
+static long layout_build(Model *m) {
+    const ModelConfig *c = &m->cfg;
+    long H = c->hidden, V = c->vocab, I = c->inter, hd = c->head_dim;
+    long qd = (long)c->n_heads * hd, kvd = (long)c->n_kv_heads * hd, off = 0;
+    int cap = 0;
+    char nm[96];
+    add_tensor(m, &cap, "model.embed_tokens.weight", V, H, off); off += V * H;
+    for (int l = 0; l < c->n_layers; l++) {
+#define T(suffix, r, cc, o) do { snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix); add_tensor(m, &cap, nm, r, cc, o); } while (0)
+        T("input_layernorm.weight", H, 0, off); off += H;
+        T("self_attn.q_proj.weight", qd, H, off);
+        T("self_attn.k_proj.weight", kvd, H, off + qd * H);
+        T("self_attn.v_proj.weight", kvd, H, off + (qd + kvd) * H);
+        off += (qd + 2 * kvd) * H;
+        if (c->qkv_bias) {
+            T("self_attn.q_proj.bias", qd, 0, off);
+            T("self_attn.k_proj.bias", kvd, 0, off + qd);
+            T("self_attn.v_proj.bias", kvd, 0, off + qd + kvd);
+            off += qd + 2 * kvd;
+        }
+        T("self_attn.o_proj.weight", H, qd, off); off += H * qd;
+        if (c->qk_norm) {
+            T("self_attn.q_norm.weight", hd, 0, off); off += hd;
+            T("self_attn.k_norm.weight", hd, 0, off); off += hd;
+        }
+        T("post_attention_layernorm.weight", H, 0, off); off += H;
+        T("mlp.gate_proj.weight", I, H, off);
+        T("mlp.up_proj.weight", I, H, off + I * H);
+        off += 2 * I * H;
+        T("mlp.down_proj.weight", H, I, off); off += H * I;
+#undef T
+    }
+    add_tensor(m, &cap, "model.norm.weight", H, 0, off); off += H;
+    if (!c->tie_embeddings) { add_tensor(m, &cap, "lm_head.weight", V, H, off); off += V * H; }
+    return off;
+}
+
+/* Points a ModelWeights view at a slab laid out as layout_build describes. */
+static void weights_point(const Model *m, ModelWeights *w, float *base) {
+    const ModelConfig *c = &m->cfg;
+    long H = c->hidden, V = c->vocab, I = c->inter, hd = c->head_dim;
+    long qd = (long)c->n_heads * hd, kvd = (long)c->n_kv_heads * hd;
+    float *p = base;
+    w->embed = p; p += V * H;
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerWeights *L = &w->layer[l];
+        const long n[MODEL_LAYER_SLOTS] = { H, (qd + 2 * kvd) * H, c->qkv_bias ? qd + 2 * kvd : 0, H * qd,
+                                            c->qk_norm ? hd : 0, c->qk_norm ? hd : 0, H, 2 * I * H, H * I };
+        float **slot[MODEL_LAYER_SLOTS] = { &L->ln1, &L->wqkv, &L->bqkv, &L->wo, &L->qn, &L->kn, &L->ln2, &L->wgu, &L->wd };
+        for (int i = 0; i < MODEL_LAYER_SLOTS; i++) { *slot[i] = n[i] ? p : NULL; p += n[i]; }
+    }
+    w->norm = p; p += H;
+    w->lm_head = c->tie_embeddings ? w->embed : p;
+}
+
+/* Carves the activation slab (base NULL: only counts). Returns floats used. */
+static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
+    const ModelConfig *c = &m->cfg;
+    long N = m->max_tokens, H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    long qd = nh * hd, kvd = nkv * hd, qkvd = qd + 2 * kvd;
+    size_t off = 0;
+#define CARVE(ptr, n) do { size_t n_ = (size_t)(n); if (base) (ptr) = base + off; off += (n_ + 15) & ~(size_t)15; } while (0)
+    int nl = m->train ? c->n_layers : 1;
+    for (int l = 0; l < nl; l++) {
+        LayerActs *L = &a->layer[l];
+        float *dummy = NULL;
+        const long n[MODEL_ACT_SLOTS] = { N * H, N, N * H, N * qkvd, c->qk_norm ? N * qd : 0, c->qk_norm ? N * kvd : 0,
+                                          c->qk_norm ? N * nh : 0, c->qk_norm ? N * nkv : 0, N * qd, N * nh, N * H,
+                                          N, N * H, N * 2 * I, N * I };
+        float **slot[MODEL_ACT_SLOTS] = { &L->x_in, &L->rstd1, &L->xn1, &L->qkv, &L->qpre, &L->kpre, &L->rstdq,
+                                          &L->rstdk, &L->att, &L->lse, &L->x_mid, &L->rstd2, &L->xn2, &L->gu, &L->hm };
+        for (int i = 0; i < MODEL_ACT_SLOTS; i++) {
+            if (n[i]) CARVE(*slot[i], n[i]);
+            else if (base) *slot[i] = dummy;
+        }
+    }
+    if (base && !m->train)
+        for (int l = 1; l < c->n_layers; l++) a->layer[l] = a->layer[0];
+    float *posf = NULL;
+    CARVE(posf, N);
+    if (base) a->pos = (int32_t *)posf;
+    CARVE(a->cs, N * (hd / 2));
+    CARVE(a->sn, N * (hd / 2));
+    if (m->train) CARVE(a->x_final, N * H);
+    else if (base) a->x_final = a->layer[0].x_in;
+    CARVE(a->rstdf, N);
+    CARVE(a->xnf, N * H);
+    CARVE(a->logits, m->logits_rows * c->vocab);
+    CARVE(a->att_scratch, cpu_attention_scratch_floats((int)N));
+    if (m->train) {
+        CARVE(a->dres, N * H);
+        CARVE(a->dA, N * (H > qd ? H : qd));
+        CARVE(a->dqkv, N * qkvd);
+        CARVE(a->dgu, N * 2 * I);
+        CARVE(a->dhm, N * I);
+    }
+#undef CARVE
+    return off;
+}
+
+/* ------------------------------------------------------------------------------------ lifecycle */
+static float *slab_alloc(long n) {
+    float *p = xmalloc((size_t)n * sizeof(float));
+    memset(p, 0, (size_t)n * sizeof(float));
+    return p;
+}
+
+static Model *model_build(const ModelConfig *cfg, const char *config_json, const ModelOptions *opt, char err[ERR_LEN]) {
+    if (!opt || opt->max_tokens < 1 || opt->max_tokens > (1 << 24)) {
+        err_set(err, ERR_INVAL, "model: max_tokens must be in [1, 16M]");
+        return NULL;
+    }
+    Model *m = xcalloc(1, sizeof *m);
+    m->cfg = *cfg;
+    m->config_json = xstrdup(config_json);
+    m->max_tokens = opt->max_tokens;
+    m->train = opt->train ? 1 : 0;
+    m->n_params = layout_build(m);
+    long budget = opt->logits_floats > 0 ? opt->logits_floats : 64L << 20;
+    long rows = budget / cfg->vocab;
+    m->logits_rows = rows < 1 ? 1 : rows > m->max_tokens ? m->max_tokens : rows;
+    int L = cfg->n_layers;
+    m->w.layer = xcalloc((size_t)L, sizeof(LayerWeights));
+    m->params = slab_alloc(m->n_params);
+    weights_point(m, &m->w, m->params);
+    if (m->train) {
+        m->g.layer = xcalloc((size_t)L, sizeof(LayerWeights));
+        m->m.layer = xcalloc((size_t)L, sizeof(LayerWeights));
+        m->v.layer = xcalloc((size_t)L, sizeof(LayerWeights));
+        m->grads = slab_alloc(m->n_params);
+        m->adam_m = slab_alloc(m->n_params);
+        m->adam_v = slab_alloc(m->n_params);
+        weights_point(m, &m->g, m->grads);
+        weights_point(m, &m->m, m->adam_m);
+        weights_point(m, &m->v, m->adam_v);
+    }
+    m->inv_freq = xmalloc((size_t)(cfg->head_dim / 2) * sizeof(float));
+    model_config_inv_freq(cfg, m->inv_freq);
+    ModelActs *a = xcalloc(1, sizeof *a);
+    a->layer = xcalloc((size_t)L, sizeof(LayerActs));
+    m->priv = a;
+    m->acts_floats = acts_carve(m, a, NULL);
+    m->acts = slab_alloc((long)m->acts_floats);
+    acts_carve(m, a, m->acts);
+    double MiB = 1.0 / (1 << 20);
+    log_info("model %s: %ld params (%.1f MiB each for params%s), activations %.1f MiB for %d tokens (%s), "
+             "V=%d H=%d L=%d heads=%d/%d hd=%d I=%d", cfg->arch_name, m->n_params, m->n_params * 4.0 * MiB,
+             m->train ? ", grads, adam m, adam v" : "", m->acts_floats * 4.0 * MiB, m->max_tokens,
+             m->train ? "train" : "inference", cfg->vocab, cfg->hidden, cfg->n_layers, cfg->n_heads,
+             cfg->n_kv_heads, cfg->head_dim, cfg->inter);
+    return m;
+}
+
+void model_free(Model *m) {
+    if (!m) return;
+    ModelActs *a = m->priv;
+    if (a) { xfree(a->layer); xfree(a); }
+    xfree(m->acts);
+    xfree(m->params);
+    xfree(m->grads);
+    xfree(m->adam_m);
+    xfree(m->adam_v);
+    xfree(m->w.layer);
+    xfree(m->g.layer);
+    xfree(m->m.layer);
+    xfree(m->v.layer);
+    xfree(m->inv_freq);
+    xfree(m->tensors);
+    xfree(m->config_json);
+    xfree(m->gen_config_json);
+    xfree(m);
+}
+
+Model *model_create(const char *config_json, const ModelOptions *opt, char err[ERR_LEN]) {
+    ModelConfig cfg;
+    if (model_config_parse(&cfg, config_json, err)) return NULL;
+    return model_build(&cfg, config_json, opt, err);
+}
+
+static char *read_text(const char *path, long max) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = xmalloc((size_t)max + 1);
+    size_t n = fread(buf, 1, (size_t)max, f);
+    int bad = ferror(f) || !feof(f);
+    fclose(f);
+    if (bad) { xfree(buf); return NULL; }
+    buf[n] = 0;
+    return buf;
+}
+
+static int name_is_ignorable(const char *n) {
+    size_t l = strlen(n);
+    return l >= 13 && !strcmp(n + l - 13, "rotary_emb.inv_freq");
+}
+
+int model_load_weights(Model *m, const SafeTensors *st, char err[ERR_LEN]) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        const ModelTensor *t = &m->tensors[i];
+        const StTensor *s = st_find(st, t->name);
+        if (!s) return err_set(err, ERR_NOTFOUND, "tensor '%s' missing from the checkpoint", t->name);
+        int ok = s->ndim == t->ndim && s->shape[0] == t->shape[0] && (t->ndim == 1 || s->shape[1] == t->shape[1]);
+        if (!ok)
+            return err_set(err, ERR_INVAL, "tensor '%s': shape [%lld%s%lld] disagrees with config.json (expected [%ld%s%ld])",
+                           t->name, (long long)s->shape[0], s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL,
+                           t->shape[0], t->ndim > 1 ? ", " : "", t->ndim > 1 ? t->shape[1] : 0L);
+        int rc = st_read_f32(st, t->name, m->params + t->offset, (size_t)t->numel, err);
+        if (rc) return rc;
+    }
+    for (int i = 0; i < st_count(st); i++) {
+        const char *n = st_get(st, i)->name;
+        if (model_tensor_find(m, n) || name_is_ignorable(n)) continue;
+        if (m->cfg.tie_embeddings && !strcmp(n, "lm_head.weight")) continue;
+        return err_set(err, ERR_INVAL, "tensor '%s' in the checkpoint is not part of a %s with this config", n,
+                       m->cfg.arch_name);
+    }
+    return 0;
+}
+
+Model *model_load(const char *dir, const ModelOptions *opt, char err[ERR_LEN]) {
+    char path[4096];
+    ModelConfig cfg;
+    if (model_config_load(&cfg, dir, err)) return NULL;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *text = read_text(path, 16 << 20);
+    if (!text) { err_set(err, ERR_IO, "%s: cannot read", path); return NULL; }
+    SafeTensors *st = st_open(dir, err);
+    if (!st) { xfree(text); return NULL; }
+    Model *m = model_build(&cfg, text, opt, err);
+    xfree(text);
+    if (!m) { st_close(st); return NULL; }
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    m->gen_config_json = read_text(path, 1 << 20);
+    int rc = model_load_weights(m, st, err);
+    st_close(st);
+    if (rc) { model_free(m); return NULL; }
+    return m;
+}
+
+static int write_text(const char *path, const char *text, char err[ERR_LEN]) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return err_set(err, ERR_IO, "%s: %s", tmp, strerror(errno));
+    size_t n = strlen(text);
+    int bad = fwrite(text, 1, n, f) != n;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) { remove(tmp); return err_set(err, ERR_IO, "%s: write failed", path); }
+    return 0;
+}
+
+int model_save(const Model *m, const char *dir, StDtype dtype, char err[ERR_LEN]) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return err_set(err, ERR_IO, "%s: %s", dir, strerror(errno));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = write_text(path, m->config_json, err);
+    if (!rc && m->gen_config_json) {
+        snprintf(path, sizeof path, "%s/generation_config.json", dir);
+        rc = write_text(path, m->gen_config_json, err);
+    }
+    if (rc) return rc;
+    StWriteTensor *t = xcalloc((size_t)m->n_tensors, sizeof *t);
+    for (int i = 0; i < m->n_tensors; i++) {
+        t[i].name = m->tensors[i].name;
+        t[i].ndim = m->tensors[i].ndim;
+        t[i].shape[0] = m->tensors[i].shape[0];
+        t[i].shape[1] = m->tensors[i].shape[1];
+        t[i].f32 = m->params + m->tensors[i].offset;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    rc = st_write(path, t, m->n_tensors, dtype, NULL, 0, err);
+    xfree(t);
+    return rc;
+}
+
+const ModelTensor *model_tensor_find(const Model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------ init / grads */
+static uint64_t xorshift(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    return *s = x;
+}
+
+void model_init_random(Model *m, uint64_t seed, float std) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (long i = 0; i < m->n_params; i++) {
+        double u1 = ((xorshift(&s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+        double u2 = ((xorshift(&s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+        m->params[i] = (float)(std * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+    const ModelConfig *c = &m->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerWeights *L = &m->w.layer[l];
+        for (int d = 0; d < c->hidden; d++) L->ln1[d] = L->ln2[d] = 1.0f;
+        if (L->qn) for (int d = 0; d < c->head_dim; d++) L->qn[d] = L->kn[d] = 1.0f;
+        if (L->bqkv) memset(L->bqkv, 0, (size_t)QKVD(c) * sizeof(float));
+    }
+    for (int d = 0; d < c->hidden; d++) m->w.norm[d] = 1.0f;
+}
+
+void model_grads_zero(Model *m) {
+    if (m->grads) memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
+}
+
+double model_grad_norm(const Model *m) {
+    if (!m->grads) return 0.0;
+    double s = 0.0;
+    const float *g = m->grads;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+    for (long i = 0; i < m->n_params; i++) s += (double)g[i] * g[i];
+    return sqrt(s);
+}
+
+double model_grads_clip(Model *m, double max_norm) {
+    double n = model_grad_norm(m);
+    double coef = max_norm / (n + 1e-6);
+    if (max_norm > 0 && isfinite(n) && coef < 1.0) {
+        float s = (float)coef;
+        float *g = m->grads;
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < m->n_params; i++) g[i] *= s;
+    }
+    return n;
+}
+
+size_t model_bytes_params(const Model *m) { return (size_t)m->n_params * sizeof(float); }
+size_t model_bytes_acts(const Model *m) { return m->acts_floats * sizeof(float); }

@@ -1,0 +1,142 @@
+/* common/model/model.h: a Qwen2 / Qwen3 / Llama causal LM in fp32 on the CPU: weight layout, load/save
+ * (Hugging Face directory: config.json + safetensors), forward over a packed batch of variable-length
+ * sequences giving per-token log-probs and entropies, backward to parameter gradients, gradient utilities.
+ * Math: transformers modeling_qwen2.py / modeling_qwen3.py / modeling_llama.py (v5.24), eager attention.
+ *
+ * Memory (STYLE.md rule 4): one slab each for parameters, gradients, Adam m, Adam v and activations, all
+ * sized from the config and ModelOptions.max_tokens at load and logged. Inside a layer the q/k/v weights
+ * (and biases) are stored back to back as one [qd + 2 kvd, H] matrix and gate/up as one [2I, H] matrix, so
+ * each is one GEMM; the HF tensor names map onto slices of them (model_tensor_*).
+ * Not here: AdamW and LR schedules (adamw.h), sampling (sample.h), KV-cache decoding (the rollout engine
+ * builds it from backend/cpu/cpu_ops.h and these weights), CUDA. */
+#ifndef DAPO_MODEL_H
+#define DAPO_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "io/safetensors.h"
+#include "model/model_config.h"
+
+/* Pointers into one slab (params, grads, m or v) for one decoder layer. */
+typedef struct {
+    float *ln1;      /* [H]              input_layernorm.weight */
+    float *wqkv;     /* [qd + 2kvd, H]   q_proj | k_proj | v_proj weights (qd = nh*hd, kvd = nkv*hd) */
+    float *bqkv;     /* [qd + 2kvd]      q/k/v biases (Qwen2), else NULL */
+    float *wo;       /* [H, qd]          o_proj.weight */
+    float *qn, *kn;  /* [hd]             q_norm / k_norm weights (Qwen3), else NULL */
+    float *ln2;      /* [H]              post_attention_layernorm.weight */
+    float *wgu;      /* [2I, H]          gate_proj | up_proj weights */
+    float *wd;       /* [H, I]           down_proj.weight */
+} LayerWeights;
+#define MODEL_LAYER_SLOTS 9
+_Static_assert(sizeof(LayerWeights) == MODEL_LAYER_SLOTS * sizeof(float *), "update the slot table in model.c");
+
+typedef struct {
+    float        *embed;     /* [V, H] model.embed_tokens.weight */
+    float        *norm;      /* [H]    model.norm.weight */
+    float        *lm_head;   /* [V, H] lm_head.weight; == embed when tied */
+    LayerWeights *layer;     /* [n_layers], owned by the Model */
+} ModelWeights;
+
+/* One Hugging Face tensor name and where it lives in the slab. */
+typedef struct {
+    char  name[96];
+    int   ndim;
+    long  shape[2];
+    long  offset;            /* floats from the slab start */
+    long  numel;
+} ModelTensor;
+
+typedef struct {
+    int  max_tokens;         /* most tokens in one forward/backward batch (sizes the activation slab); >= 1 */
+    int  train;              /* 1: allocate gradients, Adam m/v and per-layer activations for backward */
+    long logits_floats;      /* bound on the stored logits (floats); 0: default 64 Mi floats. Beyond it the
+                                LM head runs in row chunks and backward recomputes each chunk. */
+} ModelOptions;
+
+/* A packed batch: S sequences back to back, no padding; attention is causal within each sequence.
+ * Positions restart at 0 for each sequence. */
+typedef struct {
+    int            n_tokens;     /* N, 1..max_tokens */
+    int            n_seqs;       /* S >= 1 */
+    const int32_t *tokens;       /* [N] input ids in [0, V) */
+    const int32_t *targets;      /* [N] id whose log-prob is wanted at each position (normally the next token
+                                    of the same sequence); -1: none (logp = 0 there). NULL: all -1 */
+    const int32_t *cu_seqlens;   /* [S + 1]: 0 = cu[0] < cu[1] < ... < cu[S] = N */
+    float          temperature;  /* > 0; log-probs/entropies of softmax(logits / temperature) */
+} ModelBatch;
+
+typedef struct Model Model;
+struct Model {
+    ModelConfig  cfg;
+    char        *config_json;      /* config.json text as loaded (written back by model_save); owned */
+    char        *gen_config_json;  /* generation_config.json text or NULL; owned */
+    long         n_params;         /* floats in each of params/grads/m/v */
+    int          n_tensors;
+    ModelTensor *tensors;          /* [n_tensors] HF names in file order (lm_head absent when tied) */
+    float       *params, *grads, *adam_m, *adam_v;   /* slabs; grads/m/v NULL unless train */
+    ModelWeights w, g, m, v;       /* pointer views into the four slabs */
+    float       *inv_freq;         /* [hd/2] RoPE inverse frequencies */
+    long         adam_step;        /* optimizer steps taken (for bias correction) */
+    /* activations (opaque to callers; see model.c for the carve) */
+    int          max_tokens, train;
+    long         logits_rows;      /* rows of logits kept at once */
+    float       *acts;             /* one slab */
+    size_t       acts_floats;
+    void        *priv;             /* carve table (model.c) */
+};
+
+/* Loads DIR (config.json, generation_config.json, model.safetensors[.index.json]); any float dtype.
+ * Every expected tensor must be present with the config's shape (else ERR_NOTFOUND / ERR_INVAL naming the
+ * tensor); unexpected tensors other than a tied lm_head.weight or rotary buffers are refused (ERR_INVAL).
+ * Caller frees with model_free. NULL on error (reason in err). Logs the slab sizes. */
+Model *model_load(const char *dir, const ModelOptions *opt, char err[ERR_LEN]);
+
+/* Builds a model from config.json text with parameters zeroed (for tests and benchmarks; fill with
+ * model_init_random or copy into m->params). NULL on error. */
+Model *model_create(const char *config_json, const ModelOptions *opt, char err[ERR_LEN]);
+
+/* Fills parameters: norms = 1, everything else N(0, std^2) from a seeded xorshift/Box-Muller stream. */
+void model_init_random(Model *m, uint64_t seed, float std);
+
+void model_free(Model *m);   /* NULL-safe */
+
+/* Copies parameters from an open safetensors set (names and shapes as model_load checks them). */
+int model_load_weights(Model *m, const SafeTensors *st, char err[ERR_LEN]);
+
+/* Writes DIR/config.json (the loaded text), generation_config.json (when loaded) and model.safetensors in
+ * dtype ST_F32 or ST_BF16 (temp file + rename); DIR is created when missing. transformers loads it. */
+int model_save(const Model *m, const char *dir, StDtype dtype, char err[ERR_LEN]);
+
+/* Forward over the packed batch. Writes logp[N] (log-prob of targets[i] at position i, temperature
+ * applied) and ent[N] (entropy of the position's distribution) — either may be NULL. In train mode the
+ * activations stay for model_backward on the same batch. Errors: ERR_INVAL naming the bad field (token out
+ * of range, bad cu_seqlens, too many tokens, temperature <= 0). */
+int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]);
+
+/* Final-norm hidden states [N, H] of the last model_forward (borrowed; valid until the next forward).
+ * Logits of row i are cpu_linear(.., hidden + i*H, m->w.lm_head, NULL, 1, V, H). */
+const float *model_hidden(const Model *m);
+
+/* Backward of the last model_forward (train mode, same batch): given dlogp[N] = d loss / d logp and
+ * dent[N] = d loss / d entropy (either may be NULL = 0), ADDS parameter gradients into m->grads
+ * (so micro-batches accumulate; call model_grads_zero between optimizer steps). */
+int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const float *dent, char err[ERR_LEN]);
+
+void   model_grads_zero(Model *m);
+/* Global L2 norm of all gradients (double accumulation), as torch.nn.utils.clip_grad_norm_ computes it. */
+double model_grad_norm(const Model *m);
+/* torch clip_grad_norm_: if norm > max_norm, scale every gradient by max_norm / (norm + 1e-6).
+ * Returns the norm before clipping; max_norm <= 0: no clipping. */
+double model_grads_clip(Model *m, double max_norm);
+
+/* The tensor table entry for an HF name, or NULL. */
+const ModelTensor *model_tensor_find(const Model *m, const char *name);
+
+/* Bytes of each slab, for logs and the dashboard. */
+size_t model_bytes_params(const Model *m);
+size_t model_bytes_acts(const Model *m);
+
+#endif

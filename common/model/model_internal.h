@@ -1,0 +1,47 @@
+/* common/model/model_internal.h: the activation carve shared by model.c and forward.c (not public).
+ * Not here: anything callers use (model.h). */
+#ifndef DAPO_MODEL_INTERNAL_H
+#define DAPO_MODEL_INTERNAL_H
+
+#include "model/model.h"
+
+/* Per-layer saved activations, N = max_tokens rows. In inference mode every layer shares one set. */
+typedef struct {
+    float *x_in;     /* [N, H]   residual stream into the layer */
+    float *rstd1;    /* [N]      input_layernorm 1/rms */
+    float *xn1;      /* [N, H]   normed input to q/k/v */
+    float *qkv;      /* [N, qd+2kvd] q|k|v after bias, q/k norm and RoPE (what attention reads) */
+    float *qpre;     /* [N, qd]  q before q_norm (Qwen3 only) */
+    float *kpre;     /* [N, kvd] k before k_norm (Qwen3 only) */
+    float *rstdq;    /* [N, nh]  q_norm 1/rms (Qwen3 only) */
+    float *rstdk;    /* [N, nkv] */
+    float *att;      /* [N, qd]  attention output (input to o_proj) */
+    float *lse;      /* [N, nh]  attention log-sum-exp per row/head */
+    float *x_mid;    /* [N, H]   residual after attention */
+    float *rstd2;    /* [N] */
+    float *xn2;      /* [N, H]   normed input to gate/up */
+    float *gu;       /* [N, 2I]  gate | up */
+    float *hm;       /* [N, I]   silu(gate) * up (input to down_proj) */
+} LayerActs;
+#define MODEL_ACT_SLOTS 15
+_Static_assert(sizeof(LayerActs) == MODEL_ACT_SLOTS * sizeof(float *), "update the carve in model.c");
+
+typedef struct {
+    LayerActs *layer;        /* [n_layers] */
+    int32_t   *pos;          /* [N] position of each token within its sequence */
+    float     *cs, *sn;      /* [N, hd/2] RoPE tables */
+    float     *x_final;      /* [N, H] residual out of the last layer */
+    float     *rstdf;        /* [N] */
+    float     *xnf;          /* [N, H] after model.norm */
+    float     *logits;       /* [logits_rows, V] */
+    float     *att_scratch;  /* cpu_attention_scratch_floats(N) */
+    /* backward only (train) */
+    float     *dres;         /* [N, H] gradient of the residual stream */
+    float     *dA;           /* [N, max(H, qd)] */
+    float     *dqkv;         /* [N, qd+2kvd] */
+    float     *dgu;          /* [N, 2I] */
+    float     *dhm;          /* [N, I] */
+    int        logits_full;  /* the last forward kept all N rows of logits */
+} ModelActs;
+
+#endif

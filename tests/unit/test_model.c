@@ -1,0 +1,451 @@
+/* tests/unit/test_model.c: the CPU model core against transformers (fixtures from
+ * tests/reference/make_model_fixtures.py): log-probs, entropies, parameter gradients, AdamW, grad norm on
+ * Qwen2 (GQA, tied), Qwen3 and Llama-3 (rope scaling) checkpoints; plus a finite-difference gradient
+ * check, save/load round trips, chunked LM head, inference mode, and refusal of bad configs/batches.
+ * Tolerance for fixture comparisons: |ours - ref| <= 1e-6 + 1e-4 |ref|. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "io/safetensors.h"
+#include "model/adamw.h"
+#include "model/model.h"
+
+static const char *MODELS[] = { "qwen2_gqa", "qwen2_tied", "qwen3", "llama3" };
+#define NMODELS 4
+
+static void path_of(char *out, size_t n, const char *rel) {
+    const char *root = getenv("DAPO_ROOT");
+    snprintf(out, n, "%s/tests/data/model/%s", root && *root ? root : ".", rel);
+}
+
+typedef struct {
+    SafeTensors *st;
+    int N, S;
+    int32_t *tokens, *targets, *cu;
+    float *w, *u, *logp, *ent;
+    float temperature;
+} Fixture;
+
+static void fixture_load(Fixture *f, const char *name) {
+    char p[4096], rel[256], err[ERR_LEN];
+    snprintf(rel, sizeof rel, "%s.fixture.safetensors", name);
+    path_of(p, sizeof p, rel);
+    f->st = st_open(p, err);
+    if (!f->st) fail_msg("%s: %s", p, err);
+    const StTensor *t = st_find(f->st, "tokens"), *c = st_find(f->st, "cu_seqlens");
+    assert_non_null(t);
+    assert_non_null(c);
+    f->N = (int)t->numel;
+    f->S = (int)c->numel - 1;
+    f->tokens = malloc(f->N * sizeof(int32_t));
+    f->targets = malloc(f->N * sizeof(int32_t));
+    f->cu = malloc((f->S + 1) * sizeof(int32_t));
+    f->w = malloc(f->N * sizeof(float));
+    f->u = malloc(f->N * sizeof(float));
+    f->logp = malloc(f->N * sizeof(float));
+    f->ent = malloc(f->N * sizeof(float));
+    assert_int_equal(st_read_i32(f->st, "tokens", f->tokens, f->N, err), 0);
+    assert_int_equal(st_read_i32(f->st, "targets", f->targets, f->N, err), 0);
+    assert_int_equal(st_read_i32(f->st, "cu_seqlens", f->cu, f->S + 1, err), 0);
+    assert_int_equal(st_read_f32(f->st, "w", f->w, f->N, err), 0);
+    assert_int_equal(st_read_f32(f->st, "u", f->u, f->N, err), 0);
+    assert_int_equal(st_read_f32(f->st, "logp", f->logp, f->N, err), 0);
+    assert_int_equal(st_read_f32(f->st, "entropy", f->ent, f->N, err), 0);
+    f->temperature = strtof(st_metadata(f->st, "temperature"), NULL);
+}
+
+static void fixture_free(Fixture *f) {
+    st_close(f->st);
+    free(f->tokens); free(f->targets); free(f->cu); free(f->w); free(f->u); free(f->logp); free(f->ent);
+}
+
+static ModelBatch fixture_batch(const Fixture *f) {
+    return (ModelBatch){ .n_tokens = f->N, .n_seqs = f->S, .tokens = f->tokens, .targets = f->targets,
+                         .cu_seqlens = f->cu, .temperature = f->temperature };
+}
+
+static Model *load_model(const char *name, int train, long logits_floats) {
+    char p[4096], err[ERR_LEN];
+    path_of(p, sizeof p, name);
+    ModelOptions o = { .max_tokens = 64, .train = train, .logits_floats = logits_floats };
+    Model *m = model_load(p, &o, err);
+    if (!m) fail_msg("model_load %s: %s", p, err);
+    return m;
+}
+
+/* counts elements outside 1e-6 + 1e-4|ref|, prints the first few */
+static int compare(const char *what, const float *ours, const float *ref, long n) {
+    int bad = 0;
+    double worst = 0;
+    for (long i = 0; i < n; i++) {
+        double d = fabs((double)ours[i] - ref[i]), tol = 1e-6 + 1e-4 * fabs(ref[i]);
+        if (!(d <= tol)) {
+            if (bad < 3) fprintf(stderr, "%s[%ld]: ours %.9g ref %.9g (diff %.3g)\n", what, i, ours[i], ref[i], d);
+            bad++;
+        }
+        if (d / (1e-6 + 1e-4 * fabs(ref[i])) > worst) worst = d / (1e-6 + 1e-4 * fabs(ref[i]));
+    }
+    if (bad) fprintf(stderr, "%s: %d of %ld outside tolerance\n", what, bad, n);
+    if (worst > 0.3) fprintf(stderr, "%s: worst |diff| / tolerance = %.2f\n", what, worst);
+    return bad;
+}
+
+static void run_forward_backward(const char *name, long logits_floats, int train) {
+    Fixture f;
+    fixture_load(&f, name);
+    Model *m = load_model(name, train, logits_floats);
+    ModelBatch b = fixture_batch(&f);
+    char err[ERR_LEN];
+    float *lp = calloc(f.N, sizeof(float)), *en = calloc(f.N, sizeof(float));
+    assert_int_equal(model_forward(m, &b, lp, en, err), 0);
+    int bad = compare("logp", lp, f.logp, f.N) + compare("entropy", en, f.ent, f.N);
+    if (train) {
+        model_grads_zero(m);
+        assert_int_equal(model_backward(m, &b, f.w, f.u, err), 0);
+        float *ref = malloc(m->n_params * sizeof(float));
+        for (int i = 0; i < m->n_tensors; i++) {
+            const ModelTensor *t = &m->tensors[i];
+            char key[128];
+            snprintf(key, sizeof key, "grad.%s", t->name);
+            if (st_read_f32(f.st, key, ref, t->numel, err)) fail_msg("%s: %s", name, err);
+            bad += compare(key, m->grads + t->offset, ref, t->numel);
+        }
+        double gn = model_grad_norm(m), gref = strtod(st_metadata(f.st, "grad_norm"), NULL);
+        assert_true(fabs(gn - gref) <= 1e-4 * gref);
+        free(ref);
+    }
+    free(lp); free(en);
+    model_free(m);
+    fixture_free(&f);
+    if (bad) fail_msg("%s: %d mismatches", name, bad);
+}
+
+static void test_fixtures_forward_backward(void **state) {
+    (void)state;
+    for (int i = 0; i < NMODELS; i++) run_forward_backward(MODELS[i], 0, 1);
+}
+
+static void test_fixtures_chunked_lm_head(void **state) {
+    (void)state;
+    /* logits budget of 3 rows: the LM head runs in chunks and backward recomputes them */
+    run_forward_backward("qwen2_gqa", 3 * 96, 1);
+    run_forward_backward("qwen3", 1, 1);
+}
+
+static void test_fixtures_inference_mode(void **state) {
+    (void)state;
+    for (int i = 0; i < NMODELS; i++) run_forward_backward(MODELS[i], 0, 0);
+}
+
+static void test_fixtures_adamw(void **state) {
+    (void)state;
+    char err[ERR_LEN];
+    for (int k = 0; k < NMODELS; k++) {
+        Fixture f;
+        fixture_load(&f, MODELS[k]);
+        Model *m = load_model(MODELS[k], 1, 0);
+        AdamWConfig ac = adamw_defaults();
+        ac.weight_decay = strtof(st_metadata(f.st, "weight_decay"), NULL);
+        float lr = strtof(st_metadata(f.st, "lr"), NULL);
+        int steps = atoi(st_metadata(f.st, "steps"));
+        for (int i = 0; i < m->n_tensors; i++) {
+            char key[128];
+            snprintf(key, sizeof key, "grad.%s", m->tensors[i].name);
+            assert_int_equal(st_read_f32(f.st, key, m->grads + m->tensors[i].offset, m->tensors[i].numel, err), 0);
+        }
+        for (int s = 0; s < steps; s++) assert_int_equal(adamw_step(m, &ac, lr, err), 0);
+        float *ref = malloc(m->n_params * sizeof(float));
+        int bad = 0;
+        for (int i = 0; i < m->n_tensors; i++) {
+            const ModelTensor *t = &m->tensors[i];
+            char key[128];
+            snprintf(key, sizeof key, "adamw.%s", t->name);
+            assert_int_equal(st_read_f32(f.st, key, ref, t->numel, err), 0);
+            bad += compare(key, m->params + t->offset, ref, t->numel);
+        }
+        free(ref);
+        model_free(m);
+        fixture_free(&f);
+        if (bad) fail_msg("%s adamw: %d mismatches", MODELS[k], bad);
+    }
+}
+
+/* d loss / d param by central differences (fp32 forward, loss in double), against model_backward */
+static double loss_of(Model *m, const ModelBatch *b, const Fixture *f, float *lp, float *en) {
+    char err[ERR_LEN];
+    assert_int_equal(model_forward(m, b, lp, en, err), 0);
+    double L = 0;
+    for (int i = 0; i < f->N; i++) L += (double)f->w[i] * lp[i] + (double)f->u[i] * en[i];
+    return L;
+}
+
+static void test_finite_difference(void **state) {
+    (void)state;
+    const char *names[] = { "qwen2_gqa", "qwen3", "llama3" };
+    for (int k = 0; k < 3; k++) {
+        Fixture f;
+        fixture_load(&f, names[k]);
+        Model *m = load_model(names[k], 1, 0);
+        ModelBatch b = fixture_batch(&f);
+        char err[ERR_LEN];
+        float *lp = calloc(f.N, sizeof(float)), *en = calloc(f.N, sizeof(float));
+        for (int i = 0; i < f.N; i++) f.w[i] *= 40.0f, f.u[i] *= 40.0f;   /* O(1) gradients for the differences */
+        loss_of(m, &b, &f, lp, en);
+        model_grads_zero(m);
+        assert_int_equal(model_backward(m, &b, f.w, f.u, err), 0);
+        int checked = 0, bad = 0;
+        for (int i = 0; i < m->n_tensors; i++) {
+            const ModelTensor *t = &m->tensors[i];
+            if (strstr(t->name, "layers.") && !strstr(t->name, "layers.0.")) continue;   /* one layer is enough */
+            for (int r = 0; r < 2; r++) {
+                long j = (long)((r * 7919 + i * 104729) % t->numel);
+                float *p = m->params + t->offset + j, saved = *p, h = 1e-2f;
+                *p = saved + h;
+                double lpos = loss_of(m, &b, &f, lp, en);
+                *p = saved - h;
+                double lneg = loss_of(m, &b, &f, lp, en);
+                *p = saved;
+                double fd = (lpos - lneg) / (2.0 * h), an = m->grads[t->offset + j];
+                checked++;
+                if (fabs(fd - an) > 5e-3 + 1e-2 * fabs(an)) {
+                    bad++;
+                    fprintf(stderr, "%s %s[%ld]: finite diff %.6g backward %.6g\n", names[k], t->name, j, fd, an);
+                }
+            }
+        }
+        assert_true(checked > 20);
+        free(lp); free(en);
+        model_free(m);
+        fixture_free(&f);
+        if (bad) fail_msg("%s: %d finite-difference mismatches", names[k], bad);
+    }
+}
+
+static void rm_dir(const char *d) {
+    const char *files[] = { "config.json", "generation_config.json", "model.safetensors" };
+    char p[4200];
+    for (int i = 0; i < 3; i++) { snprintf(p, sizeof p, "%s/%s", d, files[i]); unlink(p); }
+    rmdir(d);
+}
+
+static void test_save_load_roundtrip(void **state) {
+    (void)state;
+    char err[ERR_LEN], dir[] = "/tmp/dapo_model_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    for (int k = 0; k < NMODELS; k++) {
+        Model *m = load_model(MODELS[k], 0, 0);
+        char sub[4200];
+        snprintf(sub, sizeof sub, "%s/%s", dir, MODELS[k]);
+        assert_int_equal(model_save(m, sub, ST_F32, err), 0);
+        ModelOptions o = { .max_tokens = 8 };
+        Model *r = model_load(sub, &o, err);
+        if (!r) fail_msg("%s", err);
+        assert_int_equal(r->n_params, m->n_params);
+        assert_memory_equal(r->params, m->params, m->n_params * sizeof(float));
+        assert_int_equal(r->cfg.n_eos, 2);        /* eos 2 from config.json, [2, 5] from generation_config */
+        model_free(r);
+        assert_int_equal(model_save(m, sub, ST_BF16, err), 0);
+        r = model_load(sub, &o, err);
+        if (!r) fail_msg("%s", err);
+        for (long i = 0; i < m->n_params; i++)
+            assert_true(r->params[i] == st_bf16_to_f32(st_f32_to_bf16(m->params[i])));
+        model_free(r);
+        rm_dir(sub);
+        model_free(m);
+    }
+    rmdir(dir);
+}
+
+/* writes DIR/config.json with `config` and a copy of qwen2_gqa's weights */
+static void write_model_dir(const char *dir, const char *config, const char *weights_from) {
+    char p[4200], src[4096], err[ERR_LEN];
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    FILE *fp = fopen(p, "w");
+    fputs(config, fp);
+    fclose(fp);
+    path_of(src, sizeof src, weights_from);
+    Model *m = load_model(weights_from, 0, 0);
+    snprintf(p, sizeof p, "%s/x", dir);
+    (void)p;
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s", dir);
+    /* save weights only (config.json is replaced again below) */
+    assert_int_equal(model_save(m, sub, ST_F32, err), 0);
+    model_free(m);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    fp = fopen(p, "w");
+    fputs(config, fp);
+    fclose(fp);
+}
+
+static void expect_load_error(const char *config, const char *needle) {
+    char dir[] = "/tmp/dapo_badcfg_XXXXXX", err[ERR_LEN] = "";
+    assert_non_null(mkdtemp(dir));
+    write_model_dir(dir, config, "qwen2_gqa");
+    ModelOptions o = { .max_tokens = 8 };
+    Model *m = model_load(dir, &o, err);
+    rm_dir(dir);
+    if (m) { model_free(m); fail_msg("config accepted, expected error with '%s'", needle); }
+    if (!strstr(err, needle)) fail_msg("error '%s' does not name '%s'", err, needle);
+}
+
+#define BASE_CFG "\"vocab_size\": 96, \"hidden_size\": 48, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, " \
+                 "\"num_key_value_heads\": 2, \"intermediate_size\": 80, \"tie_word_embeddings\": false"
+
+static void test_refuses_bad_configs(void **state) {
+    (void)state;
+    expect_load_error("{\"architectures\": [\"GPT2LMHeadModel\"], " BASE_CFG "}", "architectures");
+    expect_load_error("{\"architectures\": [\"Qwen2ForCausalLM\"], " BASE_CFG ", \"hidden_act\": \"gelu\"}", "hidden_act");
+    expect_load_error("{\"architectures\": [\"Qwen2ForCausalLM\"], " BASE_CFG ", \"use_sliding_window\": true}",
+                      "use_sliding_window");
+    expect_load_error("{\"architectures\": [\"Qwen2ForCausalLM\"], " BASE_CFG
+                      ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}", "rope_type");
+    /* shape disagrees: the file has intermediate 80 */
+    expect_load_error("{\"architectures\": [\"Qwen2ForCausalLM\"], \"vocab_size\": 96, \"hidden_size\": 48, "
+                      "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                      "\"intermediate_size\": 81}", "mlp.gate_proj.weight");
+    /* Qwen3 expects q_norm tensors the Qwen2 file lacks */
+    expect_load_error("{\"architectures\": [\"Qwen3ForCausalLM\"], " BASE_CFG "}", "q_norm");
+    /* a third layer is missing from the file */
+    expect_load_error("{\"architectures\": [\"Qwen2ForCausalLM\"], \"vocab_size\": 96, \"hidden_size\": 48, "
+                      "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                      "\"intermediate_size\": 80}", "model.layers.2");
+    expect_load_error("{\"architectures\": [\"Qwen2ForCausalLM\"], " BASE_CFG ", \"num_key_value_heads\": 3}",
+                      "num_key_value_heads");
+}
+
+static void test_refuses_bad_batches(void **state) {
+    (void)state;
+    Model *m = load_model("qwen2_gqa", 0, 0);
+    char err[ERR_LEN];
+    int32_t tok[4] = { 1, 2, 3, 4 }, cu[3] = { 0, 2, 4 }, badcu[3] = { 0, 3, 2 }, big[4] = { 1, 2, 96, 4 };
+    ModelBatch b = { .n_tokens = 4, .n_seqs = 2, .tokens = tok, .cu_seqlens = cu, .temperature = 1.0f };
+    float lp[4];
+    assert_int_equal(model_forward(m, &b, lp, NULL, err), 0);
+    b.tokens = big;
+    assert_int_equal(model_forward(m, &b, lp, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "tokens[2]"));
+    b.tokens = tok;
+    b.cu_seqlens = badcu;
+    assert_int_equal(model_forward(m, &b, lp, NULL, err), ERR_INVAL);
+    b.cu_seqlens = cu;
+    b.temperature = 0;
+    assert_int_equal(model_forward(m, &b, lp, NULL, err), ERR_INVAL);
+    b.temperature = 1;
+    b.n_tokens = 65;
+    assert_int_equal(model_forward(m, &b, lp, NULL, err), ERR_INVAL);
+    b.n_tokens = 4;
+    assert_int_equal(model_backward(m, &b, lp, NULL, err), ERR_INVAL);   /* inference model */
+    model_free(m);
+}
+
+static void test_packing_is_independent(void **state) {
+    (void)state;
+    /* a sequence's log-probs do not depend on what else is packed in the batch */
+    Fixture f;
+    fixture_load(&f, "qwen3");
+    Model *m = load_model("qwen3", 0, 0);
+    char err[ERR_LEN];
+    float all[64], one[64];
+    ModelBatch b = fixture_batch(&f);
+    assert_int_equal(model_forward(m, &b, all, NULL, err), 0);
+    int s0 = f.cu[1], n1 = f.cu[2] - f.cu[1];
+    int32_t cu1[2] = { 0, n1 };
+    ModelBatch b1 = { .n_tokens = n1, .n_seqs = 1, .tokens = f.tokens + s0, .targets = f.targets + s0,
+                      .cu_seqlens = cu1, .temperature = f.temperature };
+    assert_int_equal(model_forward(m, &b1, one, NULL, err), 0);
+    for (int i = 0; i < n1; i++) assert_true(fabsf(one[i] - all[s0 + i]) <= 1e-5f);
+    model_free(m);
+    fixture_free(&f);
+}
+
+static void test_safetensors_formats(void **state) {
+    (void)state;
+    assert_true(st_bf16_to_f32(0x3f80) == 1.0f);
+    assert_true(st_f32_to_bf16(1.0f) == 0x3f80);
+    assert_true(st_f32_to_bf16(1.00390625f) == 0x3f80);        /* tie rounds to even */
+    assert_true(st_f32_to_bf16(1.01171875f) == 0x3f82);
+    assert_true(st_f16_to_f32(0x3c00) == 1.0f);
+    assert_true(st_f16_to_f32(0xc000) == -2.0f);
+    assert_true(st_f16_to_f32(0x0001) == ldexpf(1.0f, -24));    /* subnormal */
+    assert_true(isinf(st_f16_to_f32(0x7c00)));
+    /* corrupt files are refused, not crashed on */
+    char p[] = "/tmp/dapo_st_XXXXXX", err[ERR_LEN];
+    int fd = mkstemp(p);
+    assert_true(fd >= 0);
+    const char *bodies[] = {
+        "{\"a\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 8]}}",
+        "{\"a\": {\"dtype\": \"Q4\", \"shape\": [1], \"data_offsets\": [0, 4]}}",
+        "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 400]}}",
+        "[1, 2]", "{\"a\": 1}", "{not json",
+    };
+    for (int i = 0; i < 6; i++) {
+        FILE *f = fopen(p, "wb");
+        uint64_t n = strlen(bodies[i]);
+        fwrite(&n, 8, 1, f);
+        fwrite(bodies[i], 1, n, f);
+        fwrite("\0\0\0\0\0\0\0\0", 1, 8, f);
+        fclose(f);
+        SafeTensors *st = st_open(p, err);
+        assert_null(st);
+    }
+    FILE *f = fopen(p, "wb");
+    uint64_t huge = 1ull << 40;
+    fwrite(&huge, 8, 1, f);
+    fclose(f);
+    assert_null(st_open(p, err));
+    close(fd);
+    unlink(p);
+}
+
+static void test_lr_schedules(void **state) {
+    (void)state;
+    assert_true(fabs(lr_at(LR_CONSTANT, 1e-3, 0, 10, 100, 0) - 0.0) < 1e-15);
+    assert_true(fabs(lr_at(LR_CONSTANT, 1e-3, 5, 10, 100, 0) - 5e-4) < 1e-15);
+    assert_true(fabs(lr_at(LR_CONSTANT, 1e-3, 50, 10, 100, 0) - 1e-3) < 1e-15);
+    assert_true(fabs(lr_at(LR_COSINE, 1.0, 10, 10, 110, 0) - 1.0) < 1e-12);
+    assert_true(fabs(lr_at(LR_COSINE, 1.0, 60, 10, 110, 0) - 0.5) < 1e-12);
+    assert_true(fabs(lr_at(LR_COSINE, 1.0, 110, 10, 110, 0.1) - 0.1) < 1e-12);
+    assert_true(fabs(lr_at(LR_CONSTANT, 2.0, 0, 0, 10, 0) - 2.0) < 1e-12);
+}
+
+static void test_grad_clip(void **state) {
+    (void)state;
+    Model *m = load_model("qwen2_tied", 1, 0);
+    for (long i = 0; i < m->n_params; i++) m->grads[i] = (i % 2) ? 0.01f : -0.01f;
+    double n = model_grad_norm(m), expect = 0.01 * sqrt((double)m->n_params);
+    assert_true(fabs(n - expect) < 1e-6 * expect);
+    double before = model_grads_clip(m, 0.5);
+    assert_true(fabs(before - n) < 1e-9);
+    assert_true(fabs(model_grad_norm(m) - 0.5) < 1e-5);
+    model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_safetensors_formats),
+        cmocka_unit_test(test_lr_schedules),
+        cmocka_unit_test(test_fixtures_forward_backward),
+        cmocka_unit_test(test_fixtures_chunked_lm_head),
+        cmocka_unit_test(test_fixtures_inference_mode),
+        cmocka_unit_test(test_fixtures_adamw),
+        cmocka_unit_test(test_grad_clip),
+        cmocka_unit_test(test_finite_difference),
+        cmocka_unit_test(test_packing_is_independent),
+        cmocka_unit_test(test_save_load_roundtrip),
+        cmocka_unit_test(test_refuses_bad_configs),
+        cmocka_unit_test(test_refuses_bad_batches),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
