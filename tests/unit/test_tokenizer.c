@@ -107,7 +107,7 @@ static void check_free(Check *c) {
 
 static void test_qwen3_corpus_matches_hf(void **state) {
     (void)state;
-    size_t len;
+    size_t len = 0;
     char *buf = tf_read(tf_path("tests/data/tokenizer/qwen3_corpus.jsonl.zst"), &len);
     assert_non_null(buf);
     Check c = { .tok = g_qwen };
@@ -143,7 +143,7 @@ static void check_simple(json_t *o, long lineno, void *ctx) {
 }
 
 static void run_simple(Tokenizer *tok, const char *rel, long min_cases) {
-    size_t len;
+    size_t len = 0;
     char *buf = tf_read(tf_path(rel), &len);
     assert_non_null(buf);
     Check c = { .tok = tok };
@@ -291,7 +291,7 @@ static void test_encode_args_and_reuse(void **state) {
 /* Malformed tokenizer.json documents are refused with an error naming the JSON path (or line/column). */
 static void test_malformed_tokenizer_json(void **state) {
     (void)state;
-    size_t len;
+    size_t len = 0;
     char *tiny = tf_read(tf_path("data/tokenizers/tiny/tokenizer.json"), &len);
     assert_non_null(tiny);
     char err[ERR_LEN];
