@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# bench/verify/run.sh: math_dapo scoring throughput, ours (common/reward, C) beside verl's own
+# math_dapo.compute_score (Python), same cases (tests/data/verifier/cases.jsonl.zst, 4,283), same run, one
+# core each (pinned with taskset when available), JSON parsing excluded on both sides. Headline figure:
+# corpus cases / median time of a full single-threaded pass over all cases (very_long ones included).
+# verl 0.8.0 is pip-installed with --no-deps into a private --target directory (outside the repository:
+# $DAPO_BENCH_CACHE, default ~/.cache/dapo/bench-verify) and only its math_dapo.py file is imported.
+# Last line: BENCH verify ours=<cases/s> baseline=<cases/s> ratio=<ours/baseline>
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+BUILD=${BUILD:-build}
+MIN_SECONDS=${MIN_SECONDS:-3}
+VERL_VERSION=0.8.0
+
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then   # project convention; this benchmark does no BLAS work
+  if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+zstd -q -dc tests/data/verifier/cases.jsonl.zst > "$tmp/cases.jsonl"
+
+# Same compiler flags as the Makefile; link the library the build made, else the few sources it needs.
+CFLAGS="-O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -Icommon $(pkg-config --cflags jansson)"
+if [ -f "$BUILD/lib/libdapo.a" ]; then
+  objs="$BUILD/lib/libdapo.a"
+else
+  echo "note: $BUILD/lib/libdapo.a not found; compiling common/reward and common/core/{err,log}.c directly"
+  objs="common/reward/math_dapo.c common/reward/reward.c common/core/err.c common/core/log.c"
+fi
+gcc $CFLAGS bench/verify/bench_verify.c $objs $(pkg-config --libs jansson) -lopenblas -lpthread -lm \
+    -o "$tmp/bench_verify"
+
+pin=()
+if command -v taskset >/dev/null 2>&1; then pin=(taskset -c "$(( $(nproc) - 1 ))"); fi
+echo "== ours: common/reward (C, gcc -O2), ${pin[*]:-unpinned}"
+"${pin[@]}" "$tmp/bench_verify" "$tmp/cases.jsonl" --min-seconds "$MIN_SECONDS" | tee "$tmp/ours.txt"
+
+cache=${DAPO_BENCH_CACHE:-$HOME/.cache/dapo/bench-verify}
+verl_dir="$cache/verl-$VERL_VERSION"
+if [ ! -f "$verl_dir/verl/utils/reward_score/math_dapo.py" ]; then
+  echo "== installing verl==$VERL_VERSION --no-deps into $verl_dir"
+  pip install -q --no-deps --target "$verl_dir" "verl==$VERL_VERSION"
+fi
+echo "== baseline: verl $VERL_VERSION math_dapo.compute_score (Python), ${pin[*]:-unpinned}"
+"${pin[@]}" python3 bench/verify/baseline_verl.py --verl-dir "$verl_dir" "$tmp/cases.jsonl" \
+    --min-seconds "$MIN_SECONDS" | tee "$tmp/base.txt"
+
+ours=$(sed -n 's/^OURS_CASES_PER_S=//p' "$tmp/ours.txt")
+base=$(sed -n 's/^BASE_CASES_PER_S=//p' "$tmp/base.txt")
+ratio=$(python3 -c "print(f'{$ours / $base:.1f}')")
+echo "BENCH verify ours=$ours baseline=$base ratio=$ratio"
