@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/data/dapo/*.bin: reference values for common/dapo (loss, aggregation, metrics, gradients,
-GRPO advantages) computed by verl's OWN functions, imported from the verl package:
+GRPO advantages) computed by verl's OWN functions, imported from the verl package, and for the sampler
+(common/model/sample.c) by Hugging Face transformers' own logits warpers (sample_cases.bin):
   verl.trainer.ppo.core_algos.compute_policy_loss_vanilla   pg_loss, pg_clipfrac, pg_clipfrac_lower, ppo_kl
   verl.trainer.ppo.core_algos.agg_loss                      entropy aggregation (same mode / global info)
   verl.trainer.ppo.core_algos.compute_grpo_outcome_advantage
@@ -175,12 +176,60 @@ def grpo_cases(core_algos, w):
         w.add("grpo/adv_norm" if norm else "grpo/adv_nonorm", per_resp, "f32")
 
 
+def sample_cases(w):
+    """Kept sets of Hugging Face's own logits warpers (temperature -> top-k -> top-p, the order `generate`
+    applies them) and torch's log_softmax of logits / temperature, for common/model/sample.c."""
+    import numpy as np
+    import torch
+    import transformers
+    from transformers.generation.logits_process import (TemperatureLogitsWarper, TopKLogitsWarper,
+                                                        TopPLogitsWarper)
+    g = torch.Generator().manual_seed(11)
+    V = 1000
+    cases = []
+    for T in (0.7, 1.0, 1.3):
+        for k in (0, 50, 5):
+            for p in (1.0, 0.9, 0.5, 0.3):
+                cases.append((T, k, p))
+    n = 0
+    for (T, k, p) in cases:
+        while True:   # redraw rows whose nucleus boundary sits within 1e-4 of top_p (fp32 vs fp64 ties)
+            logits = 3.0 * torch.randn(1, V, generator=g)
+            x = (logits / T).double()
+            if k:
+                kth = torch.topk(x, k).values[0, -1]
+                x = torch.where(x >= kth, x, torch.tensor(float("-inf"), dtype=torch.float64))
+            probs = torch.sort(torch.softmax(x, -1), descending=True).values[0]
+            cum = torch.cumsum(probs, 0)
+            if p >= 1.0 or torch.min(torch.abs(cum - p)).item() > 1e-4:
+                break
+        scores = TemperatureLogitsWarper(T)(None, logits.clone())
+        if k:
+            scores = TopKLogitsWarper(k)(None, scores)
+        if p < 1.0:
+            scores = TopPLogitsWarper(p)(None, scores)
+        kept = torch.isfinite(scores)[0].int()
+        logprob = torch.log_softmax(logits / T, dim=-1)[0]
+        pre = f"s{n}/"
+        w.add(pre + "logits", logits[0], "f32")
+        w.add(pre + "params", [T, p, k], "f64")
+        w.add(pre + "kept", kept, "i32")
+        w.add(pre + "logprob", logprob, "f32")
+        n += 1
+    w.add("n_cases", [n], "i32")
+    w.add("V", [V], "i32")
+    return transformers.__version__
+
+
 def main():
     import torch
     torch.manual_seed(0)
+    os.makedirs(OUT, exist_ok=True)
+    w = Writer()
+    hf_version = sample_cases(w)
+    w.save(os.path.join(OUT, "sample_cases.bin"))
     core_algos, ActorConfig, version = import_verl()
     print(f"verl {version} from {os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(core_algos.__file__))))}")
-    os.makedirs(OUT, exist_ok=True)
     w = Writer()
     loss_cases(core_algos, ActorConfig, w)
     w.save(os.path.join(OUT, "loss_cases.bin"))
@@ -190,7 +239,9 @@ def main():
     with open(os.path.join(OUT, "PROVENANCE"), "w") as f:
         f.write(f"Written by tests/reference/make_dapo_fixtures.py with verl {version} "
                 f"(core_algos.compute_policy_loss_vanilla, agg_loss, compute_grpo_outcome_advantage) "
-                f"and torch {torch.__version__} autograd.\n")
+                f"and torch {torch.__version__} autograd.\n"
+                f"sample_cases.bin: transformers {hf_version} TemperatureLogitsWarper / TopKLogitsWarper / "
+                f"TopPLogitsWarper kept sets and torch log_softmax.\n")
 
 
 if __name__ == "__main__":
