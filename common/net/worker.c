@@ -22,6 +22,7 @@ struct Worker {
     uint64_t       hb_seq;
     uint32_t       busy, pending_credit;
     int64_t        policy_version;
+    int64_t        coord_version;    /* the coordinator's, from Welcome / Heartbeat */
 };
 
 static int send_hello(Worker *w) {
@@ -49,6 +50,7 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
     w->coordinator = xstrdup(o->coordinator ? o->coordinator : "");
     w->build_info = xstrdup(o->build_info ? o->build_info : "");
     w->policy_version = -1;
+    w->coord_version = -1;
     NetOpts no = {.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id};
     w->sock = net_socket(zctx, ZMQ_DEALER, w->coordinator, &no, err);
     if (!w->sock) { worker_close(w, NULL); return NULL; }
@@ -84,6 +86,7 @@ static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
         if (w->welcome) protobuf_c_message_free_unpacked(&w->welcome->base, NULL);
         w->welcome = wel;
         m->msg = NULL;               /* kept */
+        w->coord_version = wel->policy_version;
         if (wel->heartbeat_ms) w->o.heartbeat_ms = (int)wel->heartbeat_ms;
         if (wel->lease_timeout_s > 0) w->o.lease_timeout_s = wel->lease_timeout_s;
         w->state = WORKER_READY;
@@ -97,6 +100,7 @@ static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
         return 0;
     }
     case DAPO__MSG_TYPE__MSG_HEARTBEAT:
+        w->coord_version = ((Dapo__Heartbeat *)m->msg)->policy_version;
         return 0;
     case DAPO__MSG_TYPE__MSG_ERROR: {
         Dapo__ErrorReply *e = (Dapo__ErrorReply *)m->msg;
@@ -195,6 +199,7 @@ const char *worker_state_name(WorkerState s) {
 
 const Dapo__Welcome *worker_welcome(const Worker *w) { return w->welcome; }
 int worker_sessions(const Worker *w) { return w->sessions; }
+int64_t worker_coordinator_version(const Worker *w) { return w->coord_version; }
 void *worker_socket(Worker *w) { return w->sock; }
 
 void worker_close(Worker *w, const char *reason) {

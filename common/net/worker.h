@@ -59,6 +59,9 @@ WorkerState worker_state(const Worker *w);
 const char *worker_state_name(WorkerState s);
 /* The Welcome of the current session (run_id, heartbeat, weights endpoint, config); NULL before one arrived. */
 const Dapo__Welcome *worker_welcome(const Worker *w);
+/* The coordinator's current policy version, from its last Welcome or Heartbeat (-1 before any): a rollout
+ * that holds an older version fetches the new weights. */
+int64_t worker_coordinator_version(const Worker *w);
 /* Number of Welcomes received: >1 means the worker re-registered (e.g. the coordinator restarted). */
 int worker_sessions(const Worker *w);
 /* The DEALER socket, for zmq_poll alongside the daemon's other sockets. Borrowed. */

@@ -29,11 +29,20 @@ static json_t *status_json(Coord *c) {
     static const Dapo__Role roles[] = {DAPO__ROLE__ROLE_ROLLOUT, DAPO__ROLE__ROLE_VERIFIER, DAPO__ROLE__ROLE_LEARNER};
     for (int i = 0; i < 3; i++)
         json_object_set_new(alive, role_name(roles[i]), json_integer(registry_count(c, roles[i], WORKER_ALIVE)));
-    return json_pack("{s:s, s:I, s:I, s:f, s:o, s:o, s:I, s:I, s:I}", "run_id", c->run_id,
+    /* group accounting (DESIGN.md §7): every group in exactly one state; the states add up to "created" */
+    json_t *groups = json_object();
+    json_int_t created = 0;
+    for (int s = 0; s < GS_COUNT; s++) {
+        json_object_set_new(groups, group_state_name((GroupState)s), json_integer((json_int_t)c->group_counts[s]));
+        created += (json_int_t)c->group_counts[s];
+    }
+    json_object_set_new(groups, "created", json_integer(created));
+    return json_pack("{s:s, s:I, s:I, s:f, s:o, s:o, s:I, s:I, s:I, s:o, s:s, s:s, s:b}", "run_id", c->run_id,
                      "step", (json_int_t)c->step, "policy_version", (json_int_t)c->policy_version,
                      "uptime_s", (now - c->started_ms) / 1000.0, "alive", alive, "workers", workers,
                      "messages_in", (json_int_t)c->msgs_in, "messages_bad", (json_int_t)c->msgs_bad,
-                     "heap_bytes", (json_int_t)xmalloc_used());
+                     "heap_bytes", (json_int_t)xmalloc_used(), "groups", groups,
+                     "phase", phase_name(engine_phase(c)), "status", c->status_line, "paused", c->paused);
 }
 
 void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
