@@ -109,6 +109,8 @@ static const CfgEntry cfg_table[] = {
     { "cluster.bind",                        CFG_STR,   0, 0,       "tcp://127.0.0.1:5555", O(bind), NULL, 0 },
     { "cluster.coordinator",                 CFG_STR,   0, 0,       "tcp://127.0.0.1:5555", O(coordinator), NULL, 0 },
     { "cluster.http",                        CFG_STR,   0, 0,       "127.0.0.1:8080", O(http), NULL, 0 },
+    { "cluster.weights_bind",                CFG_STR,   0, 0,       "tcp://127.0.0.1:5556", O(weights_bind), NULL, 0 },
+    { "cluster.weights",                     CFG_STR,   0, 0,       "tcp://127.0.0.1:5556", O(weights), NULL, 0 },
     { "cluster.run_id",                      CFG_STR,   0, 0,       "",        O(run_id), NULL, 0 },
     { "cluster.token_file",                  CFG_STR,   0, 0,       "",        O(token_file), NULL, 0 },
     { "cluster.heartbeat_ms",                CFG_INT,   10, 600000, "1000",    O(heartbeat_ms), NULL, 0 },

@@ -100,6 +100,8 @@ typedef struct Config {
     char   *bind;                     /* coordinator ROUTER endpoint */
     char   *coordinator;              /* where workers connect */
     char   *http;                     /* dashboard host:port */
+    char   *weights_bind;             /* learner rank 0's weight-server ROUTER endpoint */
+    char   *weights;                  /* where rollouts fetch weights from */
     char   *run_id;
     char   *token_file;               /* bearer token for control endpoints */
     int     heartbeat_ms;

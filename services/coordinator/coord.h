@@ -45,6 +45,34 @@ typedef struct {
     char   finish_reason[8];
 } SampleView;
 
+/* Every prompt group is in exactly one of these states (DESIGN.md §7); c->group_counts counts them over the
+ * run and always adds up to the groups created. */
+typedef enum {
+    GS_QUEUED = 0, GS_LEASED, GS_GENERATED, GS_SCORING, GS_KEPT, GS_FILTERED, GS_SURPLUS, GS_CANCELLED,
+    GS_TRAINED, GS_VALIDATED, GS_COUNT
+} GroupState;
+
+typedef struct {
+    uint64_t   id;
+    uint32_t   attempt;           /* generation attempt (+1 on every re-dispatch) */
+    uint32_t   score_attempt;     /* scoring attempt */
+    GroupState state;
+    int        item;              /* dataset index (train or validation set) */
+    long       order;             /* position in the epoch order: batch alignment key */
+    int        round;             /* generation round of the step, 1-based */
+    int        validation;
+    int        n;                 /* responses */
+    int        worker;            /* index into c->workers holding its lease, -1 none */
+    Dapo__GroupResult *result;    /* owned once generated */
+    float     *score, *acc, *penalty;   /* [n] from the verifier (score includes the penalty) */
+    char     **pred;              /* [n] predictions (validation maj@k), xmalloc'd */
+    int64_t    lease_ms;
+} Group;
+
+typedef enum { PH_IDLE = 0, PH_VALIDATE, PH_GENERATE, PH_TRAIN, PH_WEIGHTS, PH_DONE, PH_FAILED } Phase;
+
+typedef struct Engine Engine;     /* steps.c */
+
 typedef struct Coord {
     Config       cfg;
     uv_loop_t   *loop;
@@ -73,6 +101,10 @@ typedef struct Coord {
     FILE        *metrics_file;         /* metrics JSONL (trainer.default_local_dir/metrics.jsonl), or NULL */
     int          paused;
     char         status_line[256];     /* what the coordinator is doing now, in words (shown on the page) */
+
+    /* The training loop (steps.c). */
+    Engine      *engine;               /* NULL when no data.train_files: registry and dashboard only */
+    uint64_t     group_counts[GS_COUNT];
 } Coord;
 
 /* registry.c */
@@ -89,6 +121,16 @@ void coord_drain(Coord *c);                            /* reads every pending Ze
 int  coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m);
 void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
                       const char *msg);
+
+/* steps.c: dataset, dispatch, dynamic sampling, batches, validation (DESIGN.md §1 steps 1-5). */
+int  engine_start(Coord *c, char err[ERR_LEN]);        /* loads the data; NULL engine when none configured */
+void engine_tick(Coord *c);                            /* advances the state machine; called from cron and after messages */
+void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m);   /* GroupResult, ScoreResult, StepResult, WeightAck */
+void engine_on_worker_lost(Coord *c, int worker);      /* its leases go back to the queue */
+void engine_free(Coord *c);
+Phase engine_phase(const Coord *c);                    /* PH_IDLE when there is no engine */
+const char *group_state_name(GroupState s);
+const char *phase_name(Phase p);
 
 /* history.c: the metric history (each entry has a "step" metric), samples, and the control actions the dashboard
  * triggers. coord_record_step copies m and appends a line to the metrics JSONL. */

@@ -69,6 +69,7 @@ static void on_zmq_readable(uv_poll_t *h, int status, int events) {
 static void on_cron(uv_timer_t *t) {
     Coord *c = t->data;
     registry_cron(c);
+    engine_tick(c);
     coord_drain(c);
 }
 
@@ -158,6 +159,8 @@ static int coord_start(Coord *c, char err[ERR_LEN]) {
     c->http = http_listen(c->loop, c->cfg.http, dashboard_handle, c, err);
     if (!c->http) return ERR_IO;
     log_info("run %s: workers connect to %s; dashboard http://%s:%d/", c->run_id, c->endpoint, c->cfg.http[0] == '[' ? "[::1]" : "127.0.0.1", http_port(c->http));
+    int rc2 = engine_start(c, err);
+    if (rc2) return rc2;
     coord_drain(c);        /* messages that arrived before the poll was registered */
     return 0;
 }
@@ -192,6 +195,7 @@ int main(int argc, char **argv) {
     if (c.router) zmq_close(c.router);
     if (c.zctx) zmq_ctx_term(c.zctx);
     xfree(c.workers);
+    engine_free(&c);
     coord_history_free(&c);
     config_free(&c.cfg);
     log_info("stopped");

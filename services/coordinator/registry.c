@@ -96,12 +96,12 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
 }
 
 static void mark_gone(Coord *c, WorkerEntry *w, WorkerLife life, const char *why) {
-    (void)c;
     if (w->life != WORKER_ALIVE) return;
     w->life = life;
     w->credit = 0;
     if (life == WORKER_LOST) log_warn("worker %s (%s) lost: %s", w->id, role_name(w->role), why);
     else log_info("worker %s (%s) left: %s", w->id, role_name(w->role), why);
+    engine_on_worker_lost(c, (int)(w - c->workers));
 }
 
 void registry_on_message(Coord *c, NetMsg *m) {
@@ -137,9 +137,14 @@ void registry_on_message(Coord *c, NetMsg *m) {
         break;
     case DAPO__MSG_TYPE__MSG_LEASE_RENEW:
         break;                       /* last_seen_ms above renews everything it holds */
+    case DAPO__MSG_TYPE__MSG_ERROR: {
+        Dapo__ErrorReply *e = (Dapo__ErrorReply *)m->msg;
+        log_warn("worker %s reports error %d on %s: %s", w->id, e->code, net_type_name((Dapo__MsgType)e->in_reply_to),
+                 e->message);
+        break;
+    }
     default:
-        log_debug("worker %s: %s not handled yet", w->id, net_type_name(m->type));
-        coord_send_error(c, m->peer, m->peer_len, ERR_UNSUPPORTED, m->type, "message not handled by this coordinator");
+        engine_on_message(c, w, m);        /* results and acks */
         break;
     }
 }

@@ -1,0 +1,944 @@
+/* services/coordinator/steps.c: the training loop of the coordinator (DESIGN.md §1 "One step", issue 8).
+ *
+ *   IDLE -> [VALIDATE] -> GENERATE (rounds of gen_batch_size prompts: rollout -> verifier -> filter) -> TRAIN
+ *   (advantages, mini-batches, shards to the learner ranks) -> WEIGHTS (every rollout loads version v+1) ->
+ *   [VALIDATE every test_freq] -> next step ... -> DONE, or FAILED with the reason on the dashboard.
+ *
+ * Work is leased by credit: a rollout credit is one sequence (a group of n costs n), a verifier credit one
+ * response. A lease lives as long as its worker heartbeats; when the registry declares a worker lost, its groups
+ * go back to the queue with attempt + 1. Results are matched by (group id, attempt) and policy version, so stale
+ * and duplicate results are dropped and nothing is counted twice. Every group is in exactly one GroupState.
+ * Synchronous on-policy mode: rollouts generate with the current version only.
+ * Not here yet: async mode (trainer.staleness 1), coordinator checkpoints and resume. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "coord.h"
+#include "dapo/advantages.h"
+#include "dapo/filter.h"
+#include "dapo/layout.h"
+#include "dapo/overlong.h"
+#include "io/dataset.h"
+#include "tokenizer/tokenizer.h"
+
+#define MAX_ATTEMPTS 5           /* a group whose generation failed this often is cancelled */
+
+struct Engine {
+    Tokenizer     *tok;
+    Dataset        train, val;
+    int32_t        stop_ids[4];
+    int            n_stop;
+    FilterMetric   fmetric;
+
+    int           *order;        /* [train.n] the epoch's shuffled order */
+    int            epoch;        /* 0-based */
+    long           cursor;       /* next position in order */
+    long           consumed;     /* prompts drawn over the run */
+
+    Phase          phase;
+    long           step;         /* global step being worked on, 1-based (verl's global_steps) */
+    long           done_steps;
+    uint64_t       next_group_id;
+    Group         *groups;       /* the current step's (or validation's) groups, ids consecutive */
+    int            ngroups, capgroups;
+    int            round, round_first;       /* current round and its first group index */
+    int            kept;         /* kept groups in this step */
+    int            val_after;    /* after this validation: 0 start a step, 1 finish (val_only / end) */
+    int            val_started;  /* the validation before training has run */
+
+    /* step timing and metrics */
+    double         t_step, t_gen, t_reward_busy, t_train, t_weights;
+    uint64_t       wasted_tokens, generated_tokens;
+    int            solve_none, solve_all, n_scored_groups, n_filtered;
+    Metrics        m, learner;   /* coordinator-side metrics; learner metric sums */
+    int            learner_results, expected_results;
+    int64_t        new_version;
+    long long      batch_tokens;
+    char           fail[ERR_LEN];
+};
+
+const char *group_state_name(GroupState s) {
+    static const char *names[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus",
+                                  "cancelled", "trained", "validated"};
+    return (unsigned)s < GS_COUNT ? names[s] : "?";
+}
+
+const char *phase_name(Phase p) {
+    static const char *names[] = {"idle", "validate", "generate", "train", "weights", "done", "failed"};
+    return (unsigned)p <= PH_FAILED ? names[p] : "?";
+}
+
+static void set_state(Coord *c, Group *g, GroupState s) {
+    c->group_counts[g->state]--;
+    c->group_counts[s]++;
+    g->state = s;
+}
+
+static void status(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void status(Coord *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char line[sizeof c->status_line];
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (strcmp(line, c->status_line) != 0) {
+        snprintf(c->status_line, sizeof c->status_line, "%s", line);
+        log_info("%s", line);
+    }
+}
+
+static void fail(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(Coord *c, const char *fmt, ...) {
+    Engine *e = c->engine;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->fail, sizeof e->fail, fmt, ap);
+    va_end(ap);
+    e->phase = PH_FAILED;
+    snprintf(c->status_line, sizeof c->status_line, "FAILED: %.240s", e->fail);
+    log_error("%s", e->fail);
+}
+
+/* ------------------------------------------------------------------------------------------------ groups */
+
+static void group_free(Group *g) {
+    if (g->result) protobuf_c_message_free_unpacked(&g->result->base, NULL);
+    if (g->pred) for (int i = 0; i < g->n; i++) xfree(g->pred[i]);
+    xfree(g->pred);
+    xfree(g->score);
+    xfree(g->acc);
+    xfree(g->penalty);
+    memset(g, 0, sizeof *g);
+}
+
+static void groups_reset(Engine *e) {
+    for (int i = 0; i < e->ngroups; i++) group_free(&e->groups[i]);
+    e->ngroups = 0;
+}
+
+static Group *group_new(Coord *c, int item, long order, int validation) {
+    Engine *e = c->engine;
+    if (e->ngroups == e->capgroups) {
+        e->capgroups = e->capgroups ? 2 * e->capgroups : 256;
+        e->groups = xrealloc(e->groups, (size_t)e->capgroups * sizeof *e->groups);
+    }
+    Group *g = &e->groups[e->ngroups++];
+    memset(g, 0, sizeof *g);
+    g->id = e->next_group_id++;
+    g->attempt = 1;
+    g->state = GS_QUEUED;
+    c->group_counts[GS_QUEUED]++;
+    g->item = item;
+    g->order = order;
+    g->round = e->round;
+    g->validation = validation;
+    g->n = validation ? c->cfg.val_n : c->cfg.rollout_n;
+    g->worker = -1;
+    return g;
+}
+
+static Group *group_by_id(Engine *e, uint64_t id) {
+    if (!e->ngroups || id < e->groups[0].id) return NULL;
+    uint64_t i = id - e->groups[0].id;
+    return i < (uint64_t)e->ngroups ? &e->groups[i] : NULL;
+}
+
+static const DatasetItem *group_item(Engine *e, const Group *g) {
+    return g->validation ? &e->val.items[g->item] : &e->train.items[g->item];
+}
+
+/* ------------------------------------------------------------------------------------------------ epochs */
+
+/* Fisher-Yates with Philox draws keyed by (data.seed, epoch): the same order for the same seed and epoch. */
+static void shuffle_epoch(Coord *c) {
+    Engine *e = c->engine;
+    for (size_t i = 0; i < e->train.n; i++) e->order[i] = (int)i;
+    if (!c->cfg.shuffle) return;
+    for (size_t i = e->train.n; i > 1; i--) {
+        double u = rng_uniform((uint64_t)c->cfg.data_seed, (uint64_t)e->epoch, 0x5eed, (uint32_t)i);
+        size_t j = (size_t)(u * (double)i);
+        if (j >= i) j = i - 1;
+        int t = e->order[i - 1];
+        e->order[i - 1] = e->order[j];
+        e->order[j] = t;
+    }
+}
+
+/* Draws the next prompt; returns its dataset index and writes its global order position. -1 when the last
+ * epoch is used up. */
+static int draw_prompt(Coord *c, long *order) {
+    Engine *e = c->engine;
+    if (e->epoch >= c->cfg.total_epochs) return -1;
+    if (e->cursor >= (long)e->train.n) {
+        e->epoch++;
+        e->cursor = 0;
+        if (e->epoch >= c->cfg.total_epochs) return -1;
+        shuffle_epoch(c);
+    }
+    *order = (long)e->epoch * (long)e->train.n + e->cursor;
+    e->consumed++;
+    return e->order[e->cursor++];
+}
+
+/* ------------------------------------------------------------------------------------------------ dispatch */
+
+static int version_ok(Coord *c, int64_t v) { return v >= c->policy_version - c->cfg.staleness && v <= c->policy_version; }
+
+/* The alive worker of `role` with the most credit that has at least `need`; -1 when none. */
+static int pick_worker(Coord *c, Dapo__Role role, uint32_t need, int check_version) {
+    int best = -1;
+    for (int i = 0; i < c->nworkers; i++) {
+        WorkerEntry *w = &c->workers[i];
+        if (w->role != role || w->life != WORKER_ALIVE || w->credit < need) continue;
+        if (check_version && !version_ok(c, w->policy_version)) continue;
+        if (best < 0 || w->credit > c->workers[best].credit) best = i;
+    }
+    return best;
+}
+
+static void send_generate(Coord *c, Group *g, int wi) {
+    Engine *e = c->engine;
+    const DatasetItem *it = group_item(e, g);
+    Dapo__SamplingParams sp = DAPO__SAMPLING_PARAMS__INIT;
+    sp.temperature = (float)(g->validation ? c->cfg.val_temperature : c->cfg.temperature);
+    sp.top_p = (float)(g->validation ? c->cfg.val_top_p : c->cfg.top_p);
+    sp.top_k = g->validation ? c->cfg.val_top_k : c->cfg.top_k;
+    sp.greedy = g->validation && !c->cfg.val_do_sample;
+    sp.max_tokens = (uint32_t)c->cfg.max_response_length;
+    sp.stop_token_ids = e->stop_ids;
+    sp.n_stop_token_ids = (size_t)e->n_stop;
+    Dapo__GenerateGroup m = DAPO__GENERATE_GROUP__INIT;
+    m.run_id = c->run_id;
+    m.step = e->step;
+    m.policy_version = c->policy_version;
+    m.group_id = g->id;
+    m.attempt = g->attempt;
+    m.prompt_token_ids = it->ids;
+    m.n_prompt_token_ids = (size_t)it->n_ids;
+    m.n = (uint32_t)g->n;
+    m.sampling = &sp;
+    m.seed = (uint64_t)c->cfg.trainer_seed;
+    m.validation = g->validation;
+    WorkerEntry *w = &c->workers[wi];
+    if (coord_send(c, w, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, &m.base)) return;   /* stays queued */
+    w->credit -= (uint32_t)g->n;
+    g->worker = wi;
+    g->lease_ms = clock_ms();
+    set_state(c, g, GS_LEASED);
+}
+
+static void send_score(Coord *c, Group *g, int wi) {
+    Engine *e = c->engine;
+    const DatasetItem *it = group_item(e, g);
+    Dapo__ScoreItem items[g->n], *ptrs[g->n];
+    for (int i = 0; i < g->n; i++) {
+        Dapo__Response *r = g->result->responses[i];
+        dapo__score_item__init(&items[i]);
+        items[i].item_id = (uint64_t)i;
+        items[i].attempt = g->score_attempt;
+        items[i].response_text = r->text;
+        items[i].response_length = (uint32_t)r->n_token_ids;
+        items[i].ground_truth.data = (uint8_t *)it->ground_truth;
+        items[i].ground_truth.len = strlen(it->ground_truth);
+        items[i].data_source = it->data_source;
+        ptrs[i] = &items[i];
+    }
+    Dapo__ScoreRequest m = DAPO__SCORE_REQUEST__INIT;
+    m.run_id = c->run_id;
+    m.step = e->step;
+    m.request_id = g->id;
+    m.attempt = g->score_attempt;
+    m.n_items = (size_t)g->n;
+    m.items = ptrs;
+    m.max_response_length = (uint32_t)c->cfg.max_response_length;
+    m.overlong_buffer_enable = c->cfg.overlong_buffer_enable && !g->validation;
+    m.overlong_buffer_len = (uint32_t)c->cfg.overlong_buffer_len;
+    m.overlong_penalty_factor = (float)c->cfg.overlong_penalty_factor;
+    WorkerEntry *w = &c->workers[wi];
+    if (coord_send(c, w, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, &m.base)) return;
+    w->credit -= (uint32_t)g->n;
+    g->worker = wi;
+    g->lease_ms = clock_ms();
+    set_state(c, g, GS_SCORING);
+}
+
+static void dispatch(Coord *c) {
+    Engine *e = c->engine;
+    int stuck_n = 0;
+    for (int i = 0; i < e->ngroups; i++) {
+        Group *g = &e->groups[i];
+        if (g->state == GS_QUEUED && !c->paused) {
+            int wi = pick_worker(c, DAPO__ROLE__ROLE_ROLLOUT, (uint32_t)g->n, 1);
+            if (wi >= 0) send_generate(c, g, wi);
+            else stuck_n = g->n;
+        } else if (g->state == GS_GENERATED) {
+            int wi = pick_worker(c, DAPO__ROLE__ROLE_VERIFIER, (uint32_t)g->n, 0);
+            if (wi >= 0) send_score(c, g, wi);
+        }
+    }
+    if (stuck_n && !registry_count(c, DAPO__ROLE__ROLE_ROLLOUT, WORKER_ALIVE))
+        status(c, "step %ld: waiting for a rollout worker", e->step);
+}
+
+/* ------------------------------------------------------------------------------------------------ steps */
+
+static void start_round(Coord *c) {
+    Engine *e = c->engine;
+    e->round++;
+    e->round_first = e->ngroups;
+    for (int i = 0; i < c->cfg.gen_batch_size; i++) {
+        long order;
+        int item = draw_prompt(c, &order);
+        if (item < 0) break;
+        group_new(c, item, order, 0);
+    }
+    status(c, "step %ld: generation round %d (%d prompts x %d)", e->step, e->round, e->ngroups - e->round_first,
+           c->cfg.rollout_n);
+}
+
+static void start_step(Coord *c) {
+    Engine *e = c->engine;
+    if (c->cfg.total_training_steps > 0 && e->done_steps >= c->cfg.total_training_steps) {
+        e->phase = PH_DONE;
+        status(c, "training finished after %ld steps", e->done_steps);
+        return;
+    }
+    groups_reset(e);
+    e->step = e->done_steps + 1;
+    log_set_step(e->step);
+    c->step = e->step;
+    e->round = 0;
+    e->kept = 0;
+    e->t_step = clock_s();
+    e->t_reward_busy = 0;
+    e->wasted_tokens = e->generated_tokens = 0;
+    e->solve_none = e->solve_all = e->n_scored_groups = e->n_filtered = 0;
+    metrics_clear(&e->m);
+    metrics_clear(&e->learner);
+    e->learner_results = 0;
+    e->phase = PH_GENERATE;
+    start_round(c);
+    if (e->ngroups == 0) {
+        e->phase = PH_DONE;
+        status(c, "training finished: the data is used up (%d epochs)", c->cfg.total_epochs);
+    }
+}
+
+static void start_validation(Coord *c, int after) {
+    Engine *e = c->engine;
+    groups_reset(e);
+    e->val_after = after;
+    e->phase = PH_VALIDATE;
+    e->round = 0;
+    for (size_t i = 0; i < e->val.n; i++) group_new(c, (int)i, (long)i, 1);
+    status(c, "validation at step %ld: %zu prompts x %d", e->done_steps, e->val.n, c->cfg.val_n);
+}
+
+/* ------------------------------------------------------------------------------------------------ batch */
+
+static uint64_t response_tokens(const Group *g) {
+    uint64_t n = 0;
+    for (int i = 0; g->result && i < g->n; i++) n += g->result->responses[i]->n_token_ids;
+    return n;
+}
+
+static int cmp_order(const void *a, const void *b) {
+    const Group *x = *(const Group *const *)a, *y = *(const Group *const *)b;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Builds and sends the TrainBatch shards of one assembled batch (DESIGN.md §1 steps 4-5). */
+static int send_batch(Coord *c, Group **batch, int nb) {
+    Engine *e = c->engine;
+    char err[ERR_LEN];
+    int nseq = nb * c->cfg.rollout_n;
+    int *gsize = xmalloc((size_t)nb * sizeof(int));
+    float *reward = xmalloc((size_t)nseq * sizeof(float)), *adv = xmalloc((size_t)nseq * sizeof(float));
+    int *resp_tok = xmalloc((size_t)nseq * sizeof(int)), *cost = xmalloc((size_t)nseq * sizeof(int));
+    const Dapo__Response **resp = xmalloc((size_t)nseq * sizeof *resp);
+    const DatasetItem **item = xmalloc((size_t)nseq * sizeof *item);
+    int W = c->cfg.num_learners, *rank_worker = xmalloc((size_t)W * sizeof(int));
+    for (int b = 0, s = 0; b < nb; b++) {
+        gsize[b] = batch[b]->n;
+        for (int i = 0; i < batch[b]->n; i++, s++) {
+            resp[s] = batch[b]->result->responses[i];
+            item[s] = group_item(e, batch[b]);
+            reward[s] = batch[b]->score[i];
+            int masked = overlong_filter_masked(c->cfg.overlong_filtering, resp[s]->finish_reason);
+            resp_tok[s] = masked ? 0 : (int)resp[s]->n_token_ids;
+            cost[s] = item[s]->n_ids + (int)resp[s]->n_token_ids;
+        }
+    }
+    int rc = adv_grpo(reward, gsize, nb, c->cfg.norm_adv_by_std_in_grpo, ADV_GRPO_EPS, adv, err);
+    Layout lay = {0};
+    if (!rc) rc = layout_build(gsize, nb, resp_tok, cost, c->cfg.ppo_mini_batch_size, c->cfg.num_learners, &lay, err);
+    if (rc) {
+        fail(c, "step %ld: cannot lay out the batch: %s", e->step, err);
+        goto out;
+    }
+    /* learner rank -> worker index */
+    for (int r = 0; r < W; r++) rank_worker[r] = -1;
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == DAPO__ROLE__ROLE_LEARNER && c->workers[i].life == WORKER_ALIVE &&
+            (int)c->workers[i].rank < W)
+            rank_worker[c->workers[i].rank] = i;
+    double adv_sum = 0, adv_min = INFINITY, adv_max = -INFINITY;
+    long long adv_n = 0;
+    e->batch_tokens = 0;
+    for (int ep = 0; ep < c->cfg.ppo_epochs; ep++)
+        for (int k = 0; k < lay.n_mini * W; k++) {
+            LayoutShard *sh = &lay.shard[k];
+            long long ntok = 0, nresp = 0;
+            for (int j = 0; j < sh->n_seq; j++) {
+                int s = sh->seq[j];
+                ntok += item[s]->n_ids + (long long)resp[s]->n_token_ids;
+                nresp += (long long)resp[s]->n_token_ids;
+            }
+            int32_t *ids = xmalloc((size_t)(ntok ? ntok : 1) * sizeof *ids);
+            uint32_t *offs = xmalloc((size_t)(sh->n_seq + 1) * sizeof *offs);
+            uint32_t *plen = xmalloc((size_t)(sh->n_seq ? sh->n_seq : 1) * sizeof *plen);
+            uint64_t *gids = xmalloc((size_t)(sh->n_seq ? sh->n_seq : 1) * sizeof *gids);
+            float *mask = xmalloc((size_t)(nresp ? nresp : 1) * sizeof(float));
+            float *advs = xmalloc((size_t)(nresp ? nresp : 1) * sizeof(float));
+            float *lps = xmalloc((size_t)(nresp ? nresp : 1) * sizeof(float));
+            long long t = 0, rt = 0;
+            for (int j = 0; j < sh->n_seq; j++) {
+                int s = sh->seq[j];
+                offs[j] = (uint32_t)t;
+                plen[j] = (uint32_t)item[s]->n_ids;
+                gids[j] = batch[s / c->cfg.rollout_n]->id;
+                memcpy(ids + t, item[s]->ids, (size_t)item[s]->n_ids * sizeof *ids);
+                t += item[s]->n_ids;
+                memcpy(ids + t, resp[s]->token_ids, resp[s]->n_token_ids * sizeof *ids);
+                t += (long long)resp[s]->n_token_ids;
+                int masked = overlong_filter_masked(c->cfg.overlong_filtering, resp[s]->finish_reason);
+                for (size_t q = 0; q < resp[s]->n_token_ids; q++, rt++) {
+                    mask[rt] = masked ? 0.0f : 1.0f;
+                    advs[rt] = adv[s];
+                    lps[rt] = q < resp[s]->n_logprobs ? resp[s]->logprobs[q] : 0.0f;
+                    if (!masked && ep == 0) {
+                        adv_sum += adv[s];
+                        adv_n++;
+                        if (adv[s] < adv_min) adv_min = adv[s];
+                        if (adv[s] > adv_max) adv_max = adv[s];
+                    }
+                }
+            }
+            offs[sh->n_seq] = (uint32_t)t;
+            if (ep == 0) e->batch_tokens += t;
+            Dapo__TrainBatch tb = DAPO__TRAIN_BATCH__INIT;
+            tb.run_id = c->run_id;
+            tb.step = e->step;
+            tb.policy_version = c->policy_version;
+            tb.mini_batch_index = (uint32_t)sh->mini;
+            tb.num_mini_batches = (uint32_t)lay.n_mini;
+            tb.ppo_epoch = (uint32_t)ep;
+            tb.input_ids = ids; tb.n_input_ids = (size_t)t;
+            tb.offsets = offs; tb.n_offsets = (size_t)sh->n_seq + 1;
+            tb.prompt_lengths = plen; tb.n_prompt_lengths = (size_t)sh->n_seq;
+            tb.response_mask = mask; tb.n_response_mask = (size_t)rt;
+            tb.advantages = advs; tb.n_advantages = (size_t)rt;
+            tb.rollout_logprobs = lps; tb.n_rollout_logprobs = (size_t)rt;
+            tb.group_ids = gids; tb.n_group_ids = (size_t)sh->n_seq;
+            tb.global_response_tokens = (uint64_t)sh->global_tokens;
+            tb.global_num_seqs = (uint32_t)sh->global_seqs;
+            tb.rank = (uint32_t)sh->rank;
+            tb.world_size = (uint32_t)W;
+            tb.last_of_step = ep == c->cfg.ppo_epochs - 1 && sh->mini == lay.n_mini - 1;
+            if (rank_worker[sh->rank] < 0 || coord_send(c, &c->workers[rank_worker[sh->rank]],
+                                                        DAPO__MSG_TYPE__MSG_TRAIN_BATCH, &tb.base))
+                rc = ERR_CLOSED;
+            xfree(ids); xfree(offs); xfree(plen); xfree(gids); xfree(mask); xfree(advs); xfree(lps);
+        }
+    if (rc) {
+        fail(c, "step %ld: a learner rank vanished while its shards were sent", e->step);
+        goto out;
+    }
+    e->expected_results = c->cfg.ppo_epochs * lay.n_mini * W;
+    metrics_set(&e->m, "critic/advantages/mean", adv_n ? adv_sum / (double)adv_n : 0);
+    metrics_set(&e->m, "critic/advantages/max", adv_n ? adv_max : 0);
+    metrics_set(&e->m, "critic/advantages/min", adv_n ? adv_min : 0);
+out:
+    layout_free(&lay);
+    xfree(gsize); xfree(reward); xfree(adv); xfree(resp_tok); xfree(cost); xfree(resp); xfree(item);
+    xfree(rank_worker);
+    return rc;
+}
+
+/* Batch statistics of the trained groups with verl's names (ray_trainer compute_data_metrics). */
+static void batch_metrics(Coord *c, Group **batch, int nb) {
+    Engine *e = c->engine;
+    double ssum = 0, smax = -INFINITY, smin = INFINITY, lsum = 0, lmax = 0, lmin = INFINITY, clip = 0;
+    double psum = 0, pmax = 0, pmin = INFINITY, accsum = 0;
+    int n = 0;
+    for (int b = 0; b < nb; b++) {
+        const DatasetItem *it = group_item(e, batch[b]);
+        for (int i = 0; i < batch[b]->n; i++, n++) {
+            double s = batch[b]->score[i], len = (double)batch[b]->result->responses[i]->n_token_ids;
+            ssum += s; smax = fmax(smax, s); smin = fmin(smin, s);
+            accsum += batch[b]->acc[i];
+            lsum += len; lmax = fmax(lmax, len); lmin = fmin(lmin, len);
+            clip += len >= c->cfg.max_response_length;
+            psum += it->n_ids; pmax = fmax(pmax, it->n_ids); pmin = fmin(pmin, it->n_ids);
+        }
+    }
+    if (!n) return;
+    metrics_set(&e->m, "critic/score/mean", ssum / n);
+    metrics_set(&e->m, "critic/score/max", smax);
+    metrics_set(&e->m, "critic/score/min", smin);
+    metrics_set(&e->m, "critic/rewards/mean", ssum / n);
+    metrics_set(&e->m, "critic/acc/mean", accsum / n);
+    metrics_set(&e->m, "response_length/mean", lsum / n);
+    metrics_set(&e->m, "response_length/max", lmax);
+    metrics_set(&e->m, "response_length/min", lmin);
+    metrics_set(&e->m, "response_length/clip_ratio", clip / n);
+    metrics_set(&e->m, "prompt_length/mean", psum / n);
+    metrics_set(&e->m, "prompt_length/max", pmax);
+    metrics_set(&e->m, "prompt_length/min", pmin);
+}
+
+/* Every group of the round is settled: assemble the batch, or draw another round, or fail (verl's rule). */
+static void after_round(Coord *c) {
+    Engine *e = c->engine;
+    int T = c->cfg.train_batch_size;
+    if (e->kept < T) {
+        int limit = c->cfg.max_num_gen_batches;
+        if (limit > 0 && e->round >= limit) {
+            fail(c, "step %ld: after %d generation rounds only %d of the %d groups the batch needs had mixed %s "
+                 "(%d generated, %d filtered, %d solved by none, %d solved by all); raise "
+                 "algorithm.filter_groups.max_num_gen_batches or check the data and model",
+                 e->step, e->round, e->kept, T, filter_metric_name(e->fmetric), e->n_scored_groups, e->n_filtered,
+                 e->solve_none, e->solve_all);
+            return;
+        }
+        int before = e->ngroups;
+        start_round(c);
+        if (e->ngroups == before) {
+            fail(c, "step %ld: the data ran out with %d of %d groups kept", e->step, e->kept, T);
+        }
+        return;
+    }
+    /* Batch alignment as verl: kept groups in epoch order, the first T trained, the rest surplus. */
+    Group **kept = xmalloc((size_t)e->kept * sizeof *kept);
+    int nk = 0;
+    for (int i = 0; i < e->ngroups; i++)
+        if (e->groups[i].state == GS_KEPT) kept[nk++] = &e->groups[i];
+    qsort(kept, (size_t)nk, sizeof *kept, cmp_order);
+    for (int i = T; i < nk; i++) {
+        set_state(c, kept[i], GS_SURPLUS);
+        e->wasted_tokens += response_tokens(kept[i]);
+    }
+    e->t_gen = clock_s() - e->t_step;
+    batch_metrics(c, kept, T);
+    metrics_set(&e->m, "train/num_gen_batches", e->round);
+    metrics_set(&e->m, "batch/solve_none", e->n_scored_groups ? (double)e->solve_none / e->n_scored_groups : 0);
+    metrics_set(&e->m, "batch/solve_all", e->n_scored_groups ? (double)e->solve_all / e->n_scored_groups : 0);
+    metrics_set(&e->m, "batch/filtered_ratio", e->n_scored_groups ? (double)e->n_filtered / e->n_scored_groups : 0);
+    for (int i = 0; i < e->ngroups; i++) {
+        Group *g = &e->groups[i];
+        if (g->state == GS_FILTERED || g->state == GS_CANCELLED) e->wasted_tokens += response_tokens(g);
+    }
+    metrics_set(&e->m, "batch/wasted_tokens", (double)e->wasted_tokens);
+    if (send_batch(c, kept, T) == 0) {
+        e->phase = PH_TRAIN;
+        e->t_train = clock_s();
+        status(c, "step %ld: training on %d groups (%d rounds, %d kept)", e->step, T, e->round, nk);
+    }
+    xfree(kept);
+}
+
+/* Cancels every group still in flight (streaming mode, once the batch is full). */
+static void cancel_in_flight(Coord *c) {
+    Engine *e = c->engine;
+    for (int i = 0; i < e->ngroups; i++) {
+        Group *g = &e->groups[i];
+        if (g->state != GS_QUEUED && g->state != GS_LEASED && g->state != GS_GENERATED && g->state != GS_SCORING)
+            continue;
+        if ((g->state == GS_LEASED || g->state == GS_SCORING) && g->worker >= 0) {
+            Dapo__ItemRef ref = DAPO__ITEM_REF__INIT, *refs[1] = {&ref};
+            ref.item_id = g->id;
+            ref.attempt = g->state == GS_LEASED ? g->attempt : g->score_attempt;
+            Dapo__Cancel m = DAPO__CANCEL__INIT;
+            m.n_items = 1;
+            m.items = refs;
+            m.reason = "batch full";
+            coord_send(c, &c->workers[g->worker], DAPO__MSG_TYPE__MSG_CANCEL, &m.base);
+        }
+        set_state(c, g, GS_CANCELLED);
+    }
+}
+
+static int round_settled(Engine *e) {
+    for (int i = e->round_first; i < e->ngroups; i++) {
+        GroupState s = e->groups[i].state;
+        if (s == GS_QUEUED || s == GS_LEASED || s == GS_GENERATED || s == GS_SCORING) return 0;
+    }
+    return 1;
+}
+
+/* Validation metrics as verl names them: val-core/<data_source>/acc/mean@k, best@k/mean, maj@k/mean. */
+static void finish_validation(Coord *c) {
+    Engine *e = c->engine;
+    Metrics vm = {0};
+    int k = c->cfg.val_n;
+    char name[METRIC_NAME_MAX];
+    /* Per data_source sums over prompts. */
+    for (int i = 0; i < e->ngroups; i++) {
+        const Group *g = &e->groups[i];
+        if (g->state != GS_VALIDATED) continue;
+        const char *ds = group_item(e, g)->data_source;
+        double mean = 0, best = 0;
+        for (int j = 0; j < g->n; j++) { mean += g->acc[j]; best = fmax(best, g->acc[j]); }
+        mean /= g->n;
+        /* majority vote over predictions (ties: the earliest); its accuracy */
+        int bestj = 0, bestc = 0;
+        for (int j = 0; j < g->n; j++) {
+            int cnt = 0;
+            for (int q = 0; q < g->n; q++) cnt += strcmp(g->pred[j], g->pred[q]) == 0;
+            if (cnt > bestc) { bestc = cnt; bestj = j; }
+        }
+        double maj = g->acc[bestj];
+        snprintf(name, sizeof name, "val-core/%s/acc/mean@%d#sum", ds, k);
+        metrics_set(&vm, name, metrics_get(&vm, name, 0) + mean);
+        snprintf(name, sizeof name, "val-core/%s/acc/best@%d/mean#sum", ds, k);
+        metrics_set(&vm, name, metrics_get(&vm, name, 0) + best);
+        snprintf(name, sizeof name, "val-core/%s/acc/maj@%d/mean#sum", ds, k);
+        metrics_set(&vm, name, metrics_get(&vm, name, 0) + maj);
+        snprintf(name, sizeof name, "val-core/%s/count#", ds);
+        metrics_set(&vm, name, metrics_get(&vm, name, 0) + 1);
+    }
+    Metrics out = {0};
+    for (int i = 0; i < vm.n; i++) {
+        char *hash = strstr(vm.m[i].name, "#sum");
+        if (!hash) continue;
+        char ds[METRIC_NAME_MAX];
+        const char *p = vm.m[i].name + strlen("val-core/");
+        const char *slash = strstr(p, "/acc/");
+        snprintf(ds, sizeof ds, "val-core/%.*s/count#", (int)(slash - p), p);
+        snprintf(name, sizeof name, "%.*s", (int)(hash - vm.m[i].name), vm.m[i].name);
+        metrics_set(&out, name, vm.m[i].value / metrics_get(&vm, ds, 1));
+    }
+    metrics_set(&out, "training/global_step", (double)e->done_steps);
+    metrics_set(&out, "timing_s/testing", clock_s() - e->t_step);
+    coord_record_step(c, e->done_steps, &out);
+    for (int i = 0; i < out.n; i++) log_info("validation %s = %.4f", out.m[i].name, out.m[i].value);
+    metrics_free(&vm);
+    metrics_free(&out);
+    if (e->val_after) {
+        e->phase = PH_DONE;
+        status(c, "finished (validation only)");
+    } else {
+        e->phase = PH_IDLE;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ results */
+
+/* Returns 1 when the group kept r (the caller must not free it). */
+static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r) {
+    Engine *e = c->engine;
+    Group *g = group_by_id(e, r->group_id);
+    if (!g || g->attempt != r->attempt || g->state != GS_LEASED || strcmp(r->run_id, c->run_id) != 0) {
+        log_debug("dropped a stale or duplicate result for group %llu attempt %u",
+                  (unsigned long long)r->group_id, r->attempt);
+        return 0;
+    }
+    const char *bad = r->error[0] ? r->error : NULL;
+    if (!bad && !version_ok(c, r->policy_version)) bad = "stale policy version";
+    if (!bad && r->n_responses != (size_t)g->n) bad = "wrong number of responses";
+    for (size_t i = 0; !bad && i < r->n_responses; i++) {
+        Dapo__Response *x = r->responses[i];
+        if (x->n_token_ids > (size_t)c->cfg.max_response_length) bad = "response longer than max_response_length";
+        else if (x->n_logprobs != x->n_token_ids) bad = "logprobs and token ids differ in length";
+        else if (strcmp(x->finish_reason, "stop") && strcmp(x->finish_reason, "length")) bad = "bad finish reason";
+    }
+    g->worker = -1;
+    if (bad) {
+        log_warn("group %llu attempt %u from %s rejected: %s", (unsigned long long)g->id, g->attempt, w->id, bad);
+        if (++g->attempt > MAX_ATTEMPTS) set_state(c, g, GS_CANCELLED);
+        else set_state(c, g, GS_QUEUED);
+        return 0;
+    }
+    g->result = r;
+    for (size_t i = 0; i < r->n_responses; i++) e->generated_tokens += r->responses[i]->n_token_ids;
+    g->score_attempt = 1;
+    set_state(c, g, GS_GENERATED);
+    return 1;
+}
+
+static void settle_scored(Coord *c, Group *g) {
+    Engine *e = c->engine;
+    if (g->validation) { set_state(c, g, GS_VALIDATED); return; }
+    double val[g->n], acc[g->n];
+    for (int i = 0; i < g->n; i++) {
+        val[i] = filter_metric_value(e->fmetric, g->score[i] - g->penalty[i], g->acc[i], g->penalty[i]);
+        acc[i] = g->acc[i];
+    }
+    uint8_t keep = 1;
+    char err[ERR_LEN];
+    int size = g->n, none = 0, all = 0;
+    if (c->cfg.filter_groups_enable) filter_groups(val, &size, 1, &keep, NULL, err);
+    filter_solve_counts(acc, &size, 1, &none, &all, err);
+    e->solve_none += none;
+    e->solve_all += all;
+    e->n_scored_groups++;
+    if (keep) { set_state(c, g, GS_KEPT); e->kept++; }
+    else { set_state(c, g, GS_FILTERED); e->n_filtered++; }
+    /* one sample per scored group for the dashboard */
+    const DatasetItem *it = group_item(e, g);
+    Dapo__Response *r0 = g->result->responses[0];
+    char *text = xmalloc(r0->text.len + 1);
+    memcpy(text, r0->text.data, r0->text.len);
+    text[r0->text.len] = 0;
+    SampleView sv = {.step = e->step, .data_source = it->data_source, .prompt = it->prompt_text, .response = text,
+                      .ground_truth = it->ground_truth, .pred = g->pred[0], .score = g->score[0],
+                      .acc = g->acc[0] > 0, .response_tokens = (int)r0->n_token_ids};
+    snprintf(sv.finish_reason, sizeof sv.finish_reason, "%s", r0->finish_reason);
+    coord_record_sample(c, &sv);
+    xfree(text);
+}
+
+static void on_score_result(Coord *c, WorkerEntry *w, Dapo__ScoreResult *r) {
+    Engine *e = c->engine;
+    Group *g = group_by_id(e, r->request_id);
+    if (!g || g->score_attempt != r->attempt || g->state != GS_SCORING) {
+        log_debug("dropped a stale or duplicate score for group %llu", (unsigned long long)r->request_id);
+        return;
+    }
+    g->worker = -1;
+    if (r->n_scores != (size_t)g->n) {
+        log_warn("scores for group %llu from %s: %zu scores for %d responses; re-scoring",
+                 (unsigned long long)g->id, w->id, r->n_scores, g->n);
+        g->score_attempt++;
+        set_state(c, g, GS_GENERATED);
+        return;
+    }
+    e->t_reward_busy += (clock_ms() - g->lease_ms) / 1000.0;
+    g->score = xcalloc((size_t)g->n, sizeof(float));
+    g->acc = xcalloc((size_t)g->n, sizeof(float));
+    g->penalty = xcalloc((size_t)g->n, sizeof(float));
+    g->pred = xcalloc((size_t)g->n, sizeof(char *));
+    for (size_t i = 0; i < r->n_scores; i++) {
+        Dapo__Score *s = r->scores[i];
+        size_t k = s->item_id < (uint64_t)g->n ? (size_t)s->item_id : i;
+        g->score[k] = isfinite(s->score) ? s->score : -1.0f;
+        g->acc[k] = s->acc ? 1.0f : 0.0f;
+        g->penalty[k] = isfinite(s->overlong_penalty) ? s->overlong_penalty : 0.0f;
+        xfree(g->pred[k]);
+        g->pred[k] = xmalloc(s->pred.len + 1);
+        memcpy(g->pred[k], s->pred.data, s->pred.len);
+        g->pred[k][s->pred.len] = 0;
+    }
+    for (int i = 0; i < g->n; i++) if (!g->pred[i]) g->pred[i] = xstrdup("");
+    settle_scored(c, g);
+    if (e->phase == PH_GENERATE && c->cfg.filter_groups_streaming && e->kept >= c->cfg.train_batch_size)
+        cancel_in_flight(c);
+}
+
+static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
+    Engine *e = c->engine;
+    if (e->phase != PH_TRAIN || r->step != e->step || strcmp(r->run_id, c->run_id) != 0) {
+        log_debug("dropped a step result for step %lld from %s", (long long)r->step, w->id);
+        return;
+    }
+    if (r->error[0]) {
+        fail(c, "step %ld: learner %s (rank %u) failed: %s", e->step, w->id, r->rank, r->error);
+        return;
+    }
+    for (size_t i = 0; i < r->n_metrics; i++) {
+        char key[METRIC_NAME_MAX + 8];
+        snprintf(key, sizeof key, "%s", r->metrics[i]->key);
+        metrics_set(&e->learner, key, metrics_get(&e->learner, key, 0) + r->metrics[i]->value);
+    }
+    e->learner_results++;
+    if (r->new_policy_version > 0) e->new_version = r->new_policy_version;
+    if (e->learner_results >= e->expected_results && e->new_version > c->policy_version) {
+        e->t_train = clock_s() - e->t_train;
+        c->policy_version = e->new_version;
+        e->t_weights = clock_s();
+        e->phase = PH_WEIGHTS;
+        status(c, "step %ld: waiting for rollouts to load policy version %lld", e->step, (long long)c->policy_version);
+    }
+}
+
+void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m) {
+    if (!c->engine) {
+        coord_send_error(c, w->rid, w->rid_len, ERR_UNSUPPORTED, m->type, "no training run configured");
+        return;
+    }
+    switch (m->type) {
+    case DAPO__MSG_TYPE__MSG_GROUP_RESULT:
+        if (on_group_result(c, w, (Dapo__GroupResult *)m->msg)) m->msg = NULL;   /* kept by the group */
+        break;
+    case DAPO__MSG_TYPE__MSG_SCORE_RESULT: on_score_result(c, w, (Dapo__ScoreResult *)m->msg); break;
+    case DAPO__MSG_TYPE__MSG_STEP_RESULT: on_step_result(c, w, (Dapo__StepResult *)m->msg); break;
+    case DAPO__MSG_TYPE__MSG_WEIGHT_ACK:
+        w->policy_version = ((Dapo__WeightAck *)m->msg)->version;
+        break;
+    default:
+        coord_send_error(c, w->rid, w->rid_len, ERR_UNSUPPORTED, m->type, "message not handled by the coordinator");
+    }
+    engine_tick(c);
+}
+
+void engine_on_worker_lost(Coord *c, int wi) {
+    Engine *e = c->engine;
+    if (!e) return;
+    int requeued = 0;
+    for (int i = 0; i < e->ngroups; i++) {
+        Group *g = &e->groups[i];
+        if (g->worker != wi) continue;
+        if (g->state == GS_LEASED) {
+            g->attempt++;
+            set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
+            requeued++;
+        } else if (g->state == GS_SCORING) {
+            g->score_attempt++;
+            set_state(c, g, GS_GENERATED);
+            requeued++;
+        }
+        g->worker = -1;
+    }
+    if (requeued) log_warn("%d groups of %s returned to the queue", requeued, c->workers[wi].id);
+    if (c->workers[wi].role == DAPO__ROLE__ROLE_LEARNER && e->phase == PH_TRAIN)
+        fail(c, "step %ld: learner rank %u (%s) was lost during the update; restart it and resume from the last "
+             "checkpoint", e->step, c->workers[wi].rank, c->workers[wi].id);
+}
+
+/* ------------------------------------------------------------------------------------------------ tick */
+
+static int rollouts_current(Coord *c) {
+    int alive = 0;
+    for (int i = 0; i < c->nworkers; i++) {
+        WorkerEntry *w = &c->workers[i];
+        if (w->role != DAPO__ROLE__ROLE_ROLLOUT || w->life != WORKER_ALIVE) continue;
+        alive++;
+        if (w->policy_version < c->policy_version) return 0;
+    }
+    return alive > 0;
+}
+
+static void finish_step(Coord *c) {
+    Engine *e = c->engine;
+    for (int i = 0; i < e->ngroups; i++)
+        if (e->groups[i].state == GS_KEPT) set_state(c, &e->groups[i], GS_TRAINED);
+    double step_s = clock_s() - e->t_step;
+    Metrics out = {0};
+    for (int i = 0; i < e->m.n; i++) metrics_set(&out, e->m.m[i].name, e->m.m[i].value);
+    for (int i = 0; i < e->learner.n; i++)           /* learner metrics: mean over mini-batches and ranks */
+        metrics_set(&out, e->learner.m[i].name, e->learner.m[i].value / (e->learner_results ? e->learner_results : 1));
+    metrics_set(&out, "timing_s/gen", e->t_gen);
+    metrics_set(&out, "timing_s/reward", e->t_reward_busy);
+    metrics_set(&out, "timing_s/update_weights", clock_s() - e->t_weights);
+    metrics_set(&out, "timing_s/step", step_s);
+    metrics_set(&out, "perf/throughput", (double)e->batch_tokens / step_s / c->cfg.num_learners);
+    metrics_set(&out, "training/global_step", (double)e->step);
+    metrics_set(&out, "training/epoch", (double)e->epoch);
+    metrics_set(&out, "actor/policy_version", (double)c->policy_version);
+    coord_record_step(c, e->step, &out);
+    log_info("step %ld done in %.1f s: score %.3f, acc %.3f, %d rounds, pg_loss %.4f", e->step, step_s,
+             metrics_get(&out, "critic/score/mean", NAN), metrics_get(&out, "critic/acc/mean", NAN),
+             e->round, metrics_get(&out, "actor/pg_loss", NAN));
+    metrics_free(&out);
+    e->done_steps = e->step;
+    e->phase = PH_IDLE;
+    if (c->cfg.test_freq > 0 && e->val.n && e->done_steps % c->cfg.test_freq == 0) start_validation(c, 0);
+}
+
+void engine_tick(Coord *c) {
+    Engine *e = c->engine;
+    if (!e) return;
+    switch (e->phase) {
+    case PH_IDLE:
+        if (!e->val_started && e->done_steps == 0 && e->val.n && (c->cfg.val_before_train || c->cfg.val_only)) {
+            e->val_started = 1;
+            start_validation(c, c->cfg.val_only);
+            break;
+        }
+        if (c->cfg.val_only) { e->phase = PH_DONE; break; }
+        if (rollouts_current(c)) start_step(c);
+        else status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
+        break;
+    case PH_VALIDATE:
+    case PH_GENERATE:
+        dispatch(c);
+        if (e->phase == PH_VALIDATE && round_settled(e)) finish_validation(c);
+        else if (e->phase == PH_GENERATE && round_settled(e)) after_round(c);
+        if (e->phase == PH_GENERATE) dispatch(c);
+        break;
+    case PH_WEIGHTS:
+        if (rollouts_current(c)) finish_step(c);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ setup */
+
+static int load_files(Engine *e, Dataset *ds, const StrList *files, const DatasetOptions *o, char err[ERR_LEN]) {
+    for (int i = 0; i < files->n; i++) {
+        int rc = dataset_load(ds, files->v[i], e->tok, o, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int engine_start(Coord *c, char err[ERR_LEN]) {
+    if (!c->cfg.train_files.n) {
+        status(c, "no data.train_files configured: serving the worker registry only");
+        return 0;
+    }
+    Engine *e = c->engine = xcalloc(1, sizeof *e);
+    const char *tdir = c->cfg.tokenizer_path[0] ? c->cfg.tokenizer_path : c->cfg.model_path;
+    if (!tdir[0]) return err_set(err, ERR_INVAL, "data.tokenizer (or actor_rollout_ref.model.path) is needed to read prompts");
+    e->tok = tokenizer_load(tdir, err);
+    if (!e->tok) return ERR_INVAL;
+    const TokenizerSpecial *sp = tokenizer_special(e->tok);
+    int32_t cand[] = {sp->eos, sp->im_end, sp->endoftext};
+    for (int i = 0; i < 3; i++) {
+        int dup = 0;
+        for (int j = 0; j < e->n_stop; j++) dup |= e->stop_ids[j] == cand[i];
+        if (cand[i] >= 0 && !dup) e->stop_ids[e->n_stop++] = cand[i];
+    }
+    DatasetOptions o;
+    int rc = dataset_options_init(&o, c->cfg.max_prompt_length, c->cfg.filter_overlong_prompts, c->cfg.truncation,
+                                  c->cfg.chat_template, c->cfg.on_malformed, e->tok, err);
+    if (!rc) rc = load_files(e, &e->train, &c->cfg.train_files, &o, err);
+    if (!rc) {
+        o.max_items = c->cfg.val_max_samples;
+        rc = load_files(e, &e->val, &c->cfg.val_files, &o, err);
+    }
+    if (!rc) rc = filter_metric_parse(c->cfg.filter_groups_metric, &e->fmetric, err);
+    if (rc) return rc;
+    if (!e->train.n) return err_set(err, ERR_INVAL, "data.train_files: no usable prompts");
+    e->order = xmalloc(e->train.n * sizeof *e->order);
+    shuffle_epoch(c);
+    e->next_group_id = 1;
+    log_info("data: %zu train prompts (%zu malformed, %zu filtered as overlong), %zu validation prompts; "
+             "stop ids %d", e->train.n, e->train.n_malformed, e->train.n_filtered, e->val.n, e->n_stop);
+    return 0;
+}
+
+Phase engine_phase(const Coord *c) { return c->engine ? c->engine->phase : PH_IDLE; }
+
+void engine_free(Coord *c) {
+    Engine *e = c->engine;
+    if (!e) return;
+    groups_reset(e);
+    xfree(e->groups);
+    xfree(e->order);
+    dataset_free(&e->train);
+    dataset_free(&e->val);
+    tokenizer_free(e->tok);
+    metrics_free(&e->m);
+    metrics_free(&e->learner);
+    xfree(e);
+    c->engine = NULL;
+}
