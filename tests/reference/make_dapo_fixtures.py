@@ -8,10 +8,10 @@ GRPO advantages) computed by verl's OWN functions, imported from the verl packag
 and torch.autograd for d(loss)/d(logp) and d(loss)/d(entropy) of loss = pg_loss - entropy_coeff * entropy_agg
 (verl's actor objective, verl/workers/utils/losses.py ppo_loss).
 
-verl is pinned to 0.7.1 (its agg_loss / compute_policy_loss_vanilla / compute_grpo_outcome_advantage are
-identical to 0.8.0's; DESIGN.md names commit b178a3cd of the same line). verl's full dependency set is huge
-(vllm, ray[default], ...), so this script installs exactly the pins of requirements-verl.txt with
---no-deps into ~/.cache/dapo/verl-deps (or $DAPO_VERL_DEPS; outside the repository) and imports from there;
+verl is pinned to 0.8.0 (the release bench/verify uses too; its agg_loss / compute_policy_loss_vanilla /
+compute_grpo_outcome_advantage are identical to 0.7.1's, the first with agg_loss's global batch info; DESIGN.md
+names commit b178a3cd of that line). verl's full dependency set is huge (vllm, ray[default], ...), so this
+script installs exactly the pins of requirements-verl.txt with --no-deps into ~/.cache/dapo/verl-deps (or $DAPO_VERL_DEPS; outside the repository) and imports from there;
 torch and numpy come from the environment.
 
 File format (read by tests/unit/dapo_fixture.h): magic b"DAPOFX01", u32 count, then per tensor:
@@ -38,6 +38,8 @@ def import_verl():
                                "-r", os.path.join(HERE, "requirements-verl.txt")])
         import importlib
         importlib.invalidate_caches()
+        for name in [m for m in sys.modules if m == "verl" or m.startswith("verl.")]:
+            del sys.modules[name]   # drop a half-imported verl from the failed attempt
     from verl.trainer.ppo import core_algos
     from verl.workers.config import ActorConfig
     import verl
