@@ -159,6 +159,32 @@ static const unsigned char *u8_prev(const unsigned char *lo, const unsigned char
     return p;
 }
 
+/* First occurrence of pat (plen >= 1 bytes) in h[0..n), or NULL: memchr on the first byte, then memcmp.
+ * Linear for our short patterns (<= 15 bytes). Not glibc memmem: sanitizers check memmem's whole haystack
+ * on every call, which makes a loop of successive searches quadratic under ASan. */
+static const char *str_find(const void *hay, size_t n, const char *pat, size_t plen) {
+    const char *h = hay, *end = h + n;
+    while ((size_t)(end - h) >= plen) {
+        const char *p = memchr(h, pat[0], (size_t)(end - h) - plen + 1);
+        if (!p) return NULL;
+        size_t k = 1;   /* inline compare: the patterns are a few bytes, a memcmp call costs more */
+        while (k < plen && p[k] == pat[k]) k++;
+        if (k == plen) return p;
+        h = p + 1;
+    }
+    return NULL;
+}
+
+/* memcpy for the many short segments between hits (a libc call per 2-byte copy dominates otherwise). */
+static inline char *copy_out(char *o, const char *src, size_t n) {
+    if (n <= 16) {
+        for (size_t i = 0; i < n; i++) o[i] = src[i];
+    } else {
+        memcpy(o, src, n);
+    }
+    return o + n;
+}
+
 /* ------------------------------------------------------------------------------------ UTF-8 repair */
 
 static bool is_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
@@ -172,7 +198,7 @@ size_t math_dapo_utf8_repair(const char *in, size_t n, char *out) {
         if (c < 0x80) {
             size_t j = i;   /* ASCII run */
             while (j < n && s[j] < 0x80) j++;
-            memcpy(o, s + i, j - i);
+            copy_out((char *)o, (const char *)s + i, j - i);
             o += j - i;
             i = j;
             continue;
@@ -200,7 +226,7 @@ size_t math_dapo_utf8_repair(const char *in, size_t n, char *out) {
             }
         }
         if (need && good == need) {
-            memcpy(o, s + i, need);
+            for (size_t k = 0; k < need; k++) o[k] = s[i + k];
             o += need;
             i += need;
         } else {
@@ -361,15 +387,21 @@ static void subst_init(void) {
 /* str.replace(pat, rep): one left-to-right pass of non-overlapping occurrences. NOCHG when none. */
 static size_t replace_all(const char *in, size_t n, const char *pat, size_t plen, const char *rep,
                           size_t rlen, char *out) {
-    const char *end = in + n, *cur = in, *hit = memmem(in, n, pat, plen);
+    const char *end = in + n, *cur = in, *hit = str_find(in, n, pat, plen);
     if (!hit) return NOCHG;
     char *o = out;
+    if (plen == 1 && rlen == 0) {   /* deleting one byte value (` `, `"`, `$`): a plain filter */
+        o = copy_out(o, in, (size_t)(hit - in));
+        for (const char *p = hit; p < end; p++)
+            if (*p != pat[0]) *o++ = *p;
+        return (size_t)(o - out);
+    }
     do {
-        memcpy(o, cur, (size_t)(hit - cur)), o += hit - cur;
-        memcpy(o, rep, rlen), o += rlen;
+        o = copy_out(o, cur, (size_t)(hit - cur));
+        o = copy_out(o, rep, rlen);
         cur = hit + plen;
-    } while ((hit = memmem(cur, (size_t)(end - cur), pat, plen)) != NULL);
-    memcpy(o, cur, (size_t)(end - cur)), o += end - cur;
+    } while ((hit = str_find(cur, (size_t)(end - cur), pat, plen)) != NULL);
+    o = copy_out(o, cur, (size_t)(end - cur));
     return (size_t)(o - out);
 }
 
@@ -387,9 +419,9 @@ static size_t dollar_math(const char *in, size_t n, char *out) {
         if (!le) le = end;
         const char *d2 = memchr(d1 + 1, '$', (size_t)(le - (d1 + 1)));
         if (d2) {
-            memcpy(o, cur, (size_t)(ls - cur)), o += ls - cur;
+            o = copy_out(o, cur, (size_t)(ls - cur));
             *o++ = '$';
-            memcpy(o, d1 + 1, (size_t)(d2 - d1 - 1)), o += d2 - d1 - 1;
+            o = copy_out(o, d1 + 1, (size_t)(d2 - d1 - 1));
             *o++ = '$';
             cur = le;
             changed = true;
@@ -397,7 +429,7 @@ static size_t dollar_math(const char *in, size_t n, char *out) {
         p = le < end ? le + 1 : end;
     }
     if (!changed) return NOCHG;
-    memcpy(o, cur, (size_t)(end - cur)), o += end - cur;
+    o = copy_out(o, cur, (size_t)(end - cur));
     return (size_t)(o - out);
 }
 
@@ -407,15 +439,15 @@ static size_t unwrap_lazy(const char *in, size_t n, const char *pat, size_t plen
     const char *end = in + n, *cur = in, *p = in, *stop = NULL, *hit;
     char *o = out;
     bool changed = false;
-    while ((hit = memmem(p, (size_t)(end - p), pat, plen)) != NULL) {
+    while ((hit = str_find(p, (size_t)(end - p), pat, plen)) != NULL) {
         const char *c0 = hit + plen;
         if (!stop || stop < c0) {   /* [old c0, stop) holds no '}' or LF, so a stop >= c0 is still valid */
             stop = c0;
             while (stop < end && *stop != '}' && *stop != '\n') stop++;
         }
         if (stop < end && *stop == '}') {
-            memcpy(o, cur, (size_t)(hit - cur)), o += hit - cur;
-            memcpy(o, c0, (size_t)(stop - c0)), o += stop - c0;
+            o = copy_out(o, cur, (size_t)(hit - cur));
+            o = copy_out(o, c0, (size_t)(stop - c0));
             cur = p = stop + 1;
             changed = true;
         } else {
@@ -423,7 +455,7 @@ static size_t unwrap_lazy(const char *in, size_t n, const char *pat, size_t plen
         }
     }
     if (!changed) return NOCHG;
-    memcpy(o, cur, (size_t)(end - cur)), o += end - cur;
+    o = copy_out(o, cur, (size_t)(end - cur));
     return (size_t)(o - out);
 }
 
@@ -432,21 +464,21 @@ static size_t unwrap_boxed(const char *in, size_t n, char *out) {
     const char *end = in + n, *cur = in, *p = in, *hit;
     char *o = out;
     bool changed = false;
-    while ((hit = memmem(p, (size_t)(end - p), "\\boxed{", 7)) != NULL) {
+    while ((hit = str_find(p, (size_t)(end - p), "\\boxed{", 7)) != NULL) {
         const char *le = memchr(hit, '\n', (size_t)(end - hit));
         if (!le) le = end;
         const char *c0 = hit + 7;
         const char *r = memrchr(c0, '}', (size_t)(le - c0));
         if (r) {
-            memcpy(o, cur, (size_t)(hit - cur)), o += hit - cur;
-            memcpy(o, c0, (size_t)(r - c0)), o += r - c0;
+            o = copy_out(o, cur, (size_t)(hit - cur));
+            o = copy_out(o, c0, (size_t)(r - c0));
             cur = r + 1;
             changed = true;
         }
         p = le;   /* later openers on this line have no `}` after the last one */
     }
     if (!changed) return NOCHG;
-    memcpy(o, cur, (size_t)(end - cur)), o += end - cur;
+    o = copy_out(o, cur, (size_t)(end - cur));
     return (size_t)(o - out);
 }
 
@@ -456,7 +488,7 @@ static size_t shorthand(const char *in, size_t n, const char *word, bool with_y,
     const unsigned char *s = (const unsigned char *)in, *end = s + n, *cur = s, *p = s, *hit;
     char *o = out;
     bool changed = false;
-    while ((hit = memmem(p, (size_t)(end - p), word, 4)) != NULL) {
+    while ((hit = (const unsigned char *)str_find(p, (size_t)(end - p), word, 4)) != NULL) {
         const unsigned char *x = hit + 4, *y = NULL, *after = NULL;
         if (x < end && *x != '{') {
             y = x + u8_len(x, end);
@@ -464,20 +496,20 @@ static size_t shorthand(const char *in, size_t n, const char *word, bool with_y,
             else if (y < end && *y != '\n') after = y + u8_len(y, end);
         }
         if (!after) { p = hit + 4; continue; }   /* `word` cannot overlap itself */
-        memcpy(o, cur, (size_t)(x - cur)), o += x - cur;
+        o = copy_out(o, (const char *)cur, (size_t)(x - cur));
         *o++ = '{';
-        memcpy(o, x, (size_t)(y - x)), o += y - x;
+        o = copy_out(o, (const char *)x, (size_t)(y - x));
         *o++ = '}';
         if (with_y) {
             *o++ = '{';
-            memcpy(o, y, (size_t)(after - y)), o += after - y;
+            o = copy_out(o, (const char *)y, (size_t)(after - y));
             *o++ = '}';
         }
         cur = p = after;
         changed = true;
     }
     if (!changed) return NOCHG;
-    memcpy(o, cur, (size_t)(end - cur)), o += end - cur;
+    o = copy_out(o, (const char *)cur, (size_t)(end - cur));
     return (size_t)(o - out);
 }
 
