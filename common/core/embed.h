@@ -1,4 +1,4 @@
-/* common/core/embed.h: files embedded into a binary at build time (services/<svc>/static/* -> the array
+/* common/core/embed.h: files embedded into a binary at build time (services/<svc>/static/... -> the array
  * `static_files_<svc>`, made by tools/embed_static.sh through the Makefile). */
 #ifndef DAPO_EMBED_H
 #define DAPO_EMBED_H

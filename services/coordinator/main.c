@@ -3,6 +3,7 @@
  * wake-up and after every send, since ZMQ_FD is edge-triggered), a 100 ms cron (leases), the HTTP dashboard
  * and SIGTERM/SIGINT (a second SIGINT forces exit).
  * Not yet here: dataset, dispatch, dynamic sampling, batches, checkpoints (issue 8). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <zmq.h>
 
 #include "core/clock.h"
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "coord.h"
 
@@ -161,6 +163,14 @@ static int coord_start(Coord *c, char err[ERR_LEN]) {
     log_info("run %s: workers connect to %s; dashboard http://%s:%d/", c->run_id, c->endpoint, c->cfg.http[0] == '[' ? "[::1]" : "127.0.0.1", http_port(c->http));
     int rc2 = engine_start(c, err);
     if (rc2) return rc2;
+    if (c->engine) {
+        char path[1024];
+        if (fs_mkdir_p(c->cfg.default_local_dir, err)) return ERR_IO;
+        snprintf(path, sizeof path, "%s/metrics.jsonl", c->cfg.default_local_dir);
+        c->metrics_file = fopen(path, "a");
+        if (!c->metrics_file) return err_set(err, ERR_IO, "cannot open %s: %s", path, strerror(errno));
+        log_info("metrics: %s", path);
+    }
     coord_drain(c);        /* messages that arrived before the poll was registered */
     return 0;
 }
@@ -196,6 +206,7 @@ int main(int argc, char **argv) {
     if (c.zctx) zmq_ctx_term(c.zctx);
     xfree(c.workers);
     engine_free(&c);
+    if (c.metrics_file) fclose(c.metrics_file);
     coord_history_free(&c);
     config_free(&c.cfg);
     log_info("stopped");
