@@ -1,11 +1,11 @@
 /* common/reward/math_dapo.h: the DAPO rule-based math reward, bit-exact with `compute_score` of
  * eval/math_dapo.py in BytedTsinghua-SIA/DAPO (commit 33fe317), whose behaviour
- * data/../tests/data/verifier/README.md (copied from shared/data/verifier/README.md) writes down rule by rule:
+ * tests/data/verifier/README.md (a copy of the verifier test data's README) writes down rule by rule:
  *   - default mode: last `Answer\s*:\s*([^\n]+)` (case-insensitive) of the last 300 code points, both sides
  *     through the Minerva normalizer, exact comparison;
  *   - strict-box mode: content of the last complete `\boxed{}` of the last 100 code points, exact comparison
- *     with the raw ground truth (the DAPO variant: no box -> pred null, never correct; verl returns
- *     "[INVALID]" instead).
+ *     with the raw ground truth (the DAPO variant: no box -> pred null, never correct; verl at
+ *     commit 012542c returns "[INVALID]" there, verl 0.8.0 behaves as DAPO).
  * Everything works on UTF-8 bytes that are first repaired the way Python's bytes.decode("utf-8",
  * errors="replace") does (one U+FFFD per maximal invalid subpart); since every pattern of the reference is
  * ASCII except the whitespace class and str.isdigit(), byte-level replacement equals Python's code-point
