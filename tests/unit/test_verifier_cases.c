@@ -149,7 +149,7 @@ static void test_cases_all_match_library(void **state) {
 }
 
 /* Runs dapo-verify with stdin from in_path and stdout to out_path; returns its exit status or -1. */
-static int verify_run(const char *in_path, const char *out_path, const char *threads) {
+static int verify_run(const char *in_path, const char *out_path, const char *threads, const char *err_path) {
     const char *b = getenv("DAPO_BUILD");
     char bin[4096];
     if (!b || !*b) b = "build";
@@ -160,6 +160,7 @@ static int verify_run(const char *in_path, const char *out_path, const char *thr
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, in_path, O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (err_path) posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     char *argv[] = { bin, "--threads", (char *)threads, NULL };
     pid_t pid;
     int rc = posix_spawn(&pid, bin, &fa, NULL, argv, environ);
@@ -188,7 +189,7 @@ static void binary_check(const char *threads) {
         json_decref(o);
     }
     assert_int_equal(fclose(f), 0);
-    assert_int_equal(verify_run(in_path, out_path, threads), 0);
+    assert_int_equal(verify_run(in_path, out_path, threads, NULL), 0);
 
     size_t n = 0;
     char *out = file_read(out_path, &n);
@@ -230,11 +231,92 @@ static void test_cases_all_match_binary_threaded(void **state) {
     binary_check("2");
 }
 
+/* Malformed lines get an error object (their id, or null, and the line number) in order, a message on
+ * stderr, exit status 1; the other lines are scored; \u0000 survives both ways; blank lines are skipped. */
+static void test_binary_malformed_lines(void **state) {
+    (void)state;
+    static const char input[] =
+        "{\"id\":\"a\",\"solution\":\"Answer: 5\",\"ground_truth\":\"5\",\"strict_box\":false}\n"
+        "not json\n"
+        "{\"id\":\"c\",\"ground_truth\":\"5\"}\n"
+        "\n"
+        "{\"id\":\"d\",\"solution\":\"Answer: 4\\u00002\",\"ground_truth\":\"4\\u00002\",\"strict_box\":false}\n"
+        "{\"id\":7,\"solution\":\"\\\\boxed{1}\",\"ground_truth\":\"1\",\"strict_box\":\"yes\"}\n"
+        "[1,2]\n"
+        "{\"id\":\"e\",\"solution\":\"x\",\"ground_truth\":\"1\",\"strict_box\":true}\n"
+        "{\"id\":\"f\",\"solution\":\"Answer: 5\",\"ground_truth\":\"5\",\"data_source\":\"openai/gsm8k\"}";
+    char dir[] = "/tmp/dapo-verify-bad.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char in_path[256], out_path[256], err_path[256];
+    snprintf(in_path, sizeof in_path, "%s/in.jsonl", dir);
+    snprintf(out_path, sizeof out_path, "%s/out.jsonl", dir);
+    snprintf(err_path, sizeof err_path, "%s/err.txt", dir);
+    FILE *f = fopen(in_path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(input, 1, sizeof input - 1, f), sizeof input - 1);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(verify_run(in_path, out_path, "1", err_path), 1);
+
+    size_t n = 0, en = 0;
+    char *out = file_read(out_path, &n), *errs = file_read(err_path, &en);
+    assert_non_null(out);
+    assert_non_null(errs);
+    json_error_t je;
+    json_t *all = json_loadb("[]", 2, 0, &je);
+    for (char *p = out, *end = out + n; p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) nl = end;
+        json_t *o = json_loadb(p, (size_t)(nl - p), JSON_ALLOW_NUL, &je);
+        assert_non_null(o);
+        json_array_append_new(all, o);
+        p = nl + 1;
+    }
+    assert_int_equal(json_array_size(all), 8);
+#define ROW(i) json_array_get(all, i)
+#define FIELD(i, k) json_object_get(ROW(i), k)
+    assert_string_equal(json_string_value(FIELD(0, "id")), "a");
+    assert_true(json_is_true(FIELD(0, "acc")) && json_number_value(FIELD(0, "score")) == 1.0);
+    assert_null(FIELD(0, "error"));
+    assert_true(json_is_null(FIELD(1, "id")));                 /* not JSON: no id, the line number */
+    assert_int_equal(json_integer_value(FIELD(1, "line")), 2);
+    assert_non_null(strstr(json_string_value(FIELD(1, "error")), "invalid JSON"));
+    assert_true(json_is_false(FIELD(1, "acc")) && json_number_value(FIELD(1, "score")) == -1.0);
+    assert_true(json_is_null(FIELD(1, "pred")));
+    assert_string_equal(json_string_value(FIELD(2, "id")), "c");   /* missing solution: its id */
+    assert_int_equal(json_integer_value(FIELD(2, "line")), 3);
+    assert_non_null(strstr(json_string_value(FIELD(2, "error")), "solution"));
+    assert_string_equal(json_string_value(FIELD(3, "id")), "d");   /* blank line 4 skipped; NUL kept */
+    assert_true(json_is_true(FIELD(3, "acc")));
+    assert_int_equal(json_string_length(FIELD(3, "pred")), 3);
+    assert_memory_equal(json_string_value(FIELD(3, "pred")), "4\0" "2", 3);
+    assert_int_equal(json_integer_value(FIELD(4, "id")), 7);      /* a numeric id is echoed as is */
+    assert_non_null(strstr(json_string_value(FIELD(4, "error")), "strict_box"));
+    assert_int_equal(json_integer_value(FIELD(4, "line")), 6);
+    assert_non_null(strstr(json_string_value(FIELD(5, "error")), "not a JSON object"));
+    assert_string_equal(json_string_value(FIELD(6, "id")), "e");   /* strict, no box: pred null */
+    assert_true(json_is_null(FIELD(6, "pred")) && json_is_false(FIELD(6, "acc")));
+    assert_null(FIELD(6, "error"));
+    assert_string_equal(json_string_value(FIELD(7, "id")), "f");   /* no trailing LF, strict_box absent */
+    assert_true(json_is_true(FIELD(7, "acc")));
+#undef FIELD
+#undef ROW
+    assert_non_null(strstr(errs, "line 2: invalid JSON"));
+    assert_non_null(strstr(errs, "line 3:"));
+    assert_non_null(strstr(errs, "line 6:"));
+    assert_non_null(strstr(errs, "line 7:"));
+    json_decref(all);
+    xfree(out);
+    xfree(errs);
+    unlink(in_path), unlink(out_path), unlink(err_path);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases_all_match_library),
         cmocka_unit_test(test_cases_all_match_binary),
         cmocka_unit_test(test_cases_all_match_binary_threaded),
+        cmocka_unit_test(test_binary_malformed_lines),
     };
     return cmocka_run_group_tests(tests, cases_load, cases_free);
 }
