@@ -70,14 +70,21 @@ static int32_t row_argmax(const float *logits, int V) {
     return best;
 }
 
-/* max and log-sum-exp of logits / t (t > 0), scaled in fp32 as torch does, accumulated in double. */
-static void row_lse(const float *logits, int V, float t, float *mx, double *lse) {
+/* Weight of one scaled logit: expf(x - m) in fp32 (exact 1 at the max, 0 for -inf). Every loop below uses
+ * this one function in the same order, so the untruncated scan's running sum ends exactly at the total. */
+static inline float weight(float x, float m) { return expf(x - m); }
+
+/* max of logits / t (t > 0, scaled in fp32 as torch's div) and the double sum of the weights. */
+static int row_stats(const float *logits, int V, float t, float *mx, double *sum, char err[ERR_LEN]) {
     float m = -INFINITY;
     for (int i = 0; i < V; i++) { float x = logits[i] / t; if (x > m) m = x; }
+    if (!isfinite(m))   /* a tiny temperature can overflow logits / t to inf */
+        return err_set(err, ERR_INVAL, "sample: temperature %g overflows the scaled logits", (double)t);
     double s = 0.0;
-    for (int i = 0; i < V; i++) s += exp((double)(logits[i] / t) - m);
+    for (int i = 0; i < V; i++) s += weight(logits[i] / t, m);
     *mx = m;
-    *lse = m + log(s);
+    *sum = s;
+    return 0;
 }
 
 int sample_logprob(const float *logits, int V, float temperature, int32_t token, float *logprob, char err[ERR_LEN]) {
@@ -87,9 +94,9 @@ int sample_logprob(const float *logits, int V, float temperature, int32_t token,
         return err_set(err, ERR_INVAL, "sample_logprob: token %d outside [0, %d) or NULL out", (int)token, V);
     if (isnan(temperature)) return err_set(err, ERR_INVAL, "sample_logprob: temperature is NaN");
     float t = temperature > 0.0f ? temperature : 1.0f, m;
-    double lse;
-    row_lse(logits, V, t, &m, &lse);
-    *logprob = (float)((double)(logits[token] / t) - lse);
+    double sum;
+    if ((rc = row_stats(logits, V, t, &m, &sum, err))) return rc;
+    *logprob = (float)((double)(logits[token] / t - m) - log(sum));
     return 0;
 }
 
@@ -108,9 +115,9 @@ static void build_support(const float *logits, int V, const SampleParams *p, Can
     double z = 0.0;   /* mass of the top-k set (or the whole row), the top-p reference */
     if (k < V) {
         cand_select(c, V, k);
-        for (int j = 0; j < k; j++) z += exp((double)c[j].x - m);
+        for (int j = 0; j < k; j++) z += weight(c[j].x, m);
     } else {
-        for (int j = 0; j < V; j++) z += exp((double)c[j].x - m);
+        for (int j = 0; j < V; j++) z += weight(c[j].x, m);
     }
     const double target = (double)p->top_p * z;
     double cum = 0.0;
@@ -120,7 +127,7 @@ static void build_support(const float *logits, int V, const SampleParams *p, Can
         if (take < k - done) cand_select(c + done, k - done, take);
         qsort(c + done, (size_t)take, sizeof *c, cand_cmp);
         for (int j = done; j < done + take; j++) {
-            cum += exp((double)c[j].x - m);
+            cum += weight(c[j].x, m);
             if (cum >= target) { *n_kept = j + 1; return; }
         }
         done += take;
@@ -136,10 +143,10 @@ int sample_support(const float *logits, int V, const SampleParams *p, void *scra
     if (rc) return rc;
     if (!kept || !n_kept) return err_set(err, ERR_INVAL, "sample_support: NULL output");
     if (is_greedy(p)) { kept[0] = row_argmax(logits, V); *n_kept = 1; return 0; }
-    Cand *c = scratch ? scratch : xmalloc(sample_scratch_bytes(V));
     float m;
-    double lse;
-    row_lse(logits, V, p->temperature, &m, &lse);
+    double sum;
+    if ((rc = row_stats(logits, V, p->temperature, &m, &sum, err))) return rc;
+    Cand *c = scratch ? scratch : xmalloc(sample_scratch_bytes(V));
     build_support(logits, V, p, c, m, n_kept);
     for (int j = 0; j < *n_kept; j++) kept[j] = c[j].i;
     if (!scratch) xfree(c);
@@ -159,17 +166,16 @@ int sample_token(const float *logits, int V, const SampleParams *p, double u, vo
     }
     const float t = p->temperature;
     float m;
-    double lse;
-    row_lse(logits, V, t, &m, &lse);
-    const double s = exp(lse - m);   /* sum of exp(x - m) over the row */
+    double s;
+    if ((rc = row_stats(logits, V, t, &m, &s, err))) return rc;
     int32_t pick = -1;
     if (p->top_p >= 1.0f && (p->top_k <= 0 || p->top_k >= V)) {
         /* Untruncated: one O(V) inverse-CDF scan, no sort. */
         const double target = u * s;
         double cum = 0.0;
         for (int i = 0; i < V; i++) {
-            double w = exp((double)(logits[i] / t) - m);
-            if (w <= 0.0) continue;
+            float w = weight(logits[i] / t, m);
+            if (w <= 0.0f) continue;
             cum += w;
             pick = i;
             if (cum > target) break;
@@ -179,12 +185,12 @@ int sample_token(const float *logits, int V, const SampleParams *p, double u, vo
         int n_kept = 0;
         build_support(logits, V, p, c, m, &n_kept);
         double z = 0.0;
-        for (int j = 0; j < n_kept; j++) z += exp((double)c[j].x - m);
+        for (int j = 0; j < n_kept; j++) z += weight(c[j].x, m);
         const double target = u * z;
         double cum = 0.0;
         for (int j = 0; j < n_kept; j++) {
-            double w = exp((double)c[j].x - m);
-            if (w <= 0.0) continue;
+            float w = weight(c[j].x, m);
+            if (w <= 0.0f) continue;
             cum += w;
             pick = c[j].i;
             if (cum > target) break;
@@ -193,6 +199,6 @@ int sample_token(const float *logits, int V, const SampleParams *p, double u, vo
     }
     if (pick < 0) pick = row_argmax(logits, V);   /* unreachable: the max itself has weight 1 */
     *token = pick;
-    *logprob = (float)((double)(logits[pick] / t) - lse);
+    *logprob = (float)((double)(logits[pick] / t - m) - log(s));
     return 0;
 }

@@ -43,7 +43,7 @@ size_t sample_scratch_bytes(int V);
  * allocated then); NULL makes the call allocate and free its own when truncation needs it.
  * Writes *token (0..V-1) and *logprob (full-vocabulary log-softmax, see top). Returns 0, or ERR_INVAL with a
  * message for V < 1, NULL pointers, u outside [0, 1), top_p <= 0 or NaN, or logits that are NaN, +inf or all
- * -inf. */
+ * -inf, or a temperature so small that logits / temperature overflows to inf. */
 int sample_token(const float *logits, int V, const SampleParams *p, double u, void *scratch, int32_t *token,
                  float *logprob, char err[ERR_LEN]);
 

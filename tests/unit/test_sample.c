@@ -229,6 +229,9 @@ static void test_bad_input(void **state) {
     p.top_p = 1.0f;
     p.temperature = NAN;
     assert_int_equal(sample_token(lg, 3, &p, 0.5, NULL, &tok, &lp, err), ERR_INVAL);
+    p.temperature = 1e-40f;   /* 2 / 1e-40 overflows fp32 */
+    assert_int_equal(sample_token(lg, 3, &p, 0.5, NULL, &tok, &lp, err), ERR_INVAL);
+    assert_non_null(strstr(err, "overflows"));
     p.temperature = 1.0f;
     float nan_row[3] = { 0, NAN, 1 }, inf_row[3] = { 0, INFINITY, 1 };
     float dead[3] = { -INFINITY, -INFINITY, -INFINITY };
