@@ -1,0 +1,99 @@
+/* bench/train/bench_train.c: our side of `make bench-train`: tokens/s of a training step (forward with
+ * fused log-prob + entropy, backward from d loss/d logp and d loss/d entropy, AdamW) and of a prefill
+ * (forward only) over B packed sequences of T tokens, medians after warm-up.
+ *   bench_train --model DIR --batch B --seq T [--steps K] [--warmup W]
+ * Prints OURS_TRAIN_TOK_S=, OURS_PREFILL_TOK_S= and per-phase medians.
+ * Not here: the PyTorch baseline (baseline_torch.py), the comparison (run.sh). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "model/adamw.h"
+#include "model/model.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int main(int argc, char **argv) {
+    log_init("bench-train", LL_INFO);
+    const char *dir = NULL;
+    int B = 4, T = 512, steps = 5, warmup = 2;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--model")) dir = argv[i + 1];
+        else if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seq")) T = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
+    }
+    if (!dir || B < 1 || T < 2 || steps < 1 || steps > 1000) {
+        fprintf(stderr, "usage: bench_train --model DIR --batch B --seq T [--steps K] [--warmup W]\n");
+        return 2;
+    }
+    int N = B * T;
+    char err[ERR_LEN];
+    ModelOptions o = { .max_tokens = N, .train = 1 };
+    Model *m = model_load(dir, &o, err);
+    if (!m) { fprintf(stderr, "%s: %s\n", dir, err); return 1; }
+    int32_t *tok = malloc(N * sizeof(int32_t)), *tgt = malloc(N * sizeof(int32_t)), *cu = malloc((B + 1) * sizeof(int32_t));
+    float *lp = malloc(N * sizeof(float)), *en = malloc(N * sizeof(float)), *dl = malloc(N * sizeof(float)),
+          *de = malloc(N * sizeof(float));
+    uint64_t s = 12345;
+    for (int i = 0; i < N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int32_t)((s >> 33) % (uint64_t)m->cfg.vocab);
+    }
+    for (int b = 0; b <= B; b++) cu[b] = b * T;
+    for (int i = 0; i < N; i++) {
+        tgt[i] = (i % T == T - 1) ? -1 : tok[i + 1];
+        dl[i] = (i % 3 ? -1.0f : 1.0f) / N;          /* a token-mean loss: w_t / N */
+        de[i] = -0.01f / N;
+    }
+    ModelBatch batch = { .n_tokens = N, .n_seqs = B, .tokens = tok, .targets = tgt, .cu_seqlens = cu, .temperature = 1.0f };
+    AdamWConfig ac = adamw_defaults();
+    double *tt = calloc(steps, sizeof(double)), *tf = calloc(steps, sizeof(double)), *tb = calloc(steps, sizeof(double)),
+           *to = calloc(steps, sizeof(double)), *tp = calloc(steps, sizeof(double));
+    for (int it = -warmup; it < steps; it++) {
+        double t0 = now();
+        model_grads_zero(m);
+        if (model_forward(m, &batch, lp, en, err)) { fprintf(stderr, "forward: %s\n", err); return 1; }
+        double t1 = now();
+        if (model_backward(m, &batch, dl, de, err)) { fprintf(stderr, "backward: %s\n", err); return 1; }
+        double t2 = now();
+        model_grads_clip(m, 1.0);
+        if (adamw_step(m, &ac, 1e-6f, err)) { fprintf(stderr, "adamw: %s\n", err); return 1; }
+        double t3 = now();
+        if (it >= 0) { tt[it] = t3 - t0; tf[it] = t1 - t0; tb[it] = t2 - t1; to[it] = t3 - t2; }
+    }
+    for (int it = -warmup; it < steps; it++) {
+        double t0 = now();
+        if (model_forward(m, &batch, lp, en, err)) { fprintf(stderr, "forward: %s\n", err); return 1; }
+        if (it >= 0) tp[it] = now() - t0;
+    }
+    double mt = median(tt, steps), mp = median(tp, steps);
+    printf("ours: blas core %s, %d steps after %d warm-up, %d x %d tokens\n", cpu_blas_corename(), steps, warmup, B, T);
+    printf("ours: train step median %.3f s (forward %.3f, backward %.3f, clip+adamw %.3f)\n", mt, median(tf, steps),
+           median(tb, steps), median(to, steps));
+    printf("ours: prefill median %.3f s\n", mp);
+    printf("OURS_TRAIN_TOK_S=%.1f\nOURS_PREFILL_TOK_S=%.1f\n", N / mt, N / mp);
+    model_free(m);
+    free(tok); free(tgt); free(cu); free(lp); free(en); free(dl); free(de);
+    free(tt); free(tf); free(tb); free(to); free(tp);
+    return 0;
+}
