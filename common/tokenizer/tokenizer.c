@@ -301,8 +301,25 @@ static int get_bool(const json_t *o, const char *key, bool dflt, bool *out, cons
     return 0;
 }
 
-/* Regex rewrite for PCRE2: Oniguruma's \s is Unicode White_Space; PCRE2's (UCP) is \p{Xps}, which lacks
- * U+0085. Spell the class out so both engines agree. */
+/* Regex rewrite for PCRE2, so that it matches what tokenizers' Oniguruma matches:
+ * - \s: Oniguruma's is Unicode White_Space; PCRE2's (UCP) is \p{Xps}, which lacks U+0085. Spelled out.
+ * - \p{L}, \p{N}: PCRE2 10.42 has Unicode 14 tables, the Oniguruma inside tokenizers 0.23 has Unicode 16.
+ *   The code points that are L / N only in the latter are added explicitly (there are none the other way).
+ *   The tables below were computed by comparing, for every code point, HF tokenizers' Split(Regex("\p{L}"))
+ *   with PCRE2's \p{L} (and \s, \p{N} likewise; \s agreed exactly with WS_CLASS). A newer PCRE2 only makes
+ *   the additions redundant. */
+static const char UNI16_EXTRA_L[] =
+    "\\x{1C89}-\\x{1C8A}\\x{A7CB}-\\x{A7CD}\\x{A7DA}-\\x{A7DC}\\x{105C0}-\\x{105F3}"
+    "\\x{10D4A}-\\x{10D65}\\x{10D6F}-\\x{10D85}\\x{10EC2}-\\x{10EC4}\\x{1123F}-\\x{11240}"
+    "\\x{11380}-\\x{11389}\\x{1138B}\\x{1138E}\\x{11390}-\\x{113B5}\\x{113B7}\\x{113D1}\\x{113D3}"
+    "\\x{11BC0}-\\x{11BE0}\\x{11F02}\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}\\x{1342F}"
+    "\\x{13441}-\\x{13446}\\x{13460}-\\x{143FA}\\x{16100}-\\x{1611D}\\x{16D40}-\\x{16D6C}\\x{18CFF}"
+    "\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}\\x{1E4D0}-\\x{1E4EB}"
+    "\\x{1E5D0}-\\x{1E5ED}\\x{1E5F0}\\x{2B739}\\x{2EBF0}-\\x{2EE5D}\\x{31350}-\\x{323AF}";
+static const char UNI16_EXTRA_N[] =
+    "\\x{10D40}-\\x{10D49}\\x{116D0}-\\x{116E3}\\x{11BF0}-\\x{11BF9}\\x{11F50}-\\x{11F59}"
+    "\\x{16130}-\\x{16139}\\x{16D70}-\\x{16D79}\\x{1CCF0}-\\x{1CCF9}\\x{1D2C0}-\\x{1D2D3}"
+    "\\x{1E4F0}-\\x{1E4F9}\\x{1E5F1}-\\x{1E5FA}";
 #define WS_CLASS "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
 static int regex_rewrite(const char *in, TokBuf *out) {
@@ -317,6 +334,13 @@ static int regex_rewrite(const char *in, TokBuf *out) {
             } else if (d == 'S') {
                 if (in_class) return -1;
                 tok_buf_append(out, "[^" WS_CLASS "]", strlen(WS_CLASS) + 3);
+            } else if (d == 'p' && (!strncmp(in + i + 1, "{L}", 3) || !strncmp(in + i + 1, "{N}", 3))) {
+                const char *extra = in[i + 2] == 'L' ? UNI16_EXTRA_L : UNI16_EXTRA_N;
+                if (!in_class) tok_buf_append(out, "[", 1);
+                tok_buf_append(out, in[i + 2] == 'L' ? "\\p{L}" : "\\p{N}", 5);
+                tok_buf_append(out, extra, strlen(extra));
+                if (!in_class) tok_buf_append(out, "]", 1);
+                i += 3;
             } else {
                 char e[2] = { c, d };
                 tok_buf_append(out, e, 2);

@@ -97,6 +97,15 @@ def hand_cases():
     for t in ["", "a", "\x00", "nul\x00inside", "\x01\x02\x03", "\ufffd", "\U0010ffff", "\ue000 private",
               "\ufeffbom", "mixed: é中😀\t\n 1'S"]:
         add("misc", t)
+    # code points that are letters / digits in tokenizers' Oniguruma (Unicode 16) but not in PCRE2 10.42's
+    # Unicode 14 tables (tokenizer.c adds them to \p{L} / \p{N}); first and last of each range, in context
+    for a, b in [(0x1C89, 0x1C8A), (0xA7CB, 0xA7CD), (0x105C0, 0x105F3), (0x10D4A, 0x10D65), (0x11380, 0x11389),
+                 (0x11BC0, 0x11BE0), (0x11F04, 0x11F10), (0x13460, 0x143FA), (0x16D40, 0x16D6C), (0x1E4D0, 0x1E4EB),
+                 (0x2EBF0, 0x2EE5D), (0x31350, 0x323AF), (0x10D40, 0x10D49), (0x116D0, 0x116E3), (0x11F50, 0x11F59),
+                 (0x1CCF0, 0x1CCF9), (0x1D2C0, 0x1D2D3), (0x1E4F0, 0x1E4F9), (0x1E5F1, 0x1E5FA)]:
+        for cp in (a, b):
+            ch = chr(cp)
+            add("unicode16", "a" + ch + "b " + ch + ch + "1" + ch + " x" + ch + "'s " + ch + "!?")
     return c
 
 
