@@ -150,6 +150,7 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
                 continue;
             }
             TokOut o = token_eval(in->logp[t], in->old_logp[t], in->adv[t], lo, hi, c);
+            if (in->is_weight) { o.loss *= in->is_weight[t]; o.grad *= in->is_weight[t]; }
             z.pg_loss += w * o.loss;
             z.clipfrac_sum += o.clipped;
             z.clipfrac_lower_sum += o.lower;

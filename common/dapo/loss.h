@@ -8,7 +8,7 @@
  * Per response token t (fp32, as verl):
  *   d = clamp(logp - old_logp, -20, 20);  r = exp(d)
  *   l1 = -A r;  l2 = -A clamp(r, 1 - clip_ratio_low, 1 + clip_ratio_high);  lc = max(l1, l2)
- *   l3 = -A clip_ratio_c;  loss_t = A < 0 ? min(l3, lc) : lc
+ *   l3 = -A clip_ratio_c;  loss_t = A < 0 ? min(l3, lc) : lc      (times is_weight_t when given)
  * Aggregation (this call = one micro-batch on one rank; S = its sequences, M = mask):
  *   token-mean               sum_t M_t loss_t / batch_num_tokens * dp_size
  *   seq-mean-token-mean      sum_s [sum_t M loss / (n_s + 1e-8)] / global_batch_size * dp_size   (n_s > 0 only)
@@ -81,6 +81,8 @@ typedef struct {
     const float   *entropy;    /* [N] per-token entropy of pi_theta (nats); NULL = no entropy term */
     const int     *seq_off;    /* [n_seq + 1], non-decreasing, seq_off[0] = 0, seq_off[n_seq] = N */
     int            n_seq;      /* >= 0 */
+    const float   *is_weight;  /* [N] rollout-correction weights multiplying loss_t (constants: no gradient
+                                  flows into them), verl's rollout_is_weights (rollout_corr.h); NULL = none */
 } LossInput;
 
 typedef struct {

@@ -1,11 +1,11 @@
 /* tests/fuzz/fuzz_dapo_algo.c: libFuzzer target for the pure algorithm functions fed arbitrary input — the
- * sampler (common/model/sample.c), the loss (common/dapo/loss.c), advantages, the group filter and the
- * layout. Byte 0 picks the function; the rest is reinterpreted as floats / ints / parameters, NaN and inf
+ * sampler (common/model/sample.c), the loss (common/dapo/loss.c) with rollout-correction weights and metrics
+ * (rollout_corr.c), advantages, the group filter and the layout. Byte 0 picks the function; the rest is reinterpreted as floats / ints / parameters, NaN and inf
  * included. Besides crashes/UB/leaks (ASan+UBSan) it checks invariants: a successful sample returns a token
  * in range inside the kept set with a log-prob <= 0; loss metrics lie in [0, 1]; layouts cover every
  * sequence once with equal counts; micro-batches respect the token cap.
  * Not here: expected values (tests/unit/test_dapo_*.c, test_sample.c). */
-// fuzz-sources: common/model/sample.c common/dapo/loss.c common/dapo/advantages.c common/dapo/filter.c common/dapo/layout.c common/core/err.c common/core/log.c
+// fuzz-sources: common/model/sample.c common/dapo/loss.c common/dapo/advantages.c common/dapo/filter.c common/dapo/layout.c common/dapo/rollout_corr.c common/core/err.c common/core/log.c
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 #include "dapo/filter.h"
 #include "dapo/layout.h"
 #include "dapo/loss.h"
+#include "dapo/rollout_corr.h"
 #include "model/sample.h"
 
 static void check(int cond) {
@@ -87,9 +88,16 @@ static void fuzz_loss(const uint8_t *d, size_t n) {
         mk[t] = d[13 * t + 12] & 1;
         ent[t] = (float)(d[13 * t + 12] >> 1);
     }
-    LossInput in = { lp, ol, ad, mk, ent, off, n_seq };
-    LossStats st;
+    float isw[200];
     char err[ERR_LEN];
+    RolloutCorrStats rs;
+    int have_w = n_seq > 0 && rollout_corr_is_weights(lp, ol, mk, off, n_seq, (RolloutIsLevel)(p.dp_size & 1),
+                                                       1.0 + d[0] % 4, isw, err) == 0;
+    if (have_w)
+        for (size_t t = 0; t < N; t++) check(!(isw[t] > 4.0f) && !(isw[t] < 0.0f));
+    if (n_seq > 0 && rollout_corr_metrics(lp, ol, mk, off, n_seq, &rs, err) == 0) check(rs.n_tokens >= 1);
+    LossInput in = { lp, ol, ad, mk, ent, off, n_seq, have_w && (p.agg & 1) ? isw : NULL };
+    LossStats st;
     if (loss_compute(&p, &in, lt, g, ge, &st, err) == 0) {
         check(st.pg_clipfrac >= 0 && st.pg_clipfrac <= 1);
         check(st.pg_clipfrac_lower >= 0 && st.pg_clipfrac_lower <= 1);

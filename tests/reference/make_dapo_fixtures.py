@@ -5,6 +5,7 @@ GRPO advantages) computed by verl's OWN functions, imported from the verl packag
   verl.trainer.ppo.core_algos.compute_policy_loss_vanilla   pg_loss, pg_clipfrac, pg_clipfrac_lower, ppo_kl
   verl.trainer.ppo.core_algos.agg_loss                      entropy aggregation (same mode / global info)
   verl.trainer.ppo.core_algos.compute_grpo_outcome_advantage
+  verl.trainer.ppo.rollout_corr_helper.compute_offpolicy_metrics / compute_rollout_correction_weights
 and torch.autograd for d(loss)/d(logp) and d(loss)/d(entropy) of loss = pg_loss - entropy_coeff * entropy_agg
 (verl's actor objective, verl/workers/utils/losses.py ppo_loss).
 
@@ -178,6 +179,54 @@ def grpo_cases(core_algos, w):
         w.add("grpo/adv_norm" if norm else "grpo/adv_nonorm", per_resp, "f32")
 
 
+RC_KEYS = ["training_ppl", "training_log_ppl", "rollout_ppl", "rollout_log_ppl", "kl", "k3_kl", "log_ppl_diff",
+           "log_ppl_abs_diff", "log_ppl_diff_max", "log_ppl_diff_min", "ppl_ratio", "chi2_token", "chi2_seq"]
+
+
+def rollout_corr_cases(core_algos, ActorConfig, w):
+    """verl's compute_offpolicy_metrics and compute_rollout_correction_weights (TIS, token and sequence), and
+    the vanilla policy loss with those weights (pg_losses * rollout_is_weights) with its autograd gradient."""
+    import torch
+    from verl.trainer.ppo import rollout_corr_helper as rch
+    g = torch.Generator().manual_seed(5)
+    n = 0
+    for B, T, empty in [(4, 8, False), (6, 5, True), (3, 11, False)]:
+        for level in ("token", "sequence"):
+            logp = -1.5 + torch.randn(B, T, generator=g)
+            rlogp = logp + 0.3 * torch.randn(B, T, generator=g)
+            rlogp[0, 0] = logp[0, 0] - 25.0           # beyond the +-20 safety bound
+            lengths = torch.randint(1, T + 1, (B,), generator=g)
+            if empty:
+                lengths[B - 1] = 0
+            mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
+            met = rch.compute_offpolicy_metrics(old_log_prob=logp, rollout_log_prob=rlogp, response_mask=mask)
+            wts, _ = rch.compute_rollout_correction_weights(log_ratio=logp - rlogp, response_mask=mask,
+                                                            rollout_is=level, rollout_is_threshold=2.0)
+            old = logp + 0.2 * torch.randn(B, T, generator=g)
+            adv = torch.randn(B, 1, generator=g).expand(B, T).contiguous()
+            cfg = ActorConfig(strategy="fsdp", clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28,
+                              clip_ratio_c=10.0, ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=1,
+                              use_dynamic_bsz=False, rollout_n=1)
+            lp = logp.clone().requires_grad_(True)
+            pg_loss, _ = core_algos.compute_policy_loss_vanilla(old_log_prob=old, log_prob=lp, advantages=adv,
+                                                                response_mask=mask, loss_agg_mode="token-mean",
+                                                                config=cfg, rollout_is_weights=wts)
+            pg_loss.backward()
+            pre = f"r{n}/"
+            w.add(pre + "shape", [B, T, 0 if level == "token" else 1], "i32")
+            w.add(pre + "logp", logp, "f32")
+            w.add(pre + "rlogp", rlogp, "f32")
+            w.add(pre + "mask", mask.int(), "i32")
+            w.add(pre + "metrics", [met[k] for k in RC_KEYS], "f64")
+            w.add(pre + "weights", wts, "f32")
+            w.add(pre + "old_logp", old, "f32")
+            w.add(pre + "adv", adv, "f32")
+            w.add(pre + "pg_loss", [pg_loss.item()], "f64")
+            w.add(pre + "dlogp", lp.grad, "f32")
+            n += 1
+    w.add("n_cases", [n], "i32")
+
+
 def sample_cases(w):
     """Kept sets of Hugging Face's own logits warpers (temperature -> top-k -> top-p, the order `generate`
     applies them) and torch's log_softmax of logits / temperature, for common/model/sample.c."""
@@ -238,9 +287,13 @@ def main():
     w = Writer()
     grpo_cases(core_algos, w)
     w.save(os.path.join(OUT, "grpo_cases.bin"))
+    w = Writer()
+    rollout_corr_cases(core_algos, ActorConfig, w)
+    w.save(os.path.join(OUT, "rollout_corr_cases.bin"))
     with open(os.path.join(OUT, "PROVENANCE"), "w") as f:
         f.write(f"Written by tests/reference/make_dapo_fixtures.py with verl {version} "
-                f"(core_algos.compute_policy_loss_vanilla, agg_loss, compute_grpo_outcome_advantage) "
+                f"(core_algos.compute_policy_loss_vanilla, agg_loss, compute_grpo_outcome_advantage; "
+                f"rollout_corr_helper.compute_offpolicy_metrics, compute_rollout_correction_weights) "
                 f"and torch {torch.__version__} autograd.\n"
                 f"sample_cases.bin: transformers {hf_version} TemperatureLogitsWarper / TopKLogitsWarper / "
                 f"TopPLogitsWarper kept sets and torch log_softmax.\n")

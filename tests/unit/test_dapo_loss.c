@@ -29,7 +29,7 @@ static LossStats one_token(double clip_c, float logp, float old, float a, float 
     p.clip_ratio_c = clip_c;
     int off[2] = { 0, 1 };
     uint8_t m = 1;
-    LossInput in = { &logp, &old, &a, &m, NULL, off, 1 };
+    LossInput in = { &logp, &old, &a, &m, NULL, off, 1, NULL };
     LossStats st;
     char err[ERR_LEN];
     assert_int_equal(loss_compute(&p, &in, loss_tok, dlogp, NULL, &st, err), 0);
@@ -108,7 +108,7 @@ static void agg_case(LossAggMode mode, double bnt, double gbs, double lsf, int d
     memcpy(old, logp, sizeof old);
     uint8_t mask[5] = { 1, 1, 1, 1, 0 };
     int off[3] = { 0, 3, 5 };
-    LossInput in = { logp, old, adv, mask, ent, off, 2 };
+    LossInput in = { logp, old, adv, mask, ent, off, 2, NULL };
     float dl[5], de[5], lt[5];
     LossStats st;
     char err[ERR_LEN];
@@ -151,7 +151,7 @@ static void test_masks_and_metrics(void **state) {
     float adv[4] = { 1, 1, 1, -1 };
     uint8_t mask[4] = { 0, 1, 1, 1 };
     int off[2] = { 0, 4 };
-    LossInput in = { logp, old, adv, mask, NULL, off, 1 };
+    LossInput in = { logp, old, adv, mask, NULL, off, 1, NULL };
     LossParams p;
     loss_params_default(&p);
     LossStats st;
@@ -195,7 +195,7 @@ static void test_finite_difference(void **state) {
         p.batch_num_tokens = 40;
         p.global_batch_size = 6;
         p.dp_size = 2;
-        LossInput in = { logp, old, adv, mask, ent, off, 3 };
+        LossInput in = { logp, old, adv, mask, ent, off, 3, NULL };
         float g[N];
         LossStats st;
         char err[ERR_LEN];
@@ -235,7 +235,7 @@ static void test_split_invariance(void **state) {
         p.batch_num_tokens = 24;     /* 30 tokens, 6 masked */
         p.global_batch_size = 5;
         p.loss_scale_factor = 6;
-        LossInput whole = { logp, old, adv, mask, NULL, off, 5 };
+        LossInput whole = { logp, old, adv, mask, NULL, off, 5, NULL };
         float gw[N], gs[N];
         LossStats sw, acc, s;
         memset(&acc, 0, sizeof acc);
@@ -246,7 +246,7 @@ static void test_split_invariance(void **state) {
         for (int j = 0; j < 3; j++) {
             int o[6], ns = cuts[j + 1] - cuts[j], base = off[cuts[j]];
             for (int s2 = 0; s2 <= ns; s2++) o[s2] = off[cuts[j] + s2] - base;
-            LossInput mi = { logp + base, old + base, adv + base, mask + base, NULL, o, ns };
+            LossInput mi = { logp + base, old + base, adv + base, mask + base, NULL, o, ns, NULL };
             assert_int_equal(loss_compute(&p, &mi, NULL, gs + base, NULL, &s, err), 0);
             loss_stats_merge(&acc, &s);
         }
@@ -256,9 +256,9 @@ static void test_split_invariance(void **state) {
         for (int t = 0; t < N; t++) ASSERT_CLOSE(gs[t], gw[t], 1e-9, 1e-6);
         /* two ranks with dp_size 2 (gradients averaged by the all-reduce) */
         p.dp_size = 2;
-        LossInput r0 = { logp, old, adv, mask, NULL, off, 3 };
+        LossInput r0 = { logp, old, adv, mask, NULL, off, 3, NULL };
         int o1[3] = { 0, 6, 12 };
-        LossInput r1 = { logp + 18, old + 18, adv + 18, mask + 18, NULL, o1, 2 };
+        LossInput r1 = { logp + 18, old + 18, adv + 18, mask + 18, NULL, o1, 2, NULL };
         LossStats a0, a1;
         float g0[N];
         assert_int_equal(loss_compute(&p, &r0, NULL, g0, NULL, &a0, err), 0);
@@ -272,7 +272,7 @@ static void test_bad_input(void **state) {
     (void)state;
     float x[2] = { -1, -1 };
     int off[2] = { 0, 2 }, bad_off[2] = { 1, 2 }, dec_off[3] = { 0, 2, 1 };
-    LossInput in = { x, x, x, NULL, NULL, off, 1 };
+    LossInput in = { x, x, x, NULL, NULL, off, 1, NULL };
     LossParams p;
     loss_params_default(&p);
     LossStats st;
@@ -376,7 +376,7 @@ static void test_against_verl(void **state) {
         assert_true(N <= 256 && B < 64);
         for (int t = 0; t < N; t++) mask[t] = (uint8_t)((int32_t *)mk->data)[t];
         for (int s = 0; s <= B; s++) off[s] = s * T;
-        LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B };
+        LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B, NULL };
         float dl[256], de[256];
         LossStats st;
         char err[ERR_LEN];
