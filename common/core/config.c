@@ -113,6 +113,7 @@ static const CfgEntry cfg_table[] = {
     { "cluster.weights",                     CFG_STR,   0, 0,       "tcp://127.0.0.1:5556", O(weights), NULL, 0 },
     { "cluster.run_id",                      CFG_STR,   0, 0,       "",        O(run_id), NULL, 0 },
     { "cluster.token_file",                  CFG_STR,   0, 0,       "",        O(token_file), NULL, 0 },
+    { "cluster.dashboard_demo_steps",        CFG_INT,   0, 100000,  "0",       O(dashboard_demo_steps), NULL, 0 },
     { "cluster.heartbeat_ms",                CFG_INT,   10, 600000, "1000",    O(heartbeat_ms), NULL, 0 },
     { "cluster.lease_timeout_s",             CFG_FLOAT, 0, 86400,   "10",      O(lease_timeout_s), NULL, MIN_EXCL },
     { "cluster.max_msg_mb",                  CFG_INT,   1, 4096,    "256",     O(max_msg_mb), NULL, 0 },

@@ -142,7 +142,9 @@ void coord_resume(Coord *c);
 int  coord_checkpoint_now(Coord *c, char err[ERR_LEN]);       /* write the coordinator checkpoint now */
 void coord_stop(Coord *c);                                    /* as SIGTERM: checkpoint, tell workers, exit 0 */
 
-/* dashboard.c */
+/* dashboard.c: the HTTP routes (the handler given to http_listen; coord is the Coord) and, from dashboard_init
+ * (called once after http_listen), the cluster.dashboard_demo_steps test hook's timer. 0 or ERR_IO. */
 void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp);
+int  dashboard_init(Coord *c, char err[ERR_LEN]);
 
 #endif

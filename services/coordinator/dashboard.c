@@ -1,17 +1,143 @@
-/* services/coordinator/dashboard.c: the HTTP routes of the coordinator: /api/status (JSON).
- * Not yet here: the HTML page, /api/metrics, /metrics and the control endpoints (issue 8). */
+/* services/coordinator/dashboard.c: the coordinator's HTTP routes (served by http.c on the coordinator's loop):
+ *   GET  /                        the page (static/index.html; dashboard.js and dashboard.css beside it), embedded
+ *                                 into the binary at build time (static_files_coordinator, common/core/embed.h)
+ *   GET  /<file>                  any other embedded static file
+ *   GET  /js/chart.min.js         Debian's libjs-chart.js, read from disk on each request (DAPO_CHARTJS overrides
+ *                                 the path); 503 with a message naming the package when it is missing
+ *   GET  /api/status              run, step, workers, paused, status line, heap, messages (JSON)
+ *   GET  /api/metrics?since=N&limit=M   the metric history entries [N, N+M) (M <= 1000, default 1000) as
+ *                                 objects of verl metric names -> values (non-finite values: null), and "next"
+ *   GET  /api/samples             the latest sampled responses, newest first (JSON; text made valid UTF-8)
+ *   GET  /api/config              the resolved config (YAML text)
+ *   GET  /metrics                 Prometheus text exposition format 0.0.4: the latest value of every step metric
+ *                                 (dapo_<sanitized name>), coordinator gauges and per-worker gauges
+ *   POST /api/control/{pause,resume,checkpoint,stop}  with `Authorization: Bearer <token>` (cluster.token_file):
+ *                                 403 when no token is configured, 401 without / with a wrong token
+ * and the test hook cluster.dashboard_demo_steps (N > 0: N synthetic steps of metrics and samples, one every
+ * DASH_DEMO_MS, each with `demo/synthetic: 1`; used only by the dashboard tests, never by a real run).
+ * Every string that reaches JSON goes through jansson after invalid UTF-8 is replaced by U+FFFD.
+ * Not here: the HTTP server (http.c), what the metrics mean (their producers), the page's logic (static/). */
+#include <errno.h>
 #include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/clock.h"
+#include "core/embed.h"
 #include "core/err.h"
+#include "core/log.h"
 #include "coord.h"
+#include "reward/math_dapo.h"
 
-static void reply_json(HttpResponse *r, json_t *j) {
+#define DASH_DEMO_MS         200
+#define DASH_METRICS_LIMIT   1000          /* history entries per /api/metrics answer */
+#define DASH_TEXT_MAX        (64 << 10)    /* bytes of each sample text put in JSON */
+#define DASH_CHARTJS_DEFAULT "/usr/share/javascript/chart.js/chart.min.js"
+#define DASH_CHARTJS_MAX     (16 << 20)
+
+extern const EmbeddedFile static_files_coordinator[];
+
+/* The dashboard's own state: one coordinator per process. */
+static struct {
+    uv_timer_t demo;
+    int        demo_total, demo_done;
+} g_dash;
+
+/* ------------------------------------------------------------------------------------------ helpers */
+
+static void reply_json(HttpResponse *r, int status, json_t *j) {
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    http_reply(r, 200, "application/json", s ? s : "{}");
+    if (!s) { http_reply(r, 500, NULL, "JSON encoding failed\n"); return; }
+    http_reply(r, status, "application/json", s);
     free(s);
+}
+
+/* A JSON string from n bytes that may be invalid UTF-8 (U+FFFD per maximal invalid subpart, as Python's
+ * errors="replace"), cut to at most max bytes at a code point boundary; *cut says whether it was cut. */
+static json_t *json_text(const char *s, size_t n, size_t max, int *cut) {
+    char *buf = xmalloc(3 * n + 1);
+    size_t m = math_dapo_utf8_repair(s, n, buf);
+    int was_cut = 0;
+    if (m > max) {
+        m = max;
+        while (m > 0 && ((unsigned char)buf[m] & 0xC0) == 0x80) m--;   /* back to a lead byte */
+        was_cut = 1;
+    }
+    if (cut) *cut = was_cut;
+    json_t *j = json_stringn_nocheck(buf, m);
+    xfree(buf);
+    return j;
+}
+
+static json_t *json_str(const char *s) { return json_text(s ? s : "", s ? strlen(s) : 0, (size_t)-1 / 4, NULL); }
+
+static json_t *json_num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* A growable text buffer (xmalloc'd), for /metrics. */
+typedef struct { char *s; size_t n, cap; } Buf;
+
+static void buf_add(Buf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n + 1) cap *= 2;
+        b->s = xrealloc(b->s, cap);
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_printf(Buf *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof tmp) { buf_add(b, tmp, (size_t)n); return; }
+    char *big = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    buf_add(b, big, (size_t)n);
+    xfree(big);
+}
+
+/* Query parameter `name` of q ("a=1&b=2") as a non-negative integer: 1 found and valid, 0 absent, -1 bad. */
+static int query_long(const char *q, const char *name, long *out) {
+    size_t nl = strlen(name);
+    for (const char *p = q; p && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL) {
+        if (strncmp(p, name, nl) != 0 || p[nl] != '=') continue;
+        const char *v = p + nl + 1;
+        if (*v < '0' || *v > '9') return -1;
+        errno = 0;
+        char *end;
+        long x = strtol(v, &end, 10);
+        if (errno || (*end && *end != '&')) return -1;
+        *out = x;
+        return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ /api/status */
+
+/* The worker's routing id as text: printable ASCII kept, other bytes as \xNN. */
+static void rid_text(const WorkerEntry *w, char *out, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < w->rid_len && k + 5 < n; i++) {
+        unsigned char ch = w->rid[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\') out[k++] = (char)ch;
+        else k += (size_t)snprintf(out + k, n - k, "\\x%02x", ch);
+    }
+    out[k] = 0;
 }
 
 static json_t *status_json(Coord *c) {
@@ -19,38 +145,480 @@ static json_t *status_json(Coord *c) {
     json_t *workers = json_array();
     for (int i = 0; i < c->nworkers; i++) {
         WorkerEntry *w = &c->workers[i];
-        json_array_append_new(workers, json_pack("{s:s, s:s, s:s, s:I, s:f, s:i, s:i, s:i, s:f, s:i, s:s}",
-            "id", w->id, "role", role_name(w->role), "state", life_name(w->life),
-            "policy_version", (json_int_t)w->policy_version, "last_heartbeat_s", (now - w->last_seen_ms) / 1000.0,
-            "capacity", (int)w->capacity, "credit", (int)w->credit, "busy", (int)w->busy, "load", w->load,
-            "rank", (int)w->rank, "build", w->build_info));
+        char rid[4 * NET_PEER_MAX + 1];
+        rid_text(w, rid, sizeof rid);
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_str(w->id));
+        json_object_set_new(o, "role", json_string(role_name(w->role)));
+        json_object_set_new(o, "state", json_string(life_name(w->life)));
+        json_object_set_new(o, "policy_version", json_integer(w->policy_version));
+        json_object_set_new(o, "last_heartbeat_s", json_real((now - w->last_seen_ms) / 1000.0));
+        json_object_set_new(o, "capacity", json_integer(w->capacity));
+        json_object_set_new(o, "credit", json_integer(w->credit));
+        json_object_set_new(o, "busy", json_integer(w->busy));
+        json_object_set_new(o, "load", json_num(w->load));
+        json_object_set_new(o, "rank", json_integer(w->rank));
+        json_object_set_new(o, "build", json_str(w->build_info));
+        json_object_set_new(o, "routing_id", json_str(rid));
+        json_array_append_new(workers, o);
     }
     json_t *alive = json_object();
     static const Dapo__Role roles[] = {DAPO__ROLE__ROLE_ROLLOUT, DAPO__ROLE__ROLE_VERIFIER, DAPO__ROLE__ROLE_LEARNER};
     for (int i = 0; i < 3; i++)
         json_object_set_new(alive, role_name(roles[i]), json_integer(registry_count(c, roles[i], WORKER_ALIVE)));
-    /* group accounting (DESIGN.md §7): every group in exactly one state; the states add up to "created" */
-    json_t *groups = json_object();
-    json_int_t created = 0;
-    for (int s = 0; s < GS_COUNT; s++) {
-        json_object_set_new(groups, group_state_name((GroupState)s), json_integer((json_int_t)c->group_counts[s]));
-        created += (json_int_t)c->group_counts[s];
-    }
-    json_object_set_new(groups, "created", json_integer(created));
-    return json_pack("{s:s, s:I, s:I, s:f, s:o, s:o, s:I, s:I, s:I, s:o, s:s, s:s, s:b}", "run_id", c->run_id,
-                     "step", (json_int_t)c->step, "policy_version", (json_int_t)c->policy_version,
-                     "uptime_s", (now - c->started_ms) / 1000.0, "alive", alive, "workers", workers,
-                     "messages_in", (json_int_t)c->msgs_in, "messages_bad", (json_int_t)c->msgs_bad,
-                     "heap_bytes", (json_int_t)xmalloc_used(), "groups", groups,
-                     "phase", phase_name(engine_phase(c)), "status", c->status_line, "paused", c->paused);
+    json_t *j = json_object();
+    json_object_set_new(j, "run_id", json_str(c->run_id));
+    json_object_set_new(j, "step", json_integer(c->step));
+    json_object_set_new(j, "policy_version", json_integer(c->policy_version));
+    json_object_set_new(j, "uptime_s", json_real((now - c->started_ms) / 1000.0));
+    json_object_set_new(j, "alive", alive);
+    json_object_set_new(j, "workers", workers);
+    json_object_set_new(j, "messages_in", json_integer((json_int_t)c->msgs_in));
+    json_object_set_new(j, "messages_bad", json_integer((json_int_t)c->msgs_bad));
+    json_object_set_new(j, "heap_bytes", json_integer((json_int_t)xmalloc_used()));
+    json_object_set_new(j, "paused", json_boolean(c->paused));
+    json_object_set_new(j, "stopping", json_boolean(c->stopping));
+    json_object_set_new(j, "status_line", json_str(c->status_line));
+    json_object_set_new(j, "history", json_integer(c->nhistory));
+    json_object_set_new(j, "control", json_boolean(c->token != NULL));
+    if (g_dash.demo_total) json_object_set_new(j, "demo_steps", json_integer(g_dash.demo_total));
+    return j;
 }
+
+/* ------------------------------------------------------------------------------------------ /api/metrics */
+
+static void route_metrics_json(Coord *c, const HttpRequest *req, HttpResponse *r) {
+    long since = 0, limit = DASH_METRICS_LIMIT;
+    int a = query_long(req->query, "since", &since), b = query_long(req->query, "limit", &limit);
+    if (a < 0 || b < 0 || limit < 1) {
+        http_reply(r, 400, NULL, "since and limit must be non-negative integers (limit >= 1)\n");
+        return;
+    }
+    if (limit > DASH_METRICS_LIMIT) limit = DASH_METRICS_LIMIT;
+    if (since > c->nhistory) since = c->nhistory;
+    long end = since + limit < c->nhistory ? since + limit : c->nhistory;
+    json_t *entries = json_array();
+    for (long i = since; i < end; i++) {
+        const Metrics *m = &c->history[i];
+        json_t *o = json_object();
+        for (int k = 0; k < m->n; k++) {
+            json_t *key = json_str(m->m[k].name);
+            json_object_set_new_nocheck(o, json_string_value(key), json_num(m->m[k].value));
+            json_decref(key);
+        }
+        json_array_append_new(entries, o);
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "run_id", json_str(c->run_id));
+    json_object_set_new(j, "since", json_integer(since));
+    json_object_set_new(j, "next", json_integer(end));
+    json_object_set_new(j, "total", json_integer(c->nhistory));
+    json_object_set_new(j, "entries", entries);
+    reply_json(r, 200, j);
+}
+
+/* ------------------------------------------------------------------------------------------ /api/samples */
+
+static void route_samples(Coord *c, HttpResponse *r) {
+    json_t *arr = json_array();
+    for (int i = 0; i < c->nsamples; i++) {
+        const SampleView *s = &c->samples[((c->sample_next - 1 - i) % COORD_SAMPLES + COORD_SAMPLES) % COORD_SAMPLES];
+        int cut_p = 0, cut_r = 0;
+        const char *p = s->prompt ? s->prompt : "", *resp = s->response ? s->response : "";
+        json_t *o = json_object();
+        json_object_set_new(o, "step", json_integer(s->step));
+        json_object_set_new(o, "data_source", json_str(s->data_source));
+        json_object_set_new(o, "score", json_num(s->score));
+        json_object_set_new(o, "acc", json_integer(s->acc));
+        json_object_set_new(o, "pred", json_str(s->pred));
+        json_object_set_new(o, "ground_truth", json_str(s->ground_truth));
+        json_object_set_new(o, "response_tokens", json_integer(s->response_tokens));
+        char fr[sizeof s->finish_reason + 1];
+        snprintf(fr, sizeof fr, "%.*s", (int)sizeof s->finish_reason, s->finish_reason);
+        json_object_set_new(o, "finish_reason", json_str(fr));
+        json_object_set_new(o, "prompt", json_text(p, strlen(p), DASH_TEXT_MAX, &cut_p));
+        json_object_set_new(o, "response", json_text(resp, strlen(resp), DASH_TEXT_MAX, &cut_r));
+        json_object_set_new(o, "prompt_truncated", json_boolean(cut_p));
+        json_object_set_new(o, "response_truncated", json_boolean(cut_r));
+        json_array_append_new(arr, o);
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "samples", arr);
+    reply_json(r, 200, j);
+}
+
+/* ------------------------------------------------------------------------------------------ /metrics */
+
+/* A set of strings (open addressing, FNV-1a), for names already written. */
+typedef struct { char **slot; size_t cap, n; } StrSet;
+
+static uint64_t str_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Adds s; returns 1 when it was new, 0 when already there. */
+static int strset_add(StrSet *t, const char *s) {
+    if (2 * (t->n + 1) > t->cap) {
+        StrSet g = {xcalloc(t->cap ? 2 * t->cap : 64, sizeof(char *)), t->cap ? 2 * t->cap : 64, 0};
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->slot[i]) {
+                size_t k = str_hash(t->slot[i]) & (g.cap - 1);
+                while (g.slot[k]) k = (k + 1) & (g.cap - 1);
+                g.slot[k] = t->slot[i];
+                g.n++;
+            }
+        xfree(t->slot);
+        *t = g;
+    }
+    size_t k = str_hash(s) & (t->cap - 1);
+    for (; t->slot[k]; k = (k + 1) & (t->cap - 1))
+        if (strcmp(t->slot[k], s) == 0) return 0;
+    t->slot[k] = xstrdup(s);
+    t->n++;
+    return 1;
+}
+
+static void strset_free(StrSet *t) {
+    for (size_t i = 0; i < t->cap; i++) xfree(t->slot[i]);
+    xfree(t->slot);
+}
+
+/* "dapo_" + name with every character outside [a-zA-Z0-9_:] replaced by '_' (Prometheus metric names). */
+static void prom_name(const char *name, char *out, size_t n) {
+    size_t k = (size_t)snprintf(out, n, "dapo_");
+    for (const char *p = name; *p && k + 1 < n; p++) {
+        char ch = *p;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == ':';
+        out[k++] = ok ? ch : '_';
+    }
+    out[k] = 0;
+}
+
+/* Text for HELP lines (\\ and \n escaped) or label values (also \"), from bytes made valid UTF-8. */
+static void prom_escape(Buf *b, const char *s, int label) {
+    size_t n = strlen(s);
+    char *u = xmalloc(3 * n + 1);
+    size_t m = math_dapo_utf8_repair(s, n, u);
+    for (size_t i = 0; i < m; i++) {
+        char ch = u[i];
+        if (ch == '\\') buf_add(b, "\\\\", 2);
+        else if (ch == '\n') buf_add(b, "\\n", 2);
+        else if (ch == '"' && label) buf_add(b, "\\\"", 2);
+        else buf_add(b, &ch, 1);
+    }
+    xfree(u);
+}
+
+static void prom_value(Buf *b, double v) {
+    if (isnan(v)) buf_add(b, "NaN", 3);
+    else if (isinf(v)) buf_printf(b, "%cInf", v > 0 ? '+' : '-');
+    else buf_printf(b, "%.17g", v);
+}
+
+static void prom_family(Buf *b, const char *name, const char *type, const char *help) {
+    buf_printf(b, "# HELP %s ", name);
+    prom_escape(b, help, 0);
+    buf_printf(b, "\n# TYPE %s %s\n", name, type);
+}
+
+static void prom_simple(Buf *b, StrSet *seen, const char *name, const char *type, const char *help, double v) {
+    if (!strset_add(seen, name)) return;
+    prom_family(b, name, type, help);
+    buf_printf(b, "%s ", name);
+    prom_value(b, v);
+    buf_add(b, "\n", 1);
+}
+
+/* The entry shown for worker i: among entries with the same (id, role), the alive one, else the latest seen. */
+static int worker_shown(const Coord *c, int i) {
+    const WorkerEntry *w = &c->workers[i];
+    for (int j = 0; j < c->nworkers; j++) {
+        const WorkerEntry *o = &c->workers[j];
+        if (j == i || o->role != w->role || strcmp(o->id, w->id) != 0) continue;
+        int wa = w->life == WORKER_ALIVE, oa = o->life == WORKER_ALIVE;
+        if (oa != wa) { if (oa) return 0; continue; }
+        if (o->last_seen_ms > w->last_seen_ms || (o->last_seen_ms == w->last_seen_ms && j > i)) return 0;
+    }
+    return 1;
+}
+
+typedef enum { WG_UP, WG_LOAD, WG_CREDIT, WG_BUSY, WG_CAPACITY, WG_VERSION, WG_HEARTBEAT, WG_COUNT } WorkerGauge;
+
+static void prom_workers(Coord *c, Buf *b, StrSet *seen) {
+    static const struct { const char *name, *help; } g[WG_COUNT] = {
+        {"dapo_worker_up", "1 while the worker is registered and heartbeating, 0 once lost or gone."},
+        {"dapo_worker_load", "The worker's load from its last heartbeat."},
+        {"dapo_worker_credit", "Items the coordinator may still send the worker."},
+        {"dapo_worker_busy", "Items the worker holds (last heartbeat)."},
+        {"dapo_worker_capacity", "Items the worker can hold at once (from its hello)."},
+        {"dapo_worker_policy_version", "The policy version the worker holds."},
+        {"dapo_worker_last_heartbeat_seconds", "Seconds since the worker was last heard from."},
+    };
+    int64_t now = clock_ms();
+    for (int k = 0; k < WG_COUNT; k++) {
+        if (!strset_add(seen, g[k].name)) continue;
+        prom_family(b, g[k].name, "gauge", g[k].help);
+        for (int i = 0; i < c->nworkers; i++) {
+            if (!worker_shown(c, i)) continue;
+            const WorkerEntry *w = &c->workers[i];
+            double v = k == WG_UP ? (w->life == WORKER_ALIVE) : k == WG_LOAD ? w->load : k == WG_CREDIT ? w->credit
+                     : k == WG_BUSY ? w->busy : k == WG_CAPACITY ? w->capacity
+                     : k == WG_VERSION ? (double)w->policy_version : (now - w->last_seen_ms) / 1000.0;
+            buf_printf(b, "%s{id=\"", g[k].name);
+            prom_escape(b, w->id, 1);
+            buf_printf(b, "\",role=\"%s\"} ", role_name(w->role));
+            prom_value(b, v);
+            buf_add(b, "\n", 1);
+        }
+    }
+}
+
+static void route_prometheus(Coord *c, HttpResponse *r) {
+    Buf b = {0};
+    StrSet seen = {0};
+    int64_t now = clock_ms();
+    prom_simple(&b, &seen, "dapo_coordinator_step", "gauge", "The coordinator's current training step.", (double)c->step);
+    prom_simple(&b, &seen, "dapo_coordinator_policy_version", "gauge", "The current policy version.", (double)c->policy_version);
+    prom_simple(&b, &seen, "dapo_coordinator_paused", "gauge", "1 while dispatch is paused from the dashboard.", c->paused);
+    prom_simple(&b, &seen, "dapo_coordinator_uptime_seconds", "gauge", "Seconds since the coordinator started.",
+                (now - c->started_ms) / 1000.0);
+    prom_simple(&b, &seen, "dapo_coordinator_heap_bytes", "gauge", "Live bytes of the counted heap (xmalloc).",
+                (double)xmalloc_used());
+    prom_simple(&b, &seen, "dapo_coordinator_messages_in_total", "counter", "Worker messages received and decoded.",
+                (double)c->msgs_in);
+    prom_simple(&b, &seen, "dapo_coordinator_messages_bad_total", "counter", "Worker messages dropped as malformed.",
+                (double)c->msgs_bad);
+    prom_simple(&b, &seen, "dapo_coordinator_history_entries", "gauge", "Entries in the metric history.",
+                (double)c->nhistory);
+    if (strset_add(&seen, "dapo_workers_alive")) {
+        prom_family(&b, "dapo_workers_alive", "gauge", "Workers alive, by role.");
+        static const Dapo__Role roles[] = {DAPO__ROLE__ROLE_ROLLOUT, DAPO__ROLE__ROLE_VERIFIER, DAPO__ROLE__ROLE_LEARNER};
+        for (int i = 0; i < 3; i++)
+            buf_printf(&b, "dapo_workers_alive{role=\"%s\"} %d\n", role_name(roles[i]),
+                       registry_count(c, roles[i], WORKER_ALIVE));
+    }
+    prom_workers(c, &b, &seen);
+    /* Step metrics: the latest value of each name, newest entry first. */
+    for (int i = c->nhistory - 1; i >= 0; i--) {
+        const Metrics *m = &c->history[i];
+        long step = (long)metrics_get(m, "step", i);
+        for (int k = 0; k < m->n; k++) {
+            char name[METRIC_NAME_MAX + 8], help[METRIC_NAME_MAX + 64];
+            prom_name(m->m[k].name, name, sizeof name);
+            if (!strset_add(&seen, name)) continue;
+            snprintf(help, sizeof help, "Step metric %s (latest value, step %ld).", m->m[k].name, step);
+            prom_family(&b, name, "gauge", help);
+            buf_printf(&b, "%s ", name);
+            prom_value(&b, m->m[k].value);
+            buf_add(&b, "\n", 1);
+        }
+    }
+    strset_free(&seen);
+    if (!b.s) buf_add(&b, "", 0);
+    http_reply_owned(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.s, b.n);
+}
+
+/* ------------------------------------------------------------------------------------------ control */
+
+/* 1 when auth is "Bearer <token>" (scheme case-insensitive); the comparison takes the same time wherever the
+ * first difference is. */
+static int bearer_ok(const char *auth, const char *token) {
+    if (strncasecmp(auth, "Bearer ", 7) != 0) return 0;
+    const char *t = auth + 7;
+    while (*t == ' ') t++;
+    size_t n = strlen(t), m = strlen(token);
+    while (n > 0 && (t[n - 1] == ' ' || t[n - 1] == '\t')) n--;
+    unsigned diff = n != m;
+    for (size_t i = 0; i < m; i++) diff |= (unsigned char)token[i] ^ (unsigned char)(i < n ? t[i] : 0);
+    return diff == 0;
+}
+
+static void after_stop(void *coord) { coord_stop(coord); }
+
+static void route_control(Coord *c, const HttpRequest *req, const char *action, HttpResponse *r) {
+    static const char *const actions[] = {"pause", "resume", "checkpoint", "stop"};
+    int a = -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(action, actions[i]) == 0) a = i;
+    if (a < 0) { http_reply(r, 404, NULL, "unknown control action (pause, resume, checkpoint, stop)\n"); return; }
+    if (strcmp(req->method, "POST") != 0) {
+        http_reply(r, 405, NULL, "POST only\n");
+        r->extra_headers = "Allow: POST\r\n";
+        return;
+    }
+    if (!c->token) { http_reply(r, 403, NULL, "no token configured (set cluster.token_file)\n"); return; }
+    if (!bearer_ok(req->authorization, c->token)) {
+        http_reply(r, 401, NULL, req->authorization[0] ? "wrong bearer token\n" : "missing Authorization: Bearer <token>\n");
+        return;
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "action", json_string(action));
+    int status = 200;
+    if (a == 0) coord_pause(c);
+    else if (a == 1) coord_resume(c);
+    else if (a == 2) {
+        char err[ERR_LEN] = "";
+        int rc = coord_checkpoint_now(c, err);
+        if (rc) {
+            status = rc == ERR_UNSUPPORTED ? 501 : 500;
+            json_object_set_new(j, "error", json_str(err));
+        }
+    } else {
+        log_info("stop requested from the dashboard");
+        r->after = after_stop;                       /* after the answer is written */
+        r->after_ud = c;
+    }
+    json_object_set_new(j, "ok", json_boolean(status == 200));
+    json_object_set_new(j, "paused", json_boolean(c->paused));
+    reply_json(r, status, j);
+}
+
+/* ------------------------------------------------------------------------------------------ static files */
+
+static const char *content_type_of(const char *path) {
+    const char *dot = strrchr(path, '.');
+    if (!dot) return "application/octet-stream";
+    if (!strcmp(dot, ".html")) return "text/html; charset=utf-8";
+    if (!strcmp(dot, ".js")) return "text/javascript; charset=utf-8";
+    if (!strcmp(dot, ".css")) return "text/css; charset=utf-8";
+    if (!strcmp(dot, ".svg")) return "image/svg+xml";
+    if (!strcmp(dot, ".png")) return "image/png";
+    if (!strcmp(dot, ".json")) return "application/json";
+    return "application/octet-stream";
+}
+
+static void route_chartjs(HttpResponse *r) {
+    const char *path = getenv("DAPO_CHARTJS");
+    if (!path || !*path) path = DASH_CHARTJS_DEFAULT;
+    FILE *f = fopen(path, "rb");
+    char *data = NULL;
+    size_t n = 0;
+    if (f) {
+        data = xmalloc(DASH_CHARTJS_MAX + 1);
+        n = fread(data, 1, DASH_CHARTJS_MAX + 1, f);
+        int bad = ferror(f) || n == 0 || n > DASH_CHARTJS_MAX;
+        fclose(f);
+        if (bad) { xfree(data); data = NULL; }
+    }
+    if (!data) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "Chart.js is not available: %s cannot be read. Install Debian's libjs-chart.js "
+                 "(apt-get install libjs-chart.js) and reload.\n", path);
+        http_reply(r, 503, NULL, msg);
+        return;
+    }
+    data = xrealloc(data, n + 1);
+    data[n] = 0;
+    http_reply_owned(r, 200, "text/javascript; charset=utf-8", data, n);
+}
+
+/* ------------------------------------------------------------------------------------------ routing */
 
 void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
     Coord *c = coord;
-    if (strcmp(req->path, "/api/status") == 0) {
-        if (strcmp(req->method, "GET") != 0) { http_reply(resp, 405, "text/plain", "GET only\n"); return; }
-        reply_json(resp, status_json(c));
+    const char *p = req->path;
+    if (strncmp(p, "/api/control/", 13) == 0) { route_control(c, req, p + 13, resp); return; }
+    int get = strcmp(req->method, "GET") == 0;
+    const EmbeddedFile *f = embed_find(static_files_coordinator, strcmp(p, "/") == 0 ? "/index.html" : p);
+    int known = f || !strcmp(p, "/api/status") || !strcmp(p, "/api/metrics") || !strcmp(p, "/api/samples") ||
+                !strcmp(p, "/api/config") || !strcmp(p, "/metrics") || !strcmp(p, "/js/chart.min.js");
+    if (!known) { http_reply(resp, 404, NULL, "not found\n"); return; }
+    if (!get) {
+        http_reply(resp, 405, NULL, "GET only\n");
+        resp->extra_headers = "Allow: GET\r\n";
         return;
     }
-    http_reply(resp, 404, "text/plain", "not found\n");
+    if (f) http_reply_bytes(resp, 200, content_type_of(f->path), f->data, f->len);
+    else if (!strcmp(p, "/api/status")) reply_json(resp, 200, status_json(c));
+    else if (!strcmp(p, "/api/metrics")) route_metrics_json(c, req, resp);
+    else if (!strcmp(p, "/api/samples")) route_samples(c, resp);
+    else if (!strcmp(p, "/api/config")) http_reply(resp, 200, "text/plain; charset=utf-8", c->config_yaml ? c->config_yaml : "");
+    else if (!strcmp(p, "/metrics")) route_prometheus(c, resp);
+    else route_chartjs(resp);
+}
+
+/* ------------------------------------------------------------------------------------------ demo steps */
+
+/* Synthetic step k of the test hook: smooth curves with verl's metric names, a validation score every 5 steps,
+ * `demo/nan` = NaN at step 2 only (null in JSON, NaN in /metrics), and one sample whose response holds an invalid
+ * UTF-8 byte and HTML. train/num_gen_batches = 1 + k % 3 and demo/synthetic = 1 (the tests check them). */
+static void demo_step(Coord *c, int k) {
+    Metrics m = {0};
+    double x = k;
+    double score = -1 + 1.6 * (1 - exp(-x / 8)) + 0.05 * sin(x);
+    metrics_set(&m, "demo/synthetic", 1);
+    metrics_set(&m, "critic/score/mean", score);
+    metrics_set(&m, "critic/score/max", 1);
+    metrics_set(&m, "critic/score/min", -1);
+    metrics_set(&m, "critic/rewards/mean", score);
+    metrics_set(&m, "critic/advantages/mean", 0);
+    metrics_set(&m, "critic/advantages/max", 1.7 + 0.1 * sin(x));
+    metrics_set(&m, "actor/entropy", 0.2 + 0.9 * exp(-x / 30));
+    metrics_set(&m, "actor/pg_loss", 0.01 * sin(x / 2));
+    metrics_set(&m, "actor/pg_clipfrac", 0.002 + 0.001 * sin(x / 3));
+    metrics_set(&m, "actor/pg_clipfrac_lower", 0.0004 + 0.0002 * cos(x / 3));
+    metrics_set(&m, "actor/ppo_kl", 1e-4 * x);
+    metrics_set(&m, "actor/grad_norm", 0.3 + 0.1 * cos(x));
+    metrics_set(&m, "actor/lr", 1e-6);
+    metrics_set(&m, "response_length/mean", 800 + 20 * x);
+    metrics_set(&m, "response_length/max", fmin(20480, 4000 + 300 * x));
+    metrics_set(&m, "response_length/min", 30 + x);
+    metrics_set(&m, "response_length/clip_ratio", 0.01 * (k % 7));
+    metrics_set(&m, "prompt_length/mean", 120);
+    metrics_set(&m, "train/num_gen_batches", 1 + k % 3);
+    metrics_set(&m, "batch/filtered_ratio", 0.3 + 0.1 * sin(x));
+    metrics_set(&m, "batch/solve_none", 0.2 - 0.1 * (1 - exp(-x / 10)));
+    metrics_set(&m, "batch/solve_all", 0.1 + 0.2 * (1 - exp(-x / 10)));
+    metrics_set(&m, "batch/wasted_tokens", 1e5 * (1 + sin(x)));
+    metrics_set(&m, "perf/throughput", 1500 + 50 * sin(x));
+    metrics_set(&m, "perf/total_num_tokens", 5e5 + 1e4 * x);
+    metrics_set(&m, "timing_s/gen", 40 + 2 * sin(x));
+    metrics_set(&m, "timing_s/reward", 3 + 0.2 * cos(x));
+    metrics_set(&m, "timing_s/old_log_prob", 6);
+    metrics_set(&m, "timing_s/update_actor", 20 + cos(x));
+    metrics_set(&m, "timing_s/step", 69 + 2 * sin(x) + 0.2 * cos(x) + cos(x));
+    if (k % 5 == 0) metrics_set(&m, "val-core/math_dapo/acc/mean@4", 0.1 + 0.3 * (1 - exp(-x / 20)));
+    if (k == 2) metrics_set(&m, "demo/nan", NAN);
+    c->step = k;
+    coord_record_step(c, k, &m);
+    metrics_free(&m);
+
+    char prompt[160], response[256], truth[32], pred[32];
+    snprintf(prompt, sizeof prompt, "Demo prompt %d: what is %d + %d? Answer in <b>bold</b> & \"quotes\".", k, k, k);
+    snprintf(truth, sizeof truth, "%d", 2 * k);
+    snprintf(pred, sizeof pred, "%d", k % 3 ? 2 * k : 2 * k + 1);
+    snprintf(response, sizeof response, "Synthetic response for step %d. Invalid byte: \xff here. "
+             "<script>document.title='pwned'</script>\nAnswer: \\boxed{%s}", k, pred);
+    SampleView s = {.step = k, .data_source = "math_dapo", .prompt = prompt, .response = response,
+                    .ground_truth = truth, .pred = pred, .acc = k % 3 != 0, .response_tokens = 40 + k};
+    s.score = s.acc ? 1.0f : -1.0f;
+    memcpy(s.finish_reason, "stop", 5);
+    coord_record_sample(c, &s);
+    snprintf(c->status_line, sizeof c->status_line, "demo: synthetic step %d of %d (cluster.dashboard_demo_steps)",
+             k, g_dash.demo_total);
+}
+
+static void on_demo_timer(uv_timer_t *t) {
+    Coord *c = t->data;
+    demo_step(c, ++g_dash.demo_done);
+    if (g_dash.demo_done >= g_dash.demo_total) {
+        uv_timer_stop(t);
+        snprintf(c->status_line, sizeof c->status_line, "demo: all %d synthetic steps recorded", g_dash.demo_total);
+    }
+}
+
+int dashboard_init(Coord *c, char err[ERR_LEN]) {
+    g_dash.demo_total = c->cfg.dashboard_demo_steps;
+    g_dash.demo_done = 0;
+    if (g_dash.demo_total <= 0) return 0;
+    log_warn("cluster.dashboard_demo_steps=%d: recording synthetic metrics (a test hook, not a training run)",
+             g_dash.demo_total);
+    snprintf(c->status_line, sizeof c->status_line, "demo: waiting for the first synthetic step");
+    int rc = uv_timer_init(c->loop, &g_dash.demo);
+    g_dash.demo.data = c;
+    if (!rc) rc = uv_timer_start(&g_dash.demo, on_demo_timer, DASH_DEMO_MS, DASH_DEMO_MS);
+    if (rc) return err_set(err, ERR_IO, "dashboard demo timer: %s", uv_strerror(rc));
+    return 0;
 }

@@ -160,6 +160,7 @@ static int coord_start(Coord *c, char err[ERR_LEN]) {
     if (rc) return err_set(err, ERR_IO, "libuv setup: %s", uv_strerror(rc));
     c->http = http_listen(c->loop, c->cfg.http, dashboard_handle, c, err);
     if (!c->http) return ERR_IO;
+    if (dashboard_init(c, err)) return ERR_IO;
     log_info("run %s: workers connect to %s; dashboard http://%s:%d/", c->run_id, c->endpoint, c->cfg.http[0] == '[' ? "[::1]" : "127.0.0.1", http_port(c->http));
     int rc2 = engine_start(c, err);
     if (rc2) return rc2;

@@ -1,0 +1,297 @@
+/* services/coordinator/static/dashboard.js: the dashboard page's logic (plain JS, no build step, no network
+ * beyond the coordinator). Every POLL_MS (2 s; ?poll_ms=N overrides, >= 100) it fetches
+ * /api/metrics?since=N (appending the new history entries to the plots), /api/status (header, worker table,
+ * group counts when the coordinator reports them) and /api/samples. Every step metric is plotted: the named
+ * groups below in the "Training" grid, every other metric in a small chart of its own. The x axis is the
+ * entry's "step" metric. A changed run_id or a shorter history (coordinator restarted) reloads the page.
+ * Counters for tests: #steps-seen (entries received), #charts-count, #points-plotted (finite points added).
+ * All text from the coordinator goes into the DOM through textContent, never as HTML. */
+(function () {
+  'use strict';
+
+  const params = new URLSearchParams(location.search);
+  const POLL_MS = Math.max(100, Number(params.get('poll_ms')) || 2000);
+  const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2', '#db2777', '#4b5563',
+                  '#65a30d', '#ea580c'];
+
+  /* The named groups, in page order; a metric goes to the first group whose test accepts it. */
+  const GROUPS = [
+    {title: 'Score and accuracy', test: n => n === 'critic/score/mean' || n === 'critic/rewards/mean' ||
+                                             /^val-(core|aux)\/.+\/(acc|score|reward)(\/|$)/.test(n)},
+    {title: 'Entropy (actor/entropy)', test: n => n === 'actor/entropy'},
+    {title: 'Policy clip fractions', test: n => n === 'actor/pg_clipfrac' || n === 'actor/pg_clipfrac_lower'},
+    {title: 'Response length (tokens)', test: n => /^response_length\/(mean|max|min)$/.test(n)},
+    {title: 'Response clip ratio', test: n => n === 'response_length/clip_ratio'},
+    {title: 'Generation batches per step (train/num_gen_batches)', test: n => n === 'train/num_gen_batches'},
+    {title: 'Dynamic sampling (batch/*)', test: n => /^batch\/(filtered_ratio|solve_none|solve_all)$/.test(n)},
+    {title: 'Throughput (perf/throughput, tokens/s)', test: n => n === 'perf/throughput'},
+    {title: 'Timings (timing_s/*, seconds)', test: n => n.startsWith('timing_s/')},
+    {title: 'Loss and KL', test: n => n === 'actor/pg_loss' || n === 'actor/ppo_kl' || n === 'actor/kl_loss'},
+  ];
+
+  const $ = id => document.getElementById(id);
+  const haveChart = typeof window.Chart !== 'undefined';
+  const groupCharts = [];            /* per GROUPS entry: {chart, sets: Map name -> dataset} */
+  const otherCharts = new Map();     /* metric name -> {chart, card} */
+  const routeOf = new Map();         /* metric name -> {chart, dataset} */
+  let since = 0, runId = null, pointsPlotted = 0, stepsSeen = 0, chartsCount = 0, lastSamples = '';
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = String(text);
+    return e;
+  }
+
+  function fmt(v, digits) {
+    if (v === null || v === undefined) return '–';
+    if (typeof v !== 'number') return String(v);
+    if (Number.isInteger(v)) return String(v);
+    const a = Math.abs(v);
+    return a !== 0 && (a < 1e-3 || a >= 1e6) ? v.toExponential(digits || 3) : v.toFixed(digits || 3);
+  }
+
+  function fmtDuration(s) {
+    s = Math.floor(s);
+    const h = Math.floor(s / 3600), m = Math.floor(s / 60) % 60;
+    return (h ? h + 'h ' : '') + (h || m ? m + 'm ' : '') + (s % 60) + 's';
+  }
+
+  function makeChart(canvas, small) {
+    return new Chart(canvas, {
+      type: 'line',
+      data: {datasets: []},
+      options: {
+        animation: false, parsing: false, normalized: true, responsive: true, maintainAspectRatio: false,
+        spanGaps: true,
+        interaction: {mode: 'nearest', axis: 'x', intersect: false},
+        elements: {
+          point: {radius: ctx => (ctx.dataset && ctx.dataset.data.length > 80 ? 0 : (small ? 1.5 : 2))},
+          line: {borderWidth: 1.5, tension: 0},
+        },
+        scales: {
+          x: {type: 'linear', title: {display: !small, text: 'step'}, ticks: {precision: 0, maxTicksLimit: small ? 5 : 10}},
+          y: {ticks: {maxTicksLimit: small ? 4 : 6, callback: v => fmt(v, 2)}},
+        },
+        plugins: {
+          legend: {display: !small, labels: {boxWidth: 10, font: {size: 11}}},
+          decimation: {enabled: true, algorithm: 'lttb', samples: 400},
+          tooltip: {callbacks: {title: items => (items.length ? 'step ' + items[0].parsed.x : '')}},
+        },
+      },
+    });
+  }
+
+  function card(title, small) {
+    const c = el('div', 'card');
+    c.appendChild(el('h3', null, title)).title = title;
+    const plot = el('div', 'plot');
+    const canvas = el('canvas');
+    plot.appendChild(canvas);
+    c.appendChild(plot);
+    return {card: c, canvas: canvas};
+  }
+
+  function addDataset(chart, name) {
+    const color = COLORS[chart.data.datasets.length % COLORS.length];
+    const ds = {label: name, data: [], borderColor: color, backgroundColor: color};
+    chart.data.datasets.push(ds);
+    return ds;
+  }
+
+  function setupGroups() {
+    const grid = $('main-charts');
+    for (const g of GROUPS) {
+      const k = card(g.title, false);
+      grid.appendChild(k.card);
+      groupCharts.push(haveChart ? makeChart(k.canvas, false) : null);
+      chartsCount++;
+    }
+  }
+
+  /* The chart and dataset a metric is plotted in (created on first sight). */
+  function route(name) {
+    let r = routeOf.get(name);
+    if (r) return r;
+    const gi = GROUPS.findIndex(g => g.test(name));
+    if (gi >= 0) {
+      const chart = groupCharts[gi];
+      r = {chart: chart, dataset: chart ? addDataset(chart, name) : null};
+    } else {
+      const k = card(name, true);
+      const grid = $('other-charts');
+      const after = Array.from(otherCharts.keys()).filter(n => n > name).sort()[0];
+      grid.insertBefore(k.card, after ? otherCharts.get(after).card : null);
+      const chart = haveChart ? makeChart(k.canvas, true) : null;
+      otherCharts.set(name, {chart: chart, card: k.card});
+      chartsCount++;
+      r = {chart: chart, dataset: chart ? addDataset(chart, name) : null};
+    }
+    routeOf.set(name, r);
+    return r;
+  }
+
+  function addEntries(entries, base) {
+    const touched = new Set();
+    entries.forEach((e, i) => {
+      const x = typeof e.step === 'number' ? e.step : base + i;     /* the history index when no step */
+      for (const name of Object.keys(e)) {
+        if (name === 'step') continue;
+        const r = route(name);
+        const v = e[name];
+        if (typeof v !== 'number' || !isFinite(v)) continue;      /* null: non-finite at the source */
+        if (r.dataset) { r.dataset.data.push({x: x, y: v}); touched.add(r.chart); }
+        pointsPlotted++;
+      }
+      stepsSeen++;
+      $('last-step').textContent = String(x);
+    });
+    for (const c of touched) c.update('none');
+    $('steps-seen').textContent = String(stepsSeen);
+    $('points-plotted').textContent = String(pointsPlotted);
+    $('charts-count').textContent = String(chartsCount);
+  }
+
+  async function getJSON(url) {
+    const r = await fetch(url, {cache: 'no-store'});
+    if (!r.ok) throw new Error(url + ': HTTP ' + r.status);
+    return r.json();
+  }
+
+  async function pollMetrics() {
+    for (let pages = 0; pages < 100; pages++) {
+      const r = await getJSON('/api/metrics?since=' + since);
+      if ((runId !== null && r.run_id !== runId) || r.total < since) { location.reload(); return; }
+      runId = r.run_id;
+      addEntries(r.entries, r.since);
+      since = r.next;
+      if (r.next >= r.total || r.entries.length === 0) return;
+    }
+  }
+
+  function renderWorkers(st) {
+    const tbody = $('workers').tBodies[0];
+    const rows = [];
+    for (const w of st.workers) {
+      const tr = el('tr');
+      const cells = [w.role, w.id, w.routing_id, w.state, w.policy_version, fmt(w.last_heartbeat_s, 1) + ' s ago',
+                     fmt(w.load, 2), w.busy + ' / ' + w.capacity, w.credit, w.rank, w.build];
+      cells.forEach((v, i) => {
+        const td = el('td', i === 3 ? 'state-' + w.state : null, v === undefined ? '' : v);
+        tr.appendChild(td);
+      });
+      rows.push(tr);
+    }
+    if (!rows.length) {
+      const tr = el('tr');
+      const td = el('td', 'muted', 'no worker has registered yet');
+      td.colSpan = 11;
+      tr.appendChild(td);
+      rows.push(tr);
+    }
+    tbody.replaceChildren(...rows);
+    const a = st.alive || {};
+    $('alive-summary').textContent = Object.keys(a).map(k => a[k] + ' ' + k).join(', ') + ' alive';
+    const gc = $('group-counts');
+    const groups = st.group_counts || st.groups;
+    if (groups && typeof groups === 'object') {
+      gc.hidden = false;
+      gc.replaceChildren(...Object.keys(groups).map(k => {
+        const s = el('span', null, k + ': ');
+        s.appendChild(el('b', null, groups[k]));
+        return s;
+      }));
+    }
+  }
+
+  function renderStatus(st) {
+    $('run-id').textContent = st.run_id;
+    $('step').textContent = String(st.step);
+    $('policy-version').textContent = String(st.policy_version);
+    $('uptime').textContent = fmtDuration(st.uptime_s);
+    $('heap').textContent = (st.heap_bytes / 1048576).toFixed(1) + ' MiB';
+    $('paused-badge').hidden = !st.paused;
+    $('status-line').textContent = st.status_line || (st.paused ? 'paused' : 'idle');
+    renderWorkers(st);
+  }
+
+  function renderSamples(data) {
+    const key = JSON.stringify(data.samples);
+    if (key === lastSamples) return;
+    lastSamples = key;
+    const box = $('samples');
+    if (!data.samples.length) { box.replaceChildren(el('p', 'muted', 'no samples yet')); return; }
+    box.replaceChildren(...data.samples.map(s => {
+      const d = el('div', 'sample ' + (s.acc ? 'ok' : 'wrong'));
+      const meta = el('div', 'meta');
+      const facts = [['step', s.step], ['source', s.data_source], ['score', fmt(s.score, 3)], ['acc', s.acc],
+                     ['pred', s.pred], ['truth', s.ground_truth], ['tokens', s.response_tokens],
+                     ['finish', s.finish_reason]];
+      for (const [k, v] of facts) {
+        const sp = el('span', null, k + ' ');
+        sp.appendChild(el('b', null, v === undefined || v === null ? '–' : v));
+        meta.appendChild(sp);
+      }
+      d.appendChild(meta);
+      const det = el('details');
+      det.appendChild(el('summary', null, 'prompt' + (s.prompt_truncated ? ' (truncated)' : '')));
+      det.appendChild(el('pre', null, s.prompt));
+      d.appendChild(det);
+      d.appendChild(el('pre', 'response', s.response + (s.response_truncated ? '\n[… truncated]' : '')));
+      return d;
+    }));
+  }
+
+  async function tick() {
+    try {
+      const [st, samples] = await Promise.all([getJSON('/api/status'), getJSON('/api/samples'), pollMetrics()]);
+      renderStatus(st);
+      renderSamples(samples);
+      $('conn-badge').hidden = true;
+    } catch (e) {
+      $('conn-badge').hidden = false;
+      $('status-line').textContent = 'cannot reach the coordinator: ' + e.message;
+    }
+    setTimeout(tick, POLL_MS);
+  }
+
+  async function loadConfig() {
+    try {
+      const r = await fetch('/api/config', {cache: 'no-store'});
+      $('config').textContent = r.ok ? await r.text() : 'HTTP ' + r.status;
+    } catch (e) {
+      $('config').textContent = 'cannot load: ' + e.message;
+    }
+  }
+
+  function setupControl() {
+    const tok = $('token');
+    tok.value = sessionStorage.getItem('dapo-token') || '';
+    for (const b of document.querySelectorAll('#control button')) {
+      b.addEventListener('click', async () => {
+        const action = b.dataset.action;
+        if (action === 'stop' && !confirm('Stop the run (checkpoint, tell every worker, exit)?')) return;
+        sessionStorage.setItem('dapo-token', tok.value);
+        const out = $('control-result');
+        try {
+          const r = await fetch('/api/control/' + action, {method: 'POST', headers: {Authorization: 'Bearer ' + tok.value}});
+          out.textContent = action + ': HTTP ' + r.status + ' ' + (await r.text());
+        } catch (e) {
+          out.textContent = action + ': ' + e.message;
+        }
+      });
+    }
+  }
+
+  if (!haveChart) {
+    const e = $('chart-error');
+    e.hidden = false;
+    e.textContent = 'Chart.js did not load (GET /js/chart.min.js failed): install Debian\'s libjs-chart.js on the ' +
+                    'coordinator host. Tables and counters still update.';
+  }
+  setupGroups();
+  $('charts-count').textContent = String(chartsCount);
+  setupControl();
+  loadConfig();
+  tick();
+})();
