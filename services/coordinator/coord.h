@@ -129,6 +129,8 @@ void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m);   /* GroupResult, S
 void engine_on_worker_lost(Coord *c, int worker);      /* its leases go back to the queue */
 void engine_free(Coord *c);
 Phase engine_phase(const Coord *c);                    /* PH_IDLE when there is no engine */
+struct json_t;
+void engine_status_fill(Coord *c, struct json_t *status);   /* adds "phase", "groups" {state: count, created} */
 const char *group_state_name(GroupState s);
 const char *phase_name(Phase p);
 

@@ -10,6 +10,7 @@
  * and duplicate results are dropped and nothing is counted twice. Every group is in exactly one GroupState.
  * Synchronous on-policy mode: rollouts generate with the current version only.
  * Not here yet: async mode (trainer.staleness 1), coordinator checkpoints and resume. */
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -927,6 +928,23 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
 }
 
 Phase engine_phase(const Coord *c) { return c->engine ? c->engine->phase : PH_IDLE; }
+
+/* Group accounting (DESIGN.md §7): every group in exactly one state; the states add up to "created". */
+void engine_status_fill(Coord *c, json_t *status) {
+    json_t *groups = json_object();
+    json_int_t created = 0;
+    for (int s = 0; s < GS_COUNT; s++) {
+        json_object_set_new(groups, group_state_name((GroupState)s), json_integer((json_int_t)c->group_counts[s]));
+        created += (json_int_t)c->group_counts[s];
+    }
+    json_object_set_new(groups, "created", json_integer(created));
+    json_object_set_new(status, "groups", groups);
+    json_object_set_new(status, "phase", json_string(phase_name(engine_phase(c))));
+    if (c->engine) {
+        json_object_set_new(status, "epoch", json_integer(c->engine->epoch));
+        json_object_set_new(status, "prompts_consumed", json_integer(c->engine->consumed));
+    }
+}
 
 void engine_free(Coord *c) {
     Engine *e = c->engine;

@@ -1,0 +1,321 @@
+/* tests/integration/test_coordinator.c: the coordinator's step engine with scripted fake workers speaking the real
+ * protocol (rollouts and learners as threads on common/net/worker.h) and the real dapo-verifier: dynamic-sampling
+ * rounds, batch alignment and shards, policy versions, validation metrics, the max_num_gen_batches error, a rollout
+ * that dies mid-step, duplicate results, and group accounting that always adds up. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <pthread.h>
+#include <zmq.h>
+
+#include "core/clock.h"
+#include "net/worker.h"
+#include "tests/testutil.h"
+
+enum { MODE_BY_LENGTH = 0, MODE_ALL_WRONG = 1 };
+
+typedef struct {
+    char          endpoint[64], id[32];
+    int           mode, duplicate, die_after, capacity;
+    volatile int  stop;
+    int           groups_done;
+    pthread_t     th;
+} FakeRollout;
+
+typedef struct {
+    char          endpoint[64];
+    volatile int  stop;
+    int           batches, bad, seqs;
+    long long     last_global_tokens;
+    pthread_t     th;
+} FakeLearner;
+
+/* Answers "Answer: 7" (right: every prompt's ground truth is 7) or "Answer: 8" by a script keyed by the prompt
+ * length: length % 3 == 0 all right, 1 mixed, 2 all wrong. */
+static void reply_group(Worker *w, const Dapo__GenerateGroup *g, int mode, int times) {
+    int n = (int)g->n, cls = mode == MODE_ALL_WRONG ? 2 : (int)(g->n_prompt_token_ids % 3);
+    Dapo__Response resp[64], *rp[64];
+    int32_t ids[5] = {16, 17, 18, 19, 20};
+    float lps[5] = {-0.5f, -0.25f, -1.0f, -0.125f, -2.0f};
+    for (int i = 0; i < n && i < 64; i++) {
+        dapo__response__init(&resp[i]);
+        int right = cls == 0 || (cls == 1 && i % 2 == 0);
+        resp[i].token_ids = ids;
+        resp[i].n_token_ids = 3 + (size_t)(i % 3);
+        resp[i].logprobs = lps;
+        resp[i].n_logprobs = resp[i].n_token_ids;
+        resp[i].finish_reason = "stop";
+        resp[i].text.data = (uint8_t *)(right ? "Answer: 7" : "Answer: 8");
+        resp[i].text.len = 9;
+        rp[i] = &resp[i];
+    }
+    Dapo__GroupResult r = DAPO__GROUP_RESULT__INIT;
+    r.run_id = g->run_id;
+    r.step = g->step;
+    r.policy_version = g->policy_version;
+    r.group_id = g->group_id;
+    r.attempt = g->attempt;
+    r.n_responses = (size_t)n;
+    r.responses = rp;
+    r.error = "";
+    for (int t = 0; t < times; t++) worker_send(w, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &r.base);
+}
+
+static void *rollout_main(void *arg) {
+    FakeRollout *f = arg;
+    void *ctx = zmq_ctx_new();
+    char err[ERR_LEN];
+    WorkerOpts o = {.role = DAPO__ROLE__ROLE_ROLLOUT, .worker_id = f->id, .coordinator = f->endpoint,
+                    .capacity = (uint32_t)f->capacity, .heartbeat_ms = 100, .lease_timeout_s = 5};
+    Worker *w = worker_open(ctx, &o, err);
+    int dead = 0;
+    while (w && !f->stop) {
+        if (dead) { usleep(20000); continue; }          /* hung: no heartbeats, no answers */
+        NetMsg m;
+        int rc = worker_poll(w, &m, 20, err);
+        worker_set_status(w, 0, worker_coordinator_version(w));   /* "loads" every new version at once */
+        if (rc != 1) continue;
+        if (m.type == DAPO__MSG_TYPE__MSG_GENERATE_GROUP) {
+            Dapo__GenerateGroup *g = (Dapo__GenerateGroup *)m.msg;
+            if (f->die_after && f->groups_done >= f->die_after) { dead = 1; net_msg_free(&m); continue; }
+            reply_group(w, g, f->mode, f->duplicate ? 2 : 1);
+            worker_add_credit(w, g->n);
+            f->groups_done++;
+        }
+        net_msg_free(&m);
+    }
+    if (w && dead) { int z = 0; zmq_setsockopt(worker_socket(w), ZMQ_LINGER, &z, sizeof z); }
+    worker_close(w, dead ? NULL : "test over");
+    zmq_ctx_term(ctx);
+    return NULL;
+}
+
+static void *learner_main(void *arg) {
+    FakeLearner *f = arg;
+    void *ctx = zmq_ctx_new();
+    char err[ERR_LEN];
+    WorkerOpts o = {.role = DAPO__ROLE__ROLE_LEARNER, .worker_id = "learner-0", .coordinator = f->endpoint,
+                    .capacity = 1, .world_size = 1, .heartbeat_ms = 100, .lease_timeout_s = 5};
+    Worker *w = worker_open(ctx, &o, err);
+    while (w && !f->stop) {
+        NetMsg m;
+        if (worker_poll(w, &m, 20, err) != 1) continue;
+        if (m.type == DAPO__MSG_TYPE__MSG_TRAIN_BATCH) {
+            Dapo__TrainBatch *tb = (Dapo__TrainBatch *)m.msg;
+            size_t nseq = tb->n_offsets - 1, resp = 0;
+            for (size_t i = 0; i < nseq; i++) resp += tb->offsets[i + 1] - tb->offsets[i] - tb->prompt_lengths[i];
+            if (resp != tb->n_response_mask || resp != tb->n_advantages || resp != tb->n_rollout_logprobs ||
+                tb->n_input_ids != tb->offsets[nseq] || tb->global_response_tokens < resp || nseq != tb->n_group_ids)
+                f->bad++;
+            f->batches++;
+            f->seqs += (int)nseq;
+            f->last_global_tokens = (long long)tb->global_response_tokens;
+            Dapo__StepResult__MetricsEntry me = DAPO__STEP_RESULT__METRICS_ENTRY__INIT, *mes[1] = {&me};
+            me.key = "actor/pg_loss";
+            me.value = 0.25;
+            Dapo__StepResult sr = DAPO__STEP_RESULT__INIT;
+            sr.run_id = tb->run_id;
+            sr.step = tb->step;
+            sr.mini_batch_index = tb->mini_batch_index;
+            sr.n_metrics = 1;
+            sr.metrics = mes;
+            sr.error = "";
+            sr.new_policy_version = tb->last_of_step ? tb->policy_version + 1 : 0;
+            worker_send(w, DAPO__MSG_TYPE__MSG_STEP_RESULT, &sr.base);
+        }
+        net_msg_free(&m);
+    }
+    worker_close(w, "test over");
+    zmq_ctx_term(ctx);
+    return NULL;
+}
+
+typedef struct {
+    pid_t coord, verifier;
+    int hport;
+    char zep[64], dir[256];
+    FakeRollout r[2];
+    FakeLearner l;
+} Run;
+
+/* 24 prompts whose token lengths differ, every ground truth "7". */
+static void write_dataset(const char *path) {
+    FILE *f = fopen(path, "w");
+    for (int i = 0; i < 24; i++) {
+        fprintf(f, "{\"data_source\":\"toy\",\"prompt\":[{\"role\":\"user\",\"content\":\"What is 3+4?");
+        for (int k = 0; k < i; k++) fprintf(f, " x");
+        fprintf(f, "\"}],\"ability\":\"MATH\",\"reward_model\":{\"ground_truth\":\"7\",\"style\":\"rule\"},"
+                   "\"extra_info\":{\"index\":%d}}\n", i);
+    }
+    fclose(f);
+}
+
+static void start_run(Run *r, int mode, const char *extra1, const char *extra2) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->dir, sizeof r->dir, "%s/test-logs/coordinator-%d", tu_build(), mode);
+    char cmd[600], data[300], bin[256], log[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", r->dir, r->dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(data, sizeof data, "%s/toy.jsonl", r->dir);
+    write_dataset(data);
+    int zport = tu_free_port();
+    r->hport = tu_free_port();
+    snprintf(r->zep, sizeof r->zep, "tcp://127.0.0.1:%d", zport);
+    char a_bind[96], a_http[64], a_train[320], a_val[320], a_tok[320], a_dir[320];
+    snprintf(a_bind, sizeof a_bind, "cluster.bind=%s", r->zep);
+    snprintf(a_http, sizeof a_http, "cluster.http=127.0.0.1:%d", r->hport);
+    snprintf(a_train, sizeof a_train, "data.train_files=%s", data);
+    snprintf(a_val, sizeof a_val, "data.val_files=%s", data);
+    snprintf(a_tok, sizeof a_tok, "data.tokenizer=%s/data/tokenizers/qwen3", tu_root());
+    snprintf(a_dir, sizeof a_dir, "trainer.default_local_dir=%s/ckpt", r->dir);
+    snprintf(log, sizeof log, "%s/coordinator.log", r->dir);
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), a_bind, a_http, a_train, a_val, a_tok, a_dir,
+                    "data.train_batch_size=4", "data.gen_batch_size=6", "trainer.total_epochs=5", "actor_rollout_ref.rollout.n=4",
+                    "actor_rollout_ref.actor.ppo_mini_batch_size=2", "trainer.total_training_steps=2",
+                    "trainer.test_freq=2", "actor_rollout_ref.rollout.val_kwargs.n=2", "data.max_response_length=64",
+                    "reward_model.overlong_buffer.len=16", "cluster.heartbeat_ms=100", "cluster.lease_timeout_s=1.5",
+                    (char *)extra1, (char *)extra2, NULL};
+    r->coord = tu_spawn(argv, log);
+    char coord[96];
+    snprintf(coord, sizeof coord, "cluster.coordinator=%s", r->zep);
+    snprintf(log, sizeof log, "%s/verifier.log", r->dir);
+    char *vargv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-verifier"), coord, "cluster.heartbeat_ms=100",
+                     "cluster.verifier_threads=1", "--id", "verifier-0", NULL};
+    r->verifier = tu_spawn(vargv, log);
+    for (int i = 0; i < 2; i++) {
+        snprintf(r->r[i].endpoint, sizeof r->r[i].endpoint, "%s", r->zep);
+        snprintf(r->r[i].id, sizeof r->r[i].id, "rollout-%d", i);
+        r->r[i].mode = mode;
+        r->r[i].capacity = 8;
+        pthread_create(&r->r[i].th, NULL, rollout_main, &r->r[i]);
+    }
+    snprintf(r->l.endpoint, sizeof r->l.endpoint, "%s", r->zep);
+    pthread_create(&r->l.th, NULL, learner_main, &r->l);
+}
+
+static void stop_run(Run *r) {
+    for (int i = 0; i < 2; i++) { r->r[i].stop = 1; pthread_join(r->r[i].th, NULL); }
+    r->l.stop = 1;
+    pthread_join(r->l.th, NULL);
+    kill(r->verifier, SIGTERM);
+    kill(r->coord, SIGTERM);
+    assert_int_equal(tu_wait(r->verifier, 5000), 0);
+    assert_int_equal(tu_wait(r->coord, 5000), 0);
+}
+
+/* Waits until /api/status shows phase `want`; returns the parsed status (caller json_decref's). */
+static json_t *wait_phase(Run *r, const char *want, int ms) {
+    static char body[1 << 18];
+    int64_t end = clock_ms() + ms;
+    while (clock_ms() < end) {
+        if (tu_http(r->hport, "GET", "/api/status", NULL, body, sizeof body) == 200) {
+            json_t *j = json_loads(body, 0, NULL);
+            const char *ph = json_string_value(json_object_get(j, "phase"));
+            if (ph && strcmp(ph, want) == 0) return j;
+            json_decref(j);
+        }
+        usleep(100000);
+    }
+    fail_msg("phase %s not reached; last status: %s", want, body);
+    return NULL;
+}
+
+static json_int_t group_count(json_t *st, const char *state) {
+    return json_integer_value(json_object_get(json_object_get(st, "groups"), state));
+}
+
+static void assert_accounting(json_t *st) {
+    json_int_t sum = 0;
+    const char *states[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus", "cancelled",
+                            "trained", "validated"};
+    for (int i = 0; i < 10; i++) sum += group_count(st, states[i]);
+    assert_int_equal(sum, group_count(st, "created"));
+}
+
+static void test_two_steps_with_validation(void **state) {
+    (void)state;
+    static Run r;
+    start_run(&r, MODE_BY_LENGTH, "trainer.val_before_train=true", "cluster.verifier_capacity=64");
+    r.r[0].duplicate = 1;                     /* every result of rollout-0 arrives twice */
+    json_t *st = wait_phase(&r, "done", 60000);
+    assert_int_equal(json_integer_value(json_object_get(st, "step")), 2);
+    assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 2);
+    assert_accounting(st);
+    assert_int_equal(group_count(st, "trained"), 8);                 /* 2 steps x train_batch_size 4 */
+    assert_int_equal(group_count(st, "validated"), 48);              /* 24 prompts before training and at step 2 */
+    assert_int_equal(group_count(st, "queued") + group_count(st, "leased") + group_count(st, "scoring"), 0);
+    json_decref(st);
+    /* 2 steps x 2 mini-batches x 1 rank; every shard consistent; 4 groups x 4 responses per step. */
+    assert_int_equal(r.l.batches, 4);
+    assert_int_equal(r.l.bad, 0);
+    assert_int_equal(r.l.seqs, 32);
+    /* Metrics: verl names, one line per step plus the validations. */
+    static char body[1 << 18];
+    char path[400];
+    snprintf(path, sizeof path, "%s/ckpt/metrics.jsonl", r.dir);
+    size_t len;
+    char err[ERR_LEN];
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    len = fread(body, 1, sizeof body - 1, f);
+    body[len] = 0;
+    fclose(f);
+    assert_non_null(strstr(body, "\"critic/score/mean\":"));
+    assert_non_null(strstr(body, "\"train/num_gen_batches\":"));
+    assert_non_null(strstr(body, "\"actor/pg_loss\":0.25"));
+    assert_non_null(strstr(body, "\"val-core/toy/acc/mean@2\":"));
+    assert_non_null(strstr(body, "\"batch/filtered_ratio\":"));
+    (void)err;
+    /* Kept groups are the mixed ones: every trained group has score mean 0 (half right, half wrong). */
+    assert_non_null(strstr(body, "\"critic/score/mean\":0.0,"));
+    stop_run(&r);
+}
+
+static void test_max_num_gen_batches_error(void **state) {
+    (void)state;
+    static Run r;
+    start_run(&r, MODE_ALL_WRONG, "algorithm.filter_groups.max_num_gen_batches=2", "trainer.val_before_train=false");
+    json_t *st = wait_phase(&r, "failed", 30000);
+    const char *s = json_string_value(json_object_get(st, "status_line"));
+    assert_non_null(strstr(s, "after 2 generation rounds only 0 of the 4 groups the batch needs had mixed acc"));
+    assert_non_null(strstr(s, "12 generated, 12 filtered, 12 solved by none"));
+    assert_accounting(st);
+    assert_int_equal(group_count(st, "filtered"), 12);
+    json_decref(st);
+    stop_run(&r);
+}
+
+static void test_rollout_dies_mid_step(void **state) {
+    (void)state;
+    static Run r;
+    /* rollout-1 hangs after its first group: its lease expires (1.5 s) and the group goes to rollout-0. */
+    start_run(&r, MODE_BY_LENGTH, "trainer.val_before_train=false", "trainer.test_freq=0");
+    r.r[1].die_after = 1;
+    json_t *st = wait_phase(&r, "done", 60000);
+    assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 2);
+    assert_accounting(st);
+    assert_int_equal(group_count(st, "trained"), 8);
+    json_t *ws = json_object_get(st, "workers");
+    int lost = 0;
+    for (size_t i = 0; i < json_array_size(ws); i++) {
+        json_t *w = json_array_get(ws, i);
+        if (!strcmp(json_string_value(json_object_get(w, "id")), "rollout-1"))
+            lost = !strcmp(json_string_value(json_object_get(w, "state")), "lost");
+    }
+    assert_true(lost);
+    json_decref(st);
+    stop_run(&r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_steps_with_validation),
+        cmocka_unit_test(test_max_num_gen_batches_error),
+        cmocka_unit_test(test_rollout_dies_mid_step),
+    };
+    return cmocka_run_group_tests_name("coordinator", tests, NULL, NULL);
+}
