@@ -63,8 +63,9 @@ struct Tokenizer {
     uint8_t   added_first[256];       /* 1 when an added token starts with this byte */
     int       max_added_len;
     bool      nfc;                    /* normalizer NFC */
-    pcre2_code *re_split;             /* Split pre-tokenizer regex, or NULL */
-    pcre2_code *re_bl;                /* ByteLevel use_regex (GPT-2 regex), or NULL */
+    pcre2_code *re_split[2];          /* Split pre-tokenizer regex, or NULL: [0] PCRE2's own Unicode tables
+                                       * (fast), [1] with the Unicode 16 additions (see UNI16_EXTRA_L) */
+    pcre2_code *re_bl[2];             /* ByteLevel use_regex (GPT-2 regex), or NULL; same [0]/[1] */
     pcre2_match_data *md;
     pcre2_match_context *mctx;
     pcre2_jit_stack *jstack;
@@ -322,7 +323,7 @@ static const char UNI16_EXTRA_N[] =
     "\\x{1E4F0}-\\x{1E4F9}\\x{1E5F1}-\\x{1E5FA}";
 #define WS_CLASS "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
-static int regex_rewrite(const char *in, TokBuf *out) {
+static int regex_rewrite(const char *in, bool extras, TokBuf *out) {
     bool in_class = false;
     for (size_t i = 0; in[i]; i++) {
         char c = in[i];
@@ -334,7 +335,7 @@ static int regex_rewrite(const char *in, TokBuf *out) {
             } else if (d == 'S') {
                 if (in_class) return -1;
                 tok_buf_append(out, "[^" WS_CLASS "]", strlen(WS_CLASS) + 3);
-            } else if (d == 'p' && (!strncmp(in + i + 1, "{L}", 3) || !strncmp(in + i + 1, "{N}", 3))) {
+            } else if (extras && d == 'p' && (!strncmp(in + i + 1, "{L}", 3) || !strncmp(in + i + 1, "{N}", 3))) {
                 const char *extra = in[i + 2] == 'L' ? UNI16_EXTRA_L : UNI16_EXTRA_N;
                 if (!in_class) tok_buf_append(out, "[", 1);
                 tok_buf_append(out, in[i + 2] == 'L' ? "\\p{L}" : "\\p{N}", 5);
@@ -361,9 +362,9 @@ static int regex_rewrite(const char *in, TokBuf *out) {
     return 0;
 }
 
-static pcre2_code *regex_compile(const char *pattern, const char *path, char err[ERR_LEN]) {
+static pcre2_code *regex_compile(const char *pattern, bool extras, const char *path, char err[ERR_LEN]) {
     TokBuf rw = {0};
-    if (regex_rewrite(pattern, &rw) < 0) {
+    if (regex_rewrite(pattern, extras, &rw) < 0) {
         tok_buf_free(&rw);
         err_set(err, ERR_UNSUPPORTED, TJ "%s: \\S inside a character class is not supported", path);
         return NULL;
@@ -391,7 +392,9 @@ static int load_bytelevel(Tokenizer *t, const json_t *o, const char *path, char 
     int rc;
     if ((rc = get_bool(o, "add_prefix_space", true, &t->add_prefix_space, path, err)) < 0) return rc;
     if ((rc = get_bool(o, "use_regex", true, &use_regex, path, err)) < 0) return rc;
-    if (use_regex && !(t->re_bl = regex_compile(GPT2_RE, path, err))) return ERR_DECODE;
+    if (use_regex && (!(t->re_bl[0] = regex_compile(GPT2_RE, false, path, err)) ||
+                      !(t->re_bl[1] = regex_compile(GPT2_RE, true, path, err))))
+        return ERR_DECODE;
     return 0;
 }
 
@@ -407,10 +410,11 @@ static int load_split(Tokenizer *t, const json_t *o, const char *path, char err[
     int rc = get_bool(o, "invert", false, &invert, path, err);
     if (rc < 0) return rc;
     if (invert) return err_set(err, ERR_UNSUPPORTED, TJ "%s.invert: true is not supported", path);
-    if (t->re_split) return err_set(err, ERR_UNSUPPORTED, TJ "%s: only one Split pre-tokenizer is supported", path);
+    if (t->re_split[0]) return err_set(err, ERR_UNSUPPORTED, TJ "%s: only one Split pre-tokenizer is supported", path);
     char p2[96];
     snprintf(p2, sizeof p2, "%s.pattern.Regex", path);
-    return (t->re_split = regex_compile(json_string_value(re), p2, err)) ? 0 : ERR_DECODE;
+    if (!(t->re_split[0] = regex_compile(json_string_value(re), false, p2, err))) return ERR_DECODE;
+    return (t->re_split[1] = regex_compile(json_string_value(re), true, p2, err)) ? 0 : ERR_DECODE;
 }
 
 static int load_pretokenizer(Tokenizer *t, const json_t *root, char err[ERR_LEN]) {
@@ -767,8 +771,7 @@ void tokenizer_free(Tokenizer *t) {
     if (!t) return;
     tok_buf_free(&t->arena);
     xfree(t->ent); xfree(t->vslot); xfree(t->mkey); xfree(t->mrank); xfree(t->mnew); xfree(t->added);
-    pcre2_code_free(t->re_split);
-    pcre2_code_free(t->re_bl);
+    for (int k = 0; k < 2; k++) { pcre2_code_free(t->re_split[k]); pcre2_code_free(t->re_bl[k]); }
     pcre2_match_data_free(t->md);
     pcre2_match_context_free(t->mctx);
     pcre2_jit_stack_free(t->jstack);
@@ -981,11 +984,25 @@ static void regex_cuts(Tokenizer *t, const pcre2_code *re, const char *s, size_t
 #undef CUT
 }
 
+/* True when s may hold a code point of UNI16_EXTRA_L/N (U+1C89.., U+A7CB.., planes 1-3 outside U+1Fxxx), so
+ * the [1] regexes are needed; [0] and [1] agree on every other input. Conservative (a superset). */
+static bool needs_unicode16(const char *s, size_t n) {
+    const uint8_t *u = (const uint8_t *)s;
+    for (size_t i = 0; i + 1 < n; i++) {
+        uint8_t b = u[i];
+        if (b < 0xE1) continue;
+        if ((b == 0xE1 && u[i + 1] == 0xB2) || (b == 0xEA && u[i + 1] == 0x9F) || (b == 0xF0 && u[i + 1] != 0x9F))
+            return true;
+    }
+    return false;
+}
+
 static void encode_pieces(Tokenizer *t, const char *s, size_t n, TokIds *out) {
+    int x = (t->re_split[0] || t->re_bl[0]) && needs_unicode16(s, n);
     size_t ncut = 0;
-    if (t->re_split) regex_cuts(t, t->re_split, s, n, 0, &ncut);
+    if (t->re_split[x]) regex_cuts(t, t->re_split[x], s, n, 0, &ncut);
     else { if (!t->cuts_cap) { t->cuts_cap = 256; t->cuts = xmalloc(512 * sizeof *t->cuts); } t->cuts[0] = 0; t->cuts[1] = n; ncut = 1; }
-    if (t->re_bl || t->add_prefix_space) {
+    if (t->re_bl[x] || t->add_prefix_space) {
         /* ByteLevel per split: optional prefix space, then optionally the GPT-2 regex (byte_level.rs) */
         size_t n1 = ncut;
         size_t *first = xmalloc(2 * n1 * sizeof *first);
@@ -997,9 +1014,9 @@ static void encode_pieces(Tokenizer *t, const char *s, size_t n, TokIds *out) {
             tmp.n = 0;
             if (t->add_prefix_space && p[0] != ' ') tok_buf_append(&tmp, " ", 1);
             tok_buf_append(&tmp, p, len);
-            if (!t->re_bl) { bpe_piece(t, (const uint8_t *)tmp.v, tmp.n, out); continue; }
+            if (!t->re_bl[x]) { bpe_piece(t, (const uint8_t *)tmp.v, tmp.n, out); continue; }
             size_t nc = 0;
-            regex_cuts(t, t->re_bl, tmp.v, tmp.n, 0, &nc);
+            regex_cuts(t, t->re_bl[x], tmp.v, tmp.n, 0, &nc);
             for (size_t k = 0; k < nc; k++)
                 bpe_piece(t, (const uint8_t *)tmp.v + t->cuts[2 * k], t->cuts[2 * k + 1] - t->cuts[2 * k], out);
         }
