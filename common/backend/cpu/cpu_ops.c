@@ -21,7 +21,7 @@
 
 const char *cpu_blas_corename(void) { return openblas_get_corename(); }
 
-static inline float fexp(float x) {
+static inline __attribute__((always_inline)) float fexp(float x) {
 #ifdef DAPO_EXACT_EXP
     return expf(x);
 #endif
@@ -39,6 +39,70 @@ static inline float fexp(float x) {
     p = p * r * r + r + 1.0f;
     union { int32_t i; float f; } s = { .i = ((int32_t)n + 127) << 23 };
     return p * s.f;
+}
+
+/* Reductions written as 16 independent lanes so they vectorise without -ffast-math; partial sums are
+ * kept in double (the gradient fixtures need better than serial fp32 accumulation). */
+#define LANES 16
+static inline __attribute__((always_inline)) float vmax(const float *x, int n) {
+    float acc[LANES];
+    for (int k = 0; k < LANES; k++) acc[k] = -INFINITY;
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] = x[j + k] > acc[k] ? x[j + k] : acc[k];
+    float m = -INFINITY;
+    for (int k = 0; k < LANES; k++) m = acc[k] > m ? acc[k] : m;
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+static inline __attribute__((always_inline)) double vsum(const float *x, int n) {
+    double acc[LANES] = { 0 };
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] += x[j + k];
+    double s = 0;
+    for (; j < n; j++) s += x[j];
+    for (int k = 0; k < LANES; k++) s += acc[k];
+    return s;
+}
+
+static inline __attribute__((always_inline)) double vdot(const float *x, const float *y, int n) {
+    double acc[LANES] = { 0 };
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] += (double)x[j + k] * y[j + k];
+    double s = 0;
+    for (; j < n; j++) s += (double)x[j] * y[j];
+    for (int k = 0; k < LANES; k++) s += acc[k];
+    return s;
+}
+
+/* sum_j w[j] * x[j] * y[j] */
+static inline __attribute__((always_inline)) double vdot3(const float *w, const float *x, const float *y, int n) {
+    double acc[LANES] = { 0 };
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] += (double)(w[j + k] * x[j + k]) * y[j + k];
+    double s = 0;
+    for (; j < n; j++) s += (double)(w[j] * x[j]) * y[j];
+    for (int k = 0; k < LANES; k++) s += acc[k];
+    return s;
+}
+
+/* Over one logits row: y = lg * invT - mx; returns log(sum exp y) and *mean_y = sum softmax(y) * y. */
+static inline __attribute__((always_inline)) float row_lse(const float *lg, int V, float invT, float mx, float *mean_y) {
+    enum { CH = 512 };
+    float e[CH], y[CH];
+    double s = 0, sy = 0;
+    for (int v0 = 0; v0 < V; v0 += CH) {
+        int n = V - v0 < CH ? V - v0 : CH;
+        for (int k = 0; k < n; k++) { y[k] = lg[v0 + k] * invT - mx; e[k] = fexp(y[k]); }
+        s += vsum(e, n);
+        sy += vdot(e, y, n);
+    }
+    *mean_y = (float)(sy / s);
+    return (float)log(s);
 }
 
 /* ------------------------------------------------------------------------------------ linear */
@@ -75,9 +139,8 @@ HOT void cpu_rmsnorm(float *y, float *rstd, const float *x, const float *w, int 
     for (int m = 0; m < M; m++) {
         const float *xr = x + (long)m * D;
         float *yr = y + (long)m * D;
-        double ss = 0.0;
-        for (int d = 0; d < D; d++) ss += xr[d] * xr[d];
-        float r = 1.0f / sqrtf(ss / (float)D + eps);
+        double ss = vdot(xr, xr, D);
+        float r = (float)(1.0 / sqrt(ss / D + eps));
         if (rstd) rstd[m] = r;
         for (int d = 0; d < D; d++) yr[d] = w[d] * (xr[d] * r);
     }
@@ -102,9 +165,8 @@ HOT void cpu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float
     for (int m = 0; m < M; m++) {
         const float *xr = x + (long)m * D, *gr = dy + (long)m * D;
         float *dr = dx + (long)m * D;
-        float r = rstd[m]; double dot = 0.0;
-        for (int d = 0; d < D; d++) dot += w[d] * gr[d] * xr[d];
-        float c = r * r * r * dot / (float)D;
+        float r = rstd[m];
+        float c = (float)((double)r * r * r * vdot3(w, gr, xr, D) / D);
         if (accum_dx)
             for (int d = 0; d < D; d++) dr[d] += r * w[d] * gr[d] - xr[d] * c;
         else
@@ -151,14 +213,13 @@ HOT static void softmax_causal_rows(float *S, int rows, int ncol, int jmax0, flo
     for (int r = 0; r < rows; r++) {
         float *s = S + (long)r * ncol;
         int n = jmax0 + r + 1;                       /* valid keys of this row */
-        float mx = -INFINITY;
-        for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
-        double sum = 0.0;
-        for (int j = 0; j < n; j++) { s[j] = fexp(s[j] - mx); sum += s[j]; }
-        float inv = 1.0f / sum;
+        float mx = vmax(s, n);
+        for (int j = 0; j < n; j++) s[j] = fexp(s[j] - mx);
+        double sum = vsum(s, n);
+        float inv = (float)(1.0 / sum);
         for (int j = 0; j < n; j++) s[j] *= inv;
         for (int j = n; j < ncol; j++) s[j] = 0.0f;
-        if (lse_out) lse_out[(long)r * lse_stride] = mx + logf(sum);
+        if (lse_out) lse_out[(long)r * lse_stride] = mx + (float)log(sum);
     }
 }
 
@@ -193,8 +254,7 @@ HOT static void attn_bwd_rows(float *P, float *dP, const float *lse, const float
     for (int r = 0; r < rows; r++) {
         float *p = P + (long)r * ncol, *dp = dP + (long)r * ncol;
         const float *o = out + (long)(i0 + r) * ldo, *go = dout + (long)(i0 + r) * ldo;
-        double Dr = 0.0;
-        for (int d = 0; d < hd; d++) Dr += o[d] * go[d];
+        float Dr = (float)vdot(o, go, hd);
         float l = lse[(long)(i0 + r) * nh];
         int n = i0 + r + 1;
         for (int j = 0; j < n; j++) {
@@ -272,9 +332,8 @@ HOT void cpu_rmsnorm_heads(float *y, int ldy, float *rstd, const float *x, int l
         for (int h = 0; h < nh; h++) {
             const float *xr = x + (long)m * ldx + h * hd;
             float *yr = y + (long)m * ldy + h * hd;
-            double ss = 0.0;
-            for (int d = 0; d < hd; d++) ss += xr[d] * xr[d];
-            float r = 1.0f / sqrtf(ss / (float)hd + eps);
+            double ss = vdot(xr, xr, hd);
+            float r = (float)(1.0 / sqrt(ss / hd + eps));
             if (rstd) rstd[(long)m * nh + h] = r;
             for (int d = 0; d < hd; d++) yr[d] = w[d] * (xr[d] * r);
         }
@@ -293,52 +352,37 @@ HOT void cpu_rmsnorm_heads_backward(float *g, int ldg, float *dw, const float *x
         for (int h = 0; h < nh; h++) {
             const float *xr = x + (long)m * ldx + h * hd;
             float *gr = g + (long)m * ldg + h * hd;
-            float r = rstd[(long)m * nh + h]; double dot = 0.0;
-            for (int d = 0; d < hd; d++) dot += w[d] * gr[d] * xr[d];
-            float c = r * r * r * dot / (float)hd;
+            float r = rstd[(long)m * nh + h];
+            float c = (float)((double)r * r * r * vdot3(w, gr, xr, hd) / hd);
             for (int d = 0; d < hd; d++) gr[d] = r * w[d] * gr[d] - xr[d] * c;
         }
 }
 
 /* ------------------------------------------------------------------------------------ lm head */
+HOT static void row_forward(const float *lg, int t, int V, float invT, float *logp, float *ent) {
+    float mx = vmax(lg, V) * invT, mean_y;
+    float ls = row_lse(lg, V, invT, mx, &mean_y);
+    if (ent) *ent = ls - mean_y;
+    if (logp) *logp = (t >= 0 && t < V) ? lg[t] * invT - mx - ls : 0.0f;
+}
+
 void cpu_logprob_entropy(const float *logits, const int32_t *target, int M, int V, float temperature,
                          float *logp, float *ent) {
     float invT = 1.0f / temperature;
 #pragma omp parallel for schedule(static) if ((long)M * V >= 65536)
-    for (int m = 0; m < M; m++) {
-        const float *lg = logits + (long)m * V;
-        float mx = -INFINITY;
-        for (int v = 0; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
-        mx *= invT;
-        double s = 0.0, sy = 0.0;
-        for (int v = 0; v < V; v++) {
-            float y = lg[v] * invT - mx, e = fexp(y);
-            s += e;
-            sy += e * y;
-        }
-        float ls = logf(s);
-        if (ent) ent[m] = ls - sy / s;
-        if (logp) {
-            int t = target ? target[m] : -1;
-            logp[m] = (t >= 0 && t < V) ? lg[t] * invT - mx - ls : 0.0f;
-        }
-    }
+    for (int m = 0; m < M; m++)
+        row_forward(logits + (long)m * V, target ? target[m] : -1, V, invT, logp ? logp + m : NULL,
+                    ent ? ent + m : NULL);
 }
 
 HOT static void row_backward(float *lg, int t, int V, float invT, float dl, float de) {
-    float mx = -INFINITY;
-    for (int v = 0; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
-    mx *= invT;
-    double s = 0.0, sy = 0.0;
+    float mx = vmax(lg, V) * invT, mean_y;
+    float ls = row_lse(lg, V, invT, mx, &mean_y);
+    float H = ls - mean_y;
+    /* d/dz_v = dl * (onehot - p) - de * p * (log p + H), log p = y - ls */
     for (int v = 0; v < V; v++) {
-        float y = lg[v] * invT - mx, e = fexp(y);
-        s += e;
-        sy += e * y;
-    }
-    float ls = logf(s), inv = 1.0f / s, H = ls - sy * inv;
-    for (int v = 0; v < V; v++) {
-        float y = lg[v] * invT - mx, p = fexp(y) * inv, lp = y - ls;
-        lg[v] = (-dl * p - de * p * (lp + H)) * invT;
+        float y = lg[v] * invT - mx, p = fexp(y - ls);
+        lg[v] = (-dl * p - de * p * (y - ls + H)) * invT;
     }
     if (t >= 0 && t < V) lg[t] += dl * invT;
 }
