@@ -17,7 +17,8 @@ Outputs, all under tests/data/tokenizer/:
   tiny_encode.jsonl       {"text", "ids", "decoded"} with data/tokenizers/tiny (run tools/train_tiny_tokenizer.py first)
   dataset_ids.jsonl       {"file", "line", "ids"}: HF ids of the Qwen3 chat rendering of dataset lines
 
-Run from the repository root: python3 tests/reference/make_tokenizer_fixtures.py
+Run from the repository root: python3 tests/reference/make_tokenizer_fixtures.py (needs the `zstd` command,
+Debian package zstd, and data/tokenizers/tiny from tools/train_tiny_tokenizer.py)
 """
 import json
 import os
