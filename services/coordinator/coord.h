@@ -134,9 +134,29 @@ void engine_status_fill(Coord *c, struct json_t *status);   /* adds "phase", "gr
 const char *group_state_name(GroupState s);
 const char *phase_name(Phase p);
 
+/* The engine's resumable state as of the last finished step (what a coordinator checkpoint holds). */
+typedef struct {
+    long     step;                     /* finished steps */
+    int64_t  policy_version;
+    int      epoch;
+    long     cursor, consumed;
+    uint64_t next_group_id;
+    int      data_seed;
+    long     n_train;                  /* prompts in the training set: a resume with other data is refused */
+    uint64_t group_counts[GS_COUNT];
+} EngineSnapshot;
+int  engine_snapshot(const Coord *c, EngineSnapshot *out);          /* ERR_NOTFOUND without an engine */
+int  engine_restore(Coord *c, const EngineSnapshot *s, char err[ERR_LEN]);
+
+/* ckpt.c: the coordinator checkpoint, default_local_dir/coordinator.json, written atomically at every
+ * trainer.save_freq step, on request and on SIGTERM; read back by trainer.resume_mode auto / resume_path. */
+int  ckpt_save(Coord *c, char err[ERR_LEN]);
+int  ckpt_resume(Coord *c, char err[ERR_LEN]);                      /* 0 also when there is nothing to resume */
+
 /* history.c: the metric history (each entry has a "step" metric), samples, and the control actions the dashboard
  * triggers. coord_record_step copies m and appends a line to the metrics JSONL. */
 void coord_record_step(Coord *c, long step, const Metrics *m);
+void coord_history_append(Coord *c, long step, const Metrics *m);   /* history only, no JSONL line */
 void coord_record_sample(Coord *c, const SampleView *s);      /* copies the strings */
 void coord_history_free(Coord *c);
 void coord_pause(Coord *c);                                   /* stop dispatching new groups */

@@ -6,6 +6,12 @@
 #include "coord.h"
 
 void coord_record_step(Coord *c, long step, const Metrics *m) {
+    coord_history_append(c, step, m);
+    if (c->metrics_file && metrics_write_jsonl(c->metrics_file, step, m))
+        log_warn("metrics JSONL: write failed (disk full?); the dashboard keeps the history");
+}
+
+void coord_history_append(Coord *c, long step, const Metrics *m) {
     if (c->nhistory == c->cap_history) {
         c->cap_history = c->cap_history ? 2 * c->cap_history : 64;
         c->history = xrealloc(c->history, (size_t)c->cap_history * sizeof *c->history);
@@ -14,8 +20,6 @@ void coord_record_step(Coord *c, long step, const Metrics *m) {
     memset(h, 0, sizeof *h);
     metrics_set(h, "step", (double)step);
     for (int i = 0; i < m->n; i++) metrics_set(h, m->m[i].name, m->m[i].value);
-    if (c->metrics_file && metrics_write_jsonl(c->metrics_file, step, m))
-        log_warn("metrics JSONL: write failed (disk full?); the dashboard keeps the history");
 }
 
 static char *dup_or_empty(const char *s) { return xstrdup(s ? s : ""); }

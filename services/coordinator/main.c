@@ -86,24 +86,35 @@ static void on_signal(uv_signal_t *s, int signum) {
         log_warn("second SIGINT: exiting now");
         _exit(130);
     }
-    log_info("%s: stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
-    c->stopping = 1;
-    http_close(c->http);
-    c->http = NULL;
-    uv_stop(c->loop);
+    log_info("%s", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    coord_stop(c);
+}
+
+
+int coord_checkpoint_now(Coord *c, char err[ERR_LEN]) {
+    if (!c->engine) return err_set(err, ERR_UNSUPPORTED, "no training run configured: nothing to checkpoint");
+    return ckpt_save(c, err);
+}
+
+/* Tells every worker that the coordinator is going away: work in flight is dropped, and they register again when
+ * it comes back (their state machine does that on its own). */
+static void tell_workers_stopping(Coord *c) {
+    Dapo__Control m = DAPO__CONTROL__INIT;
+    m.cmd = DAPO__CONTROL_CMD__CONTROL_PAUSE;
+    m.reason = "coordinator stopping: drop work in flight; register again when it is back";
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].life == WORKER_ALIVE) coord_send(c, &c->workers[i], DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
 }
 
 void coord_stop(Coord *c) {
     log_info("stop requested: stopping");
+    char err[ERR_LEN];
+    if (c->engine && ckpt_save(c, err)) log_error("checkpoint on stop: %s", err);
+    tell_workers_stopping(c);
     c->stopping = 1;
     http_close(c->http);
     c->http = NULL;
     uv_stop(c->loop);
-}
-
-int coord_checkpoint_now(Coord *c, char err[ERR_LEN]) {
-    (void)c;
-    return err_set(err, ERR_UNSUPPORTED, "coordinator checkpoints are not implemented yet");
 }
 
 /* The resolved config as YAML text, for the dashboard. */
@@ -163,6 +174,7 @@ static int coord_start(Coord *c, char err[ERR_LEN]) {
     if (dashboard_init(c, err)) return ERR_IO;
     log_info("run %s: workers connect to %s; dashboard http://%s:%d/", c->run_id, c->endpoint, c->cfg.http[0] == '[' ? "[::1]" : "127.0.0.1", http_port(c->http));
     int rc2 = engine_start(c, err);
+    if (!rc2) rc2 = ckpt_resume(c, err);
     if (rc2) return rc2;
     if (c->engine) {
         char path[1024];
@@ -203,7 +215,11 @@ int main(int argc, char **argv) {
         uv_run(c.loop, UV_RUN_DEFAULT);
         uv_loop_close(c.loop);
     }
-    if (c.router) zmq_close(c.router);
+    if (c.router) {
+        int linger = 500;                     /* let the last sends (stop notices) leave */
+        zmq_setsockopt(c.router, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(c.router);
+    }
     if (c.zctx) zmq_ctx_term(c.zctx);
     xfree(c.workers);
     engine_free(&c);

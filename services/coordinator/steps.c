@@ -62,6 +62,7 @@ struct Engine {
     int64_t        new_version;
     long long      batch_tokens;
     char           fail[ERR_LEN];
+    EngineSnapshot snap;         /* as of the last finished step */
 };
 
 const char *group_state_name(GroupState s) {
@@ -849,6 +850,14 @@ static void finish_step(Coord *c) {
     metrics_free(&out);
     e->done_steps = e->step;
     e->phase = PH_IDLE;
+    e->snap = (EngineSnapshot){.step = e->done_steps, .policy_version = c->policy_version, .epoch = e->epoch,
+                               .cursor = e->cursor, .consumed = e->consumed, .next_group_id = e->next_group_id,
+                               .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
+    memcpy(e->snap.group_counts, c->group_counts, sizeof c->group_counts);
+    if (c->cfg.save_freq > 0 && e->done_steps % c->cfg.save_freq == 0) {
+        char err[ERR_LEN];
+        if (ckpt_save(c, err)) log_error("checkpoint at step %ld: %s", e->done_steps, err);
+    }
     if (c->cfg.test_freq > 0 && e->val.n && e->done_steps % c->cfg.test_freq == 0) start_validation(c, 0);
 }
 
@@ -922,8 +931,40 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
     e->order = xmalloc(e->train.n * sizeof *e->order);
     shuffle_epoch(c);
     e->next_group_id = 1;
+    e->snap = (EngineSnapshot){.next_group_id = 1, .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
     log_info("data: %zu train prompts (%zu malformed, %zu filtered as overlong), %zu validation prompts; "
              "stop ids %d", e->train.n, e->train.n_malformed, e->train.n_filtered, e->val.n, e->n_stop);
+    return 0;
+}
+
+int engine_snapshot(const Coord *c, EngineSnapshot *out) {
+    if (!c->engine) return ERR_NOTFOUND;
+    *out = c->engine->snap;
+    return 0;
+}
+
+int engine_restore(Coord *c, const EngineSnapshot *s, char err[ERR_LEN]) {
+    Engine *e = c->engine;
+    if (!e) return err_set(err, ERR_NOTFOUND, "no training data configured");
+    if (s->n_train != (long)e->train.n || s->data_seed != c->cfg.data_seed)
+        return err_set(err, ERR_INVAL, "the checkpoint was taken with %ld training prompts and data.seed %d; now there "
+                       "are %zu and data.seed is %d: resume with the same data, or set trainer.resume_mode=disable",
+                       s->n_train, s->data_seed, e->train.n, c->cfg.data_seed);
+    e->done_steps = e->step = s->step;
+    c->step = s->step;
+    c->policy_version = s->policy_version;
+    e->epoch = s->epoch;
+    e->cursor = s->cursor;
+    e->consumed = s->consumed;
+    e->next_group_id = s->next_group_id;
+    memcpy(c->group_counts, s->group_counts, sizeof c->group_counts);
+    /* Groups of the interrupted step were never trained: they are re-drawn from the restored cursor. */
+    for (int g = GS_QUEUED; g <= GS_SCORING; g++) c->group_counts[g] = 0;
+    c->group_counts[GS_KEPT] = 0;
+    e->snap = *s;
+    e->val_started = 1;               /* validation before training belongs to a fresh run */
+    if (e->epoch < c->cfg.total_epochs) shuffle_epoch(c);
+    log_set_step(s->step);
     return 0;
 }
 

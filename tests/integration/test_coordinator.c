@@ -311,11 +311,66 @@ static void test_rollout_dies_mid_step(void **state) {
     stop_run(&r);
 }
 
+/* SIGTERM writes the checkpoint; a restart with resume_mode auto continues from it, here from a checkpoint taken
+ * exactly at an epoch boundary (24 prompts, one round of 6 per step without filtering: 4 steps per epoch). */
+static void test_resume_at_epoch_boundary(void **state) {
+    (void)state;
+    static Run r;
+    start_run(&r, MODE_BY_LENGTH, "algorithm.filter_groups.enable=false", "trainer.total_training_steps=4");
+    json_t *st = wait_phase(&r, "done", 60000);
+    assert_int_equal(json_integer_value(json_object_get(st, "epoch")), 0);
+    assert_int_equal(json_integer_value(json_object_get(st, "prompts_consumed")), 24);
+    json_decref(st);
+    stop_run(&r);                         /* SIGTERM: checkpoint at step 4, cursor at the end of epoch 0 */
+    char path[400], cmd[500], out[4096];
+    snprintf(path, sizeof path, "%s/ckpt/coordinator.json", r.dir);
+    snprintf(cmd, sizeof cmd, "cat %s", path);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    assert_non_null(strstr(out, "\"step\": 4"));
+    assert_non_null(strstr(out, "\"cursor\": 24"));
+    /* Restart over the same directory (start_run would wipe it: start the processes by hand). */
+    Run r2 = r;
+    char bin[256], log[300], a_bind[96], a_http[64], a_train[320], a_tok[320], a_dir[320], coord[96];
+    r2.hport = tu_free_port();
+    snprintf(a_bind, sizeof a_bind, "cluster.bind=%s", r2.zep);
+    snprintf(a_http, sizeof a_http, "cluster.http=127.0.0.1:%d", r2.hport);
+    snprintf(a_train, sizeof a_train, "data.train_files=%s/toy.jsonl", r2.dir);
+    snprintf(a_tok, sizeof a_tok, "data.tokenizer=%s/data/tokenizers/qwen3", tu_root());
+    snprintf(a_dir, sizeof a_dir, "trainer.default_local_dir=%s/ckpt", r2.dir);
+    snprintf(log, sizeof log, "%s/coordinator-resumed.log", r2.dir);
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), a_bind, a_http, a_train, a_tok, a_dir,
+                    "data.train_batch_size=4", "data.gen_batch_size=6", "trainer.total_epochs=5",
+                    "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+                    "trainer.total_training_steps=6", "algorithm.filter_groups.enable=false",
+                    "data.max_response_length=64", "reward_model.overlong_buffer.len=16", "cluster.heartbeat_ms=100",
+                    "cluster.lease_timeout_s=1.5", NULL};
+    r2.coord = tu_spawn(argv, log);
+    snprintf(coord, sizeof coord, "cluster.coordinator=%s", r2.zep);
+    snprintf(log, sizeof log, "%s/verifier-resumed.log", r2.dir);
+    char *vargv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-verifier"), coord, "cluster.heartbeat_ms=100", NULL};
+    r2.verifier = tu_spawn(vargv, log);
+    for (int i = 0; i < 2; i++) { r2.r[i].stop = 0; r2.r[i].groups_done = 0; pthread_create(&r2.r[i].th, NULL, rollout_main, &r2.r[i]); }
+    r2.l.stop = 0;
+    pthread_create(&r2.l.th, NULL, learner_main, &r2.l);
+    st = wait_phase(&r2, "done", 60000);
+    assert_int_equal(json_integer_value(json_object_get(st, "step")), 6);
+    assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 6);
+    assert_int_equal(json_integer_value(json_object_get(st, "epoch")), 1);
+    assert_int_equal(json_integer_value(json_object_get(st, "prompts_consumed")), 36);
+    assert_accounting(st);
+    assert_int_equal(group_count(st, "trained"), 24);             /* 6 steps x 4, counted across the restart */
+    /* history: steps 1-4 and the validations at steps 0, 2, 4 read back from metrics.jsonl, then steps 5-6 */
+    assert_int_equal(json_integer_value(json_object_get(st, "history")), 9);
+    json_decref(st);
+    stop_run(&r2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_steps_with_validation),
         cmocka_unit_test(test_max_num_gen_batches_error),
         cmocka_unit_test(test_rollout_dies_mid_step),
+        cmocka_unit_test(test_resume_at_epoch_boundary),
     };
     return cmocka_run_group_tests_name("coordinator", tests, NULL, NULL);
 }
