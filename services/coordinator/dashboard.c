@@ -181,6 +181,7 @@ static json_t *status_json(Coord *c) {
     json_object_set_new(j, "status_line", json_str(c->status_line));
     json_object_set_new(j, "history", json_integer(c->nhistory));
     json_object_set_new(j, "control", json_boolean(c->token != NULL));
+    engine_status_fill(c, j);             /* phase and group accounting (steps.c) */
     if (g_dash.demo_total) json_object_set_new(j, "demo_steps", json_integer(g_dash.demo_total));
     return j;
 }

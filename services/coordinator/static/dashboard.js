@@ -31,7 +31,7 @@
 
   const $ = id => document.getElementById(id);
   const haveChart = typeof window.Chart !== 'undefined';
-  const groupCharts = [];            /* per GROUPS entry: {chart, sets: Map name -> dataset} */
+  const groupCharts = [];            /* per GROUPS entry: its Chart (null without Chart.js) */
   const otherCharts = new Map();     /* metric name -> {chart, card} */
   const routeOf = new Map();         /* metric name -> {chart, dataset} */
   let since = 0, runId = null, pointsPlotted = 0, stepsSeen = 0, chartsCount = 0, lastSamples = '';
@@ -70,8 +70,9 @@
           line: {borderWidth: 1.5, tension: 0},
         },
         scales: {
-          x: {type: 'linear', title: {display: !small, text: 'step'}, ticks: {precision: 0, maxTicksLimit: small ? 5 : 10}},
-          y: {ticks: {maxTicksLimit: small ? 4 : 6, callback: v => fmt(v, 2)}},
+          x: {type: 'linear', bounds: 'data', title: {display: !small, text: 'step'},
+              ticks: {precision: 0, maxTicksLimit: small ? 5 : 10}},
+          y: {ticks: {maxTicksLimit: small ? 4 : 6}},
         },
         plugins: {
           legend: {display: !small, labels: {boxWidth: 10, font: {size: 11}}},
