@@ -521,14 +521,14 @@ void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
     Coord *c = coord;
     const char *p = req->path;
     if (strncmp(p, "/api/control/", 13) == 0) { route_control(c, req, p + 13, resp); return; }
-    int get = strcmp(req->method, "GET") == 0;
+    int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;   /* HEAD: http.c drops the body */
     const EmbeddedFile *f = embed_find(static_files_coordinator, strcmp(p, "/") == 0 ? "/index.html" : p);
     int known = f || !strcmp(p, "/api/status") || !strcmp(p, "/api/metrics") || !strcmp(p, "/api/samples") ||
                 !strcmp(p, "/api/config") || !strcmp(p, "/metrics") || !strcmp(p, "/js/chart.min.js");
     if (!known) { http_reply(resp, 404, NULL, "not found\n"); return; }
     if (!get) {
         http_reply(resp, 405, NULL, "GET only\n");
-        resp->extra_headers = "Allow: GET\r\n";
+        resp->extra_headers = "Allow: GET, HEAD\r\n";
         return;
     }
     if (f) http_reply_bytes(resp, 200, content_type_of(f->path), f->data, f->len);

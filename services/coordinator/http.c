@@ -37,8 +37,10 @@ typedef struct HttpConn {
     uv_shutdown_t    sd;
     http_parser      parser;
     ConnPhase        phase;
+    int64_t          start_ms;       /* accepted (monotonic): the whole request must arrive within HTTP_IDLE_MS */
     int64_t          last_ms;        /* last read or write activity (monotonic) */
-    size_t           len;            /* request bytes read (READING) or dropped (DRAINING) */
+    size_t           len;            /* bytes dropped (DRAINING) */
+    int              head;           /* a HEAD request: the answer has no body */
     char             url[HTTP_MAX_URL + 1];
     size_t           url_len;
     char             field[32];      /* the current header name (truncated: we only match short names) */
@@ -124,7 +126,7 @@ static int on_header_value(http_parser *p, const char *at, size_t n) {
 
 static int on_headers_complete(http_parser *p) {
     HttpConn *c = p->data;
-    if ((p->flags & F_CONTENTLENGTH) && p->content_length > (uint64_t)HTTP_MAX_REQUEST - c->len) {
+    if ((p->flags & F_CONTENTLENGTH) && p->content_length > (uint64_t)HTTP_MAX_REQUEST) {
         c->too_big = 1;                              /* answer 413 before reading the body */
         return -1;
     }
@@ -213,9 +215,10 @@ static void respond(HttpConn *c, HttpResponse *r, int drain) {
                       "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n%s%s\r\n";
     const char *www = r->status == 401 ? "WWW-Authenticate: Bearer\r\n" : "";
     int hn = snprintf(NULL, 0, fmt, r->status, status_text(r->status), ct, r->body_len, www, extra);
+    size_t body_len = c->head ? 0 : r->body_len;    /* HEAD: the headers of the GET answer, no body */
     c->out = xmalloc((size_t)hn + 1 + r->body_len);
     snprintf(c->out, (size_t)hn + 1, fmt, r->status, status_text(r->status), ct, r->body_len, www, extra);
-    if (r->body_len) memcpy(c->out + hn, r->body, r->body_len);
+    if (body_len) memcpy(c->out + hn, r->body, body_len);
     xfree(r->body);
     r->body = NULL;
     c->after = r->after;
@@ -223,7 +226,7 @@ static void respond(HttpConn *c, HttpResponse *r, int drain) {
     c->phase = drain ? CONN_DRAINING : CONN_WRITING;
     c->len = 0;
     if (!drain) uv_read_stop((uv_stream_t *)&c->tcp);
-    uv_buf_t b = uv_buf_init(c->out, (unsigned)((size_t)hn + r->body_len));
+    uv_buf_t b = uv_buf_init(c->out, (unsigned)((size_t)hn + body_len));
     c->wr.data = c;
     int rc = uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written);
     if (rc) {                                        /* the write callback never fires */
@@ -278,6 +281,7 @@ static void dispatch(HttpConn *c) {
         memcpy(query, c->url + u.field_data[UF_QUERY].off, u.field_data[UF_QUERY].len);
         query[u.field_data[UF_QUERY].len] = 0;
     }
+    c->head = c->parser.method == HTTP_HEAD;
     HttpRequest req = {
         .method = http_method_str((enum http_method)c->parser.method), .path = path, .query = query,
         .authorization = c->auth_overflow ? "" : c->auth, .body = c->body ? c->body : "", .body_len = c->body_len,
@@ -296,12 +300,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         return;
     }
     if (c->phase != CONN_READING) return;
-    c->len += (size_t)nread;
     size_t used = http_parser_execute(&c->parser, &settings, buf->base, (size_t)nread);
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
     HttpResponse r = {0};
     if (c->done) { dispatch(c); return; }
-    if (c->too_big || (e == HPE_OK && c->len > HTTP_MAX_REQUEST)) {
+    if (c->too_big) {
         http_reply(&r, 413, NULL, "request too large (the limit is 1 MiB)\n");
     } else if (c->url_too_long) {
         http_reply(&r, 414, NULL, "URL too long\n");
@@ -323,7 +326,7 @@ static void on_connection(uv_stream_t *server, int status) {
     if (status < 0) { log_warn("dashboard accept: %s", uv_strerror(status)); return; }
     HttpConn *c = xcalloc(1, sizeof *c);
     c->srv = srv;
-    c->last_ms = clock_ms();
+    c->start_ms = c->last_ms = clock_ms();
     uv_tcp_init(server->loop, &c->tcp);
     c->tcp.data = c;
     c->next = srv->conns;
@@ -344,8 +347,10 @@ static void on_connection(uv_stream_t *server, int status) {
 static void on_sweep(uv_timer_t *t) {
     HttpServer *s = t->data;
     int64_t now = clock_ms();
-    for (HttpConn *c = s->conns; c; c = c->next)
-        if (now - c->last_ms > HTTP_IDLE_MS && c->phase != CONN_WRITING) conn_close(c);
+    for (HttpConn *c = s->conns; c; c = c->next) {
+        int64_t since = c->phase == CONN_READING ? c->start_ms : c->last_ms;   /* no trickling a request forever */
+        if (now - since > HTTP_IDLE_MS) conn_close(c);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ server */

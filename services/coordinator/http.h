@@ -3,11 +3,13 @@
  * chunked or Content-Length bodies, and the URL split by http_parser_parse_url.
  * One request per connection (the response says `Connection: close`); the handler runs on the loop thread and
  * fills an HttpResponse that the server writes and frees.
- * Limits against untrusted peers: request line + headers + body <= HTTP_MAX_REQUEST bytes (a larger
- * Content-Length, or a larger chunked body, gets 413 before the body is read), URL <= HTTP_MAX_URL bytes (414),
- * at most HTTP_MAX_CONNS open connections (more are closed at once), and a connection idle for
- * HTTP_IDLE_MS is closed. Malformed requests get 400. After an error answer the rest of the request is read and
- * dropped (up to HTTP_DRAIN_MAX bytes) so the client sees the answer instead of a connection reset.
+ * Limits against untrusted peers: body <= HTTP_MAX_REQUEST bytes (a larger Content-Length gets 413 before the
+ * body is read; a chunked body is cut off with 413 once it passes the limit), URL <= HTTP_MAX_URL bytes (414),
+ * headers <= 80 KiB (http-parser's HTTP_MAX_HEADER_SIZE; 431), at most HTTP_MAX_CONNS open connections (more are
+ * closed at once), the whole request within HTTP_IDLE_MS of the connection (else closed), and a connection
+ * idle for HTTP_IDLE_MS while answering is closed. Malformed requests get 400. After an error answer the rest of
+ * the request is read and dropped (up to HTTP_DRAIN_MAX bytes) so the client sees the answer instead of a
+ * connection reset. HEAD gets the handler's answer without its body.
  * Not here: keep-alive and pipelining, TLS, the routes (dashboard.c). */
 #ifndef DAPO_COORD_HTTP_H
 #define DAPO_COORD_HTTP_H
@@ -17,10 +19,10 @@
 
 #include "core/err.h"
 
-#define HTTP_MAX_REQUEST (1 << 20)     /* bytes: request line + headers + body */
+#define HTTP_MAX_REQUEST (1 << 20)     /* bytes of request body */
 #define HTTP_MAX_URL     4096          /* bytes */
 #define HTTP_MAX_CONNS   256
-#define HTTP_IDLE_MS     10000
+#define HTTP_IDLE_MS     10000         /* ms */
 #define HTTP_DRAIN_MAX   (16 << 20)    /* bytes read and dropped after an error answer */
 
 typedef struct {

@@ -191,7 +191,9 @@ static int setup(void **state) {
     snprintf(demo, sizeof demo, "cluster.dashboard_demo_steps=%d", DEMO_STEPS);
     snprintf(tokarg, sizeof tokarg, "cluster.token_file=%s", tokfile);
     snprintf(log, sizeof log, "%s/coordinator.log", g.logdir);
-    char *cargv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), bind, http, demo, tokarg, NULL};
+    char dir[260];
+    snprintf(dir, sizeof dir, "trainer.default_local_dir=%s/ckpt", g.logdir);
+    char *cargv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), bind, http, demo, tokarg, dir, NULL};
     g.coord = tu_spawn(cargv, log);
     if (g.coord <= 0) return -1;
 

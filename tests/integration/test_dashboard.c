@@ -123,11 +123,12 @@ static char *slurp(const char *path, size_t *n) {
 /* ------------------------------------------------------------------------------------------ setup */
 
 static pid_t start_coord(int zport, int hport, const char *name, const char *extra1, const char *extra2) {
-    char bin[256], log[256], bind[96], http[96];
+    char bin[256], log[256], bind[96], http[96], dir[256];
+    snprintf(dir, sizeof dir, "trainer.default_local_dir=%s/%s-ckpt", g.logdir, name);   /* never the repo's cwd */
     snprintf(bind, sizeof bind, "cluster.bind=tcp://127.0.0.1:%d", zport);
     snprintf(http, sizeof http, "cluster.http=127.0.0.1:%d", hport);
     snprintf(log, sizeof log, "%s/%s.log", g.logdir, name);
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), bind, http, "cluster.lease_timeout_s=60",
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), bind, http, "cluster.lease_timeout_s=60", dir,
                     (char *)extra1, (char *)extra2, NULL};
     return tu_spawn(argv, log);
 }
@@ -221,9 +222,15 @@ static void test_static_routes(void **state) {
     assert_int_equal(http_req(g.ha, "GET", "/nope", NULL, &r), 404);
     assert_int_equal(http_req(g.ha, "GET", "/static/../index.html", NULL, &r), 404);
     assert_int_equal(http_req(g.ha, "POST", "/", NULL, &r), 405);
-    assert_non_null(strstr(r.head, "Allow: GET\r\n"));
+    assert_non_null(strstr(r.head, "Allow: GET, HEAD\r\n"));
     assert_int_equal(http_req(g.ha, "DELETE", "/api/status", NULL, &r), 405);
     assert_int_equal(http_req(g.ha, "GET", "/dashboard.css?v=3", NULL, &r), 200);
+    /* HEAD: the GET answer's headers, no body. */
+    char len[32];
+    assert_int_equal(http_req(g.ha, "HEAD", "/dashboard.js", NULL, &r), 200);
+    assert_true(header(&r, "Content-Length", len, sizeof len));
+    assert_true(atoi(len) > 1000);
+    assert_int_equal(r.body_len, 0);
 }
 
 static double num(json_t *o, const char *key) {
@@ -619,6 +626,10 @@ static void test_malformed_http(void **state) {
     memset(req + hn, 'a', big);
     assert_int_equal(http_raw(g.ha, req, (size_t)hn + big, &r), 413);
     assert_non_null(strstr(r.body, "too large"));
+    /* Exactly 1 MiB of body is read (and the route then says 405). */
+    hn = sprintf(req, "POST /api/status HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1 << 20);
+    memset(req + hn, 'a', 1 << 20);
+    assert_int_equal(http_raw(g.ha, req, (size_t)hn + (1 << 20), &r), 405);
     /* The same as a chunked body (no Content-Length): cut off once it passes 1 MiB. */
     hn = sprintf(req, "POST /api/status HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
     size_t off = (size_t)hn;
