@@ -207,6 +207,62 @@ static void test_determinism_and_large_vocab(void **state) {
     free(lg);
 }
 
+/* Large vocabulary: the candidate prefilters (strided-sample threshold for top-k, mass bound for the nucleus)
+ * must give exactly the set a brute-force full sort gives. */
+typedef struct { double x; int i; } Ref;
+static int ref_cmp(const void *a, const void *b) {
+    const Ref *x = a, *y = b;
+    if (x->x != y->x) return x->x > y->x ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+static int brute_support(const float *lg, int V, const SampleParams *p, Ref *r, int32_t *out) {
+    for (int i = 0; i < V; i++) { r[i].x = lg[i] / p->temperature; r[i].i = i; }
+    qsort(r, (size_t)V, sizeof *r, ref_cmp);
+    int k = p->top_k > 0 && p->top_k < V ? p->top_k : V;
+    double z = 0;
+    for (int j = 0; j < k; j++) z += exp(r[j].x - r[0].x);
+    int n = k;
+    if (p->top_p < 1.0f) {
+        double cum = 0;
+        for (int j = 0; j < k; j++) { cum += exp(r[j].x - r[0].x); if (cum >= p->top_p * z) { n = j + 1; break; } }
+    }
+    for (int j = 0; j < n; j++) out[j] = r[j].i;
+    return n;
+}
+
+static float gauss(void) {
+    double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = (rand() + 1.0) / (RAND_MAX + 2.0);
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static void test_large_vocab_sets(void **state) {
+    (void)state;
+    enum { V = 151936 };
+    float *lg = malloc(V * sizeof *lg);
+    Ref *r = malloc(V * sizeof *r);
+    int32_t *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
+    void *scratch = malloc(sample_scratch_bytes(V));
+    char err[ERR_LEN];
+    srand(99);
+    const SampleParams ps[] = {
+        { 1.0f, 1.0f, 1, 0 }, { 1.0f, 1.0f, 50, 0 }, { 0.7f, 1.0f, 5000, 0 }, { 1.0f, 0.5f, -1, 0 },
+        { 1.0f, 0.9f, -1, 0 }, { 0.6f, 0.95f, -1, 0 }, { 1.0f, 0.8f, 40, 0 }, { 1.3f, 0.99f, 200, 0 },
+    };
+    for (int row = 0; row < 3; row++) {
+        for (int i = 0; i < V; i++)   /* peaked like an LM head: a Gaussian bulk, a few strong tokens, ties */
+            lg[i] = row == 2 ? (float)(rand() % 64) * 0.25f : 2.5f * gauss() + (i % (4000 + 997 * row) == 0 ? 11.0f : 0.0f);
+        for (size_t c = 0; c < sizeof ps / sizeof ps[0]; c++) {
+            int na = 0, nb = brute_support(lg, V, &ps[c], r, b);
+            assert_int_equal(sample_support(lg, V, &ps[c], scratch, a, &na, err), 0);
+            if (na != nb) fprintf(stderr, "row %d params %zu: kept %d, brute force %d\n", row, c, na, nb);
+            assert_int_equal(na, nb);
+            assert_memory_equal(a, b, (size_t)na * sizeof *a);
+        }
+    }
+    free(scratch); free(b); free(a); free(r); free(lg);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     char err[ERR_LEN];
@@ -278,6 +334,7 @@ int main(void) {
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_frequencies),
         cmocka_unit_test(test_determinism_and_large_vocab),
+        cmocka_unit_test(test_large_vocab_sets),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_from_config),
     };
