@@ -4,7 +4,8 @@
 # core each (pinned with taskset when available), JSON parsing excluded on both sides. Headline figure:
 # corpus cases / median time of a full single-threaded pass over all cases (very_long ones included).
 # verl 0.8.0 is pip-installed with --no-deps into a private --target directory (outside the repository:
-# $DAPO_BENCH_CACHE, default ~/.cache/dapo/bench-verify) and only its math_dapo.py file is imported.
+# $DAPO_VERL_MATH_DIR, default ~/.cache/dapo/verl-0.8.0-nodeps, shared with
+# tests/reference/make_verifier_random.py) and only its math_dapo.py file is imported.
 # Last line: BENCH verify ours=<cases/s> baseline=<cases/s> ratio=<ours/baseline>
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,8 +39,7 @@ if command -v taskset >/dev/null 2>&1; then pin=(taskset -c "$(( $(nproc) - 1 ))
 echo "== ours: common/reward (C, gcc -O2), ${pin[*]:-unpinned}"
 "${pin[@]}" "$tmp/bench_verify" "$tmp/cases.jsonl" --min-seconds "$MIN_SECONDS" | tee "$tmp/ours.txt"
 
-cache=${DAPO_BENCH_CACHE:-$HOME/.cache/dapo/bench-verify}
-verl_dir="$cache/verl-$VERL_VERSION"
+verl_dir=${DAPO_VERL_MATH_DIR:-$HOME/.cache/dapo/verl-$VERL_VERSION-nodeps}
 if [ ! -f "$verl_dir/verl/utils/reward_score/math_dapo.py" ]; then
   echo "== installing verl==$VERL_VERSION --no-deps into $verl_dir"
   pip install -q --no-deps --target "$verl_dir" "verl==$VERL_VERSION"

@@ -1,8 +1,10 @@
 /* tests/unit/test_verifier_cases.c: every case of tests/data/verifier/cases.jsonl.zst (4,283 inputs with the
  * outputs of DAPO's eval/math_dapo.py under CPython 3.11.7) through the library (reward_score) and through
  * the dapo-verify binary (spawned with the cases on stdin, once single-threaded and once with --threads 2);
- * all three fields (score, acc, exact pred or null) must match for every case, in input order.
- * Also asserts that no single case takes 50 ms or more in the library (the very_long ones reach 1 MB).
+ * all three fields (score, acc, exact pred or null) must match for every case, in input order. The same for
+ * the 8,000 randomized cases of random_cases.jsonl.zst (outputs of verl 0.8.0's math_dapo, written by
+ * tests/reference/make_verifier_random.py). Asserts that no single case takes 50 ms or more in the library
+ * (the very_long ones reach 1 MB), and checks dapo-verify's handling of malformed lines.
  * Not here: the rule-by-rule unit tests (test_verifier_rules.c). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,12 +29,15 @@ extern char **environ;
 
 #define N_CASES 4283
 
-typedef struct {
-    json_t *obj;   /* the whole case object (owned) */
-} Case;
+#define N_RANDOM 8000
 
-static Case  g_cases[N_CASES + 16];
-static size_t g_n;
+typedef struct {
+    json_t **obj;   /* one case object each (owned) */
+    size_t   n;
+} CaseSet;
+
+static CaseSet g_cases;    /* cases.jsonl.zst: the given corpus */
+static CaseSet g_random;   /* random_cases.jsonl.zst: tests/reference/make_verifier_random.py */
 
 static const char *root_dir(void) {
     const char *r = getenv("DAPO_ROOT");
@@ -55,33 +60,45 @@ static char *file_read(const char *path, size_t *n) {
     return buf;
 }
 
-static int cases_load(void **state) {
-    (void)state;
+/* Loads tests/data/verifier/<name> (one zstd frame of JSONL) into *set. 0 or -1. */
+static int set_load(CaseSet *set, const char *name) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/tests/data/verifier/cases.jsonl.zst", root_dir());
+    snprintf(path, sizeof path, "%s/tests/data/verifier/%s", root_dir(), name);
     size_t zn = 0;
     char *z = file_read(path, &zn);
     if (!z) { fprintf(stderr, "cannot read %s\n", path); return -1; }
-    unsigned long long rn = ZSTD_getFrameContentSize(z, zn);
-    if (rn == ZSTD_CONTENTSIZE_ERROR || rn == ZSTD_CONTENTSIZE_UNKNOWN || rn > ((size_t)1 << 31)) {
-        fprintf(stderr, "%s: not a sized zstd frame\n", path);
-        xfree(z);
+    /* streaming decompression: frames written from a pipe do not record their size */
+    size_t rcap = 4 * zn + 65536, got = 0;
+    char *raw = xmalloc(rcap + 1);
+    ZSTD_DStream *ds = ZSTD_createDStream();
+    ZSTD_inBuffer in = { z, zn, 0 };
+    size_t zr = 1;
+    while (ds && zr != 0) {
+        if (got == rcap) raw = xrealloc(raw, (rcap *= 2) + 1);
+        ZSTD_outBuffer out = { raw, rcap, got };
+        zr = ZSTD_decompressStream(ds, &out, &in);
+        got = out.pos;
+        if (ZSTD_isError(zr) || (zr != 0 && in.pos == in.size && out.pos < out.size)) break;
+    }
+    ZSTD_freeDStream(ds);
+    xfree(z);
+    if (!ds || zr != 0) {
+        fprintf(stderr, "%s: zstd: %s\n", path, ds && ZSTD_isError(zr) ? ZSTD_getErrorName(zr) : "truncated");
+        xfree(raw);
         return -1;
     }
-    char *raw = xmalloc((size_t)rn + 1);
-    size_t got = ZSTD_decompress(raw, (size_t)rn, z, zn);
-    xfree(z);
-    if (ZSTD_isError(got) || got != rn) { fprintf(stderr, "zstd: %s\n", ZSTD_getErrorName(got)); xfree(raw); return -1; }
-    g_n = 0;
+    size_t cap = 1024;
+    set->obj = xmalloc(cap * sizeof *set->obj);
+    set->n = 0;
     for (char *p = raw, *end = raw + got; p < end;) {
         char *nl = memchr(p, '\n', (size_t)(end - p));
         if (!nl) nl = end;
         if (nl > p) {
-            if (g_n >= N_CASES + 16) break;
             json_error_t je;
             json_t *o = json_loadb(p, (size_t)(nl - p), JSON_ALLOW_NUL, &je);
-            if (!o) { fprintf(stderr, "case line %zu: %s\n", g_n + 1, je.text); xfree(raw); return -1; }
-            g_cases[g_n++].obj = o;
+            if (!o) { fprintf(stderr, "%s line %zu: %s\n", name, set->n + 1, je.text); xfree(raw); return -1; }
+            if (set->n == cap) set->obj = xrealloc(set->obj, (cap *= 2) * sizeof *set->obj);
+            set->obj[set->n++] = o;
         }
         p = nl + 1;
     }
@@ -89,10 +106,22 @@ static int cases_load(void **state) {
     return 0;
 }
 
+static void set_free(CaseSet *set) {
+    for (size_t i = 0; i < set->n; i++) json_decref(set->obj[i]);
+    xfree(set->obj);
+    set->obj = NULL;
+    set->n = 0;
+}
+
+static int cases_load(void **state) {
+    (void)state;
+    return set_load(&g_cases, "cases.jsonl.zst") || set_load(&g_random, "random_cases.jsonl.zst") ? -1 : 0;
+}
+
 static int cases_free(void **state) {
     (void)state;
-    for (size_t i = 0; i < g_n; i++) json_decref(g_cases[i].obj);
-    g_n = 0;
+    set_free(&g_cases);
+    set_free(&g_random);
     return 0;
 }
 
@@ -119,33 +148,49 @@ static int result_check(json_t *c, double score, bool acc, bool has_pred, const 
     return ok;
 }
 
-static void test_cases_all_match_library(void **state) {
-    (void)state;
-    assert_int_equal(g_n, N_CASES);
+/* Every case of set through reward_score: returns the number that match; asserts no case takes 50 ms. */
+static int library_check(const CaseSet *set, const char *what, int *strict) {
     RewardWs *ws = reward_ws_new();
-    int matched = 0, printed = 0, strict = 0;
+    int matched = 0, printed = 0;
     int64_t worst = 0;
     const char *worst_id = "";
-    for (size_t i = 0; i < g_n; i++) {
-        json_t *c = g_cases[i].obj;
+    *strict = 0;
+    for (size_t i = 0; i < set->n; i++) {
+        json_t *c = set->obj[i];
         size_t sn, gn;
         const char *sol = str_of(c, "solution", &sn), *gt = str_of(c, "ground_truth", &gn);
         bool sb = json_is_true(json_object_get(c, "strict_box"));
-        strict += sb;
+        *strict += sb;
         RewardResult r;
         int64_t t0 = math_dapo_now_ns();
         int rc = reward_score(ws, "math_dapo", sol, sn, gt, gn, sb, t0 + (int64_t)1000000000, &r);
         int64_t dt = math_dapo_now_ns() - t0;
         if (dt > worst) worst = dt, worst_id = json_string_value(json_object_get(c, "id"));
         assert_int_equal(rc, 0);
-        matched += result_check(c, r.score, r.acc, r.has_pred, r.pred, r.pred_len, "library", &printed);
+        matched += result_check(c, r.score, r.acc, r.has_pred, r.pred, r.pred_len, what, &printed);
     }
     reward_ws_free(ws);
-    fprintf(stderr, "library: %d/%zu match (%d strict_box); slowest case %s: %.3f ms\n", matched, g_n, strict,
+    fprintf(stderr, "%s: %d/%zu match (%d strict_box); slowest case %s: %.3f ms\n", what, matched, set->n, *strict,
             worst_id, worst / 1e6);
-    assert_int_equal(strict, 671);
-    assert_int_equal(matched, N_CASES);
     assert_true(worst < 50 * 1000000LL);
+    return matched;
+}
+
+static void test_cases_all_match_library(void **state) {
+    (void)state;
+    int strict;
+    assert_int_equal(g_cases.n, N_CASES);
+    assert_int_equal(library_check(&g_cases, "library", &strict), N_CASES);
+    assert_int_equal(strict, 671);
+}
+
+/* 8,000 randomized cases whose expected outputs come from verl 0.8.0's math_dapo (DAPO semantics). */
+static void test_random_cases_match_library(void **state) {
+    (void)state;
+    int strict;
+    assert_int_equal(g_random.n, N_RANDOM);
+    assert_int_equal(library_check(&g_random, "library (random cases)", &strict), N_RANDOM);
+    assert_true(strict > 1000);
 }
 
 /* Runs dapo-verify with stdin from in_path and stdout to out_path; returns its exit status or -1. */
@@ -171,8 +216,7 @@ static int verify_run(const char *in_path, const char *out_path, const char *thr
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static void binary_check(const char *threads) {
-    assert_int_equal(g_n, N_CASES);
+static void binary_check(const CaseSet *set, const char *threads) {
     char dir[] = "/tmp/dapo-verify-test.XXXXXX";
     assert_non_null(mkdtemp(dir));
     char in_path[256], out_path[256];
@@ -180,8 +224,8 @@ static void binary_check(const char *threads) {
     snprintf(out_path, sizeof out_path, "%s/out.jsonl", dir);
     FILE *f = fopen(in_path, "wb");
     assert_non_null(f);
-    for (size_t i = 0; i < g_n; i++) {   /* only the input fields, as the README's checker sends them */
-        json_t *c = g_cases[i].obj, *o = json_object();
+    for (size_t i = 0; i < set->n; i++) {   /* only the input fields, as the README's checker sends them */
+        json_t *c = set->obj[i], *o = json_object();
         const char *keys[] = { "id", "solution", "ground_truth", "strict_box" };
         for (int k = 0; k < 4; k++) json_object_set(o, keys[k], json_object_get(c, keys[k]));
         assert_int_equal(json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER), 0);
@@ -196,13 +240,13 @@ static void binary_check(const char *threads) {
     assert_non_null(out);
     size_t i = 0;
     int matched = 0, printed = 0;
-    for (char *p = out, *end = out + n; p < end && i < g_n; i++) {
+    for (char *p = out, *end = out + n; p < end && i < set->n; i++) {
         char *nl = memchr(p, '\n', (size_t)(end - p));
         if (!nl) nl = end;
         json_error_t je;
         json_t *o = json_loadb(p, (size_t)(nl - p), JSON_ALLOW_NUL, &je);
         assert_non_null(o);
-        json_t *c = g_cases[i].obj, *pr = json_object_get(o, "pred");
+        json_t *c = set->obj[i], *pr = json_object_get(o, "pred");
         assert_string_equal(json_string_value(json_object_get(o, "id")), json_string_value(json_object_get(c, "id")));
         assert_true(json_is_real(json_object_get(o, "score")) && json_is_boolean(json_object_get(o, "acc")));
         assert_true(json_is_null(pr) || json_is_string(pr));
@@ -216,19 +260,27 @@ static void binary_check(const char *threads) {
     unlink(in_path);
     unlink(out_path);
     rmdir(dir);
-    fprintf(stderr, "dapo-verify --threads %s: %d/%zu match\n", threads, matched, g_n);
-    assert_int_equal(i, N_CASES);
-    assert_int_equal(matched, N_CASES);
+    fprintf(stderr, "dapo-verify --threads %s: %d/%zu match\n", threads, matched, set->n);
+    assert_int_equal(i, set->n);
+    assert_int_equal(matched, (int)set->n);
 }
 
 static void test_cases_all_match_binary(void **state) {
     (void)state;
-    binary_check("1");
+    assert_int_equal(g_cases.n, N_CASES);
+    binary_check(&g_cases, "1");
 }
 
 static void test_cases_all_match_binary_threaded(void **state) {
     (void)state;
-    binary_check("2");
+    assert_int_equal(g_cases.n, N_CASES);
+    binary_check(&g_cases, "2");
+}
+
+static void test_random_cases_match_binary(void **state) {
+    (void)state;
+    assert_int_equal(g_random.n, N_RANDOM);
+    binary_check(&g_random, "2");
 }
 
 /* Malformed lines get an error object (their id, or null, and the line number) in order, a message on
@@ -316,6 +368,8 @@ int main(void) {
         cmocka_unit_test(test_cases_all_match_library),
         cmocka_unit_test(test_cases_all_match_binary),
         cmocka_unit_test(test_cases_all_match_binary_threaded),
+        cmocka_unit_test(test_random_cases_match_library),
+        cmocka_unit_test(test_random_cases_match_binary),
         cmocka_unit_test(test_binary_malformed_lines),
     };
     return cmocka_run_group_tests(tests, cases_load, cases_free);
