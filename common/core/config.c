@@ -122,6 +122,8 @@ static const CfgEntry cfg_table[] = {
     { "cluster.rollout_threads",             CFG_INT,   0, 1024,    "0",       O(rollout_threads), NULL, 0 },
     { "cluster.verifier_threads",            CFG_INT,   0, 1024,    "0",       O(verifier_threads), NULL, 0 },
     { "cluster.verifier_capacity",           CFG_INT,   1, 1e6,     "512",     O(verifier_capacity), NULL, 0 },
+    { "cluster.collective",                  CFG_STR,   0, 0,       "tcp://127.0.0.1:5557", O(collective), NULL, 0 },
+    { "cluster.collective_timeout_s",        CFG_FLOAT, 0, 86400,   "300",     O(collective_timeout_s), NULL, MIN_EXCL },
 };
 #define NCFG (sizeof cfg_table / sizeof cfg_table[0])
 

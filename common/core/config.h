@@ -112,6 +112,8 @@ typedef struct Config {
     int     learner_threads, rollout_threads;
     int     verifier_threads;         /* scoring threads per verifier; 0: one per core */
     int     verifier_capacity;        /* responses a verifier holds at once (its credit) */
+    char   *collective;               /* learner rank 0's CPU-collective ROUTER endpoint (others connect) */
+    double  collective_timeout_s;     /* longest wait for a peer rank in one collective before failing */
 } Config;
 
 /* Fills c with the defaults of cfg_table. c must be zeroed or freed before; strings are owned. */

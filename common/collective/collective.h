@@ -1,0 +1,81 @@
+/* common/collective/collective.h: collectives between the W learner ranks (DESIGN.md §1, §3): sum all-reduce of
+ * the fp32 gradient slab, broadcast from rank 0, barrier. One small interface, two backends behind a const vtable
+ * (STYLE.md rule 6):
+ *   cpu  (collective_cpu.c, always built): ZeroMQ over TCP/IPC. Rank 0 binds a ROUTER at `endpoint`, ranks 1..W-1
+ *        connect DEALERs. All-reduce = gather to rank 0, which sums in rank order (buf_0 + buf_1 + ... + buf_{W-1},
+ *        fp32, so every rank gets the same bits whatever the arrival order), then sends the sum back.
+ *        Bandwidth cost 2 (W-1) n floats through rank 0: fine for CPU runs and tests.
+ *   nccl (collective_nccl.c, only in CUDA builds, USE_CUDA): ncclAllReduce / ncclBroadcast on DEVICE buffers.
+ *        The ncclUniqueId is made by rank 0 and passed to the others through a CPU collective (the side channel),
+ *        the communicator is non-blocking and every wait polls ncclCommGetAsyncError against the deadline, so a
+ *        hung peer is aborted (ncclCommAbort) with an error instead of hanging.
+ * Every wait has a deadline (timeout_s): a dead or hung peer makes the call fail with ERR_TIMEOUT and a message
+ * that names the rank and the operation; the collective is then unusable (ERR_CLOSED) and the learner must be
+ * restarted (the run resumes from its last checkpoint, DESIGN.md §7).
+ * Not here: reduce-scatter / all-gather (ZeRO-style sharding, left for later), averaging (callers scale). */
+#ifndef DAPO_COLLECTIVE_H
+#define DAPO_COLLECTIVE_H
+
+#include <stddef.h>
+
+#include "core/err.h"
+
+/* Called about every 50 ms while a collective waits (e.g. to send heartbeats to the coordinator). Returns 0 to
+ * keep waiting, or a negative code to give up (the collective fails with that code). */
+typedef int (*CollIdleFn)(void *ud);
+
+typedef struct {
+    int         rank, world;      /* 0 <= rank < world */
+    const char *endpoint;         /* cpu: rank 0 binds it, the others connect ("tcp://127.0.0.1:5557", "ipc://...") */
+    double      timeout_s;        /* longest wait for a peer in one operation (and for everyone to join at open) */
+    void       *zctx;             /* ZeroMQ context to use; NULL: the collective makes its own */
+    CollIdleFn  idle;             /* optional */
+    void       *idle_ud;
+} CollOptions;
+
+typedef struct Collective Collective;
+
+/* Opens the CPU backend and waits (up to timeout_s) until all W ranks are connected. world == 1 needs no socket.
+ * Returns NULL with a message (ERR_INVAL bad options, ERR_IO socket errors, ERR_TIMEOUT ranks missing: named). */
+Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]);
+
+/* Opens the NCCL backend (CUDA builds): bootstraps through a CPU collective on o->endpoint, then
+ * ncclCommInitRank on the current CUDA device. Without USE_CUDA returns NULL with ERR_UNSUPPORTED in err. */
+Collective *coll_open_nccl(const CollOptions *o, char err[ERR_LEN]);
+
+/* In place: buf[i] = sum over ranks of buf[i] (fp32, summed in rank order). buf: n floats, host memory (cpu)
+ * or device memory (nccl). Every rank must call with the same n. 0, ERR_TIMEOUT (peer dead or hung: err names it),
+ * ERR_INVAL (n mismatch between ranks, bad arguments), ERR_CLOSED (an earlier failure), ERR_IO. */
+int coll_allreduce_sum(Collective *c, float *buf, long n, char err[ERR_LEN]);
+
+/* In place: every rank receives rank 0's `bytes` bytes. Errors as coll_allreduce_sum. */
+int coll_broadcast(Collective *c, void *buf, size_t bytes, char err[ERR_LEN]);
+
+/* Returns when every rank has called it. Errors as coll_allreduce_sum. */
+int coll_barrier(Collective *c, char err[ERR_LEN]);
+
+int         coll_rank(const Collective *c);
+int         coll_world(const Collective *c);
+const char *coll_backend_name(const Collective *c);   /* "cpu" | "nccl" */
+/* Seconds spent inside collective calls since open (communication share for benchmarks and metrics). */
+double      coll_seconds(const Collective *c);
+
+void coll_close(Collective *c);   /* NULL-safe */
+
+/* ---- backend interface (for collective_*.c only) ---- */
+typedef struct {
+    const char *name;
+    int  (*allreduce_sum)(void *impl, float *buf, long n, char err[ERR_LEN]);
+    int  (*broadcast)(void *impl, void *buf, size_t bytes, char err[ERR_LEN]);
+    void (*close)(void *impl);
+} CollBackend;
+
+struct Collective {
+    const CollBackend *be;
+    void              *impl;
+    int                rank, world;
+    int                broken;     /* an operation failed: later calls return ERR_CLOSED */
+    double             seconds;
+};
+
+#endif

@@ -1,0 +1,309 @@
+/* common/collective/collective_cpu.c: the CPU backend of collective.h over ZeroMQ (gather to rank 0, sum in rank
+ * order, send back). Wire format per frame (DEALER side; the ROUTER adds the routing id frame):
+ *   CollHeader (32 bytes: magic "DCOL", version, op, rank, seq, payload bytes, little-endian host order) + payload.
+ * Rank 0 checks every header (magic, version, op, seq, size) before using a payload, so a confused or stale peer
+ * gives a clear error rather than wrong sums. Every receive polls in <= 50 ms slices up to the deadline and calls
+ * the idle hook in between.
+ * Not here: ring / tree algorithms (rank 0 is the bottleneck for large W), RDMA, compression. */
+#include "collective/collective.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+
+#define COLL_MAGIC   0x4c4f4344u   /* "DCOL" */
+#define COLL_VERSION 1
+enum { OP_HELLO = 1, OP_READY, OP_REDUCE, OP_RESULT, OP_BCAST };
+
+typedef struct {
+    uint32_t magic, version, op, rank;
+    uint64_t seq, bytes;
+} CollHeader;
+_Static_assert(sizeof(CollHeader) == 32, "CollHeader is a wire format");
+
+typedef struct {
+    int       rank, world;
+    void     *zctx, *sock;
+    int       own_ctx;
+    double    timeout_s;
+    uint64_t  seq;
+    CollIdleFn idle;
+    void     *idle_ud;
+    char    (*rid)[32];          /* [world] routing ids of ranks (rank 0 only) */
+    size_t   *rid_len;
+    zmq_msg_t *got;              /* [world] received payload messages (rank 0) */
+} CpuColl;
+
+static const char *op_name(uint32_t op) {
+    static const char *n[] = {"?", "hello", "ready", "all-reduce", "result", "broadcast"};
+    return op < 6 ? n[op] : "?";
+}
+
+/* Sends header + payload as one frame (to routing id rid when non-NULL). */
+static int send_frame(CpuColl *c, const void *rid, size_t rid_len, uint32_t op, const void *data, size_t bytes,
+                      char err[ERR_LEN]) {
+    CollHeader h = {COLL_MAGIC, COLL_VERSION, op, (uint32_t)c->rank, c->seq, bytes};
+    zmq_msg_t m;
+    if (zmq_msg_init_size(&m, sizeof h + bytes)) return err_set(err, ERR_NOMEM, "collective: zmq_msg_init_size");
+    memcpy(zmq_msg_data(&m), &h, sizeof h);
+    if (bytes) memcpy((char *)zmq_msg_data(&m) + sizeof h, data, bytes);
+    if (rid && zmq_send(c->sock, rid, rid_len, ZMQ_SNDMORE) < 0) {
+        zmq_msg_close(&m);
+        return err_set(err, ERR_IO, "collective %s #%llu: send to a rank failed: %s", op_name(op),
+                       (unsigned long long)c->seq, zmq_strerror(zmq_errno()));
+    }
+    if (zmq_msg_send(&m, c->sock, 0) < 0) {
+        zmq_msg_close(&m);
+        return err_set(err, ERR_IO, "collective %s #%llu: send failed: %s", op_name(op), (unsigned long long)c->seq,
+                       zmq_strerror(zmq_errno()));
+    }
+    return 0;
+}
+
+/* Receives one frame before the deadline into *m (payload after the routing id, which goes into rid).
+ * 0, ERR_TIMEOUT, or the idle hook's code. */
+static int recv_frame(CpuColl *c, int64_t deadline_ms, zmq_msg_t *m, char *rid, size_t *rid_len) {
+    for (;;) {
+        int64_t left = deadline_ms - clock_ms();
+        if (left <= 0) return ERR_TIMEOUT;
+        zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
+        int n = zmq_poll(&it, 1, left < 50 ? (long)left : 50);
+        if (n > 0) {
+            if (rid) {
+                zmq_msg_t id;
+                zmq_msg_init(&id);
+                if (zmq_msg_recv(&id, c->sock, 0) < 0) { zmq_msg_close(&id); continue; }
+                size_t l = zmq_msg_size(&id);
+                *rid_len = l < 32 ? l : 32;
+                memcpy(rid, zmq_msg_data(&id), *rid_len);
+                int more = zmq_msg_more(&id);
+                zmq_msg_close(&id);
+                if (!more) continue;
+            }
+            zmq_msg_init(m);
+            if (zmq_msg_recv(m, c->sock, 0) < 0) { zmq_msg_close(m); continue; }
+            while (zmq_msg_more(m)) {            /* a peer never sends more frames: drain and drop */
+                zmq_msg_t x;
+                zmq_msg_init(&x);
+                zmq_msg_recv(&x, c->sock, 0);
+                zmq_msg_close(&x);
+            }
+            return 0;
+        }
+        if (n < 0 && zmq_errno() != EINTR) return ERR_IO;
+        if (c->idle) {
+            int rc = c->idle(c->idle_ud);
+            if (rc < 0) return rc;
+        }
+    }
+}
+
+/* Validates a received frame's header. */
+static int check_header(CpuColl *c, zmq_msg_t *m, uint32_t op, uint64_t bytes, int want_rank, CollHeader *h,
+                        char err[ERR_LEN]) {
+    if (zmq_msg_size(m) < sizeof *h) return err_set(err, ERR_DECODE, "collective: a %zu-byte frame is too short",
+                                                     zmq_msg_size(m));
+    memcpy(h, zmq_msg_data(m), sizeof *h);
+    if (h->magic != COLL_MAGIC || h->version != COLL_VERSION)
+        return err_set(err, ERR_VERSION, "collective: frame with magic %08x version %u (want DCOL version %d): a "
+                       "different dapo build or another program on the collective endpoint", h->magic, h->version,
+                       COLL_VERSION);
+    if (want_rank >= 0 && (int)h->rank != want_rank)
+        return err_set(err, ERR_DECODE, "collective: frame from rank %u where rank %d was expected", h->rank, want_rank);
+    if (h->rank >= (uint32_t)c->world)
+        return err_set(err, ERR_DECODE, "collective: frame from rank %u but world is %d", h->rank, c->world);
+    if (h->op != op || h->seq != c->seq)
+        return err_set(err, ERR_INVAL, "collective: rank %u is out of step: it sent %s #%llu while rank %d is in %s #%llu "
+                       "(ranks must call the same collectives in the same order)", h->rank, op_name(h->op),
+                       (unsigned long long)h->seq, c->rank, op_name(op), (unsigned long long)c->seq);
+    if (h->bytes != bytes || zmq_msg_size(m) != sizeof *h + bytes)
+        return err_set(err, ERR_INVAL, "collective %s #%llu: rank %u sent %llu bytes, rank %d has %llu (every rank "
+                       "must pass the same size)", op_name(op), (unsigned long long)c->seq, h->rank,
+                       (unsigned long long)h->bytes, c->rank, (unsigned long long)bytes);
+    return 0;
+}
+
+static int timeout_err(CpuColl *c, int rc, uint32_t op, const char *who, char err[ERR_LEN]) {
+    if (rc == ERR_TIMEOUT)
+        return err_set(err, ERR_TIMEOUT, "collective %s #%llu on rank %d: nothing from %s within %.1f s: that rank is "
+                       "dead or hung (cluster.collective_timeout_s); restart the learners and resume from the last "
+                       "checkpoint", op_name(op), (unsigned long long)c->seq, c->rank, who, c->timeout_s);
+    return err_set(err, rc, "collective %s #%llu on rank %d: wait aborted: %s", op_name(op),
+                   (unsigned long long)c->seq, c->rank, err_str(rc));
+}
+
+/* Rank 0: collects one frame of `op` with `bytes` payload from every other rank into c->got[r]. */
+static int gather(CpuColl *c, uint32_t op, uint64_t bytes, char err[ERR_LEN]) {
+    int64_t deadline = clock_ms() + (int64_t)(c->timeout_s * 1000);
+    int have = 0, *seen = xcalloc((size_t)c->world, sizeof(int)), rc = 0;
+    while (have < c->world - 1) {
+        zmq_msg_t m;
+        char rid[32];
+        size_t rid_len = 0;
+        rc = recv_frame(c, deadline, &m, rid, &rid_len);
+        if (rc) {
+            char who[160] = "";
+            size_t w = 0;
+            for (int r = 1; r < c->world && w < sizeof who - 16; r++)
+                if (!seen[r]) w += (size_t)snprintf(who + w, sizeof who - w, "%srank %d", w ? ", " : "", r);
+            rc = timeout_err(c, rc, op, who, err);
+            break;
+        }
+        CollHeader h;
+        rc = check_header(c, &m, op, bytes, -1, &h, err);
+        if (!rc && (h.rank == 0 || seen[h.rank]))
+            rc = err_set(err, ERR_INVAL, "collective %s #%llu: rank %u sent twice (two processes with the same rank?)",
+                         op_name(op), (unsigned long long)c->seq, h.rank);
+        if (rc) { zmq_msg_close(&m); break; }
+        seen[h.rank] = 1;
+        c->got[h.rank] = m;
+        memcpy(c->rid[h.rank], rid, rid_len);
+        c->rid_len[h.rank] = rid_len;
+        have++;
+    }
+    if (rc)
+        for (int r = 1; r < c->world; r++)
+            if (seen[r]) zmq_msg_close(&c->got[r]);
+    xfree(seen);
+    return rc;
+}
+
+static int cpu_allreduce(void *impl, float *buf, long n, char err[ERR_LEN]) {
+    CpuColl *c = impl;
+    uint64_t bytes = (uint64_t)n * sizeof(float);
+    c->seq++;
+    if (c->rank == 0) {
+        int rc = gather(c, OP_REDUCE, bytes, err);
+        if (rc) return rc;
+        for (int r = 1; r < c->world; r++) {     /* rank order: the same bits on every rank and every run */
+            const float *x = (const float *)((const char *)zmq_msg_data(&c->got[r]) + sizeof(CollHeader));
+            for (long i = 0; i < n; i++) buf[i] += x[i];
+            zmq_msg_close(&c->got[r]);
+        }
+        for (int r = 1; r < c->world && !rc; r++)
+            rc = send_frame(c, c->rid[r], c->rid_len[r], OP_RESULT, buf, bytes, err);
+        return rc;
+    }
+    int rc = send_frame(c, NULL, 0, OP_REDUCE, buf, bytes, err);
+    if (rc) return rc;
+    zmq_msg_t m;
+    rc = recv_frame(c, clock_ms() + (int64_t)(c->timeout_s * 1000), &m, NULL, NULL);
+    if (rc) return timeout_err(c, rc, OP_REDUCE, "rank 0", err);
+    CollHeader h;
+    rc = check_header(c, &m, OP_RESULT, bytes, 0, &h, err);
+    if (!rc) memcpy(buf, (char *)zmq_msg_data(&m) + sizeof h, bytes);
+    zmq_msg_close(&m);
+    return rc;
+}
+
+static int cpu_broadcast(void *impl, void *buf, size_t bytes, char err[ERR_LEN]) {
+    CpuColl *c = impl;
+    c->seq++;
+    if (c->rank == 0) {
+        int rc = 0;
+        for (int r = 1; r < c->world && !rc; r++) rc = send_frame(c, c->rid[r], c->rid_len[r], OP_BCAST, buf, bytes, err);
+        return rc;
+    }
+    zmq_msg_t m;
+    int rc = recv_frame(c, clock_ms() + (int64_t)(c->timeout_s * 1000), &m, NULL, NULL);
+    if (rc) return timeout_err(c, rc, OP_BCAST, "rank 0", err);
+    CollHeader h;
+    rc = check_header(c, &m, OP_BCAST, bytes, 0, &h, err);
+    if (!rc) memcpy(buf, (char *)zmq_msg_data(&m) + sizeof h, bytes);
+    zmq_msg_close(&m);
+    return rc;
+}
+
+static void cpu_close(void *impl) {
+    CpuColl *c = impl;
+    if (!c) return;
+    if (c->sock) zmq_close(c->sock);
+    if (c->own_ctx && c->zctx) zmq_ctx_term(c->zctx);
+    xfree(c->rid);
+    xfree(c->rid_len);
+    xfree(c->got);
+    xfree(c);
+}
+
+static const CollBackend cpu_backend = {"cpu", cpu_allreduce, cpu_broadcast, cpu_close};
+
+/* Join: ranks > 0 send HELLO until rank 0 answers READY; rank 0 waits for every rank's HELLO. */
+static int cpu_join(CpuColl *c, char err[ERR_LEN]) {
+    if (c->rank == 0) {
+        int rc = gather(c, OP_HELLO, 0, err);
+        if (rc) return rc;
+        for (int r = 1; r < c->world; r++) zmq_msg_close(&c->got[r]);
+        for (int r = 1; r < c->world && !rc; r++) rc = send_frame(c, c->rid[r], c->rid_len[r], OP_READY, NULL, 0, err);
+        return rc;
+    }
+    int rc = send_frame(c, NULL, 0, OP_HELLO, NULL, 0, err);
+    if (rc) return rc;
+    zmq_msg_t m;
+    rc = recv_frame(c, clock_ms() + (int64_t)(c->timeout_s * 1000), &m, NULL, NULL);
+    if (rc) return timeout_err(c, rc, OP_HELLO, "rank 0", err);
+    CollHeader h;
+    rc = check_header(c, &m, OP_READY, 0, 0, &h, err);
+    zmq_msg_close(&m);
+    return rc;
+}
+
+Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
+    if (!o || o->world < 1 || o->rank < 0 || o->rank >= o->world || o->timeout_s <= 0 ||
+        (o->world > 1 && (!o->endpoint || !o->endpoint[0]))) {
+        err_set(err, ERR_INVAL, "collective: bad options (rank %d, world %d, timeout %.3g s, endpoint '%s')",
+                o ? o->rank : -1, o ? o->world : 0, o ? o->timeout_s : 0, o && o->endpoint ? o->endpoint : "");
+        return NULL;
+    }
+    CpuColl *c = xcalloc(1, sizeof *c);
+    c->rank = o->rank;
+    c->world = o->world;
+    c->timeout_s = o->timeout_s;
+    c->idle = o->idle;
+    c->idle_ud = o->idle_ud;
+    c->rid = xcalloc((size_t)o->world, sizeof *c->rid);
+    c->rid_len = xcalloc((size_t)o->world, sizeof *c->rid_len);
+    c->got = xcalloc((size_t)o->world, sizeof *c->got);
+    Collective *out = xcalloc(1, sizeof *out);
+    out->be = &cpu_backend;
+    out->impl = c;
+    out->rank = o->rank;
+    out->world = o->world;
+    if (o->world == 1) return out;
+    c->zctx = o->zctx;
+    if (!c->zctx) { c->zctx = zmq_ctx_new(); c->own_ctx = 1; }
+    c->sock = c->zctx ? zmq_socket(c->zctx, o->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER) : NULL;
+    int rc = c->sock ? 0 : err_set(err, ERR_IO, "collective: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    if (!rc) {
+        int zero = 0, one = 1;
+        int64_t maxmsg = -1;
+        char id[32];
+        snprintf(id, sizeof id, "coll-rank-%d", o->rank);
+        zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(c->sock, ZMQ_SNDHWM, &zero, sizeof zero);
+        zmq_setsockopt(c->sock, ZMQ_RCVHWM, &zero, sizeof zero);
+        zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+        if (o->rank == 0) {
+            zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+            zmq_setsockopt(c->sock, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+            if (zmq_bind(c->sock, o->endpoint))
+                rc = err_set(err, ERR_IO, "collective: rank 0 cannot bind %s: %s (cluster.collective)", o->endpoint,
+                             zmq_strerror(zmq_errno()));
+        } else {
+            zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, id, strlen(id));
+            if (zmq_connect(c->sock, o->endpoint))
+                rc = err_set(err, ERR_IO, "collective: rank %d cannot connect to %s: %s", o->rank, o->endpoint,
+                             zmq_strerror(zmq_errno()));
+        }
+    }
+    if (!rc) rc = cpu_join(c, err);
+    if (rc) {
+        coll_close(out);
+        return NULL;
+    }
+    log_info("collective: cpu backend, rank %d of %d on %s", o->rank, o->world, o->endpoint);
+    return out;
+}

@@ -1,0 +1,284 @@
+/* common/io/checkpoint.c: atomic learner checkpoints (see checkpoint.h for the layout and the rules).
+ * Not here: when to checkpoint (the learner daemon and dapo-sft decide), the coordinator's state. */
+#define _XOPEN_SOURCE 700
+#include "io/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "io/safetensors.h"
+
+#define CKPT_FORMAT "dapo-learner-checkpoint"
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb; (void)flag; (void)ftw;
+    return remove(p) ? -1 : 0;
+}
+
+int ckpt_remove_tree(const char *path, char err[ERR_LEN]) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return errno == ENOENT ? 0 : err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
+    if (nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return err_set(err, ERR_IO, "cannot remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
+static int fsync_path(const char *path, int dir, char err[ERR_LEN]) {
+    int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0) return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
+    int bad = fsync(fd) != 0 && !(dir && errno == EINVAL);
+    int e = errno;
+    close(fd);
+    return bad ? err_set(err, ERR_IO, "fsync %s: %s", path, strerror(e)) : 0;
+}
+
+/* fsync every regular file of dir (one level) and dir itself. */
+static int fsync_dir_files(const char *dir, char err[ERR_LEN]) {
+    DIR *d = opendir(dir);
+    if (!d) return err_set(err, ERR_IO, "%s: %s", dir, strerror(errno));
+    struct dirent *e;
+    int rc = 0;
+    char p[4096];
+    while (!rc && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode)) rc = fsync_path(p, 0, err);
+    }
+    closedir(d);
+    return rc ? rc : fsync_path(dir, 1, err);
+}
+
+static int write_state(const char *path, const CkptState *st, long n_params, char err[ERR_LEN]) {
+    json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I}", "format", CKPT_FORMAT, "version",
+                          CKPT_VERSION, "step", (json_int_t)st->step, "adam_step", (json_int_t)st->adam_step,
+                          "policy_version", (json_int_t)st->policy_version, "rng_seed", "", "rng_counter", "",
+                          "data_epoch", (json_int_t)st->data_epoch, "data_cursor", (json_int_t)st->data_cursor,
+                          "n_params", (json_int_t)n_params);
+    if (!o) return err_set(err, ERR_NOMEM, "checkpoint: json_pack");
+    char u[32];                                   /* 64-bit unsigned values as decimal strings: JSON ints are signed */
+    snprintf(u, sizeof u, "%" PRIu64, st->rng_seed);
+    json_object_set_new(o, "rng_seed", json_string(u));
+    snprintf(u, sizeof u, "%" PRIu64, st->rng_counter);
+    json_object_set_new(o, "rng_counter", json_string(u));
+    char *text = json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(o);
+    if (!text) return err_set(err, ERR_NOMEM, "checkpoint: json_dumps");
+    int rc = fs_write_atomic(path, text, strlen(text), err);
+    free(text);
+    return rc;
+}
+
+static int parse_step_dir(const char *name, long *step) {
+    if (strncmp(name, "global_step_", 12) != 0 || !name[12]) return 0;
+    char *end;
+    long v = strtol(name + 12, &end, 10);
+    if (*end || v < 0) return 0;
+    *step = v;
+    return 1;
+}
+
+static int complete(const char *root, const char *name) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s/actor/state.json", root, name);
+    return access(p, R_OK) == 0;
+}
+
+static int cmp_long_desc(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Complete checkpoint steps under root, newest first (xmalloc'd; *n entries). */
+static long *list_steps(const char *root, int *n) {
+    *n = 0;
+    DIR *d = opendir(root);
+    if (!d) return NULL;
+    long *v = NULL;
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long s;
+        if (!parse_step_dir(e->d_name, &s) || !complete(root, e->d_name)) continue;
+        if (*n == cap) { cap = cap ? 2 * cap : 16; v = xrealloc(v, (size_t)cap * sizeof *v); }
+        v[(*n)++] = s;
+    }
+    closedir(d);
+    if (*n) qsort(v, (size_t)*n, sizeof *v, cmp_long_desc);
+    return v;
+}
+
+static void prune(const char *root, long keep_step, int max_keep) {
+    int n;
+    long *v = list_steps(root, &n);
+    int kept = 1;                                 /* the checkpoint just written */
+    for (int i = 0; i < n; i++) {
+        if (v[i] == keep_step) continue;
+        if (kept < max_keep) { kept++; continue; }
+        char p[4096], e[ERR_LEN];
+        snprintf(p, sizeof p, "%s/global_step_%ld/actor", root, v[i]);
+        if (ckpt_remove_tree(p, e)) { log_warn("checkpoint prune: %s", e); continue; }
+        snprintf(p, sizeof p, "%s/global_step_%ld", root, v[i]);
+        rmdir(p);                                 /* fails (kept) while the coordinator still has files there */
+        log_info("checkpoint: removed global_step_%ld (trainer.max_actor_ckpt_to_keep = %d)", v[i], max_keep);
+    }
+    xfree(v);
+}
+
+int ckpt_save(const char *root, const Model *m, const CkptState *st, int max_keep, char err[ERR_LEN]) {
+    if (!m || !st || !root || !root[0]) return err_set(err, ERR_INVAL, "ckpt_save: bad arguments");
+    if (!m->adam_m || !m->adam_v) return err_set(err, ERR_INVAL, "ckpt_save: the model has no optimizer state (train mode)");
+    char step_dir[4096], tmp[4200], hf[4300], path[4400], final[4200], old[4300];
+    snprintf(step_dir, sizeof step_dir, "%s/global_step_%ld", root, st->step);
+    snprintf(tmp, sizeof tmp, "%s/.actor.tmp-%d", step_dir, (int)getpid());
+    snprintf(final, sizeof final, "%s/actor", step_dir);
+    int rc = fs_mkdir_p(step_dir, err);
+    if (rc) return rc;
+    ckpt_remove_tree(tmp, err);                   /* leftovers of a crashed attempt by a process with our pid */
+    if (mkdir(tmp, 0755) != 0) return err_set(err, ERR_IO, "%s: %s", tmp, strerror(errno));
+    snprintf(hf, sizeof hf, "%s/huggingface", tmp);
+    rc = model_save(m, hf, ST_F32, err);
+    if (!rc) {
+        StWriteTensor t[2] = {{.name = "exp_avg", .ndim = 1, .shape = {m->n_params}, .f32 = m->adam_m},
+                              {.name = "exp_avg_sq", .ndim = 1, .shape = {m->n_params}, .f32 = m->adam_v}};
+        const char *meta[] = {"format", "pt", "dapo_checkpoint_version", "1"};
+        snprintf(path, sizeof path, "%s/optim.safetensors", tmp);
+        rc = st_write(path, t, 2, ST_F32, meta, 2, err);
+    }
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/state.json", tmp);
+        rc = write_state(path, st, m->n_params, err);
+    }
+    if (!rc) rc = fsync_dir_files(hf, err);
+    if (!rc) rc = fsync_dir_files(tmp, err);
+    if (!rc) {                                    /* same step again: move the old one aside only now */
+        snprintf(old, sizeof old, "%s/.actor.old-%d", step_dir, (int)getpid());
+        if (access(final, F_OK) == 0 && rename(final, old) != 0)
+            rc = err_set(err, ERR_IO, "%s: %s", final, strerror(errno));
+        if (!rc && rename(tmp, final) != 0) rc = err_set(err, ERR_IO, "rename %s: %s", tmp, strerror(errno));
+        if (!rc) {
+            char e2[ERR_LEN];
+            ckpt_remove_tree(old, e2);
+            rc = fsync_path(step_dir, 1, err);
+            if (!rc) rc = fsync_path(root, 1, err);
+        }
+    }
+    if (rc) {
+        char e2[ERR_LEN], why[ERR_LEN];
+        snprintf(why, sizeof why, "%s", err);
+        ckpt_remove_tree(tmp, e2);
+        rmdir(step_dir);                          /* only if empty */
+        long prev = -1;
+        char p[4096];
+        if (ckpt_find_latest(root, p, sizeof p, &prev, e2)) prev = -1;
+        if (prev >= 0)
+            return err_set(err, ERR_IO, "checkpoint of step %ld not written, global_step_%ld kept: %s", st->step, prev, why);
+        return err_set(err, ERR_IO, "checkpoint of step %ld not written (no earlier checkpoint): %s", st->step, why);
+    }
+    if (max_keep > 0) prune(root, st->step, max_keep);
+    return 0;
+}
+
+int ckpt_find_latest(const char *root, char *path, size_t n, long *step, char err[ERR_LEN]) {
+    int k;
+    long *v = list_steps(root, &k);
+    if (!k) {
+        xfree(v);
+        return err_set(err, ERR_NOTFOUND, "no complete checkpoint (global_step_N/actor) under %s", root);
+    }
+    *step = v[0];
+    snprintf(path, n, "%s/global_step_%ld", root, v[0]);
+    xfree(v);
+    return 0;
+}
+
+/* dir may be ROOT/global_step_N or ROOT/global_step_N/actor: writes the actor dir into out. */
+static void actor_dir(const char *dir, char *out, size_t n) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/state.json", dir);
+    if (access(p, F_OK) == 0) snprintf(out, n, "%s", dir);
+    else snprintf(out, n, "%s/actor", dir);
+}
+
+static int get_u64(json_t *o, const char *key, uint64_t *v) {
+    json_t *x = json_object_get(o, key);
+    if (json_is_integer(x)) { *v = (uint64_t)json_integer_value(x); return 0; }
+    if (!json_is_string(x)) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long u = strtoull(json_string_value(x), &end, 10);
+    if (*end || errno) return -1;
+    *v = u;
+    return 0;
+}
+
+int ckpt_read_state(const char *dir, CkptState *st, char err[ERR_LEN]) {
+    char ad[4096], p[4200];
+    actor_dir(dir, ad, sizeof ad);
+    snprintf(p, sizeof p, "%s/state.json", ad);
+    json_error_t je;
+    json_t *o = json_load_file(p, 0, &je);
+    if (!o) return err_set(err, access(p, F_OK) ? ERR_IO : ERR_DECODE, "%s: %s", p, je.text);
+    memset(st, 0, sizeof *st);
+    const char *fmt = json_string_value(json_object_get(o, "format"));
+    json_t *ver = json_object_get(o, "version");
+    int rc = 0;
+    if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0 || !json_is_integer(ver))
+        rc = err_set(err, ERR_DECODE, "%s: not a dapo learner checkpoint (format '%s')", p, fmt ? fmt : "");
+    else if (json_integer_value(ver) != CKPT_VERSION)
+        rc = err_set(err, ERR_VERSION, "%s: checkpoint format version %lld, this dapo reads version %d: resume with the "
+                     "dapo build that wrote it, or start from its huggingface/ weights (actor_rollout_ref.model.path)",
+                     p, (long long)json_integer_value(ver), CKPT_VERSION);
+    uint64_t seed = 0, ctr = 0;
+    json_t *s = json_object_get(o, "step"), *a = json_object_get(o, "adam_step"), *v = json_object_get(o, "policy_version");
+    if (!rc && (!json_is_integer(s) || !json_is_integer(a) || !json_is_integer(v) || get_u64(o, "rng_seed", &seed) ||
+                get_u64(o, "rng_counter", &ctr)))
+        rc = err_set(err, ERR_DECODE, "%s: step, adam_step, policy_version, rng_seed or rng_counter missing or not a number", p);
+    if (!rc) {
+        st->step = (long)json_integer_value(s);
+        st->adam_step = (long)json_integer_value(a);
+        st->policy_version = (int64_t)json_integer_value(v);
+        st->rng_seed = seed;
+        st->rng_counter = ctr;
+        st->data_epoch = (long)json_integer_value(json_object_get(o, "data_epoch"));
+        st->data_cursor = (long)json_integer_value(json_object_get(o, "data_cursor"));
+    }
+    json_decref(o);
+    return rc;
+}
+
+Model *ckpt_load(const char *dir, const ModelOptions *opt, CkptState *st, char err[ERR_LEN]) {
+    char ad[4096], p[4200];
+    if (ckpt_read_state(dir, st, err)) return NULL;
+    actor_dir(dir, ad, sizeof ad);
+    snprintf(p, sizeof p, "%s/huggingface", ad);
+    Model *m = model_load(p, opt, err);
+    if (!m) return NULL;
+    if (!opt->train) return m;
+    snprintf(p, sizeof p, "%s/optim.safetensors", ad);
+    SafeTensors *s = st_open(p, err);
+    int rc = s ? 0 : ERR_IO;
+    if (!rc) rc = st_read_f32(s, "exp_avg", m->adam_m, (size_t)m->n_params, err);
+    if (!rc) rc = st_read_f32(s, "exp_avg_sq", m->adam_v, (size_t)m->n_params, err);
+    st_close(s);
+    if (rc) {
+        char why[ERR_LEN];
+        snprintf(why, sizeof why, "%s", err);
+        err_set(err, rc, "%s: optimizer state: %s", p, why);
+        model_free(m);
+        return NULL;
+    }
+    m->adam_step = st->adam_step;
+    return m;
+}

@@ -1,0 +1,58 @@
+/* common/io/checkpoint.h: learner checkpoints (DESIGN.md §7, issue 7): the model as a Hugging Face directory that
+ * transformers loads, the AdamW state, and the training counters, written atomically, with the newest
+ * `max_keep` kept. Layout (verl's, so tools that know verl's tree find things where they expect):
+ *   ROOT/global_step_N/actor/huggingface/{config.json, generation_config.json, model.safetensors}   fp32 weights
+ *   ROOT/global_step_N/actor/optim.safetensors   "exp_avg" [n_params], "exp_avg_sq" [n_params] fp32 (slab order)
+ *   ROOT/global_step_N/actor/state.json          {"format": "dapo-learner-checkpoint", "version": 1, "step": N,
+ *                                                 "adam_step", "policy_version", "rng_seed", "rng_counter",
+ *                                                 "data_epoch", "data_cursor", "n_params"}
+ * Atomicity: everything is written into ROOT/global_step_N/.actor.tmp-<pid>, each file fsynced, then the directory is
+ * renamed to `actor` and the parent fsynced; a checkpoint counts only when actor/state.json exists, so a crash or a
+ * full disk leaves the previous checkpoints as they were (the temp directory is removed and the error reported).
+ * Only `actor/` is ours: the coordinator may keep its own files in global_step_N/.
+ * Weights and optimizer state are fp32 bit-for-bit, so resume is exact (same bits as an uninterrupted run).
+ * Not here: sharded (ZeRO) optimizer state, bf16 export (model_save does that), the coordinator's state. */
+#ifndef DAPO_CHECKPOINT_H
+#define DAPO_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "model/model.h"
+
+#define CKPT_VERSION 1
+
+typedef struct {
+    long     step;            /* global steps completed (verl global_steps); names the directory */
+    long     adam_step;       /* optimizer steps taken (bias correction); restored into Model.adam_step */
+    int64_t  policy_version;  /* weights version the rollouts know these weights by */
+    uint64_t rng_seed;        /* counter-based RNG (core/rng.h): the seed and the next counter are the whole state */
+    uint64_t rng_counter;
+    long     data_epoch;      /* dapo-sft: data epoch and position in it (0 for the learner daemon) */
+    long     data_cursor;
+} CkptState;
+
+/* Writes ROOT/global_step_<st->step>/actor (see top) from a train-mode model (params, adam_m, adam_v), then, when
+ * max_keep > 0, removes the oldest complete checkpoints beyond max_keep (never the one just written). An existing
+ * checkpoint of the same step is replaced only after the new one is complete. Returns 0, or ERR_IO naming the failing
+ * file and errno text (e.g. "No space left on device"); on failure nothing of the new checkpoint remains and older
+ * ones are untouched. ERR_INVAL for a model without optimizer state. */
+int ckpt_save(const char *root, const Model *m, const CkptState *st, int max_keep, char err[ERR_LEN]);
+
+/* Finds the newest complete checkpoint under root: writes "ROOT/global_step_N" into path (n bytes) and N into *step.
+ * 0, or ERR_NOTFOUND (no checkpoint; not an error for resume_mode auto) / ERR_IO. */
+int ckpt_find_latest(const char *root, char *path, size_t n, long *step, char err[ERR_LEN]);
+
+/* Loads a checkpoint directory (ROOT/global_step_N or its actor/ subdirectory): the model in the given options (train
+ * mode to get the optimizer state back), the AdamW moments (when opt->train) and *st. Caller frees with model_free.
+ * NULL on error: ERR_IO / ERR_DECODE (state.json missing or malformed), ERR_VERSION (a newer format: the message says
+ * which dapo wrote it), ERR_INVAL (optimizer state of another size). */
+Model *ckpt_load(const char *dir, const ModelOptions *opt, CkptState *st, char err[ERR_LEN]);
+
+/* Reads only state.json of a checkpoint directory. 0 or an error as ckpt_load. */
+int ckpt_read_state(const char *dir, CkptState *st, char err[ERR_LEN]);
+
+/* rm -rf path (no symlinks followed). 0 or ERR_IO. For pruning and tests. */
+int ckpt_remove_tree(const char *path, char err[ERR_LEN]);
+
+#endif
