@@ -16,6 +16,10 @@ Outputs, all under tests/data/tokenizer/:
   qwen2.5/tokenizer_config.json, llama3/tokenizer_config.json   the template fixtures (written here)
   tiny_encode.jsonl       {"text", "ids", "decoded"} with data/tokenizers/tiny (run tools/train_tiny_tokenizer.py first)
   dataset_ids.jsonl       {"file", "line", "ids"}: HF ids of the Qwen3 chat rendering of dataset lines
+  variants.jsonl.zst      {"variant", "text", "ids"}: the Qwen3 tokenizer.json edited (as VARIANTS below, which
+                          tests/unit/test_tokenizer.c repeats with jansson) to exercise the other supported paths:
+                          Llama-3 regex (\p{N}{1,3}) + ignore_merges + no normalizer; GPT-2 ByteLevel(use_regex,
+                          add_prefix_space); Split + ByteLevel(add_prefix_space)
 
 Run from the repository root: python3 tests/reference/make_tokenizer_fixtures.py (needs the `zstd` command,
 Debian package zstd, and data/tokenizers/tiny from tools/train_tiny_tokenizer.py)
@@ -278,6 +282,41 @@ def write_tiny():
     print(f"tiny_encode.jsonl: {len(texts)} texts")
 
 
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def variant_json(name):
+    with open(os.path.join(QWEN3, "tokenizer.json"), encoding="utf-8") as f:
+        j = json.load(f)
+    if name == "llama3":
+        j["normalizer"] = None
+        j["model"]["ignore_merges"] = True
+        j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = LLAMA3_SPLIT
+    elif name == "gpt2":
+        j["normalizer"] = None
+        j["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+    elif name == "prefix":
+        j["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = True
+    return json.dumps(j)
+
+
+def write_variants():
+    texts = [t for _, t in hand_cases()] + [t for _, t in random_cases(200, seed=7)]
+    rows = list(dataset_rows())
+    texts += [r["prompt"][0]["content"] for _, _, r in rows[:300]]
+    texts += [r["extra_info"]["solution"] for _, _, r in rows[1000:1100]]
+    lines = []
+    for name in ("llama3", "gpt2", "prefix"):
+        tok = Tokenizer.from_str(variant_json(name))
+        for t in texts:
+            lines.append({"variant": name, "text": t, "ids": tok.encode(t, add_special_tokens=False).ids})
+    raw = "".join(json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n" for d in lines).encode("utf-8")
+    path = os.path.join(OUT, "variants.jsonl.zst")
+    subprocess.run(["zstd", "-19", "--long=27", "-q", "-f", "-o", path], input=raw, check=True)
+    print(f"{path}: {len(lines)} cases, {os.path.getsize(path)} bytes")
+
+
 def main():
     print(f"tokenizers {tokenizers.__version__}, transformers {transformers.__version__}")
     os.makedirs(OUT, exist_ok=True)
@@ -285,6 +324,7 @@ def main():
     write_corpus(tok)
     write_chat(tok)
     write_dataset_ids(tok)
+    write_variants()
     write_tiny()
 
 

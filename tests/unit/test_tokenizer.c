@@ -379,6 +379,75 @@ static void test_gpt2_style_document(void **state) {
     tokenizer_free(t);
 }
 
+
+/* The Qwen3 tokenizer.json edited as tests/reference/make_tokenizer_fixtures.py's variant_json() does, so the
+ * Llama-3 regex + ignore_merges, the GPT-2 ByteLevel regex + add_prefix_space, and Split + ByteLevel
+ * add_prefix_space paths are checked against HF too (tests/data/tokenizer/variants.jsonl.zst). */
+static const char LLAMA3_SPLIT[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+                                   "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+typedef struct { const char *variant; Check c; } VariantCheck;
+
+static void check_variant_case(json_t *o, long lineno, void *ctx) {
+    VariantCheck *v = ctx;
+    if (strcmp(json_string_value(json_object_get(o, "variant")), v->variant) != 0) return;
+    json_t *t = json_object_get(o, "text");
+    Check *c = &v->c;
+    tf_ids(json_object_get(o, "ids"), &c->ref);
+    c->ids.n = 0;
+    assert_int_equal(tokenizer_encode(c->tok, json_string_value(t), json_string_length(t), &c->ids, NULL), 0);
+    c->n++;
+    if (c->ids.n != c->ref.n || memcmp(c->ids.v, c->ref.v, c->ids.n * sizeof(int32_t))) {
+        if (c->bad_ids++ < 5) show(v->variant, lineno, "variant", &c->ids, &c->ref);
+    }
+}
+
+static void test_variants_match_hf(void **state) {
+    (void)state;
+    size_t len = 0, flen = 0;
+    char *fix = tf_read(tf_path("tests/data/tokenizer/variants.jsonl.zst"), &flen);
+    char *doc = tf_read(tf_path("data/tokenizers/qwen3/tokenizer.json"), &len);
+    assert_non_null(fix);
+    assert_non_null(doc);
+    json_t *root = json_loadb(doc, len, 0, NULL);
+    xfree(doc);
+    assert_non_null(root);
+    json_t *pt = json_deep_copy(json_object_get(root, "pre_tokenizer"));
+    static const char *names[3] = { "llama3", "gpt2", "prefix" };
+    for (int k = 0; k < 3; k++) {
+        json_object_set_new(root, "pre_tokenizer", json_deep_copy(pt));   /* pristine each time */
+        json_t *model = json_object_get(root, "model");
+        json_object_set_new(model, "ignore_merges", json_boolean(k == 0));
+        json_t *seq = json_object_get(json_object_get(root, "pre_tokenizer"), "pretokenizers");
+        if (k == 0) {
+            json_object_set_new(root, "normalizer", json_null());
+            json_object_set_new(json_object_get(json_array_get(seq, 0), "pattern"), "Regex", json_string(LLAMA3_SPLIT));
+        } else if (k == 1) {
+            json_object_set_new(root, "pre_tokenizer", json_pack("{s:s, s:b, s:b}", "type", "ByteLevel",
+                                                                 "add_prefix_space", 1, "use_regex", 1));
+        } else {
+            json_object_set_new(root, "normalizer", json_pack("{s:s}", "type", "NFC"));
+            json_object_set_new(json_array_get(seq, 1), "add_prefix_space", json_true());
+        }
+        char *s = json_dumps(root, JSON_COMPACT);
+        char err[ERR_LEN];
+        Tokenizer *t = tokenizer_load_mem(s, strlen(s), NULL, 0, err);
+        free(s);
+        if (!t) fprintf(stderr, "%s: %s\n", names[k], err);
+        assert_non_null(t);
+        VariantCheck v = { .variant = names[k], .c = { .tok = t } };
+        assert_true(tf_jsonl(fix, flen, check_variant_case, &v) > 0);
+        fprintf(stderr, "variant %s: %ld cases, %ld id mismatches\n", names[k], v.c.n, v.c.bad_ids);
+        assert_true(v.c.n > 700);
+        assert_int_equal(v.c.bad_ids, 0);
+        check_free(&v.c);
+        tokenizer_free(t);
+    }
+    json_decref(pt);
+    json_decref(root);
+    xfree(fix);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen3_corpus_matches_hf),
@@ -391,6 +460,7 @@ int main(void) {
         cmocka_unit_test(test_encode_args_and_reuse),
         cmocka_unit_test(test_malformed_tokenizer_json),
         cmocka_unit_test(test_gpt2_style_document),
+        cmocka_unit_test(test_variants_match_hf),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
