@@ -63,8 +63,8 @@ int sample_token(const float *logits, int V, const SampleParams *p, double u, vo
 int sample_support(const float *logits, int V, const SampleParams *p, void *scratch, int32_t *kept, int *n_kept,
                    char err[ERR_LEN]);
 
-/* log_softmax(logits / temperature)[token] over all V (temperature <= 0 counts as 1), computed with a double
- * accumulator. ERR_INVAL for bad arguments or logits as in sample_token. */
+/* log_softmax(logits / temperature)[token] over all V (temperature <= 0 counts as 1), with the same weights
+ * and sum as sample_token. ERR_INVAL for bad arguments or logits as in sample_token. */
 int sample_logprob(const float *logits, int V, float temperature, int32_t token, float *logprob, char err[ERR_LEN]);
 
 #endif
