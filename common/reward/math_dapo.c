@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-/* Ground truths longer than this are refused (ERR_TOO_BIG) so scratch stays bounded (about 8x of it). */
-#define MATH_DAPO_MAX_GT_BYTES ((size_t)256 << 20)
+/* Ground truths longer than this are refused (ERR_TOO_BIG) so scratch stays bounded (at most ~9x of it). */
+#define MATH_DAPO_MAX_GT_BYTES ((size_t)64 << 20)
 /* Scratch buffers above this size are released at the start of the next call (bounded idle memory). */
 #define MATH_DAPO_KEEP_BYTES ((size_t)4 << 20)
 /* Inputs at least this long check the deadline between normalization steps (short ones finish in µs). */

@@ -54,14 +54,17 @@ int64_t math_dapo_now_ns(void);
  * checked on entry and between the linear normalization steps of long inputs (cooperative).
  * Returns 0 and fills *out; on error fills *out with score -1, acc false, has_pred false and returns
  * ERR_TIMEOUT (err = "timeout") or ERR_INVAL (NULL pointer with a non-zero length). Never crashes, never
- * aborts on input; memory used is O(gt_len) (about 8x gt_len bytes of scratch at most, kept in ws). */
+ * aborts on input; memory used is O(gt_len): at most ~9x gt_len bytes of scratch (3x for the repaired
+ * text, 6x for the other ping-pong buffer), kept in ws and released on the next call when over 4 MiB.
+ * Ground truths over 64 MiB are refused with ERR_TOO_BIG (the solution has no limit: only its tail is read). */
 int math_dapo_score(MathDapoWs *ws, const char *sol, size_t sol_len, const char *gt, size_t gt_len,
                     bool strict_box, int64_t deadline_ns, MathDapoResult *out, char err[ERR_LEN]);
 
 /* normalize_final_answer() of the reference (README §3: equals split, substitutions, deletions, $..$,
  * \text{} \textbf{} \overline{} \boxed{} unwrapping, frac/sqrt shorthand, $ removal, integer commas,
  * strip). in: n bytes, repaired as UTF-8 first. *out (BORROWED from ws, valid until the next call using ws;
- * NUL-terminated; *out_len bytes). Returns 0, ERR_TIMEOUT (deadline_ns passed, see above) or ERR_INVAL. */
+ * NUL-terminated; *out_len bytes). Returns 0, ERR_TIMEOUT (deadline_ns passed, see above), ERR_TOO_BIG
+ * (n over 64 MiB) or ERR_INVAL. */
 int math_dapo_normalize(MathDapoWs *ws, const char *in, size_t n, int64_t deadline_ns,
                         const char **out, size_t *out_len, char err[ERR_LEN]);
 

@@ -623,7 +623,8 @@ static void test_10mb_strings_bounded_memory(void **state) {
     assert_int_equal(xmalloc_used(), base0);
 }
 
-/* NUL bytes are ordinary code points: inside the capture, the prediction and the comparison. */
+/* NUL bytes are ordinary code points: inside the capture, the prediction and the comparison. Bad arguments
+ * and oversized ground truths are errors with score -1. */
 static void test_nul_bytes(void **state) {
     (void)state;
     RewardWs *ws = reward_ws_new();
@@ -642,6 +643,12 @@ static void test_nul_bytes(void **state) {
     assert_string_equal(r.pred, "[INVALID]");
     assert_int_equal(reward_score(ws, "math_dapo", NULL, 5, "x", 1, false, 0, &r), ERR_INVAL);
     assert_true(r.score == -1.0 && !r.acc && !r.has_pred);
+    size_t big = ((size_t)64 << 20) + 1;   /* ground truths over 64 MiB are refused before any work */
+    char *gt = xmalloc(big);
+    memset(gt, '1', big);
+    assert_int_equal(reward_score(ws, "math_dapo", "Answer: 1", 9, gt, big, false, 0, &r), ERR_TOO_BIG);
+    assert_true(r.score == -1.0 && !r.acc && !r.has_pred && r.err[0]);
+    xfree(gt);
     reward_ws_free(ws);
 }
 
