@@ -1,0 +1,474 @@
+/* common/model/generate.c: the rollout engine (see generate.h): paged KV cache, continuous batching with
+ * chunked prefill, preemption + recompute, batched forward over packed rows, per-row sampling.
+ * The layer math is model/forward.c's (same cpu_ops kernels) with attention against the cache instead of
+ * within a packed sequence. Not here: the wire protocol and weight loading (services/rollout). */
+#include "model/generate.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_decode.h"
+#include "backend/cpu/cpu_ops.h"
+#include "core/log.h"
+#include "core/rng.h"
+
+enum { SEQ_WAITING = 0, SEQ_RUNNING, SEQ_DONE };
+
+typedef struct {
+    uint64_t     id, tag, seed, group_id;
+    uint32_t     sample, rng_offset;
+    SampleParams sp;
+    int          max_tokens;
+    int32_t     *stop;          /* [n_stop] */
+    int          n_stop;
+    int32_t     *tok;           /* [n_prompt + max_tokens]: prompt then sampled tokens */
+    int          n_tok, n_prompt;
+    float       *lp;            /* [max_tokens] log-probs of the sampled tokens */
+    int          n_cached;      /* positions whose K/V are in the cache */
+    int32_t     *blocks;        /* [max_blocks] block table */
+    int          n_blocks, max_blocks;
+    int          state;
+    GenFinish    finish;
+    long         admit_order;
+    int          preemptions;
+} Seq;
+
+struct GenEngine {
+    Model     *m;
+    GenOptions o;
+    int        BS, max_rows, kvd, qkvd, nthr;
+    long       n_blocks, n_free, ctx_max;
+    int32_t   *free_list;       /* [n_blocks] stack of free block ids */
+    float     *kc, *vc;         /* [L][n_blocks * BS * kvd] */
+    Seq      **run, **wait, **done;
+    int        n_run, n_wait, n_done, cap_wait, cap_done;
+    uint64_t   next_id;
+    long       admit_counter;
+    int        hold_new;
+    /* step buffers (max_rows rows; sampling rows <= max_num_seqs) */
+    int32_t   *row_tok, *row_pos;
+    const int32_t **row_tab;
+    float     *x, *xn, *qkv, *att, *mid, *gu, *hm, *cs, *sn, *att_scratch;
+    Seq      **samp_seq;
+    int       *samp_row, *samp_rc;
+    float     *xs, *logits, *samp_lp;
+    int32_t   *samp_tok;
+    char      *samp_scratch;
+    size_t     samp_scratch_bytes;
+    GenStats   st;
+};
+
+const char *gen_finish_name(GenFinish f) {
+    return f == GEN_FINISH_STOP ? "stop" : f == GEN_FINISH_LENGTH ? "length" : "";
+}
+
+static long blocks_for(const GenEngine *e, long positions) { return (positions + e->BS - 1) / e->BS; }
+
+GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
+    if (!m || !o) { err_set(err, ERR_INVAL, "gen_engine_new: NULL model or options"); return NULL; }
+    const ModelConfig *c = &m->cfg;
+    int BS = o->block_tokens > 0 ? o->block_tokens : 16;
+    if (o->max_num_seqs < 1 || o->max_num_seqs > 1 << 20) {
+        err_set(err, ERR_INVAL, "max_num_seqs %d outside [1, 2^20]", o->max_num_seqs);
+        return NULL;
+    }
+    if (o->kv_cache_tokens < BS || o->kv_cache_tokens > (1L << 31)) {
+        err_set(err, ERR_INVAL, "kv_cache_tokens %ld outside [%d, 2^31]", o->kv_cache_tokens, BS);
+        return NULL;
+    }
+    if (BS > 4096) { err_set(err, ERR_INVAL, "block_tokens %d above 4096", BS); return NULL; }
+    if (c->head_dim > 512) { err_set(err, ERR_UNSUPPORTED, "head_dim %d above 512", c->head_dim); return NULL; }
+    GenEngine *e = xcalloc(1, sizeof *e);
+    e->m = m;
+    e->o = *o;
+    e->BS = BS;
+    e->max_rows = o->max_batch_tokens > o->max_num_seqs ? o->max_batch_tokens : o->max_num_seqs;
+    e->kvd = c->n_kv_heads * c->head_dim;
+    e->qkvd = c->n_heads * c->head_dim + 2 * e->kvd;
+    e->n_blocks = (o->kv_cache_tokens + BS - 1) / BS;
+    e->ctx_max = e->n_blocks * BS;
+    e->nthr = omp_get_max_threads();
+    size_t layer_floats = (size_t)e->n_blocks * BS * e->kvd;
+    e->kc = xmalloc(layer_floats * c->n_layers * sizeof(float));
+    e->vc = xmalloc(layer_floats * c->n_layers * sizeof(float));
+    e->free_list = xmalloc((size_t)e->n_blocks * sizeof(int32_t));
+    for (long b = 0; b < e->n_blocks; b++) e->free_list[b] = (int32_t)(e->n_blocks - 1 - b);
+    e->n_free = e->n_blocks;
+    e->run = xcalloc((size_t)o->max_num_seqs, sizeof(Seq *));
+    int R = e->max_rows, S = o->max_num_seqs, H = c->hidden, I = c->inter, V = c->vocab;
+    int qd = c->n_heads * c->head_dim;
+    e->row_tok = xmalloc((size_t)R * sizeof(int32_t));
+    e->row_pos = xmalloc((size_t)R * sizeof(int32_t));
+    e->row_tab = xmalloc((size_t)R * sizeof(int32_t *));
+    e->x = xmalloc((size_t)R * H * sizeof(float));
+    e->xn = xmalloc((size_t)R * H * sizeof(float));
+    e->mid = xmalloc((size_t)R * H * sizeof(float));
+    e->qkv = xmalloc((size_t)R * e->qkvd * sizeof(float));
+    e->att = xmalloc((size_t)R * qd * sizeof(float));
+    e->gu = xmalloc((size_t)R * 2 * I * sizeof(float));
+    e->hm = xmalloc((size_t)R * I * sizeof(float));
+    e->cs = xmalloc((size_t)R * (c->head_dim / 2 + 1) * sizeof(float));
+    e->sn = xmalloc((size_t)R * (c->head_dim / 2 + 1) * sizeof(float));
+    e->att_scratch = xmalloc((size_t)e->nthr * e->ctx_max * sizeof(float));
+    e->samp_seq = xmalloc((size_t)S * sizeof(Seq *));
+    e->samp_row = xmalloc((size_t)S * sizeof(int));
+    e->samp_rc = xmalloc((size_t)S * sizeof(int));
+    e->samp_tok = xmalloc((size_t)S * sizeof(int32_t));
+    e->samp_lp = xmalloc((size_t)S * sizeof(float));
+    e->xs = xmalloc((size_t)S * H * sizeof(float));
+    e->logits = xmalloc((size_t)S * V * sizeof(float));
+    e->samp_scratch_bytes = (sample_scratch_bytes(V) + 63) & ~(size_t)63;
+    e->samp_scratch = xmalloc(e->samp_scratch_bytes * S);
+    double cache_mb = 2.0 * layer_floats * c->n_layers * sizeof(float) / 1048576.0;
+    double step_mb = ((double)R * (3 * H + e->qkvd + qd + 3 * I) + (double)S * (H + V) +
+                      (double)e->nthr * e->ctx_max) * sizeof(float) / 1048576.0 +
+                     (double)e->samp_scratch_bytes * S / 1048576.0;
+    log_info("rollout engine: KV cache %ld blocks x %d positions = %ld tokens (%.1f MiB), %d seqs, %d rows per "
+             "step (%.1f MiB buffers), %s mode, %d threads", e->n_blocks, BS, e->ctx_max, cache_mb, S, R, step_mb,
+             o->batch_invariant ? "batch-invariant" : "default", e->nthr);
+    return e;
+}
+
+static void seq_free(Seq *s) {
+    if (!s) return;
+    xfree(s->stop);
+    xfree(s->tok);
+    xfree(s->lp);
+    xfree(s->blocks);
+    xfree(s);
+}
+
+void gen_engine_free(GenEngine *e) {
+    if (!e) return;
+    for (int i = 0; i < e->n_run; i++) seq_free(e->run[i]);
+    for (int i = 0; i < e->n_wait; i++) seq_free(e->wait[i]);
+    for (int i = 0; i < e->n_done; i++) seq_free(e->done[i]);
+    xfree(e->run); xfree(e->wait); xfree(e->done);
+    xfree(e->kc); xfree(e->vc); xfree(e->free_list);
+    xfree(e->row_tok); xfree(e->row_pos); xfree(e->row_tab);
+    xfree(e->x); xfree(e->xn); xfree(e->mid); xfree(e->qkv); xfree(e->att); xfree(e->gu); xfree(e->hm);
+    xfree(e->cs); xfree(e->sn); xfree(e->att_scratch);
+    xfree(e->samp_seq); xfree(e->samp_row); xfree(e->samp_rc); xfree(e->samp_tok); xfree(e->samp_lp);
+    xfree(e->xs); xfree(e->logits); xfree(e->samp_scratch);
+    xfree(e);
+}
+
+static void push_wait(GenEngine *e, Seq *s, int front) {
+    if (e->n_wait == e->cap_wait) {
+        e->cap_wait = e->cap_wait ? 2 * e->cap_wait : 64;
+        e->wait = xrealloc(e->wait, (size_t)e->cap_wait * sizeof(Seq *));
+    }
+    if (front) {
+        memmove(e->wait + 1, e->wait, (size_t)e->n_wait * sizeof(Seq *));
+        e->wait[0] = s;
+    } else {
+        e->wait[e->n_wait] = s;
+    }
+    e->n_wait++;
+    s->state = SEQ_WAITING;
+}
+
+static void push_done(GenEngine *e, Seq *s) {
+    if (e->n_done == e->cap_done) {
+        e->cap_done = e->cap_done ? 2 * e->cap_done : 64;
+        e->done = xrealloc(e->done, (size_t)e->cap_done * sizeof(Seq *));
+    }
+    e->done[e->n_done++] = s;
+    s->state = SEQ_DONE;
+}
+
+int gen_engine_add(GenEngine *e, const GenRequest *r, uint64_t *id, char err[ERR_LEN]) {
+    if (!e || !r) return err_set(err, ERR_INVAL, "gen_engine_add: NULL argument");
+    int V = e->m->cfg.vocab;
+    if (r->n_prompt < 1 || !r->prompt) return err_set(err, ERR_INVAL, "empty prompt");
+    if (r->max_tokens < 1) return err_set(err, ERR_INVAL, "max_tokens %d must be >= 1", r->max_tokens);
+    if (r->n_stop < 0 || (r->n_stop > 0 && !r->stop_ids)) return err_set(err, ERR_INVAL, "bad stop ids");
+    for (int i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= V)
+            return err_set(err, ERR_INVAL, "prompt token %d = %d outside the vocabulary [0, %d)", i, r->prompt[i], V);
+    if (!r->sp.greedy && r->sp.temperature > 0 && !(r->sp.top_p > 0 && r->sp.top_p <= 1))
+        return err_set(err, ERR_INVAL, "top_p %g outside (0, 1]", (double)r->sp.top_p);
+    if (!isfinite(r->sp.temperature)) return err_set(err, ERR_INVAL, "temperature is not finite");
+    long ctx = (long)r->n_prompt + r->max_tokens;
+    if (ctx > e->ctx_max)
+        return err_set(err, ERR_TOO_BIG, "prompt %d + max_tokens %d = %ld positions exceed the whole KV cache (%ld)",
+                       r->n_prompt, r->max_tokens, ctx, e->ctx_max);
+    Seq *s = xcalloc(1, sizeof *s);
+    s->id = ++e->next_id;
+    s->tag = r->tag;
+    s->seed = r->seed;
+    s->group_id = r->group_id;
+    s->sample = r->sample;
+    s->rng_offset = r->rng_offset;
+    s->sp = r->sp;
+    s->max_tokens = r->max_tokens;
+    s->n_stop = r->n_stop;
+    if (r->n_stop) {
+        s->stop = xmalloc((size_t)r->n_stop * sizeof(int32_t));
+        memcpy(s->stop, r->stop_ids, (size_t)r->n_stop * sizeof(int32_t));
+    }
+    s->tok = xmalloc((size_t)ctx * sizeof(int32_t));
+    memcpy(s->tok, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+    s->n_tok = s->n_prompt = r->n_prompt;
+    s->lp = xmalloc((size_t)r->max_tokens * sizeof(float));
+    s->max_blocks = (int)blocks_for(e, ctx);
+    s->blocks = xmalloc((size_t)s->max_blocks * sizeof(int32_t));
+    push_wait(e, s, 0);
+    if (id) *id = s->id;
+    return 0;
+}
+
+static void seq_release_blocks(GenEngine *e, Seq *s) {
+    for (int i = 0; i < s->n_blocks; i++) e->free_list[e->n_free++] = s->blocks[i];
+    s->n_blocks = 0;
+    s->n_cached = 0;
+}
+
+static void run_remove(GenEngine *e, int i) {
+    memmove(e->run + i, e->run + i + 1, (size_t)(e->n_run - i - 1) * sizeof(Seq *));
+    e->n_run--;
+}
+
+/* Preempts the most recently admitted running sequence (the last of run[]); returns it. */
+static Seq *preempt_last(GenEngine *e) {
+    Seq *v = e->run[e->n_run - 1];
+    e->n_run--;
+    seq_release_blocks(e, v);
+    v->preemptions++;
+    e->st.preemptions++;
+    push_wait(e, v, 1);
+    log_debug("preempted sequence %llu (%d tokens) for cache", (unsigned long long)v->id, v->n_tok);
+    return v;
+}
+
+static void admit(GenEngine *e) {
+    for (int i = 0; i < e->n_wait && e->n_run < e->o.max_num_seqs;) {
+        Seq *s = e->wait[i];
+        if (e->hold_new && s->n_tok == s->n_prompt) { i++; continue; }
+        long need = blocks_for(e, s->n_tok);
+        if (need > e->n_free) break;                  /* FIFO: nobody overtakes the head */
+        for (long b = 0; b < need; b++) s->blocks[s->n_blocks++] = e->free_list[--e->n_free];
+        s->n_cached = 0;
+        s->admit_order = ++e->admit_counter;
+        s->state = SEQ_RUNNING;
+        e->run[e->n_run++] = s;
+        memmove(e->wait + i, e->wait + i + 1, (size_t)(e->n_wait - i - 1) * sizeof(Seq *));
+        e->n_wait--;
+    }
+}
+
+/* Every running sequence gets the blocks its whole context needs, preempting the newest when none are free. */
+static void ensure_blocks(GenEngine *e) {
+    for (int i = 0; i < e->n_run; i++) {
+        Seq *s = e->run[i];
+        long need = blocks_for(e, s->n_tok);
+        while (s->n_blocks < need) {
+            if (e->n_free > 0) { s->blocks[s->n_blocks++] = e->free_list[--e->n_free]; continue; }
+            Seq *v = preempt_last(e);
+            if (v == s) break;
+        }
+        if (i >= e->n_run) break;
+    }
+}
+
+static int is_stop(const GenEngine *e, const Seq *s, int32_t t) {
+    for (int i = 0; i < s->n_stop; i++) if (s->stop[i] == t) return 1;
+    const ModelConfig *c = &e->m->cfg;
+    for (int i = 0; i < c->n_eos; i++) if (c->eos_ids[i] == t) return 1;
+    return 0;
+}
+
+static void linear(const GenEngine *e, float *y, const float *x, const float *w, const float *b, int M, int N,
+                   int K) {
+    if (e->o.batch_invariant) cpu_linear_rowwise(y, x, w, b, M, N, K);
+    else cpu_linear(y, x, w, b, M, N, K);
+}
+
+/* The decoder over R packed rows (row_tok/row_pos/row_tab set); writes K/V of every row into the cache and
+ * leaves the last-layer residual stream in e->x. */
+static void forward_rows(GenEngine *e, int R) {
+    const Model *m = e->m;
+    const ModelConfig *c = &m->cfg;
+    int H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    int qd = nh * hd, kvd = e->kvd, qkvd = e->qkvd, BS = e->BS;
+    float scale = 1.0f / sqrtf((float)hd);
+    size_t layer_floats = (size_t)e->n_blocks * BS * kvd;
+    for (int r = 0; r < R; r++)
+        memcpy(e->x + (long)r * H, m->w.embed + (long)e->row_tok[r] * H, (size_t)H * sizeof(float));
+    cpu_rope_tables(e->cs, e->sn, e->row_pos, R, m->inv_freq, hd / 2);
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *W = &m->w.layer[l];
+        float *kc = e->kc + l * layer_floats, *vc = e->vc + l * layer_floats;
+        cpu_rmsnorm(e->xn, NULL, e->x, W->ln1, R, H, c->rms_eps);
+        linear(e, e->qkv, e->xn, W->wqkv, W->bqkv, R, qkvd, H);
+        if (c->qk_norm) {
+            cpu_rmsnorm_heads(e->qkv, qkvd, NULL, e->qkv, qkvd, W->qn, R, nh, hd, c->rms_eps);
+            cpu_rmsnorm_heads(e->qkv + qd, qkvd, NULL, e->qkv + qd, qkvd, W->kn, R, nkv, hd, c->rms_eps);
+        }
+        cpu_rope(e->qkv, qkvd, e->cs, e->sn, R, nh, hd, 0);
+        cpu_rope(e->qkv + qd, qkvd, e->cs, e->sn, R, nkv, hd, 0);
+        for (int r = 0; r < R; r++) {
+            int p = e->row_pos[r];
+            long slot = (long)e->row_tab[r][p / BS] * BS + p % BS;
+            memcpy(kc + slot * kvd, e->qkv + (long)r * qkvd + qd, (size_t)kvd * sizeof(float));
+            memcpy(vc + slot * kvd, e->qkv + (long)r * qkvd + qd + kvd, (size_t)kvd * sizeof(float));
+        }
+        cpu_paged_attention(e->att, qd, e->qkv, qkvd, R, e->row_pos, e->row_tab, kc, vc, BS, nh, nkv, hd, scale,
+                            e->att_scratch, e->ctx_max);
+        linear(e, e->mid, e->att, W->wo, NULL, R, H, qd);
+        cpu_add(e->mid, e->x, (long)R * H);
+        cpu_rmsnorm(e->xn, NULL, e->mid, W->ln2, R, H, c->rms_eps);
+        linear(e, e->gu, e->xn, W->wgu, NULL, R, 2 * I, H);
+        cpu_swiglu(e->hm, e->gu, R, I);
+        linear(e, e->x, e->hm, W->wd, NULL, R, H, I);
+        cpu_add(e->x, e->mid, (long)R * H);
+    }
+}
+
+static void finish_seq(GenEngine *e, int run_index, GenFinish f) {
+    Seq *s = e->run[run_index];
+    s->finish = f;
+    seq_release_blocks(e, s);
+    run_remove(e, run_index);
+    push_done(e, s);
+}
+
+int gen_engine_step(GenEngine *e, char err[ERR_LEN]) {
+    if (!e) return err_set(err, ERR_INVAL, "gen_engine_step: NULL engine");
+    if (e->n_run == 0 && e->n_wait == 0) return 0;
+    admit(e);
+    ensure_blocks(e);
+    if (e->n_run == 0) return e->n_wait;       /* only held sequences wait */
+    const ModelConfig *c = &e->m->cfg;
+    int R = 0, S = 0, nchunk[e->n_run];
+    /* decode rows first, then prefill chunks in admission order */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < e->n_run; i++) {
+            Seq *s = e->run[i];
+            int unc = s->n_tok - s->n_cached;
+            if (pass == 0) nchunk[i] = 0;
+            if ((pass == 0) != (unc == 1)) continue;
+            int n = unc < e->max_rows - R ? unc : e->max_rows - R;
+            if (n <= 0) continue;
+            for (int k = 0; k < n; k++) {
+                int p = s->n_cached + k;
+                e->row_tok[R + k] = s->tok[p];
+                e->row_pos[R + k] = p;
+                e->row_tab[R + k] = s->blocks;
+            }
+            R += n;
+            nchunk[i] = n;
+            if (pass == 0) e->st.decode_rows += n; else e->st.prefill_rows += n;
+            if (s->n_cached + n == s->n_tok) {
+                e->samp_seq[S] = s;
+                e->samp_row[S++] = R - 1;
+            }
+        }
+    forward_rows(e, R);
+    for (int i = 0; i < e->n_run; i++) e->run[i]->n_cached += nchunk[i];
+    e->st.steps++;
+    e->st.rows += R;
+    if (S == 0) return e->n_run + e->n_wait;
+
+    int H = c->hidden, V = c->vocab;
+    for (int k = 0; k < S; k++)
+        memcpy(e->xs + (long)k * H, e->x + (long)e->samp_row[k] * H, (size_t)H * sizeof(float));
+    cpu_rmsnorm(e->xs, NULL, e->xs, e->m->w.norm, S, H, c->rms_eps);
+    linear(e, e->logits, e->xs, e->m->w.lm_head, NULL, S, V, H);
+#pragma omp parallel for schedule(dynamic, 1) if (S > 1)
+    for (int k = 0; k < S; k++) {
+        Seq *s = e->samp_seq[k];
+        char perr[ERR_LEN];
+        double u = rng_uniform(s->seed, s->group_id, s->sample, s->rng_offset + (uint32_t)(s->n_tok - s->n_prompt));
+        e->samp_rc[k] = sample_token(e->logits + (long)k * V, V, &s->sp, u, e->samp_scratch + e->samp_scratch_bytes * k,
+                                     &e->samp_tok[k], &e->samp_lp[k], perr);
+    }
+    int rc = 0;
+    for (int k = 0; k < S; k++) {
+        Seq *s = e->samp_seq[k];
+        int i = 0;
+        while (e->run[i] != s) i++;
+        if (e->samp_rc[k]) {
+            rc = err_set(err, e->samp_rc[k], "sequence %llu: sampling failed (non-finite logits?); finished with "
+                         "%d tokens", (unsigned long long)s->id, s->n_tok - s->n_prompt);
+            finish_seq(e, i, GEN_FINISH_LENGTH);
+            continue;
+        }
+        int g = s->n_tok - s->n_prompt;
+        s->tok[s->n_tok++] = e->samp_tok[k];
+        s->lp[g] = e->samp_lp[k];
+        e->st.sampled++;
+        if (is_stop(e, s, e->samp_tok[k])) finish_seq(e, i, GEN_FINISH_STOP);
+        else if (g + 1 >= s->max_tokens) finish_seq(e, i, GEN_FINISH_LENGTH);
+    }
+    if (rc) return rc;
+    return e->n_run + e->n_wait;
+}
+
+int gen_engine_take(GenEngine *e, GenResult *out) {
+    if (!e || !out || e->n_done == 0) return 0;
+    Seq *s = e->done[0];
+    memmove(e->done, e->done + 1, (size_t)(e->n_done - 1) * sizeof(Seq *));
+    e->n_done--;
+    int n = s->n_tok - s->n_prompt;
+    *out = (GenResult){ .id = s->id, .tag = s->tag, .group_id = s->group_id, .sample = s->sample, .n = n,
+                        .finish = s->finish, .preemptions = s->preemptions };
+    out->tokens = xmalloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    memcpy(out->tokens, s->tok + s->n_prompt, (size_t)n * sizeof(int32_t));
+    out->logprobs = s->lp;
+    s->lp = NULL;
+    seq_free(s);
+    return 1;
+}
+
+void gen_result_free(GenResult *r) {
+    if (!r) return;
+    xfree(r->tokens);
+    xfree(r->logprobs);
+    r->tokens = NULL;
+    r->logprobs = NULL;
+}
+
+int gen_engine_cancel(GenEngine *e, uint64_t tag) {
+    if (!e) return 0;
+    int n = 0;
+    for (int i = 0; i < e->n_run;)
+        if (e->run[i]->tag == tag) {
+            Seq *s = e->run[i];
+            seq_release_blocks(e, s);
+            run_remove(e, i);
+            seq_free(s);
+            n++;
+        } else {
+            i++;
+        }
+    Seq ***lists[2] = { &e->wait, &e->done };
+    int *counts[2] = { &e->n_wait, &e->n_done };
+    for (int q = 0; q < 2; q++) {
+        Seq **a = *lists[q];
+        int k = 0;
+        for (int i = 0; i < *counts[q]; i++)
+            if (a[i]->tag == tag) { seq_free(a[i]); n++; }
+            else a[k++] = a[i];
+        *counts[q] = k;
+    }
+    return n;
+}
+
+void gen_engine_hold_new(GenEngine *e, int hold) {
+    if (e) e->hold_new = hold != 0;
+}
+
+void gen_engine_stats(const GenEngine *e, GenStats *s) {
+    *s = e->st;
+    s->running = e->n_run;
+    s->waiting = e->n_wait;
+    s->finished = e->n_done;
+    s->in_progress = e->n_run;
+    for (int i = 0; i < e->n_wait; i++) s->in_progress += e->wait[i]->n_tok > e->wait[i]->n_prompt;
+    s->free_blocks = e->n_free;
+    s->n_blocks = e->n_blocks;
+}
+
+long gen_engine_capacity_tokens(const GenEngine *e) { return e ? e->ctx_max : 0; }

@@ -1,0 +1,129 @@
+/* common/model/generate.h: the rollout engine — prefill + decode of many sequences with a paged KV cache on the
+ * CPU, continuous batching, chunked prefill, preemption with recompute, and per-token sampling with the
+ * counter-based RNG (issue 6; DESIGN.md §1 "rollout", §3 sampling).
+ *
+ * Each call to gen_engine_step runs ONE forward over a packed set of rows:
+ *   - every running sequence whose context is fully cached contributes one decode row (its last token);
+ *   - running sequences still prefilling contribute a chunk of their uncached context tokens, as many as
+ *     fit in max_batch_tokens after the decode rows (chunked prefill, interleaved with decoding);
+ *   - waiting sequences are admitted (FIFO, preempted ones first) while there are fewer than max_num_seqs
+ *     running and the free cache blocks hold their whole current context.
+ * A sequence whose context is complete after this step's rows samples its next token from the last row's
+ * logits. When a running sequence needs one more cache block and none is free, the most recently admitted
+ * running sequence is preempted (vLLM's recompute policy): its blocks are freed, it keeps the tokens it has
+ * sampled, and it goes to the front of the waiting queue; when re-admitted, its prompt + sampled tokens are
+ * prefilled again. So a full cache delays sequences but never fails them.
+ *
+ * KV cache: kv_cache_tokens rounded up to blocks of block_tokens positions; per layer one K and one V array
+ * [n_blocks, block_tokens, n_kv_heads * head_dim] fp32, allocated once at gen_engine_new (logged).
+ *
+ * Sampling (model/sample.h): token t of response `sample` of group `group_id` uses the uniform draw
+ * rng_uniform(seed, group_id, sample, t) (core/rng.h), so a response depends only on (seed, group, sample,
+ * prompt, weights, sampling params) — not on the worker, the batch or preemptions (exactly so in
+ * batch-invariant mode). Stop: a token in the request's stop ids or the model's EOS ids (config.json and
+ * generation_config.json) ends the response with finish reason "stop" (the stop token is included in the
+ * response and counted); reaching max_tokens ends it with "length".
+ * Log-probs: per sampled token, log_softmax(logits / temperature)[token] over the FULL vocabulary, before
+ * top-k / top-p truncation (temperature 1 for greedy) — what the learner recomputes (DESIGN.md §2), so the
+ * rollout-vs-learner mismatch metrics compare like with like; it is not the truncated sampler's probability.
+ *
+ * Batch-invariant mode (GenOptions.batch_invariant, config rollout.batch_invariant): every linear layer goes
+ * through cpu_linear_rowwise and attention through cpu_paged_attention, whose per-row reductions have a fixed
+ * order; RMSNorm, RoPE, SwiGLU are per row already. Then a row's logits are bitwise the same whatever else is
+ * in the step (other sequences, prefill chunk boundaries, recompute after preemption, thread count), and the
+ * same seed gives the same tokens on any number of workers. Default mode uses cblas_sgemm (faster); its
+ * log-probs equal model_forward's (dapo-logprobs) to ~1e-5.
+ *
+ * Threads: one engine is used from one thread; kernels inside use OpenMP (omp_set_num_threads by the caller).
+ * Not here: the wire protocol (services/rollout), CUDA, speculative decoding, prefix caching, beam search,
+ * repetition penalties. */
+#ifndef DAPO_GENERATE_H
+#define DAPO_GENERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "model/model.h"
+#include "model/sample.h"
+
+typedef struct {
+    int  max_num_seqs;       /* most sequences running (holding cache) at once; >= 1 */
+    long kv_cache_tokens;    /* KV-cache budget in token positions (all sequences together); >= block_tokens */
+    int  max_batch_tokens;   /* rows per forward step (decode rows + prefill chunk); raised to max_num_seqs */
+    int  block_tokens;       /* positions per cache block; 0: 16 */
+    int  batch_invariant;    /* nonzero: fixed-order kernels (see top) */
+} GenOptions;
+
+typedef enum { GEN_FINISH_NONE = 0, GEN_FINISH_STOP, GEN_FINISH_LENGTH } GenFinish;
+
+/* One sequence to generate. Everything is copied by gen_engine_add. */
+typedef struct {
+    uint64_t       tag;          /* caller's key (e.g. a group's lease); gen_engine_cancel drops by tag */
+    uint64_t       seed, group_id;
+    uint32_t       sample;       /* index of the response within its group */
+    const int32_t *prompt;       /* [n_prompt] token ids in [0, vocab) */
+    int            n_prompt;     /* >= 1 */
+    int            max_tokens;   /* >= 1 response tokens at most (data.max_response_length) */
+    SampleParams   sp;
+    const int32_t *stop_ids;     /* [n_stop] extra stop ids (beside the model's EOS ids); may be NULL */
+    int            n_stop;
+    uint32_t       rng_offset;   /* response position of the first token sampled here (0 normally; k when the
+                                    prompt ends with the first k tokens of a response being continued) */
+} GenRequest;
+
+/* A finished sequence; arrays owned by the result (gen_result_free). */
+typedef struct {
+    uint64_t  id, tag, group_id;
+    uint32_t  sample;
+    int32_t  *tokens;        /* [n] response token ids (stop token included) */
+    float    *logprobs;      /* [n] full-vocabulary log-probs, see top */
+    int       n;
+    GenFinish finish;
+    int       preemptions;   /* times this sequence was preempted and recomputed */
+} GenResult;
+
+typedef struct {
+    int  running, waiting, finished;   /* sequences in each state */
+    int  in_progress;                  /* running + waiting sequences that hold sampled tokens or cache */
+    long free_blocks, n_blocks;
+    long steps, rows, prefill_rows, decode_rows, preemptions, sampled;
+} GenStats;
+
+typedef struct GenEngine GenEngine;
+
+/* Creates an engine over m (borrowed; must outlive the engine; its weights may change between steps only
+ * when gen_engine_stats().in_progress == 0, see gen_engine_hold_new). Allocates the cache and the step buffers
+ * (logged). NULL with a message on bad options (ERR_INVAL) or head_dim > 512 (ERR_UNSUPPORTED). */
+GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]);
+void       gen_engine_free(GenEngine *e);   /* NULL-safe; drops unfinished sequences */
+
+/* Queues a sequence (copies the request). Returns 0 and its id in *id, or ERR_INVAL (bad token, lengths,
+ * sampling params) / ERR_TOO_BIG (prompt + max_tokens exceeds the whole cache: it could never finish). */
+int gen_engine_add(GenEngine *e, const GenRequest *r, uint64_t *id, char err[ERR_LEN]);
+
+/* One forward step (see top). Returns the number of sequences still running or waiting (0: idle; nothing
+ * was done), or a negative code (ERR_INVAL from the sampler on NaN logits: the affected sequences are
+ * finished with finish reason "length" and what they have, so the engine keeps going). */
+int gen_engine_step(GenEngine *e, char err[ERR_LEN]);
+
+/* Pops one finished sequence into *out (caller frees with gen_result_free). Returns 1, or 0 when none. */
+int gen_engine_take(GenEngine *e, GenResult *out);
+void gen_result_free(GenResult *r);   /* frees the arrays; NULL-safe */
+
+/* Drops every sequence with this tag (waiting, running or finished-but-not-taken) and frees its cache.
+ * Returns how many were dropped. */
+int gen_engine_cancel(GenEngine *e, uint64_t tag);
+
+/* hold != 0: admit no sequence that has not started (no sampled token, no cache); sequences in progress go
+ * on. Used to drain before a weight swap so no response mixes two weight versions. */
+void gen_engine_hold_new(GenEngine *e, int hold);
+
+/* Rows per step (after raising to max_num_seqs) and the cache size in positions. */
+void gen_engine_stats(const GenEngine *e, GenStats *s);
+long gen_engine_capacity_tokens(const GenEngine *e);
+
+/* "stop" / "length" / "" */
+const char *gen_finish_name(GenFinish f);
+
+#endif
