@@ -194,7 +194,8 @@ static void test_random_cases_match_library(void **state) {
 }
 
 /* Runs dapo-verify with stdin from in_path and stdout to out_path; returns its exit status or -1. */
-static int verify_run(const char *in_path, const char *out_path, const char *threads, const char *err_path) {
+static int verify_run(const char *in_path, const char *out_path, const char *threads, const char *err_path,
+                      const char *timeout) {
     const char *b = getenv("DAPO_BUILD");
     char bin[4096];
     if (!b || !*b) b = "build";
@@ -206,7 +207,7 @@ static int verify_run(const char *in_path, const char *out_path, const char *thr
     posix_spawn_file_actions_addopen(&fa, 0, in_path, O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (err_path) posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    char *argv[] = { bin, "--threads", (char *)threads, NULL };
+    char *argv[] = { bin, "--threads", (char *)threads, timeout ? "--timeout" : NULL, (char *)timeout, NULL };
     pid_t pid;
     int rc = posix_spawn(&pid, bin, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -233,7 +234,7 @@ static void binary_check(const CaseSet *set, const char *threads) {
         json_decref(o);
     }
     assert_int_equal(fclose(f), 0);
-    assert_int_equal(verify_run(in_path, out_path, threads, NULL), 0);
+    assert_int_equal(verify_run(in_path, out_path, threads, NULL, NULL), 0);
 
     size_t n = 0;
     char *out = file_read(out_path, &n);
@@ -307,7 +308,7 @@ static void test_binary_malformed_lines(void **state) {
     assert_non_null(f);
     assert_int_equal(fwrite(input, 1, sizeof input - 1, f), sizeof input - 1);
     assert_int_equal(fclose(f), 0);
-    assert_int_equal(verify_run(in_path, out_path, "1", err_path), 1);
+    assert_int_equal(verify_run(in_path, out_path, "1", err_path, NULL), 1);
 
     size_t n = 0, en = 0;
     char *out = file_read(out_path, &n), *errs = file_read(err_path, &en);
@@ -359,6 +360,19 @@ static void test_binary_malformed_lines(void **state) {
     json_decref(all);
     xfree(out);
     xfree(errs);
+
+    /* --timeout 1e-9: every scored line comes back as score -1 with "error": "timeout", exit status 1 */
+    assert_int_equal(verify_run(in_path, out_path, "2", err_path, "1e-9"), 1);
+    out = file_read(out_path, &n);
+    assert_non_null(out);
+    json_t *first = json_loadb(out, (size_t)((char *)memchr(out, '\n', n) - out), JSON_ALLOW_NUL, &je);
+    assert_non_null(first);
+    assert_string_equal(json_string_value(json_object_get(first, "id")), "a");
+    assert_string_equal(json_string_value(json_object_get(first, "error")), "timeout");
+    assert_true(json_number_value(json_object_get(first, "score")) == -1.0);
+    assert_true(json_is_false(json_object_get(first, "acc")) && json_is_null(json_object_get(first, "pred")));
+    json_decref(first);
+    xfree(out);
     unlink(in_path), unlink(out_path), unlink(err_path);
     rmdir(dir);
 }
