@@ -84,7 +84,9 @@ struct Tokenizer {
     HeapEnt  *heap;
     size_t    sym_cap, heap_cap;
     size_t   *cuts;                   /* [2 * ncuts] piece boundaries of the current segment */
-    size_t    cuts_cap;
+    size_t    cuts_cap;               /* pairs */
+    size_t   *cuts1;                  /* copy of the Split cuts while ByteLevel's regex reuses cuts */
+    size_t    cuts1_cap;              /* elements */
 };
 
 /* ------------------------------------------------------------------------------------------ buffers */
@@ -779,7 +781,7 @@ void tokenizer_free(Tokenizer *t) {
     xfree(t->cache);
     tok_buf_free(&t->cache_keys); tok_ids_free(&t->cache_ids);
     tok_buf_free(&t->clean); tok_buf_free(&t->norm); tok_buf_free(&t->piece);
-    xfree(t->sym); xfree(t->prank); xfree(t->heap); xfree(t->cuts);
+    xfree(t->sym); xfree(t->prank); xfree(t->heap); xfree(t->cuts); xfree(t->cuts1);
     xfree(t);
 }
 
@@ -1005,23 +1007,24 @@ static void encode_pieces(Tokenizer *t, const char *s, size_t n, TokIds *out) {
     if (t->re_bl[x] || t->add_prefix_space) {
         /* ByteLevel per split: optional prefix space, then optionally the GPT-2 regex (byte_level.rs) */
         size_t n1 = ncut;
-        size_t *first = xmalloc(2 * n1 * sizeof *first);
-        memcpy(first, t->cuts, 2 * n1 * sizeof *first);
-        TokBuf tmp = {0};
-        for (size_t i = 0; i < n1; i++) {
-            const char *p = s + first[2 * i];
-            size_t len = first[2 * i + 1] - first[2 * i];
-            tmp.n = 0;
-            if (t->add_prefix_space && p[0] != ' ') tok_buf_append(&tmp, " ", 1);
-            tok_buf_append(&tmp, p, len);
-            if (!t->re_bl[x]) { bpe_piece(t, (const uint8_t *)tmp.v, tmp.n, out); continue; }
-            size_t nc = 0;
-            regex_cuts(t, t->re_bl[x], tmp.v, tmp.n, 0, &nc);
-            for (size_t k = 0; k < nc; k++)
-                bpe_piece(t, (const uint8_t *)tmp.v + t->cuts[2 * k], t->cuts[2 * k + 1] - t->cuts[2 * k], out);
+        if (t->cuts1_cap < 2 * n1) {
+            t->cuts1_cap = 2 * n1;
+            t->cuts1 = xrealloc(t->cuts1, t->cuts1_cap * sizeof *t->cuts1);
         }
-        tok_buf_free(&tmp);
-        xfree(first);
+        memcpy(t->cuts1, t->cuts, 2 * n1 * sizeof *t->cuts1);
+        TokBuf *tmp = &t->piece;                 /* scratch; only load-time lookups use it otherwise */
+        for (size_t i = 0; i < n1; i++) {
+            const char *p = s + t->cuts1[2 * i];
+            size_t len = t->cuts1[2 * i + 1] - t->cuts1[2 * i];
+            tmp->n = 0;
+            if (t->add_prefix_space && p[0] != ' ') tok_buf_append(tmp, " ", 1);
+            tok_buf_append(tmp, p, len);
+            if (!t->re_bl[x]) { bpe_piece(t, (const uint8_t *)tmp->v, tmp->n, out); continue; }
+            size_t nc = 0;
+            regex_cuts(t, t->re_bl[x], tmp->v, tmp->n, 0, &nc);
+            for (size_t k = 0; k < nc; k++)
+                bpe_piece(t, (const uint8_t *)tmp->v + t->cuts[2 * k], t->cuts[2 * k + 1] - t->cuts[2 * k], out);
+        }
         return;
     }
     for (size_t k = 0; k < ncut; k++)
@@ -1108,14 +1111,20 @@ int tokenizer_encode(Tokenizer *t, const char *text, size_t len, TokIds *out, ch
 
 int tokenizer_decode(const Tokenizer *t, const int32_t *ids, size_t n, bool skip_special, TokBuf *out) {
     if (!t || !out || (!ids && n)) return ERR_INVAL;
-    TokBuf raw = {0};
+    size_t start = out->n;
+    if (!out->v) tok_buf_append(out, "", 0);
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || id >= t->n_ent || !(t->ent[id].flags & TF_DEFINED)) continue;
         if (skip_special && (t->ent[id].flags & TF_SPECIAL)) continue;
-        tok_buf_append(&raw, t->arena.v + t->ent[id].off, t->ent[id].len);
+        tok_buf_append(out, t->arena.v + t->ent[id].off, t->ent[id].len);
     }
-    tok_utf8_sanitize(raw.v ? raw.v : "", raw.n, out);
+    size_t len = out->n - start;
+    if (tok_utf8_valid_prefix(out->v + start, len) == len) return 0;   /* the common case: no copy */
+    TokBuf raw = {0};
+    tok_buf_append(&raw, out->v + start, len);
+    out->n = start;
+    tok_utf8_sanitize(raw.v, raw.n, out);
     tok_buf_free(&raw);
     return 0;
 }
