@@ -7,7 +7,7 @@
  * (jansson JSON_ALLOW_NUL, lengths from json_string_length).
  * Output, in input order: {"id": <same>, "score": 1.0|-1.0, "acc": bool, "pred": str|null}. A line that
  * does not parse or lacks a field gives {"id": <id or null>, "line": N, "error": "...", "score": -1.0,
- * "acc": false, "pred": null} and a message on stderr; the rest continue. A scoring timeout (--timeout,
+ * "acc": false, "pred": null} and a warning on stderr (common/core/log.h); the rest continue. A scoring timeout (--timeout,
  * default 1 s per item, as reward_model.timeout_s) gives score -1.0 with "error": "timeout".
  * Blank lines are skipped. Exit status 0 when every line was scored, 1 when any line was an error,
  * 2 on a usage or I/O error.
@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/log.h"
 #include "reward/reward.h"
 
 #define MAX_LINE_BYTES ((size_t)256 << 20)   /* a line longer than this is refused (error object) */
@@ -165,7 +166,7 @@ static long block_run(Line *lines, size_t n, int threads, RewardWs *ws, const Op
     for (size_t i = 0; i < n; i++) {
         Line *ln = &lines[i];
         if (ln->failed) {
-            fprintf(stderr, "dapo-verify: %s\n", ln->msg);
+            log_warn("%s", ln->msg);
             failed++;
         }
         if (ln->out) {
@@ -185,6 +186,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
+    log_init("dapo-verify", LL_INFO);   /* malformed lines are warnings on stderr (DAPO_LOG_LEVEL applies) */
     Opts o = { .timeout_s = 1.0, .data_source = "math_dapo" };
     int threads = 1;
     for (int i = 1; i < argc; i++) {
@@ -228,7 +230,7 @@ int main(int argc, char **argv) {
             ssize_t got = getline(&lines[n].text, &bufcap[n], stdin);
             if (got < 0) {
                 if (ferror(stdin)) {
-                    fprintf(stderr, "dapo-verify: reading stdin: %s\n", strerror(errno));
+                    log_error("reading stdin: %s", strerror(errno));
                     rc = 2;
                 }
                 eof = true;
@@ -242,7 +244,7 @@ int main(int argc, char **argv) {
         failed += block_run(lines, n, threads, ws, &o);
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "dapo-verify: writing stdout: %s\n", strerror(errno));
+        log_error("writing stdout: %s", strerror(errno));
         rc = 2;
     }
     for (size_t i = 0; i < cap; i++) free(lines[i].text);   /* getline memory */
