@@ -164,3 +164,71 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
     for (int i = 0; i < N; i++) cpu_add(m->g.embed + (long)b->tokens[i] * H, a->dres + (long)i * H, H);
     return 0;
 }
+
+int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char err[ERR_LEN]) {
+    const ModelConfig *c = &m->cfg;
+    if (!b || !b->tokens || !b->cu_seqlens || !b->p0 || !b->cap || !b->k_cache || !b->v_cache || !logits)
+        return err_set(err, ERR_INVAL, "cached batch: tokens, cu_seqlens, p0, cap, caches and logits are required");
+    if (b->n_seqs < 1) return err_set(err, ERR_INVAL, "cached batch: n_seqs %d < 1", b->n_seqs);
+    if (b->cu_seqlens[0] != 0) return err_set(err, ERR_INVAL, "cached batch: cu_seqlens[0] must be 0");
+    for (int s = 0; s < b->n_seqs; s++) {
+        int n = b->cu_seqlens[s + 1] - b->cu_seqlens[s];
+        if (n < 1) return err_set(err, ERR_INVAL, "cached batch: sequence %d has no new tokens", s);
+        if (b->p0[s] < 0 || (long)b->p0[s] + n > b->cap[s])
+            return err_set(err, ERR_INVAL, "cached batch: sequence %d: p0 %d + %d new tokens exceed cache cap %d", s,
+                           b->p0[s], n, b->cap[s]);
+        if ((long)b->p0[s] + n > m->max_context)
+            return err_set(err, ERR_INVAL, "cached batch: sequence %d: context %ld exceeds max_context %d", s,
+                           (long)b->p0[s] + n, m->max_context);
+    }
+    int N = b->cu_seqlens[b->n_seqs];
+    if (N > m->max_tokens) return err_set(err, ERR_INVAL, "cached batch: %d tokens exceed max_tokens %d", N, m->max_tokens);
+    int V = c->vocab, H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, L = c->n_layers;
+    int qd = nh * hd, kvd = nkv * hd, qkvd = qd + 2 * kvd;
+    for (int i = 0; i < N; i++)
+        if (b->tokens[i] < 0 || b->tokens[i] >= V)
+            return err_set(err, ERR_INVAL, "cached batch: tokens[%d] = %d outside the vocabulary [0, %d)", i, b->tokens[i], V);
+    ModelActs *a = m->priv;
+    a->logits_full = 0;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int s = 0; s < b->n_seqs; s++)
+        for (int i = b->cu_seqlens[s]; i < b->cu_seqlens[s + 1]; i++) a->pos[i] = b->p0[s] + i - b->cu_seqlens[s];
+    cpu_rope_tables(a->cs, a->sn, a->pos, N, m->inv_freq, hd / 2);
+    LayerActs *A = &a->layer[0];          /* one set of buffers for every layer: nothing is kept */
+    float *x = A->x_in;
+    for (int i = 0; i < N; i++) memcpy(x + (long)i * H, m->w.embed + (long)b->tokens[i] * H, (size_t)H * sizeof(float));
+    for (int l = 0; l < L; l++) {
+        const LayerWeights *W = &m->w.layer[l];
+        cpu_rmsnorm(A->xn1, NULL, x, W->ln1, N, H, c->rms_eps);
+        cpu_linear(A->qkv, A->xn1, W->wqkv, W->bqkv, N, qkvd, H);
+        if (c->qk_norm) {
+            cpu_rmsnorm_heads(A->qkv, qkvd, NULL, A->qkv, qkvd, W->qn, N, nh, hd, c->rms_eps);
+            cpu_rmsnorm_heads(A->qkv + qd, qkvd, NULL, A->qkv + qd, qkvd, W->kn, N, nkv, hd, c->rms_eps);
+        }
+        cpu_rope(A->qkv, qkvd, a->cs, a->sn, N, nh, hd, 0);
+        cpu_rope(A->qkv + qd, qkvd, a->cs, a->sn, N, nkv, hd, 0);
+        for (int s = 0; s < b->n_seqs; s++) {
+            int s0 = b->cu_seqlens[s], n = b->cu_seqlens[s + 1] - s0, p0 = b->p0[s];
+            float *kc = b->k_cache[(long)s * L + l], *vc = b->v_cache[(long)s * L + l];
+            for (int j = 0; j < n; j++) {
+                const float *row = A->qkv + (long)(s0 + j) * qkvd;
+                memcpy(kc + (long)(p0 + j) * kvd, row + qd, (size_t)kvd * sizeof(float));
+                memcpy(vc + (long)(p0 + j) * kvd, row + qd + kvd, (size_t)kvd * sizeof(float));
+            }
+            cpu_attention(A->att + (long)s0 * qd, NULL, A->qkv + (long)s0 * qkvd, kc, vc, n, p0, p0 + n, nh, nkv, hd,
+                          qkvd, kvd, qd, scale, a->att_scratch);
+        }
+        cpu_linear(A->x_mid, A->att, W->wo, NULL, N, H, qd);
+        cpu_add(A->x_mid, x, (long)N * H);
+        cpu_rmsnorm(A->xn2, NULL, A->x_mid, W->ln2, N, H, c->rms_eps);
+        cpu_linear(A->gu, A->xn2, W->wgu, NULL, N, 2 * I, H);
+        cpu_swiglu(A->hm, A->gu, N, I);
+        cpu_linear(x, A->hm, W->wd, NULL, N, H, I);
+        cpu_add(x, A->x_mid, (long)N * H);
+    }
+    for (int s = 0; s < b->n_seqs; s++)      /* last new row of each sequence */
+        memcpy(A->xn1 + (long)s * H, x + (long)(b->cu_seqlens[s + 1] - 1) * H, (size_t)H * sizeof(float));
+    cpu_rmsnorm(a->xnf, NULL, A->xn1, m->w.norm, b->n_seqs, H, c->rms_eps);
+    cpu_linear(logits, a->xnf, m->w.lm_head, NULL, b->n_seqs, V, H);
+    return 0;
+}

@@ -122,7 +122,7 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
     CARVE(a->rstdf, N);
     CARVE(a->xnf, N * H);
     CARVE(a->logits, m->logits_rows * c->vocab);
-    CARVE(a->att_scratch, cpu_attention_scratch_floats((int)N));
+    CARVE(a->att_scratch, cpu_attention_scratch_floats(m->max_context));
     if (m->train) {
         CARVE(a->dres, N * H);
         CARVE(a->dA, N * (H > qd ? H : qd));
@@ -150,6 +150,7 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     m->cfg = *cfg;
     m->config_json = xstrdup(config_json);
     m->max_tokens = opt->max_tokens;
+    m->max_context = opt->max_context > opt->max_tokens ? opt->max_context : opt->max_tokens;
     m->train = opt->train ? 1 : 0;
     m->n_params = layout_build(m);
     long budget = opt->logits_floats > 0 ? opt->logits_floats : 64L << 20;

@@ -54,6 +54,8 @@ typedef struct {
     int  train;              /* 1: allocate gradients, Adam m/v and per-layer activations for backward */
     long logits_floats;      /* bound on the stored logits (floats); 0: default 64 Mi floats. Beyond it the
                                 LM head runs in row chunks and backward recomputes each chunk. */
+    int  max_context;        /* longest cached context model_forward_cached attends over (p0 + n);
+                                0: max_tokens. Sizes the attention scratch. */
 } ModelOptions;
 
 /* A packed batch: S sequences back to back, no padding; attention is causal within each sequence.
@@ -81,7 +83,7 @@ struct Model {
     float       *inv_freq;         /* [hd/2] RoPE inverse frequencies */
     long         adam_step;        /* optimizer steps taken (for bias correction) */
     /* activations (opaque to callers; see model.c for the carve) */
-    int          max_tokens, train;
+    int          max_tokens, train, max_context;
     long         logits_rows;      /* rows of logits kept at once */
     float       *acts;             /* one slab */
     size_t       acts_floats;
@@ -124,6 +126,26 @@ const float *model_hidden(const Model *m);
  * dent[N] = d loss / d entropy (either may be NULL = 0), ADDS parameter gradients into m->grads
  * (so micro-batches accumulate; call model_grads_zero between optimizer steps). */
 int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const float *dent, char err[ERR_LEN]);
+
+/* Incremental (KV-cache) forward for generation: S sequences, each with n_s new tokens appended after the
+ * p0_s tokens already in its cache (chunked prefill and decode in one call: n_s = 1 is a decode step).
+ * The caller owns the caches: for sequence s and layer l, k_cache[s * n_layers + l] and v_cache[...] point
+ * to [cap_s, kvd] fp32 rows (kvd = n_kv_heads * head_dim) holding RoPE'd keys / values of positions
+ * 0 .. p0_s - 1; this call writes positions p0_s .. p0_s + n_s - 1 (p0_s + n_s <= cap_s, checked).
+ * Positions (RoPE) are p0_s + j. Linear layers run on all new rows of all sequences at once; attention runs
+ * per sequence over its cache. Writes logits[S, V] of each sequence's LAST new token (raw, no temperature).
+ * Uses the model's activation slab (sum n_s <= max_tokens); invalidates a pending model_backward.
+ * Errors: ERR_INVAL naming the field. Same math as model_forward (its log-probs agree to fp32 rounding). */
+typedef struct {
+    int            n_seqs;       /* S >= 1 */
+    const int32_t *tokens;       /* [N] new tokens, sequences back to back */
+    const int32_t *cu_seqlens;   /* [S + 1] offsets into tokens (n_s = cu[s+1] - cu[s] >= 1) */
+    const int32_t *p0;           /* [S] tokens already cached per sequence */
+    const int32_t *cap;          /* [S] rows available in each sequence's cache */
+    float *const  *k_cache;      /* [S * n_layers] */
+    float *const  *v_cache;      /* [S * n_layers] */
+} ModelCacheBatch;
+int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char err[ERR_LEN]);
 
 void   model_grads_zero(Model *m);
 /* Global L2 norm of all gradients (double accumulation), as torch.nn.utils.clip_grad_norm_ computes it. */

@@ -370,6 +370,69 @@ static void test_packing_is_independent(void **state) {
     fixture_free(&f);
 }
 
+
+/* KV-cache generation path: prefill chunks + one-token decode steps for two sequences at once give the
+ * same log-probs and entropies as the packed forward (the transformers fixture). */
+static void test_cached_forward_matches(void **state) {
+    (void)state;
+    for (int k = 0; k < NMODELS; k++) {
+        Fixture f;
+        fixture_load(&f, MODELS[k]);
+        char p[4096], err[ERR_LEN];
+        path_of(p, sizeof p, MODELS[k]);
+        ModelOptions o = { .max_tokens = 16, .max_context = 32 };
+        Model *m = model_load(p, &o, err);
+        if (!m) fail_msg("%s", err);
+        int L = m->cfg.n_layers, kvd = m->cfg.n_kv_heads * m->cfg.head_dim, V = m->cfg.vocab;
+        enum { CAP = 20 };
+        float *kc[2 * 8], *vc[2 * 8];
+        assert_true(L <= 8);
+        for (int i = 0; i < 2 * L; i++) { kc[i] = calloc(CAP * kvd, sizeof(float)); vc[i] = calloc(CAP * kvd, sizeof(float)); }
+        /* sequences 1 (13 tokens) and 0 (7 tokens) of the fixture; prefill 5 and 3 tokens, then decode */
+        int base[2] = { f.cu[1], f.cu[0] }, len[2] = { f.cu[2] - f.cu[1], f.cu[1] - f.cu[0] }, done[2] = { 5, 3 };
+        float *logits = malloc(2 * V * sizeof(float));
+        int bad = 0;
+        int first = 1;
+        while (done[0] <= len[0] || done[1] <= len[1]) {
+            int32_t tok[16], cu[3] = { 0 }, p0[2], cap[2] = { CAP, CAP }, tgt[2];
+            float *kk[16], *vv[16];
+            int S = 0, n = 0, which[2];
+            for (int s = 0; s < 2; s++) {
+                if (done[s] > len[s]) continue;
+                int start = first ? 0 : done[s] - 1, cnt = first ? done[s] : 1;
+                for (int j = 0; j < cnt; j++) tok[n + j] = f.tokens[base[s] + start + j];
+                n += cnt;
+                p0[S] = start;
+                cu[S + 1] = n;
+                tgt[S] = f.targets[base[s] + start + cnt - 1];
+                for (int l = 0; l < L; l++) { kk[S * L + l] = kc[s * L + l]; vv[S * L + l] = vc[s * L + l]; }
+                which[S++] = s;
+            }
+            ModelCacheBatch cb = { .n_seqs = S, .tokens = tok, .cu_seqlens = cu, .p0 = p0, .cap = cap, .k_cache = kk,
+                                   .v_cache = vv };
+            assert_int_equal(model_forward_cached(m, &cb, logits, err), 0);
+            float lp[2], en[2];
+            cpu_logprob_entropy(logits, tgt, S, V, f.temperature, lp, en);
+            for (int i = 0; i < S; i++) {
+                int s = which[i], pos = base[s] + done[s] - 1;
+                bad += compare("cached logp", &lp[i], &f.logp[pos], 1) + compare("cached entropy", &en[i], &f.ent[pos], 1);
+                done[s]++;
+            }
+            first = 0;
+        }
+        /* a context beyond the cache is refused */
+        int32_t tok1 = 1, cu1[2] = { 0, 1 }, p01 = CAP, cap1 = CAP;
+        ModelCacheBatch over = { .n_seqs = 1, .tokens = &tok1, .cu_seqlens = cu1, .p0 = &p01, .cap = &cap1, .k_cache = kc,
+                                 .v_cache = vc };
+        assert_int_equal(model_forward_cached(m, &over, logits, err), ERR_INVAL);
+        for (int i = 0; i < 2 * L; i++) { free(kc[i]); free(vc[i]); }
+        free(logits);
+        model_free(m);
+        fixture_free(&f);
+        if (bad) fail_msg("%s: cached path: %d mismatches", MODELS[k], bad);
+    }
+}
+
 static void test_safetensors_formats(void **state) {
     (void)state;
     assert_true(st_bf16_to_f32(0x3f80) == 1.0f);
@@ -443,6 +506,7 @@ int main(void) {
         cmocka_unit_test(test_grad_clip),
         cmocka_unit_test(test_finite_difference),
         cmocka_unit_test(test_packing_is_independent),
+        cmocka_unit_test(test_cached_forward_matches),
         cmocka_unit_test(test_save_load_roundtrip),
         cmocka_unit_test(test_refuses_bad_configs),
         cmocka_unit_test(test_refuses_bad_batches),
