@@ -41,10 +41,27 @@
 
 extern const EmbeddedFile static_files_coordinator[];
 
-/* The dashboard's own state: one coordinator per process. */
+/* A map from strings to ints (open addressing, FNV-1a; strmap_* below). */
+typedef struct { char *key; int val; } StrSlot;
+typedef struct { StrSlot *slot; size_t cap, n; } StrMap;
+
+/* The latest value of one step metric, under its Prometheus name (for /metrics). */
+typedef struct {
+    char   name[METRIC_NAME_MAX];       /* the verl name of the newest entry that set it */
+    char   prom[METRIC_NAME_MAX + 8];   /* dapo_<sanitized> */
+    double value;
+    long   step;
+} LatestMetric;
+
+/* The dashboard's own state: one coordinator per process. The latest-value table is brought up to date from
+ * the (append-only) history on each /metrics request, so a scrape costs the new entries, not the whole run;
+ * it lives as long as the process (reachable, so not a leak). */
 static struct {
-    uv_timer_t demo;
-    int        demo_total, demo_done;
+    uv_timer_t    demo;
+    int           demo_total, demo_done;
+    LatestMetric *latest;
+    int           nlatest, cap_latest, latest_upto;   /* history entries [0, latest_upto) are in it */
+    StrMap        latest_index;                        /* prom name -> index into latest */
 } g_dash;
 
 /* ------------------------------------------------------------------------------------------ helpers */
@@ -250,8 +267,7 @@ static void route_samples(Coord *c, HttpResponse *r) {
 
 /* ------------------------------------------------------------------------------------------ /metrics */
 
-/* A set of strings (open addressing, FNV-1a), for names already written. */
-typedef struct { char **slot; size_t cap, n; } StrSet;
+/* StrMap (strings -> ints; see the typedef at the top): names already written, and the latest-value table. */
 
 static uint64_t str_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;
@@ -259,31 +275,44 @@ static uint64_t str_hash(const char *s) {
     return h;
 }
 
-/* Adds s; returns 1 when it was new, 0 when already there. */
-static int strset_add(StrSet *t, const char *s) {
+/* The value of key, or -1. */
+static int strmap_get(const StrMap *t, const char *key) {
+    if (!t->cap) return -1;
+    for (size_t k = str_hash(key) & (t->cap - 1); t->slot[k].key; k = (k + 1) & (t->cap - 1))
+        if (strcmp(t->slot[k].key, key) == 0) return t->slot[k].val;
+    return -1;
+}
+
+/* Inserts key -> val (key copied); returns 1 when key was new, 0 when already there (its value kept). */
+static int strmap_put(StrMap *t, const char *key, int val) {
     if (2 * (t->n + 1) > t->cap) {
-        StrSet g = {xcalloc(t->cap ? 2 * t->cap : 64, sizeof(char *)), t->cap ? 2 * t->cap : 64, 0};
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        StrMap g = {xcalloc(cap, sizeof(StrSlot)), cap, 0};
         for (size_t i = 0; i < t->cap; i++)
-            if (t->slot[i]) {
-                size_t k = str_hash(t->slot[i]) & (g.cap - 1);
-                while (g.slot[k]) k = (k + 1) & (g.cap - 1);
+            if (t->slot[i].key) {
+                size_t k = str_hash(t->slot[i].key) & (cap - 1);
+                while (g.slot[k].key) k = (k + 1) & (cap - 1);
                 g.slot[k] = t->slot[i];
                 g.n++;
             }
         xfree(t->slot);
         *t = g;
     }
-    size_t k = str_hash(s) & (t->cap - 1);
-    for (; t->slot[k]; k = (k + 1) & (t->cap - 1))
-        if (strcmp(t->slot[k], s) == 0) return 0;
-    t->slot[k] = xstrdup(s);
+    size_t k = str_hash(key) & (t->cap - 1);
+    for (; t->slot[k].key; k = (k + 1) & (t->cap - 1))
+        if (strcmp(t->slot[k].key, key) == 0) return 0;
+    t->slot[k].key = xstrdup(key);
+    t->slot[k].val = val;
     t->n++;
     return 1;
 }
 
-static void strset_free(StrSet *t) {
-    for (size_t i = 0; i < t->cap; i++) xfree(t->slot[i]);
+static int strset_add(StrMap *t, const char *key) { return strmap_put(t, key, 0); }
+
+static void strmap_free(StrMap *t) {
+    for (size_t i = 0; i < t->cap; i++) xfree(t->slot[i].key);
     xfree(t->slot);
+    memset(t, 0, sizeof *t);
 }
 
 /* "dapo_" + name with every character outside [a-zA-Z0-9_:] replaced by '_' (Prometheus metric names). */
@@ -324,7 +353,7 @@ static void prom_family(Buf *b, const char *name, const char *type, const char *
     buf_printf(b, "\n# TYPE %s %s\n", name, type);
 }
 
-static void prom_simple(Buf *b, StrSet *seen, const char *name, const char *type, const char *help, double v) {
+static void prom_simple(Buf *b, StrMap *seen, const char *name, const char *type, const char *help, double v) {
     if (!strset_add(seen, name)) return;
     prom_family(b, name, type, help);
     buf_printf(b, "%s ", name);
@@ -347,7 +376,7 @@ static int worker_shown(const Coord *c, int i) {
 
 typedef enum { WG_UP, WG_LOAD, WG_CREDIT, WG_BUSY, WG_CAPACITY, WG_VERSION, WG_HEARTBEAT, WG_COUNT } WorkerGauge;
 
-static void prom_workers(Coord *c, Buf *b, StrSet *seen) {
+static void prom_workers(Coord *c, Buf *b, StrMap *seen) {
     static const struct { const char *name, *help; } g[WG_COUNT] = {
         {"dapo_worker_up", "1 while the worker is registered and heartbeating, 0 once lost or gone."},
         {"dapo_worker_load", "The worker's load from its last heartbeat."},
@@ -376,9 +405,40 @@ static void prom_workers(Coord *c, Buf *b, StrSet *seen) {
     }
 }
 
+/* Brings the latest-value table up to date with the history (rebuilt if the history shrank). */
+static void latest_update(Coord *c) {
+    if (c->nhistory < g_dash.latest_upto) {
+        strmap_free(&g_dash.latest_index);
+        g_dash.nlatest = g_dash.latest_upto = 0;
+    }
+    for (int i = g_dash.latest_upto; i < c->nhistory; i++) {
+        const Metrics *m = &c->history[i];
+        long step = (long)metrics_get(m, "step", i);
+        for (int k = 0; k < m->n; k++) {
+            char prom[METRIC_NAME_MAX + 8];
+            prom_name(m->m[k].name, prom, sizeof prom);
+            int idx = strmap_get(&g_dash.latest_index, prom);
+            if (idx < 0) {
+                if (g_dash.nlatest == g_dash.cap_latest) {
+                    g_dash.cap_latest = g_dash.cap_latest ? 2 * g_dash.cap_latest : 64;
+                    g_dash.latest = xrealloc(g_dash.latest, (size_t)g_dash.cap_latest * sizeof *g_dash.latest);
+                }
+                idx = g_dash.nlatest++;
+                strmap_put(&g_dash.latest_index, prom, idx);
+                snprintf(g_dash.latest[idx].prom, sizeof g_dash.latest[idx].prom, "%s", prom);
+            }
+            LatestMetric *l = &g_dash.latest[idx];
+            snprintf(l->name, sizeof l->name, "%s", m->m[k].name);
+            l->value = m->m[k].value;
+            l->step = step;
+        }
+    }
+    g_dash.latest_upto = c->nhistory;
+}
+
 static void route_prometheus(Coord *c, HttpResponse *r) {
     Buf b = {0};
-    StrSet seen = {0};
+    StrMap seen = {0};
     int64_t now = clock_ms();
     prom_simple(&b, &seen, "dapo_coordinator_step", "gauge", "The coordinator's current training step.", (double)c->step);
     prom_simple(&b, &seen, "dapo_coordinator_policy_version", "gauge", "The current policy version.", (double)c->policy_version);
@@ -401,22 +461,19 @@ static void route_prometheus(Coord *c, HttpResponse *r) {
                        registry_count(c, roles[i], WORKER_ALIVE));
     }
     prom_workers(c, &b, &seen);
-    /* Step metrics: the latest value of each name, newest entry first. */
-    for (int i = c->nhistory - 1; i >= 0; i--) {
-        const Metrics *m = &c->history[i];
-        long step = (long)metrics_get(m, "step", i);
-        for (int k = 0; k < m->n; k++) {
-            char name[METRIC_NAME_MAX + 8], help[METRIC_NAME_MAX + 64];
-            prom_name(m->m[k].name, name, sizeof name);
-            if (!strset_add(&seen, name)) continue;
-            snprintf(help, sizeof help, "Step metric %s (latest value, step %ld).", m->m[k].name, step);
-            prom_family(&b, name, "gauge", help);
-            buf_printf(&b, "%s ", name);
-            prom_value(&b, m->m[k].value);
-            buf_add(&b, "\n", 1);
-        }
+    /* Step metrics: the latest value of each name (names first seen first). */
+    latest_update(c);
+    for (int i = 0; i < g_dash.nlatest; i++) {
+        const LatestMetric *l = &g_dash.latest[i];
+        char help[METRIC_NAME_MAX + 64];
+        if (!strset_add(&seen, l->prom)) continue;       /* a coordinator or worker gauge has that name */
+        snprintf(help, sizeof help, "Step metric %s (latest value, step %ld).", l->name, l->step);
+        prom_family(&b, l->prom, "gauge", help);
+        buf_printf(&b, "%s ", l->prom);
+        prom_value(&b, l->value);
+        buf_add(&b, "\n", 1);
     }
-    strset_free(&seen);
+    strmap_free(&seen);
     if (!b.s) buf_add(&b, "", 0);
     http_reply_owned(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.s, b.n);
 }
@@ -531,7 +588,11 @@ void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
         resp->extra_headers = "Allow: GET, HEAD\r\n";
         return;
     }
-    if (f) http_reply_bytes(resp, 200, content_type_of(f->path), f->data, f->len);
+    if (f) {
+        http_reply_bytes(resp, 200, content_type_of(f->path), f->data, f->len);
+        resp->extra_headers = "Content-Security-Policy: default-src 'self'; img-src 'self' data:; object-src 'none'; "
+                              "base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n";
+    }
     else if (!strcmp(p, "/api/status")) reply_json(resp, 200, status_json(c));
     else if (!strcmp(p, "/api/metrics")) route_metrics_json(c, req, resp);
     else if (!strcmp(p, "/api/samples")) route_samples(c, resp);

@@ -27,7 +27,7 @@
 #define TOKEN      "browser-test-token-42"
 
 typedef struct {
-    pid_t  coord, chrome;
+    pid_t  coord, chrome, bare;   /* bare: a coordinator without Chart.js */
     int    hport;
     int    to_fd, from_fd;       /* our ends of the DevTools pipe */
     int    next_id;
@@ -136,7 +136,8 @@ static const char *STATE_JS =
     "  sample_text: (document.querySelector('.sample pre.response') || {}).textContent || '',"
     "  paused: !document.getElementById('paused-badge').hidden, status_line: t('status-line'),"
     "  workers_row: document.querySelector('#workers tbody').textContent,"
-    "  config: t('config').length, error_hidden: document.getElementById('chart-error').hidden }); })()";
+    "  config: t('config').length, error_hidden: document.getElementById('chart-error').hidden,"
+    "  errors: window.__errors ? window.__errors.join('; ') : 'the error hook is missing' }); })()";
 
 static int state_int(json_t *s, const char *key) { return (int)json_number_value(json_object_get(s, key)); }
 
@@ -228,6 +229,7 @@ static int teardown(void **state) {
     (void)state;
     if (g.chrome > 0) { kill(g.chrome, SIGKILL); tu_wait(g.chrome, 5000); }
     if (g.coord > 0) { kill(g.coord, SIGKILL); tu_wait(g.coord, 3000); }
+    if (g.bare > 0) { kill(g.bare, SIGKILL); tu_wait(g.bare, 3000); }
     close(g.to_fd);
     close(g.from_fd);
     free(g.rbuf);
@@ -286,6 +288,13 @@ static void test_page_renders_and_updates(void **state) {
     snprintf(g.session, sizeof g.session, "%s", json_string_value(json_object_get(a, "sessionId")));
     json_decref(a);
     json_decref(r);
+    json_decref(cdp_call("Page.enable", NULL, 1));
+    /* Before any page script: record uncaught errors, rejected promises and Content-Security-Policy violations. */
+    json_decref(cdp_call("Page.addScriptToEvaluateOnNewDocument", json_pack("{s:s}", "source",
+        "window.__errors = [];"
+        "window.addEventListener('error', e => window.__errors.push('error: ' + e.message));"
+        "window.addEventListener('unhandledrejection', e => window.__errors.push('rejection: ' + e.reason));"
+        "document.addEventListener('securitypolicyviolation', e => window.__errors.push('csp: ' + e.violatedDirective));"), 1));
     json_decref(cdp_call("Emulation.setDeviceMetricsOverride",
                          json_pack("{s:i, s:i, s:f, s:b}", "width", 1400, "height", 2600, "deviceScaleFactor", 1.0,
                                    "mobile", 0), 1));
@@ -325,6 +334,16 @@ static void test_page_renders_and_updates(void **state) {
     assert_non_null(strstr(json_string_value(json_object_get(s3, "workers_row")), "no worker has registered yet"));
     assert_true(state_int(s3, "config") > 1000);
     assert_false(json_is_true(json_object_get(s3, "paused")));
+    assert_string_equal(json_string_value(json_object_get(s3, "errors")), "");   /* no JS error, no CSP violation */
+
+    /* The Content-Security-Policy holds (an injected inline script does not run) and the hook sees violations. */
+    json_t *csp = page_eval("(async () => { const s = document.createElement('script');"
+                            " s.textContent = 'window.__inline = 1'; document.body.appendChild(s);"
+                            " await new Promise(r => setTimeout(r, 200));"
+                            " return JSON.stringify({ran: !!window.__inline, errors: window.__errors.join('; ')}); })()");
+    assert_true(json_is_false(json_object_get(csp, "ran")));
+    assert_non_null(strstr(json_string_value(json_object_get(csp, "errors")), "csp: script-src"));
+    json_decref(csp);
 
     /* Pause through the control endpoint: the badge appears. */
     char hdr[128];
@@ -348,12 +367,44 @@ static void test_page_renders_and_updates(void **state) {
     fclose(f);
     free(png);
     json_decref(shot);
-    fprintf(stderr, "screenshot: %s (%zu bytes); the browser test took %.1f s\n", path, n, (clock_ms() - t0) / 1000.0);
+    fprintf(stderr, "screenshot: %s (%zu bytes) after %.1f s\n", path, n, (clock_ms() - t0) / 1000.0);
     json_decref(s1);
     json_decref(s2);
     json_decref(s3);
+
+    /* Without Chart.js (503 for /js/chart.min.js): the page says so, and the tables and counters still work. */
+    char bin[256], log[300], bind[96], http[96], dir[260];
+    int bport = tu_free_port();
+    snprintf(bind, sizeof bind, "cluster.bind=tcp://127.0.0.1:%d", tu_free_port());
+    snprintf(http, sizeof http, "cluster.http=127.0.0.1:%d", bport);
+    snprintf(dir, sizeof dir, "trainer.default_local_dir=%s/ckpt-bare", g.logdir);
+    snprintf(log, sizeof log, "%s/coordinator-bare.log", g.logdir);
+    char *bargv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), bind, http, dir,
+                     "cluster.dashboard_demo_steps=3", NULL};
+    setenv("DAPO_CHARTJS", "/nonexistent/chart.min.js", 1);
+    g.bare = tu_spawn(bargv, log);
+    unsetenv("DAPO_CHARTJS");
+    assert_true(g.bare > 0);
+    int64_t up = clock_ms() + 5000;
+    while (clock_ms() < up && tu_http(bport, "GET", "/api/status", NULL, body, sizeof body) != 200) usleep(50000);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/?poll_ms=250", bport);
+    json_decref(cdp_call("Page.navigate", json_pack("{s:s}", "url", url), 1));
+    json_t *s4 = wait_state(steps_at_least, 3, 15000);
+    assert_true(json_is_false(json_object_get(s4, "chart_js")));
+    assert_true(json_is_false(json_object_get(s4, "error_hidden")));          /* the message is shown */
+    assert_int_equal(state_int(s4, "instances"), 0);
+    assert_int_equal(state_int(s4, "canvases"), state_int(s4, "charts_count"));
+    assert_true(state_int(s4, "points") > 0);
+    assert_true(state_int(s4, "samples") == 3);
+    assert_string_equal(json_string_value(json_object_get(s4, "errors")), "");
+    json_decref(s4);
+    kill(g.bare, SIGTERM);
+    assert_int_equal(tu_wait(g.bare, 5000), 0);
+    g.bare = 0;
+
     cdp_send("Browser.close", NULL, 0);
     assert_int_equal(tu_wait(g.chrome, 10000), 0);
+    fprintf(stderr, "the browser test took %.1f s\n", (clock_ms() - t0) / 1000.0);
     g.chrome = 0;
     kill(g.coord, SIGTERM);
     assert_int_equal(tu_wait(g.coord, 5000), 0);

@@ -202,6 +202,8 @@ static void test_static_routes(void **state) {
     assert_non_null(strstr(r.body, "id=\"points-plotted\""));
     assert_non_null(strstr(r.head, "Connection: close\r\n"));
     assert_non_null(strstr(r.head, "Cache-Control: no-store\r\n"));
+    assert_non_null(strstr(r.head, "Content-Security-Policy: default-src 'self';"));
+    assert_int_equal(http_req(g.ha, "GET", "/metrics", NULL, &r), 200);   /* mid-run: the latest-value table grows */
     /* Chart.js: Debian's file byte for byte (503 naming the package when it is missing, as on B). */
     size_t n;
     char *chart = slurp(CHARTJS, &n);
