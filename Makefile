@@ -17,6 +17,7 @@
 #   tools/<name>.c               -> build/bin/<name>
 #   tests/unit/test_*.c, tests/integration/test_*.c -> build/tests/<name> (cmocka)
 #   tests/fuzz/fuzz_*.c          -> build/fuzz/<name> (clang, libFuzzer + ASan)
+#   bench/<name>/bench_*.c       -> build/bench/bench_* (built by make bench / bench-<name>)
 
 SANITIZE ?= 0
 ifeq ($(SANITIZE),1)
@@ -74,6 +75,7 @@ SERVICES   := $(notdir $(patsubst %/,%,$(sort $(dir $(wildcard services/*/main.c
 TOOLS_SRC  := $(sort $(wildcard tools/*.c))
 TEST_SRC   := $(sort $(wildcard tests/unit/test_*.c tests/integration/test_*.c))
 FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+BENCH_SRC  := $(sort $(wildcard bench/*/bench_*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIBDAPO      := $(BUILD)/lib/libdapo.a
@@ -86,6 +88,7 @@ SVC_BINS  := $(foreach s,$(SERVICES),$(BUILD)/bin/dapo-$(s))
 TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOLS_SRC))
 TEST_BINS := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+BENCH_BINS := $(addprefix $(BUILD)/bench/,$(notdir $(BENCH_SRC:.c=)))
 
 .PHONY: all deps test test-build run bench fixtures check-long clean fuzz
 .DEFAULT_GOAL := all
@@ -150,6 +153,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -lcmocka -o $@
 
+$(BUILD)/bench/%: $(ALL_LIBS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(wildcard bench/*/$*.c) $(LDFLAGS) $(LINK_LIBS) -o $@
+
 # Fuzz targets: clang + libFuzzer + ASan/UBSan, compiled against the sources each target lists in a
 # "// fuzz-sources: a.c b.c" line (so a target does not drag the whole library through clang).
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -I. -Icommon -I$(BUILD)/gen $(PKG_CFLAGS)
@@ -185,7 +192,7 @@ fixtures:
 
 BENCHES := $(notdir $(patsubst %/,%,$(sort $(dir $(wildcard bench/*/Makefile.inc bench/*/run.sh)))))
 bench: $(addprefix bench-,$(BENCHES))
-bench-%: all
+bench-%: all $(BENCH_BINS)
 	@test -x bench/$*/run.sh || { echo "no benchmark named $* (have: $(BENCHES))"; exit 2; }
 	pip install -q -r bench/requirements.txt
 	@BUILD=$(BUILD) bench/$*/run.sh

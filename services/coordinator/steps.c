@@ -861,9 +861,20 @@ static void finish_step(Coord *c) {
     if (c->cfg.test_freq > 0 && e->val.n && e->done_steps % c->cfg.test_freq == 0) start_validation(c, 0);
 }
 
-void engine_tick(Coord *c) {
+/* Tells every rollout at once that a new policy version is out (a Heartbeat carries the version), so they fetch
+ * it now rather than at their next heartbeat. */
+static void announce_version(Coord *c) {
+    Dapo__Heartbeat hb = DAPO__HEARTBEAT__INIT;
+    hb.policy_version = c->policy_version;
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == DAPO__ROLE__ROLE_ROLLOUT && c->workers[i].life == WORKER_ALIVE)
+            coord_send(c, &c->workers[i], DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base);
+}
+
+/* One pass of the state machine; returns 1 when the phase changed (the caller runs another pass). */
+static int tick_once(Coord *c) {
     Engine *e = c->engine;
-    if (!e) return;
+    Phase before = e->phase;
     switch (e->phase) {
     case PH_IDLE:
         if (!e->val_started && e->done_steps == 0 && e->val.n && (c->cfg.val_before_train || c->cfg.val_only)) {
@@ -888,6 +899,13 @@ void engine_tick(Coord *c) {
     default:
         break;
     }
+    if (e->phase == PH_WEIGHTS && before != PH_WEIGHTS) announce_version(c);
+    return e->phase != before;
+}
+
+void engine_tick(Coord *c) {
+    if (!c->engine) return;
+    for (int i = 0; i < 8 && tick_once(c); i++) {}
 }
 
 /* ------------------------------------------------------------------------------------------------ setup */
