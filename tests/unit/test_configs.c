@@ -1,0 +1,67 @@
+/* tests/unit/test_configs.c: every recipe in configs/ parses and validates; the paper's 32B recipe has the paper's
+ * values (issue 9). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <glob.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "tests/testutil.h"
+
+static void test_every_config_validates(void **state) {
+    (void)state;
+    char pattern[512];
+    snprintf(pattern, sizeof pattern, "%s/configs/*.yaml", tu_root());
+    glob_t g;
+    assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+    assert_true(g.gl_pathc >= 1);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        Config c;
+        char err[ERR_LEN] = "";
+        config_defaults(&c);
+        int rc = config_load_file(&c, g.gl_pathv[i], err);
+        if (!rc) rc = config_validate(&c, err);
+        if (rc) fail_msg("%s: %s", g.gl_pathv[i], err);
+        config_free(&c);
+    }
+    globfree(&g);
+}
+
+static void test_dapo_32b_recipe(void **state) {
+    (void)state;
+    char path[512], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/configs/dapo-qwen2.5-32b.yaml", tu_root());
+    Config c;
+    config_defaults(&c);
+    assert_int_equal(config_load_file(&c, path, err), 0);
+    assert_int_equal(config_validate(&c, err), 0);
+    assert_int_equal(c.train_batch_size, 512);
+    assert_int_equal(c.gen_batch_size, 1536);
+    assert_int_equal(c.rollout_n, 16);
+    assert_int_equal(c.ppo_mini_batch_size, 32);
+    assert_true(c.lr == 1e-6 && c.lr_warmup_steps == 20 && c.weight_decay == 0.1);
+    assert_true(c.clip_ratio_low == 0.2 && c.clip_ratio_high == 0.28 && c.clip_ratio_c == 10.0);
+    assert_string_equal(c.loss_agg_mode, "token-mean");
+    assert_int_equal(c.max_response_length, 16384 + 4096);
+    assert_true(c.overlong_buffer_enable && c.overlong_buffer_len == 4096 && c.overlong_penalty_factor == 1.0);
+    assert_true(c.temperature == 1.0 && c.top_p == 1.0);
+    assert_true(c.val_n == 32 && c.val_top_p == 0.7 && c.val_do_sample);
+    assert_true(c.filter_groups_enable && c.max_num_gen_batches == 10);
+    assert_string_equal(c.filter_groups_metric, "acc");
+    assert_int_equal(c.val_files.n, 1);
+    assert_string_equal(c.val_files.v[0], "data/aime-2024.jsonl");
+    config_free(&c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_config_validates),
+        cmocka_unit_test(test_dapo_32b_recipe),
+    };
+    return cmocka_run_group_tests_name("configs", tests, NULL, NULL);
+}
