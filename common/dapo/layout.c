@@ -165,7 +165,19 @@ int layout_micro_dynamic(const int *tokens, int n, int max_tokens, LayoutMicro *
     int k = (int)((total + max_tokens - 1) / max_tokens);
     if (k < 1) k = 1;
     if (k > n) k = n;
-    while (pack_bins(order, n, k, load, bin_of) > max_tokens && k < n) k++;
+    /* The fewest micro-batches LPT can fit under the cap: try k, k+1, ... a few times (the usual case ends
+     * here), then binary-search up to n (n always fits: one sequence each). */
+    int steps = 0;
+    while (pack_bins(order, n, k, load, bin_of) > max_tokens && k < n && ++steps < 8) k++;
+    if (steps == 8 && pack_bins(order, n, k, load, bin_of) > max_tokens) {
+        int lo = k, hi = n;   /* lo fails, hi fits */
+        while (hi - lo > 1) {
+            int mid = lo + (hi - lo) / 2;
+            if (pack_bins(order, n, mid, load, bin_of) > max_tokens) lo = mid; else hi = mid;
+        }
+        k = hi;
+        pack_bins(order, n, k, load, bin_of);
+    }
     /* Bins -> micro-batches ordered by their first sequence; sequences ascending inside. */
     int *cnt = xcalloc((size_t)k, sizeof *cnt);
     for (int i = 0; i < n; i++) cnt[bin_of[i]]++;

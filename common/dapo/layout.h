@@ -11,8 +11,9 @@
  *     use_dynamic_bsz, packs of at most `ppo_max_token_len_per_gpu` tokens. verl (utils/seqlen_balancing.py,
  *     rearrange_micro_batches) takes k = ceil(total / max_len) micro-batches and balances them with
  *     Karmarkar-Karp on an attention-cost estimate, without re-checking the cap; ours starts from the same k,
- *     balances by tokens largest-first, and raises k until every micro-batch fits the cap (so a micro-batch
- *     never exceeds it). Gradients accumulate over micro-batches, so the split changes only speed and memory.
+ *     balances by tokens largest-first, and raises k (a few steps, then bisection) until every micro-batch
+ *     fits the cap (so a micro-batch never exceeds it). Gradients accumulate over micro-batches, so the split
+ *     changes only speed and memory.
  * Not here: messages (proto/), the coordinator's batch assembly, the loss (loss.h). */
 #ifndef DAPO_LAYOUT_H
 #define DAPO_LAYOUT_H

@@ -173,6 +173,12 @@ static void test_micro_dynamic(void **state) {
         assert_true(s <= 10);
     }
     layout_micro_free(&mb);
+    /* every sequence just over half the cap: one per micro-batch (the search runs past its linear steps) */
+    int tok5[300];
+    for (int i = 0; i < 300; i++) tok5[i] = 51 + i % 7;
+    assert_int_equal(layout_micro_dynamic(tok5, 300, 100, &mb, err), 0);
+    assert_int_equal(mb.n_micro, 300);
+    layout_micro_free(&mb);
     /* a sequence longer than the cap is refused, naming the knob */
     int tok3[2] = { 3, 11 };
     assert_int_equal(layout_micro_dynamic(tok3, 2, 10, &mb, err), ERR_INVAL);
