@@ -73,6 +73,8 @@ static const CfgEntry cfg_table[] = {
     { AR "rollout.top_k",                    CFG_INT,   -1, 1e7,    "-1",      O(top_k), NULL, 0 },
     { AR "rollout.batch_invariant",          CFG_BOOL,  0, 0,       "false",   O(batch_invariant), NULL, 0 },
     { AR "rollout.max_num_seqs",             CFG_INT,   1, 1e6,     "64",      O(max_num_seqs), NULL, 0 },
+    { AR "rollout.kv_cache_tokens",          CFG_INT,   0, 2147483647, "0",    O(kv_cache_tokens), NULL, 0 },
+    { AR "rollout.max_num_batched_tokens",   CFG_INT,   1, 1e7,     "512",     O(max_num_batched_tokens), NULL, 0 },
     { AR "rollout.val_kwargs.n",             CFG_INT,   1, 4096,    "1",       O(val_n), NULL, 0 },
     { AR "rollout.val_kwargs.temperature",   CFG_FLOAT, 0, 100,     "1.0",     O(val_temperature), NULL, 0 },
     { AR "rollout.val_kwargs.top_p",         CFG_FLOAT, 0, 1,       "0.7",     O(val_top_p), NULL, MIN_EXCL },
@@ -132,7 +134,7 @@ static const CfgEntry cfg_table[] = {
 static const char *verl_only[] = {
     AR "rollout.name", AR "rollout.mode", AR "rollout.gpu_memory_utilization",
     AR "rollout.tensor_model_parallel_size", AR "rollout.enable_chunked_prefill",
-    AR "rollout.max_num_batched_tokens", AR "rollout.log_prob_micro_batch_size_per_gpu",
+    AR "rollout.log_prob_micro_batch_size_per_gpu",
     AR "rollout.log_prob_use_dynamic_bsz", AR "rollout.log_prob_max_token_len_per_gpu",
     AR "rollout.enforce_eager", AR "rollout.free_cache_engine", AR "rollout.calculate_log_probs",
     AR "rollout.dtype", AR "rollout.load_format", AR "rollout.do_sample", AR "rollout.response_length",

@@ -63,6 +63,8 @@ typedef struct Config {
     int     top_k;                    /* -1: off (verl), 0 also means off */
     bool    batch_invariant;          /* ours: same tokens whatever the batch composition */
     int     max_num_seqs;             /* running sequences per rollout worker */
+    int     kv_cache_tokens;          /* ours: rollout KV-cache positions; 0: max_num_seqs x (prompt + response) */
+    int     max_num_batched_tokens;   /* rows per rollout forward step (decode rows + prefill chunk) */
     int     val_n;
     double  val_temperature, val_top_p;
     int     val_top_k;

@@ -1,21 +1,358 @@
-/* services/rollout/main.c: dapo-rollout — registers with the coordinator through the shared worker protocol, heartbeats,
- * and exits cleanly on SIGTERM (common/net/daemon.h).
- * Not yet here: the rollout's work; messages it cannot handle yet are answered with an ErrorReply. */
+/* services/rollout/main.c: dapo-rollout — generates response groups for the coordinator (DESIGN.md §1, issue 6).
+ *
+ *   dapo-rollout [--config FILE] [key.path=value ...] [--id NAME] [--load DIR] [--version V]
+ *
+ * Loads the policy from actor_rollout_ref.model.path (or --load DIR, e.g. a learner checkpoint directory) as
+ * policy version 0 (or --version V), the tokenizer from data.tokenizer_path (default: the model directory),
+ * and registers with the coordinator through the shared worker protocol: capacity = rollout.max_num_seqs
+ * sequences (one credit per sequence: a GenerateGroup of n costs n), capacity_tokens = the KV cache in positions
+ * (rollout.kv_cache_tokens; 0 = max_num_seqs x (max_prompt_length + max_response_length), at most 2^18).
+ * Each GenerateGroup becomes n sequences of the engine (model/generate.h, sample index i = 0..n-1 keyed into
+ * the RNG with the group's seed and id); the engine runs one bounded step (rollout.max_num_batched_tokens rows)
+ * per loop turn, so heartbeats go on during long prefills. Credit comes back as each sequence finishes; the
+ * GroupResult goes out as soon as the group's last sequence finishes (token ids, full-vocabulary log-probs,
+ * finish reasons, text decoded with special tokens skipped, policy_version = the oldest version any of its
+ * responses was generated with). Cancel drops the group's sequences, frees their cache and returns the credit.
+ * Weights: when the coordinator's version (Welcome/Heartbeat) is newer than ours, weights.c fetches it from
+ * cluster.weights; once staged, no new sequence starts, running ones finish, then the weights are swapped,
+ * WeightAck goes to the coordinator and heartbeats report the new version. Bad messages are answered with an
+ * ErrorReply or a GroupResult carrying an error; the daemon never exits on them.
+ * Threads: cluster.rollout_threads (0 = all cores) for OpenMP and OpenBLAS. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/clock.h"
 #include "core/log.h"
+#include "model/generate.h"
 #include "net/daemon.h"
+#include "tokenizer/tokenizer.h"
+#include "weights.h"
+
+typedef struct {
+    uint64_t  tag, group_id;
+    uint32_t  attempt, n, got, credited;
+    char     *run_id;
+    int64_t   step, min_version;
+    GenResult *res;            /* [n] by sample index */
+    double    t0;
+} Group;
+
+typedef struct {
+    Daemon       d;
+    Model       *m;
+    Tokenizer   *tok;
+    GenEngine   *eng;
+    WeightFetch *wf;
+    int64_t      version;
+    Group      **g;
+    int          ng, capg;
+    uint64_t     next_tag;
+    uint32_t     held;         /* sequences whose credit is out */
+    int          paused;
+    long         groups_done, tokens_done;
+} Rollout;
+
+static void group_free(Group *g) {
+    if (!g) return;
+    for (uint32_t i = 0; i < g->n; i++) gen_result_free(&g->res[i]);
+    xfree(g->res);
+    xfree(g->run_id);
+    xfree(g);
+}
+
+static void give_credit(Rollout *r, uint32_t n) {
+    if (!n) return;
+    r->held -= n < r->held ? n : r->held;
+    worker_add_credit(r->d.worker, n);
+}
+
+static void send_error_result(Rollout *r, const Dapo__GenerateGroup *gg, const char *why) {
+    Dapo__GroupResult res = DAPO__GROUP_RESULT__INIT;
+    res.run_id = gg->run_id;
+    res.step = gg->step;
+    res.policy_version = r->version;
+    res.group_id = gg->group_id;
+    res.attempt = gg->attempt;
+    res.error = (char *)why;
+    int rc = worker_send(r->d.worker, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &res.base);
+    if (rc) log_warn("error result for group %llu not sent: %s", (unsigned long long)gg->group_id, err_str(rc));
+    log_warn("group %llu attempt %u refused: %s", (unsigned long long)gg->group_id, gg->attempt, why);
+}
+
+static int find_group(const Rollout *r, uint64_t id, uint32_t attempt) {
+    for (int i = 0; i < r->ng; i++)
+        if (r->g[i]->group_id == id && r->g[i]->attempt == attempt) return i;
+    return -1;
+}
+
+static void drop_group(Rollout *r, int i) {
+    group_free(r->g[i]);
+    r->g[i] = r->g[--r->ng];
+}
+
+static void on_generate(Rollout *r, const Dapo__GenerateGroup *gg) {
+    uint32_t n = gg->n;
+    r->held += n;                        /* the coordinator took n credits for it */
+    char why[ERR_LEN];
+    if (find_group(r, gg->group_id, gg->attempt) >= 0) {
+        log_warn("group %llu attempt %u is already being generated: duplicate dropped",
+                 (unsigned long long)gg->group_id, gg->attempt);
+        give_credit(r, n);
+        return;
+    }
+    const Dapo__SamplingParams *sp = gg->sampling;
+    const char *bad = n == 0 ? "n is 0" : n > 65536 ? "n above 65536" : !sp ? "no sampling parameters"
+                    : sp->max_tokens == 0 ? "sampling.max_tokens is 0" : gg->n_prompt_token_ids == 0 ? "empty prompt"
+                    : gg->n_prompt_token_ids > (1u << 24) ? "prompt too long" : NULL;
+    if (bad) {
+        send_error_result(r, gg, bad);
+        give_credit(r, n);
+        return;
+    }
+    Group *g = xcalloc(1, sizeof *g);
+    g->tag = ++r->next_tag;
+    g->group_id = gg->group_id;
+    g->attempt = gg->attempt;
+    g->n = n;
+    g->run_id = xstrdup(gg->run_id ? gg->run_id : "");
+    g->step = gg->step;
+    g->min_version = r->version;
+    g->res = xcalloc(n, sizeof(GenResult));
+    g->t0 = clock_s();
+    GenRequest q = {
+        .tag = g->tag, .seed = gg->seed, .group_id = gg->group_id, .prompt = gg->prompt_token_ids,
+        .n_prompt = (int)gg->n_prompt_token_ids, .max_tokens = (int)(sp->max_tokens > (1u << 30) ? 1u << 30 : sp->max_tokens),
+        .sp = { .temperature = sp->temperature, .top_p = sp->top_p > 0 && sp->top_p <= 1 ? sp->top_p : 1.0f,
+                .top_k = sp->top_k, .greedy = sp->greedy },
+        .stop_ids = sp->stop_token_ids, .n_stop = (int)sp->n_stop_token_ids,
+    };
+    for (uint32_t i = 0; i < n; i++) {
+        q.sample = i;
+        int rc = gen_engine_add(r->eng, &q, NULL, why);
+        if (rc) {
+            gen_engine_cancel(r->eng, g->tag);
+            send_error_result(r, gg, why);
+            give_credit(r, n);
+            group_free(g);
+            return;
+        }
+    }
+    if (r->ng == r->capg) {
+        r->capg = r->capg ? 2 * r->capg : 16;
+        r->g = xrealloc(r->g, (size_t)r->capg * sizeof(Group *));
+    }
+    r->g[r->ng++] = g;
+    log_debug("group %llu attempt %u: %u x %zu-token prompt", (unsigned long long)g->group_id, g->attempt, n,
+              gg->n_prompt_token_ids);
+}
+
+static void on_cancel(Rollout *r, const Dapo__Cancel *c) {
+    for (size_t k = 0; k < c->n_items; k++) {
+        int i = find_group(r, c->items[k]->item_id, c->items[k]->attempt);
+        if (i < 0) continue;
+        Group *g = r->g[i];
+        int dropped = gen_engine_cancel(r->eng, g->tag);
+        give_credit(r, g->n - g->credited);
+        log_info("group %llu attempt %u cancelled (%d sequences dropped)%s%s", (unsigned long long)g->group_id,
+                 g->attempt, dropped, c->reason && *c->reason ? ": " : "", c->reason ? c->reason : "");
+        drop_group(r, i);
+    }
+}
 
 static int on_work(void *ud, NetMsg *m) {
-    daemon_reply_unsupported(ud, m);
+    Rollout *r = ud;
+    char err[ERR_LEN];
+    switch (m->type) {
+    case DAPO__MSG_TYPE__MSG_GENERATE_GROUP:
+        on_generate(r, (const Dapo__GenerateGroup *)m->msg);
+        break;
+    case DAPO__MSG_TYPE__MSG_CANCEL:
+        on_cancel(r, (const Dapo__Cancel *)m->msg);
+        break;
+    case DAPO__MSG_TYPE__MSG_WEIGHT_UPDATE:     /* normally on the weight channel; accepted here too */
+        if (wfetch_chunk(r->wf, (const Dapo__WeightUpdate *)m->msg, err) < 0) log_warn("weights: %s", err);
+        break;
+    case DAPO__MSG_TYPE__MSG_CONTROL: {
+        const Dapo__Control *c = (const Dapo__Control *)m->msg;
+        if (c->cmd == DAPO__CONTROL_CMD__CONTROL_PAUSE) r->paused = 1;
+        else if (c->cmd == DAPO__CONTROL_CMD__CONTROL_RESUME) r->paused = 0;
+        log_info("control %d%s", (int)c->cmd, r->paused ? " (paused: no new sequences start)" : "");
+        break;
+    }
+    default:
+        daemon_reply_unsupported(&r->d, m);
+    }
+    worker_set_status(r->d.worker, r->held, r->version);
+    return 0;
+}
+
+static void send_group(Rollout *r, int gi) {
+    Group *g = r->g[gi];
+    Dapo__Response *resp = xcalloc(g->n, sizeof *resp), **rp = xcalloc(g->n, sizeof *rp);
+    TokBuf *text = xcalloc(g->n, sizeof *text);
+    for (uint32_t i = 0; i < g->n; i++) {
+        dapo__response__init(&resp[i]);
+        GenResult *x = &g->res[i];
+        resp[i].token_ids = x->tokens;
+        resp[i].n_token_ids = (size_t)x->n;
+        resp[i].logprobs = x->logprobs;
+        resp[i].n_logprobs = (size_t)x->n;
+        resp[i].finish_reason = (char *)gen_finish_name(x->finish);
+        tokenizer_decode(r->tok, x->tokens, (size_t)x->n, true, &text[i]);
+        resp[i].text.data = (uint8_t *)text[i].v;
+        resp[i].text.len = text[i].n;
+        rp[i] = &resp[i];
+        r->tokens_done += x->n;
+    }
+    Dapo__GroupResult res = DAPO__GROUP_RESULT__INIT;
+    res.run_id = g->run_id;
+    res.step = g->step;
+    res.policy_version = g->min_version;
+    res.group_id = g->group_id;
+    res.attempt = g->attempt;
+    res.responses = rp;
+    res.n_responses = g->n;
+    res.gen_seconds = clock_s() - g->t0;
+    int rc = worker_send(r->d.worker, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &res.base);
+    if (rc) log_warn("group %llu result not sent: %s", (unsigned long long)g->group_id, err_str(rc));
+    log_debug("group %llu attempt %u done in %.2f s", (unsigned long long)g->group_id, g->attempt, res.gen_seconds);
+    for (uint32_t i = 0; i < g->n; i++) tok_buf_free(&text[i]);
+    xfree(text);
+    xfree(resp);
+    xfree(rp);
+    r->groups_done++;
+    drop_group(r, gi);
+}
+
+static void collect(Rollout *r) {
+    GenResult x;
+    while (gen_engine_take(r->eng, &x)) {
+        int gi = -1;
+        for (int i = 0; i < r->ng; i++) if (r->g[i]->tag == x.tag) { gi = i; break; }
+        if (gi < 0 || x.sample >= r->g[gi]->n) { gen_result_free(&x); continue; }
+        Group *g = r->g[gi];
+        gen_result_free(&g->res[x.sample]);
+        g->res[x.sample] = x;
+        g->got++;
+        g->credited++;
+        give_credit(r, 1);
+        if (g->got == g->n) send_group(r, gi);
+    }
+}
+
+/* Weight versions: fetch what the coordinator holds; swap once staged and nothing is in progress. */
+static void weights_turn(Rollout *r) {
+    int64_t want = worker_coordinator_version(r->d.worker);
+    if (want > r->version) wfetch_want(r->wf, want, r->version);
+    wfetch_poll(r->wf);
+    int64_t ready = wfetch_ready(r->wf);
+    if (ready <= r->version) return;
+    gen_engine_hold_new(r->eng, 1);
+    GenStats st;
+    gen_engine_stats(r->eng, &st);
+    if (st.in_progress) return;                   /* running sequences finish on the old weights first */
+    int64_t v = wfetch_swap(r->wf, r->m);
+    if (v < 0) return;
+    r->version = v;
+    for (int i = 0; i < r->ng; i++)               /* groups not started yet now run on v */
+        if (r->g[i]->got == 0) r->g[i]->min_version = v;
+    gen_engine_hold_new(r->eng, r->paused);
+    Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
+    ack.version = v;
+    ack.worker_id = r->d.worker_id;
+    int rc = worker_send(r->d.worker, DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
+    if (rc) log_warn("weight ack not sent: %s", err_str(rc));
+    worker_set_status(r->d.worker, r->held, r->version);
+    log_info("policy version %lld loaded", (long long)v);
+}
+
+static int on_idle(void *ud) {
+    Rollout *r = ud;
+    char err[ERR_LEN];
+    weights_turn(r);
+    if (wfetch_ready(r->wf) <= r->version) gen_engine_hold_new(r->eng, r->paused);
+    int rc = gen_engine_step(r->eng, err);
+    if (rc < 0) log_error("rollout engine: %s", err);
+    collect(r);
+    worker_set_status(r->d.worker, r->held, r->version);
+    GenStats st;
+    gen_engine_stats(r->eng, &st);
+    if (st.running > 0) return 0;
+    return wfetch_busy(r->wf) || wfetch_ready(r->wf) > r->version ? 5 : 50;
+}
+
+/* Takes --load DIR and --version V out of argv (daemon_init refuses arguments it does not know). */
+static int take_args(int *argc, char **argv, const char **load, int64_t *version) {
+    int k = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--load") == 0 && i + 1 < *argc) *load = argv[++i];
+        else if (strcmp(argv[i], "--version") == 0 && i + 1 < *argc) {
+            char *end;
+            long long v = strtoll(argv[++i], &end, 10);
+            if (*end || v < 0) { fprintf(stderr, "--version: '%s' is not a version >= 0\n", argv[i]); return -1; }
+            *version = v;
+        } else argv[k++] = argv[i];
+    }
+    *argc = k;
+    argv[k] = NULL;
+    return 0;
+}
+
+static int setup(Rollout *r, const char *load, char err[ERR_LEN]) {
+    const Config *c = &r->d.cfg;
+    int threads = c->rollout_threads > 0 ? c->rollout_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+    const char *dir = load && *load ? load : c->model_path;
+    if (!dir || !*dir) return err_set(err, ERR_INVAL, "actor_rollout_ref.model.path is empty (or pass --load DIR)");
+    ModelOptions mo = { .max_tokens = 1 };
+    r->m = model_load(dir, &mo, err);
+    if (!r->m) return ERR_IO;
+    const char *tdir = c->tokenizer_path && *c->tokenizer_path ? c->tokenizer_path : dir;
+    r->tok = tokenizer_load(tdir, err);
+    if (!r->tok) return ERR_IO;
+    long per_seq = (long)c->max_prompt_length + c->max_response_length;
+    long kv = c->kv_cache_tokens > 0 ? c->kv_cache_tokens : (long)c->max_num_seqs * per_seq;
+    if (c->kv_cache_tokens <= 0 && kv > (1L << 18)) kv = per_seq > (1L << 18) ? per_seq : 1L << 18;
+    GenOptions go = { .max_num_seqs = c->max_num_seqs, .kv_cache_tokens = kv,
+                      .max_batch_tokens = c->max_num_batched_tokens, .batch_invariant = c->batch_invariant };
+    r->eng = gen_engine_new(r->m, &go, err);
+    if (!r->eng) return ERR_INVAL;
+    log_info("model %s (%s), tokenizer %s, %d threads (%s)", dir, r->m->cfg.arch_name, tdir, threads,
+             openblas_get_corename());
     return 0;
 }
 
 int main(int argc, char **argv) {
-    static Daemon d;
+    static Rollout r;
     char err[ERR_LEN];
-    int rc = daemon_init(&d, argc, argv, DAPO__ROLE__ROLE_ROLLOUT, "rollout", err);
-    if (rc == 0) rc = daemon_connect(&d, DAPO__ROLE__ROLE_ROLLOUT, 1, 0, err);
-    if (rc == 0) rc = daemon_run(&d, on_work, NULL, &d, err);
+    const char *load = NULL;
+    if (take_args(&argc, argv, &load, &r.version)) return 2;
+    int rc = daemon_init(&r.d, argc, argv, DAPO__ROLE__ROLE_ROLLOUT, "rollout", err);
+    if (rc == 1) { daemon_close(&r.d, "shutdown"); return 0; }
+    if (rc == 0) rc = setup(&r, load, err);
+    if (rc == 0)
+        rc = daemon_connect(&r.d, DAPO__ROLE__ROLE_ROLLOUT, (uint32_t)r.d.cfg.max_num_seqs,
+                            (uint64_t)gen_engine_capacity_tokens(r.eng), err);
+    if (rc == 0) {
+        worker_set_status(r.d.worker, 0, r.version);
+        r.wf = wfetch_new(r.d.zctx, r.d.cfg.weights, r.d.worker_id, r.m, (int64_t)r.d.cfg.max_msg_mb << 20, err);
+        if (!r.wf) rc = ERR_IO;
+    }
+    if (rc == 0) rc = daemon_run(&r.d, on_work, on_idle, &r, err);
     if (rc < 0) log_error("%s", err);
-    daemon_close(&d, rc < 0 ? "error" : "shutdown");
+    log_info("generated %ld groups, %ld response tokens", r.groups_done, r.tokens_done);
+    for (int i = 0; i < r.ng; i++) group_free(r.g[i]);
+    xfree(r.g);
+    wfetch_free(r.wf);
+    gen_engine_free(r.eng);
+    tokenizer_free(r.tok);
+    model_free(r.m);
+    daemon_close(&r.d, rc < 0 ? "error" : "shutdown");
     return rc < 0 ? 1 : 0;
 }

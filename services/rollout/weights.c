@@ -1,0 +1,220 @@
+/* services/rollout/weights.c: staging of chunked, checksummed weight versions (see weights.h). */
+#include "weights.h"
+
+#include <string.h>
+#include <xxhash.h>
+#include <zmq.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+
+struct WeightFetch {
+    void        *sock;
+    char         worker_id[128];
+    const Model *m;
+    size_t       max_bytes;
+    int64_t      version;        /* being staged (or staged); -1 none */
+    int          state;          /* 0 idle (nothing wanted / swapped in), 1 fetching, 2 complete */
+    uint32_t     chunk_count;    /* 0: not known yet */
+    uint8_t     *have;           /* [chunk_count] */
+    uint32_t     n_have;
+    long        *elems;          /* [n_tensors] elements received per tensor */
+    float       *stage;          /* [n_params] */
+    int64_t      last_progress_ms;
+    WfetchStats  st;
+};
+
+WeightFetch *wfetch_new(void *zctx, const char *endpoint, const char *worker_id, const Model *m,
+                        int64_t max_msg_bytes, char err[ERR_LEN]) {
+    NetOpts o = { .max_msg_bytes = max_msg_bytes };
+    void *s = net_socket(zctx, ZMQ_DEALER, endpoint, &o, err);
+    if (!s) return NULL;
+    WeightFetch *f = xcalloc(1, sizeof *f);
+    f->sock = s;
+    snprintf(f->worker_id, sizeof f->worker_id, "%s", worker_id ? worker_id : "");
+    f->m = m;
+    f->max_bytes = (size_t)(max_msg_bytes > 0 ? max_msg_bytes : 256 << 20);
+    f->version = -1;
+    f->elems = xcalloc((size_t)m->n_tensors, sizeof(long));
+    return f;
+}
+
+void wfetch_free(WeightFetch *f) {
+    if (!f) return;
+    zmq_close(f->sock);
+    xfree(f->have);
+    xfree(f->elems);
+    xfree(f->stage);
+    xfree(f);
+}
+
+static void send_request(WeightFetch *f) {
+    Dapo__WeightResend r = DAPO__WEIGHT_RESEND__INIT;
+    r.version = f->version;
+    r.worker_id = f->worker_id;
+    uint32_t *missing = NULL;
+    if (f->chunk_count && f->n_have) {
+        missing = xmalloc((size_t)(f->chunk_count - f->n_have) * sizeof(uint32_t));
+        for (uint32_t i = 0; i < f->chunk_count; i++)
+            if (!f->have[i]) missing[r.n_chunk_indices++] = i;
+        r.chunk_indices = missing;
+    }
+    int rc = net_send(f->sock, NULL, 0, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &r.base, true);
+    if (rc) log_warn("weights: request for version %lld not sent: %s", (long long)f->version, err_str(rc));
+    else if (r.n_chunk_indices) log_info("weights: asked again for %zu missing chunks of version %lld",
+                                         r.n_chunk_indices, (long long)f->version);
+    f->st.resends++;
+    xfree(missing);
+    f->last_progress_ms = clock_ms();
+}
+
+static void reset_stage(WeightFetch *f, int64_t v) {
+    f->version = v;
+    f->state = 1;
+    f->chunk_count = 0;
+    f->n_have = 0;
+    xfree(f->have);
+    f->have = NULL;
+    memset(f->elems, 0, (size_t)f->m->n_tensors * sizeof(long));
+    if (!f->stage) {
+        f->stage = xmalloc((size_t)f->m->n_params * sizeof(float));
+        log_info("weights: staging buffer %.1f MiB", (double)f->m->n_params * 4 / 1048576.0);
+    }
+}
+
+void wfetch_want(WeightFetch *f, int64_t v, int64_t loaded) {
+    if (!f || v <= loaded || v <= f->version) return;
+    log_info("weights: fetching policy version %lld (loaded %lld)", (long long)v, (long long)loaded);
+    reset_stage(f, v);
+    send_request(f);
+}
+
+static float f16_to_f32(uint16_t h) {
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;
+    if (e == 0) {
+        if (!m) bits = s;
+        else {                                   /* subnormal: normalise */
+            e = 113;
+            while (!(m & 1024)) { m <<= 1; e--; }
+            bits = s | e << 23 | (m & 1023) << 13;
+        }
+    } else if (e == 31) bits = s | 0x7f800000u | m << 13;
+    else bits = s | (e + 112) << 23 | m << 13;
+    float x;
+    memcpy(&x, &bits, 4);
+    return x;
+}
+
+static int is_complete(WeightFetch *f) {
+    if (!f->chunk_count || f->n_have < f->chunk_count) return 0;
+    for (int t = 0; t < f->m->n_tensors; t++)
+        if (f->elems[t] != f->m->tensors[t].numel) {
+            log_error("weights: version %lld: every chunk arrived but tensor %s holds %ld of %ld elements; "
+                      "fetching it again", (long long)f->version, f->m->tensors[t].name, f->elems[t],
+                      f->m->tensors[t].numel);
+            int64_t v = f->version;
+            reset_stage(f, v);
+            return 0;
+        }
+    return 1;
+}
+
+int wfetch_chunk(WeightFetch *f, const Dapo__WeightUpdate *u, char err[ERR_LEN]) {
+    if (!f || !u) return err_set(err, ERR_INVAL, "NULL chunk");
+    if (f->version < 0 || u->version < f->version || (u->version == f->version && f->state != 1)) return 1;
+    if (u->version > f->version) {
+        log_info("weights: version %lld arrived while staging %lld: taking the newer one", (long long)u->version,
+                 (long long)f->version);
+        reset_stage(f, u->version);
+    }
+    if (u->chunk_count == 0 || u->chunk_count > (1u << 24) || u->chunk_index >= u->chunk_count)
+        return err_set(err, ERR_INVAL, "chunk %u of %u: bad chunk index/count", u->chunk_index, u->chunk_count);
+    if (f->chunk_count && u->chunk_count != f->chunk_count)
+        return err_set(err, ERR_INVAL, "chunk count %u differs from the %u seen before", u->chunk_count, f->chunk_count);
+    if (XXH64(u->data.data, u->data.len, 0) != u->checksum)
+        return err_set(err, ERR_DECODE, "chunk %u (%s): checksum mismatch", u->chunk_index, u->tensor_name);
+    if (!f->chunk_count) {
+        f->chunk_count = u->chunk_count;
+        f->have = xcalloc(u->chunk_count, 1);
+    }
+    if (f->have[u->chunk_index]) return 1;
+    const ModelTensor *t = model_tensor_find(f->m, u->tensor_name);
+    if (!t && f->m->cfg.tie_embeddings && strcmp(u->tensor_name, "lm_head.weight") == 0) {
+        f->have[u->chunk_index] = 1;             /* tied: lm_head is the embedding */
+        f->n_have++;
+        return 0;
+    }
+    if (!t) return err_set(err, ERR_NOTFOUND, "chunk %u: tensor '%s' is not in the model", u->chunk_index, u->tensor_name);
+    size_t es = strcmp(u->dtype, "F32") == 0 ? 4 : (strcmp(u->dtype, "BF16") == 0 || strcmp(u->dtype, "F16") == 0) ? 2 : 0;
+    if (!es) return err_set(err, ERR_INVAL, "chunk %u (%s): dtype '%s' not F32/BF16/F16", u->chunk_index, t->name, u->dtype);
+    if ((int)u->n_shape != t->ndim) return err_set(err, ERR_INVAL, "chunk %u (%s): %zu dims, model has %d", u->chunk_index, t->name, u->n_shape, t->ndim);
+    for (int d = 0; d < t->ndim; d++)
+        if ((long)u->shape[d] != t->shape[d])
+            return err_set(err, ERR_INVAL, "chunk %u (%s): shape differs from the model's", u->chunk_index, t->name);
+    if (u->offset % es || u->data.len % es || u->offset / es > (uint64_t)t->numel ||
+        u->data.len / es > (uint64_t)t->numel - u->offset / es)
+        return err_set(err, ERR_INVAL, "chunk %u (%s): bytes [%llu, +%zu) outside the tensor", u->chunk_index, t->name,
+                       (unsigned long long)u->offset, u->data.len);
+    float *dst = f->stage + t->offset + u->offset / es;
+    size_t n = u->data.len / es;
+    const uint8_t *src = u->data.data;
+    if (es == 4) memcpy(dst, src, n * 4);
+    else if (u->dtype[0] == 'B')
+        for (size_t i = 0; i < n; i++) {
+            uint32_t b = (uint32_t)(src[2 * i] | src[2 * i + 1] << 8) << 16;
+            memcpy(dst + i, &b, 4);
+        }
+    else
+        for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
+    f->have[u->chunk_index] = 1;
+    f->n_have++;
+    f->elems[t - f->m->tensors] += (long)n;
+    return 0;
+}
+
+int wfetch_poll(WeightFetch *f) {
+    if (!f) return 0;
+    int ok = 0;
+    char err[ERR_LEN];
+    for (;;) {
+        NetMsg m;
+        int rc = net_recv(f->sock, &m, 0, f->max_bytes, err);
+        if (rc == ERR_AGAIN || rc == ERR_TIMEOUT) break;
+        if (rc) { log_warn("weights: bad frame dropped: %s", err); f->st.chunks_bad++; continue; }
+        if (m.type == DAPO__MSG_TYPE__MSG_WEIGHT_UPDATE) {
+            rc = wfetch_chunk(f, (const Dapo__WeightUpdate *)m.msg, err);
+            if (rc == 0) { ok++; f->st.chunks_ok++; f->last_progress_ms = clock_ms(); }
+            else if (rc < 0) { log_warn("weights: chunk refused: %s", err); f->st.chunks_bad++; }
+        } else {
+            log_warn("weights: unexpected %s message on the weight channel dropped", net_type_name(m.type));
+        }
+        net_msg_free(&m);
+    }
+    if (f->state == 1) {
+        if (is_complete(f)) {
+            f->state = 2;
+            f->st.versions++;
+            log_info("weights: version %lld staged (%u chunks)", (long long)f->version, f->chunk_count);
+        } else if (clock_ms() - f->last_progress_ms >= WFETCH_RETRY_MS) {
+            send_request(f);
+        }
+    }
+    return ok;
+}
+
+int64_t wfetch_ready(const WeightFetch *f) { return f && f->state == 2 ? f->version : -1; }
+int wfetch_busy(const WeightFetch *f) { return f && f->state == 1; }
+
+int64_t wfetch_swap(WeightFetch *f, Model *m) {
+    if (!f || f->state != 2 || m->n_params != f->m->n_params) return -1;
+    memcpy(m->params, f->stage, (size_t)m->n_params * sizeof(float));
+    f->state = 0;
+    f->chunk_count = 0;
+    f->n_have = 0;
+    return f->version;       /* stays as the staged version: older chunks are ignored from now on */
+}
+
+void wfetch_stats(const WeightFetch *f, WfetchStats *s) {
+    if (f) *s = f->st;
+    else memset(s, 0, sizeof *s);
+}
