@@ -1,21 +1,232 @@
-/* services/learner/main.c: dapo-learner — registers with the coordinator through the shared worker protocol, heartbeats,
- * and exits cleanly on SIGTERM (common/net/daemon.h).
- * Not yet here: the learner's work; messages it cannot handle yet are answered with an ErrorReply. */
-#include "core/log.h"
-#include "net/daemon.h"
+/* services/learner/main.c: dapo-learner, rank r of W (DESIGN.md §1 step 5, issue 7). Startup: the CPU collective
+ * between the W ranks (cluster.collective; every wait bounded by cluster.collective_timeout_s), the model from the
+ * newest checkpoint or actor_rollout_ref.model.path (learner.h; every rank must agree on the step it resumes), and on
+ * rank 0 the weight server (weights.h) holding the current version (0 for a fresh model). Then the shared worker loop:
+ * TrainBatch shards are buffered and trained by learner.h (old log-probs for all mini-batches first); each shard is
+ * answered with a StepResult; after the step's last shard rank 0 publishes version v+1 BEFORE its StepResult carries
+ * new_policy_version = v+1, and checkpoints every trainer.save_freq steps. Control CHECKPOINT saves at once (rank 0),
+ * Control SHUTDOWN stops like SIGTERM. Long computations keep heartbeating and serving weight requests (keepalive).
+ * Not here: the GPU path (the NCCL collective exists for CUDA builds; the model core is CPU-only), pushing weights. */
+#include <signal.h>
+#include <string.h>
+#include <zmq.h>
 
-static int on_work(void *ud, NetMsg *m) {
-    daemon_reply_unsupported(ud, m);
+#include "core/log.h"
+#include "io/checkpoint.h"
+#include "learner.h"
+#include "net/daemon.h"
+#include "weights.h"
+
+typedef struct {
+    Daemon        d;
+    Learner      *L;
+    Collective   *coll;
+    WeightServer *ws;
+    NetMsg       *deferred;      /* work messages that arrived during a keepalive poll, in order */
+    int           n_deferred, cap_deferred;
+    int           in_keepalive;
+} Svc;
+
+static int on_work(void *ud, NetMsg *m);
+
+static void defer(Svc *s, NetMsg *m) {
+    if (s->n_deferred == s->cap_deferred) {
+        s->cap_deferred = s->cap_deferred ? 2 * s->cap_deferred : 16;
+        s->deferred = xrealloc(s->deferred, (size_t)s->cap_deferred * sizeof *s->deferred);
+    }
+    s->deferred[s->n_deferred++] = *m;
+    m->msg = NULL;
+}
+
+/* Heartbeats and weight requests while the engine computes; work messages wait in `deferred`. */
+static int keepalive(void *ud) {
+    Svc *s = ud;
+    if (s->in_keepalive || !s->d.worker) return 0;
+    s->in_keepalive = 1;
+    char err[ERR_LEN];
+    NetMsg m;
+    int rc = worker_poll(s->d.worker, &m, 0, err);
+    if (rc == 1) {
+        defer(s, &m);
+        net_msg_free(&m);
+    } else if (rc == ERR_VERSION || rc == ERR_INVAL) {
+        log_error("%s", err);
+    }
+    if (s->ws && wsrv_serve(s->ws, 0, err) < 0) log_warn("%s", err);
+    s->in_keepalive = 0;
+    return daemon_stopping() ? ERR_CLOSED : 0;
+}
+
+static void send_result(Svc *s, const LearnerResult *r, int64_t new_version) {
+    Dapo__StepResult sr = DAPO__STEP_RESULT__INIT;
+    int n = r->metrics.n;
+    Dapo__StepResult__MetricsEntry *e = xcalloc((size_t)(n ? n : 1), sizeof *e);
+    Dapo__StepResult__MetricsEntry **ep = xcalloc((size_t)(n ? n : 1), sizeof *ep);
+    for (int i = 0; i < n; i++) {
+        dapo__step_result__metrics_entry__init(&e[i]);
+        e[i].key = (char *)r->metrics.m[i].name;
+        e[i].value = r->metrics.m[i].value;
+        ep[i] = &e[i];
+    }
+    sr.run_id = r->tb->run_id;
+    sr.step = r->tb->step;
+    sr.rank = (uint32_t)s->d.rank;
+    sr.mini_batch_index = r->tb->mini_batch_index;
+    sr.n_metrics = (size_t)n;
+    sr.metrics = ep;
+    sr.new_policy_version = new_version;
+    sr.error = (char *)(r->failed ? r->error : "");
+    sr.skipped = r->st.skipped != 0;
+    int rc = worker_send(s->d.worker, DAPO__MSG_TYPE__MSG_STEP_RESULT, &sr.base);
+    if (rc) log_error("step %lld: StepResult not sent: %s", (long long)r->tb->step, err_str(rc));
+    xfree(e);
+    xfree(ep);
+}
+
+static void checkpoint(Svc *s, const char *why) {
+    if (s->d.rank != 0) return;
+    char err[ERR_LEN];
+    if (learner_checkpoint(s->L, err)) log_error("checkpoint (%s) failed: %s", why, err);
+}
+
+/* Runs at most one shard; 1 when one ran. */
+static int run_one(Svc *s) {
+    LearnerResult r;
+    if (!learner_next(s->L, &r)) return 0;
+    int64_t newv = 0;
+    int last = !r.failed && r.tb->last_of_step;
+    if (last && s->d.rank == 0) {
+        char err[ERR_LEN];
+        if (wsrv_publish(s->ws, s->L->m, s->L->version, err)) {
+            r.failed = 1;
+            snprintf(r.error, sizeof r.error, "publishing weights: %.200s", err);
+        } else {
+            newv = s->L->version;
+        }
+    }
+    send_result(s, &r, newv);
+    if (r.failed) log_error("step %lld: %s", (long long)r.tb->step, r.error);
+    else log_info("step %lld mini-batch %u epoch %u: pg_loss %.6g grad_norm %.4g lr %.3g%s", (long long)r.tb->step,
+                  r.tb->mini_batch_index, r.tb->ppo_epoch, r.st.pg_loss, r.st.grad_norm, r.st.lr,
+                  r.st.skipped ? " (update skipped: non-finite)" : "");
+    if (last) {
+        log_set_step(s->L->steps_done);
+        int f = s->d.cfg.save_freq;
+        if (f > 0 && s->L->steps_done % f == 0) checkpoint(s, "trainer.save_freq");
+    }
+    learner_result_free(&r);
+    return 1;
+}
+
+static int handle(Svc *s, NetMsg *m) {
+    switch (m->type) {
+    case DAPO__MSG_TYPE__MSG_TRAIN_BATCH:
+        learner_submit(s->L, (Dapo__TrainBatch *)m->msg);
+        m->msg = NULL;
+        break;
+    case DAPO__MSG_TYPE__MSG_CONTROL: {
+        const Dapo__Control *c = (const Dapo__Control *)m->msg;
+        if (c->cmd == DAPO__CONTROL_CMD__CONTROL_CHECKPOINT && s->d.rank == 0) {
+            char path[4096], err[ERR_LEN];
+            long have = -1;
+            if (c->step && c->step != s->L->steps_done)
+                log_warn("checkpoint asked for step %lld; the learner is at step %ld (saving that)", (long long)c->step,
+                         s->L->steps_done);
+            if (ckpt_find_latest(s->L->ckpt_root, path, sizeof path, &have, err) == 0 && have == s->L->steps_done)
+                log_info("checkpoint of step %ld already written", have);
+            else
+                checkpoint(s, "requested");
+        }
+        else if (c->cmd == DAPO__CONTROL_CMD__CONTROL_SHUTDOWN) raise(SIGTERM);
+        break;
+    }
+    case DAPO__MSG_TYPE__MSG_CANCEL:
+        break;
+    default:
+        daemon_reply_unsupported(&s->d, m);
+    }
+    return 0;
+}
+
+static int on_work(void *ud, NetMsg *m) { return handle(ud, m); }
+
+static int on_idle(void *ud) {
+    Svc *s = ud;
+    char err[ERR_LEN];
+    for (int i = 0; i < s->n_deferred; i++) {        /* messages that came in during the last computation */
+        handle(s, &s->deferred[i]);
+        net_msg_free(&s->deferred[i]);
+    }
+    s->n_deferred = 0;
+    if (s->ws && wsrv_serve(s->ws, 0, err) < 0) log_warn("%s", err);
+    int ran = run_one(s);
+    worker_set_status(s->d.worker, (uint32_t)s->L->n_pending, s->L->version);
+    return ran || s->n_deferred ? 0 : (s->ws ? 10 : 50);
+}
+
+/* Every rank must have resumed the same step: rank 0's (step, version) are broadcast and compared. */
+static int agree(Svc *s, char err[ERR_LEN]) {
+    int64_t v[2] = {s->L->steps_done, s->L->version};
+    int rc = coll_broadcast(s->coll, v, sizeof v, err);
+    if (rc) return rc;
+    if (v[0] != s->L->steps_done || v[1] != s->L->version)
+        return err_set(err, ERR_INVAL, "rank %d resumed step %ld (version %lld) but rank 0 has step %lld (version %lld): "
+                       "every rank must see the same trainer.default_local_dir", s->d.rank, s->L->steps_done,
+                       (long long)s->L->version, (long long)v[0], (long long)v[1]);
     return 0;
 }
 
 int main(int argc, char **argv) {
-    static Daemon d;
+    static Svc s;
     char err[ERR_LEN];
-    int rc = daemon_init(&d, argc, argv, DAPO__ROLE__ROLE_LEARNER, "learner", err);
-    if (rc == 0) rc = daemon_connect(&d, DAPO__ROLE__ROLE_LEARNER, 1, 0, err);
-    if (rc == 0) rc = daemon_run(&d, on_work, NULL, &d, err);
+    int rc = daemon_init(&s.d, argc, argv, DAPO__ROLE__ROLE_LEARNER, "learner", err);
+    if (rc == 1) { config_free(&s.d.cfg); return 0; }
+    int W = s.d.cfg.num_learners;
+    if (rc == 0) {
+        s.d.zctx = zmq_ctx_new();
+        CollOptions co = {.rank = s.d.rank, .world = W, .endpoint = s.d.cfg.collective,
+                          .timeout_s = s.d.cfg.collective_timeout_s, .zctx = s.d.zctx, .idle = keepalive, .idle_ud = &s};
+        s.coll = coll_open_cpu(&co, err);
+        if (!s.coll) rc = ERR_IO;
+    }
+    if (rc == 0) {
+        s.L = learner_open(&s.d.cfg, s.d.rank, W, s.coll, err);
+        if (!s.L) rc = ERR_INVAL;
+        else { s.L->keepalive = keepalive; s.L->keepalive_ud = &s; }
+    }
+    if (rc == 0) rc = agree(&s, err);
+    if (rc == 0 && s.d.rank == 0) {
+        s.ws = wsrv_open(s.d.zctx, s.d.cfg.weights_bind, s.d.cfg.run_id, (int64_t)s.d.cfg.max_msg_mb << 20, err);
+        if (!s.ws) rc = ERR_IO;
+        else rc = wsrv_publish(s.ws, s.L->m, s.L->version, err);
+    }
+    if (rc == 0) {
+        /* daemon_connect makes its own context; ours (collective, weights) stays separate */
+        void *ours = s.d.zctx;
+        s.d.zctx = NULL;
+        rc = daemon_connect(&s.d, DAPO__ROLE__ROLE_LEARNER, 1, 0, err);
+        if (rc == 0) {
+            worker_set_status(s.d.worker, 0, s.L->version);
+            log_info("learner rank %d of %d ready: step %ld, policy version %lld", s.d.rank, W, s.L->steps_done,
+                     (long long)s.L->version);
+            rc = daemon_run(&s.d, on_work, on_idle, &s, err);
+        }
+        wsrv_close(s.ws);
+        s.ws = NULL;
+        coll_close(s.coll);
+        s.coll = NULL;
+        zmq_ctx_term(ours);
+    }
     if (rc < 0) log_error("%s", err);
-    daemon_close(&d, rc < 0 ? "error" : "shutdown");
+    for (int i = 0; i < s.n_deferred; i++) net_msg_free(&s.deferred[i]);
+    xfree(s.deferred);
+    learner_close(s.L);
+    wsrv_close(s.ws);
+    coll_close(s.coll);
+    if (s.d.worker) daemon_close(&s.d, rc < 0 ? "error" : "shutdown");
+    else {
+        if (s.d.zctx) zmq_ctx_term(s.d.zctx);
+        config_free(&s.d.cfg);
+    }
     return rc < 0 ? 1 : 0;
 }

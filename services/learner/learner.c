@@ -1,0 +1,530 @@
+/* services/learner/learner.c: the learner's training engine (see learner.h). Formula sources: verl
+ * dp_actor.update_policy / compute_log_prob (micro-batches, global token counts, grad-norm skip of non-finite norms,
+ * clip_grad_norm_), core_algos via dapo/loss.h; AdamW and schedules via model/adamw.h.
+ * Not here: sockets and weights publishing (main.c, weights.c). */
+#include "learner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "dapo/layout.h"
+#include "io/checkpoint.h"
+
+#define LEARNER_MAX_ACT_TOKENS 8192   /* activation slab cap (tokens); bigger micro-batches are split to fit */
+
+static int keepalive(Learner *L) { return L->keepalive ? L->keepalive(L->keepalive_ud) : 0; }
+
+static float *falloc(long n) { return xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
+
+Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, char err[ERR_LEN]) {
+    if (world < 1 || rank < 0 || rank >= world) { err_set(err, ERR_INVAL, "learner: rank %d of %d", rank, world); return NULL; }
+    Learner *L = xcalloc(1, sizeof *L);
+    L->rank = rank;
+    L->world = world;
+    L->coll = coll;
+    L->failed_step = -1;
+    L->cur_step = -1;
+    int rc = loss_params_from_config(cfg, &L->lp, err);
+    L->lp.dp_size = 1;                                  /* gradients are summed over ranks (collective) */
+    L->lp.loss_scale_factor = cfg->max_response_length; /* Dr. GRPO's constant; verl's padded response length */
+    L->opt = adamw_defaults();
+    L->opt.beta1 = (float)cfg->adam_beta1;
+    L->opt.beta2 = (float)cfg->adam_beta2;
+    L->opt.eps = (float)cfg->adam_eps;
+    L->opt.weight_decay = (float)cfg->weight_decay;
+    L->sched = strcmp(cfg->warmup_style, "cosine") == 0 ? LR_COSINE : LR_CONSTANT;
+    L->lr = cfg->lr;
+    L->min_lr_ratio = cfg->min_lr_ratio;
+    L->warmup = cfg->lr_warmup_steps;
+    L->total_steps = cfg->total_training_steps > 0 ? cfg->total_training_steps : 1000000000L;
+    L->grad_clip = cfg->grad_clip;
+    L->temperature = (float)cfg->temperature;
+    L->micro_bsz = cfg->ppo_micro_batch_size_per_gpu > 0 ? cfg->ppo_micro_batch_size_per_gpu : 1;
+    L->dynamic_bsz = cfg->use_dynamic_bsz;
+    L->max_tok_micro = cfg->ppo_max_token_len_per_gpu;
+    L->ppo_epochs = cfg->ppo_epochs > 0 ? cfg->ppo_epochs : 1;
+    L->use_rollout_lp = cfg->use_rollout_log_probs;
+    L->rng_seed = (uint64_t)cfg->trainer_seed;
+    L->ckpt_root = xstrdup(cfg->default_local_dir);
+    L->max_keep = cfg->max_actor_ckpt_to_keep;
+    if (rc) { learner_close(L); return NULL; }
+    if (!(L->temperature > 0)) {
+        err_set(err, ERR_INVAL, "actor_rollout_ref.rollout.temperature: %g; the learner needs > 0", cfg->temperature);
+        learner_close(L);
+        return NULL;
+    }
+    /* activation slab: one micro-batch (bounded), never less than one whole sequence */
+    long seq_max = (long)cfg->max_prompt_length + cfg->max_response_length;
+    long need = L->dynamic_bsz ? L->max_tok_micro : (long)L->micro_bsz * seq_max;
+    if (need > LEARNER_MAX_ACT_TOKENS) need = LEARNER_MAX_ACT_TOKENS;
+    if (need < seq_max) need = seq_max;
+    if (need < 16) need = 16;
+    ModelOptions mo = {.max_tokens = (int)need, .train = 1};
+    char path[4096];
+    long step = -1;
+    CkptState st = {0};
+    const char *src = NULL;
+    if (!strcmp(cfg->resume_mode, "resume_path")) src = cfg->resume_from_path;
+    else if (!strcmp(cfg->resume_mode, "auto") && ckpt_find_latest(cfg->default_local_dir, path, sizeof path, &step, err) == 0)
+        src = path;
+    if (src) {
+        L->m = ckpt_load(src, &mo, &st, err);
+        if (L->m) {
+            L->steps_done = st.step;
+            L->version = st.policy_version;
+            L->rng_seed = st.rng_seed;
+            L->rng_counter = st.rng_counter;
+            log_info("learner rank %d: resumed from %s (step %ld, policy version %lld, %ld optimizer steps)", rank, src,
+                     st.step, (long long)st.policy_version, st.adam_step);
+        }
+    } else {
+        L->m = model_load(cfg->model_path, &mo, err);
+        if (L->m) log_info("learner rank %d: model %s (%ld parameters)", rank, cfg->model_path, L->m->n_params);
+    }
+    if (!L->m) { learner_close(L); return NULL; }
+    long T = L->m->max_tokens;
+    L->s_logp = falloc(T); L->s_ent = falloc(T); L->s_dlogp = falloc(T); L->s_dent = falloc(T);
+    L->r_logp = falloc(T); L->r_ent = falloc(T); L->r_old = falloc(T); L->r_adv = falloc(T);
+    L->r_dlogp = falloc(T); L->r_dent = falloc(T);
+    L->s_tok = xmalloc((size_t)T * sizeof(int32_t)); L->s_tgt = xmalloc((size_t)T * sizeof(int32_t));
+    L->s_cu = xmalloc((size_t)(T + 1) * sizeof(int32_t));
+    L->r_off = xmalloc((size_t)(T + 1) * sizeof(int)); L->s_pos = xmalloc((size_t)T * sizeof(int));
+    L->r_mask = xmalloc((size_t)T);
+    return L;
+}
+
+static void step_reset(Learner *L) {
+    for (int i = 0; i < L->n_pending; i++) dapo__train_batch__free_unpacked(L->pending[i], NULL);
+    L->n_pending = 0;
+    for (int i = 0; i < L->n_mini; i++) xfree(L->old_lp ? L->old_lp[i] : NULL);
+    xfree(L->old_lp);
+    xfree(L->old_n);
+    L->old_n = NULL;
+    xfree(L->corr);
+    L->old_lp = NULL;
+    L->corr = NULL;
+    L->n_mini = 0;
+    L->old_done = 0;
+    L->t_old = 0;
+}
+
+void learner_close(Learner *L) {
+    if (!L) return;
+    step_reset(L);
+    xfree(L->pending);
+    model_free(L->m);
+    xfree(L->ckpt_root);
+    void *bufs[] = {L->s_logp, L->s_ent, L->s_dlogp, L->s_dent, L->r_logp, L->r_ent, L->r_old, L->r_adv, L->r_dlogp,
+                    L->r_dent, L->s_tok, L->s_tgt, L->s_cu, L->r_off, L->s_pos, L->r_mask};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) xfree(bufs[i]);
+    xfree(L);
+}
+
+static long resp_count(const Dapo__TrainBatch *tb) {
+    return (long)tb->n_response_mask;
+}
+
+int learner_check_batch(const Learner *L, const Dapo__TrainBatch *tb, char err[ERR_LEN]) {
+    if (!tb) return err_set(err, ERR_INVAL, "train batch: NULL");
+    if (tb->n_offsets < 2 || tb->n_prompt_lengths != tb->n_offsets - 1)
+        return err_set(err, ERR_INVAL, "train batch: %zu offsets for %zu prompt lengths (need num_seqs + 1 >= 2)",
+                       tb->n_offsets, tb->n_prompt_lengths);
+    if (tb->world_size != (uint32_t)L->world || tb->rank != (uint32_t)L->rank)
+        return err_set(err, ERR_INVAL, "train batch for rank %u of %u sent to rank %d of %d", tb->rank, tb->world_size,
+                       L->rank, L->world);
+    if (tb->num_mini_batches < 1 || tb->mini_batch_index >= tb->num_mini_batches)
+        return err_set(err, ERR_INVAL, "train batch: mini-batch %u of %u", tb->mini_batch_index, tb->num_mini_batches);
+    size_t S = tb->n_offsets - 1, resp = 0;
+    if (tb->offsets[0] != 0 || tb->offsets[S] != tb->n_input_ids)
+        return err_set(err, ERR_INVAL, "train batch: offsets run %u..%u over %zu input ids", tb->offsets[0], tb->offsets[S],
+                       tb->n_input_ids);
+    for (size_t i = 0; i < S; i++) {
+        if (tb->offsets[i + 1] < tb->offsets[i]) return err_set(err, ERR_INVAL, "train batch: offsets decrease at %zu", i);
+        uint32_t len = tb->offsets[i + 1] - tb->offsets[i];
+        if (tb->prompt_lengths[i] > len || (tb->prompt_lengths[i] == 0 && len > 0))
+            return err_set(err, ERR_INVAL, "train batch: sequence %zu has prompt length %u of %u tokens (need 1..len)", i,
+                           tb->prompt_lengths[i], len);
+        if ((long)len > L->m->max_tokens)
+            return err_set(err, ERR_TOO_BIG, "train batch: sequence %zu has %u tokens, more than the learner's %d "
+                           "(data.max_prompt_length + data.max_response_length)", i, len, L->m->max_tokens);
+        resp += len - tb->prompt_lengths[i];
+    }
+    if (resp != tb->n_response_mask || resp != tb->n_advantages || resp != tb->n_rollout_logprobs)
+        return err_set(err, ERR_INVAL, "train batch: %zu response tokens but %zu mask, %zu advantage, %zu log-prob values",
+                       resp, tb->n_response_mask, tb->n_advantages, tb->n_rollout_logprobs);
+    for (size_t i = 0; i < tb->n_input_ids; i++)
+        if (tb->input_ids[i] < 0 || tb->input_ids[i] >= L->m->cfg.vocab)
+            return err_set(err, ERR_INVAL, "train batch: input id %d at %zu is outside the vocabulary [0, %d)",
+                           tb->input_ids[i], i, L->m->cfg.vocab);
+    return 0;
+}
+
+/* Response-token index where sequence i's responses start (prefix sum). */
+static void resp_starts(const Dapo__TrainBatch *tb, long *rs) {
+    size_t S = tb->n_offsets - 1;
+    rs[0] = 0;
+    for (size_t i = 0; i < S; i++) rs[i + 1] = rs[i] + (tb->offsets[i + 1] - tb->offsets[i] - tb->prompt_lengths[i]);
+}
+
+/* Micro-batches of the shard: fixed size or dynamic by tokens. */
+static int micro_layout(const Learner *L, const Dapo__TrainBatch *tb, LayoutMicro *mb, char err[ERR_LEN]) {
+    int S = (int)tb->n_offsets - 1;
+    if (!L->dynamic_bsz) return layout_micro_fixed(S, L->micro_bsz, mb, err);
+    int *tok = xmalloc((size_t)S * sizeof(int));
+    for (int i = 0; i < S; i++) tok[i] = (int)(tb->offsets[i + 1] - tb->offsets[i]);
+    int rc = layout_micro_dynamic(tok, S, L->max_tok_micro, mb, err);
+    xfree(tok);
+    return rc;
+}
+
+/* Packs sequences seq[0..n) into the model batch scratch. Fills response positions s_pos (packed position of each
+ * response token's log-prob) and response index map via rs. Returns packed tokens. */
+static int pack(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, ModelBatch *b, int *n_resp) {
+    int N = 0, R = 0;
+    L->s_cu[0] = 0;
+    L->r_off[0] = 0;
+    for (int k = 0; k < n; k++) {
+        int i = seq[k];
+        int start = (int)tb->offsets[i], len = (int)(tb->offsets[i + 1] - tb->offsets[i]), pl = (int)tb->prompt_lengths[i];
+        memcpy(L->s_tok + N, tb->input_ids + start, (size_t)len * sizeof(int32_t));
+        for (int p = 0; p < len; p++) L->s_tgt[N + p] = p + 1 < len && p + 1 >= pl ? tb->input_ids[start + p + 1] : -1;
+        for (int j = 0; j < len - pl; j++) L->s_pos[R + j] = N + pl + j - 1;
+        N += len;
+        R += len - pl;
+        L->s_cu[k + 1] = N;
+        L->r_off[k + 1] = R;
+    }
+    *b = (ModelBatch){.n_tokens = N, .n_seqs = n, .tokens = L->s_tok, .targets = L->s_tgt, .cu_seqlens = L->s_cu,
+                      .temperature = L->temperature};
+    *n_resp = R;
+    return N;
+}
+
+/* Splits a micro-batch's sequence list into chunks whose tokens fit the activation slab; calls fn per chunk. */
+typedef int (*ChunkFn)(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, const long *rs, void *ud,
+                       char err[ERR_LEN]);
+static int for_chunks(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, const long *rs, ChunkFn fn,
+                      void *ud, int *chunks, char err[ERR_LEN]) {
+    int a = 0;
+    while (a < n) {
+        long tok = 0;
+        int b = a;
+        while (b < n) {
+            long len = (long)(tb->offsets[seq[b] + 1] - tb->offsets[seq[b]]);
+            if (b > a && tok + len > L->m->max_tokens) break;
+            tok += len;
+            b++;
+        }
+        if (tok == 0) { a = b; continue; }          /* empty sequences only */
+        int rc = fn(L, tb, seq + a, b - a, rs, ud, err);
+        if (rc) return rc;
+        if (chunks) (*chunks)++;
+        if ((rc = keepalive(L)) < 0) return err_set(err, rc, "shard aborted: %s", err_str(rc));
+        a = b;
+    }
+    return 0;
+}
+
+static int chunk_logprobs(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, const long *rs, void *ud,
+                          char err[ERR_LEN]) {
+    float *out = ud;
+    ModelBatch b;
+    int R;
+    pack(L, tb, seq, n, &b, &R);
+    int rc = model_forward(L->m, &b, L->s_logp, NULL, err);
+    if (rc) return rc;
+    for (int k = 0; k < n; k++) {
+        int i = seq[k];
+        for (int j = L->r_off[k]; j < L->r_off[k + 1]; j++) out[rs[i] + (j - L->r_off[k])] = L->s_logp[L->s_pos[j]];
+    }
+    return 0;
+}
+
+int learner_logprobs(Learner *L, const Dapo__TrainBatch *tb, float *out, char err[ERR_LEN]) {
+    int rc = learner_check_batch(L, tb, err);
+    if (rc) return rc;
+    LayoutMicro mb = {0};
+    if ((rc = micro_layout(L, tb, &mb, err))) return rc;
+    long *rs = xmalloc(tb->n_offsets * sizeof(long));
+    resp_starts(tb, rs);
+    for (int j = 0; j < mb.n_micro && !rc; j++)
+        rc = for_chunks(L, tb, mb.idx + mb.off[j], mb.off[j + 1] - mb.off[j], rs, chunk_logprobs, out, NULL, err);
+    xfree(rs);
+    layout_micro_free(&mb);
+    return rc;
+}
+
+typedef struct {
+    const float      *old_lp;
+    LossStats         acc;
+    LearnerMiniStats *st;
+    int               nonfinite;
+} GradCtx;
+
+static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, const long *rs, void *ud,
+                       char err[ERR_LEN]) {
+    GradCtx *g = ud;
+    ModelBatch b;
+    int R;
+    pack(L, tb, seq, n, &b, &R);
+    double t0 = clock_s();
+    int rc = model_forward(L->m, &b, L->s_logp, L->s_ent, err);
+    if (rc) return rc;
+    for (int k = 0; k < n; k++) {
+        int i = seq[k];
+        for (int j = L->r_off[k]; j < L->r_off[k + 1]; j++) {
+            long src = rs[i] + (j - L->r_off[k]);
+            L->r_logp[j] = L->s_logp[L->s_pos[j]];
+            L->r_ent[j] = L->s_ent[L->s_pos[j]];
+            L->r_old[j] = g->old_lp[src];
+            L->r_adv[j] = tb->advantages[src];
+            L->r_mask[j] = tb->response_mask[src] > 0.5f;
+        }
+    }
+    LossInput in = {.logp = L->r_logp, .old_logp = L->r_old, .adv = L->r_adv, .mask = L->r_mask, .entropy = L->r_ent,
+                    .seq_off = L->r_off, .n_seq = n};
+    LossStats s;
+    int want_dent = L->lp.entropy_coeff != 0;
+    rc = loss_compute(&L->lp, &in, NULL, L->r_dlogp, want_dent ? L->r_dent : NULL, &s, err);
+    if (rc) return rc;
+    if (!isfinite(s.loss)) g->nonfinite = 1;
+    loss_stats_merge(&g->acc, &s);
+    memset(L->s_dlogp, 0, (size_t)b.n_tokens * sizeof(float));
+    if (want_dent) memset(L->s_dent, 0, (size_t)b.n_tokens * sizeof(float));
+    for (int j = 0; j < R; j++) {
+        L->s_dlogp[L->s_pos[j]] = L->r_dlogp[j];
+        if (want_dent) L->s_dent[L->s_pos[j]] = L->r_dent[j];
+    }
+    double t1 = clock_s();
+    rc = model_backward(L->m, &b, L->s_dlogp, want_dent ? L->s_dent : NULL, err);
+    g->st->t_fwd += t1 - t0;
+    g->st->t_bwd += clock_s() - t1;
+    return rc;
+}
+
+int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, LearnerMiniStats *st, char err[ERR_LEN]) {
+    memset(st, 0, sizeof *st);
+    int rc = learner_check_batch(L, tb, err);
+    if (rc) return rc;
+    L->lp.batch_num_tokens = (double)tb->global_response_tokens;
+    L->lp.global_batch_size = (double)tb->global_num_seqs;
+    LayoutMicro mb = {0};
+    if ((rc = micro_layout(L, tb, &mb, err))) return rc;
+    long *rs = xmalloc(tb->n_offsets * sizeof(long));
+    resp_starts(tb, rs);
+    GradCtx g = {.old_lp = old_lp, .st = st};
+    model_grads_zero(L->m);
+    for (int j = 0; j < mb.n_micro && !rc; j++)
+        rc = for_chunks(L, tb, mb.idx + mb.off[j], mb.off[j + 1] - mb.off[j], rs, chunk_grads, &g, &st->n_micro, err);
+    xfree(rs);
+    layout_micro_free(&mb);
+    if (rc) return rc;
+    /* sums over ranks: gradients, then the loss statistics (so every rank reports and decides the same) */
+    float *v = L->stats;
+    v[0] = (float)g.acc.pg_loss; v[1] = (float)g.acc.loss; v[2] = (float)g.acc.entropy_sum;
+    v[3] = (float)g.acc.clipfrac_sum; v[4] = (float)g.acc.clipfrac_lower_sum; v[5] = (float)g.acc.kl_sum;
+    v[6] = (float)g.acc.n_tokens; v[7] = (float)g.nonfinite;
+    if (g.nonfinite)                                     /* every rank must skip: poison the shared gradient */
+        for (long i = 0; i < L->m->n_params; i++) L->m->grads[i] = NAN;
+    double t0 = clock_s();
+    if (L->coll) {
+        rc = coll_allreduce_sum(L->coll, L->m->grads, L->m->n_params, err);
+        if (!rc) rc = coll_allreduce_sum(L->coll, v, 8, err);
+    }
+    st->t_comm = clock_s() - t0;
+    if (rc) return rc;
+    double nt = v[6];
+    st->pg_loss = v[0];
+    st->loss = v[1];
+    st->entropy = v[2] / (nt + 1e-8);
+    st->pg_clipfrac = v[3] / (nt + 1e-8);
+    st->pg_clipfrac_lower = v[4] / (nt + 1e-8);
+    st->ppo_kl = v[5] / (nt + 1e-8);
+    st->n_tokens = nt;
+    st->skipped = v[7] > 0 || !isfinite(st->loss);
+    return 0;
+}
+
+int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]) {
+    double t0 = clock_s();
+    double norm = model_grad_norm(L->m);
+    st->grad_norm = norm;
+    if (st->skipped || !isfinite(norm)) {          /* verl: "grad_norm is not finite", no optimizer step */
+        st->skipped = 1;
+        st->lr = 0;
+        L->skipped_updates++;
+        log_warn("learner rank %d: non-finite loss or grad norm (%g): update skipped (%ld so far)", L->rank, norm,
+                 L->skipped_updates);
+        model_grads_zero(L->m);
+        st->t_opt = clock_s() - t0;
+        return 0;
+    }
+    if (L->grad_clip > 0) model_grads_clip(L->m, L->grad_clip);
+    st->lr = lr_at(L->sched, L->lr, L->steps_done, L->warmup, L->total_steps, L->min_lr_ratio);
+    int rc = adamw_step(L->m, &L->opt, (float)st->lr, err);
+    st->t_opt = clock_s() - t0;
+    return rc;
+}
+
+int learner_update(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, LearnerMiniStats *st, char err[ERR_LEN]) {
+    int rc = learner_grads(L, tb, old_lp, st, err);
+    return rc ? rc : learner_apply(L, st, err);
+}
+
+/* ------------------------------------------------------------------------------------------ step bookkeeping */
+
+int learner_submit(Learner *L, Dapo__TrainBatch *tb) {
+    if (tb->step == L->failed_step || (L->cur_step >= 0 && tb->step < L->cur_step)) {
+        log_warn("learner rank %d: dropped a shard of step %lld (current %ld, done %ld)", L->rank, (long long)tb->step,
+                 L->cur_step, L->steps_done);
+        dapo__train_batch__free_unpacked(tb, NULL);
+        return 0;
+    }
+    if (tb->step != L->cur_step) {
+        if (tb->step != L->steps_done + 1)        /* the coordinator is authoritative (e.g. it resumed elsewhere) */
+            log_warn("learner rank %d: step %lld arrives after step %ld", L->rank, (long long)tb->step, L->steps_done);
+        if (L->n_pending) log_warn("learner rank %d: step %ld abandoned with %d shards pending (step %lld started)",
+                                   L->rank, L->cur_step, L->n_pending, (long long)tb->step);
+        step_reset(L);
+        L->cur_step = tb->step;
+    }
+    if (L->n_pending == L->cap_pending) {
+        L->cap_pending = L->cap_pending ? 2 * L->cap_pending : 16;
+        L->pending = xrealloc(L->pending, (size_t)L->cap_pending * sizeof *L->pending);
+    }
+    L->pending[L->n_pending++] = tb;
+    return 0;
+}
+
+/* Old log-probs for every mini-batch of epoch 0, once all of them are here. 1 done, 0 not ready, < 0 error. */
+static int old_pass(Learner *L, char err[ERR_LEN]) {
+    if (L->old_done) return 1;
+    int nm = (int)L->pending[0]->num_mini_batches;
+    Dapo__TrainBatch **mb = xcalloc((size_t)nm, sizeof *mb);
+    int have = 0, rc = 0;
+    for (int i = 0; i < L->n_pending; i++) {
+        Dapo__TrainBatch *t = L->pending[i];
+        if (t->ppo_epoch == 0 && t->mini_batch_index < (uint32_t)nm && !mb[t->mini_batch_index]) {
+            mb[t->mini_batch_index] = t;
+            have++;
+        }
+    }
+    if (have < nm) { xfree(mb); return 0; }
+    double t0 = clock_s();
+    L->n_mini = nm;
+    L->old_lp = xcalloc((size_t)nm, sizeof *L->old_lp);
+    L->old_n = xcalloc((size_t)nm, sizeof *L->old_n);
+    L->corr = xcalloc((size_t)nm, sizeof *L->corr);
+    for (int k = 0; k < nm && !rc; k++) {
+        rc = learner_check_batch(L, mb[k], err);
+        if (rc) break;
+        long R = resp_count(mb[k]);
+        L->old_lp[k] = falloc(R);
+        L->old_n[k] = R;
+        if (L->use_rollout_lp) memcpy(L->old_lp[k], mb[k]->rollout_logprobs, (size_t)R * sizeof(float));
+        else rc = learner_logprobs(L, mb[k], L->old_lp[k], err);
+        if (rc || L->use_rollout_lp || R == 0) continue;
+        int S = (int)mb[k]->n_offsets - 1;
+        int *off = xmalloc((size_t)(S + 1) * sizeof(int));
+        uint8_t *mask = xmalloc((size_t)R);
+        long *rs = xmalloc((size_t)(S + 1) * sizeof(long));
+        resp_starts(mb[k], rs);
+        for (int i = 0; i <= S; i++) off[i] = (int)rs[i];
+        for (long j = 0; j < R; j++) mask[j] = mb[k]->response_mask[j] > 0.5f;
+        char e2[ERR_LEN];
+        if (rollout_corr_metrics(L->old_lp[k], mb[k]->rollout_logprobs, mask, off, S, &L->corr[k], e2))
+            memset(&L->corr[k], 0, sizeof L->corr[k]);        /* no counted token: nothing to compare */
+        xfree(off); xfree(mask); xfree(rs);
+    }
+    xfree(mb);
+    L->t_old = clock_s() - t0;
+    if (rc) return rc;
+    L->old_done = 1;
+    return 1;
+}
+
+static void fill_metrics(Learner *L, LearnerResult *r) {
+    Metrics *ms = &r->metrics;
+    const LearnerMiniStats *st = &r->st;
+    int per_rank = L->n_mini * L->ppo_epochs;             /* results this rank sends for the step */
+    metrics_set(ms, "actor/pg_loss", st->pg_loss);
+    metrics_set(ms, "actor/pg_clipfrac", st->pg_clipfrac);
+    metrics_set(ms, "actor/pg_clipfrac_lower", st->pg_clipfrac_lower);
+    metrics_set(ms, "actor/ppo_kl", st->ppo_kl);
+    metrics_set(ms, "actor/entropy", st->entropy);
+    metrics_set(ms, "actor/grad_norm", st->grad_norm);
+    metrics_set(ms, "actor/lr", st->lr);
+    metrics_set(ms, "actor/update_skipped", st->skipped);
+    if (!L->use_rollout_lp && L->corr) {
+        const RolloutCorrStats *c = &L->corr[r->tb->mini_batch_index];
+        metrics_set(ms, "rollout_corr/log_ppl_diff", c->log_ppl_diff);
+        metrics_set(ms, "rollout_corr/abs_logprob_diff", c->abs_logprob_diff);
+        metrics_set(ms, "rollout_corr/kl", c->kl);
+        metrics_set(ms, "rollout_corr/ppl_ratio", c->ppl_ratio);
+    }
+    /* the coordinator averages over every result of the step: report step totals so the mean is one rank's total */
+    metrics_set(ms, "timing_s/old_log_prob", L->t_old);
+    metrics_set(ms, "timing_s/update_actor", (st->t_fwd + st->t_bwd + st->t_opt + st->t_comm) * per_rank);
+    metrics_set(ms, "timing_s/learner_forward", st->t_fwd * per_rank);
+    metrics_set(ms, "timing_s/learner_backward", st->t_bwd * per_rank);
+    metrics_set(ms, "timing_s/learner_optimizer", st->t_opt * per_rank);
+    metrics_set(ms, "timing_s/learner_allreduce", st->t_comm * per_rank);
+}
+
+int learner_next(Learner *L, LearnerResult *r) {
+    memset(r, 0, sizeof *r);
+    if (!L->n_pending) return 0;
+    int rc = old_pass(L, r->error);
+    if (rc == 0) return 0;
+    Dapo__TrainBatch *tb = L->pending[0];
+    memmove(L->pending, L->pending + 1, (size_t)(L->n_pending - 1) * sizeof *L->pending);
+    L->n_pending--;
+    r->tb = tb;
+    if (rc > 0) {
+        uint32_t k = tb->mini_batch_index;
+        if (k >= (uint32_t)L->n_mini || tb->num_mini_batches != (uint32_t)L->n_mini ||
+            resp_count(tb) != L->old_n[k])
+            rc = err_set(r->error, ERR_INVAL, "step %lld epoch %u: mini-batch %u (%ld response tokens) does not match "
+                         "the step's %d mini-batches of epoch 0", (long long)tb->step, tb->ppo_epoch, k, resp_count(tb),
+                         L->n_mini);
+        else
+            rc = learner_update(L, tb, L->old_lp[k], &r->st, r->error);
+    }
+    if (rc < 0) {
+        r->failed = 1;
+        log_error("learner rank %d: step %lld mini-batch %u failed: %s", L->rank, (long long)tb->step,
+                  tb->mini_batch_index, r->error);
+        L->failed_step = L->cur_step;
+        step_reset(L);
+        L->cur_step = -1;
+        return 1;
+    }
+    fill_metrics(L, r);
+    if (tb->last_of_step) {
+        L->steps_done = tb->step;
+        L->version = tb->policy_version + 1;
+        step_reset(L);
+        L->cur_step = -1;
+    }
+    return 1;
+}
+
+void learner_result_free(LearnerResult *r) {
+    if (!r) return;
+    if (r->tb) dapo__train_batch__free_unpacked(r->tb, NULL);
+    metrics_free(&r->metrics);
+    memset(r, 0, sizeof *r);
+}
+
+int learner_checkpoint(Learner *L, char err[ERR_LEN]) {
+    CkptState st = {.step = L->steps_done, .adam_step = L->m->adam_step, .policy_version = L->version,
+                    .rng_seed = L->rng_seed, .rng_counter = L->rng_counter};
+    double t0 = clock_s();
+    int rc = ckpt_save(L->ckpt_root, L->m, &st, L->max_keep, err);
+    if (!rc) log_info("learner: checkpoint global_step_%ld written to %s in %.2f s", L->steps_done, L->ckpt_root,
+                      clock_s() - t0);
+    return rc;
+}

@@ -1,0 +1,131 @@
+/* services/learner/learner.h: the learner's training engine (DESIGN.md §1 step 5, §2; issue 7), independent of the
+ * sockets so tests drive it directly:
+ *   - old log-probs recomputed with the current weights for EVERY mini-batch of a step before its first update
+ *     (verl's compute_log_prob over the whole batch), or the rollout's log-probs (actor.use_rollout_log_probs);
+ *   - per mini-batch shard: micro-batches (ppo_micro_batch_size_per_gpu sequences, or use_dynamic_bsz packs of at
+ *     most ppo_max_token_len_per_gpu tokens; dapo/layout.h) forward + DAPO loss (dapo/loss.h, global denominators
+ *     from the shard) + backward, accumulated; gradients SUMMED over ranks (common/collective) — the loss already
+ *     divides by the mini-batch-global counts, so dp_size is 1 — then a NaN/Inf check (skip, counted), grad-norm
+ *     clip (actor.grad_clip), lr from the schedule (one scheduler step per global step, as verl's update_actor), AdamW;
+ *   - the step bookkeeping: shards of a step are buffered, run in arrival order ((ppo_epoch, mini-batch) order, as
+ *     the coordinator sends them), a failed shard fails the rest of its step;
+ *   - checkpoints (io/checkpoint.h) and resume.
+ * Positions: a shard's sequence i spans input_ids[offsets[i] .. offsets[i+1]), its first prompt_lengths[i] tokens
+ * are prompt; response token j (0-based) is predicted at packed position offsets[i] + prompt_lengths[i] + j - 1.
+ * Not here: the sockets, StepResult and weight publishing (main.c, weights.h), the CUDA path. */
+#ifndef DAPO_LEARNER_H
+#define DAPO_LEARNER_H
+
+#include <stdint.h>
+
+#include "collective/collective.h"
+#include "core/config.h"
+#include "core/metrics.h"
+#include "dapo/loss.h"
+#include "dapo/rollout_corr.h"
+#include "dapo.pb-c.h"
+#include "model/adamw.h"
+#include "model/model.h"
+
+/* Called between micro-batches and while collectives wait (heartbeats); return < 0 to abort the shard. */
+typedef int (*LearnerKeepaliveFn)(void *ud);
+
+/* What one mini-batch update did (all values identical on every rank: they are all-reduced). */
+typedef struct {
+    double pg_loss;          /* the mini-batch loss (verl's actor/pg_loss) */
+    double loss;             /* pg_loss - entropy_coeff * entropy term */
+    double entropy;          /* token mean of the entropy over the mini-batch (nats) */
+    double pg_clipfrac, pg_clipfrac_lower, ppo_kl;   /* token means over the mini-batch */
+    double n_tokens;         /* response tokens counted (mask sum) over all ranks */
+    double grad_norm;        /* global L2 norm before clipping (NaN/Inf when skipped for that reason) */
+    double lr;               /* learning rate used (0 when skipped) */
+    int    skipped;          /* 1: NaN/Inf loss or grad norm, no update */
+    int    n_micro;          /* micro-batches this rank ran (after splitting to fit the activation slab) */
+    double t_fwd, t_bwd, t_opt, t_comm;   /* seconds on this rank: forward+loss, backward, clip+AdamW, all-reduce */
+} LearnerMiniStats;
+
+typedef struct Learner Learner;
+struct Learner {
+    Model       *m;                /* owned */
+    Collective  *coll;             /* borrowed; NULL: a single rank */
+    int          rank, world;
+    LossParams   lp;
+    AdamWConfig  opt;
+    LrSchedule   sched;
+    double       lr, min_lr_ratio, grad_clip;
+    long         warmup, total_steps;
+    float        temperature;
+    int          micro_bsz, dynamic_bsz, max_tok_micro, ppo_epochs, use_rollout_lp;
+    long         steps_done;       /* global steps completed (verl global_steps) */
+    int64_t      version;          /* policy version of the current weights */
+    long         skipped_updates;  /* NaN/Inf updates skipped so far */
+    uint64_t     rng_seed, rng_counter;   /* counter-based RNG state (core/rng.h); nothing in DAPO's update draws */
+    LearnerKeepaliveFn keepalive;
+    void        *keepalive_ud;
+    char        *ckpt_root;        /* trainer.default_local_dir (owned) */
+    int          max_keep;
+    /* scratch sized to the activation slab (model max_tokens), allocated once */
+    float       *s_logp, *s_ent, *s_dlogp, *s_dent, *r_logp, *r_ent, *r_old, *r_adv, *r_dlogp, *r_dent;
+    int32_t     *s_tok, *s_tgt, *s_cu;
+    int         *r_off, *s_pos;
+    uint8_t     *r_mask;
+    float        stats[8];
+    /* the step being trained */
+    long         cur_step, failed_step;
+    Dapo__TrainBatch **pending;    /* owned, arrival order */
+    int          n_pending, cap_pending;
+    float      **old_lp;           /* [num_mini] per response token, once computed */
+    long        *old_n;            /* [num_mini] response tokens of each */
+    RolloutCorrStats *corr;        /* [num_mini] */
+    int          n_mini, old_done;
+    double       t_old;            /* seconds of the step's old-log-prob pass on this rank */
+};
+
+/* Builds the engine from the config: the model from the newest checkpoint under trainer.default_local_dir
+ * (trainer.resume_mode auto; none there: actor_rollout_ref.model.path), from trainer.resume_from_path (resume_path),
+ * or from model.path (disable); optimizer and loss knobs from actor_rollout_ref.actor.*; rank/world as given; coll
+ * borrowed (NULL for world 1). NULL with a message on error (bad knobs, model/checkpoint load errors). */
+Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, char err[ERR_LEN]);
+void     learner_close(Learner *L);   /* NULL-safe; frees pending shards */
+
+/* Checks a shard against the model and itself (offsets, lengths, token range, per-response-token arrays, rank/world).
+ * 0 or ERR_INVAL naming the field. */
+int learner_check_batch(const Learner *L, const Dapo__TrainBatch *tb, char err[ERR_LEN]);
+
+/* Log-probs of every response token of the shard under the current weights: out[n_response_tokens]. */
+int learner_logprobs(Learner *L, const Dapo__TrainBatch *tb, float *out, char err[ERR_LEN]);
+
+/* Gradient of the shard's mini-batch loss summed over ranks into L->m->grads (zeroed first), and the all-reduced
+ * loss statistics into *st (apply not yet done). old_lp[n_response_tokens]. */
+int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, LearnerMiniStats *st, char err[ERR_LEN]);
+
+/* The optimizer part: skip on NaN/Inf (st->skipped, counted), else clip, lr of the current step, AdamW. */
+int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]);
+
+/* learner_grads + learner_apply. */
+int learner_update(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, LearnerMiniStats *st, char err[ERR_LEN]);
+
+/* One shard's outcome, for the StepResult. */
+typedef struct {
+    Dapo__TrainBatch *tb;        /* the shard (owned by the result; learner_result_free frees it) */
+    Metrics           metrics;   /* verl names; the coordinator averages them over every StepResult of the step */
+    LearnerMiniStats  st;
+    int               failed;    /* 1: error holds why; the rest of the step's shards are dropped */
+    char              error[ERR_LEN];
+} LearnerResult;
+
+/* Takes ownership of a decoded TrainBatch. Shards of an older step than the current one, or of a failed step, are
+ * dropped (freed, logged). Returns 0. */
+int learner_submit(Learner *L, Dapo__TrainBatch *tb);
+
+/* Runs the next shard when it can run (first: the old log-prob pass once every mini-batch of ppo_epoch 0 is here).
+ * Returns 1 with *r filled (free with learner_result_free), 0 when nothing can run yet. On the step's last shard
+ * (last_of_step, no error) steps_done and version advance (version = tb->policy_version + 1). */
+int learner_next(Learner *L, LearnerResult *r);
+void learner_result_free(LearnerResult *r);
+
+/* Writes a checkpoint of the current state to trainer.default_local_dir (rank 0 calls it). 0 or ERR_IO (previous
+ * checkpoints kept; err says why). */
+int learner_checkpoint(Learner *L, char err[ERR_LEN]);
+
+#endif

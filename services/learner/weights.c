@@ -1,0 +1,172 @@
+/* services/learner/weights.c: the weight server of learner rank 0 (see weights.h). */
+#include "weights.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+#include <zmq.h>
+
+#include "core/log.h"
+#include "net/net.h"
+
+typedef struct {
+    int      tensor;        /* index into tensors */
+    uint64_t offset;        /* bytes into the tensor */
+    uint32_t bytes;
+    uint64_t checksum;      /* XXH64(data, 0) */
+    uint64_t snap_off;      /* bytes into the snapshot */
+} Chunk;
+
+typedef struct {
+    char     name[96];
+    int      ndim;
+    uint64_t shape[2];
+} WTensor;
+
+struct WeightServer {
+    void    *sock;
+    char     endpoint[256];
+    char    *run_id;
+    int64_t  max_msg;
+    int64_t  version;
+    uint8_t *snap;          /* all tensors back to back, fp32 little-endian */
+    uint64_t total_bytes;
+    WTensor *tensors;
+    int      n_tensors;
+    Chunk   *chunks;
+    int      n_chunks;
+};
+
+WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, int64_t max_msg_bytes, char err[ERR_LEN]) {
+    NetOpts o = {.bind = true, .max_msg_bytes = max_msg_bytes};
+    void *s = net_socket(zctx, ZMQ_ROUTER, endpoint, &o, err);
+    if (!s) return NULL;
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);   /* a full version per requester may queue */
+    WeightServer *ws = xcalloc(1, sizeof *ws);
+    ws->sock = s;
+    ws->run_id = xstrdup(run_id ? run_id : "");
+    ws->max_msg = max_msg_bytes;
+    ws->version = -1;
+    if (net_last_endpoint(s, ws->endpoint, sizeof ws->endpoint)) snprintf(ws->endpoint, sizeof ws->endpoint, "%s", endpoint);
+    log_info("weights: serving on %s", ws->endpoint);
+    return ws;
+}
+
+int wsrv_publish(WeightServer *ws, const Model *m, int64_t version, char err[ERR_LEN]) {
+    if (version < ws->version)
+        return err_set(err, ERR_INVAL, "weights: version %lld is older than the published %lld", (long long)version,
+                       (long long)ws->version);
+    uint64_t total = 0;
+    int nchunks = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        uint64_t b = (uint64_t)m->tensors[i].numel * 4;
+        total += b;
+        nchunks += b ? (int)((b + WSRV_CHUNK_BYTES - 1) / WSRV_CHUNK_BYTES) : 1;
+    }
+    if (ws->n_tensors != m->n_tensors || ws->total_bytes != total) {
+        xfree(ws->snap); xfree(ws->tensors); xfree(ws->chunks);
+        ws->snap = xmalloc(total ? total : 1);
+        ws->tensors = xcalloc((size_t)m->n_tensors, sizeof *ws->tensors);
+        ws->chunks = xcalloc((size_t)nchunks, sizeof *ws->chunks);
+    }
+    ws->n_tensors = m->n_tensors;
+    ws->total_bytes = total;
+    ws->n_chunks = nchunks;
+    uint64_t off = 0;
+    int c = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const ModelTensor *t = &m->tensors[i];
+        WTensor *w = &ws->tensors[i];
+        snprintf(w->name, sizeof w->name, "%s", t->name);
+        w->ndim = t->ndim;
+        for (int d = 0; d < t->ndim && d < 2; d++) w->shape[d] = (uint64_t)t->shape[d];
+        uint64_t b = (uint64_t)t->numel * 4;
+        memcpy(ws->snap + off, m->params + t->offset, b);
+        uint64_t o = 0;
+        do {
+            uint32_t n = (uint32_t)(b - o < WSRV_CHUNK_BYTES ? b - o : WSRV_CHUNK_BYTES);
+            ws->chunks[c] = (Chunk){.tensor = i, .offset = o, .bytes = n, .snap_off = off + o,
+                                    .checksum = XXH64(ws->snap + off + o, n, 0)};
+            c++;
+            o += n;
+        } while (o < b);
+        off += b;
+    }
+    ws->version = version;
+    log_info("weights: version %lld published (%d tensors, %d chunks, %.1f MB)", (long long)version, ws->n_tensors,
+             ws->n_chunks, (double)total / 1e6);
+    return 0;
+}
+
+static int send_chunk(WeightServer *ws, const uint8_t *peer, size_t peer_len, int idx) {
+    const Chunk *c = &ws->chunks[idx];
+    const WTensor *t = &ws->tensors[c->tensor];
+    Dapo__WeightUpdate u = DAPO__WEIGHT_UPDATE__INIT;
+    uint64_t shape[2] = {t->shape[0], t->shape[1]};
+    u.run_id = ws->run_id;
+    u.version = ws->version;
+    u.chunk_index = (uint32_t)idx;
+    u.chunk_count = (uint32_t)ws->n_chunks;
+    u.tensor_name = (char *)t->name;
+    u.dtype = "F32";
+    u.shape = shape;
+    u.n_shape = (size_t)t->ndim;
+    u.offset = c->offset;
+    u.data.data = ws->snap + c->snap_off;
+    u.data.len = c->bytes;
+    u.checksum = c->checksum;
+    u.total_bytes = ws->total_bytes;
+    return net_send(ws->sock, peer, peer_len, DAPO__MSG_TYPE__MSG_WEIGHT_UPDATE, &u.base, true);
+}
+
+int wsrv_serve(WeightServer *ws, int timeout_ms, char err[ERR_LEN]) {
+    int sent = 0;
+    for (int first = 1;; first = 0) {
+        NetMsg m;
+        char e[ERR_LEN];
+        int rc = net_recv(ws->sock, &m, first ? timeout_ms : 0, (size_t)ws->max_msg, e);
+        if (rc == ERR_AGAIN || rc == ERR_TIMEOUT) return sent;
+        if (rc == ERR_DECODE || rc == ERR_TOO_BIG || rc == ERR_VERSION) {
+            log_warn("weights: bad request dropped: %s", e);
+            net_msg_free(&m);
+            continue;
+        }
+        if (rc) return err_set(err, rc, "weights: receive: %s", e);
+        if (m.type != DAPO__MSG_TYPE__MSG_WEIGHT_RESEND) {
+            log_warn("weights: unexpected %s message dropped", net_type_name(m.type));
+            net_msg_free(&m);
+            continue;
+        }
+        const Dapo__WeightResend *r = (const Dapo__WeightResend *)m.msg;
+        if (ws->version < 0 || r->version > ws->version) {
+            log_debug("weights: %s asked for version %lld, holding %lld", r->worker_id, (long long)r->version,
+                      (long long)ws->version);
+            net_msg_free(&m);
+            continue;
+        }
+        int n = 0, bad = 0;
+        if (r->n_chunk_indices == 0 || r->version < ws->version) {  /* a newer version: all of it */
+            for (int i = 0; i < ws->n_chunks && !bad; i++, n++) bad = send_chunk(ws, m.peer, m.peer_len, i);
+        } else {
+            for (size_t i = 0; i < r->n_chunk_indices && !bad; i++)
+                if (r->chunk_indices[i] < (uint32_t)ws->n_chunks) { bad = send_chunk(ws, m.peer, m.peer_len, (int)r->chunk_indices[i]); n++; }
+        }
+        if (bad) log_warn("weights: sending version %lld to %s failed: %s", (long long)ws->version, r->worker_id, err_str(bad));
+        else log_debug("weights: %d chunks of version %lld to %s", n, (long long)ws->version, r->worker_id);
+        sent += bad ? 0 : n;
+        net_msg_free(&m);
+    }
+}
+
+int64_t wsrv_version(const WeightServer *ws) { return ws ? ws->version : -1; }
+int wsrv_chunk_count(const WeightServer *ws) { return ws ? ws->n_chunks : 0; }
+const char *wsrv_endpoint(const WeightServer *ws) { return ws ? ws->endpoint : ""; }
+void *wsrv_socket(WeightServer *ws) { return ws ? ws->sock : NULL; }
+
+void wsrv_close(WeightServer *ws) {
+    if (!ws) return;
+    if (ws->sock) zmq_close(ws->sock);
+    xfree(ws->run_id); xfree(ws->snap); xfree(ws->tensors); xfree(ws->chunks);
+    xfree(ws);
+}

@@ -1,0 +1,42 @@
+/* services/learner/weights.h: learner rank 0's weight server (DESIGN.md §1, issue 7). It keeps the latest published
+ * version's weights and hands them out in checksummed chunks over a ZeroMQ ROUTER bound at cluster.weights_bind:
+ *   chunks  = every tensor in the model's Hugging Face tensor order (Model.tensors; a tied lm_head is not sent), each
+ *             cut into pieces of at most WSRV_CHUNK_BYTES; chunk_index counts over all tensors, chunk_count is the total;
+ *   message = WeightUpdate{run_id, version, chunk_index, chunk_count, tensor_name, dtype "F32", shape, offset (bytes
+ *             into the tensor), data (little-endian fp32), checksum = XXH64(data, seed 0), total_bytes (all chunks)}.
+ * A rollout asks with WeightResend{version, chunk_indices (empty: all), worker_id}: when the server holds that version
+ * or a newer one it sends the requested chunks of the version it holds (the newer one) to that peer; a request for a
+ * version it does not have yet gets no answer (the rollout asks again after the coordinator announces it).
+ * Version 0 is the initial model. The snapshot is a copy, so training may change the model right after publishing.
+ * Not here: pushing unrequested updates, bf16 transfer, NCCL broadcast of weights to GPU rollouts. */
+#ifndef DAPO_LEARNER_WEIGHTS_H
+#define DAPO_LEARNER_WEIGHTS_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "model/model.h"
+
+#define WSRV_CHUNK_BYTES (4u << 20)
+
+typedef struct WeightServer WeightServer;
+
+/* Binds a ROUTER at endpoint (e.g. "tcp://127.0.0.1:5556"; port 0 picks one, see wsrv_endpoint). zctx borrowed.
+ * run_id is copied into every update. NULL with a message on error. */
+WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, int64_t max_msg_bytes, char err[ERR_LEN]);
+
+/* Snapshots m's parameters as `version` (replacing the previous one) and precomputes the chunk checksums. 0 or
+ * ERR_INVAL (version older than the one held). */
+int wsrv_publish(WeightServer *ws, const Model *m, int64_t version, char err[ERR_LEN]);
+
+/* Answers every WeightResend waiting on the socket (waits up to timeout_ms for the first). Returns the number of
+ * chunks sent (>= 0) or a negative code on a socket error. Malformed requests are logged and dropped. */
+int wsrv_serve(WeightServer *ws, int timeout_ms, char err[ERR_LEN]);
+
+int64_t     wsrv_version(const WeightServer *ws);      /* -1 before the first publish */
+int         wsrv_chunk_count(const WeightServer *ws);
+const char *wsrv_endpoint(const WeightServer *ws);     /* resolved bind address */
+void       *wsrv_socket(WeightServer *ws);            /* for zmq_poll; borrowed */
+void        wsrv_close(WeightServer *ws);             /* NULL-safe */
+
+#endif
