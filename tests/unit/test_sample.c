@@ -20,6 +20,11 @@
 #include "dapo_fixture.h"
 #include "model/sample.h"
 
+static float gauss(void) {
+    double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = (rand() + 1.0) / (RAND_MAX + 2.0);
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+
 static void test_against_hf(void **state) {
     (void)state;
     Fixture fx;
@@ -182,6 +187,46 @@ static void test_frequencies(void **state) {
     free(scratch);
 }
 
+/* Many blocks (V = 5000 > 256): the block-skipping inverse-CDF scan picks the same token as a plain
+ * sequential scan in double, and token-range frequencies match the softmax (chi-square, df 9: 33.7). */
+static void test_untruncated_blocks(void **state) {
+    (void)state;
+    enum { V = 5000, N = 60000 };
+    float *lg = malloc(V * sizeof *lg);
+    srand(17);
+    for (int i = 0; i < V; i++) lg[i] = 1.5f * gauss() + (i % 777 == 5 ? 6.0f : 0.0f);
+    lg[123] = -INFINITY;
+    void *scratch = malloc(sample_scratch_bytes(V));
+    char err[ERR_LEN];
+    const SampleParams p = { 0.9f, 1.0f, 0, 0 };
+    double m = -INFINITY, z = 0, wsum[10] = { 0 };
+    for (int i = 0; i < V; i++) if (lg[i] / p.temperature > m) m = lg[i] / p.temperature;
+    for (int i = 0; i < V; i++) { double w = exp(lg[i] / p.temperature - m); z += w; wsum[i / (V / 10)] += w; }
+    long cnt[10] = { 0 };
+    int same = 0;
+    for (uint32_t d = 0; d < N; d++) {
+        double u = rng_uniform(8, 9, 10, d);
+        int32_t tok;
+        float lp;
+        assert_int_equal(sample_token(lg, V, &p, u, scratch, &tok, &lp, err), 0);
+        assert_true(tok != 123);
+        cnt[tok / (V / 10)]++;
+        if (d < 2000) {
+            double cum = 0, target = u * z;
+            int ref = -1;
+            for (int i = 0; i < V; i++) { cum += exp(lg[i] / p.temperature - m); if (cum > target) { ref = i; break; } }
+            same += ref == tok;
+        }
+    }
+    assert_true(same >= 1998);   /* only a draw within ~1e-7 of a boundary may differ (fp32 vs double weights) */
+    double chi = 0;
+    for (int b = 0; b < 10; b++) { double e = N * wsum[b] / z; chi += (cnt[b] - e) * (cnt[b] - e) / e; }
+    if (chi >= 33.7) fprintf(stderr, "chi-square %.2f\n", chi);
+    assert_true(chi < 33.7);
+    free(scratch);
+    free(lg);
+}
+
 static void test_determinism_and_large_vocab(void **state) {
     (void)state;
     enum { V = 151936 };
@@ -229,11 +274,6 @@ static int brute_support(const float *lg, int V, const SampleParams *p, Ref *r, 
     }
     for (int j = 0; j < n; j++) out[j] = r[j].i;
     return n;
-}
-
-static float gauss(void) {
-    double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = (rand() + 1.0) / (RAND_MAX + 2.0);
-    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
 }
 
 static void test_large_vocab_sets(void **state) {
@@ -333,6 +373,7 @@ int main(void) {
         cmocka_unit_test(test_sets_by_hand),
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_frequencies),
+        cmocka_unit_test(test_untruncated_blocks),
         cmocka_unit_test(test_determinism_and_large_vocab),
         cmocka_unit_test(test_large_vocab_sets),
         cmocka_unit_test(test_bad_input),
