@@ -66,13 +66,17 @@ static struct {
 
 /* ------------------------------------------------------------------------------------------ helpers */
 
-static void reply_json(HttpResponse *r, int status, json_t *j) {
-    char *s = json_dumps(j, JSON_COMPACT);
+/* Encodes j (taking it) as the answer, reals with `digits` significant digits (17: metric values round-trip
+ * exactly; 15: times like 3.546 print as such). */
+static void reply_json_digits(HttpResponse *r, int status, json_t *j, int digits) {
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(digits));
     json_decref(j);
     if (!s) { http_reply(r, 500, NULL, "JSON encoding failed\n"); return; }
     http_reply(r, status, "application/json", s);
     free(s);
 }
+
+static void reply_json(HttpResponse *r, int status, json_t *j) { reply_json_digits(r, status, j, 17); }
 
 /* A JSON string from n bytes that may be invalid UTF-8 (U+FFFD per maximal invalid subpart, as Python's
  * errors="replace"), cut to at most max bytes at a code point boundary; *cut says whether it was cut. */
@@ -593,7 +597,7 @@ void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
         resp->extra_headers = "Content-Security-Policy: default-src 'self'; img-src 'self' data:; object-src 'none'; "
                               "base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n";
     }
-    else if (!strcmp(p, "/api/status")) reply_json(resp, 200, status_json(c));
+    else if (!strcmp(p, "/api/status")) reply_json_digits(resp, 200, status_json(c), 15);
     else if (!strcmp(p, "/api/metrics")) route_metrics_json(c, req, resp);
     else if (!strcmp(p, "/api/samples")) route_samples(c, resp);
     else if (!strcmp(p, "/api/config")) http_reply(resp, 200, "text/plain; charset=utf-8", c->config_yaml ? c->config_yaml : "");

@@ -85,7 +85,9 @@
 
   function card(title, small) {
     const c = el('div', 'card');
-    c.appendChild(el('h3', null, title)).title = title;
+    const h = c.appendChild(el('h3', null, title));
+    h.title = title;
+    if (small) h.appendChild(el('span', 'latest'));       /* the latest value, next to the name */
     const plot = el('div', 'plot');
     const canvas = el('canvas');
     plot.appendChild(canvas);
@@ -124,9 +126,9 @@
       const after = Array.from(otherCharts.keys()).filter(n => n > name).sort()[0];
       grid.insertBefore(k.card, after ? otherCharts.get(after).card : null);
       const chart = haveChart ? makeChart(k.canvas, true) : null;
-      otherCharts.set(name, {chart: chart, card: k.card});
+      otherCharts.set(name, {chart: chart, card: k.card, latest: k.card.querySelector('.latest')});
       chartsCount++;
-      r = {chart: chart, dataset: chart ? addDataset(chart, name) : null};
+      r = {chart: chart, dataset: chart ? addDataset(chart, name) : null, latest: otherCharts.get(name).latest};
     }
     routeOf.set(name, r);
     return r;
@@ -140,6 +142,7 @@
         if (name === 'step') continue;
         const r = route(name);
         const v = e[name];
+        if (r.latest) r.latest.textContent = ' = ' + (typeof v === 'number' ? fmt(v, 4) : 'NaN/Inf');
         if (typeof v !== 'number' || !isFinite(v)) continue;      /* null: non-finite at the source */
         if (r.dataset) { r.dataset.data.push({x: x, y: v}); touched.add(r.chart); }
         pointsPlotted++;
@@ -173,7 +176,8 @@
   function renderWorkers(st) {
     const tbody = $('workers').tBodies[0];
     const rows = [];
-    for (const w of st.workers) {
+    const workers = st.workers.slice().sort((a, b) => a.role.localeCompare(b.role) || a.id.localeCompare(b.id));
+    for (const w of workers) {
       const tr = el('tr');
       const cells = [w.role, w.id, w.routing_id, w.state, w.policy_version, fmt(w.last_heartbeat_s, 1) + ' s ago',
                      fmt(w.load, 2), w.busy + ' / ' + w.capacity, w.credit, w.rank, w.build];
@@ -211,6 +215,7 @@
     $('policy-version').textContent = String(st.policy_version);
     $('uptime').textContent = fmtDuration(st.uptime_s);
     $('heap').textContent = (st.heap_bytes / 1048576).toFixed(1) + ' MiB';
+    $('phase').textContent = (st.phase || '–') + (st.epoch !== undefined ? ', epoch ' + st.epoch : '');
     $('paused-badge').hidden = !st.paused;
     $('status-line').textContent = st.status_line || (st.paused ? 'paused' : 'idle');
     renderWorkers(st);
