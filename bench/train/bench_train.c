@@ -81,11 +81,17 @@ int main(int argc, char **argv) {
         double t3 = now();
         if (it >= 0) { tt[it] = t3 - t0; tf[it] = t1 - t0; tb[it] = t2 - t1; to[it] = t3 - t2; }
     }
+    /* prefill: the inference-mode model (no activations kept, residual updated in place), as a rollout
+     * worker or the learner's old-log-prob pass would run it; log-probs and entropies included */
+    ModelOptions oi = { .max_tokens = N, .train = 0 };
+    Model *mi = model_load(dir, &oi, err);
+    if (!mi) { fprintf(stderr, "%s: %s\n", dir, err); return 1; }
     for (int it = -warmup; it < steps; it++) {
         double t0 = now();
-        if (model_forward(m, &batch, lp, en, err)) { fprintf(stderr, "forward: %s\n", err); return 1; }
+        if (model_forward(mi, &batch, lp, en, err)) { fprintf(stderr, "forward: %s\n", err); return 1; }
         if (it >= 0) tp[it] = now() - t0;
     }
+    model_free(mi);
     double mt = median(tt, steps), mp = median(tp, steps);
     printf("ours: blas core %s, %d steps after %d warm-up, %d x %d tokens\n", cpu_blas_corename(), steps, warmup, B, T);
     printf("ours: train step median %.3f s (forward %.3f, backward %.3f, clip+adamw %.3f)\n", mt, median(tf, steps),

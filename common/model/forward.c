@@ -65,13 +65,16 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
         const LayerWeights *W = &m->w.layer[l];
         cpu_rmsnorm(A->xn1, A->rstd1, A->x_in, W->ln1, N, H, c->rms_eps);
         cpu_linear(A->qkv, A->xn1, W->wqkv, W->bqkv, N, qkvd, H);
-        if (c->qk_norm) {
+        if (c->qk_norm && m->train) {      /* keep the pre-norm q/k for backward */
             for (int i = 0; i < N; i++) {
                 memcpy(A->qpre + (long)i * qd, A->qkv + (long)i * qkvd, (size_t)qd * sizeof(float));
                 memcpy(A->kpre + (long)i * kvd, A->qkv + (long)i * qkvd + qd, (size_t)kvd * sizeof(float));
             }
             cpu_rmsnorm_heads(A->qkv, qkvd, A->rstdq, A->qpre, qd, W->qn, N, nh, hd, c->rms_eps);
             cpu_rmsnorm_heads(A->qkv + qd, qkvd, A->rstdk, A->kpre, kvd, W->kn, N, nkv, hd, c->rms_eps);
+        } else if (c->qk_norm) {
+            cpu_rmsnorm_heads(A->qkv, qkvd, NULL, A->qkv, qkvd, W->qn, N, nh, hd, c->rms_eps);
+            cpu_rmsnorm_heads(A->qkv + qd, qkvd, NULL, A->qkv + qd, qkvd, W->kn, N, nkv, hd, c->rms_eps);
         }
         cpu_rope(A->qkv, qkvd, a->cs, a->sn, N, nh, hd, 0);
         cpu_rope(A->qkv + qd, qkvd, a->cs, a->sn, N, nkv, hd, 0);
@@ -82,15 +85,15 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
             cpu_attention(A->att + s0 * qd, A->lse + s0 * nh, q, q + qd, q + qd + kvd, T, 0, T, nh, nkv, hd, qkvd,
                           qkvd, qd, scale, a->att_scratch);
         }
-        cpu_linear(A->x_mid, A->att, W->wo, NULL, N, H, qd);
-        cpu_add(A->x_mid, A->x_in, (long)N * H);
+        /* residual adds ride on the GEMM (beta = 1). In inference mode x_mid and next alias x_in. */
+        if (A->x_mid != A->x_in) memcpy(A->x_mid, A->x_in, (size_t)N * H * sizeof(float));
+        cpu_linear_add(A->x_mid, A->att, W->wo, N, H, qd);
         cpu_rmsnorm(A->xn2, A->rstd2, A->x_mid, W->ln2, N, H, c->rms_eps);
         cpu_linear(A->gu, A->xn2, W->wgu, NULL, N, 2 * I, H);
         cpu_swiglu(A->hm, A->gu, N, I);
         float *next = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final;
-        /* in inference mode next == x_in of this (shared) layer: x_in is dead once x_mid exists */
-        cpu_linear(next, A->hm, W->wd, NULL, N, H, I);
-        cpu_add(next, A->x_mid, (long)N * H);
+        if (next != A->x_mid) memcpy(next, A->x_mid, (size_t)N * H * sizeof(float));
+        cpu_linear_add(next, A->hm, W->wd, N, H, I);
     }
     cpu_rmsnorm(a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
 
@@ -218,13 +221,11 @@ int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char
             cpu_attention(A->att + (long)s0 * qd, NULL, A->qkv + (long)s0 * qkvd, kc, vc, n, p0, p0 + n, nh, nkv, hd,
                           qkvd, kvd, qd, scale, a->att_scratch);
         }
-        cpu_linear(A->x_mid, A->att, W->wo, NULL, N, H, qd);
-        cpu_add(A->x_mid, x, (long)N * H);
-        cpu_rmsnorm(A->xn2, NULL, A->x_mid, W->ln2, N, H, c->rms_eps);
+        cpu_linear_add(x, A->att, W->wo, N, H, qd);
+        cpu_rmsnorm(A->xn2, NULL, x, W->ln2, N, H, c->rms_eps);
         cpu_linear(A->gu, A->xn2, W->wgu, NULL, N, 2 * I, H);
         cpu_swiglu(A->hm, A->gu, N, I);
-        cpu_linear(x, A->hm, W->wd, NULL, N, H, I);
-        cpu_add(x, A->x_mid, (long)N * H);
+        cpu_linear_add(x, A->hm, W->wd, N, H, I);
     }
     for (int s = 0; s < b->n_seqs; s++)      /* last new row of each sequence */
         memcpy(A->xn1 + (long)s * H, x + (long)(b->cu_seqlens[s + 1] - 1) * H, (size_t)H * sizeof(float));

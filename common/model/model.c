@@ -100,8 +100,11 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
     for (int l = 0; l < nl; l++) {
         LayerActs *L = &a->layer[l];
         float *dummy = NULL;
-        const long n[MODEL_ACT_SLOTS] = { N * H, N, N * H, N * qkvd, c->qk_norm ? N * qd : 0, c->qk_norm ? N * kvd : 0,
-                                          c->qk_norm ? N * nh : 0, c->qk_norm ? N * nkv : 0, N * qd, N * nh, N * H,
+        /* inference keeps no activations: no q/k copies, and x_mid aliases x_in (residual updated in place) */
+        int keep = m->train;
+        const long n[MODEL_ACT_SLOTS] = { N * H, N, N * H, N * qkvd, c->qk_norm && keep ? N * qd : 0,
+                                          c->qk_norm && keep ? N * kvd : 0, c->qk_norm ? N * nh : 0,
+                                          c->qk_norm ? N * nkv : 0, N * qd, N * nh, keep ? N * H : 0,
                                           N, N * H, N * 2 * I, N * I };
         float **slot[MODEL_ACT_SLOTS] = { &L->x_in, &L->rstd1, &L->xn1, &L->qkv, &L->qpre, &L->kpre, &L->rstdq,
                                           &L->rstdk, &L->att, &L->lse, &L->x_mid, &L->rstd2, &L->xn2, &L->gu, &L->hm };
@@ -110,8 +113,10 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
             else if (base) *slot[i] = dummy;
         }
     }
-    if (base && !m->train)
+    if (base && !m->train) {
+        a->layer[0].x_mid = a->layer[0].x_in;
         for (int l = 1; l < c->n_layers; l++) a->layer[l] = a->layer[0];
+    }
     float *posf = NULL;
     CARVE(posf, N);
     if (base) a->pos = (int32_t *)posf;

@@ -117,6 +117,11 @@ void cpu_linear(float *y, const float *x, const float *w, const float *b, int M,
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w, K, beta, y, N);
 }
 
+void cpu_linear_add(float *y, const float *x, const float *w, int M, int N, int K) {
+    if (M <= 0 || N <= 0) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w, K, 1.0f, y, N);
+}
+
 void cpu_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                          int M, int N, int K, int accum_dx) {
     if (M <= 0) return;

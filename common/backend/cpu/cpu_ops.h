@@ -17,6 +17,9 @@ const char *cpu_blas_corename(void);
 /* y[M, N] = x[M, K] @ w[N, K]^T (+ b[N] broadcast when b != NULL); PyTorch nn.Linear. */
 void cpu_linear(float *y, const float *x, const float *w, const float *b, int M, int N, int K);
 
+/* y[M, N] += x[M, K] @ w[N, K]^T (residual connections: no separate add pass, no zeroing pass). */
+void cpu_linear_add(float *y, const float *x, const float *w, int M, int N, int K);
+
 /* Backward of cpu_linear given dy[M, N]:
  *   dx[M, K]  = dy @ w  (accum_dx: dx += instead of =; dx NULL: skipped)
  *   dw[N, K] += dy^T @ x          (dw NULL: skipped)
