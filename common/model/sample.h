@@ -49,8 +49,8 @@ int sample_params_from_config(const struct Config *c, int validation, SamplePara
 size_t sample_scratch_bytes(int V);
 
 /* Picks a token from logits[V] (borrowed, fp32, may hold -inf; NaN or +inf is an error) with the uniform
- * draw u in [0, 1). scratch: sample_scratch_bytes(V) bytes owned by the caller (reuse it per row: nothing is
- * allocated then); NULL makes the call allocate and free its own when truncation needs it.
+ * draw u in [0, 1). scratch: sample_scratch_bytes(V) bytes, 8-byte aligned, owned by the caller (reuse it per
+ * row: nothing is allocated then); NULL makes the call allocate and free its own.
  * Writes *token (0..V-1) and *logprob (full-vocabulary log-softmax, see top). Returns 0, or ERR_INVAL with a
  * message for V < 1, NULL pointers, u outside [0, 1), top_p <= 0 or NaN, or logits that are NaN, +inf or all
  * -inf, or a temperature so small that logits / temperature overflows to inf. */
