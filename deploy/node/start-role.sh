@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# deploy/node/start-role.sh: starts one dapo role on this node, pointed at the coordinator's address, for multi-node
+# runs (one invocation per process; run it under systemd, tmux or a Kubernetes pod). Every node uses the same
+# config file; the addresses are overrides.
+#
+#   start-role.sh coordinator --config run.yaml [--bind-all]
+#   start-role.sh rollout     --config run.yaml --coordinator HOST [--id rollout-3]
+#   start-role.sh verifier    --config run.yaml --coordinator HOST [--id verifier-0]
+#   start-role.sh learner     --config run.yaml --coordinator HOST --rank R [--weights HOST_OF_RANK0]
+#
+# Ports: 5555 coordinator (workers), 5556 learner rank 0 weight server, 8080 dashboard. --bind-all makes the
+# coordinator listen on every interface (the dashboard stays on 127.0.0.1 unless cluster.http says otherwise).
+# Off loopback, put the cluster on a private network: CURVE authentication is not implemented yet.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-build}
+role=${1:?usage: start-role.sh coordinator|rollout|verifier|learner --config FILE ...}; shift
+config=""; coord=""; id=""; rank=0; weights=""; bind_all=0; extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --config) config=$2; shift 2 ;;
+    --coordinator) coord=$2; shift 2 ;;
+    --id) id=$2; shift 2 ;;
+    --rank) rank=$2; shift 2 ;;
+    --weights) weights=$2; shift 2 ;;
+    --bind-all) bind_all=1; shift ;;
+    *) extra+=("$1"); shift ;;
+  esac
+done
+[ -n "$config" ] || { echo "start-role.sh: --config FILE is required" >&2; exit 2; }
+. "$root/deploy/local/env.sh"
+args=(--config "$config")
+case "$role" in
+  coordinator)
+    [ "$bind_all" = 1 ] && args+=(cluster.bind=tcp://0.0.0.0:5555)
+    exec "$root/$BUILD/bin/dapo-coordinator" "${args[@]}" "${extra[@]}" ;;
+  rollout|verifier|learner)
+    [ -n "$coord" ] || { echo "start-role.sh: --coordinator HOST is required for $role" >&2; exit 2; }
+    args+=(cluster.coordinator=tcp://$coord:5555)
+    [ -n "$id" ] && args+=(--id "$id")
+    if [ "$role" = learner ]; then
+      args+=(--rank "$rank")
+      [ "$rank" = 0 ] && args+=(cluster.weights_bind=tcp://0.0.0.0:5556)
+    fi
+    [ "$role" = rollout ] && [ -n "$weights" ] && args+=(cluster.weights=tcp://$weights:5556)
+    exec "$root/$BUILD/bin/dapo-$role" "${args[@]}" "${extra[@]}" ;;
+  *) echo "start-role.sh: unknown role '$role' (coordinator|rollout|verifier|learner)" >&2; exit 2 ;;
+esac
