@@ -433,6 +433,64 @@ static void test_cached_forward_matches(void **state) {
     }
 }
 
+
+/* A checkpoint split into two shards with model.safetensors.index.json loads to the same parameters. */
+static void test_sharded_checkpoint(void **state) {
+    (void)state;
+    char dir[] = "/tmp/dapo_shard_XXXXXX", err[ERR_LEN], path[4200];
+    assert_non_null(mkdtemp(dir));
+    Model *m = load_model("llama3", 0, 0);
+    int half = m->n_tensors / 2;
+    FILE *idx;
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    assert_non_null(idx = fopen(path, "w"));
+    fprintf(idx, "{\"metadata\": {\"total_size\": %ld}, \"weight_map\": {", m->n_params * 4);
+    for (int part = 0; part < 2; part++) {
+        int i0 = part ? half : 0, i1 = part ? m->n_tensors : half;
+        StWriteTensor *t = calloc(i1 - i0, sizeof *t);
+        char shard[64];
+        snprintf(shard, sizeof shard, "model-%05d-of-00002.safetensors", part + 1);
+        for (int i = i0; i < i1; i++) {
+            const ModelTensor *mt = &m->tensors[i];
+            t[i - i0] = (StWriteTensor){ .name = mt->name, .ndim = mt->ndim, .shape = { mt->shape[0], mt->shape[1] },
+                                         .f32 = m->params + mt->offset };
+            fprintf(idx, "%s\"%s\": \"%s\"", i ? ", " : "", mt->name, shard);
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, shard);
+        /* shard 1 in bf16, shard 2 in fp32: mixed dtypes load too */
+        assert_int_equal(st_write(path, t, i1 - i0, part ? ST_F32 : ST_BF16, NULL, 0, err), 0);
+        free(t);
+    }
+    fprintf(idx, "}}\n");
+    fclose(idx);
+    char src[4096], cmd[8400];
+    path_of(src, sizeof src, "llama3/config.json");
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/config.json'", src, dir);
+    assert_int_equal(system(cmd), 0);
+    ModelOptions o = { .max_tokens = 8 };
+    Model *r = model_load(dir, &o, err);
+    if (!r) fail_msg("%s", err);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const ModelTensor *mt = &m->tensors[i];
+        for (long j = 0; j < mt->numel; j++) {
+            float want = m->params[mt->offset + j];
+            if (i < half) want = st_bf16_to_f32(st_f32_to_bf16(want));
+            assert_true(r->params[mt->offset + j] == want);
+        }
+    }
+    model_free(r);
+    /* an index naming a tensor no shard holds is refused, naming it */
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    idx = fopen(path, "w");
+    fprintf(idx, "{\"weight_map\": {\"model.norm.weight\": \"model-00001-of-00002.safetensors\"}}");
+    fclose(idx);
+    assert_null(model_load(dir, &o, err));
+    assert_non_null(strstr(err, "model.norm.weight"));
+    model_free(m);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_safetensors_formats(void **state) {
     (void)state;
     assert_true(st_bf16_to_f32(0x3f80) == 1.0f);
@@ -508,6 +566,7 @@ int main(void) {
         cmocka_unit_test(test_packing_is_independent),
         cmocka_unit_test(test_cached_forward_matches),
         cmocka_unit_test(test_save_load_roundtrip),
+        cmocka_unit_test(test_sharded_checkpoint),
         cmocka_unit_test(test_refuses_bad_configs),
         cmocka_unit_test(test_refuses_bad_batches),
     };

@@ -1,0 +1,86 @@
+/* tests/integration/test_model_logprobs_cli.c: the dapo-logprobs tool end to end: JSONL in, JSONL out,
+ * values equal to the transformers fixture (tests/data/model/qwen2_gqa.fixture.safetensors), bad lines
+ * answered with an error line while later lines still get results, output order = input order.
+ * Runs $DAPO_BUILD/bin/dapo-logprobs (built by make test-build). */
+#include <jansson.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "io/safetensors.h"
+
+static void test_cli_matches_fixture(void **state) {
+    (void)state;
+    const char *root = getenv("DAPO_ROOT"), *build = getenv("DAPO_BUILD");
+    if (!root || !*root) root = ".";
+    if (!build || !*build) build = "build";
+    char fx[4096], model[4096], bin[4096], in[] = "/tmp/dapo_lp_XXXXXX", cmd[12400], err[ERR_LEN];
+    snprintf(fx, sizeof fx, "%s/tests/data/model/qwen2_gqa.fixture.safetensors", root);
+    snprintf(model, sizeof model, "%s/tests/data/model/qwen2_gqa", root);
+    snprintf(bin, sizeof bin, "%s/%s/bin/dapo-logprobs", build[0] == '/' ? "" : root, build);
+    if (access(bin, X_OK) != 0) fail_msg("%s not built", bin);
+    SafeTensors *st = st_open(fx, err);
+    if (!st) fail_msg("%s", err);
+    int32_t tok[64], cu[4];
+    float logp[64], ent[64];
+    int N = (int)st_find(st, "tokens")->numel;
+    assert_int_equal(st_read_i32(st, "tokens", tok, N, err), 0);
+    assert_int_equal(st_read_i32(st, "cu_seqlens", cu, 4, err), 0);
+    assert_int_equal(st_read_f32(st, "logp", logp, N, err), 0);
+    assert_int_equal(st_read_f32(st, "entropy", ent, N, err), 0);
+    const char *temp = st_metadata(st, "temperature");
+    int fd = mkstemp(in);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    for (int s = 0; s < 3; s++) {
+        if (s == 1) fprintf(f, "{\"id\": \"bad\", \"input_ids\": [1, 100000]}\n");
+        fprintf(f, "{\"id\": %d, \"input_ids\": [", s);
+        for (int i = cu[s]; i < cu[s + 1]; i++) fprintf(f, "%s%d", i > cu[s] ? ", " : "", tok[i]);
+        fprintf(f, "], \"start\": %d}\n", s == 2 ? 2 : 1);
+    }
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' --model '%s' --temperature %s < '%s'", bin, model, temp, in);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char line[1 << 16];
+    int nline = 0, seq = 0;
+    while (fgets(line, sizeof line, p)) {
+        json_error_t je;
+        json_t *j = json_loads(line, 0, &je);
+        assert_non_null(j);
+        if (nline == 1) {
+            assert_string_equal(json_string_value(json_object_get(j, "id")), "bad");
+            assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "input_ids[1]"));
+        } else {
+            assert_int_equal(json_integer_value(json_object_get(j, "id")), seq);
+            int start = seq == 2 ? 2 : 1, n = cu[seq + 1] - cu[seq];
+            json_t *lp = json_object_get(j, "logprobs"), *en = json_object_get(j, "entropies");
+            assert_int_equal(json_array_size(lp), n - start);
+            for (int t = start; t < n; t++) {
+                double a = json_real_value(json_array_get(lp, t - start)), r = logp[cu[seq] + t - 1];
+                double b = json_real_value(json_array_get(en, t - start)), q = ent[cu[seq] + t - 1];
+                assert_true(fabs(a - r) <= 1e-6 + 1e-4 * fabs(r));
+                assert_true(fabs(b - q) <= 1e-6 + 1e-4 * fabs(q));
+            }
+            seq++;
+        }
+        json_decref(j);
+        nline++;
+    }
+    assert_int_equal(pclose(p), 0);
+    assert_int_equal(nline, 4);
+    unlink(in);
+    st_close(st);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = { cmocka_unit_test(test_cli_matches_fixture) };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
