@@ -3,7 +3,7 @@
  *   dapo-rollout [--config FILE] [key.path=value ...] [--id NAME] [--load DIR] [--version V]
  *
  * Loads the policy from actor_rollout_ref.model.path (or --load DIR, e.g. a learner checkpoint directory) as
- * policy version 0 (or --version V), the tokenizer from data.tokenizer_path (default: the model directory),
+ * policy version 0 (or --version V), the tokenizer from data.tokenizer (default: the model directory),
  * and registers with the coordinator through the shared worker protocol: capacity = rollout.max_num_seqs
  * sequences (one credit per sequence: a GenerateGroup of n costs n), capacity_tokens = the KV cache in positions
  * (rollout.kv_cache_tokens; 0 = max_num_seqs x (max_prompt_length + max_response_length), at most 2^18).
