@@ -16,7 +16,7 @@
 
 typedef struct {
     pid_t coord, rollout, verifier, learner;
-    int   zport, hport;
+    int   zport, hport, wport;
     char  zep[64], hostport[64], logdir[128];
 } Cluster;
 
@@ -30,11 +30,16 @@ static int wait_status(Cluster *c, const char *needle, int ms, char *body, size_
     return 0;
 }
 
+/* Rollout and learner need a model: the small random Qwen2 of the model fixtures. */
 static pid_t start(Cluster *c, const char *name, const char *id) {
     char bin[256], log[256], coord[96], hb[] = "cluster.heartbeat_ms=100", lease[] = "cluster.lease_timeout_s=1.5";
+    char model[300], weights[96], tok[300];
     snprintf(coord, sizeof coord, "cluster.coordinator=%s", c->zep);
+    snprintf(model, sizeof model, "actor_rollout_ref.model.path=%s/tests/data/model/qwen2_gqa", tu_root());
+    snprintf(weights, sizeof weights, "cluster.weights_bind=tcp://127.0.0.1:%d", c->wport);
+    snprintf(tok, sizeof tok, "data.tokenizer=%s/data/tokenizers/tiny", tu_root());
     snprintf(log, sizeof log, "%s/%s.log", c->logdir, name);
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, name), coord, hb, lease, "--id", (char *)id, NULL};
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, name), coord, hb, lease, model, weights, tok, "--id", (char *)id, NULL};
     return tu_spawn(argv, log);
 }
 
@@ -47,6 +52,7 @@ static int setup(void **state) {
     if (system(cmd)) return -1;
     c.zport = tu_free_port();
     c.hport = tu_free_port();
+    c.wport = tu_free_port();
     snprintf(c.zep, sizeof c.zep, "tcp://127.0.0.1:%d", c.zport);
     char bind[96], http[96], bin[256], log[256];
     snprintf(bind, sizeof bind, "cluster.bind=%s", c.zep);
