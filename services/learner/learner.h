@@ -69,6 +69,7 @@ struct Learner {
     int32_t     *s_tok, *s_tgt, *s_cu;
     int         *r_off, *s_pos;
     uint8_t     *r_mask;
+    double      *gacc;             /* [n_params] gradient sum over micro-batch chunks, in double */
     float        stats[8];
     /* the step being trained */
     long         cur_step, failed_step;
