@@ -92,6 +92,8 @@ def main():
     print(f"baseline: train step median {mt:.3f} s (forward {statistics.median(tf):.3f}, backward "
           f"{statistics.median(tb):.3f}, clip+adamw {statistics.median(to):.3f})")
     print(f"baseline: prefill median {mp:.3f} s")
+    for a_, b_ in zip(times, pre):
+        print(f"TRAIN_STEP_S={a_:.6f}\nPREFILL_STEP_S={b_:.6f}")
     print(f"BASE_TRAIN_TOK_S={N / mt:.1f}")
     print(f"BASE_PREFILL_TOK_S={N / mp:.1f}")
 

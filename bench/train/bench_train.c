@@ -92,11 +92,17 @@ int main(int argc, char **argv) {
         if (it >= 0) tp[it] = now() - t0;
     }
     model_free(mi);
-    double mt = median(tt, steps), mp = median(tp, steps);
+    double *ct = calloc(steps, sizeof(double)), *cp = calloc(steps, sizeof(double));
+    memcpy(ct, tt, steps * sizeof(double));
+    memcpy(cp, tp, steps * sizeof(double));
+    double mt = median(ct, steps), mp = median(cp, steps);
+    free(ct);
+    free(cp);
     printf("ours: blas core %s, %d steps after %d warm-up, %d x %d tokens\n", cpu_blas_corename(), steps, warmup, B, T);
     printf("ours: train step median %.3f s (forward %.3f, backward %.3f, clip+adamw %.3f)\n", mt, median(tf, steps),
            median(tb, steps), median(to, steps));
     printf("ours: prefill median %.3f s\n", mp);
+    for (int i = 0; i < steps; i++) printf("TRAIN_STEP_S=%.6f\nPREFILL_STEP_S=%.6f\n", tt[i], tp[i]);
     printf("OURS_TRAIN_TOK_S=%.1f\nOURS_PREFILL_TOK_S=%.1f\n", N / mt, N / mp);
     model_free(m);
     free(tok); free(tgt); free(cu); free(lp); free(en); free(dl); free(de);

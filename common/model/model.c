@@ -372,3 +372,43 @@ double model_grads_clip(Model *m, double max_norm) {
 
 size_t model_bytes_params(const Model *m) { return (size_t)m->n_params * sizeof(float); }
 size_t model_bytes_acts(const Model *m) { return m->acts_floats * sizeof(float); }
+
+/* ------------------------------------------------------------------------------------ optimizer state */
+int model_save_optimizer(const Model *m, const char *path, char err[ERR_LEN]) {
+    if (!m->adam_m) return err_set(err, ERR_INVAL, "model_save_optimizer: model has no optimizer state (train=0)");
+    int n = m->n_tensors;
+    StWriteTensor *t = xcalloc((size_t)2 * n, sizeof *t);
+    char (*names)[112] = xcalloc((size_t)2 * n, sizeof *names);
+    for (int i = 0; i < 2 * n; i++) {
+        const ModelTensor *mt = &m->tensors[i % n];
+        snprintf(names[i], sizeof names[i], "%s.%s", i < n ? "exp_avg" : "exp_avg_sq", mt->name);
+        t[i] = (StWriteTensor){ .name = names[i], .ndim = mt->ndim, .shape = { mt->shape[0], mt->shape[1] },
+                                .f32 = (i < n ? m->adam_m : m->adam_v) + mt->offset };
+    }
+    char step[32];
+    snprintf(step, sizeof step, "%ld", m->adam_step);
+    const char *meta[] = { "step", step };
+    int rc = st_write(path, t, 2 * n, ST_F32, meta, 1, err);
+    xfree(names);
+    xfree(t);
+    return rc;
+}
+
+int model_load_optimizer(Model *m, const char *path, char err[ERR_LEN]) {
+    if (!m->adam_m) return err_set(err, ERR_INVAL, "model_load_optimizer: model has no optimizer state (train=0)");
+    SafeTensors *st = st_open(path, err);
+    if (!st) return ERR_IO;
+    const char *step = st_metadata(st, "step");
+    char *end = NULL;
+    long s = step ? strtol(step, &end, 10) : -1;
+    int rc = (!step || *end || s < 0) ? err_set(err, ERR_DECODE, "%s: metadata \"step\" missing or invalid", path) : 0;
+    for (int i = 0; i < 2 * m->n_tensors && !rc; i++) {
+        const ModelTensor *mt = &m->tensors[i % m->n_tensors];
+        char name[112];
+        snprintf(name, sizeof name, "%s.%s", i < m->n_tensors ? "exp_avg" : "exp_avg_sq", mt->name);
+        rc = st_read_f32(st, name, (i < m->n_tensors ? m->adam_m : m->adam_v) + mt->offset, (size_t)mt->numel, err);
+    }
+    if (!rc) m->adam_step = s;
+    st_close(st);
+    return rc;
+}

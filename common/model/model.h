@@ -112,6 +112,13 @@ int model_load_weights(Model *m, const SafeTensors *st, char err[ERR_LEN]);
  * dtype ST_F32 or ST_BF16 (temp file + rename); DIR is created when missing. transformers loads it. */
 int model_save(const Model *m, const char *dir, StDtype dtype, char err[ERR_LEN]);
 
+/* Adam state for exact resume: writes path (safetensors, F32, temp file + rename) with "exp_avg.<hf name>"
+ * and "exp_avg_sq.<hf name>" for every tensor and metadata "step" = adam_step (torch's optimizer
+ * state_dict names). Load checks every tensor's presence and size (ERR_NOTFOUND / ERR_INVAL naming it).
+ * Both need a model loaded with train = 1 (ERR_INVAL otherwise). */
+int model_save_optimizer(const Model *m, const char *path, char err[ERR_LEN]);
+int model_load_optimizer(Model *m, const char *path, char err[ERR_LEN]);
+
 /* Forward over the packed batch. Writes logp[N] (log-prob of targets[i] at position i, temperature
  * applied) and ent[N] (entropy of the position's distribution) — either may be NULL. In train mode the
  * activations stay for model_backward on the same batch. Errors: ERR_INVAL naming the bad field (token out

@@ -491,6 +491,35 @@ static void test_sharded_checkpoint(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+
+/* Adam state survives a save/load: two steps straight == one step, save, reload into a fresh model, one step. */
+static void test_optimizer_state_roundtrip(void **state) {
+    (void)state;
+    char err[ERR_LEN], path[] = "/tmp/dapo_opt_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    Model *a = load_model("qwen3", 1, 0), *b = load_model("qwen3", 1, 0);
+    AdamWConfig ac = adamw_defaults();
+    for (long i = 0; i < a->n_params; i++) a->grads[i] = b->grads[i] = sinf((float)i) * 0.01f;
+    assert_int_equal(adamw_step(a, &ac, 1e-3f, err), 0);
+    assert_int_equal(adamw_step(a, &ac, 1e-3f, err), 0);
+    assert_int_equal(adamw_step(b, &ac, 1e-3f, err), 0);
+    assert_int_equal(model_save_optimizer(b, path, err), 0);
+    Model *c = load_model("qwen3", 1, 0);
+    memcpy(c->params, b->params, b->n_params * sizeof(float));
+    memcpy(c->grads, b->grads, b->n_params * sizeof(float));
+    assert_int_equal(model_load_optimizer(c, path, err), 0);
+    assert_int_equal(c->adam_step, 1);
+    assert_int_equal(adamw_step(c, &ac, 1e-3f, err), 0);
+    assert_memory_equal(c->params, a->params, a->n_params * sizeof(float));
+    Model *inf = load_model("qwen3", 0, 0);
+    assert_int_equal(model_load_optimizer(inf, path, err), ERR_INVAL);
+    model_free(inf);
+    model_free(a); model_free(b); model_free(c);
+    unlink(path);
+}
+
 static void test_safetensors_formats(void **state) {
     (void)state;
     assert_true(st_bf16_to_f32(0x3f80) == 1.0f);
@@ -562,6 +591,7 @@ int main(void) {
         cmocka_unit_test(test_fixtures_inference_mode),
         cmocka_unit_test(test_fixtures_adamw),
         cmocka_unit_test(test_grad_clip),
+        cmocka_unit_test(test_optimizer_state_roundtrip),
         cmocka_unit_test(test_finite_difference),
         cmocka_unit_test(test_packing_is_independent),
         cmocka_unit_test(test_cached_forward_matches),
