@@ -334,10 +334,14 @@ static void on_connection(uv_stream_t *server, int status) {
     srv->conns = c;
     srv->nconns++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp)) { conn_close(c); return; }
-    if (srv->nconns > HTTP_MAX_CONNS) {
-        log_warn("dashboard: more than %d connections open; closing a new one", HTTP_MAX_CONNS);
-        conn_close(c);
-        return;
+    if (srv->nconns > HTTP_MAX_CONNS) {              /* make room: drop the oldest connection still reading */
+        HttpConn *old = NULL;
+        for (HttpConn *o = c->next; o; o = o->next)
+            if (o->phase == CONN_READING && !uv_is_closing((uv_handle_t *)&o->tcp) && (!old || o->start_ms <= old->start_ms))
+                old = o;
+        if (!old) { conn_close(c); return; }
+        log_debug("dashboard: %d connections open; closing the oldest idle one", srv->nconns);
+        conn_close(old);
     }
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;

@@ -5,8 +5,8 @@
  * fills an HttpResponse that the server writes and frees.
  * Limits against untrusted peers: body <= HTTP_MAX_REQUEST bytes (a larger Content-Length gets 413 before the
  * body is read; a chunked body is cut off with 413 once it passes the limit), URL <= HTTP_MAX_URL bytes (414),
- * headers <= 80 KiB (http-parser's HTTP_MAX_HEADER_SIZE; 431), at most HTTP_MAX_CONNS open connections (more are
- * closed at once), the whole request within HTTP_IDLE_MS of the connection (else closed), and a connection
+ * headers <= 80 KiB (http-parser's HTTP_MAX_HEADER_SIZE; 431), at most HTTP_MAX_CONNS open connections (a new
+ * one closes the oldest that is still sending its request), the whole request within HTTP_IDLE_MS of the connection (else closed), and a connection
  * idle for HTTP_IDLE_MS while answering is closed. Malformed requests get 400. After an error answer the rest of
  * the request is read and dropped (up to HTTP_DRAIN_MAX bytes) so the client sees the answer instead of a
  * connection reset. HEAD gets the handler's answer without its body.

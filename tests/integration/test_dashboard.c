@@ -677,6 +677,19 @@ static void test_malformed_http(void **state) {
     close(idle[1]);
     for (int i = 0; i < 5; i++) assert_int_equal(http_req(g.ha, "GET", "/api/status", NULL, &r), 200);
     for (int i = 2; i < 20; i++) close(idle[i]);
+    /* More idle connections than the server keeps (256): the oldest give way, a real request still gets in. */
+    static int many[300];
+    for (int i = 0; i < 300; i++) {
+        many[i] = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g.ha), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert_int_equal(connect(many[i], (struct sockaddr *)&a, sizeof a), 0);
+    }
+    assert_int_equal(http_req(g.ha, "GET", "/api/status", NULL, &r), 200);
+    char c1;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(many[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    assert_int_equal(read(many[0], &c1, 1), 0);          /* the first one was closed by the server */
+    for (int i = 0; i < 300; i++) close(many[i]);
     /* Still serving everything. */
     assert_int_equal(http_req(g.ha, "GET", "/", NULL, &r), 200);
     json_t *st = get_json(g.ha, "/api/status");
