@@ -520,6 +520,44 @@ static void test_optimizer_state_roundtrip(void **state) {
     unlink(path);
 }
 
+
+/* transformers 4.x keys (rope_theta + rope_scaling with "type") parse to the same RoPE as the 5.x
+ * rope_parameters of the llama3 fixture; defaults and eos lists. */
+static void test_config_variants(void **state) {
+    (void)state;
+    char p[4096], err[ERR_LEN];
+    path_of(p, sizeof p, "llama3");
+    ModelConfig a, b;
+    assert_int_equal(model_config_load(&a, p, err), 0);
+    assert_true(a.rope_llama3);
+    assert_int_equal(a.n_eos, 2);
+    assert_int_equal(a.eos_ids[0], 2);
+    assert_int_equal(a.eos_ids[1], 5);
+    const char *v4 = "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 90, \"hidden_size\": 40, "
+                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 5, \"num_key_value_heads\": 1, "
+                     "\"intermediate_size\": 56, \"rope_theta\": 500000.0, \"eos_token_id\": [7, 8], "
+                     "\"rope_scaling\": {\"type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                     "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8}}";
+    assert_int_equal(model_config_parse(&b, v4, err), 0);
+    assert_int_equal(b.head_dim, 8);
+    assert_int_equal(b.n_eos, 2);
+    assert_false(b.tie_embeddings);
+    float fa[4], fb[4];
+    model_config_inv_freq(&a, fa);
+    model_config_inv_freq(&b, fb);
+    for (int i = 0; i < 4; i++) assert_true(fa[i] == fb[i]);
+    assert_true(fb[3] < 1.0f / powf(500000.0f, 0.75f));   /* the lowest frequency is scaled down */
+    assert_int_equal(model_config_parse(&b, "{\"model_type\": \"qwen2\", \"vocab_size\": 8, \"hidden_size\": 8, "
+                                            "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+                                            "\"intermediate_size\": 8}", err), 0);
+    assert_int_equal(b.arch, ARCH_QWEN2);
+    assert_int_equal(b.n_kv_heads, 2);
+    assert_true(b.qkv_bias);
+    assert_int_equal(model_config_parse(&b, "{\"model_type\": \"qwen2\"}", err), ERR_INVAL);
+    assert_non_null(strstr(err, "vocab_size"));
+    assert_int_equal(model_config_parse(&b, "[]", err), ERR_DECODE);
+}
+
 static void test_safetensors_formats(void **state) {
     (void)state;
     assert_true(st_bf16_to_f32(0x3f80) == 1.0f);
@@ -586,6 +624,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_safetensors_formats),
         cmocka_unit_test(test_lr_schedules),
+        cmocka_unit_test(test_config_variants),
         cmocka_unit_test(test_fixtures_forward_backward),
         cmocka_unit_test(test_fixtures_chunked_lm_head),
         cmocka_unit_test(test_fixtures_inference_mode),

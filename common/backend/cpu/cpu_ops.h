@@ -5,13 +5,14 @@
  * Formulas follow Hugging Face transformers' modeling_qwen2 / modeling_qwen3 / modeling_llama (v5.x):
  * Qwen2RMSNorm, apply_rotary_pos_emb (rotate_half), eager_attention_forward, Qwen2MLP (SwiGLU).
  * Not here: bf16 GEMMs, the CUDA backend, sampling (model/sample.h), the parameter layout (model/model.h).
- * None of these functions allocate; none fail (shapes are the caller's contract). */
+ * None of these functions allocate; none fail (shapes are the caller's contract). Threads: OpenMP for the
+ * element-wise loops (OMP_NUM_THREADS), OpenBLAS's own pool for the GEMMs (OPENBLAS_NUM_THREADS). */
 #ifndef DAPO_CPU_OPS_H
 #define DAPO_CPU_OPS_H
 
 #include <stdint.h>
 
-/* Reads OPENBLAS_CORETYPE-independent facts: the OpenBLAS kernel name (openblas_get_corename()). */
+/* The OpenBLAS kernel in use (openblas_get_corename(); "SkylakeX", "Haswell", "Prescott", ...). Borrowed. */
 const char *cpu_blas_corename(void);
 
 /* y[M, N] = x[M, K] @ w[N, K]^T (+ b[N] broadcast when b != NULL); PyTorch nn.Linear. */
@@ -53,7 +54,8 @@ void cpu_rope(float *x, int ld, const float *cs, const float *sn, int M, int nh,
  * q: [nq, ldq] (nh heads of hd), k, v: [nk, ldk] (nkv heads of hd; head h uses kv head h / (nh/nkv)),
  * out: [nq, ldo]; lse: [nq, nh] log-sum-exp of the scaled scores per row/head (saved for backward; may be
  * NULL). scale: 1/sqrt(hd) in HF. scratch: cpu_attention_scratch_floats(nk) floats.
- * Parallel over heads with OpenMP; GEMMs single-threaded inside. */
+ * Parallel over heads with OpenMP; GEMMs single-threaded inside: the call sets the process-wide OpenBLAS thread
+ * count to 1 and restores it, so do not run it concurrently with other BLAS work from another thread. */
 void cpu_attention(float *out, float *lse, const float *q, const float *k, const float *v, int nq, int p0,
                    int nk, int nh, int nkv, int hd, int ldq, int ldk, int ldo, float scale, float *scratch);
 /* Floats of scratch cpu_attention / cpu_attention_backward need for nk keys (all threads). */
