@@ -19,14 +19,14 @@
 #include "core/log.h"
 #include "io/safetensors.h"
 
-#define CKPT_FORMAT "dapo-learner-checkpoint"
+#define CHECKPOINT_FORMAT "dapo-learner-checkpoint"
 
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb; (void)flag; (void)ftw;
     return remove(p) ? -1 : 0;
 }
 
-int ckpt_remove_tree(const char *path, char err[ERR_LEN]) {
+int checkpoint_remove_tree(const char *path, char err[ERR_LEN]) {
     struct stat sb;
     if (lstat(path, &sb) != 0) return errno == ENOENT ? 0 : err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
     if (nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) != 0)
@@ -60,9 +60,9 @@ static int fsync_dir_files(const char *dir, char err[ERR_LEN]) {
     return rc ? rc : fsync_path(dir, 1, err);
 }
 
-static int write_state(const char *path, const CkptState *st, long n_params, char err[ERR_LEN]) {
-    json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I}", "format", CKPT_FORMAT, "version",
-                          CKPT_VERSION, "step", (json_int_t)st->step, "adam_step", (json_int_t)st->adam_step,
+static int write_state(const char *path, const CheckpointState *st, long n_params, char err[ERR_LEN]) {
+    json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I}", "format", CHECKPOINT_FORMAT, "version",
+                          CHECKPOINT_VERSION, "step", (json_int_t)st->step, "adam_step", (json_int_t)st->adam_step,
                           "policy_version", (json_int_t)st->policy_version, "rng_seed", "", "rng_counter", "",
                           "data_epoch", (json_int_t)st->data_epoch, "data_cursor", (json_int_t)st->data_cursor,
                           "n_params", (json_int_t)n_params);
@@ -128,7 +128,7 @@ static void prune(const char *root, long keep_step, int max_keep) {
         if (kept < max_keep) { kept++; continue; }
         char p[4096], e[ERR_LEN];
         snprintf(p, sizeof p, "%s/global_step_%ld/actor", root, v[i]);
-        if (ckpt_remove_tree(p, e)) { log_warn("checkpoint prune: %s", e); continue; }
+        if (checkpoint_remove_tree(p, e)) { log_warn("checkpoint prune: %s", e); continue; }
         snprintf(p, sizeof p, "%s/global_step_%ld", root, v[i]);
         rmdir(p);                                 /* fails (kept) while the coordinator still has files there */
         log_info("checkpoint: removed global_step_%ld (trainer.max_actor_ckpt_to_keep = %d)", v[i], max_keep);
@@ -136,16 +136,16 @@ static void prune(const char *root, long keep_step, int max_keep) {
     xfree(v);
 }
 
-int ckpt_save(const char *root, const Model *m, const CkptState *st, int max_keep, char err[ERR_LEN]) {
-    if (!m || !st || !root || !root[0]) return err_set(err, ERR_INVAL, "ckpt_save: bad arguments");
-    if (!m->adam_m || !m->adam_v) return err_set(err, ERR_INVAL, "ckpt_save: the model has no optimizer state (train mode)");
+int checkpoint_save(const char *root, const Model *m, const CheckpointState *st, int max_keep, char err[ERR_LEN]) {
+    if (!m || !st || !root || !root[0]) return err_set(err, ERR_INVAL, "checkpoint_save: bad arguments");
+    if (!m->adam_m || !m->adam_v) return err_set(err, ERR_INVAL, "checkpoint_save: the model has no optimizer state (train mode)");
     char step_dir[4096], tmp[4200], hf[4300], path[4400], final[4200], old[4300];
     snprintf(step_dir, sizeof step_dir, "%s/global_step_%ld", root, st->step);
     snprintf(tmp, sizeof tmp, "%s/.actor.tmp-%d", step_dir, (int)getpid());
     snprintf(final, sizeof final, "%s/actor", step_dir);
     int rc = fs_mkdir_p(step_dir, err);
     if (rc) return rc;
-    ckpt_remove_tree(tmp, err);                   /* leftovers of a crashed attempt by a process with our pid */
+    checkpoint_remove_tree(tmp, err);                   /* leftovers of a crashed attempt by a process with our pid */
     if (mkdir(tmp, 0755) != 0) return err_set(err, ERR_IO, "%s: %s", tmp, strerror(errno));
     snprintf(hf, sizeof hf, "%s/huggingface", tmp);
     rc = model_save(m, hf, ST_F32, err);
@@ -169,7 +169,7 @@ int ckpt_save(const char *root, const Model *m, const CkptState *st, int max_kee
         if (!rc && rename(tmp, final) != 0) rc = err_set(err, ERR_IO, "rename %s: %s", tmp, strerror(errno));
         if (!rc) {
             char e2[ERR_LEN];
-            ckpt_remove_tree(old, e2);
+            checkpoint_remove_tree(old, e2);
             rc = fsync_path(step_dir, 1, err);
             if (!rc) rc = fsync_path(root, 1, err);
         }
@@ -177,11 +177,11 @@ int ckpt_save(const char *root, const Model *m, const CkptState *st, int max_kee
     if (rc) {
         char e2[ERR_LEN], why[ERR_LEN];
         snprintf(why, sizeof why, "%s", err);
-        ckpt_remove_tree(tmp, e2);
+        checkpoint_remove_tree(tmp, e2);
         rmdir(step_dir);                          /* only if empty */
         long prev = -1;
         char p[4096];
-        if (ckpt_find_latest(root, p, sizeof p, &prev, e2)) prev = -1;
+        if (checkpoint_find_latest(root, p, sizeof p, &prev, e2)) prev = -1;
         if (prev >= 0)
             return err_set(err, ERR_IO, "checkpoint of step %ld not written, global_step_%ld kept: %s", st->step, prev, why);
         return err_set(err, ERR_IO, "checkpoint of step %ld not written (no earlier checkpoint): %s", st->step, why);
@@ -190,7 +190,7 @@ int ckpt_save(const char *root, const Model *m, const CkptState *st, int max_kee
     return 0;
 }
 
-int ckpt_find_latest(const char *root, char *path, size_t n, long *step, char err[ERR_LEN]) {
+int checkpoint_find_latest(const char *root, char *path, size_t n, long *step, char err[ERR_LEN]) {
     int k;
     long *v = list_steps(root, &k);
     if (!k) {
@@ -223,7 +223,7 @@ static int get_u64(json_t *o, const char *key, uint64_t *v) {
     return 0;
 }
 
-int ckpt_read_state(const char *dir, CkptState *st, char err[ERR_LEN]) {
+int checkpoint_read_state(const char *dir, CheckpointState *st, char err[ERR_LEN]) {
     char ad[4096], p[4200];
     actor_dir(dir, ad, sizeof ad);
     snprintf(p, sizeof p, "%s/state.json", ad);
@@ -234,12 +234,12 @@ int ckpt_read_state(const char *dir, CkptState *st, char err[ERR_LEN]) {
     const char *fmt = json_string_value(json_object_get(o, "format"));
     json_t *ver = json_object_get(o, "version");
     int rc = 0;
-    if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0 || !json_is_integer(ver))
+    if (!fmt || strcmp(fmt, CHECKPOINT_FORMAT) != 0 || !json_is_integer(ver))
         rc = err_set(err, ERR_DECODE, "%s: not a dapo learner checkpoint (format '%s')", p, fmt ? fmt : "");
-    else if (json_integer_value(ver) != CKPT_VERSION)
+    else if (json_integer_value(ver) != CHECKPOINT_VERSION)
         rc = err_set(err, ERR_VERSION, "%s: checkpoint format version %lld, this dapo reads version %d: resume with the "
                      "dapo build that wrote it, or start from its huggingface/ weights (actor_rollout_ref.model.path)",
-                     p, (long long)json_integer_value(ver), CKPT_VERSION);
+                     p, (long long)json_integer_value(ver), CHECKPOINT_VERSION);
     uint64_t seed = 0, ctr = 0;
     json_t *s = json_object_get(o, "step"), *a = json_object_get(o, "adam_step"), *v = json_object_get(o, "policy_version");
     if (!rc && (!json_is_integer(s) || !json_is_integer(a) || !json_is_integer(v) || get_u64(o, "rng_seed", &seed) ||
@@ -258,9 +258,9 @@ int ckpt_read_state(const char *dir, CkptState *st, char err[ERR_LEN]) {
     return rc;
 }
 
-Model *ckpt_load(const char *dir, const ModelOptions *opt, CkptState *st, char err[ERR_LEN]) {
+Model *checkpoint_load(const char *dir, const ModelOptions *opt, CheckpointState *st, char err[ERR_LEN]) {
     char ad[4096], p[4200];
-    if (ckpt_read_state(dir, st, err)) return NULL;
+    if (checkpoint_read_state(dir, st, err)) return NULL;
     actor_dir(dir, ad, sizeof ad);
     snprintf(p, sizeof p, "%s/huggingface", ad);
     Model *m = model_load(p, opt, err);

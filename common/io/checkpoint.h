@@ -20,7 +20,7 @@
 #include "core/err.h"
 #include "model/model.h"
 
-#define CKPT_VERSION 1
+#define CHECKPOINT_VERSION 1
 
 typedef struct {
     long     step;            /* global steps completed (verl global_steps); names the directory */
@@ -30,29 +30,29 @@ typedef struct {
     uint64_t rng_counter;
     long     data_epoch;      /* dapo-sft: data epoch and position in it (0 for the learner daemon) */
     long     data_cursor;
-} CkptState;
+} CheckpointState;
 
 /* Writes ROOT/global_step_<st->step>/actor (see top) from a train-mode model (params, adam_m, adam_v), then, when
  * max_keep > 0, removes the oldest complete checkpoints beyond max_keep (never the one just written). An existing
  * checkpoint of the same step is replaced only after the new one is complete. Returns 0, or ERR_IO naming the failing
  * file and errno text (e.g. "No space left on device"); on failure nothing of the new checkpoint remains and older
  * ones are untouched. ERR_INVAL for a model without optimizer state. */
-int ckpt_save(const char *root, const Model *m, const CkptState *st, int max_keep, char err[ERR_LEN]);
+int checkpoint_save(const char *root, const Model *m, const CheckpointState *st, int max_keep, char err[ERR_LEN]);
 
 /* Finds the newest complete checkpoint under root: writes "ROOT/global_step_N" into path (n bytes) and N into *step.
  * 0, or ERR_NOTFOUND (no checkpoint; not an error for resume_mode auto) / ERR_IO. */
-int ckpt_find_latest(const char *root, char *path, size_t n, long *step, char err[ERR_LEN]);
+int checkpoint_find_latest(const char *root, char *path, size_t n, long *step, char err[ERR_LEN]);
 
 /* Loads a checkpoint directory (ROOT/global_step_N or its actor/ subdirectory): the model in the given options (train
  * mode to get the optimizer state back), the AdamW moments (when opt->train) and *st. Caller frees with model_free.
  * NULL on error: ERR_IO / ERR_DECODE (state.json missing or malformed), ERR_VERSION (a newer format: the message says
  * which dapo wrote it), ERR_INVAL (optimizer state of another size). */
-Model *ckpt_load(const char *dir, const ModelOptions *opt, CkptState *st, char err[ERR_LEN]);
+Model *checkpoint_load(const char *dir, const ModelOptions *opt, CheckpointState *st, char err[ERR_LEN]);
 
-/* Reads only state.json of a checkpoint directory. 0 or an error as ckpt_load. */
-int ckpt_read_state(const char *dir, CkptState *st, char err[ERR_LEN]);
+/* Reads only state.json of a checkpoint directory. 0 or an error as checkpoint_load. */
+int checkpoint_read_state(const char *dir, CheckpointState *st, char err[ERR_LEN]);
 
 /* rm -rf path (no symlinks followed). 0 or ERR_IO. For pruning and tests. */
-int ckpt_remove_tree(const char *path, char err[ERR_LEN]);
+int checkpoint_remove_tree(const char *path, char err[ERR_LEN]);
 
 #endif

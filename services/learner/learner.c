@@ -65,13 +65,13 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     ModelOptions mo = {.max_tokens = (int)need, .train = 1};
     char path[4096];
     long step = -1;
-    CkptState st = {0};
+    CheckpointState st = {0};
     const char *src = NULL;
     if (!strcmp(cfg->resume_mode, "resume_path")) src = cfg->resume_from_path;
-    else if (!strcmp(cfg->resume_mode, "auto") && ckpt_find_latest(cfg->default_local_dir, path, sizeof path, &step, err) == 0)
+    else if (!strcmp(cfg->resume_mode, "auto") && checkpoint_find_latest(cfg->default_local_dir, path, sizeof path, &step, err) == 0)
         src = path;
     if (src) {
-        L->m = ckpt_load(src, &mo, &st, err);
+        L->m = checkpoint_load(src, &mo, &st, err);
         if (L->m) {
             L->steps_done = st.step;
             L->version = st.policy_version;
@@ -535,10 +535,10 @@ void learner_result_free(LearnerResult *r) {
 }
 
 int learner_checkpoint(Learner *L, char err[ERR_LEN]) {
-    CkptState st = {.step = L->steps_done, .adam_step = L->m->adam_step, .policy_version = L->version,
+    CheckpointState st = {.step = L->steps_done, .adam_step = L->m->adam_step, .policy_version = L->version,
                     .rng_seed = L->rng_seed, .rng_counter = L->rng_counter};
     double t0 = clock_s();
-    int rc = ckpt_save(L->ckpt_root, L->m, &st, L->max_keep, err);
+    int rc = checkpoint_save(L->ckpt_root, L->m, &st, L->max_keep, err);
     if (!rc) log_info("learner: checkpoint global_step_%ld written to %s in %.2f s", L->steps_done, L->ckpt_root,
                       clock_s() - t0);
     return rc;

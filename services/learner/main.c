@@ -132,7 +132,7 @@ static int handle(Svc *s, NetMsg *m) {
             if (c->step && c->step != s->L->steps_done)
                 log_warn("checkpoint asked for step %lld; the learner is at step %ld (saving that)", (long long)c->step,
                          s->L->steps_done);
-            if (ckpt_find_latest(s->L->ckpt_root, path, sizeof path, &have, err) == 0 && have == s->L->steps_done)
+            if (checkpoint_find_latest(s->L->ckpt_root, path, sizeof path, &have, err) == 0 && have == s->L->steps_done)
                 log_info("checkpoint of step %ld already written", have);
             else
                 checkpoint(s, "requested");

@@ -463,14 +463,14 @@ static void test_resume_exact(void **state) {
     (void)state;
     snprintf(ckdir, sizeof ckdir, "/tmp/dapo-test-learner-%d", (int)getpid());
     char e[ERR_LEN];
-    ckpt_remove_tree(ckdir, e);
+    checkpoint_remove_tree(ckdir, e);
     char cmd[600], out[4096];
     snprintf(cmd, sizeof cmd, "/proc/%d/exe --resume-child %s 2>&1", (int)getpid(), ckdir);
     int st = tu_run(cmd, out, sizeof out);
     (void)st;                                                  /* the shell reports the SIGKILL as 137 */
     long step;
     char path[512];
-    assert_int_equal(ckpt_find_latest(ckdir, path, sizeof path, &step, e), 0);
+    assert_int_equal(checkpoint_find_latest(ckdir, path, sizeof path, &step, e), 0);
     assert_int_equal(step, 2);
     char p1[600];
     snprintf(p1, sizeof p1, "%s/global_step_1", ckdir);
@@ -494,7 +494,7 @@ static void test_resume_exact(void **state) {
     assert_int_equal(S->m->adam_step, 16);          /* 4 steps x 2 epochs x 2 mini-batches */
     learner_close(S);
     learner_close(R);
-    ckpt_remove_tree(ckdir, e);
+    checkpoint_remove_tree(ckdir, e);
 }
 
 /* Rejects malformed shards with a message instead of crashing. */
