@@ -259,6 +259,14 @@ static void test_status_and_metrics(void **state) {
     assert_string_equal(json_string_value(json_object_get(st, "status_line")), "demo: all 10 synthetic steps recorded");
     assert_true(json_is_array(json_object_get(st, "workers")));
     assert_true(num(st, "heap_bytes") > 0);
+    /* Group accounting (steps.c): every state counted, adding up to "created". */
+    json_t *groups = json_object_get(st, "groups");
+    assert_true(json_is_object(groups) && json_object_size(groups) >= 2);
+    double sum = 0;
+    const char *gk;
+    json_t *gv;
+    json_object_foreach(groups, gk, gv) if (strcmp(gk, "created")) sum += json_number_value(gv);
+    assert_true(sum == num(groups, "created"));
     json_decref(st);
     st = get_json(g.hb, "/api/status");
     assert_true(json_is_false(json_object_get(st, "control")));
