@@ -608,7 +608,8 @@ void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
 /* ------------------------------------------------------------------------------------------ demo steps */
 
 /* Synthetic step k of the test hook: smooth curves with verl's metric names, a validation score every 5 steps,
- * `demo/nan` = NaN at step 2 only (null in JSON, NaN in /metrics), and one sample whose response holds an invalid
+ * `demo/nan` = NaN at step 2 only (null in JSON, NaN in /metrics), a metric whose name needs escaping everywhere
+ * (`demo/odd "name"\ é` + byte 0xFF, value 7), and one sample whose response holds an invalid
  * UTF-8 byte and HTML. train/num_gen_batches = 1 + k % 3 and demo/synthetic = 1 (the tests check them). */
 static void demo_step(Coord *c, int k) {
     Metrics m = {0};
@@ -647,6 +648,7 @@ static void demo_step(Coord *c, int k) {
     metrics_set(&m, "timing_s/step", 69 + 2 * sin(x) + 0.2 * cos(x) + cos(x));
     if (k % 5 == 0) metrics_set(&m, "val-core/math_dapo/acc/mean@4", 0.1 + 0.3 * (1 - exp(-x / 20)));
     if (k == 2) metrics_set(&m, "demo/nan", NAN);
+    metrics_set(&m, "demo/odd \"name\"\\ \xc3\xa9\xff", 7);      /* quotes, backslash, UTF-8, an invalid byte */
     c->step = k;
     coord_record_step(c, k, &m);
     metrics_free(&m);

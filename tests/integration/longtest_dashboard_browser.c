@@ -326,7 +326,7 @@ static void test_page_renders_and_updates(void **state) {
     assert_int_equal(state_int(s3, "steps"), DEMO_STEPS);
     assert_int_equal(state_int(s3, "points"), expected_points());
     assert_int_equal(state_int(s3, "data_points"), state_int(s3, "points"));
-    assert_int_equal(state_int(s3, "charts_count"), 10 + 11);     /* dashboard.c demo_step: 11 ungrouped names */
+    assert_int_equal(state_int(s3, "charts_count"), 10 + 12);     /* dashboard.c demo_step: 12 ungrouped names */
     assert_true(state_int(s3, "samples") >= 10);
     assert_string_equal(json_string_value(json_object_get(s3, "title")), "dapo dashboard");   /* no script ran */
     assert_non_null(strstr(json_string_value(json_object_get(s3, "sample_text")), "<script>document.title='pwned'</script>"));

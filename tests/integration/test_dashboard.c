@@ -288,6 +288,7 @@ static void test_status_and_metrics(void **state) {
         assert_true(fabs(num(e, "critic/score/mean") - demo_score(k)) < 1e-12);
         assert_true(num(e, "response_length/mean") == 800 + 20 * k);
         assert_int_equal(json_object_get(e, "val-core/math_dapo/acc/mean@4") != NULL, k % 5 == 0);
+        assert_true(num(e, "demo/odd \"name\"\\ \xc3\xa9\xef\xbf\xbd") == 7);   /* the 0xFF byte became U+FFFD */
         if (k == 2) assert_true(json_is_null(json_object_get(e, "demo/nan")));   /* NaN at the source */
         else assert_null(json_object_get(e, "demo/nan"));
     }
@@ -520,6 +521,9 @@ static void test_prometheus(void **state) {
     assert_int_equal(http_req(g.ha, "GET", "/metrics", NULL, &r), 200);
     assert_non_null(strstr(r.head, "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
     assert_true(r.body_len > 0 && r.body[r.body_len - 1] == '\n');
+    /* A name needing escapes: sanitized in the metric name, escaped (\\) and made valid UTF-8 in HELP. */
+    assert_non_null(strstr(r.body, "\n# HELP dapo_demo_odd__name______ Step metric demo/odd \"name\"\\\\ \xc3\xa9\xef\xbf\xbd "
+                                   "(latest value, step 10).\n# TYPE dapo_demo_odd__name______ gauge\ndapo_demo_odd__name______ 7\n"));
     int n;
     PromSample *s = prom_parse(r.body, &n);
     assert_true(n > 40);
