@@ -293,6 +293,7 @@ static void dispatch(HttpConn *c) {
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     HttpConn *c = s->data;
     if (nread < 0) { conn_close(c); return; }         /* EOF or error (also: a client gone mid-request) */
+    if (nread == 0) return;                          /* EAGAIN; an empty execute would mean EOF to http-parser */
     c->last_ms = clock_ms();
     if (c->phase == CONN_DRAINING) {
         c->len += (size_t)nread;
