@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <netinet/tcp.h>
 #include <sys/time.h>
 #include <zmq.h>
 
@@ -597,6 +598,23 @@ static void test_control(void **state) {
     st = get_json(g.ha, "/api/status");
     assert_true(json_is_false(json_object_get(st, "paused")));
     json_decref(st);
+    /* The same request in pieces (the URL, a header name and the token each split across reads). */
+    {
+        const char *parts[] = {"POST /api/con", "trol/resume HTTP/1.1\r\nHost: x\r\nAuthori",
+                               "zation: Bearer dash-test-tok", "en-0123456789\r\nContent-Length: 0\r\n", "\r\n"};
+        int sk = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g.ha), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert_int_equal(connect(sk, (struct sockaddr *)&a, sizeof a), 0);
+        setsockopt(sk, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        for (int i = 0; i < 5; i++) {
+            assert_int_equal(write(sk, parts[i], strlen(parts[i])), (ssize_t)strlen(parts[i]));
+            usleep(30000);
+        }
+        char got[512] = "";
+        assert_true(read(sk, got, sizeof got - 1) > 0);
+        close(sk);
+        assert_int_equal(strncmp(got, "HTTP/1.1 200 OK\r\n", 17), 0);
+    }
     /* Checkpoint: 200 when the coordinator can write one, else an error answer with its message. */
     int cs = http_req(g.ha, "POST", "/api/control/checkpoint", right, &r);
     json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
