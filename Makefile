@@ -74,6 +74,7 @@ CUDA_SRC   := $(if $(NVCC),$(sort $(wildcard common/backend/cuda/*.cu)))
 SERVICES   := $(notdir $(patsubst %/,%,$(sort $(dir $(wildcard services/*/main.c)))))
 TOOLS_SRC  := $(sort $(wildcard tools/*.c))
 TEST_SRC   := $(sort $(wildcard tests/unit/test_*.c tests/integration/test_*.c))
+LONGTEST_SRC := $(sort $(wildcard tests/integration/longtest_*.c))
 FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 BENCH_SRC  := $(sort $(wildcard bench/*/bench_*.c))
 
@@ -87,6 +88,7 @@ LINK_LIBS    := -Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(LIBS)
 SVC_BINS  := $(foreach s,$(SERVICES),$(BUILD)/bin/dapo-$(s))
 TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOLS_SRC))
 TEST_BINS := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
+LONGTEST_BINS := $(addprefix $(BUILD)/tests/,$(notdir $(LONGTEST_SRC:.c=)))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 BENCH_BINS := $(addprefix $(BUILD)/bench/,$(notdir $(BENCH_SRC:.c=)))
 
@@ -178,8 +180,11 @@ test: deps
 
 test-build: all $(TEST_BINS) $(FUZZ_BINS)
 
+# check-long: everything in make test with 10-minute fuzzing, plus tests/integration/longtest_* (headless
+# Chromium: installed here only, it is too heavy for make test).
 check-long: deps
-	@$(MAKE) --no-print-directory test-build
+	@deps/install.sh --extra chromium
+	@$(MAKE) --no-print-directory test-build $(LONGTEST_BINS)
 	@BUILD=$(BUILD) FUZZ_SECONDS=600 LONG=1 tests/run.sh
 
 run: deps

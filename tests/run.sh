@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: each cmocka binary in $BUILD/tests, each fuzz target in $BUILD/fuzz for FUZZ_SECONDS.
+# Runs every test: each cmocka binary $BUILD/tests/test_* (and longtest_* when LONG=1), each fuzz target in
+# $BUILD/fuzz for FUZZ_SECONDS.
 # Prints one line per test program and, last, "N passed, N failed" (programs). Exit 1 on any failure.
 # TEST_FILTER=substring runs only the matching programs.
 set -u
@@ -26,6 +27,14 @@ for t in "$BUILD"/tests/test_*; do
   [ -n "${TEST_FILTER:-}" ] && [[ "$name" != *"$TEST_FILTER"* ]] && continue
   run_one "$name" env DAPO_ROOT="$root" DAPO_BUILD="$BUILD" "$t"
 done
+if [ "${LONG:-0}" = 1 ]; then             # make check-long: the long tests too
+  for t in "$BUILD"/tests/longtest_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    [ -n "${TEST_FILTER:-}" ] && [[ "$name" != *"$TEST_FILTER"* ]] && continue
+    run_one "$name" env DAPO_ROOT="$root" DAPO_BUILD="$BUILD" "$t"
+  done
+fi
 for f in "$BUILD"/fuzz/fuzz_*; do
   [ -x "$f" ] || continue
   name=$(basename "$f")
