@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "core/log.h"
 #include "model/generate.h"
 #include "model/model.h"
 
@@ -363,6 +364,7 @@ static void test_bad_requests(void **state) {
 }
 
 int main(void) {
+    log_init("test_generate", LL_WARN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cached_batched_equals_uncached),
         cmocka_unit_test(test_one_vs_three_workers),

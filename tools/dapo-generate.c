@@ -1,0 +1,257 @@
+/* tools/dapo-generate.c: offline generation with the rollout engine (model/generate.h) — prompts in the verl /
+ * DAPO-Math-17k JSONL schema in, responses JSONL out, optionally scored with the verifier's rules.
+ *
+ *   dapo-generate --model DIR [--tokenizer DIR] [--input FILE (default stdin)] [--output FILE (default stdout)]
+ *                 [--n N] [--temperature T] [--top-p P] [--top-k K] [--greedy] [--max-tokens N] [--seed S]
+ *                 [--max-prompt-length N] [--chat-template auto|qwen2.5|qwen3|llama3|none]
+ *                 [--max-num-seqs N] [--kv-cache-tokens N] [--batch-tokens N] [--batch-invariant]
+ *                 [--threads N] [--verify]
+ *
+ * Prompts are rendered and tokenized by the dataset reader (io/dataset.h; overlong prompts are left-truncated to
+ * --max-prompt-length, default 2048, as data.truncation=left). Response j of prompt line i is sampled with the
+ * RNG key (seed, group id i, sample j, position), so a run is reproducible and --n 8 extends --n 4. Stop ids: the
+ * tokenizer's eos / <|im_end|> / <|endoftext|> plus the model's EOS ids. Each output line:
+ *   {"index": i, "data_source": ..., "prompt": rendered prompt, "ground_truth": ..., "responses": [
+ *      {"text": decoded with special tokens skipped, "token_ids": [...], "logprobs": [...],
+ *       "finish_reason": "stop"|"length", ("score", "acc", "pred" with --verify)}, ...]}
+ * --verify scores each response with reward/reward.h (math_dapo rules by data_source, no overlong penalty) and
+ * prints per data_source mean@n (mean accuracy over all responses) and best@n (fraction of prompts with at least
+ * one correct response), verl's val-core names, to stderr. Exit status: 0, 1 on bad arguments or files.
+ * Not here: the daemon (services/rollout), maj@k. */
+#include <cblas.h>
+#include <jansson.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "io/dataset.h"
+#include "model/generate.h"
+#include "reward/reward.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    const char *model, *tokenizer, *input, *output, *chat;
+    int   n, top_k, greedy, max_tokens, max_prompt, max_seqs, batch_tokens, invariant, threads, verify;
+    long  kv_tokens;
+    float temperature, top_p;
+    unsigned long long seed;
+} Args;
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: dapo-generate --model DIR [--tokenizer DIR] [--input FILE] [--output FILE] [--n N]\n"
+            "         [--temperature T] [--top-p P] [--top-k K] [--greedy] [--max-tokens N] [--seed S]\n"
+            "         [--max-prompt-length N] [--chat-template NAME] [--max-num-seqs N] [--kv-cache-tokens N]\n"
+            "         [--batch-tokens N] [--batch-invariant] [--threads N] [--verify]\n");
+}
+
+static int parse_num(const char *flag, const char *s, double lo, double hi, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (!*s || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "dapo-generate: %s: '%s' is not a number in [%g, %g]\n", flag, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, Args *a) {
+    *a = (Args){ .chat = "auto", .n = 1, .top_k = 0, .max_tokens = 1024, .max_prompt = 2048, .max_seqs = 64,
+                 .batch_tokens = 512, .temperature = 1.0f, .top_p = 1.0f, .seed = 1 };
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        double x;
+        if (!strcmp(f, "--greedy")) { a->greedy = 1; continue; }
+        if (!strcmp(f, "--batch-invariant")) { a->invariant = 1; continue; }
+        if (!strcmp(f, "--verify")) { a->verify = 1; continue; }
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) { usage(); exit(0); }
+        if (!v) { fprintf(stderr, "dapo-generate: %s needs a value\n", f); return -1; }
+        i++;
+        if (!strcmp(f, "--model")) a->model = v;
+        else if (!strcmp(f, "--tokenizer")) a->tokenizer = v;
+        else if (!strcmp(f, "--input")) a->input = v;
+        else if (!strcmp(f, "--output")) a->output = v;
+        else if (!strcmp(f, "--chat-template")) a->chat = v;
+        else if (!strcmp(f, "--n")) { if (parse_num(f, v, 1, 65536, &x)) return -1; a->n = (int)x; }
+        else if (!strcmp(f, "--temperature")) { if (parse_num(f, v, 0, 100, &x)) return -1; a->temperature = (float)x; }
+        else if (!strcmp(f, "--top-p")) { if (parse_num(f, v, 1e-9, 1, &x)) return -1; a->top_p = (float)x; }
+        else if (!strcmp(f, "--top-k")) { if (parse_num(f, v, -1, 1e9, &x)) return -1; a->top_k = (int)x; }
+        else if (!strcmp(f, "--max-tokens")) { if (parse_num(f, v, 1, 1e7, &x)) return -1; a->max_tokens = (int)x; }
+        else if (!strcmp(f, "--max-prompt-length")) { if (parse_num(f, v, 1, 1e7, &x)) return -1; a->max_prompt = (int)x; }
+        else if (!strcmp(f, "--max-num-seqs")) { if (parse_num(f, v, 1, 1e6, &x)) return -1; a->max_seqs = (int)x; }
+        else if (!strcmp(f, "--kv-cache-tokens")) { if (parse_num(f, v, 16, 2147483647.0, &x)) return -1; a->kv_tokens = (long)x; }
+        else if (!strcmp(f, "--batch-tokens")) { if (parse_num(f, v, 1, 1e7, &x)) return -1; a->batch_tokens = (int)x; }
+        else if (!strcmp(f, "--threads")) { if (parse_num(f, v, 0, 1024, &x)) return -1; a->threads = (int)x; }
+        else if (!strcmp(f, "--seed")) { if (parse_num(f, v, 0, 1.8e19, &x)) return -1; a->seed = strtoull(v, NULL, 10); }
+        else { fprintf(stderr, "dapo-generate: unknown argument '%s'\n", f); return -1; }
+    }
+    if (!a->model) { fprintf(stderr, "dapo-generate: --model DIR is required\n"); return -1; }
+    return 0;
+}
+
+typedef struct {
+    char  *source;
+    long   prompts, hit;       /* prompts with >= 1 correct response */
+    double acc_sum;            /* over responses */
+    long   responses;
+} SourceStat;
+
+static SourceStat *source_stat(SourceStat **tab, int *n, const char *src) {
+    for (int i = 0; i < *n; i++) if (!strcmp((*tab)[i].source, src)) return &(*tab)[i];
+    *tab = xrealloc(*tab, (size_t)(*n + 1) * sizeof(SourceStat));
+    (*tab)[*n] = (SourceStat){ .source = xstrdup(src) };
+    return &(*tab)[(*n)++];
+}
+
+static json_t *bytes_json(const char *s, size_t n) {
+    json_t *j = json_stringn_nocheck(s, n);
+    return j ? j : json_string("");
+}
+
+int main(int argc, char **argv) {
+    log_init("generate", LL_WARN);
+    Args a;
+    if (parse_args(argc, argv, &a)) { usage(); return 1; }
+    int threads = a.threads > 0 ? a.threads : omp_get_num_procs();
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+    char err[ERR_LEN];
+    int rc = 1;
+    Model *m = NULL;
+    Tokenizer *tok = NULL;
+    GenEngine *e = NULL;
+    Dataset ds = { 0 };
+    FILE *out = stdout;
+    GenResult *res = NULL;
+    SourceStat *stats = NULL;
+    int n_stats = 0;
+    RewardWs *ws = NULL;
+
+    ModelOptions mo = { .max_tokens = 1 };
+    if (!(m = model_load(a.model, &mo, err))) { fprintf(stderr, "dapo-generate: %s\n", err); goto done; }
+    const char *tdir = a.tokenizer ? a.tokenizer : a.model;
+    if (!(tok = tokenizer_load(tdir, err))) { fprintf(stderr, "dapo-generate: %s\n", err); goto done; }
+    DatasetOptions dopt;
+    if (dataset_options_init(&dopt, a.max_prompt, false, "left", a.chat, "skip", tok, err)) {
+        fprintf(stderr, "dapo-generate: %s\n", err);
+        goto done;
+    }
+    if (dataset_load(&ds, a.input ? a.input : "/dev/stdin", tok, &dopt, err)) {
+        fprintf(stderr, "dapo-generate: %s\n", err);
+        goto done;
+    }
+    if (a.output && !(out = fopen(a.output, "w"))) { fprintf(stderr, "dapo-generate: cannot write %s\n", a.output); goto done; }
+    int max_prompt = 1;
+    for (size_t i = 0; i < ds.n; i++) if (ds.items[i].n_ids > max_prompt) max_prompt = ds.items[i].n_ids;
+    long kv = a.kv_tokens ? a.kv_tokens : (long)a.max_seqs * (max_prompt + a.max_tokens);
+    if (kv < max_prompt + a.max_tokens) kv = max_prompt + a.max_tokens;
+    if (kv > (1L << 22) && !a.kv_tokens) kv = (1L << 22) > max_prompt + a.max_tokens ? 1L << 22 : max_prompt + a.max_tokens;
+    GenOptions go = { .max_num_seqs = a.max_seqs, .kv_cache_tokens = kv, .max_batch_tokens = a.batch_tokens,
+                      .batch_invariant = a.invariant };
+    if (!(e = gen_engine_new(m, &go, err))) { fprintf(stderr, "dapo-generate: %s\n", err); goto done; }
+    const TokenizerSpecial *sp = tokenizer_special(tok);
+    int32_t stops[3];
+    int n_stop = 0;
+    int32_t cand[3] = { sp->eos, sp->im_end, sp->endoftext };
+    for (int k = 0; k < 3; k++) {
+        int dup = 0;
+        for (int j = 0; j < n_stop; j++) dup |= stops[j] == cand[k];
+        if (cand[k] >= 0 && !dup) stops[n_stop++] = cand[k];
+    }
+    /* every prompt x n sequences go in at once; the engine's continuous batching takes them max_seqs at a time */
+    size_t total = ds.n * (size_t)a.n;
+    res = xcalloc(total ? total : 1, sizeof(GenResult));
+    for (size_t i = 0; i < ds.n; i++)
+        for (int j = 0; j < a.n; j++) {
+            GenRequest q = { .tag = i, .seed = a.seed, .group_id = i, .sample = (uint32_t)j, .prompt = ds.items[i].ids,
+                             .n_prompt = ds.items[i].n_ids, .max_tokens = a.max_tokens,
+                             .sp = { .temperature = a.temperature, .top_p = a.top_p, .top_k = a.top_k, .greedy = a.greedy },
+                             .stop_ids = stops, .n_stop = n_stop };
+            if (gen_engine_add(e, &q, NULL, err)) {
+                fprintf(stderr, "dapo-generate: prompt line %ld: %s\n", ds.items[i].line, err);
+                goto done;
+            }
+        }
+    double t0 = clock_s();
+    long n_tok = 0;
+    int left;
+    while ((left = gen_engine_step(e, err)) != 0) {
+        if (left < 0) fprintf(stderr, "dapo-generate: %s\n", err);
+        GenResult x;
+        while (gen_engine_take(e, &x)) {
+            res[x.tag * (size_t)a.n + x.sample] = x;
+            n_tok += x.n;
+        }
+    }
+    GenResult x;
+    while (gen_engine_take(e, &x)) { res[x.tag * (size_t)a.n + x.sample] = x; n_tok += x.n; }
+    double dt = clock_s() - t0;
+    if (a.verify) ws = reward_ws_new();
+    for (size_t i = 0; i < ds.n; i++) {
+        const DatasetItem *it = &ds.items[i];
+        json_t *o = json_object(), *arr = json_array();
+        json_object_set_new(o, "index", json_integer((json_int_t)it->index));
+        json_object_set_new(o, "data_source", json_string(it->data_source));
+        json_object_set_new(o, "prompt", bytes_json(it->prompt_text, strlen(it->prompt_text)));
+        json_object_set_new(o, "ground_truth", json_string(it->ground_truth));
+        SourceStat *st = a.verify ? source_stat(&stats, &n_stats, it->data_source) : NULL;
+        int any = 0;
+        for (int j = 0; j < a.n; j++) {
+            GenResult *r = &res[i * (size_t)a.n + j];
+            TokBuf text = { 0 };
+            tokenizer_decode(tok, r->tokens, (size_t)r->n, true, &text);
+            json_t *ro = json_object(), *ids = json_array(), *lps = json_array();
+            for (int k = 0; k < r->n; k++) {
+                json_array_append_new(ids, json_integer(r->tokens[k]));
+                json_array_append_new(lps, json_real(r->logprobs[k]));
+            }
+            json_object_set_new(ro, "text", bytes_json(text.v ? text.v : "", text.n));
+            json_object_set_new(ro, "token_ids", ids);
+            json_object_set_new(ro, "logprobs", lps);
+            json_object_set_new(ro, "finish_reason", json_string(gen_finish_name(r->finish)));
+            if (st) {
+                RewardResult rr;
+                reward_score(ws, it->data_source, text.v, text.n, it->ground_truth, strlen(it->ground_truth), false, 0, &rr);
+                json_object_set_new(ro, "score", json_real(rr.score));
+                json_object_set_new(ro, "acc", json_boolean(rr.acc));
+                json_object_set_new(ro, "pred", rr.has_pred ? bytes_json(rr.pred, rr.pred_len) : json_null());
+                st->acc_sum += rr.acc;
+                st->responses++;
+                any |= rr.acc;
+            }
+            json_array_append_new(arr, ro);
+            tok_buf_free(&text);
+        }
+        if (st) { st->prompts++; st->hit += any; }
+        json_object_set_new(o, "responses", arr);
+        char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+        fprintf(out, "%s\n", line);
+        free(line);
+        json_decref(o);
+    }
+    fprintf(stderr, "dapo-generate: %zu prompts x %d: %ld response tokens in %.2f s (%.1f tok/s, %d threads, %s)\n",
+            ds.n, a.n, n_tok, dt, dt > 0 ? n_tok / dt : 0.0, threads, openblas_get_corename());
+    for (int i = 0; i < n_stats; i++)
+        fprintf(stderr, "val-core/%s/acc/mean@%d = %.4f  val-core/%s/acc/best@%d = %.4f  (%ld prompts)\n",
+                stats[i].source, a.n, stats[i].responses ? stats[i].acc_sum / stats[i].responses : 0.0,
+                stats[i].source, a.n, stats[i].prompts ? (double)stats[i].hit / stats[i].prompts : 0.0,
+                stats[i].prompts);
+    rc = 0;
+done:
+    if (out && out != stdout && fclose(out)) { fprintf(stderr, "dapo-generate: writing %s failed\n", a.output); rc = 1; }
+    for (size_t i = 0; res && i < ds.n * (size_t)a.n; i++) gen_result_free(&res[i]);
+    xfree(res);
+    for (int i = 0; i < n_stats; i++) xfree(stats[i].source);
+    xfree(stats);
+    reward_ws_free(ws);
+    gen_engine_free(e);
+    dataset_free(&ds);
+    tokenizer_free(tok);
+    model_free(m);
+    return rc;
+}
