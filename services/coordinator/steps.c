@@ -337,6 +337,7 @@ static void start_validation(Coord *c, int after) {
     groups_reset(e);
     e->val_after = after;
     e->phase = PH_VALIDATE;
+    e->t_step = clock_s();
     e->round = 0;
     for (size_t i = 0; i < e->val.n; i++) group_new(c, (int)i, (long)i, 1);
     status(c, "validation at step %ld: %zu prompts x %d", e->done_steps, e->val.n, c->cfg.val_n);
