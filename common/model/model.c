@@ -127,7 +127,7 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
     CARVE(a->rstdf, N);
     CARVE(a->xnf, N * H);
     CARVE(a->logits, m->logits_rows * c->vocab);
-    CARVE(a->att_scratch, cpu_attention_scratch_floats(m->max_context));
+    CARVE(a->att_scratch, cpu_attention_scratch_floats(m->max_context, c->head_dim));
     if (m->train) {
         CARVE(a->dres, N * H);
         CARVE(a->dA, N * (H > qd ? H : qd));

@@ -76,6 +76,8 @@ static int parse_obj(ModelConfig *c, json_t *j, char err[ERR_LEN]) {
     if ((rc = get_int(j, "head_dim", hd_default, &c->head_dim, err))) return rc;
     if (c->head_dim <= 0 || c->head_dim % 2)
         return err_set(err, ERR_INVAL, "config.json: head_dim: %d must be positive and even", c->head_dim);
+    if (c->head_dim > 256)
+        return err_set(err, ERR_UNSUPPORTED, "config.json: head_dim: %d is above the supported 256", c->head_dim);
     double eps;
     if ((rc = get_num(j, "rms_norm_eps", 1e-6, &eps, err))) return rc;
     c->rms_eps = (float)eps;

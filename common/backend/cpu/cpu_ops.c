@@ -3,7 +3,7 @@
  * clones (target_clones, chosen at load time by the CPU) because the Makefile builds generic x86-64 at -O2.
  * exp() is a branch-free Cephes-style polynomial (relative error ~2e-7) so the loops vectorise.
  * Not here: bf16, CUDA, KV-cache bookkeeping (the rollout engine owns its cache layout). */
-#pragma GCC optimize("O3")
+#pragma GCC optimize("O3", "fp-contract=fast")
 #include "backend/cpu/cpu_ops.h"
 
 #include <cblas.h>
@@ -209,8 +209,133 @@ HOT void cpu_rope(float *x, int ld, const float *cs, const float *sn, int M, int
 }
 
 /* ------------------------------------------------------------------------------------ attention */
-long cpu_attention_scratch_floats(int nk) {
-    return (long)omp_get_max_threads() * 2 * ATT_BQ * (long)(nk > 0 ? nk : 1);
+/* Small dense products for attention blocks, single-threaded (one OpenMP task each): concurrent
+ * cblas_sgemm calls from OpenMP threads serialise inside OpenBLAS, and these shapes (64 rows, K = head_dim
+ * or the causal key count) are too small for its threading anyway. Register-blocked RB x JB so the
+ * compiler keeps the accumulators in vector registers. */
+#define RB 4
+#define JB 64
+typedef float v16 __attribute__((vector_size(64)));
+#define MAX_HD 256
+
+/* C[r][j] (acc ? += : =) alpha * sum_k A[r][k] B[k][j] for r < R, j < n, k < K.
+ * Causal trimming: jc >= 0 limits row r to columns j < jc + r + 1 (those beyond are left unwritten);
+ * kc >= 0 limits the sum for row r to k < kc + r + 1 (A is zero beyond it). */
+HOT static void mm_ab(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int R, int n, int K,
+                      float alpha, int acc, int jc, int kc) {
+    for (int r0 = 0; r0 < R; r0 += RB) {
+        int rb = R - r0 < RB ? R - r0 : RB;
+        int nn = jc >= 0 && jc + r0 + rb < n ? jc + r0 + rb : n;
+        int kk = kc >= 0 && kc + r0 + rb < K ? kc + r0 + rb : K;
+        for (int j0 = 0; j0 < nn; j0 += JB) {
+            int jb = nn - j0 < JB ? nn - j0 : JB;
+            float c[RB][JB];
+            memset(c, 0, sizeof c);
+            if (rb == RB && jb == JB) {
+                /* GCC vector extensions: 16-float vectors whatever the clone's preferred width */
+                const float *a0 = A + (long)r0 * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+                v16 c0[4] = { 0 }, c1[4] = { 0 }, c2[4] = { 0 }, c3[4] = { 0 };
+                for (int k = 0; k < kk; k++) {
+                    const float *bk = B + (long)k * ldb + j0;
+                    float x0 = a0[k], x1 = a1[k], x2 = a2[k], x3 = a3[k];
+                    for (int q = 0; q < 4; q++) {
+                        v16 bq;
+                        memcpy(&bq, bk + 16 * q, sizeof bq);
+                        c0[q] += x0 * bq;
+                        c1[q] += x1 * bq;
+                        c2[q] += x2 * bq;
+                        c3[q] += x3 * bq;
+                    }
+                }
+                for (int q = 0; q < 4; q++) {
+                    memcpy(&c[0][16 * q], &c0[q], sizeof(v16));
+                    memcpy(&c[1][16 * q], &c1[q], sizeof(v16));
+                    memcpy(&c[2][16 * q], &c2[q], sizeof(v16));
+                    memcpy(&c[3][16 * q], &c3[q], sizeof(v16));
+                }
+            } else {
+                for (int k = 0; k < kk; k++) {
+                    const float *bk = B + (long)k * ldb + j0;
+                    for (int i = 0; i < rb; i++) {
+                        float x = A[(long)(r0 + i) * lda + k];
+                        for (int j = 0; j < jb; j++) c[i][j] += x * bk[j];
+                    }
+                }
+            }
+            for (int i = 0; i < rb; i++) {
+                float *cr = C + (long)(r0 + i) * ldc + j0;
+                if (acc) for (int j = 0; j < jb; j++) cr[j] += alpha * c[i][j];
+                else for (int j = 0; j < jb; j++) cr[j] = alpha * c[i][j];
+            }
+        }
+    }
+}
+
+/* C[j][:m] += alpha * sum_r A[r][j] B[r][:m] for j < n, r < R (m <= MAX_HD): the transposed products of
+ * the attention backward (dK += dS^T Q, dV += P^T dO). */
+HOT static void mm_atb(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int R, int n, int m,
+                       float alpha) {
+    for (int j0 = 0; j0 < n; j0 += 4) {
+        int jb = n - j0 < 4 ? n - j0 : 4;
+        float c[4][MAX_HD];
+        for (int i = 0; i < 4; i++) memset(c[i], 0, (size_t)m * sizeof(float));
+        if (jb == 4 && m % 16 == 0 && m <= 128) {
+            v16 c0[8] = { 0 }, c1[8] = { 0 }, c2[8] = { 0 }, c3[8] = { 0 };
+            int nq = m / 16;
+            for (int r = 0; r < R; r++) {
+                const float *br = B + (long)r * ldb, *ar = A + (long)r * lda + j0;
+                float x0 = ar[0], x1 = ar[1], x2 = ar[2], x3 = ar[3];
+                for (int q = 0; q < nq; q++) {
+                    v16 bq;
+                    memcpy(&bq, br + 16 * q, sizeof bq);
+                    c0[q] += x0 * bq;
+                    c1[q] += x1 * bq;
+                    c2[q] += x2 * bq;
+                    c3[q] += x3 * bq;
+                }
+            }
+            for (int q = 0; q < nq; q++) {
+                memcpy(&c[0][16 * q], &c0[q], sizeof(v16));
+                memcpy(&c[1][16 * q], &c1[q], sizeof(v16));
+                memcpy(&c[2][16 * q], &c2[q], sizeof(v16));
+                memcpy(&c[3][16 * q], &c3[q], sizeof(v16));
+            }
+        } else if (jb == 4) {
+            for (int r = 0; r < R; r++) {
+                const float *br = B + (long)r * ldb, *ar = A + (long)r * lda + j0;
+                float x0 = ar[0], x1 = ar[1], x2 = ar[2], x3 = ar[3];
+                for (int d = 0; d < m; d++) {
+                    float bd = br[d];
+                    c[0][d] += x0 * bd;
+                    c[1][d] += x1 * bd;
+                    c[2][d] += x2 * bd;
+                    c[3][d] += x3 * bd;
+                }
+            }
+        } else {
+            for (int r = 0; r < R; r++) {
+                const float *br = B + (long)r * ldb, *ar = A + (long)r * lda + j0;
+                for (int i = 0; i < jb; i++)
+                    for (int d = 0; d < m; d++) c[i][d] += ar[i] * br[d];
+            }
+        }
+        for (int i = 0; i < jb; i++) {
+            float *cr = C + (long)(j0 + i) * ldc;
+            for (int d = 0; d < m; d++) cr[d] += alpha * c[i][d];
+        }
+    }
+}
+
+/* Kt[d][j] = K[j][d] for j < n, d < hd (K rows at stride ld). */
+static void transpose_rows(float *Kt, const float *K, int ld, int n, int hd) {
+    for (int j0 = 0; j0 < n; j0 += 16)
+        for (int d = 0; d < hd; d++)
+            for (int j = j0; j < j0 + 16 && j < n; j++) Kt[(long)d * n + j] = K[(long)j * ld + d];
+}
+
+long cpu_attention_scratch_floats(int nk, int hd) {
+    if (nk < 1) nk = 1;
+    return (long)omp_get_max_threads() * (2L * ATT_BQ * nk + 2L * hd * nk);
 }
 
 /* Row softmax of the causal block: S[r, 0..jmax(r)] -> P (zeros after jmax), returns nothing; lse out. */
@@ -231,27 +356,24 @@ HOT static void softmax_causal_rows(float *S, int rows, int ncol, int jmax0, flo
 void cpu_attention(float *out, float *lse, const float *q, const float *k, const float *v, int nq, int p0,
                    int nk, int nh, int nkv, int hd, int ldq, int ldk, int ldo, float scale, float *scratch) {
     if (nq <= 0) return;
-    (void)nk;
-    int grp = nh / nkv, nblk = (nq + ATT_BQ - 1) / ATT_BQ, ntask = nh * nblk;
-    int bt = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-#pragma omp parallel
+    int grp = nh / nkv, nblk = (nq + ATT_BQ - 1) / ATT_BQ, ntask = nkv * nblk;
+    long per_thread = 2L * ATT_BQ * nk + 2L * hd * nk;
+#pragma omp parallel if (ntask > 1 && (long)nq * nk * hd >= 32768)
     {
-        float *S = scratch + (long)omp_get_thread_num() * 2 * ATT_BQ * nk;
+        float *S = scratch + (long)omp_get_thread_num() * per_thread, *Kt = S + 2L * ATT_BQ * nk;
+        /* task = (kv head, query block), largest causal blocks first; K^T built once per task */
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < ntask; t++) {
-            /* largest blocks first: causal blocks late in the sequence cost the most */
-            int h = t % nh, b = nblk - 1 - t / nh, g = h / grp;
-            int i0 = b * ATT_BQ, i1 = i0 + ATT_BQ < nq ? i0 + ATT_BQ : nq, rows = i1 - i0;
-            int kend = p0 + i1;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, scale, q + (long)i0 * ldq + h * hd,
-                        ldq, k + g * hd, ldk, 0.0f, S, kend);
-            softmax_causal_rows(S, rows, kend, p0 + i0, lse ? lse + (long)i0 * nh + h : NULL, nh);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend, 1.0f, S, kend, v + g * hd, ldk,
-                        0.0f, out + (long)i0 * ldo + h * hd, ldo);
+            int g = t % nkv, b = nblk - 1 - t / nkv;
+            int i0 = b * ATT_BQ, i1 = i0 + ATT_BQ < nq ? i0 + ATT_BQ : nq, rows = i1 - i0, kend = p0 + i1;
+            transpose_rows(Kt, k + g * hd, ldk, kend, hd);
+            for (int h = g * grp; h < (g + 1) * grp; h++) {
+                mm_ab(S, kend, q + (long)i0 * ldq + h * hd, ldq, Kt, kend, rows, kend, hd, scale, 0, p0 + i0, -1);
+                softmax_causal_rows(S, rows, kend, p0 + i0, lse ? lse + (long)i0 * nh + h : NULL, nh);
+                mm_ab(out + (long)i0 * ldo + h * hd, ldo, S, kend, v + g * hd, ldk, rows, hd, kend, 1.0f, 0, -1, p0 + i0);
+            }
         }
     }
-    openblas_set_num_threads(bt);
 }
 
 HOT static void attn_bwd_rows(float *P, float *dP, const float *lse, const float *dout, const float *out, int rows,
@@ -276,33 +398,31 @@ void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dout, 
                             int ldq, int ldk, int ldo, float scale, float *scratch) {
     if (T <= 0) return;
     int grp = nh / nkv, nblk = (T + ATT_BQ - 1) / ATT_BQ;
-    int bt = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-#pragma omp parallel
+    long per_thread = 2L * ATT_BQ * T + 2L * hd * T;
+#pragma omp parallel if (nkv > 1 && (long)T * T * hd >= 32768)
     {
-        float *P = scratch + (long)omp_get_thread_num() * 2 * ATT_BQ * T, *dP = P + (long)ATT_BQ * T;
+        float *P = scratch + (long)omp_get_thread_num() * per_thread, *dP = P + (long)ATT_BQ * T;
+        float *Kt = dP + (long)ATT_BQ * T, *Vt = Kt + (long)hd * T;
+        /* one task per kv head: dK/dV of a kv head are written by its task only */
 #pragma omp for schedule(dynamic, 1)
-        for (int g = 0; g < nkv; g++)
+        for (int g = 0; g < nkv; g++) {
+            transpose_rows(Kt, k + g * hd, ldk, T, hd);
+            transpose_rows(Vt, v + g * hd, ldk, T, hd);
             for (int h = g * grp; h < (g + 1) * grp; h++)
                 for (int b = 0; b < nblk; b++) {
                     int i0 = b * ATT_BQ, i1 = i0 + ATT_BQ < T ? i0 + ATT_BQ : T, rows = i1 - i0, kend = i1;
                     const float *qb = q + (long)i0 * ldq + h * hd, *gob = dout + (long)i0 * ldo + h * hd;
-                    /* recompute scaled scores; attn_bwd_rows turns them into P with the saved lse */
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, scale, qb, ldq, k + g * hd,
-                                ldk, 0.0f, P, kend);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, 1.0f, gob, ldo, v + g * hd,
-                                ldk, 0.0f, dP, kend);
+                    /* Kt/Vt are [hd][T]: use the first kend columns with row stride T */
+                    mm_ab(P, kend, qb, ldq, Kt, T, rows, kend, hd, scale, 0, i0, -1);
+                    mm_ab(dP, kend, gob, ldo, Vt, T, rows, kend, hd, 1.0f, 0, i0, -1);
                     attn_bwd_rows(P, dP, lse + h, dout + h * hd, out + h * hd, rows, kend, i0, nh, hd, ldo);
-                    /* dP now holds dS (grad of the scaled scores) */
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend, scale, dP, kend, k + g * hd,
-                                ldk, 0.0f, dq + (long)i0 * ldq + h * hd, ldq);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend, hd, rows, scale, dP, kend, qb, ldq, 1.0f,
-                                dk + g * hd, ldk);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend, hd, rows, 1.0f, P, kend, gob, ldo, 1.0f,
-                                dv + g * hd, ldk);
+                    /* dP now holds dS (gradient of the scaled scores), zero beyond the causal limit */
+                    mm_ab(dq + (long)i0 * ldq + h * hd, ldq, dP, kend, k + g * hd, ldk, rows, hd, kend, scale, 0, -1, i0);
+                    mm_atb(dk + g * hd, ldk, dP, kend, qb, ldq, rows, kend, hd, scale);
+                    mm_atb(dv + g * hd, ldk, P, kend, gob, ldo, rows, kend, hd, 1.0f);
                 }
+        }
     }
-    openblas_set_num_threads(bt);
 }
 
 /* ------------------------------------------------------------------------------------ swiglu */

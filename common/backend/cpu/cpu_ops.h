@@ -53,17 +53,17 @@ void cpu_rope(float *x, int ld, const float *cs, const float *sn, int M, int nh,
  * nq query rows at absolute positions p0 .. p0+nq-1 attend to keys 0 .. p0+i (so nk >= p0 + nq).
  * q: [nq, ldq] (nh heads of hd), k, v: [nk, ldk] (nkv heads of hd; head h uses kv head h / (nh/nkv)),
  * out: [nq, ldo]; lse: [nq, nh] log-sum-exp of the scaled scores per row/head (saved for backward; may be
- * NULL). scale: 1/sqrt(hd) in HF. scratch: cpu_attention_scratch_floats(nk) floats.
- * Parallel over heads with OpenMP; GEMMs single-threaded inside: the call sets the process-wide OpenBLAS thread
- * count to 1 and restores it, so do not run it concurrently with other BLAS work from another thread. */
+ * NULL). scale: 1/sqrt(hd) in HF. scratch: cpu_attention_scratch_floats(nk, hd) floats. hd <= 256.
+ * Parallel over (kv head, 64-row query block) tasks with OpenMP; the block products are our own register-blocked
+ * loops (concurrent small cblas_sgemm calls serialise inside OpenBLAS). */
 void cpu_attention(float *out, float *lse, const float *q, const float *k, const float *v, int nq, int p0,
                    int nk, int nh, int nkv, int hd, int ldq, int ldk, int ldo, float scale, float *scratch);
-/* Floats of scratch cpu_attention / cpu_attention_backward need for nk keys (all threads). */
-long cpu_attention_scratch_floats(int nk);
+/* Floats of scratch cpu_attention / cpu_attention_backward need for nk keys of head_dim hd (all threads). */
+long cpu_attention_scratch_floats(int nk, int hd);
 
 /* Backward of cpu_attention over a whole sequence (p0 = 0, nq = nk = T): given dout[T, ldo] and the
  * forward's q, k, v, out, lse: dq[T, ldq] = (written), dk, dv [T, ldk] += (accumulated; zero them first).
- * Parallel over kv heads. scratch: cpu_attention_scratch_floats(T). */
+ * Parallel over kv heads. scratch: cpu_attention_scratch_floats(T, hd). */
 void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *out, const float *lse, int T, int nh, int nkv, int hd,
                             int ldq, int ldk, int ldo, float scale, float *scratch);
