@@ -180,8 +180,13 @@ static int cpu_allreduce(void *impl, float *buf, long n, char err[ERR_LEN]) {
         int rc = gather(c, OP_REDUCE, bytes, err);
         if (rc) return rc;
         for (int r = 1; r < c->world; r++) {     /* rank order: the same bits on every rank and every run */
-            const float *x = (const float *)((const char *)zmq_msg_data(&c->got[r]) + sizeof(CollHeader));
-            for (long i = 0; i < n; i++) buf[i] += x[i];
+            const char *x = (const char *)zmq_msg_data(&c->got[r]) + sizeof(CollHeader);   /* not float-aligned */
+            float tmp[1024];
+            for (long i = 0; i < n; i += 1024) {
+                long k = n - i < 1024 ? n - i : 1024;
+                memcpy(tmp, x + (size_t)i * sizeof(float), (size_t)k * sizeof(float));
+                for (long j = 0; j < k; j++) buf[i + j] += tmp[j];
+            }
             zmq_msg_close(&c->got[r]);
         }
         for (int r = 1; r < c->world && !rc; r++)

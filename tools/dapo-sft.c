@@ -1,0 +1,452 @@
+/* tools/dapo-sft.c: supervised fine-tuning (issue 7) — used to warm-start the tiny default model before DAPO.
+ * Data: JSONL lines {"prompt": "text" | [{"role", "content"}, ...], "response": "text"} or the verl schema
+ * (data_source, prompt messages, reward_model.ground_truth) with the response in extra_info.solution. Prompts go
+ * through the same path as the RL prompts (io/dataset.h: chat template with the generation prompt, then
+ * data.max_prompt_length with data.filter_overlong_prompts / data.truncation), so SFT and DAPO see identical prompt
+ * tokens; the response is tokenized and ends with the tokenizer's EOS. Examples longer than
+ * data.max_prompt_length + data.max_response_length are dropped (counted).
+ * Loss: mean negative log-likelihood over the response tokens of the batch (verl's SFT trainer, token-mean), prompt
+ * tokens get no loss. Batches: --batch sequences per optimizer step, packed back to back (no padding) and split into
+ * chunks that fit the activation slab (gradients accumulate). Order: a Philox-seeded shuffle per epoch, so a run is
+ * reproducible and resumes exactly (the cursor is in the checkpoint). Optimizer: AdamW with
+ * actor_rollout_ref.actor.optim.* (or the flags below), warm-up + constant/cosine schedule, grad clip.
+ * Model: actor_rollout_ref.model.path (or --model); a directory with only config.json starts from random weights
+ * (normal(0, initializer_range), seeded). Tokenizer: data.tokenizer_path, else the model directory.
+ * Eval hook (--val FILE, every --eval-every steps and at the end): held-out response NLL, and with a ground truth,
+ * greedy accuracy of up to --eval-max prompts scored by the verifier's rules (reward/reward.h).
+ * Output: --out DIR gets the final Hugging Face model (config.json, model.safetensors fp32) plus the tokenizer files;
+ * --save-every K writes learner-format checkpoints to DIR/checkpoints (io/checkpoint.h); --resume continues from the
+ * newest one.
+ * Not here: multi-rank SFT, sequence packing across examples with masks, LoRA. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "io/checkpoint.h"
+#include "io/dataset.h"
+#include "model/adamw.h"
+#include "model/generate.h"
+#include "model/model.h"
+#include "reward/reward.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    int32_t *ids;          /* [n] prompt + response (EOS included) */
+    int      n, prompt_len;
+    char    *gt, *src;     /* ground truth / data source for the accuracy eval ("" when none) */
+} Example;
+
+typedef struct {
+    Example *v;
+    int      n, cap;
+    long     dropped_long, dropped_bad;
+} Examples;
+
+typedef struct {
+    const char *data, *val, *out, *model;
+    long  steps;
+    int   epochs, batch, warmup, eval_every, eval_max, save_every, log_every, resume, schedule_cosine;
+    double lr, min_lr_ratio, clip, wd, beta2;
+    unsigned long seed;
+} Opts;
+
+static void usage(const char *argv0) {
+    fprintf(stderr,
+            "usage: %s [--config FILE] [key.path=value ...] --data FILE[,FILE...] --out DIR [--val FILE] [--model DIR]\n"
+            "       [--steps N | --epochs E] [--batch SEQS] [--lr LR] [--warmup STEPS] [--schedule constant|cosine]\n"
+            "       [--min-lr-ratio R] [--clip NORM] [--weight-decay WD] [--beta2 B2] [--eval-every K] [--eval-max N]\n"
+            "       [--save-every K] [--resume] [--log-every K] [--seed S]\n", argv0);
+}
+
+static void examples_free(Examples *e) {
+    for (int i = 0; i < e->n; i++) { xfree(e->v[i].ids); xfree(e->v[i].gt); xfree(e->v[i].src); }
+    xfree(e->v);
+    memset(e, 0, sizeof *e);
+}
+
+/* One JSONL line -> example. 0 added, 1 dropped (counted), < 0 fatal. */
+static int parse_example(const char *line, size_t len, Tokenizer *tok, const DatasetOptions *dopt, int max_len,
+                         int32_t eos, Examples *out, char err[ERR_LEN]) {
+    json_error_t je;
+    json_t *o = json_loadb(line, len, JSON_ALLOW_NUL, &je);
+    if (!json_is_object(o)) { json_decref(o); out->dropped_bad++; return 1; }
+    json_t *p = json_object_get(o, "prompt"), *r = json_object_get(o, "response");
+    if (!json_is_string(r)) r = json_object_get(json_object_get(o, "extra_info"), "solution");
+    if (!json_is_string(r) || !(json_is_string(p) || json_is_array(p))) { json_decref(o); out->dropped_bad++; return 1; }
+    /* normalise to the verl schema so io/dataset renders the prompt exactly as the RL run does */
+    json_t *row = json_deep_copy(o);
+    if (json_is_string(p)) json_object_set_new(row, "prompt", json_pack("[{s:s, s:O}]", "role", "user", "content", p));
+    if (!json_is_object(json_object_get(row, "reward_model")))
+        json_object_set_new(row, "reward_model", json_pack("{s:s, s:s}", "ground_truth", "", "style", "rule"));
+    else if (!json_object_get(json_object_get(row, "reward_model"), "ground_truth"))
+        json_object_set_new(json_object_get(row, "reward_model"), "ground_truth", json_string(""));
+    char *text = json_dumps(row, JSON_COMPACT);
+    json_decref(row);
+    DatasetItem it;
+    memset(&it, 0, sizeof it);
+    int rc = text ? dataset_parse_line(text, strlen(text), tok, dopt, &it, err) : ERR_NOMEM;
+    free(text);
+    if (rc == 1 || rc == ERR_DECODE) { json_decref(o); out->dropped_bad += rc != 1; out->dropped_long += rc == 1; return 1; }
+    if (rc < 0) { json_decref(o); return rc; }
+    TokIds resp = {0};
+    rc = tokenizer_encode(tok, json_string_value(r), json_string_length(r), &resp, err);
+    if (!rc) tok_ids_push(&resp, eos);
+    if (!rc && it.n_ids + (int)resp.n > max_len) { out->dropped_long++; rc = 1; }
+    if (!rc) {
+        if (out->n == out->cap) { out->cap = out->cap ? 2 * out->cap : 256; out->v = xrealloc(out->v, (size_t)out->cap * sizeof *out->v); }
+        Example *e = &out->v[out->n++];
+        e->n = it.n_ids + (int)resp.n;
+        e->prompt_len = it.n_ids;
+        e->ids = xmalloc((size_t)e->n * sizeof(int32_t));
+        memcpy(e->ids, it.ids, (size_t)it.n_ids * sizeof(int32_t));
+        memcpy(e->ids + it.n_ids, resp.v, resp.n * sizeof(int32_t));
+        e->gt = xstrdup(it.ground_truth ? it.ground_truth : "");
+        e->src = xstrdup(it.data_source ? it.data_source : "");
+    }
+    tok_ids_free(&resp);
+    dataset_item_free(&it);
+    json_decref(o);
+    return rc;
+}
+
+static int load_examples(const char *paths, Tokenizer *tok, const DatasetOptions *dopt, int max_len, int32_t eos,
+                         Examples *out, char err[ERR_LEN]) {
+    char *list = xstrdup(paths), *save = NULL;
+    int rc = 0;
+    for (char *path = strtok_r(list, ",", &save); path && !rc; path = strtok_r(NULL, ",", &save)) {
+        FILE *f = fopen(path, "rb");
+        if (!f) { rc = err_set(err, ERR_IO, "%s: cannot open", path); break; }
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        long ln = 0;
+        while ((n = getline(&line, &cap, f)) > 0 && !rc) {
+            ln++;
+            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
+            if (n == 0) continue;
+            char e2[ERR_LEN];
+            int r = parse_example(line, (size_t)n, tok, dopt, max_len, eos, out, e2);
+            if (r < 0) rc = err_set(err, r, "%s:%ld: %s", path, ln, e2);
+        }
+        free(line);
+        fclose(f);
+    }
+    xfree(list);
+    return rc;
+}
+
+/* Epoch permutation from the seed (Fisher-Yates with Philox draws keyed by epoch and position). */
+static void shuffle(int *perm, int n, unsigned long seed, long epoch) {
+    for (int i = 0; i < n; i++) perm[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rng_uniform((uint64_t)seed, (uint64_t)epoch, 0, (uint32_t)i) * (i + 1));
+        int t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+    }
+}
+
+typedef struct {
+    int32_t *tok, *tgt, *cu;
+    float   *logp, *dlogp;
+} Scratch;
+
+/* Forward (+ backward when train) of examples idx[0..n) in chunks that fit the model; returns summed response NLL
+ * and adds the response-token count to *ntok. scale = d loss / d logp for every response token (train only). */
+static int run_examples(Model *m, Scratch *s, const Examples *ex, const int *idx, int n, int train, double scale,
+                        double *nll, long *ntok, char err[ERR_LEN]) {
+    int a = 0;
+    while (a < n) {
+        int N = 0, k = 0;
+        s->cu[0] = 0;
+        while (a + k < n && (k == 0 || N + ex->v[idx[a + k]].n <= m->max_tokens)) {
+            const Example *e = &ex->v[idx[a + k]];
+            memcpy(s->tok + N, e->ids, (size_t)e->n * sizeof(int32_t));
+            for (int p = 0; p < e->n; p++) {
+                int resp = p + 1 < e->n && p + 1 >= e->prompt_len;
+                s->tgt[N + p] = resp ? e->ids[p + 1] : -1;
+                s->dlogp[N + p] = resp ? (float)scale : 0.0f;
+            }
+            N += e->n;
+            s->cu[++k] = N;
+        }
+        ModelBatch b = {.n_tokens = N, .n_seqs = k, .tokens = s->tok, .targets = s->tgt, .cu_seqlens = s->cu,
+                        .temperature = 1.0f};
+        int rc = model_forward(m, &b, s->logp, NULL, err);
+        if (rc) return rc;
+        for (int p = 0; p < N; p++)
+            if (s->tgt[p] >= 0) { *nll -= s->logp[p]; (*ntok)++; }
+        if (train && (rc = model_backward(m, &b, s->dlogp, NULL, err))) return rc;
+        a += k;
+    }
+    return 0;
+}
+
+/* Held-out NLL per response token, and greedy accuracy on up to max_acc examples with a ground truth (-1: none). */
+static int evaluate(Model *m, Scratch *s, Tokenizer *tok, const Examples *val, int max_acc, int max_resp, int max_len,
+                    double *nll_tok, double *acc, char err[ERR_LEN]) {
+    int *idx = xmalloc((size_t)(val->n ? val->n : 1) * sizeof(int));
+    for (int i = 0; i < val->n; i++) idx[i] = i;
+    double nll = 0;
+    long ntok = 0;
+    int rc = run_examples(m, s, val, idx, val->n, 0, 0, &nll, &ntok, err);
+    xfree(idx);
+    if (rc) return rc;
+    *nll_tok = ntok ? nll / (double)ntok : 0;
+    *acc = -1;
+    int n = 0;
+    for (int i = 0; i < val->n && n < max_acc; i++) n += val->v[i].gt[0] != 0;
+    if (!n) return 0;
+    GenOptions go = {.max_num_seqs = n < 64 ? n : 64, .kv_cache_tokens = (long)(n < 64 ? n : 64) * (max_len + 16),
+                     .max_batch_tokens = 1024};
+    GenEngine *g = gen_engine_new(m, &go, err);
+    if (!g) return ERR_INVAL;
+    int added = 0, right = 0, done = 0;
+    for (int i = 0; i < val->n && added < n; i++) {
+        const Example *e = &val->v[i];
+        if (!e->gt[0]) continue;
+        GenRequest r = {.tag = (uint64_t)i, .prompt = e->ids, .n_prompt = e->prompt_len, .max_tokens = max_resp,
+                        .sp = {.temperature = 1, .top_p = 1, .greedy = 1}};
+        uint64_t id;
+        if ((rc = gen_engine_add(g, &r, &id, err))) break;
+        added++;
+    }
+    RewardWs *ws = reward_ws_new();
+    while (!rc && done < added) {
+        if ((rc = gen_engine_step(g, err)) < 0) break;
+        rc = 0;
+        GenResult res;
+        while (gen_engine_take(g, &res) == 1) {
+            const Example *e = &val->v[res.tag];
+            TokBuf text = {0};
+            tokenizer_decode(tok, res.tokens, (size_t)res.n, true, &text);
+            RewardResult rr;
+            reward_score(ws, e->src, text.v ? text.v : "", text.n, e->gt, strlen(e->gt), false, 0, &rr);
+            right += rr.acc;
+            tok_buf_free(&text);
+            gen_result_free(&res);
+            done++;
+        }
+    }
+    reward_ws_free(ws);
+    gen_engine_free(g);
+    if (!rc) *acc = added ? (double)right / added : -1;
+    return rc;
+}
+
+static int copy_file(const char *from, const char *to, char err[ERR_LEN]) {
+    size_t n;
+    char *d = fs_read_all(from, 64 << 20, &n, err);
+    if (!d) return ERR_IO;
+    int rc = fs_write_atomic(to, d, n, err);
+    xfree(d);
+    return rc;
+}
+
+static int parse_opts(int argc, char **argv, Opts *o, char err[ERR_LEN]) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int flag = !strcmp(a, "--resume");
+        if (flag) { o->resume = 1; continue; }
+        if (!v) return err_set(err, ERR_INVAL, "%s needs a value", a);
+        i++;
+        if (!strcmp(a, "--data")) o->data = v;
+        else if (!strcmp(a, "--val")) o->val = v;
+        else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--steps")) o->steps = atol(v);
+        else if (!strcmp(a, "--epochs")) o->epochs = atoi(v);
+        else if (!strcmp(a, "--batch")) o->batch = atoi(v);
+        else if (!strcmp(a, "--lr")) o->lr = atof(v);
+        else if (!strcmp(a, "--warmup")) o->warmup = atoi(v);
+        else if (!strcmp(a, "--schedule")) o->schedule_cosine = !strcmp(v, "cosine");
+        else if (!strcmp(a, "--min-lr-ratio")) o->min_lr_ratio = atof(v);
+        else if (!strcmp(a, "--clip")) o->clip = atof(v);
+        else if (!strcmp(a, "--weight-decay")) o->wd = atof(v);
+        else if (!strcmp(a, "--beta2")) o->beta2 = atof(v);
+        else if (!strcmp(a, "--eval-every")) o->eval_every = atoi(v);
+        else if (!strcmp(a, "--eval-max")) o->eval_max = atoi(v);
+        else if (!strcmp(a, "--save-every")) o->save_every = atoi(v);
+        else if (!strcmp(a, "--log-every")) o->log_every = atoi(v);
+        else if (!strcmp(a, "--seed")) o->seed = strtoul(v, NULL, 10);
+        else return err_set(err, ERR_INVAL, "unknown argument '%s'", a);
+    }
+    if (!o->data || !o->out) return err_set(err, ERR_INVAL, "--data and --out are required");
+    if (o->batch < 1 || o->epochs < 0 || o->steps < 0 || !(o->lr >= 0) || o->eval_max < 0)
+        return err_set(err, ERR_INVAL, "bad --batch/--epochs/--steps/--lr/--eval-max value");
+    return 0;
+}
+
+/* Model from a directory: weights when it has them, else random from its config.json. */
+static Model *open_model(const char *dir, const ModelOptions *mo, unsigned long seed, char err[ERR_LEN]) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    struct stat sb;
+    char q[4200];
+    snprintf(q, sizeof q, "%s.index.json", p);
+    if (stat(p, &sb) == 0 || stat(q, &sb) == 0) return model_load(dir, mo, err);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    size_t n;
+    char *cfg = fs_read_all(p, 1 << 20, &n, err);
+    if (!cfg) return NULL;
+    Model *m = model_create(cfg, mo, err);
+    double std = 0.02;
+    json_t *j = json_loads(cfg, 0, NULL);
+    if (json_is_number(json_object_get(j, "initializer_range"))) std = json_number_value(json_object_get(j, "initializer_range"));
+    json_decref(j);
+    xfree(cfg);
+    if (m) {
+        model_init_random(m, seed, (float)std);
+        log_info("sft: %s has no weights: random init N(0, %g^2), seed %lu", dir, std, seed);
+    }
+    return m;
+}
+
+int main(int argc, char **argv) {
+    log_init("sft", LL_INFO);
+    Config c;
+    bool print = false;
+    char err[ERR_LEN];
+    memset(&c, 0, sizeof c);
+    if (config_from_cli(&c, &argc, argv, &print, err)) { log_error("%s", err); config_free(&c); return 2; }
+    if (print) { config_print_yaml(&c, stdout); config_free(&c); return 0; }
+    Opts o = {.batch = 128, .lr = c.lr, .warmup = c.lr_warmup_steps > 0 ? c.lr_warmup_steps : 0,
+              .clip = c.grad_clip, .wd = c.weight_decay, .beta2 = c.adam_beta2, .eval_max = 200, .log_every = 10,
+              .min_lr_ratio = c.min_lr_ratio, .seed = (unsigned long)c.trainer_seed,
+              .schedule_cosine = !strcmp(c.warmup_style, "cosine")};
+    int rc = parse_opts(argc, argv, &o, err);
+    if (rc) { usage(argv[0]); log_error("%s", err); config_free(&c); return 2; }
+    const char *mdir = o.model ? o.model : c.model_path;
+    const char *tdir = c.tokenizer_path[0] ? c.tokenizer_path : mdir;
+    Tokenizer *tok = tokenizer_load(tdir, err);
+    DatasetOptions dopt;
+    Examples tr = {0}, val = {0};
+    Model *m = NULL;
+    Scratch s = {0};
+    int max_len = c.max_prompt_length + c.max_response_length;
+    if (!tok) rc = ERR_IO;
+    if (!rc) rc = dataset_options_init(&dopt, c.max_prompt_length, c.filter_overlong_prompts, c.truncation,
+                                       c.chat_template, c.on_malformed, tok, err);
+    int32_t eos = tok ? tokenizer_special(tok)->eos : -1;
+    /* the model's sizes come first: its slab holds a whole batch when it fits (up to 8192 tokens) */
+    ModelOptions mo = {.max_tokens = max_len > 8192 ? max_len : 8192, .train = 1};
+    CheckpointState st = {0};
+    char ckdir[4200], path[4400];
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", o.out);
+    if (!rc) {
+        long have;
+        if (o.resume && checkpoint_find_latest(ckdir, path, sizeof path, &have, err) == 0) {
+            m = checkpoint_load(path, &mo, &st, err);
+            if (m) log_info("sft: resumed %s (step %ld, epoch %ld, cursor %ld)", path, st.step, st.data_epoch, st.data_cursor);
+        } else {
+            m = open_model(mdir, &mo, o.seed, err);
+        }
+        if (!m) rc = ERR_INVAL;
+    }
+    if (!rc && eos < 0) eos = m->cfg.n_eos ? m->cfg.eos_ids[0] : -1;
+    if (!rc && eos < 0) rc = err_set(err, ERR_INVAL, "no EOS token: neither the tokenizer config nor the model config names one");
+    if (!rc) rc = load_examples(o.data, tok, &dopt, max_len, eos, &tr, err);
+    if (!rc && o.val) rc = load_examples(o.val, tok, &dopt, max_len, eos, &val, err);
+    if (!rc && tr.n == 0) rc = err_set(err, ERR_INVAL, "%s: no usable example (%ld malformed, %ld too long)", o.data,
+                                       tr.dropped_bad, tr.dropped_long);
+    if (rc) goto out;
+    log_info("sft: %d training examples (%ld malformed, %ld longer than %d tokens dropped), %d held-out", tr.n,
+             tr.dropped_bad, tr.dropped_long, max_len, val.n);
+    long per_epoch = (tr.n + o.batch - 1) / o.batch;
+    long total = o.steps > 0 ? o.steps : (long)(o.epochs > 0 ? o.epochs : 1) * per_epoch;
+    long T = m->max_tokens;
+    s.tok = xmalloc((size_t)T * sizeof(int32_t)); s.tgt = xmalloc((size_t)T * sizeof(int32_t));
+    s.cu = xmalloc((size_t)(T + 1) * sizeof(int32_t));
+    s.logp = xmalloc((size_t)T * sizeof(float)); s.dlogp = xmalloc((size_t)T * sizeof(float));
+    AdamWConfig ac = adamw_defaults();
+    ac.beta1 = (float)c.adam_beta1;
+    ac.beta2 = (float)o.beta2;
+    ac.eps = (float)c.adam_eps;
+    ac.weight_decay = (float)o.wd;
+    int *perm = xmalloc((size_t)tr.n * sizeof(int)), *bidx = xmalloc((size_t)o.batch * sizeof(int));
+    long epoch = st.data_epoch, cursor = st.data_cursor;
+    shuffle(perm, tr.n, o.seed, epoch);
+    log_info("sft: %ld steps of %d sequences (%ld per epoch), lr %g (%s, %d warm-up), clip %g, wd %g", total, o.batch,
+             per_epoch, o.lr, o.schedule_cosine ? "cosine" : "constant", o.warmup, o.clip, o.wd);
+    double t_start = clock_s(), loss_acc = 0;
+    long tok_acc = 0;
+    for (long step = st.step; step < total && !rc; step++) {
+        int nb = 0;
+        long R = 0;
+        while (nb < o.batch && nb < tr.n) {
+            if (cursor >= tr.n) { epoch++; cursor = 0; shuffle(perm, tr.n, o.seed, epoch); }
+            bidx[nb] = perm[cursor++];
+            R += tr.v[bidx[nb]].n - tr.v[bidx[nb]].prompt_len;
+            nb++;
+        }
+        model_grads_zero(m);
+        double nll = 0;
+        long ntok = 0;
+        rc = run_examples(m, &s, &tr, bidx, nb, 1, R ? -1.0 / (double)R : 0, &nll, &ntok, err);
+        if (rc) break;
+        double norm = model_grad_norm(m);
+        double lr = lr_at(o.schedule_cosine ? LR_COSINE : LR_CONSTANT, o.lr, step, o.warmup, total, o.min_lr_ratio);
+        if (!isfinite(norm) || !isfinite(nll)) {
+            log_warn("sft step %ld: non-finite loss or gradient norm: update skipped", step + 1);
+        } else {
+            if (o.clip > 0) model_grads_clip(m, o.clip);
+            if ((rc = adamw_step(m, &ac, (float)lr, err))) break;
+        }
+        loss_acc += nll;
+        tok_acc += ntok;
+        long done = step + 1;
+        if (o.log_every > 0 && (done % o.log_every == 0 || done == total)) {
+            double el = clock_s() - t_start;
+            printf("{\"step\": %ld, \"epoch\": %ld, \"loss\": %.6f, \"grad_norm\": %.4f, \"lr\": %.6g, \"elapsed_s\": %.2f}\n",
+                   done, epoch, tok_acc ? loss_acc / (double)tok_acc : 0, norm, lr, el);
+            fflush(stdout);
+            loss_acc = 0;
+            tok_acc = 0;
+        }
+        if (val.n && o.eval_every > 0 && done % o.eval_every == 0 && done < total) {
+            double vn, acc;
+            if ((rc = evaluate(m, &s, tok, &val, o.eval_max, c.max_response_length, max_len, &vn, &acc, err))) break;
+            printf("{\"step\": %ld, \"val/nll\": %.6f, \"val/greedy_acc\": %.4f}\n", done, vn, acc);
+            fflush(stdout);
+        }
+        if (o.save_every > 0 && done % o.save_every == 0) {
+            CheckpointState cs = {.step = done, .adam_step = m->adam_step, .rng_seed = o.seed, .data_epoch = epoch,
+                                  .data_cursor = cursor};
+            if (checkpoint_save(ckdir, m, &cs, c.max_actor_ckpt_to_keep, err)) log_error("sft: %s", err);
+        }
+    }
+    if (!rc && val.n) {
+        double vn, acc;
+        rc = evaluate(m, &s, tok, &val, o.eval_max, c.max_response_length, max_len, &vn, &acc, err);
+        if (!rc) printf("{\"step\": %ld, \"val/nll\": %.6f, \"val/greedy_acc\": %.4f}\n", total, vn, acc);
+    }
+    xfree(perm);
+    xfree(bidx);
+    if (!rc) rc = model_save(m, o.out, ST_F32, err);
+    if (!rc) {
+        const char *files[] = {"tokenizer.json", "tokenizer_config.json"};
+        for (int i = 0; i < 2 && !rc; i++) {
+            char from[4200], to[4200];
+            snprintf(from, sizeof from, "%s/%s", tdir, files[i]);
+            snprintf(to, sizeof to, "%s/%s", o.out, files[i]);
+            struct stat sb;
+            if (stat(from, &sb) == 0) rc = copy_file(from, to, err);
+        }
+    }
+    if (!rc) log_info("sft: model written to %s (%.1f s)", o.out, clock_s() - t_start);
+out:
+    if (rc) log_error("sft: %s", err);
+    xfree(s.tok); xfree(s.tgt); xfree(s.cu); xfree(s.logp); xfree(s.dlogp);
+    examples_free(&tr);
+    examples_free(&val);
+    model_free(m);
+    tokenizer_free(tok);
+    config_free(&c);
+    return rc ? 1 : 0;
+}
