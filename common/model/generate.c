@@ -14,6 +14,7 @@
 #include "core/rng.h"
 
 enum { SEQ_WAITING = 0, SEQ_RUNNING, SEQ_DONE };
+#define GEN_PACKED_MAX_ROWS 64   /* default mode: more rows than this in a step go to sgemm */
 
 typedef struct {
     uint64_t     id, tag, seed, group_id;
@@ -41,6 +42,8 @@ struct GenEngine {
     long       n_blocks, n_free, ctx_max;
     int32_t   *free_list;       /* [n_blocks] stack of free block ids */
     float     *kc, *vc;         /* [L][n_blocks * BS * kvd] */
+    float     *packed;          /* every linear weight re-laid by cpu_pack_weights (one slab) */
+    float    **pk;              /* [4 L + 1]: layer l's wqkv, wo, wgu, wd at 4l .. 4l+3, lm_head last */
     Seq      **run, **wait, **done;
     int        n_run, n_wait, n_done, cap_wait, cap_done;
     uint64_t   next_id;
@@ -64,6 +67,33 @@ const char *gen_finish_name(GenFinish f) {
 }
 
 static long blocks_for(const GenEngine *e, long positions) { return (positions + e->BS - 1) / e->BS; }
+
+/* (N, K) of packed weight i (see GenEngine.pk) */
+static void pk_shape(const ModelConfig *c, int i, int *N, int *K) {
+    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    if (i == 4 * c->n_layers) { *N = c->vocab; *K = c->hidden; return; }
+    switch (i % 4) {
+    case 0: *N = qd + 2 * kvd; *K = c->hidden; break;
+    case 1: *N = c->hidden; *K = qd; break;
+    case 2: *N = 2 * c->inter; *K = c->hidden; break;
+    default: *N = c->hidden; *K = c->inter; break;
+    }
+}
+
+static const float *pk_source(const Model *m, int i) {
+    if (i == 4 * m->cfg.n_layers) return m->w.lm_head;
+    const LayerWeights *W = &m->w.layer[i / 4];
+    return i % 4 == 0 ? W->wqkv : i % 4 == 1 ? W->wo : i % 4 == 2 ? W->wgu : W->wd;
+}
+
+void gen_engine_reload_weights(GenEngine *e) {
+    if (!e) return;
+    for (int i = 0; i <= 4 * e->m->cfg.n_layers; i++) {
+        int N, K;
+        pk_shape(&e->m->cfg, i, &N, &K);
+        cpu_pack_weights(e->pk[i], pk_source(e->m, i), N, K);
+    }
+}
 
 GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     if (!m || !o) { err_set(err, ERR_INVAL, "gen_engine_new: NULL model or options"); return NULL; }
@@ -96,6 +126,22 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     for (long b = 0; b < e->n_blocks; b++) e->free_list[b] = (int32_t)(e->n_blocks - 1 - b);
     e->n_free = e->n_blocks;
     e->run = xcalloc((size_t)o->max_num_seqs, sizeof(Seq *));
+    int npk = 4 * c->n_layers + 1;
+    long pk_total = 0;
+    for (int i = 0; i < npk; i++) {
+        int N, K;
+        pk_shape(c, i, &N, &K);
+        pk_total += cpu_pack_floats(N, K);
+    }
+    e->packed = xmalloc((size_t)pk_total * sizeof(float));
+    e->pk = xmalloc((size_t)npk * sizeof(float *));
+    for (long i = 0, off = 0; i < npk; i++) {
+        int N, K;
+        pk_shape(c, (int)i, &N, &K);
+        e->pk[i] = e->packed + off;
+        off += cpu_pack_floats(N, K);
+    }
+    gen_engine_reload_weights(e);
     int R = e->max_rows, S = o->max_num_seqs, H = c->hidden, I = c->inter, V = c->vocab;
     int qd = c->n_heads * c->head_dim;
     e->row_tok = xmalloc((size_t)R * sizeof(int32_t));
@@ -121,11 +167,13 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     e->samp_scratch_bytes = (sample_scratch_bytes(V) + 63) & ~(size_t)63;
     e->samp_scratch = xmalloc(e->samp_scratch_bytes * S);
     double cache_mb = 2.0 * layer_floats * c->n_layers * sizeof(float) / 1048576.0;
+    double pack_mb = (double)pk_total * sizeof(float) / 1048576.0;
     double step_mb = ((double)R * (3 * H + e->qkvd + qd + 3 * I) + (double)S * (H + V) +
                       (double)e->nthr * e->ctx_max) * sizeof(float) / 1048576.0 +
                      (double)e->samp_scratch_bytes * S / 1048576.0;
     log_info("rollout engine: KV cache %ld blocks x %d positions = %ld tokens (%.1f MiB), %d seqs, %d rows per "
-             "step (%.1f MiB buffers), %s mode, %d threads", e->n_blocks, BS, e->ctx_max, cache_mb, S, R, step_mb,
+             "step (%.1f MiB buffers), packed weights %.1f MiB, %s mode, %d threads", e->n_blocks, BS, e->ctx_max,
+             cache_mb, S, R, step_mb, pack_mb,
              o->batch_invariant ? "batch-invariant" : "default", e->nthr);
     return e;
 }
@@ -145,7 +193,7 @@ void gen_engine_free(GenEngine *e) {
     for (int i = 0; i < e->n_wait; i++) seq_free(e->wait[i]);
     for (int i = 0; i < e->n_done; i++) seq_free(e->done[i]);
     xfree(e->run); xfree(e->wait); xfree(e->done);
-    xfree(e->kc); xfree(e->vc); xfree(e->free_list);
+    xfree(e->kc); xfree(e->vc); xfree(e->free_list); xfree(e->packed); xfree(e->pk);
     xfree(e->row_tok); xfree(e->row_pos); xfree(e->row_tab);
     xfree(e->x); xfree(e->xn); xfree(e->mid); xfree(e->qkv); xfree(e->att); xfree(e->gu); xfree(e->hm);
     xfree(e->cs); xfree(e->sn); xfree(e->att_scratch);
@@ -279,10 +327,13 @@ static int is_stop(const GenEngine *e, const Seq *s, int32_t t) {
     return 0;
 }
 
-static void linear(const GenEngine *e, float *y, const float *x, const float *w, const float *b, int M, int N,
-                   int K) {
-    if (e->o.batch_invariant) cpu_linear_rowwise(y, x, w, b, M, N, K);
-    else cpu_linear(y, x, w, b, M, N, K);
+/* Linear layer i of GenEngine.pk: the packed fixed-order kernel for decode-sized batches and always in
+ * batch-invariant mode; sgemm for big prefill chunks in the default mode. */
+static void linear(const GenEngine *e, int i, float *y, const float *x, const float *b, int M) {
+    int N, K;
+    pk_shape(&e->m->cfg, i, &N, &K);
+    if (e->o.batch_invariant || M <= GEN_PACKED_MAX_ROWS) cpu_linear_packed(y, x, e->pk[i], b, M, N, K);
+    else cpu_linear(y, x, pk_source(e->m, i), b, M, N, K);
 }
 
 /* The decoder over R packed rows (row_tok/row_pos/row_tab set); writes K/V of every row into the cache and
@@ -301,7 +352,7 @@ static void forward_rows(GenEngine *e, int R) {
         const LayerWeights *W = &m->w.layer[l];
         float *kc = e->kc + l * layer_floats, *vc = e->vc + l * layer_floats;
         cpu_rmsnorm(e->xn, NULL, e->x, W->ln1, R, H, c->rms_eps);
-        linear(e, e->qkv, e->xn, W->wqkv, W->bqkv, R, qkvd, H);
+        linear(e, 4 * l, e->qkv, e->xn, W->bqkv, R);
         if (c->qk_norm) {
             cpu_rmsnorm_heads(e->qkv, qkvd, NULL, e->qkv, qkvd, W->qn, R, nh, hd, c->rms_eps);
             cpu_rmsnorm_heads(e->qkv + qd, qkvd, NULL, e->qkv + qd, qkvd, W->kn, R, nkv, hd, c->rms_eps);
@@ -316,12 +367,12 @@ static void forward_rows(GenEngine *e, int R) {
         }
         cpu_paged_attention(e->att, qd, e->qkv, qkvd, R, e->row_pos, e->row_tab, kc, vc, BS, nh, nkv, hd, scale,
                             e->att_scratch, e->ctx_max);
-        linear(e, e->mid, e->att, W->wo, NULL, R, H, qd);
+        linear(e, 4 * l + 1, e->mid, e->att, NULL, R);
         cpu_add(e->mid, e->x, (long)R * H);
         cpu_rmsnorm(e->xn, NULL, e->mid, W->ln2, R, H, c->rms_eps);
-        linear(e, e->gu, e->xn, W->wgu, NULL, R, 2 * I, H);
+        linear(e, 4 * l + 2, e->gu, e->xn, NULL, R);
         cpu_swiglu(e->hm, e->gu, R, I);
-        linear(e, e->x, e->hm, W->wd, NULL, R, H, I);
+        linear(e, 4 * l + 3, e->x, e->hm, NULL, R);
         cpu_add(e->x, e->mid, (long)R * H);
     }
 }
@@ -375,7 +426,7 @@ int gen_engine_step(GenEngine *e, char err[ERR_LEN]) {
     for (int k = 0; k < S; k++)
         memcpy(e->xs + (long)k * H, e->x + (long)e->samp_row[k] * H, (size_t)H * sizeof(float));
     cpu_rmsnorm(e->xs, NULL, e->xs, e->m->w.norm, S, H, c->rms_eps);
-    linear(e, e->logits, e->xs, e->m->w.lm_head, NULL, S, V, H);
+    linear(e, 4 * c->n_layers, e->logits, e->xs, NULL, S);
 #pragma omp parallel for schedule(dynamic, 1) if (S > 1)
     for (int k = 0; k < S; k++) {
         Seq *s = e->samp_seq[k];

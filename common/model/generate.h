@@ -27,12 +27,15 @@
  * top-k / top-p truncation (temperature 1 for greedy) — what the learner recomputes (DESIGN.md §2), so the
  * rollout-vs-learner mismatch metrics compare like with like; it is not the truncated sampler's probability.
  *
- * Batch-invariant mode (GenOptions.batch_invariant, config rollout.batch_invariant): every linear layer goes
- * through cpu_linear_rowwise and attention through cpu_paged_attention, whose per-row reductions have a fixed
- * order; RMSNorm, RoPE, SwiGLU are per row already. Then a row's logits are bitwise the same whatever else is
+ * Linear layers run on a packed copy of the weights (cpu_pack_weights, made at gen_engine_new and by
+ * gen_engine_reload_weights) through cpu_linear_packed: one fixed-order FMA chain per output, weights streamed
+ * once per 8 rows, no per-call packing — the decode path. Attention: cpu_paged_attention (fixed order per row).
+ * Batch-invariant mode (GenOptions.batch_invariant, config rollout.batch_invariant): every linear layer takes that
+ * path; RMSNorm, RoPE, SwiGLU are per row already. Then a row's logits are bitwise the same whatever else is
  * in the step (other sequences, prefill chunk boundaries, recompute after preemption, thread count), and the
- * same seed gives the same tokens on any number of workers. Default mode uses cblas_sgemm (faster); its
- * log-probs equal model_forward's (dapo-logprobs) to ~1e-5.
+ * same seed gives the same tokens on any number of workers. Default mode sends steps of more than 64 rows (big
+ * prefill chunks) to cblas_sgemm instead (faster there); its log-probs equal model_forward's (dapo-logprobs)
+ * to ~1e-5. Memory: the packed copy is one more copy of the linear weights.
  *
  * Threads: one engine is used from one thread; kernels inside use OpenMP (omp_set_num_threads by the caller).
  * Not here: the wire protocol (services/rollout), CUDA, speculative decoding, prefix caching, beam search,
@@ -97,6 +100,9 @@ typedef struct GenEngine GenEngine;
  * (logged). NULL with a message on bad options (ERR_INVAL) or head_dim > 512 (ERR_UNSUPPORTED). */
 GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]);
 void       gen_engine_free(GenEngine *e);   /* NULL-safe; drops unfinished sequences */
+
+/* Re-packs the weights after m->params changed (a weight swap); call with no sequence in progress. */
+void gen_engine_reload_weights(GenEngine *e);
 
 /* Queues a sequence (copies the request). Returns 0 and its id in *id, or ERR_INVAL (bad token, lengths,
  * sampling params) / ERR_TOO_BIG (prompt + max_tokens exceeds the whole cache: it could never finish). */

@@ -257,6 +257,7 @@ static void weights_turn(Rollout *r) {
     if (st.in_progress) return;                   /* running sequences finish on the old weights first */
     int64_t v = wfetch_swap(r->wf, r->m);
     if (v < 0) return;
+    gen_engine_reload_weights(r->eng);            /* the engine's packed copy of the linear weights */
     r->version = v;
     for (int i = 0; i < r->ng; i++)               /* groups not started yet now run on v */
         if (r->g[i]->got == 0) r->g[i]->min_version = v;

@@ -35,52 +35,6 @@ static inline __attribute__((always_inline)) float dot16(const float *x, const f
     return lanes_sum(acc);
 }
 
-/* 4 rows of x against one weight row, each with its own 16-lane accumulator (same order as dot16). */
-static inline __attribute__((always_inline)) void dot16x4(const float *x, long ldx, const float *w, int n,
-                                                          float out[4]) {
-    float a0[LANES] = { 0 }, a1[LANES] = { 0 }, a2[LANES] = { 0 }, a3[LANES] = { 0 };
-    const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx;
-    int k = 0;
-    for (; k + LANES <= n; k += LANES)
-        for (int l = 0; l < LANES; l++) {
-            float wv = w[k + l];
-            a0[l] += x0[k + l] * wv;
-            a1[l] += x1[k + l] * wv;
-            a2[l] += x2[k + l] * wv;
-            a3[l] += x3[k + l] * wv;
-        }
-    for (int l = 0; k + l < n; l++) {
-        float wv = w[k + l];
-        a0[l] += x0[k + l] * wv;
-        a1[l] += x1[k + l] * wv;
-        a2[l] += x2[k + l] * wv;
-        a3[l] += x3[k + l] * wv;
-    }
-    out[0] = lanes_sum(a0);
-    out[1] = lanes_sum(a1);
-    out[2] = lanes_sum(a2);
-    out[3] = lanes_sum(a3);
-}
-
-HOT void cpu_linear_rowwise(float *y, const float *x, const float *w, const float *b, int M, int N, int K) {
-    if (M <= 0 || N <= 0) return;
-#pragma omp parallel for schedule(static) if ((long)M * N * K >= 65536)
-    for (int n = 0; n < N; n++) {
-        const float *wn = w + (long)n * K;
-        float bn = b ? b[n] : 0.0f;
-        int m = 0;
-        for (; m + 4 <= M; m += 4) {
-            float o[4];
-            dot16x4(x + (long)m * K, K, wn, K, o);
-            for (int i = 0; i < 4; i++) y[(long)(m + i) * N + n] = b ? o[i] + bn : o[i];
-        }
-        for (; m < M; m++) {
-            float o = dot16(x + (long)m * K, wn, K);
-            y[(long)m * N + n] = b ? o + bn : o;
-        }
-    }
-}
-
 HOT void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R, const int32_t *pos,
                              const int32_t *const *table, const float *kc, const float *vc, int block_tokens, int nh,
                              int nkv, int hd, float scale, float *scratch, long ctx_max) {
@@ -126,5 +80,106 @@ HOT void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R
             float *o = out + (long)r * ldo + h * hd;
             for (int d = 0; d < hd; d++) o[d] = acc[d] * inv;
         }
+    }
+}
+
+/* ------------------------------------------------------------------------------------ packed linear */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#else
+#define HAVE_X86 0
+#endif
+
+long cpu_pack_floats(int N, int K) { return (long)((N + CPU_PACK_COLS - 1) / CPU_PACK_COLS) * CPU_PACK_COLS * K; }
+
+void cpu_pack_weights(float *dst, const float *w, int N, int K) {
+    int nb = (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < nb; b++)
+        for (int k = 0; k < K; k++) {
+            float *d = dst + ((long)b * K + k) * CPU_PACK_COLS;
+            for (int j = 0; j < CPU_PACK_COLS; j++) {
+                int n = b * CPU_PACK_COLS + j;
+                d[j] = n < N ? w[(long)n * K + k] : 0.0f;
+            }
+        }
+}
+
+static inline __attribute__((always_inline)) void tile_store(float *y, int ldy, const float *acc, int ncols,
+                                                             const float *b) {
+    for (int j = 0; j < ncols; j++) y[j] = b ? acc[j] + b[j] : acc[j];
+    (void)ldy;
+}
+
+#if HAVE_X86
+/* MR rows x 32 columns; MR is a compile-time constant after inlining so the accumulators live in registers. */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+tile_avx512(const int MR, const float *x, int K, const float *wp, float *y, int ldy, const float *b, int ncols) {
+    __m512 a0[8], a1[8];
+    for (int r = 0; r < MR; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); }
+    for (int k = 0; k < K; k++) {
+        __m512 w0 = _mm512_loadu_ps(wp + (long)k * 32), w1 = _mm512_loadu_ps(wp + (long)k * 32 + 16);
+        for (int r = 0; r < MR; r++) {
+            __m512 xv = _mm512_set1_ps(x[(long)r * K + k]);
+            a0[r] = _mm512_fmadd_ps(xv, w0, a0[r]);
+            a1[r] = _mm512_fmadd_ps(xv, w1, a1[r]);
+        }
+    }
+    for (int r = 0; r < MR; r++) {
+        float acc[32];
+        _mm512_storeu_ps(acc, a0[r]);
+        _mm512_storeu_ps(acc + 16, a1[r]);
+        tile_store(y + (long)r * ldy, ldy, acc, ncols, b);
+    }
+}
+
+__attribute__((target("avx512f"))) static void panel_avx512(const float *x, int M, int K, const float *wp, float *y,
+                                                             int ldy, const float *b, int ncols) {
+    int m = 0;
+    for (; m + 8 <= M; m += 8) tile_avx512(8, x + (long)m * K, K, wp, y + (long)m * ldy, ldy, b, ncols);
+    int left = M - m;
+    const float *xm = x + (long)m * K;
+    float *ym = y + (long)m * ldy;
+    if (left >= 4) { tile_avx512(4, xm, K, wp, ym, ldy, b, ncols); xm += 4L * K; ym += 4L * ldy; left -= 4; }
+    if (left >= 2) { tile_avx512(2, xm, K, wp, ym, ldy, b, ncols); xm += 2L * K; ym += 2L * ldy; left -= 2; }
+    if (left >= 1) tile_avx512(1, xm, K, wp, ym, ldy, b, ncols);
+}
+#endif
+
+static void panel_generic(const float *x, int M, int K, const float *wp, float *y, int ldy, const float *b, int ncols) {
+    for (int m = 0; m < M; m++) {
+        float acc[32] = { 0 };
+        const float *xr = x + (long)m * K;
+        for (int k = 0; k < K; k++) {
+            const float *w = wp + (long)k * 32;
+            float xv = xr[k];
+            for (int j = 0; j < 32; j++) acc[j] += xv * w[j];
+        }
+        tile_store(y + (long)m * ldy, ldy, acc, ncols, b);
+    }
+}
+
+void cpu_linear_packed(float *y, const float *x, const float *wp, const float *b, int M, int N, int K) {
+    if (M <= 0 || N <= 0) return;
+    static int avx512 = -1;
+    if (avx512 < 0) {
+#if HAVE_X86
+        __builtin_cpu_init();
+        avx512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
+#else
+        avx512 = 0;
+#endif
+    }
+    int nb = (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
+#pragma omp parallel for schedule(static) if ((long)M * N * K >= 262144)
+    for (int p = 0; p < nb; p++) {
+        int n0 = p * CPU_PACK_COLS, ncols = N - n0 < CPU_PACK_COLS ? N - n0 : CPU_PACK_COLS;
+        const float *wp_p = wp + (long)p * K * CPU_PACK_COLS;
+        const float *bp = b ? b + n0 : NULL;
+#if HAVE_X86
+        if (avx512) { panel_avx512(x, M, K, wp_p, y + n0, N, bp, ncols); continue; }
+#endif
+        panel_generic(x, M, K, wp_p, y + n0, N, bp, ncols);
     }
 }

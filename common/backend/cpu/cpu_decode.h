@@ -1,6 +1,6 @@
 /* common/backend/cpu/cpu_decode.h: the CPU kernels that only the rollout engine's KV-cache decoding needs
- * (model/generate.h): attention of packed query rows against a paged KV cache, and a row-independent
- * ("batch-invariant") linear layer whose every output element is reduced in an order fixed by K alone.
+ * (model/generate.h): attention of packed query rows against a paged KV cache, and a linear layer on pre-packed weights whose
+ * every output element is reduced in an order fixed by K alone ("batch-invariant").
  * Formulas: transformers eager_attention_forward (softmax(q k^T * scale) v, causal) and nn.Linear.
  * Not here: the dense kernels shared with the learner (cpu_ops.h), cache bookkeeping (model/generate.c).
  * None of these functions allocate or fail (shapes are the caller's contract). */
@@ -9,12 +9,19 @@
 
 #include <stdint.h>
 
-/* y[M, N] = x[M, K] @ w[N, K]^T (+ b[N] when b != NULL), fp32, row-major. Each y[m, n] is computed as the
- * same fixed sequence of fp32 operations on (x[m, :], w[n, :], b[n]) whatever M, the other rows and the thread
- * count are: 16 interleaved partial sums over k (k mod 16), combined by a fixed pairwise tree, then + b.
- * That is what makes the rollout's batch-invariant mode (rollout.batch_invariant) reproducible: a row's result
- * never depends on the batch it rides in. Parallel over N (OpenMP). Slower than cblas_sgemm. */
-void cpu_linear_rowwise(float *y, const float *x, const float *w, const float *b, int M, int N, int K);
+/* Packed weights for cpu_linear_packed: w[N, K] (nn.Linear layout) re-laid as column panels of
+ * CPU_PACK_COLS: dst[(nb * K + k) * CPU_PACK_COLS + j] = w[nb * CPU_PACK_COLS + j, k] (0 beyond N).
+ * cpu_pack_floats gives the size of dst in floats. */
+#define CPU_PACK_COLS 32
+long cpu_pack_floats(int N, int K);
+void cpu_pack_weights(float *dst, const float *w, int N, int K);
+
+/* y[M, N] = x[M, K] @ w^T (+ b[N]) with w packed by cpu_pack_weights. Each y[m, n] is one fused multiply-add chain
+ * over k = 0 .. K-1 in order (AVX-512; a plain multiply-then-add chain on CPUs without it), then + b[n]: the result
+ * of a row never depends on M, the other rows or the thread count (batch-invariant), and the weights stream once
+ * per panel for up to 8 rows at a time, which is what makes small-batch decoding fast (no per-call packing of
+ * the weight matrix, unlike sgemm). Parallel over column panels (OpenMP). */
+void cpu_linear_packed(float *y, const float *x, const float *wp, const float *b, int M, int N, int K);
 
 /* Attention of R packed query rows against a paged KV cache (causal: row r attends to its sequence's keys at
  * positions 0 .. pos[r], which must already be in the cache).
