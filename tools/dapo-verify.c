@@ -54,10 +54,11 @@ static char *error_object(json_t *id, long lineno, const char *msg) {
     return s;
 }
 
-static const char *is_blank(const char *s, size_t n) {
+/* True when the line holds only JSON whitespace (skipped, no output). */
+static bool is_blank(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return NULL;
-    return s;
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return false;
+    return true;
 }
 
 /* Scores one line into ln->out. ws: this thread's workspace. */
