@@ -827,6 +827,16 @@ static int rollouts_current(Coord *c) {
     return alive > 0;
 }
 
+/* Every learner rank 0..W-1 is registered and alive. */
+static int learners_ready(Coord *c) {
+    int have = 0;
+    for (int r = 0; r < c->cfg.num_learners; r++)
+        for (int i = 0; i < c->nworkers; i++)
+            if (c->workers[i].role == DAPO__ROLE__ROLE_LEARNER && c->workers[i].life == WORKER_ALIVE &&
+                (int)c->workers[i].rank == r) { have++; break; }
+    return have == c->cfg.num_learners;
+}
+
 static void finish_step(Coord *c) {
     Engine *e = c->engine;
     for (int i = 0; i < e->ngroups; i++)
@@ -884,7 +894,9 @@ static int tick_once(Coord *c) {
             break;
         }
         if (c->cfg.val_only) { e->phase = PH_DONE; break; }
-        if (rollouts_current(c)) start_step(c);
+        if (!learners_ready(c))
+            status(c, "waiting for all %d learner ranks to register", c->cfg.num_learners);
+        else if (rollouts_current(c)) start_step(c);
         else status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
         break;
     case PH_VALIDATE:
