@@ -156,7 +156,7 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     e->hm = xmalloc((size_t)R * I * sizeof(float));
     e->cs = xmalloc((size_t)R * (c->head_dim / 2 + 1) * sizeof(float));
     e->sn = xmalloc((size_t)R * (c->head_dim / 2 + 1) * sizeof(float));
-    e->att_scratch = xmalloc((size_t)e->nthr * e->ctx_max * sizeof(float));
+    e->att_scratch = xmalloc((size_t)e->nthr * (c->n_heads / c->n_kv_heads) * e->ctx_max * sizeof(float));
     e->samp_seq = xmalloc((size_t)S * sizeof(Seq *));
     e->samp_row = xmalloc((size_t)S * sizeof(int));
     e->samp_rc = xmalloc((size_t)S * sizeof(int));
@@ -169,7 +169,7 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     double cache_mb = 2.0 * layer_floats * c->n_layers * sizeof(float) / 1048576.0;
     double pack_mb = (double)pk_total * sizeof(float) / 1048576.0;
     double step_mb = ((double)R * (3 * H + e->qkvd + qd + 3 * I) + (double)S * (H + V) +
-                      (double)e->nthr * e->ctx_max) * sizeof(float) / 1048576.0 +
+                      (double)e->nthr * (c->n_heads / c->n_kv_heads) * e->ctx_max) * sizeof(float) / 1048576.0 +
                      (double)e->samp_scratch_bytes * S / 1048576.0;
     log_info("rollout engine: KV cache %ld blocks x %d positions = %ld tokens (%.1f MiB), %d seqs, %d rows per "
              "step (%.1f MiB buffers), packed weights %.1f MiB, %s mode, %d threads", e->n_blocks, BS, e->ctx_max,
@@ -360,10 +360,8 @@ static void forward_rows(GenEngine *e, int R) {
         cpu_rope(e->qkv, qkvd, e->cs, e->sn, R, nh, hd, 0);
         cpu_rope(e->qkv + qd, qkvd, e->cs, e->sn, R, nkv, hd, 0);
         for (int r = 0; r < R; r++) {
-            int p = e->row_pos[r];
-            long slot = (long)e->row_tab[r][p / BS] * BS + p % BS;
-            memcpy(kc + slot * kvd, e->qkv + (long)r * qkvd + qd, (size_t)kvd * sizeof(float));
-            memcpy(vc + slot * kvd, e->qkv + (long)r * qkvd + qd + kvd, (size_t)kvd * sizeof(float));
+            const float *kr = e->qkv + (long)r * qkvd + qd;
+            cpu_kv_store(kc, vc, e->row_tab[r], e->row_pos[r], kr, kr + kvd, BS, nkv, hd);
         }
         cpu_paged_attention(e->att, qd, e->qkv, qkvd, R, e->row_pos, e->row_tab, kc, vc, BS, nh, nkv, hd, scale,
                             e->att_scratch, e->ctx_max);

@@ -14,8 +14,10 @@
  * sampled, and it goes to the front of the waiting queue; when re-admitted, its prompt + sampled tokens are
  * prefilled again. So a full cache delays sequences but never fails them.
  *
- * KV cache: kv_cache_tokens rounded up to blocks of block_tokens positions; per layer one K and one V array
- * [n_blocks, block_tokens, n_kv_heads * head_dim] fp32, allocated once at gen_engine_new (logged).
+ * KV cache: kv_cache_tokens rounded up to blocks of block_tokens positions; per layer one K array
+ * [n_blocks, n_kv_heads, head_dim, block_tokens] (transposed in a block, so a block's scores are one vector
+ * FMA chain) and one V array [n_blocks, block_tokens, n_kv_heads * head_dim], fp32, allocated once at
+ * gen_engine_new (logged).
  *
  * Sampling (model/sample.h): token t of response `sample` of group `group_id` uses the uniform draw
  * rng_uniform(seed, group_id, sample, t) (core/rng.h), so a response depends only on (seed, group, sample,

@@ -28,15 +28,21 @@ void cpu_linear_packed(float *y, const float *x, const float *wp, const float *b
  *   q:      [R, ldq]  nh heads of hd per row (RoPE applied)
  *   out:    [R, ldo]  nh heads of hd
  *   pos:    [R]       absolute position of each row in its sequence
- *   table:  [R]       the row's sequence block table: block ids, one per block_tokens positions
- *   kc, vc: the layer's caches [n_blocks, block_tokens, nkv * hd]; head h reads kv head h / (nh / nkv)
+ *   table:  [R]       the row's sequence block table: block ids, one per block_tokens (BS) positions
+ *   kc:     the layer's keys, TRANSPOSED within a block: [n_blocks, nkv, hd, BS] (see cpu_kv_store), so the
+ *           scores of BS keys are one vector FMA chain over d
+ *   vc:     the layer's values [n_blocks, BS, nkv * hd]; head h reads kv head h / (nh / nkv)
  *   scale:  1 / sqrt(hd) (HF)
- *   scratch: n_threads * ctx_max floats, ctx_max >= max(pos) + 1, n_threads = omp_get_max_threads()
- * Per (row, head): s_j = (q . k_j) * scale with 16-lane partial sums, p_j = exp(s_j - max) / sum_j (double
- * sum in j order), out = sum_j p_j v_j in j order: a fixed order per row, so the result is batch-invariant.
- * Parallel over (row, head) pairs. */
+ *   scratch: n_threads * (nh / nkv) * ctx_max floats, ctx_max >= max(pos) + 1, n_threads = omp_get_max_threads()
+ * Per (row, head): s_j = (sum_d q_d k_jd, in d order) * scale, p_j = exp(s_j - max) / sum_j (double sum in j
+ * order), out = (sum_j p_j v_j in j order) / sum: a fixed order per row, so the result is batch-invariant.
+ * exp is a Cephes-style polynomial (relative error ~2e-7). Parallel over (row, kv head) pairs. */
 void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R, const int32_t *pos,
                          const int32_t *const *table, const float *kc, const float *vc, int block_tokens, int nh,
                          int nkv, int hd, float scale, float *scratch, long ctx_max);
+
+/* Writes the k and v rows [nkv * hd] of position p into the caches of the layouts above (block = table[p / BS]). */
+void cpu_kv_store(float *kc, float *vc, const int32_t *table, int p, const float *k, const float *v, int block_tokens,
+                  int nkv, int hd);
 
 #endif
