@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# bench/generate/run.sh: end-to-end generation tokens/s of the rollout engine (model/generate.h: paged KV cache,
+# continuous batching, packed-weight decode kernels; prefill included) beside transformers' generate() (sampling,
+# use_cache=True, fp32, eager, 2 threads, tuned per /work/shared/PERF.md) on the same random Qwen2 checkpoints,
+# in the same run: 32-token prompts, exactly 128 sampled tokens per sequence at temperature 1, batch 1, 16 and 64,
+# for the tiny (V512 H256 L4 8/2 heads I704) and small (V4096 H512 L8 8/2 heads I1408) configs of issue 4.
+# Medians over STEPS runs after WARMUP runs. Also ours in batch-invariant mode for the small config at batch 16.
+# Last line: BENCH generate ours=<small, batch 16 tok/s> baseline=<tok/s> ratio=<ours/baseline>
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+BUILD=${BUILD:-build}
+STEPS=${STEPS:-3}
+WARMUP=${WARMUP:-1}
+BATCHES=${BATCHES:-"1 16 64"}
+
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
+fi
+# PERF.md's fair settings, for both sides (never overriding what the caller set)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
+export MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-4294967296} MALLOC_TRIM_THRESHOLD_=${MALLOC_TRIM_THRESHOLD_:-4294967296}
+export MALLOC_TOP_PAD_=${MALLOC_TOP_PAD_:-1073741824}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
+echo "env: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-} OMP_WAIT_POLICY=$OMP_WAIT_POLICY OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT" \
+     "OMP_NUM_THREADS=$OMP_NUM_THREADS MALLOC_MMAP_THRESHOLD_=$MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_=$MALLOC_TRIM_THRESHOLD_" \
+     "MALLOC_TOP_PAD_=$MALLOC_TOP_PAD_"
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+[ -f "$BUILD/lib/libdapo.a" ] || make -s -j2 BUILD="$BUILD" "$BUILD/lib/libdapo.a"
+CFLAGS="-O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -I. -Icommon -I/usr/include/x86_64-linux-gnu/openblas-pthread $(pkg-config --cflags jansson)"
+gcc $CFLAGS bench/generate/bench_generate.c "$BUILD/lib/libdapo.a" $(pkg-config --libs jansson) -lopenblas -lpthread -lm -fopenmp \
+    -o "$tmp/bench_generate"
+kernel=$(python3 -c "import ctypes; l = ctypes.CDLL('libopenblas.so.0'); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())" 2>/dev/null || echo unknown)
+echo "ours: OpenBLAS kernel $kernel (used for prefill chunks over 64 rows); decode: packed-weight AVX-512 kernels"
+
+declare -A ours base
+for cfg in tiny small; do
+  python3 bench/train/baseline_torch.py --make-model "$tmp/$cfg" --config "$cfg" >/dev/null 2>&1
+  for B in $BATCHES; do
+    echo "== $cfg, batch $B: ours (C rollout engine)"
+    "$tmp/bench_generate" --model "$tmp/$cfg" --batch "$B" --steps "$STEPS" --warmup "$WARMUP" | tee "$tmp/ours.txt"
+    ours[$cfg.$B]=$(sed -n 's/^OURS_GEN_TOK_S=//p' "$tmp/ours.txt")
+    echo "== $cfg, batch $B: baseline (transformers generate)"
+    python3 bench/generate/baseline_hf.py --model "$tmp/$cfg" --batch "$B" --steps "$STEPS" --warmup "$WARMUP" 2>/dev/null \
+      | tee "$tmp/base.txt"
+    base[$cfg.$B]=$(sed -n 's/^BASE_GEN_TOK_S=//p' "$tmp/base.txt")
+  done
+done
+echo "== small, batch 16: ours in batch-invariant mode (rollout.batch_invariant: true)"
+"$tmp/bench_generate" --model "$tmp/small" --batch 16 --steps "$STEPS" --warmup "$WARMUP" --invariant | grep -v '^OURS'
+
+echo
+printf '%-6s %6s %14s %14s %7s\n' config batch "ours tok/s" "baseline tok/s" ratio
+for cfg in tiny small; do
+  for B in $BATCHES; do
+    printf '%-6s %6s %14s %14s %7s\n' "$cfg" "$B" "${ours[$cfg.$B]}" "${base[$cfg.$B]}" \
+      "$(python3 -c "print(f'{${ours[$cfg.$B]} / ${base[$cfg.$B]}:.2f}')")"
+  done
+done
+o=${ours[small.16]:-0}; b=${base[small.16]:-1}
+echo "BENCH generate ours=$o baseline=$b ratio=$(python3 -c "print(f'{$o / $b:.2f}')")"
