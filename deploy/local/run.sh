@@ -1,53 +1,90 @@
 #!/usr/bin/env bash
-# deploy/local/run.sh: starts a dapo cluster on this machine — coordinator, rollout, verifier and learner — from one
-# config, with logs and pids in a run directory; prints the dashboard URL; Ctrl-C / SIGTERM stops everything.
-# Usage: deploy/local/run.sh [--config FILE] [--run-dir DIR] [key.path=value ...]
-# Work in progress (issue 9): the daemons register and heartbeat; generation, scoring and training are being built.
+# deploy/local/run.sh: runs a dapo training job on this machine — coordinator, M verifiers, N rollouts and W learner
+# ranks from one config — with data, logs, pids, metrics and checkpoints in a run directory; prints the dashboard
+# URL; Ctrl-C / SIGTERM stops everything cleanly (the coordinator checkpoints first).
+#
+#   deploy/local/run.sh [--config FILE] [--run-dir DIR] [--rollouts N] [--verifiers M] [--learners W]
+#                       [--steps S] [key.path=value ...]
+#
+# Defaults: configs/default.yaml, run directory runs/<config name>, 1 rollout, 1 verifier, 1 learner.
+# Before launching, configs/<name>.prepare.sh (when it exists) makes what the run needs that is not in the
+# repository — the generated task data, the SFT-warm-started base model — into the run directory, cached there
+# (it skips what already exists), and writes the config overrides that point at it into RUN_DIR/overrides.txt.
+# Refuses to start over a live run in the same directory; a stopped run resumes from its last checkpoint
+# (trainer.resume_mode auto). Sets the BLAS/threading environment the machine needs where the user has not
+# (deploy/local/env.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
 BUILD=${BUILD:-build}
 bin="$root/$BUILD/bin"
-config="$root/configs/default.yaml"
-rundir="$root/runs/default"
-args=()
+config="configs/default.yaml"; rundir=""; nroll=1; nver=1; nlearn=1; steps=""; args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
     --run-dir) rundir=$2; shift 2 ;;
+    --rollouts) nroll=$2; shift 2 ;;
+    --verifiers) nver=$2; shift 2 ;;
+    --learners) nlearn=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done
-. "$root/deploy/local/env.sh"
+[ -f "$config" ] || { echo "run.sh: no config file $config" >&2; exit 2; }
+name=$(basename "$config" .yaml)
+rundir=${rundir:-runs/$name}
 mkdir -p "$rundir/logs"
+rundir=$(cd "$rundir" && pwd)
+. "$root/deploy/local/env.sh"
+
 if [ -f "$rundir/pids" ]; then
-  while read -r pid name; do
-    if kill -0 "$pid" 2>/dev/null; then echo "run directory $rundir is in use by a live $name (pid $pid); stop it first" >&2; exit 1; fi
+  while read -r pid what; do
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "run.sh: $rundir is in use by a live $what (pid $pid); stop that run first (kill -TERM $pid)" >&2; exit 1
+    fi
   done < "$rundir/pids"
+  rm -f "$rundir/pids"
 fi
-: > "$rundir/pids"
-cfg=(); [ -f "$config" ] && cfg=(--config "$config")
+
+prep="${config%.yaml}.prepare.sh"
+: > "$rundir/overrides.txt"
+if [ -x "$prep" ]; then
+  echo "dapo: preparing the run with $prep (cached in $rundir)"
+  RUN_DIR="$rundir" BUILD="$BUILD" "$prep"
+fi
+mapfile -t prepared < <(grep -v '^\s*$' "$rundir/overrides.txt" || true)
+common=(--config "$config" "trainer.default_local_dir=$rundir/checkpoints" "cluster.num_learners=$nlearn"
+        "${prepared[@]}")
+[ -n "$steps" ] && common+=("trainer.total_training_steps=$steps")
+common+=("${args[@]}")
+"$bin/dapo-coordinator" "${common[@]}" --print-config > "$rundir/config.yaml"   # validates before anything starts
+http=$(sed -n 's/^  http: "\(.*\)"$/\1/p' "$rundir/config.yaml")
+
 pids=()
-start() {  # name, binary, args...
-  local name=$1; shift
-  "$@" >> "$rundir/logs/$name.log" 2>&1 &
-  pids+=($!); echo "$! $name" >> "$rundir/pids"
+start() {  # name, command...
+  local what=$1; shift
+  "$@" >> "$rundir/logs/$what.log" 2>&1 &
+  pids+=($!); echo "$! $what" >> "$rundir/pids"
 }
 stop() {
   trap - INT TERM
-  echo "stopping ${#pids[@]} processes..."
-  kill -TERM "${pids[@]}" 2>/dev/null || true
+  echo "dapo: stopping (the coordinator writes its checkpoint first)..."
+  kill -TERM "${pids[0]}" 2>/dev/null || true
+  wait "${pids[0]}" 2>/dev/null || true
+  kill -TERM "${pids[@]:1}" 2>/dev/null || true
   wait "${pids[@]}" 2>/dev/null || true
   rm -f "$rundir/pids"
+  echo "dapo: stopped; logs in $rundir/logs, metrics in $rundir/checkpoints/metrics.jsonl"
   exit 0
 }
 trap stop INT TERM
-start coordinator "$bin/dapo-coordinator" "${cfg[@]}" "${args[@]}"
-sleep 0.3
-start verifier-0 "$bin/dapo-verifier" "${cfg[@]}" "${args[@]}" --id verifier-0
-start rollout-0 "$bin/dapo-rollout" "${cfg[@]}" "${args[@]}" --id rollout-0
-start learner-0 "$bin/dapo-learner" "${cfg[@]}" "${args[@]}" --id learner-0 --rank 0
-http=$("$bin/dapo-coordinator" "${cfg[@]}" "${args[@]}" --print-config | sed -n 's/^  http: "\(.*\)"$/\1/p')
-echo "dapo: cluster running; logs and pids in $rundir"
-echo "dapo: status at http://$http/api/status  (Ctrl-C stops everything)"
+start coordinator "$bin/dapo-coordinator" "${common[@]}"
+for i in $(seq 0 $((nver - 1))); do start "verifier-$i" "$bin/dapo-verifier" "${common[@]}" --id "verifier-$i"; done
+for r in $(seq 0 $((nlearn - 1))); do start "learner-$r" "$bin/dapo-learner" "${common[@]}" --id "learner-$r" --rank "$r"; done
+for i in $(seq 0 $((nroll - 1))); do start "rollout-$i" "$bin/dapo-rollout" "${common[@]}" --id "rollout-$i"; done
+echo "dapo: running ($nroll rollout, $nver verifier, $nlearn learner); logs in $rundir/logs"
+echo "dapo: dashboard at http://$http/   (Ctrl-C stops the run; run the same command again to resume it)"
+# The coordinator keeps serving the dashboard after training finishes; Ctrl-C ends the run.
 wait "${pids[0]}" || true
 stop

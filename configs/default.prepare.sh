@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# configs/default.prepare.sh: what the default run needs beyond the repository, made into RUN_DIR and cached there
+# (deploy/local/run.sh calls it before launching):
+#   RUN_DIR/data/arith-{train,test}.jsonl   the task (tools/dapo-gen-arith: 20,000 training and 500 held-out problems)
+#   RUN_DIR/base-model/                     the tiny model (configs/tiny-model) warm-started by SFT on the worked
+#                                           solutions (dapo-sft), so that its held-out accuracy starts between 5% and
+#                                           50%: dynamic sampling needs groups with mixed accuracy.
+# SFT settings follow ../shared/TINY-RECIPE.md (128 sequences per step, AdamW lr 1e-3, betas 0.9/0.95, wd 0.01,
+# 50 warm-up steps). It stops at the first evaluation whose held-out greedy accuracy reaches SFT_STOP_ACC.
+# Writes the config overrides that point at these files to RUN_DIR/overrides.txt.
+set -euo pipefail
+: "${RUN_DIR:?RUN_DIR must be set}"
+BUILD=${BUILD:-build}
+bin="$BUILD/bin"
+SFT_STEPS=${SFT_STEPS:-1500}
+SFT_STOP_ACC=${SFT_STOP_ACC:-0.2}
+mkdir -p "$RUN_DIR/data"
+if [ ! -s "$RUN_DIR/data/arith-train.jsonl" ] || [ ! -s "$RUN_DIR/data/arith-test.jsonl" ]; then
+  "$bin/dapo-gen-arith" --split train --n 20000 --seed 1 > "$RUN_DIR/data/arith-train.jsonl.tmp"
+  "$bin/dapo-gen-arith" --split test --n 500 --seed 2 > "$RUN_DIR/data/arith-test.jsonl.tmp"
+  mv "$RUN_DIR/data/arith-train.jsonl.tmp" "$RUN_DIR/data/arith-train.jsonl"
+  mv "$RUN_DIR/data/arith-test.jsonl.tmp" "$RUN_DIR/data/arith-test.jsonl"
+  echo "dapo: task data in $RUN_DIR/data"
+fi
+if [ ! -f "$RUN_DIR/base-model/model.safetensors" ]; then
+  echo "dapo: warm-starting the base model with SFT (at most $SFT_STEPS steps; log in $RUN_DIR/logs/sft.log)"
+  rm -rf "$RUN_DIR/base-model.tmp"
+  mkdir -p "$RUN_DIR/logs"
+  "$bin/dapo-sft" --config configs/default.yaml data.tokenizer=data/tokenizers/tiny --model configs/tiny-model \
+      --data "$RUN_DIR/data/arith-train.jsonl" --val "$RUN_DIR/data/arith-test.jsonl" --out "$RUN_DIR/base-model.tmp" \
+      --steps "$SFT_STEPS" --batch 128 --lr 1e-3 --warmup 50 --weight-decay 0.01 --beta2 0.95 \
+      --eval-every 25 --eval-max 200 --stop-acc "$SFT_STOP_ACC" --log-every 25 --seed 1 \
+      2>&1 | tee "$RUN_DIR/logs/sft.log" | grep -E 'val/greedy_acc|stopping|ERROR' || true
+  [ -f "$RUN_DIR/base-model.tmp/model.safetensors" ] || { echo "dapo: SFT failed; see $RUN_DIR/logs/sft.log" >&2; exit 1; }
+  mv "$RUN_DIR/base-model.tmp" "$RUN_DIR/base-model"
+fi
+cat > "$RUN_DIR/overrides.txt" <<EOT
+data.train_files=$RUN_DIR/data/arith-train.jsonl
+data.val_files=$RUN_DIR/data/arith-test.jsonl
+actor_rollout_ref.model.path=$RUN_DIR/base-model
+EOT
