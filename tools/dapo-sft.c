@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "core/clock.h"
@@ -308,7 +309,30 @@ static Model *open_model(const char *dir, const ModelOptions *mo, unsigned long 
     return m;
 }
 
+/* PERF.md: two thread pools (OpenMP, OpenBLAS) busy-waiting on few cores starve each other, and OpenBLAS 0.3.21 picks
+ * its slowest kernel on recent Xeons. Both are read when the libraries load, so when the user has not set them this
+ * sets OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4 and OPENBLAS_CORETYPE (from the CPU flags, as
+ * deploy/local/env.sh) and re-executes the program once; a value the environment set is never overridden. */
+static void ensure_threading_env(char **argv) {
+    if (getenv("DAPO_THREADING_ENV")) return;
+    setenv("DAPO_THREADING_ENV", "1", 1);
+    int changed = 0;
+    if (!getenv("OMP_WAIT_POLICY")) { setenv("OMP_WAIT_POLICY", "PASSIVE", 1); changed = 1; }
+    if (!getenv("OPENBLAS_THREAD_TIMEOUT")) { setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1); changed = 1; }
+    if (!getenv("OPENBLAS_CORETYPE")) {
+        FILE *f = fopen("/proc/cpuinfo", "r");
+        char line[4096];
+        const char *core = NULL;
+        while (f && !core && fgets(line, sizeof line, f))
+            if (!strncmp(line, "flags", 5)) core = strstr(line, " avx512f") ? "SkylakeX" : strstr(line, " avx2") ? "Haswell" : "";
+        if (f) fclose(f);
+        if (core && *core) { setenv("OPENBLAS_CORETYPE", core, 1); changed = 1; }
+    }
+    if (changed) execv("/proc/self/exe", argv);   /* on failure: go on as we are */
+}
+
 int main(int argc, char **argv) {
+    ensure_threading_env(argv);
     log_init("sft", LL_INFO);
     Config c;
     bool print = false;
@@ -335,7 +359,10 @@ int main(int argc, char **argv) {
                                        c.chat_template, c.on_malformed, tok, err);
     int32_t eos = tok ? tokenizer_special(tok)->eos : -1;
     /* the model's sizes come first: its slab holds a whole batch when it fits (up to 8192 tokens) */
-    ModelOptions mo = {.max_tokens = max_len > 8192 ? max_len : 8192, .train = 1};
+    long want = (long)o.batch * max_len;
+    if (want > 8192) want = 8192;
+    if (want < max_len) want = max_len;
+    ModelOptions mo = {.max_tokens = (int)want, .train = 1};
     CheckpointState st = {0};
     char ckdir[4200], path[4400];
     snprintf(ckdir, sizeof ckdir, "%s/checkpoints", o.out);
