@@ -473,6 +473,7 @@ static void fill_metrics(Learner *L, LearnerResult *r) {
     metrics_set(ms, "actor/grad_norm", st->grad_norm);
     metrics_set(ms, "actor/lr", st->lr);
     metrics_set(ms, "actor/update_skipped", st->skipped);
+    metrics_set(ms, "actor/skipped_updates_total", (double)L->skipped_updates);   /* since this process started */
     if (!L->use_rollout_lp && L->corr) {
         const RolloutCorrStats *c = &L->corr[r->tb->mini_batch_index];
         metrics_set(ms, "rollout_corr/log_ppl_diff", c->log_ppl_diff);
