@@ -3,7 +3,8 @@
  * data equal to the model file), a step of two mini-batch shards answered by two StepResults with verl metric names
  * and new_policy_version 1 on the last, version 1 served (equal to the checkpoint written by trainer.save_freq=1),
  * no answer for a version it does not hold, a malformed shard answered with an error, SIGTERM exit 0, and a restart
- * after kill -9 resuming version 1 from the checkpoint. */
+ * after kill -9 resuming version 1 from the checkpoint; two ranks (same all-reduced metrics, rank 0 publishes) and a
+ * killed rank 1 failing the next step on rank 0 with a clear error within cluster.collective_timeout_s. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,21 +27,28 @@ typedef struct {
     char wep[64], dir[256];
 } Fix;
 
-static pid_t start_learner(Fix *f) {
-    char bin[256], coord[256], log[256], wb[128], mp[512], dd[400];
+static pid_t start_rank(Fix *f, int rank, int world, const char *coll) {
+    char bin[256], coord[256], log[256], wb[128], mp[512], dd[400], rk[16], nl[64], ce[128], id[64];
     snprintf(coord, sizeof coord, "cluster.coordinator=%s", f->fc.endpoint);
     snprintf(wb, sizeof wb, "cluster.weights_bind=%s", f->wep);
     snprintf(mp, sizeof mp, "actor_rollout_ref.model.path=%s/tests/data/model/qwen2_gqa", tu_root());
     snprintf(dd, sizeof dd, "trainer.default_local_dir=%s", f->dir);
     snprintf(log, sizeof log, "%s/test-logs/learner-daemon.log", tu_build());
+    snprintf(rk, sizeof rk, "%d", rank);
+    snprintf(nl, sizeof nl, "cluster.num_learners=%d", world);
+    snprintf(ce, sizeof ce, "cluster.collective=%s", coll ? coll : "tcp://127.0.0.1:1");
+    snprintf(id, sizeof id, "learner-test-%d", rank);
     char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-learner"), coord, wb, mp, dd, "cluster.heartbeat_ms=100",
                     "data.max_prompt_length=8", "data.max_response_length=16", "reward_model.overlong_buffer.len=4",
                     "actor_rollout_ref.actor.use_dynamic_bsz=false",
                     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "actor_rollout_ref.actor.ppo_epochs=1",
                     "actor_rollout_ref.actor.optim.lr_warmup_steps=-1", "trainer.save_freq=1", "trainer.resume_mode=auto",
-                    "--id", "learner-test", NULL};
+                    nl, ce, "cluster.collective_timeout_s=4", "actor_rollout_ref.rollout.n=2",
+                    "actor_rollout_ref.actor.ppo_mini_batch_size=2", "--id", id, "--rank", rk, NULL};
     return tu_spawn(argv, log);
 }
+
+static pid_t start_learner(Fix *f) { return start_rank(f, 0, 1, NULL); }
 
 static void handshake(Fix *f) {
     NetMsg *h = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_HELLO, 20000, NULL);
@@ -132,7 +140,8 @@ static void free_updates(Dapo__WeightUpdate **u, int n) {
 }
 
 /* One shard: n sequences of (3 prompt + 4 response) tokens. */
-static void send_shard(Fix *f, long step, uint32_t mini, uint32_t nmini, int last, uint32_t rank) {
+static void send_shard_to(Fix *f, const NetMsg *peer, long step, uint32_t mini, uint32_t nmini, int last, uint32_t rank,
+                          uint32_t world) {
     enum { S = 4, PL = 3, RL = 4 };
     int32_t ids[S * (PL + RL)];
     uint32_t offs[S + 1], plen[S];
@@ -155,12 +164,17 @@ static void send_shard(Fix *f, long step, uint32_t mini, uint32_t nmini, int las
     tb.advantages = adv; tb.n_advantages = S * RL;
     tb.rollout_logprobs = lps; tb.n_rollout_logprobs = S * RL;
     tb.group_ids = gids; tb.n_group_ids = S;
-    tb.global_response_tokens = S * RL;
-    tb.global_num_seqs = S;
+    tb.global_response_tokens = S * RL * world;
+    tb.global_num_seqs = S * world;
     tb.rank = rank;
-    tb.world_size = 1;
+    tb.world_size = world;
     tb.last_of_step = last;
-    assert_int_equal(fake_coord_reply(&f->fc, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, &tb.base), 0);
+    if (peer) fake_coord_send(&f->fc, peer->peer, peer->peer_len, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, &tb.base);
+    else assert_int_equal(fake_coord_reply(&f->fc, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, &tb.base), 0);
+}
+
+static void send_shard(Fix *f, long step, uint32_t mini, uint32_t nmini, int last, uint32_t rank) {
+    send_shard_to(f, NULL, step, mini, nmini, last, rank, 1);
 }
 
 static double metric(const Dapo__StepResult *r, const char *key) {
@@ -244,11 +258,57 @@ static void test_step_and_weights(void **state) {
     free_updates(u, n);
 }
 
+/* Two ranks: the same step on both (equal metrics, rank 0 publishes), then rank 1 is killed: rank 0 fails the next
+ * step with a clear error within the collective timeout instead of hanging. */
+static void test_two_ranks_and_dead_peer(void **state) {
+    Fix *f = *state;
+    kill(f->pid, SIGKILL);                       /* the fixture's single rank is not used here */
+    tu_wait(f->pid, 2000);
+    char coll[64];
+    snprintf(coll, sizeof coll, "tcp://127.0.0.1:%d", tu_free_port());
+    pid_t r1 = start_rank(f, 1, 2, coll);
+    f->pid = start_rank(f, 0, 2, coll);
+    NetMsg peers[2];
+    for (int i = 0; i < 2; i++) {
+        NetMsg *h = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_HELLO, 20000, NULL);
+        assert_non_null(h);
+        int rank = (int)((Dapo__Hello *)h->msg)->rank;
+        assert_true(rank == 0 || rank == 1);
+        peers[rank] = *h;
+        peers[rank].msg = NULL;
+        fake_coord_welcome(&f->fc, 100, 5);
+    }
+    for (uint32_t r = 0; r < 2; r++) send_shard_to(f, &peers[r], 1, 0, 1, 1, r, 2);
+    double loss[2] = {0, 0};
+    int64_t newv[2] = {-1, -1};
+    for (int i = 0; i < 2; i++) {
+        NetMsg *m = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_STEP_RESULT, 30000, NULL);
+        assert_non_null(m);
+        Dapo__StepResult *r = (Dapo__StepResult *)m->msg;
+        assert_string_equal(r->error, "");
+        loss[r->rank] = metric(r, "actor/pg_loss");
+        newv[r->rank] = r->new_policy_version;
+    }
+    assert_true(loss[0] == loss[1]);             /* all-reduced: the same on both ranks */
+    assert_int_equal(newv[0], 1);
+    assert_int_equal(newv[1], 0);
+    kill(r1, SIGKILL);
+    assert_int_equal(tu_wait(r1, 5000), 128 + SIGKILL);
+    send_shard_to(f, &peers[0], 2, 0, 1, 1, 0, 2);
+    NetMsg *m = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_STEP_RESULT, 30000, NULL);
+    assert_non_null(m);
+    Dapo__StepResult *r = (Dapo__StepResult *)m->msg;
+    assert_int_equal(r->step, 2);
+    assert_non_null(strstr(r->error, "rank 1"));
+    assert_non_null(strstr(r->error, "dead or hung"));
+}
+
 int main(void) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 0);      /* for the spawned tools (deploy/local/env.sh, PERF.md) */
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_step_and_weights, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_two_ranks_and_dead_peer, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
