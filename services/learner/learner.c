@@ -401,6 +401,10 @@ int learner_submit(Learner *L, Dapo__TrainBatch *tb) {
     if (tb->step != L->cur_step) {
         if (tb->step != L->steps_done + 1)        /* the coordinator is authoritative (e.g. it resumed elsewhere) */
             log_warn("learner rank %d: step %lld arrives after step %ld", L->rank, (long long)tb->step, L->steps_done);
+        if (tb->policy_version != L->version)
+            log_warn("learner rank %d: step %lld was generated with policy version %lld but the learner holds version "
+                     "%lld (coordinator and learner resumed from different checkpoints?)", L->rank, (long long)tb->step,
+                     (long long)tb->policy_version, (long long)L->version);
         if (L->n_pending) log_warn("learner rank %d: step %ld abandoned with %d shards pending (step %lld started)",
                                    L->rank, L->cur_step, L->n_pending, (long long)tb->step);
         step_reset(L);
