@@ -392,6 +392,9 @@ int learner_update(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, 
 /* ------------------------------------------------------------------------------------------ step bookkeeping */
 
 int learner_submit(Learner *L, Dapo__TrainBatch *tb) {
+    /* the rest of a failed step is dropped; the coordinator's shards come in (epoch, mini-batch) order, so a first
+       shard (epoch 0, mini-batch 0) of that step again is a new attempt */
+    if (tb->step == L->failed_step && tb->ppo_epoch == 0 && tb->mini_batch_index == 0) L->failed_step = -1;
     if (tb->step == L->failed_step || (L->cur_step >= 0 && tb->step < L->cur_step)) {
         log_warn("learner rank %d: dropped a shard of step %lld (current %ld, done %ld)", L->rank, (long long)tb->step,
                  L->cur_step, L->steps_done);

@@ -115,8 +115,9 @@ typedef struct {
     char              error[ERR_LEN];
 } LearnerResult;
 
-/* Takes ownership of a decoded TrainBatch. Shards of an older step than the current one, or of a failed step, are
- * dropped (freed, logged). Returns 0. */
+/* Takes ownership of a decoded TrainBatch. Shards of an older step than the current one, or the remaining shards of a
+ * failed step, are dropped (freed, logged); a shard (epoch 0, mini-batch 0) of a failed step starts a new attempt.
+ * Returns 0. */
 int learner_submit(Learner *L, Dapo__TrainBatch *tb);
 
 /* Runs the next shard when it can run (first: the old log-prob pass once every mini-batch of ppo_epoch 0 is here).

@@ -524,6 +524,17 @@ static void test_bad_batches(void **state) {
     assert_non_null(strstr(r.error, "rank"));
     learner_result_free(&r);
     assert_int_equal(learner_next(L, &r), 0);
+    learner_submit(L, to_owned(make_batch(6, 4, 1, 1, 2, 1, 1)));      /* the failed attempt's remainder: dropped */
+    assert_int_equal(learner_next(L, &r), 0);
+    assert_int_equal(L->n_pending, 0);
+    learner_submit(L, to_owned(make_batch(4, 4, 1, 0, 2, 0, 0)));      /* a new attempt of step 1 runs */
+    learner_submit(L, to_owned(make_batch(5, 4, 1, 1, 2, 0, 1)));
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(learner_next(L, &r), 1);
+        assert_false(r.failed);
+        learner_result_free(&r);
+    }
+    assert_int_equal(L->steps_done, 1);
     learner_close(L);
 }
 
