@@ -4,7 +4,8 @@
  * the whole (gradients and weights); a NaN advantage skips the update on every rank (counted, weights untouched);
  * the step bookkeeping (old log-probs of all mini-batches before the first update: mini-batch 0 has ratio 1, clipfrac
  * 0); exact resume: 4 steps straight == 2 steps + checkpoint + kill -9 during step 3 + resume + 2 steps, bitwise
- * (the killed run is this test binary re-executed as a child). */
+ * (the killed run is this test binary re-executed as a child); malformed shards and failed-step retries;
+ * actor.use_rollout_log_probs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -538,6 +539,30 @@ static void test_bad_batches(void **state) {
     learner_close(L);
 }
 
+/* actor.use_rollout_log_probs: no recompute; the rollout's log-probs are the old ones (ratio far from 1 here) */
+static void test_rollout_logprobs_option(void **state) {
+    (void)state;
+    const char *cfg[][2] = {{"actor_rollout_ref.actor.use_rollout_log_probs", "true"}};
+    Learner *L = open_learner(cfg, 1, 0, 1, NULL);
+    Dapo__TrainBatch *tb = make_batch(8, 4, 1, 0, 1, 0, 1);
+    long R = (long)tb->n_response_mask;
+    float *lp = malloc((size_t)R * sizeof(float));
+    char err[ERR_LEN];
+    assert_int_equal(learner_logprobs(L, tb, lp, err), 0);
+    double kl = 0, n = 0;
+    for (long j = 0; j < R; j++)
+        if (tb->response_mask[j] > 0.5f) { kl += tb->rollout_logprobs[j] - lp[j]; n++; }
+    learner_submit(L, to_owned(tb));
+    LearnerResult r;
+    assert_int_equal(learner_next(L, &r), 1);
+    assert_false(r.failed);
+    assert_true(fabs(metrics_get(&r.metrics, "actor/ppo_kl", 0) - kl / n) < 1e-4);
+    assert_true(metrics_get(&r.metrics, "rollout_corr/log_ppl_diff", 12345) == 12345);   /* not computed */
+    learner_result_free(&r);
+    free(lp);
+    learner_close(L);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--resume-child")) return resume_child(argv[2]);
     const struct CMUnitTest tests[] = {
@@ -546,6 +571,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_nan_skips_update),
         cmocka_unit_test(test_resume_exact),
         cmocka_unit_test(test_bad_batches),
+        cmocka_unit_test(test_rollout_logprobs_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
