@@ -1,6 +1,6 @@
 /* tests/unit/test_learner.c: the learner engine (services/learner/learner.h) on the small random Qwen2 model of
- * tests/data/model/qwen2_gqa: 1, 2 and 5 micro-batches give the same gradients (|a-b| <= 1e-8 + 1e-5|b|) and weights
- * within 1e-5 after 3 steps at lr 1e-6; dynamic micro-batches too; 2 CPU ranks on a split mini-batch equal 1 rank on
+ * tests/data/model/qwen2_gqa: 1, 2 and 5 micro-batches give the same gradients (|a-b| <= 1e-8 + 1e-5 |b|max, |b|max
+ * the largest |b| of the element's tensor: see grads_match) and weights within 1e-5 after 3 steps at lr 1e-6; dynamic micro-batches too; 2 CPU ranks on a split mini-batch equal 1 rank on
  * the whole (gradients and weights); a NaN advantage skips the update on every rank (counted, weights untouched);
  * the step bookkeeping (old log-probs of all mini-batches before the first update: mini-batch 0 has ratio 1, clipfrac
  * 0); exact resume: 4 steps straight == 2 steps + checkpoint + kill -9 during step 3 + resume + 2 steps, bitwise
