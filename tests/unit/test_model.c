@@ -558,6 +558,48 @@ static void test_config_variants(void **state) {
     assert_int_equal(model_config_parse(&b, "[]", err), ERR_DECODE);
 }
 
+
+/* cpu_linear / cpu_linear_add / cpu_linear_backward against naive double loops, at sizes where the GEMMs
+ * are split over threads (by rows when M >= N, by columns otherwise). */
+static void check_linear(int M, int N, int K) {
+    float *x = malloc((size_t)M * K * 4), *w = malloc((size_t)N * K * 4), *b = malloc((size_t)N * 4),
+          *y = malloc((size_t)M * N * 4), *dy = malloc((size_t)M * N * 4), *dx = malloc((size_t)M * K * 4),
+          *dw = calloc((size_t)N * K, 4), *db = calloc(N, 4);
+    for (long i = 0; i < (long)M * K; i++) x[i] = sinf(0.37f * i);
+    for (long i = 0; i < (long)N * K; i++) w[i] = cosf(0.11f * i);
+    for (int i = 0; i < N; i++) b[i] = 0.01f * i;
+    for (long i = 0; i < (long)M * N; i++) dy[i] = sinf(0.05f * i + 1);
+    cpu_linear(y, x, w, b, M, N, K);
+    cpu_linear_add(y, x, w, M, N, K);
+    cpu_linear_backward(dx, dw, db, dy, x, w, M, N, K, 0);
+    for (int m = 0; m < M; m += 7)
+        for (int n = 0; n < N; n += 5) {
+            double r = 0;
+            for (int k = 0; k < K; k++) r += (double)x[(long)m * K + k] * w[(long)n * K + k];
+            assert_true(fabs(y[(long)m * N + n] - (2 * r + b[n])) <= 1e-3 * (1 + fabs(r)));
+        }
+    for (int m = 0; m < M; m += 7)
+        for (int k = 0; k < K; k += 3) {
+            double r = 0;
+            for (int n = 0; n < N; n++) r += (double)dy[(long)m * N + n] * w[(long)n * K + k];
+            assert_true(fabs(dx[(long)m * K + k] - r) <= 1e-3 * (1 + fabs(r)));
+        }
+    for (int n = 0; n < N; n += 5)
+        for (int k = 0; k < K; k += 3) {
+            double r = 0;
+            for (int m = 0; m < M; m++) r += (double)dy[(long)m * N + n] * x[(long)m * K + k];
+            assert_true(fabs(dw[(long)n * K + k] - r) <= 1e-3 * (1 + fabs(r)));
+        }
+    free(x); free(w); free(b); free(y); free(dy); free(dx); free(dw); free(db);
+}
+
+static void test_cpu_linear_split(void **state) {
+    (void)state;
+    check_linear(300, 200, 64);    /* split by rows */
+    check_linear(40, 700, 96);     /* split by columns */
+    check_linear(5, 3, 2);         /* unsplit */
+}
+
 static void test_safetensors_formats(void **state) {
     (void)state;
     assert_true(st_bf16_to_f32(0x3f80) == 1.0f);
@@ -624,6 +666,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_safetensors_formats),
         cmocka_unit_test(test_lr_schedules),
+        cmocka_unit_test(test_cpu_linear_split),
         cmocka_unit_test(test_config_variants),
         cmocka_unit_test(test_fixtures_forward_backward),
         cmocka_unit_test(test_fixtures_chunked_lm_head),

@@ -106,6 +106,43 @@ static inline __attribute__((always_inline)) float row_lse(const float *lg, int 
 }
 
 /* ------------------------------------------------------------------------------------ linear */
+/* C = alpha op(A) op(B) + beta C with the rows (or, when N > M, the columns) of C split over the OpenMP
+ * threads, each running a single-threaded cblas_sgemm on its slice. One thread pool for the whole model
+ * (OpenMP, OMP_WAIT_POLICY-governed) instead of OpenBLAS's own pool beside it: on 2 cores the two pools
+ * hand the CPUs back and forth (OpenBLAS waits by sched_yield). The OpenBLAS thread count is set to 1 for
+ * the call and restored. */
+static void sgemm_par(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float beta, float *C, int ldc) {
+    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    long work = (long)M * N * K;
+    if (nt <= 1 || work < (1L << 21)) {
+        cblas_sgemm(CblasRowMajor, TA, TB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    int bt = openblas_get_num_threads();
+    if (bt != 1) openblas_set_num_threads(1);
+    int split_m = M >= N;
+    int D = split_m ? M : N;
+    /* slices in multiples of 16 rows/columns (the SkylakeX kernel's blocking) */
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        int per = ((D + n - 1) / n + 15) & ~15;
+        int d0 = t * per, d1 = d0 + per < D ? d0 + per : D;
+        if (d0 < d1) {
+            if (split_m) {
+                const float *As = ta ? A + d0 : A + (long)d0 * lda;
+                cblas_sgemm(CblasRowMajor, TA, TB, d1 - d0, N, K, alpha, As, lda, B, ldb, beta, C + (long)d0 * ldc, ldc);
+            } else {
+                const float *Bs = tb ? B + (long)d0 * ldb : B + d0;
+                cblas_sgemm(CblasRowMajor, TA, TB, M, d1 - d0, K, alpha, A, lda, Bs, ldb, beta, C + d0, ldc);
+            }
+        }
+    }
+    if (bt != 1) openblas_set_num_threads(bt);
+}
+
 void cpu_linear(float *y, const float *x, const float *w, const float *b, int M, int N, int K) {
     if (M <= 0 || N <= 0) return;
     float beta = 0.0f;
@@ -114,20 +151,19 @@ void cpu_linear(float *y, const float *x, const float *w, const float *b, int M,
         for (int m = 0; m < M; m++) memcpy(y + (long)m * N, b, (size_t)N * sizeof(float));
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w, K, beta, y, N);
+    sgemm_par(0, 1, M, N, K, 1.0f, x, K, w, K, beta, y, N);
 }
 
 void cpu_linear_add(float *y, const float *x, const float *w, int M, int N, int K) {
     if (M <= 0 || N <= 0) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w, K, 1.0f, y, N);
+    sgemm_par(0, 1, M, N, K, 1.0f, x, K, w, K, 1.0f, y, N);
 }
 
 void cpu_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                          int M, int N, int K, int accum_dx) {
     if (M <= 0) return;
-    if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dy, N, w, K,
-                        accum_dx ? 1.0f : 0.0f, dx, K);
-    if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dy, N, x, K, 1.0f, dw, K);
+    if (dx) sgemm_par(0, 0, M, K, N, 1.0f, dy, N, w, K, accum_dx ? 1.0f : 0.0f, dx, K);
+    if (dw) sgemm_par(1, 0, N, K, M, 1.0f, dy, N, x, K, 1.0f, dw, K);
     if (db) {
 #pragma omp parallel for schedule(static) if ((long)M * N >= 65536)
         for (int n0 = 0; n0 < N; n0 += 64) {
