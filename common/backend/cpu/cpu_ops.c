@@ -222,8 +222,7 @@ void cpu_rope_tables(float *cs, float *sn, const int32_t *pos, int M, const floa
         for (int i = 0; i < half; i++) {
             /* fp32 angle like HF (inv_freq.float() @ position_ids.float()), then an accurate cos/sin */
             float a = (float)pos[m] * inv_freq[i];
-            cs[(long)m * half + i] = (float)cos((double)a);
-            sn[(long)m * half + i] = (float)sin((double)a);
+            sincosf(a, &sn[(long)m * half + i], &cs[(long)m * half + i]);
         }
 }
 
