@@ -49,6 +49,7 @@ struct Engine {
     Group         *groups;       /* the current step's (or validation's) groups, ids consecutive */
     int            ngroups, capgroups;
     int            round, round_first;       /* current round and its first group index */
+    int            first_open;   /* no group before it is queued or generated (dispatch starts here) */
     int            kept;         /* kept groups in this step */
     int            val_after;    /* after this validation: 0 start a step, 1 finish (val_only / end) */
     int            val_started;  /* the validation before training has run */
@@ -80,6 +81,10 @@ static void set_state(Coord *c, Group *g, GroupState s) {
     c->group_counts[g->state]--;
     c->group_counts[s]++;
     g->state = s;
+    if ((s == GS_QUEUED || s == GS_GENERATED) && c->engine) {       /* back in the dispatch queue */
+        int i = (int)(g - c->engine->groups);
+        if (i < c->engine->first_open) c->engine->first_open = i;
+    }
 }
 
 static void status(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -122,6 +127,7 @@ static void group_free(Group *g) {
 static void groups_reset(Engine *e) {
     for (int i = 0; i < e->ngroups; i++) group_free(&e->groups[i]);
     e->ngroups = 0;
+    e->first_open = 0;
 }
 
 static Group *group_new(Coord *c, int item, long order, int validation) {
@@ -270,18 +276,24 @@ static void send_score(Coord *c, Group *g, int wi) {
     set_state(c, g, GS_SCORING);
 }
 
+/* Hands queued groups to rollouts and generated ones to verifiers, in group order, while credit lasts. Groups
+ * before e->first_open are settled or leased, so the scan starts there (it moves back when a lease returns). */
 static void dispatch(Coord *c) {
     Engine *e = c->engine;
-    int stuck_n = 0;
-    for (int i = 0; i < e->ngroups; i++) {
+    int stuck_n = 0, roll_ok = 1, ver_ok = 1;
+    while (e->first_open < e->ngroups && e->groups[e->first_open].state != GS_QUEUED &&
+           e->groups[e->first_open].state != GS_GENERATED)
+        e->first_open++;
+    for (int i = e->first_open; i < e->ngroups && (roll_ok || ver_ok); i++) {
         Group *g = &e->groups[i];
-        if (g->state == GS_QUEUED && !c->paused) {
+        if (g->state == GS_QUEUED && !c->paused && roll_ok) {
             int wi = pick_worker(c, DAPO__ROLE__ROLE_ROLLOUT, (uint32_t)g->n, 1);
             if (wi >= 0) send_generate(c, g, wi);
-            else stuck_n = g->n;
-        } else if (g->state == GS_GENERATED) {
+            else { stuck_n = g->n; roll_ok = 0; }       /* no rollout has room: the rest waits too */
+        } else if (g->state == GS_GENERATED && ver_ok) {
             int wi = pick_worker(c, DAPO__ROLE__ROLE_VERIFIER, (uint32_t)g->n, 0);
             if (wi >= 0) send_score(c, g, wi);
+            else ver_ok = 0;
         }
     }
     if (stuck_n && !registry_count(c, DAPO__ROLE__ROLE_ROLLOUT, WORKER_ALIVE))
