@@ -2,7 +2,7 @@
 """bench/generate baseline: transformers' generate() on the same Qwen2ForCausalLM checkpoint as ours, fp32, eager
 attention, use_cache=True, sampling at temperature 1 (top_k=0, top_p=1.0: no truncation, like ours), exactly
 --new tokens per sequence (min_new_tokens = max_new_tokens, EOS never stops it), B prompts of P random tokens
-(no padding), torch.set_num_threads(2); run.sh sets the PERF.md environment (OPENBLAS_CORETYPE,
+(no padding), torch.set_num_threads(2) (--threads); run.sh sets the PERF.md environment (OPENBLAS_CORETYPE,
 OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT, MALLOC_*). Median over --steps runs after --warmup runs.
 
   baseline_hf.py --model DIR --batch B [--prompt P] [--new T] [--steps K] [--warmup W]
@@ -25,8 +25,9 @@ def main():
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(a.threads)
     model = Qwen2ForCausalLM.from_pretrained(a.model, attn_implementation="eager").float().eval()
     V = model.config.vocab_size
     g = torch.Generator().manual_seed(1)

@@ -54,7 +54,7 @@ struct GenEngine {
     const int32_t **row_tab;
     float     *x, *xn, *qkv, *att, *mid, *gu, *hm, *cs, *sn, *att_scratch;
     Seq      **samp_seq;
-    int       *samp_row, *samp_rc;
+    int       *samp_row, *samp_rc, *nchunk;   /* nchunk: [max_num_seqs] rows of each running sequence this step */
     float     *xs, *logits, *samp_lp;
     int32_t   *samp_tok;
     char      *samp_scratch;
@@ -160,6 +160,7 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     e->samp_seq = xmalloc((size_t)S * sizeof(Seq *));
     e->samp_row = xmalloc((size_t)S * sizeof(int));
     e->samp_rc = xmalloc((size_t)S * sizeof(int));
+    e->nchunk = xmalloc((size_t)S * sizeof(int));
     e->samp_tok = xmalloc((size_t)S * sizeof(int32_t));
     e->samp_lp = xmalloc((size_t)S * sizeof(float));
     e->xs = xmalloc((size_t)S * H * sizeof(float));
@@ -197,7 +198,7 @@ void gen_engine_free(GenEngine *e) {
     xfree(e->row_tok); xfree(e->row_pos); xfree(e->row_tab);
     xfree(e->x); xfree(e->xn); xfree(e->mid); xfree(e->qkv); xfree(e->att); xfree(e->gu); xfree(e->hm);
     xfree(e->cs); xfree(e->sn); xfree(e->att_scratch);
-    xfree(e->samp_seq); xfree(e->samp_row); xfree(e->samp_rc); xfree(e->samp_tok); xfree(e->samp_lp);
+    xfree(e->samp_seq); xfree(e->samp_row); xfree(e->samp_rc); xfree(e->nchunk); xfree(e->samp_tok); xfree(e->samp_lp);
     xfree(e->xs); xfree(e->logits); xfree(e->samp_scratch);
     xfree(e);
 }
@@ -390,7 +391,7 @@ int gen_engine_step(GenEngine *e, char err[ERR_LEN]) {
     ensure_blocks(e);
     if (e->n_run == 0) return e->n_wait;       /* only held sequences wait */
     const ModelConfig *c = &e->m->cfg;
-    int R = 0, S = 0, nchunk[e->n_run];
+    int R = 0, S = 0, *nchunk = e->nchunk;
     /* decode rows first, then prefill chunks in admission order */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < e->n_run; i++) {
@@ -425,7 +426,7 @@ int gen_engine_step(GenEngine *e, char err[ERR_LEN]) {
         memcpy(e->xs + (long)k * H, e->x + (long)e->samp_row[k] * H, (size_t)H * sizeof(float));
     cpu_rmsnorm(e->xs, NULL, e->xs, e->m->w.norm, S, H, c->rms_eps);
     linear(e, 4 * c->n_layers, e->logits, e->xs, NULL, S);
-#pragma omp parallel for schedule(dynamic, 1) if (S > 1)
+#pragma omp parallel for schedule(dynamic, 1) if ((long)S * V >= 262144)
     for (int k = 0; k < S; k++) {
         Seq *s = e->samp_seq[k];
         char perr[ERR_LEN];

@@ -17,6 +17,9 @@
 #endif
 
 #define LANES 16
+/* Work (multiply-adds) below which a kernel stays on the calling thread: waking the OpenMP team costs tens of
+ * microseconds (more on a loaded machine) and decode steps are many small kernels. */
+#define PAR_MIN_MACS 4000000L
 
 /* sum over 16 lanes by a fixed pairwise tree */
 static inline __attribute__((always_inline)) float lanes_sum(const float a[LANES]) {
@@ -217,7 +220,7 @@ void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R, co
 #endif
     long work = 0;
     for (int r = 0; r < R; r++) work += pos[r] + 1;
-#pragma omp parallel if (work * nh * hd >= 65536)
+#pragma omp parallel if (work * nh * hd >= PAR_MIN_MACS)
     {
         float *sbase = scratch + (long)omp_get_thread_num() * grp * ctx_max;
 #pragma omp for schedule(dynamic, 2)
@@ -323,7 +326,7 @@ void cpu_linear_packed(float *y, const float *x, const float *wp, const float *b
 #endif
     }
     int nb = (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
-#pragma omp parallel for schedule(static) if ((long)M * N * K >= 262144)
+#pragma omp parallel for schedule(static) if ((long)M * N * K >= PAR_MIN_MACS)
     for (int p = 0; p < nb; p++) {
         int n0 = p * CPU_PACK_COLS, ncols = N - n0 < CPU_PACK_COLS ? N - n0 : CPU_PACK_COLS;
         const float *wp_p = wp + (long)p * K * CPU_PACK_COLS;
