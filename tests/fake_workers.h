@@ -22,6 +22,7 @@ typedef struct {
     volatile int  stop;
     int           groups_done;
     uint64_t      bytes_sent;            /* GroupResult bytes (packed protobuf) */
+    volatile long *gen_step_seen;        /* optional: the highest training step it was asked to generate for */
     pthread_t     th;
 } FakeRollout;
 
@@ -30,6 +31,9 @@ typedef struct {
     volatile int  stop;
     int           batches, bad, seqs;
     long long     last_global_tokens;
+    int           delay_ms;              /* "trains" this long before answering the last shard of a step */
+    volatile long *gen_step_seen;        /* with the rollouts' counter: counts steps whose successor was being */
+    int           overlapped;            /* generated while this one trained (async mode) */
     pthread_t     th;
 } FakeLearner;
 
@@ -99,6 +103,7 @@ static inline void *rollout_main(void *arg) {
         if (m.type == DAPO__MSG_TYPE__MSG_GENERATE_GROUP) {
             Dapo__GenerateGroup *g = (Dapo__GenerateGroup *)m.msg;
             if (f->die_after && f->groups_done >= f->die_after) { dead = 1; net_msg_free(&m); continue; }
+            if (f->gen_step_seen && !g->validation && g->step > *f->gen_step_seen) *f->gen_step_seen = g->step;
             reply_group(f, w, g, f->duplicate ? 2 : 1);
             worker_add_credit(w, g->n);
             f->groups_done++;
@@ -142,6 +147,13 @@ static inline void *learner_main(void *arg) {
             sr.metrics = mes;
             sr.error = "";
             sr.new_policy_version = tb->last_of_step ? tb->policy_version + 1 : 0;
+            if (tb->last_of_step && f->delay_ms) {
+                for (int t = 0; t < f->delay_ms; t += 10) {           /* keep heartbeating while "training" */
+                    NetMsg x;
+                    if (worker_poll(w, &x, 10, err) == 1) net_msg_free(&x);
+                }
+                if (f->gen_step_seen && *f->gen_step_seen > tb->step) f->overlapped++;
+            }
             worker_send(w, DAPO__MSG_TYPE__MSG_STEP_RESULT, &sr.base);
         }
         net_msg_free(&m);

@@ -69,7 +69,7 @@ typedef struct {
     int64_t    lease_ms;
 } Group;
 
-typedef enum { PH_IDLE = 0, PH_VALIDATE, PH_GENERATE, PH_TRAIN, PH_WEIGHTS, PH_DONE, PH_FAILED } Phase;
+typedef enum { PH_IDLE = 0, PH_VALIDATE, PH_GENERATE, PH_BATCH_READY, PH_TRAIN, PH_WEIGHTS, PH_DONE, PH_FAILED } Phase;
 
 typedef struct Engine Engine;     /* steps.c */
 

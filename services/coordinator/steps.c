@@ -30,6 +30,19 @@
 
 #define MAX_ATTEMPTS 5           /* a group whose generation failed this often is cancelled */
 
+/* The step whose batch is with the learners. In sync mode it is the step just generated; in async mode
+ * (trainer.staleness 1) the next step's generation runs meanwhile, with rollouts at most one version behind. */
+typedef struct {
+    int            active;
+    long           step;
+    int            expected, results;        /* StepResults: ppo_epochs x mini-batches x ranks */
+    int64_t        new_version;
+    Metrics        m, learner;               /* coordinator metrics of the step; learner metric sums */
+    double         t_step, t_gen, t_reward, t_sent, t_trained;
+    long long      batch_tokens;
+    EngineSnapshot snap;                     /* cursor etc. as of the end of the step's generation */
+} TrainJob;
+
 struct Engine {
     Tokenizer     *tok;
     Dataset        train, val;
@@ -54,14 +67,14 @@ struct Engine {
     int            val_after;    /* after this validation: 0 start a step, 1 finish (val_only / end) */
     int            val_started;  /* the validation before training has run */
 
-    /* step timing and metrics */
-    double         t_step, t_gen, t_reward_busy, t_train, t_weights;
+    /* the step being generated: timing and metrics */
+    double         t_step, t_gen, t_reward_busy;
     uint64_t       wasted_tokens, generated_tokens;
     int            solve_none, solve_all, n_scored_groups, n_filtered;
-    Metrics        m, learner;   /* coordinator-side metrics; learner metric sums */
-    int            learner_results, expected_results;
-    int64_t        new_version;
-    long long      batch_tokens;
+    Metrics        m;            /* coordinator-side metrics of the step being generated */
+    int            val_pending;  /* a validation is due (test_freq) before the next step's generation */
+    int            data_done;    /* the last epoch is used up: nothing more to generate */
+    TrainJob       job;          /* the step whose batch is at the learners (at most one) */
     char           fail[ERR_LEN];
     EngineSnapshot snap;         /* as of the last finished step */
 };
@@ -73,7 +86,7 @@ const char *group_state_name(GroupState s) {
 }
 
 const char *phase_name(Phase p) {
-    static const char *names[] = {"idle", "validate", "generate", "train", "weights", "done", "failed"};
+    static const char *names[] = {"idle", "validate", "generate", "batch_ready", "train", "weights", "done", "failed"};
     return (unsigned)p <= PH_FAILED ? names[p] : "?";
 }
 
@@ -318,13 +331,8 @@ static void start_round(Coord *c) {
 
 static void start_step(Coord *c) {
     Engine *e = c->engine;
-    if (c->cfg.total_training_steps > 0 && e->done_steps >= c->cfg.total_training_steps) {
-        e->phase = PH_DONE;
-        status(c, "training finished after %ld steps", e->done_steps);
-        return;
-    }
     groups_reset(e);
-    e->step = e->done_steps + 1;
+    e->step++;
     log_set_step(e->step);
     c->step = e->step;
     e->round = 0;
@@ -334,12 +342,12 @@ static void start_step(Coord *c) {
     e->wasted_tokens = e->generated_tokens = 0;
     e->solve_none = e->solve_all = e->n_scored_groups = e->n_filtered = 0;
     metrics_clear(&e->m);
-    metrics_clear(&e->learner);
-    e->learner_results = 0;
     e->phase = PH_GENERATE;
     start_round(c);
     if (e->ngroups == 0) {
-        e->phase = PH_DONE;
+        e->step--;
+        e->phase = e->job.active ? PH_IDLE : PH_DONE;
+        e->data_done = 1;
         status(c, "training finished: the data is used up (%d epochs)", c->cfg.total_epochs);
     }
 }
@@ -405,7 +413,7 @@ static int send_batch(Coord *c, Group **batch, int nb) {
             rank_worker[c->workers[i].rank] = i;
     double adv_sum = 0, adv_min = INFINITY, adv_max = -INFINITY;
     long long adv_n = 0;
-    e->batch_tokens = 0;
+    e->job.batch_tokens = 0;
     for (int ep = 0; ep < c->cfg.ppo_epochs; ep++)
         for (int k = 0; k < lay.n_mini * W; k++) {
             LayoutShard *sh = &lay.shard[k];
@@ -446,7 +454,7 @@ static int send_batch(Coord *c, Group **batch, int nb) {
                 }
             }
             offs[sh->n_seq] = (uint32_t)t;
-            if (ep == 0) e->batch_tokens += t;
+            if (ep == 0) e->job.batch_tokens += t;
             Dapo__TrainBatch tb = DAPO__TRAIN_BATCH__INIT;
             tb.run_id = c->run_id;
             tb.step = e->step;
@@ -475,7 +483,7 @@ static int send_batch(Coord *c, Group **batch, int nb) {
         fail(c, "step %ld: a learner rank vanished while its shards were sent", e->step);
         goto out;
     }
-    e->expected_results = c->cfg.ppo_epochs * lay.n_mini * W;
+    e->job.expected = c->cfg.ppo_epochs * lay.n_mini * W;
     metrics_set(&e->m, "critic/advantages/mean", adv_n ? adv_sum / (double)adv_n : 0);
     metrics_set(&e->m, "critic/advantages/max", adv_n ? adv_max : 0);
     metrics_set(&e->m, "critic/advantages/min", adv_n ? adv_min : 0);
@@ -551,6 +559,7 @@ static void after_round(Coord *c) {
     }
     e->t_gen = clock_s() - e->t_step;
     batch_metrics(c, kept, T);
+    xfree(kept);
     metrics_set(&e->m, "train/num_gen_batches", e->round);
     metrics_set(&e->m, "batch/solve_none", e->n_scored_groups ? (double)e->solve_none / e->n_scored_groups : 0);
     metrics_set(&e->m, "batch/solve_all", e->n_scored_groups ? (double)e->solve_all / e->n_scored_groups : 0);
@@ -560,12 +569,43 @@ static void after_round(Coord *c) {
         if (g->state == GS_FILTERED || g->state == GS_CANCELLED) e->wasted_tokens += response_tokens(g);
     }
     metrics_set(&e->m, "batch/wasted_tokens", (double)e->wasted_tokens);
-    if (send_batch(c, kept, T) == 0) {
-        e->phase = PH_TRAIN;
-        e->t_train = clock_s();
-        status(c, "step %ld: training on %d groups (%d rounds, %d kept)", e->step, T, e->round, nk);
+    e->phase = PH_BATCH_READY;
+    status(c, "step %ld: batch ready (%d rounds, %d kept)", e->step, e->round, nk);
+}
+
+/* Sends the assembled batch of the step being generated to the learners and makes it the training job. In sync
+ * mode the engine then waits for the update; in async mode it goes on to generate the next step. */
+static void send_ready_batch(Coord *c) {
+    Engine *e = c->engine;
+    int T = c->cfg.train_batch_size, nb = 0;
+    Group **batch = xmalloc((size_t)T * sizeof *batch);
+    for (int i = 0; i < e->ngroups && nb < T; i++)
+        if (e->groups[i].state == GS_KEPT) batch[nb++] = &e->groups[i];
+    qsort(batch, (size_t)nb, sizeof *batch, cmp_order);
+    TrainJob *t = &e->job;
+    metrics_clear(&t->learner);
+    if (send_batch(c, batch, nb) == 0) {
+        for (int i = 0; i < nb; i++) set_state(c, batch[i], GS_TRAINED);   /* handed to the learners */
+        Metrics swap = t->m;
+        t->m = e->m;
+        e->m = swap;
+        metrics_clear(&e->m);
+        t->active = 1;
+        t->step = e->step;
+        t->results = 0;
+        t->new_version = 0;
+        t->t_step = e->t_step;
+        t->t_gen = e->t_gen;
+        t->t_reward = e->t_reward_busy;
+        t->t_sent = clock_s();
+        t->snap = (EngineSnapshot){.step = e->step, .epoch = e->epoch, .cursor = e->cursor,
+                                   .consumed = e->consumed, .next_group_id = e->next_group_id,
+                                   .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
+        memcpy(t->snap.group_counts, c->group_counts, sizeof c->group_counts);
+        e->phase = c->cfg.staleness > 0 ? PH_IDLE : PH_TRAIN;
+        status(c, "step %ld: training on %d groups", e->step, nb);
     }
-    xfree(kept);
+    xfree(batch);
 }
 
 /* Cancels every group still in flight (streaming mode, once the batch is full). */
@@ -756,29 +796,34 @@ static void on_score_result(Coord *c, WorkerEntry *w, Dapo__ScoreResult *r) {
         cancel_in_flight(c);
 }
 
+static void finish_step(Coord *c);
+static void announce_version(Coord *c);
+
 static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
     Engine *e = c->engine;
-    if (e->phase != PH_TRAIN || r->step != e->step || strcmp(r->run_id, c->run_id) != 0) {
+    TrainJob *t = &e->job;
+    if (!t->active || r->step != t->step || strcmp(r->run_id, c->run_id) != 0) {
         log_debug("dropped a step result for step %lld from %s", (long long)r->step, w->id);
         return;
     }
     if (r->error[0]) {
-        fail(c, "step %ld: learner %s (rank %u) failed: %s", e->step, w->id, r->rank, r->error);
+        fail(c, "step %ld: learner %s (rank %u) failed: %s", t->step, w->id, r->rank, r->error);
         return;
     }
-    for (size_t i = 0; i < r->n_metrics; i++) {
-        char key[METRIC_NAME_MAX + 8];
-        snprintf(key, sizeof key, "%s", r->metrics[i]->key);
-        metrics_set(&e->learner, key, metrics_get(&e->learner, key, 0) + r->metrics[i]->value);
-    }
-    e->learner_results++;
-    if (r->new_policy_version > 0) e->new_version = r->new_policy_version;
-    if (e->learner_results >= e->expected_results && e->new_version > c->policy_version) {
-        e->t_train = clock_s() - e->t_train;
-        c->policy_version = e->new_version;
-        e->t_weights = clock_s();
-        e->phase = PH_WEIGHTS;
-        status(c, "step %ld: waiting for rollouts to load policy version %lld", e->step, (long long)c->policy_version);
+    for (size_t i = 0; i < r->n_metrics; i++)
+        metrics_set(&t->learner, r->metrics[i]->key, metrics_get(&t->learner, r->metrics[i]->key, 0) + r->metrics[i]->value);
+    t->results++;
+    if (r->new_policy_version > 0) t->new_version = r->new_policy_version;
+    if (t->results >= t->expected && t->new_version > c->policy_version) {
+        t->t_trained = clock_s();
+        c->policy_version = t->new_version;
+        announce_version(c);
+        if (c->cfg.staleness > 0) {
+            finish_step(c);                         /* async: rollouts catch up while they generate */
+        } else {
+            e->phase = PH_WEIGHTS;
+            status(c, "step %ld: waiting for rollouts to load policy version %lld", t->step, (long long)c->policy_version);
+        }
     }
 }
 
@@ -821,7 +866,7 @@ void engine_on_worker_lost(Coord *c, int wi) {
         g->worker = -1;
     }
     if (requeued) log_warn("%d groups of %s returned to the queue", requeued, c->workers[wi].id);
-    if (c->workers[wi].role == DAPO__ROLE__ROLE_LEARNER && e->phase == PH_TRAIN)
+    if (c->workers[wi].role == DAPO__ROLE__ROLE_LEARNER && e->job.active)
         fail(c, "step %ld: learner rank %u (%s) was lost during the update; restart it and resume from the last "
              "checkpoint", e->step, c->workers[wi].rank, c->workers[wi].id);
 }
@@ -849,39 +894,40 @@ static int learners_ready(Coord *c) {
     return have == c->cfg.num_learners;
 }
 
+/* The training job's update is done (and in sync mode every rollout holds the new version): record the step's
+ * metrics, checkpoint at save_freq, schedule validation at test_freq. */
 static void finish_step(Coord *c) {
     Engine *e = c->engine;
-    for (int i = 0; i < e->ngroups; i++)
-        if (e->groups[i].state == GS_KEPT) set_state(c, &e->groups[i], GS_TRAINED);
-    double step_s = clock_s() - e->t_step;
+    TrainJob *t = &e->job;
+    double now = clock_s(), step_s = now - t->t_step;
     Metrics out = {0};
-    for (int i = 0; i < e->m.n; i++) metrics_set(&out, e->m.m[i].name, e->m.m[i].value);
-    for (int i = 0; i < e->learner.n; i++)           /* learner metrics: mean over mini-batches and ranks */
-        metrics_set(&out, e->learner.m[i].name, e->learner.m[i].value / (e->learner_results ? e->learner_results : 1));
-    metrics_set(&out, "timing_s/gen", e->t_gen);
-    metrics_set(&out, "timing_s/reward", e->t_reward_busy);
-    metrics_set(&out, "timing_s/update_weights", clock_s() - e->t_weights);
+    for (int i = 0; i < t->m.n; i++) metrics_set(&out, t->m.m[i].name, t->m.m[i].value);
+    for (int i = 0; i < t->learner.n; i++)           /* learner metrics: mean over mini-batches and ranks */
+        metrics_set(&out, t->learner.m[i].name, t->learner.m[i].value / (t->results ? t->results : 1));
+    metrics_set(&out, "timing_s/gen", t->t_gen);
+    metrics_set(&out, "timing_s/reward", t->t_reward);
+    metrics_set(&out, "timing_s/update_actor_wall", t->t_trained - t->t_sent);
+    metrics_set(&out, "timing_s/update_weights", now - t->t_trained);
     metrics_set(&out, "timing_s/step", step_s);
-    metrics_set(&out, "perf/throughput", (double)e->batch_tokens / step_s / c->cfg.num_learners);
-    metrics_set(&out, "training/global_step", (double)e->step);
-    metrics_set(&out, "training/epoch", (double)e->epoch);
+    metrics_set(&out, "perf/throughput", (double)t->batch_tokens / step_s / c->cfg.num_learners);
+    metrics_set(&out, "training/global_step", (double)t->step);
+    metrics_set(&out, "training/epoch", (double)t->snap.epoch);
     metrics_set(&out, "actor/policy_version", (double)c->policy_version);
-    coord_record_step(c, e->step, &out);
-    log_info("step %ld done in %.1f s: score %.3f, acc %.3f, %d rounds, pg_loss %.4f", e->step, step_s,
+    coord_record_step(c, t->step, &out);
+    log_info("step %ld done in %.1f s: score %.3f, acc %.3f, %g rounds, pg_loss %.4f", t->step, step_s,
              metrics_get(&out, "critic/score/mean", NAN), metrics_get(&out, "critic/acc/mean", NAN),
-             e->round, metrics_get(&out, "actor/pg_loss", NAN));
+             metrics_get(&out, "train/num_gen_batches", NAN), metrics_get(&out, "actor/pg_loss", NAN));
     metrics_free(&out);
-    e->done_steps = e->step;
-    e->phase = PH_IDLE;
-    e->snap = (EngineSnapshot){.step = e->done_steps, .policy_version = c->policy_version, .epoch = e->epoch,
-                               .cursor = e->cursor, .consumed = e->consumed, .next_group_id = e->next_group_id,
-                               .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
-    memcpy(e->snap.group_counts, c->group_counts, sizeof c->group_counts);
+    e->done_steps = t->step;
+    t->active = 0;
+    if (e->phase == PH_WEIGHTS || e->phase == PH_TRAIN) e->phase = PH_IDLE;
+    e->snap = t->snap;
+    e->snap.policy_version = c->policy_version;
     if (c->cfg.save_freq > 0 && e->done_steps % c->cfg.save_freq == 0) {
         char err[ERR_LEN];
         if (ckpt_save(c, err)) log_error("checkpoint at step %ld: %s", e->done_steps, err);
     }
-    if (c->cfg.test_freq > 0 && e->val.n && e->done_steps % c->cfg.test_freq == 0) start_validation(c, 0);
+    if (c->cfg.test_freq > 0 && e->val.n && e->done_steps % c->cfg.test_freq == 0) e->val_pending = 1;
 }
 
 /* Tells every rollout at once that a new policy version is out (a Heartbeat carries the version), so they fetch
@@ -894,22 +940,53 @@ static void announce_version(Coord *c) {
             coord_send(c, &c->workers[i], DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base);
 }
 
+/* Some alive rollout holds a version within the staleness bound (async mode starts generating with it). */
+static int rollouts_usable(Coord *c) {
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == DAPO__ROLE__ROLE_ROLLOUT && c->workers[i].life == WORKER_ALIVE &&
+            version_ok(c, c->workers[i].policy_version))
+            return 1;
+    return 0;
+}
+
+/* In IDLE: validation when due, else the next step's generation, else done. */
+static void idle(Coord *c) {
+    Engine *e = c->engine;
+    int initial_val = !e->val_started && e->done_steps == 0 && e->val.n && (c->cfg.val_before_train || c->cfg.val_only);
+    if (initial_val || (e->val_pending && !e->job.active)) {
+        if (!rollouts_current(c)) {
+            status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
+            return;
+        }
+        e->val_started = 1;
+        e->val_pending = 0;
+        start_validation(c, c->cfg.val_only);
+        return;
+    }
+    if (c->cfg.val_only) { e->phase = PH_DONE; return; }
+    int last = c->cfg.total_training_steps > 0 && e->step >= c->cfg.total_training_steps;
+    if (last || e->data_done) {                      /* nothing more to generate */
+        if (!e->job.active) {
+            e->phase = PH_DONE;
+            status(c, "training finished after %ld steps", e->done_steps);
+        }
+        return;
+    }
+    if (!learners_ready(c))
+        status(c, "waiting for all %d learner ranks to register", c->cfg.num_learners);
+    else if (c->cfg.staleness > 0 ? rollouts_usable(c) : rollouts_current(c))
+        start_step(c);
+    else
+        status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
+}
+
 /* One pass of the state machine; returns 1 when the phase changed (the caller runs another pass). */
 static int tick_once(Coord *c) {
     Engine *e = c->engine;
     Phase before = e->phase;
     switch (e->phase) {
     case PH_IDLE:
-        if (!e->val_started && e->done_steps == 0 && e->val.n && (c->cfg.val_before_train || c->cfg.val_only)) {
-            e->val_started = 1;
-            start_validation(c, c->cfg.val_only);
-            break;
-        }
-        if (c->cfg.val_only) { e->phase = PH_DONE; break; }
-        if (!learners_ready(c))
-            status(c, "waiting for all %d learner ranks to register", c->cfg.num_learners);
-        else if (rollouts_current(c)) start_step(c);
-        else status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
+        idle(c);
         break;
     case PH_VALIDATE:
     case PH_GENERATE:
@@ -918,13 +995,15 @@ static int tick_once(Coord *c) {
         else if (e->phase == PH_GENERATE && round_settled(e)) after_round(c);
         if (e->phase == PH_GENERATE) dispatch(c);
         break;
+    case PH_BATCH_READY:
+        if (!e->job.active && learners_ready(c)) send_ready_batch(c);
+        break;
     case PH_WEIGHTS:
         if (rollouts_current(c)) finish_step(c);
         break;
     default:
         break;
     }
-    if (e->phase == PH_WEIGHTS && before != PH_WEIGHTS) announce_version(c);
     return e->phase != before;
 }
 
@@ -1040,7 +1119,8 @@ void engine_free(Coord *c) {
     dataset_free(&e->val);
     tokenizer_free(e->tok);
     metrics_free(&e->m);
-    metrics_free(&e->learner);
+    metrics_free(&e->job.m);
+    metrics_free(&e->job.learner);
     xfree(e);
     c->engine = NULL;
 }

@@ -248,12 +248,33 @@ static void test_resume_at_epoch_boundary(void **state) {
     stop_run(&r2);
 }
 
+/* Async mode (trainer.staleness 1): the next step is generated while the learner trains, rollouts one version
+ * behind are accepted, and the accounting still adds up. */
+static void test_async_overlaps_generation_and_training(void **state) {
+    (void)state;
+    static Run r;
+    static volatile long seen;
+    seen = 0;
+    start_run(&r, MODE_BY_LENGTH, "trainer.staleness=1", "trainer.val_before_train=false");
+    r.l.delay_ms = 600;
+    r.l.gen_step_seen = &seen;
+    for (int i = 0; i < 2; i++) r.r[i].gen_step_seen = &seen;
+    json_t *st = wait_phase(&r, "done", 60000);
+    assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 2);
+    assert_accounting(st);
+    assert_int_equal(group_count(st, "trained"), 8);
+    json_decref(st);
+    assert_true(r.l.overlapped >= 1);         /* step 2 was generating while step 1 trained */
+    stop_run(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_steps_with_validation),
         cmocka_unit_test(test_max_num_gen_batches_error),
         cmocka_unit_test(test_rollout_dies_mid_step),
         cmocka_unit_test(test_resume_at_epoch_boundary),
+        cmocka_unit_test(test_async_overlaps_generation_and_training),
     };
     return cmocka_run_group_tests_name("coordinator", tests, NULL, NULL);
 }
