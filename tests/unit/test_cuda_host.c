@@ -1,0 +1,226 @@
+/* tests/unit/test_cuda_host.c: the host-side logic of the CUDA backend (backend/cuda/cuda_host.h), on the CPU:
+ * bf16 conversion against torch's bits (tests/data/cuda/bf16_v1.bin, tests/reference/make_cuda_host_fixtures.py),
+ * NaN handling, the packing index, the lm_head chunk plan, the device memory plan for a Qwen2.5-0.5B config
+ * (sizes written out by hand from the architecture) and the paged KV block allocator.
+ * The GPU itself is exercised by bench/gpu_check.sh (tools/dapo-gpu-check.c), not here. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "backend/cuda/cuda_host.h"
+#include "dapo_fixture.h"
+#include "model/model_config.h"
+
+static void test_bf16_matches_torch(void **state) {
+    (void)state;
+    Fixture fx;
+    assert_int_equal(fx_load("tests/data/cuda/bf16_v1.bin", &fx), 0);
+    const FxTensor *x = fx_get(&fx, "x", FX_F32), *bits = fx_get(&fx, "bf16_bits", FX_I32), *back = fx_get(&fx, "back", FX_F32);
+    assert_non_null(x);
+    assert_non_null(bits);
+    assert_non_null(back);
+    assert_true(x->n > 6000 && bits->n == x->n && back->n == x->n);
+    const float *xv = x->data, *bv = back->data;
+    const int32_t *bb = bits->data;
+    int bad = 0;
+    for (uint32_t i = 0; i < x->n; i++) {
+        uint16_t h = cuda_bf16_from_f32(xv[i]);
+        if (h != (uint16_t)bb[i]) {
+            if (bad++ < 5) fprintf(stderr, "bf16(%a) = %04x, torch %04x\n", (double)xv[i], h, (unsigned)bb[i]);
+            continue;
+        }
+        float y = cuda_bf16_to_f32(h);
+        if (memcmp(&y, &bv[i], 4) != 0) bad++;
+    }
+    assert_int_equal(bad, 0);
+    /* array forms agree with the scalar ones */
+    uint16_t h[16];
+    float y[16];
+    cuda_bf16_from_f32_n(h, xv, 16);
+    cuda_bf16_to_f32_n(y, h, 16);
+    for (int i = 0; i < 16; i++) {
+        assert_int_equal(h[i], (uint16_t)bb[i]);
+        assert_memory_equal(&y[i], &bv[i], 4);
+    }
+    fx_free(&fx);
+}
+
+static void test_bf16_nan_and_known(void **state) {
+    (void)state;
+    assert_int_equal(cuda_bf16_from_f32(1.0f), 0x3f80);
+    assert_int_equal(cuda_bf16_from_f32(-2.0f), 0xc000);
+    assert_int_equal(cuda_bf16_from_f32(INFINITY), 0x7f80);
+    assert_int_equal(cuda_bf16_from_f32(3.4028235e38f), 0x7f80);   /* rounds past the largest bf16 */
+    uint16_t n = cuda_bf16_from_f32(NAN);
+    assert_true((n & 0x7f80) == 0x7f80 && (n & 0x7f) != 0);
+    uint32_t u = 0x7f800001u;   /* signalling NaN with a payload that would round away */
+    float sn;
+    memcpy(&sn, &u, 4);
+    assert_true(isnan(cuda_bf16_to_f32(cuda_bf16_from_f32(sn))));
+    u = 0xffffffffu;
+    memcpy(&sn, &u, 4);
+    uint16_t m = cuda_bf16_from_f32(sn);
+    assert_true(isnan(cuda_bf16_to_f32(m)) && (m & 0x8000));
+    assert_true(cuda_bf16_to_f32(0x3f80) == 1.0f);
+}
+
+static void test_pack_index(void **state) {
+    (void)state;
+    char err[ERR_LEN];
+    const int32_t cu[4] = { 0, 3, 4, 9 };
+    int32_t pos[9], st[9], en[9];
+    int ml = 0;
+    assert_int_equal(cuda_pack_index(cu, 3, 9, pos, st, en, &ml, err), 0);
+    const int32_t epos[9] = { 0, 1, 2, 0, 0, 1, 2, 3, 4 }, est[9] = { 0, 0, 0, 3, 4, 4, 4, 4, 4 },
+                  een[9] = { 3, 3, 3, 4, 9, 9, 9, 9, 9 };
+    assert_memory_equal(pos, epos, sizeof pos);
+    assert_memory_equal(st, est, sizeof st);
+    assert_memory_equal(en, een, sizeof en);
+    assert_int_equal(ml, 5);
+    assert_int_equal(cuda_pack_index(cu, 3, 9, NULL, NULL, NULL, NULL, err), 0);
+    const int32_t bad1[3] = { 0, 2, 2 }, bad2[3] = { 1, 2, 4 }, bad3[3] = { 0, 2, 5 };
+    assert_int_equal(cuda_pack_index(bad1, 2, 2, pos, st, en, &ml, err), ERR_INVAL);
+    assert_non_null(strstr(err, "cu_seqlens[2]"));
+    assert_int_equal(cuda_pack_index(bad2, 2, 4, pos, st, en, &ml, err), ERR_INVAL);
+    assert_int_equal(cuda_pack_index(bad3, 2, 4, pos, st, en, &ml, err), ERR_INVAL);
+    assert_int_equal(cuda_pack_index(NULL, 2, 4, pos, st, en, &ml, err), ERR_INVAL);
+    assert_int_equal(cuda_pack_index(cu, 0, 9, pos, st, en, &ml, err), ERR_INVAL);
+}
+
+static void test_lm_plan(void **state) {
+    (void)state;
+    char err[ERR_LEN];
+    CudaLmPlan p;
+    /* everything fits: one chunk */
+    assert_int_equal(cuda_lm_plan(8, 1000, 1L << 20, &p, err), 0);
+    assert_int_equal(p.row_chunk, 8);
+    assert_int_equal(p.vocab_chunk, 1000);
+    assert_int_equal(p.n_vocab_chunks, 1);
+    assert_int_equal(p.scratch_bytes, 8 * 1000 * 6);
+    /* Qwen vocabulary, 4096 rows, 256 MiB: all rows, 10880 columns (multiple of 64), 14 chunks */
+    assert_int_equal(cuda_lm_plan(4096, 151936, 256L << 20, &p, err), 0);
+    assert_int_equal(p.row_chunk, 4096);
+    assert_int_equal(p.vocab_chunk, (int)((256L << 20) / (4096 * 6) / 64 * 64));
+    assert_int_equal(p.vocab_chunk % 64, 0);
+    assert_int_equal(p.n_vocab_chunks, (151936 + p.vocab_chunk - 1) / p.vocab_chunk);
+    assert_true(p.scratch_bytes <= (256L << 20));
+    assert_true((long)p.row_chunk * p.vocab_chunk < 4096L * 151936);   /* never the full logits */
+    /* tiny budget: rows are cut too */
+    assert_int_equal(cuda_lm_plan(1000, 5000, 64 * 6 * 10, &p, err), 0);
+    assert_int_equal(p.row_chunk, 10);
+    assert_int_equal(p.vocab_chunk, 64);
+    assert_int_equal(p.n_row_chunks, 100);
+    assert_int_equal(p.n_vocab_chunks, 79);
+    assert_int_equal(cuda_lm_plan(10, 5000, 100, &p, err), ERR_INVAL);
+    assert_int_equal(cuda_lm_plan(0, 5000, 1 << 20, &p, err), ERR_INVAL);
+}
+
+static const char *QWEN05 =
+    "{\"architectures\":[\"Qwen2ForCausalLM\"],\"vocab_size\":151936,\"hidden_size\":896,\"num_hidden_layers\":24,"
+    "\"num_attention_heads\":14,\"num_key_value_heads\":2,\"intermediate_size\":4864,\"max_position_embeddings\":32768,"
+    "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"tie_word_embeddings\":true,\"hidden_act\":\"silu\","
+    "\"use_sliding_window\":false}";
+
+static void test_mem_plan_qwen05(void **state) {
+    (void)state;
+    char err[ERR_LEN];
+    ModelConfig c;
+    assert_int_equal(model_config_parse(&c, QWEN05, err), 0);
+    long P = model_config_param_count(&c);
+    /* 494,032,768 parameters (Qwen2.5-0.5B, tied): embed 151936*896 + 24 * per-layer + norm */
+    long per_layer = 896 + (896 + 2 * 128) * 896 + (896 + 2 * 128) + 896 * 896 + 896 + 2 * 4864 * 896 + 896 * 4864;
+    assert_int_equal(P, 151936L * 896 + 24 * per_layer + 896);
+    assert_int_equal(P, 494032768L);
+    CudaPlanOptions o = { .max_tokens = 4096, .train = 1, .kv_tokens = 0 };
+    CudaMemPlan p;
+    assert_int_equal(cuda_mem_plan(&c, &o, &p, err), 0);
+    assert_int_equal(p.bytes[CM_W_BF16], P * 2);
+    assert_int_equal(p.bytes[CM_MASTER], P * 4);
+    assert_int_equal(p.bytes[CM_ADAM_V], P * 4);
+    assert_int_equal(p.n_act_sets, 24);
+    size_t N = 4096;
+    size_t layer = N * 896 * 4 + N * 4 + N * 896 * 2 + N * 1152 * 4 + N * 896 * 2 + N * 14 * 4 + N * 896 * 4 + N * 4 +
+                   N * 896 * 2 + N * 9728 * 4 + N * 4864 * 2;
+    assert_true(p.layer_bytes >= layer && p.layer_bytes < layer + 11 * 256);
+    assert_int_equal(p.bytes[CM_LAYER_ACTS], p.layer_bytes * 24);
+    assert_int_equal(p.bytes[CM_KV], 0);
+    /* every buffer aligned, in order, not overlapping */
+    for (int i = 0; i < CM_N_BUFS; i++) {
+        assert_int_equal(p.off[i] % 256, 0);
+        if (i + 1 < CM_N_BUFS) assert_true(p.off[i] + p.bytes[i] <= p.off[i + 1]);
+        assert_non_null(cuda_mem_buf_names[i]);
+    }
+    assert_true(p.off[CM_N_BUFS - 1] + p.bytes[CM_N_BUFS - 1] <= p.total);
+    /* the 0.5B model trains at 4096 tokens within an H200's 141 GB, and in far less than that */
+    assert_true(p.total < 40ULL << 30);
+    assert_true(p.total > (size_t)P * 18);
+    /* inference: no grads/Adam, one activation set, KV cache of 65536 positions in blocks of 16 */
+    CudaPlanOptions oi = { .max_tokens = 512, .train = 0, .kv_tokens = 65536, .block_tokens = 16, .max_seqs = 64 };
+    assert_int_equal(cuda_mem_plan(&c, &oi, &p, err), 0);
+    assert_int_equal(p.bytes[CM_GRAD], 0);
+    assert_int_equal(p.n_act_sets, 1);
+    assert_int_equal(p.kv_blocks, 4096);
+    assert_int_equal(p.bytes[CM_KV], 65536UL * 128 * 2 * 2 * 24);
+    assert_int_equal(p.bytes[CM_LOGITS], 64UL * 151936 * 4);
+    CudaPlanOptions ob = { .max_tokens = 0 };
+    assert_int_equal(cuda_mem_plan(&c, &ob, &p, err), ERR_INVAL);
+}
+
+static void test_kv_pager(void **state) {
+    (void)state;
+    char err[ERR_LEN];
+    CudaKvPager k;
+    assert_int_equal(cuda_kv_init(&k, 6, 4, 3, 4, err), 0);
+    int a = cuda_kv_seq_new(&k, err), b = cuda_kv_seq_new(&k, err);
+    assert_int_equal(a, 0);
+    assert_int_equal(b, 1);
+    assert_int_equal(cuda_kv_seq_grow(&k, a, 5, err), 0);   /* 2 blocks: 0, 1 */
+    assert_int_equal(cuda_kv_seq_grow(&k, b, 4, err), 0);   /* 1 block: 2 */
+    assert_int_equal(cuda_kv_seq_grow(&k, a, 3, err), 0);   /* 8 tokens: still 2 blocks */
+    assert_int_equal(k.n_free, 3);
+    assert_int_equal(cuda_kv_block_of(&k, a, 0), 0);
+    assert_int_equal(cuda_kv_block_of(&k, a, 7), 1);
+    assert_int_equal(cuda_kv_block_of(&k, b, 3), 2);
+    assert_int_equal(cuda_kv_seq_grow(&k, b, 1, err), 0);   /* block 3 */
+    assert_int_equal(cuda_kv_block_of(&k, b, 4), 3);
+    /* too many for max_blocks_per_seq, then too many for the free blocks: nothing changes */
+    assert_int_equal(cuda_kv_seq_grow(&k, a, 9, err), ERR_TOO_BIG);
+    int c = cuda_kv_seq_new(&k, err);
+    assert_int_equal(c, 2);
+    assert_int_equal(cuda_kv_seq_grow(&k, c, 12, err), ERR_FULL);   /* 3 blocks wanted, 2 free */
+    assert_int_equal(k.len[c], 0);
+    assert_int_equal(k.len[a], 8);
+    assert_int_equal(k.n_free, 2);
+    assert_int_equal(cuda_kv_seq_new(&k, err), ERR_FULL);
+    cuda_kv_seq_release(&k, a);                              /* blocks 0, 1 back */
+    assert_int_equal(k.n_free, 4);
+    assert_int_equal(k.len[a], -1);
+    assert_int_equal(cuda_kv_seq_grow(&k, c, 12, err), 0);   /* 3 blocks: 0, 1 reused first, then 4 */
+    assert_int_equal(cuda_kv_block_of(&k, c, 0), 0);
+    assert_int_equal(cuda_kv_block_of(&k, c, 4), 1);
+    assert_int_equal(cuda_kv_block_of(&k, c, 11), 4);
+    /* every block owned at most once */
+    int seen[6] = { 0 };
+    for (long i = 0; i < 3L * 4; i++)
+        if (k.table[i] >= 0) seen[k.table[i]]++;
+    for (int i = 0; i < k.n_free; i++) seen[k.free_stack[i]]++;
+    for (int i = 0; i < 6; i++) assert_int_equal(seen[i], 1);
+    assert_int_equal(cuda_kv_seq_grow(&k, 5, 1, err), ERR_INVAL);
+    assert_int_equal(cuda_kv_seq_grow(&k, a, 1, err), ERR_INVAL);   /* released slot */
+    cuda_kv_seq_release(&k, a);                                     /* no-op */
+    cuda_kv_free(&k);
+    assert_int_equal(cuda_kv_init(&k, 0, 4, 3, 4, err), ERR_INVAL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bf16_matches_torch), cmocka_unit_test(test_bf16_nan_and_known),
+        cmocka_unit_test(test_pack_index),         cmocka_unit_test(test_lm_plan),
+        cmocka_unit_test(test_mem_plan_qwen05),    cmocka_unit_test(test_kv_pager),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
