@@ -58,20 +58,18 @@ static int run_gen(const char *extra, const char *out, char *text, size_t n) {
     return tu_run(cmd, text, n);
 }
 
-static json_t **read_lines(const char *path, int *n) {
+static void read_lines(const char *path, json_t *v[16], int *n) {
     FILE *f = fopen(path, "r");
     assert_non_null(f);
-    static json_t *v[16];
     char line[1 << 16];
     *n = 0;
-    while (fgets(line, sizeof line, f)) {
+    while (*n < 16 && fgets(line, sizeof line, f)) {
         json_error_t je;
         v[*n] = json_loads(line, JSON_ALLOW_NUL, &je);
         assert_non_null(v[*n]);
         (*n)++;
     }
     fclose(f);
-    return v;
 }
 
 static void test_generate_jsonl(void **state) {
@@ -87,7 +85,8 @@ static void test_generate_jsonl(void **state) {
     Tokenizer *tok = tokenizer_load(tp, err);
     assert_non_null(tok);
     int n;
-    json_t **v = read_lines(out, &n);
+    json_t *v[16];
+    read_lines(out, v, &n);
     assert_int_equal(n, 3);
     assert_int_equal(json_integer_value(json_object_get(v[1], "index")), 9);
     assert_string_equal(json_string_value(json_object_get(v[1], "ground_truth")), "42");
@@ -127,10 +126,8 @@ static void test_generate_jsonl(void **state) {
     assert_int_equal(run_gen("--n 2 --batch-invariant --max-num-seqs 1 --batch-tokens 3", out2b, log, sizeof log), 0);
     int n2, n2b;
     json_t *w[16], *wb[16];
-    json_t **t2 = read_lines(out2, &n2);
-    memcpy(w, t2, sizeof w);
-    json_t **t2b = read_lines(out2b, &n2b);
-    memcpy(wb, t2b, sizeof wb);
+    read_lines(out2, w, &n2);
+    read_lines(out2b, wb, &n2b);
     assert_int_equal(n2, 3);
     assert_int_equal(n2b, 3);
     for (int i = 0; i < 3; i++) {
