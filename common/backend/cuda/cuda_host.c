@@ -141,7 +141,7 @@ int cuda_mem_plan(const ModelConfig *c, const CudaPlanOptions *o, CudaMemPlan *p
     b[CM_DQKV] = tr ? N * qkvd * 4 : 0;
     b[CM_DBF] = tr ? N * maxB * 2 : 0;
     b[CM_DSUM] = tr ? N * nh * 4 : 0;
-    b[CM_NORM] = 1024 * 8;
+    b[CM_NORM] = 1040 * 8;
     b[CM_KV] = kvb;
     b[CM_LOGITS] = (size_t)(o->max_seqs > 0 ? o->max_seqs : 1) * V * 4;
     size_t off = 0;

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/cuda/cuda_types.h"
 #include "core/err.h"
 #include "model/model_config.h"
 
@@ -84,7 +85,7 @@ enum {
     CM_DQKV,         /* f32  [N,qkvd] (train) */
     CM_DBF,          /* bf16 [N,max(H,2I,qkvd)] (train) */
     CM_DSUM,         /* f32  [N,nh] attention backward D = rowsum(dout * out) (train) */
-    CM_NORM,         /* f64  [1024] grad-norm partial sums */
+    CM_NORM,         /* f64  [1040] grad-norm partial sums [0, 1024) and result [1024] */
     CM_KV,           /* bf16 [L, 2, n_blocks, BS, kvd] paged KV cache (generation) */
     CM_LOGITS,       /* f32  [max_seqs, V] last-row logits of a cached forward (generation) */
     CM_N_BUFS

@@ -13,6 +13,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/cuda_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -105,14 +107,13 @@ void cuda_paged_attention(uint16_t *out, const float *qkv, int ld, const int32_t
                           const int32_t *tables, int max_blocks, const uint16_t *kc, const uint16_t *vc, int R, int BS,
                           int nh, int nkv, int hd, float scale, cudaStream_t st);
 
+/* gather.cu: dst[s, :] = src[idx[s], :] for s < S, rows of H bf16 (idx: device int32). */
+void cuda_gather_rows_bf16(uint16_t *dst, const uint16_t *src, const int32_t *idx, int S, int H, cudaStream_t st);
+
 /* sample.cu: one token per row of logits [S, V] (row stride ld) on the device, model/sample.h semantics
  * (temperature, top-k, top-p, greedy; log-prob over the full vocabulary before truncation), with the uniform
  * draw u = rng_uniform(seed, group[s], sample[s], pos[s]) computed on the device by the same Philox4x32-10
  * (core/rng.h mapping). scratch: 8 * V bytes per row. tok[s] = -1 when the row holds NaN / +inf / only -inf. */
-typedef struct {
-    float temperature, top_p;
-    int   top_k, greedy;
-} CudaSampleParams;
 void cuda_sample(int32_t *tok, float *logp, const float *logits, int ld, int S, int V, CudaSampleParams p,
                  uint64_t seed, const uint64_t *group, const uint32_t *sample, const uint32_t *pos, void *scratch,
                  cudaStream_t st);
