@@ -253,6 +253,33 @@ HOT void cpu_rope(float *x, int ld, const float *cs, const float *sn, int M, int
 typedef float v16 __attribute__((vector_size(64)));
 #define MAX_HD 256
 
+/* The 4 x (16 NQ) register block of mm_ab: c[i][0..16 NQ) = sum_k a_i[k] B[k][0..16 NQ). NQ is a constant
+ * after inlining, so the accumulators stay in vector registers (GCC vector extensions: 16-float vectors
+ * whatever the clone's preferred width). */
+static inline __attribute__((always_inline)) void mm_ab_blk(const int NQ, float c[RB][JB], const float *A, int lda,
+                                                            const float *B, int ldb, int kk) {
+    const float *a0 = A, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+    v16 c0[4] = { 0 }, c1[4] = { 0 }, c2[4] = { 0 }, c3[4] = { 0 };
+    for (int k = 0; k < kk; k++) {
+        const float *bk = B + (long)k * ldb;
+        float x0 = a0[k], x1 = a1[k], x2 = a2[k], x3 = a3[k];
+        for (int q = 0; q < NQ; q++) {
+            v16 bq;
+            memcpy(&bq, bk + 16 * q, sizeof bq);
+            c0[q] += x0 * bq;
+            c1[q] += x1 * bq;
+            c2[q] += x2 * bq;
+            c3[q] += x3 * bq;
+        }
+    }
+    for (int q = 0; q < NQ; q++) {
+        memcpy(&c[0][16 * q], &c0[q], sizeof(v16));
+        memcpy(&c[1][16 * q], &c1[q], sizeof(v16));
+        memcpy(&c[2][16 * q], &c2[q], sizeof(v16));
+        memcpy(&c[3][16 * q], &c3[q], sizeof(v16));
+    }
+}
+
 /* C[r][j] (acc ? += : =) alpha * sum_k A[r][k] B[k][j] for r < R, j < n, k < K.
  * Causal trimming: jc >= 0 limits row r to columns j < jc + r + 1 (those beyond are left unwritten);
  * kc >= 0 limits the sum for row r to k < kc + r + 1 (A is zero beyond it). */
@@ -261,34 +288,21 @@ HOT static void mm_ab(float *C, int ldc, const float *A, int lda, const float *B
     for (int r0 = 0; r0 < R; r0 += RB) {
         int rb = R - r0 < RB ? R - r0 : RB;
         int nn = jc >= 0 && jc + r0 + rb < n ? jc + r0 + rb : n;
+        nn = (nn + 15) & ~15;               /* whole vectors: extra causal columns are ignored downstream */
+        if (nn > n) nn = n;
         int kk = kc >= 0 && kc + r0 + rb < K ? kc + r0 + rb : K;
         for (int j0 = 0; j0 < nn; j0 += JB) {
             int jb = nn - j0 < JB ? nn - j0 : JB;
             float c[RB][JB];
-            memset(c, 0, sizeof c);
-            if (rb == RB && jb == JB) {
-                /* GCC vector extensions: 16-float vectors whatever the clone's preferred width */
-                const float *a0 = A + (long)r0 * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
-                v16 c0[4] = { 0 }, c1[4] = { 0 }, c2[4] = { 0 }, c3[4] = { 0 };
-                for (int k = 0; k < kk; k++) {
-                    const float *bk = B + (long)k * ldb + j0;
-                    float x0 = a0[k], x1 = a1[k], x2 = a2[k], x3 = a3[k];
-                    for (int q = 0; q < 4; q++) {
-                        v16 bq;
-                        memcpy(&bq, bk + 16 * q, sizeof bq);
-                        c0[q] += x0 * bq;
-                        c1[q] += x1 * bq;
-                        c2[q] += x2 * bq;
-                        c3[q] += x3 * bq;
-                    }
-                }
-                for (int q = 0; q < 4; q++) {
-                    memcpy(&c[0][16 * q], &c0[q], sizeof(v16));
-                    memcpy(&c[1][16 * q], &c1[q], sizeof(v16));
-                    memcpy(&c[2][16 * q], &c2[q], sizeof(v16));
-                    memcpy(&c[3][16 * q], &c3[q], sizeof(v16));
+            if (rb == RB && jb % 16 == 0) {
+                switch (jb / 16) {
+                case 4: mm_ab_blk(4, c, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
+                case 3: mm_ab_blk(3, c, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
+                case 2: mm_ab_blk(2, c, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
+                default: mm_ab_blk(1, c, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
                 }
             } else {
+                memset(c, 0, sizeof c);
                 for (int k = 0; k < kk; k++) {
                     const float *bk = B + (long)k * ldb + j0;
                     for (int i = 0; i < rb; i++) {
