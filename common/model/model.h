@@ -7,8 +7,10 @@
  * sized from the config and ModelOptions.max_tokens at load and logged. Inside a layer the q/k/v weights
  * (and biases) are stored back to back as one [qd + 2 kvd, H] matrix and gate/up as one [2I, H] matrix, so
  * each is one GEMM; the HF tensor names map onto slices of them (model_tensor_*).
- * Not here: AdamW and LR schedules (adamw.h), sampling (sample.h), KV-cache decoding (the rollout engine
- * builds it from backend/cpu/cpu_ops.h and these weights), CUDA. */
+ * A Model is not thread-safe: one forward/backward at a time (the activation slab is shared); parallelism is
+ * inside the kernels (OpenMP threads).
+ * Not here: AdamW and LR schedules (adamw.h), sampling (sample.h), the rollout's paged KV cache and
+ * continuous batching (model/generate.c builds them from backend/cpu kernels), CUDA. */
 #ifndef DAPO_MODEL_H
 #define DAPO_MODEL_H
 

@@ -15,7 +15,10 @@
 /* The OpenBLAS kernel in use (openblas_get_corename(); "SkylakeX", "Haswell", "Prescott", ...). Borrowed. */
 const char *cpu_blas_corename(void);
 
-/* y[M, N] = x[M, K] @ w[N, K]^T (+ b[N] broadcast when b != NULL); PyTorch nn.Linear. */
+/* y[M, N] = x[M, K] @ w[N, K]^T (+ b[N] broadcast when b != NULL); PyTorch nn.Linear.
+ * The cpu_linear* GEMMs split the larger output dimension over the OpenMP threads, each slice one
+ * single-threaded cblas_sgemm (OpenBLAS's thread count is set to 1 during the call and restored), so the
+ * process runs one thread pool; small products (M*N*K < 2M) run as one call. */
 void cpu_linear(float *y, const float *x, const float *w, const float *b, int M, int N, int K);
 
 /* y[M, N] += x[M, K] @ w[N, K]^T (residual connections: no separate add pass, no zeroing pass). */
