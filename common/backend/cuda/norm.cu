@@ -14,7 +14,7 @@ static __global__ void sumsq_partial_kernel(double *part, const float *x, long n
     s = block_sum_d(s, sh);
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
-static __global__ void sumsq_final_kernel(double *out, const double *part, int nb) {
+static __global__ void __launch_bounds__(1024) sumsq_final_kernel(double *out, const double *part, int nb) {
     __shared__ double sh[32];
     double s = 0.0;
     for (int i = threadIdx.x; i < nb; i += blockDim.x) s += part[i];

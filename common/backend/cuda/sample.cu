@@ -88,7 +88,7 @@ static __device__ int nth_equal(const uint32_t *key, int lo, int hi, uint32_t t,
     return sh->id;
 }
 
-static __global__ void sample_kernel(int32_t *tok, float *logp, const float *logits, int ld, int V,
+static __global__ void __launch_bounds__(SBLOCK) sample_kernel(int32_t *tok, float *logp, const float *logits, int ld, int V,
                                      CudaSampleParams P, uint64_t seed, const uint64_t *group, const uint32_t *sample,
                                      const uint32_t *pos, void *scratch) {
     __shared__ SampleShared sh;
