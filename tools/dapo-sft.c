@@ -12,7 +12,8 @@
  * actor_rollout_ref.actor.optim.* (or the flags below), warm-up + constant/cosine schedule, grad clip.
  * Model: actor_rollout_ref.model.path (or --model); a directory with only config.json starts from random weights
  * (normal(0, initializer_range), seeded). Tokenizer: data.tokenizer_path, else the model directory.
- * Eval hook (--val FILE, every --eval-every steps and at the end): held-out response NLL, and with a ground truth,
+ * Eval hook (--val FILE, every --eval-every steps and at the end; --stop-acc A stops at the first evaluation whose
+ * greedy accuracy reaches A): held-out response NLL, and with a ground truth,
  * greedy accuracy of up to --eval-max prompts scored by the verifier's rules (reward/reward.h).
  * Output: --out DIR gets the final Hugging Face model (config.json, model.safetensors fp32) plus the tokenizer files;
  * --save-every K writes learner-format checkpoints to DIR/checkpoints (io/checkpoint.h); --resume continues from the
@@ -56,6 +57,7 @@ typedef struct {
     long  steps;
     int   epochs, batch, warmup, eval_every, eval_max, save_every, log_every, resume, schedule_cosine;
     double lr, min_lr_ratio, clip, wd, beta2;
+    double stop_acc;       /* > 0: stop at the first evaluation whose held-out greedy accuracy reaches it */
     unsigned long seed;
 } Opts;
 
@@ -64,6 +66,7 @@ static void usage(const char *argv0) {
             "usage: %s [--config FILE] [key.path=value ...] --data FILE[,FILE...] --out DIR [--val FILE] [--model DIR]\n"
             "       [--steps N | --epochs E] [--batch SEQS] [--lr LR] [--warmup STEPS] [--schedule constant|cosine]\n"
             "       [--min-lr-ratio R] [--clip NORM] [--weight-decay WD] [--beta2 B2] [--eval-every K] [--eval-max N]\n"
+            "       [--stop-acc A]\n"
             "       [--save-every K] [--resume] [--log-every K] [--seed S]\n", argv0);
 }
 
@@ -273,6 +276,7 @@ static int parse_opts(int argc, char **argv, Opts *o, char err[ERR_LEN]) {
         else if (!strcmp(a, "--beta2")) o->beta2 = atof(v);
         else if (!strcmp(a, "--eval-every")) o->eval_every = atoi(v);
         else if (!strcmp(a, "--eval-max")) o->eval_max = atoi(v);
+        else if (!strcmp(a, "--stop-acc")) o->stop_acc = atof(v);
         else if (!strcmp(a, "--save-every")) o->save_every = atoi(v);
         else if (!strcmp(a, "--log-every")) o->log_every = atoi(v);
         else if (!strcmp(a, "--seed")) o->seed = strtoul(v, NULL, 10);
@@ -402,6 +406,7 @@ int main(int argc, char **argv) {
     log_info("sft: %ld steps of %d sequences (%ld per epoch), lr %g (%s, %d warm-up), clip %g, wd %g", total, o.batch,
              per_epoch, o.lr, o.schedule_cosine ? "cosine" : "constant", o.warmup, o.clip, o.wd);
     double t_start = clock_s(), loss_acc = 0;
+    int stopped = 0;
     long tok_acc = 0;
     for (long step = st.step; step < total && !rc; step++) {
         int nb = 0;
@@ -441,6 +446,12 @@ int main(int argc, char **argv) {
             if ((rc = evaluate(m, &s, tok, &val, o.eval_max, c.max_response_length, max_len, &vn, &acc, err))) break;
             printf("{\"step\": %ld, \"val/nll\": %.6f, \"val/greedy_acc\": %.4f}\n", done, vn, acc);
             fflush(stdout);
+            if (o.stop_acc > 0 && acc >= o.stop_acc) {
+                log_info("sft: stopping at step %ld: held-out greedy accuracy %.4f reached --stop-acc %g", done, acc,
+                         o.stop_acc);
+                stopped = 1;
+                break;
+            }
         }
         if (o.save_every > 0 && done % o.save_every == 0) {
             CheckpointState cs = {.step = done, .adam_step = m->adam_step, .rng_seed = o.seed, .data_epoch = epoch,
@@ -448,7 +459,7 @@ int main(int argc, char **argv) {
             if (checkpoint_save(ckdir, m, &cs, c.max_actor_ckpt_to_keep, err)) log_error("sft: %s", err);
         }
     }
-    if (!rc && val.n) {
+    if (!rc && val.n && !stopped) {
         double vn, acc;
         rc = evaluate(m, &s, tok, &val, o.eval_max, c.max_response_length, max_len, &vn, &acc, err);
         if (!rc) printf("{\"step\": %ld, \"val/nll\": %.6f, \"val/greedy_acc\": %.4f}\n", total, vn, acc);
