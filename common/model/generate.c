@@ -120,8 +120,8 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     e->ctx_max = e->n_blocks * BS;
     e->nthr = omp_get_max_threads();
     size_t layer_floats = (size_t)e->n_blocks * BS * e->kvd;
-    e->kc = xmalloc(layer_floats * c->n_layers * sizeof(float));
-    e->vc = xmalloc(layer_floats * c->n_layers * sizeof(float));
+    e->kc = xcalloc(layer_floats * c->n_layers, sizeof(float));   /* zeroed: unwritten slots stay finite */
+    e->vc = xcalloc(layer_floats * c->n_layers, sizeof(float));
     e->free_list = xmalloc((size_t)e->n_blocks * sizeof(int32_t));
     for (long b = 0; b < e->n_blocks; b++) e->free_list[b] = (int32_t)(e->n_blocks - 1 - b);
     e->n_free = e->n_blocks;
