@@ -723,7 +723,7 @@ int main(int argc, char **argv) {
                  !strcmp(argv[i], "all")) what = argv[i];
         else { fprintf(stderr, "usage: dapo-gpu-check [kernels|model|bench|all] [--out FILE] [--seed N] [--peak-tflops F]\n"); return 2; }
     }
-    log_init("gpu-check", LL_WARN);
+    log_init("gpu-check", LL_INFO);
     if (cuda_device_count() == 0) { fprintf(stderr, "dapo-gpu-check: no CUDA device; nothing checked\n"); return 2; }
     char desc[256];
     cuda_device_describe(0, desc, sizeof desc);

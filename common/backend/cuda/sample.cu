@@ -158,7 +158,7 @@ static __global__ void __launch_bounds__(SBLOCK) sample_kernel(int32_t *tok, flo
             uint32_t t = bisect(key, w, lo, hi, target, 0, 0, &sh);
             double gt = mass_cmp(key, w, lo, hi, t, 1, 0, &sh);
             int any = nth_equal(key, lo, hi, t, 0, &sh);
-            double wt = w[any];
+            double wt = any >= 0 ? w[any] : 0.0;
             long need = wt > 0 ? (long)ceil((target - gt) / wt) : 1;
             if (need < 1) need = 1;
             int cut = nth_equal(key, lo, hi, t, need - 1, &sh);
@@ -173,9 +173,10 @@ static __global__ void __launch_bounds__(SBLOCK) sample_kernel(int32_t *tok, flo
             uint32_t t = bisect(key, w, lo, hi, target, 0, 1, &sh);
             double gt = mass_cmp(key, w, lo, hi, t, 1, 0, &sh);
             int any = nth_equal(key, lo, hi, t, 0, &sh);
-            double wt = w[any];
+            double wt = any >= 0 ? w[any] : 0.0;
             long idx = wt > 0 ? (long)floor((target - gt) / wt) : 0;
             chosen = nth_equal(key, lo, hi, t, idx, &sh);
+            if (chosen < 0) chosen = bid;
         } else {
             double ts = 0.0;
             for (int v = lo; v < hi; v++) ts += w[v];
