@@ -37,8 +37,11 @@ static void write_dataset(const char *path) {
     fclose(f);
 }
 
+static Run *g_run;               /* the run a test started, for the teardown */
+
 static void start_run(Run *r, int mode, const char *extra1, const char *extra2) {
     memset(r, 0, sizeof *r);
+    g_run = r;
     snprintf(r->dir, sizeof r->dir, "%s/test-logs/coordinator-%d", tu_build(), mode);
     char cmd[600], data[300], bin[256], log[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", r->dir, r->dir);
@@ -86,8 +89,25 @@ static void stop_run(Run *r) {
     pthread_join(r->l.th, NULL);
     kill(r->verifier, SIGTERM);
     kill(r->coord, SIGTERM);
-    assert_int_equal(tu_wait(r->verifier, 5000), 0);
-    assert_int_equal(tu_wait(r->coord, 5000), 0);
+    int v = tu_wait(r->verifier, 5000), c = tu_wait(r->coord, 5000);
+    r->verifier = r->coord = 0;
+    if (g_run == r) g_run = NULL;
+    assert_int_equal(v, 0);
+    assert_int_equal(c, 0);
+}
+
+/* Runs even when an assertion failed: stops the threads and processes of the test's run. */
+static int teardown(void **state) {
+    (void)state;
+    Run *r = g_run;
+    if (!r) return 0;
+    g_run = NULL;
+    for (int i = 0; i < 2; i++) { r->r[i].stop = 1; pthread_join(r->r[i].th, NULL); }
+    r->l.stop = 1;
+    pthread_join(r->l.th, NULL);
+    pid_t p[] = {r->verifier, r->coord};
+    for (int i = 0; i < 2; i++) if (p[i] > 0) { kill(p[i], SIGKILL); tu_wait(p[i], 2000); }
+    return 0;
 }
 
 /* Waits until /api/status shows phase `want`; returns the parsed status (caller json_decref's). */
@@ -212,7 +232,9 @@ static void test_resume_at_epoch_boundary(void **state) {
     assert_non_null(strstr(out, "\"step\": 4"));
     assert_non_null(strstr(out, "\"cursor\": 24"));
     /* Restart over the same directory (start_run would wipe it: start the processes by hand). */
-    Run r2 = r;
+    static Run r2;
+    r2 = r;
+    g_run = &r2;
     char bin[256], log[300], a_bind[96], a_http[64], a_train[320], a_tok[320], a_dir[320], coord[96];
     r2.hport = tu_free_port();
     snprintf(a_bind, sizeof a_bind, "cluster.bind=%s", r2.zep);
@@ -270,11 +292,11 @@ static void test_async_overlaps_generation_and_training(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_two_steps_with_validation),
-        cmocka_unit_test(test_max_num_gen_batches_error),
-        cmocka_unit_test(test_rollout_dies_mid_step),
-        cmocka_unit_test(test_resume_at_epoch_boundary),
-        cmocka_unit_test(test_async_overlaps_generation_and_training),
+        cmocka_unit_test_teardown(test_two_steps_with_validation, teardown),
+        cmocka_unit_test_teardown(test_max_num_gen_batches_error, teardown),
+        cmocka_unit_test_teardown(test_rollout_dies_mid_step, teardown),
+        cmocka_unit_test_teardown(test_resume_at_epoch_boundary, teardown),
+        cmocka_unit_test_teardown(test_async_overlaps_generation_and_training, teardown),
     };
     return cmocka_run_group_tests_name("coordinator", tests, NULL, NULL);
 }

@@ -118,9 +118,17 @@ static void assert_accounting(json_t *st) {
                      group_count(st, "scoring") + group_count(st, "kept"), 0);
 }
 
+static Job j;
+
+/* Runs even when an assertion failed: no process outlives the test. */
+static int teardown(void **state) {
+    (void)state;
+    stop_all(&j);
+    return 0;
+}
+
 static void test_three_steps_kill_and_resume(void **state) {
     (void)state;
-    static Job j;
     snprintf(j.dir, sizeof j.dir, "%s/test-logs/main-job", tu_build());
     char cmd[2400], bin[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && %s --split train --n 400 > %s/train.jsonl && "
@@ -166,6 +174,6 @@ static void test_three_steps_kill_and_resume(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_three_steps_kill_and_resume)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_three_steps_kill_and_resume, teardown)};
     return cmocka_run_group_tests_name("main_job", tests, NULL, NULL);
 }
