@@ -3,7 +3,8 @@
 // recurrence (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022), so no T x T matrix exists anywhere.
 // Backward (FlashAttention-2, Dao 2023, algorithm 2) recomputes p from the saved log-sum-exp, in two passes
 // without atomics: dq per query row over its keys, dk / dv per key row over its queries (all heads of the
-// kv group). Correctness first: lanes read K / V rows from global memory (L1/L2 cached), no tensor cores.
+// kv group). Correctness first: lanes split the head dimension (coalesced row loads, dot products as warp
+// reductions), fp32, no tensor cores.
 // Not here: sliding windows, dropout, alibi, the paged decode path (paged_attention.cu).
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -11,40 +12,46 @@
 #define WARPS 4
 #define MAXC 8   // hd <= 256: 8 dims per lane
 
-static __device__ __forceinline__ float dot_row(const float *a, const float *b, int hd) {
+// Rows are read with the warp's lanes across the head dimension (lane owns dims lane, lane + 32, ...), so
+// every global load of a K / V / Q / dO row is coalesced; a dot product is a warp reduction.
+static __device__ __forceinline__ void row_load(float *r, const float *row, int hd, int lane) {
+    for (int c = 0; c < MAXC; c++) {
+        int d = lane + 32 * c;
+        r[c] = d < hd ? row[d] : 0.0f;
+    }
+}
+static __device__ __forceinline__ float row_dot(const float *a, const float *b) {
     float s = 0.0f;
-    for (int d = 0; d < hd; d++) s += a[d] * b[d];
-    return s;
+    for (int c = 0; c < MAXC; c++) s += a[c] * b[c];
+    return warp_sum(s);
 }
 
 static __global__ void attn_fwd_kernel(bf16 *out, float *lse, const float *qkv, int ld, const int32_t *start, int N,
                                        int nh, int nkv, int hd, float scale) {
-    __shared__ float qs[WARPS][256];
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int i = blockIdx.x * WARPS + w, h = blockIdx.y;
     if (i >= N) return;
     int g = h / (nh / nkv), qd = nh * hd, kvd = nkv * hd;
-    for (int d = lane; d < hd; d += 32) qs[w][d] = qkv[(long)i * ld + h * hd + d] * scale;
-    __syncwarp();
-    float acc[MAXC];
-    for (int c = 0; c < MAXC; c++) acc[c] = 0.0f;
+    float q[MAXC], kv[MAXC], acc[MAXC];
+    row_load(q, qkv + (long)i * ld + h * hd, hd, lane);
+    for (int c = 0; c < MAXC; c++) { q[c] *= scale; acc[c] = 0.0f; }
     float m = -INFINITY, l = 0.0f;
     for (int j0 = start[i]; j0 <= i; j0 += 32) {
-        int j = j0 + lane;
-        float s = -INFINITY;
-        if (j <= i) s = dot_row(qs[w], qkv + (long)j * ld + qd + g * hd, hd);
+        int nt = min(32, i - j0 + 1);
+        float s = -INFINITY;   // lane t holds the score of key j0 + t
+        for (int t = 0; t < nt; t++) {
+            row_load(kv, qkv + (long)(j0 + t) * ld + qd + g * hd, hd, lane);
+            float st = row_dot(q, kv);
+            if (lane == t) s = st;
+        }
         float mn = fmaxf(m, warp_max(s));
-        float corr = expf(m - mn), p = j <= i ? expf(s - mn) : 0.0f;
+        float corr = expf(m - mn), p = lane < nt ? expf(s - mn) : 0.0f;
         l = l * corr + warp_sum(p);
         for (int c = 0; c < MAXC; c++) acc[c] *= corr;
-        int nt = min(32, i - j0 + 1);
         for (int t = 0; t < nt; t++) {
             float pt = __shfl_sync(0xffffffffu, p, t);
-            const float *v = qkv + (long)(j0 + t) * ld + qd + kvd + g * hd;
-            for (int c = 0; c < MAXC; c++) {
-                int d = lane + 32 * c;
-                if (d < hd) acc[c] += pt * v[d];
-            }
+            row_load(kv, qkv + (long)(j0 + t) * ld + qd + kvd + g * hd, hd, lane);
+            for (int c = 0; c < MAXC; c++) acc[c] += pt * kv[c];
         }
         m = mn;
     }
@@ -67,39 +74,25 @@ static __global__ void attn_dsum_kernel(float *dsum, const float *dout, const bf
     if (lane == 0) dsum[(long)i * nh + h] = s;
 }
 
+// dq_i = scale * sum_j p_ij (dp_ij - D_i) k_j over the keys j in [start_i, i]
 static __global__ void attn_dq_kernel(float *dqkv, const float *dout, const float *qkv, int ld, const float *lse,
                                       const float *dsum, const int32_t *start, int N, int nh, int nkv, int hd,
                                       float scale) {
-    __shared__ float qs[WARPS][256], gs[WARPS][256];
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int i = blockIdx.x * WARPS + w, h = blockIdx.y;
     if (i >= N) return;
     int g = h / (nh / nkv), qd = nh * hd, kvd = nkv * hd, ldd = qd + 2 * kvd;
-    for (int d = lane; d < hd; d += 32) {
-        qs[w][d] = qkv[(long)i * ld + h * hd + d] * scale;
-        gs[w][d] = dout[(long)i * qd + h * hd + d];
-    }
-    __syncwarp();
+    float q[MAXC], go[MAXC], k[MAXC], v[MAXC], acc[MAXC];
+    row_load(q, qkv + (long)i * ld + h * hd, hd, lane);
+    row_load(go, dout + (long)i * qd + h * hd, hd, lane);
+    for (int c = 0; c < MAXC; c++) { q[c] *= scale; acc[c] = 0.0f; }
     float L = lse[(long)i * nh + h], Di = dsum[(long)i * nh + h];
-    float acc[MAXC];
-    for (int c = 0; c < MAXC; c++) acc[c] = 0.0f;
-    for (int j0 = start[i]; j0 <= i; j0 += 32) {
-        int j = j0 + lane;
-        float ds = 0.0f;
-        if (j <= i) {
-            const float *k = qkv + (long)j * ld + qd + g * hd, *v = k + kvd;
-            float p = expf(dot_row(qs[w], k, hd) - L);
-            ds = p * (dot_row(gs[w], v, hd) - Di);
-        }
-        int nt = min(32, i - j0 + 1);
-        for (int t = 0; t < nt; t++) {
-            float dt = __shfl_sync(0xffffffffu, ds, t);
-            const float *k = qkv + (long)(j0 + t) * ld + qd + g * hd;
-            for (int c = 0; c < MAXC; c++) {
-                int d = lane + 32 * c;
-                if (d < hd) acc[c] += dt * k[d];
-            }
-        }
+    for (int j = start[i]; j <= i; j++) {
+        row_load(k, qkv + (long)j * ld + qd + g * hd, hd, lane);
+        row_load(v, qkv + (long)j * ld + qd + kvd + g * hd, hd, lane);
+        float p = expf(row_dot(q, k) - L);
+        float ds = p * (row_dot(go, v) - Di);
+        for (int c = 0; c < MAXC; c++) acc[c] += ds * k[c];
     }
     for (int c = 0; c < MAXC; c++) {
         int d = lane + 32 * c;
@@ -107,39 +100,25 @@ static __global__ void attn_dq_kernel(float *dqkv, const float *dout, const floa
     }
 }
 
+// dk_j = scale * sum_{h in group, i in [j, end_j)} ds_ij q_i;  dv_j = sum p_ij dout_i
 static __global__ void attn_dkv_kernel(float *dqkv, const float *dout, const float *qkv, int ld, const float *lse,
                                        const float *dsum, const int32_t *end, int N, int nh, int nkv, int hd,
                                        float scale) {
-    __shared__ float ks[WARPS][256], vs[WARPS][256];
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int j = blockIdx.x * WARPS + w, g = blockIdx.y;
     if (j >= N) return;
     int rep = nh / nkv, qd = nh * hd, kvd = nkv * hd, ldd = qd + 2 * kvd, e = end[j];
-    for (int d = lane; d < hd; d += 32) {
-        ks[w][d] = qkv[(long)j * ld + qd + g * hd + d];
-        vs[w][d] = qkv[(long)j * ld + qd + kvd + g * hd + d];
-    }
-    __syncwarp();
-    float dk[MAXC], dv[MAXC];
+    float k[MAXC], v[MAXC], q[MAXC], go[MAXC], dk[MAXC], dv[MAXC];
+    row_load(k, qkv + (long)j * ld + qd + g * hd, hd, lane);
+    row_load(v, qkv + (long)j * ld + qd + kvd + g * hd, hd, lane);
     for (int c = 0; c < MAXC; c++) dk[c] = dv[c] = 0.0f;
     for (int h = g * rep; h < (g + 1) * rep; h++)
-        for (int i0 = j; i0 < e; i0 += 32) {
-            int i = i0 + lane;
-            float p = 0.0f, ds = 0.0f;
-            if (i < e) {
-                const float *q = qkv + (long)i * ld + h * hd, *go = dout + (long)i * qd + h * hd;
-                p = expf(dot_row(q, ks[w], hd) * scale - lse[(long)i * nh + h]);
-                ds = p * (dot_row(go, vs[w], hd) - dsum[(long)i * nh + h]);
-            }
-            int nt = min(32, e - i0);
-            for (int t = 0; t < nt; t++) {
-                float pt = __shfl_sync(0xffffffffu, p, t), dt = __shfl_sync(0xffffffffu, ds, t);
-                const float *q = qkv + (long)(i0 + t) * ld + h * hd, *go = dout + (long)(i0 + t) * qd + h * hd;
-                for (int c = 0; c < MAXC; c++) {
-                    int d = lane + 32 * c;
-                    if (d < hd) { dv[c] += pt * go[d]; dk[c] += dt * q[d]; }
-                }
-            }
+        for (int i = j; i < e; i++) {
+            row_load(q, qkv + (long)i * ld + h * hd, hd, lane);
+            row_load(go, dout + (long)i * qd + h * hd, hd, lane);
+            float p = expf(row_dot(q, k) * scale - lse[(long)i * nh + h]);
+            float ds = p * (row_dot(go, v) - dsum[(long)i * nh + h]);
+            for (int c = 0; c < MAXC; c++) { dv[c] += p * go[c]; dk[c] += ds * q[c]; }
         }
     for (int c = 0; c < MAXC; c++) {
         int d = lane + 32 * c;

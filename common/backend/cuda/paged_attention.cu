@@ -20,41 +20,49 @@ static __global__ void kv_store_kernel(bf16 *kc, bf16 *vc, const float *qkv, int
     }
 }
 
+static __device__ __forceinline__ void row_load_bf16(float *r, const bf16 *row, int hd, int lane) {
+    for (int c = 0; c < MAXC; c++) {
+        int d = lane + 32 * c;
+        r[c] = d < hd ? __bfloat162float(row[d]) : 0.0f;
+    }
+}
+
+// One warp per (row, head); lanes split the head dimension (coalesced loads), keys in tiles of 32.
 static __global__ void paged_attn_kernel(bf16 *out, const float *qkv, int ld, const int32_t *pos, const int32_t *seq,
                                          const int32_t *tables, int max_blocks, const bf16 *kc, const bf16 *vc, int R,
                                          int BS, int nh, int nkv, int hd, float scale) {
-    __shared__ float qs[WARPS][256];
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r = blockIdx.x * WARPS + w, h = blockIdx.y;
     if (r >= R) return;
     int g = h / (nh / nkv), kvd = nkv * hd, P = pos[r];
     const int32_t *tab = tables + (long)seq[r] * max_blocks;
-    for (int d = lane; d < hd; d += 32) qs[w][d] = qkv[(long)r * ld + h * hd + d] * scale;
-    __syncwarp();
-    float acc[MAXC];
-    for (int c = 0; c < MAXC; c++) acc[c] = 0.0f;
+    float q[MAXC], kv[MAXC], acc[MAXC];
+    for (int c = 0; c < MAXC; c++) {
+        int d = lane + 32 * c;
+        q[c] = d < hd ? qkv[(long)r * ld + h * hd + d] * scale : 0.0f;
+        acc[c] = 0.0f;
+    }
     float m = -INFINITY, l = 0.0f;
     for (int j0 = 0; j0 <= P; j0 += 32) {
-        int j = j0 + lane;
+        int nt = min(32, P - j0 + 1);
         float s = -INFINITY;
-        if (j <= P) {
-            const bf16 *k = kc + ((long)tab[j / BS] * BS + j % BS) * kvd + g * hd;
-            s = 0.0f;
-            for (int d = 0; d < hd; d++) s += qs[w][d] * __bfloat162float(k[d]);
+        for (int t = 0; t < nt; t++) {
+            int j = j0 + t;
+            row_load_bf16(kv, kc + ((long)tab[j / BS] * BS + j % BS) * kvd + g * hd, hd, lane);
+            float a = 0.0f;
+            for (int c = 0; c < MAXC; c++) a += q[c] * kv[c];
+            a = warp_sum(a);
+            if (lane == t) s = a;
         }
         float mn = fmaxf(m, warp_max(s));
-        float corr = expf(m - mn), p = j <= P ? expf(s - mn) : 0.0f;
+        float corr = expf(m - mn), p = lane < nt ? expf(s - mn) : 0.0f;
         l = l * corr + warp_sum(p);
         for (int c = 0; c < MAXC; c++) acc[c] *= corr;
-        int nt = min(32, P - j0 + 1);
         for (int t = 0; t < nt; t++) {
-            int jj = j0 + t;
+            int j = j0 + t;
             float pt = __shfl_sync(0xffffffffu, p, t);
-            const bf16 *v = vc + ((long)tab[jj / BS] * BS + jj % BS) * kvd + g * hd;
-            for (int c = 0; c < MAXC; c++) {
-                int d = lane + 32 * c;
-                if (d < hd) acc[c] += pt * __bfloat162float(v[d]);
-            }
+            row_load_bf16(kv, vc + ((long)tab[j / BS] * BS + j % BS) * kvd + g * hd, hd, lane);
+            for (int c = 0; c < MAXC; c++) acc[c] += pt * kv[c];
         }
         m = mn;
     }
