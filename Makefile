@@ -93,6 +93,7 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 BENCH_BINS := $(addprefix $(BUILD)/bench/,$(notdir $(BENCH_SRC:.c=)))
 
 .PHONY: all deps test test-build run bench fixtures check-long clean fuzz
+.SECONDARY:            # keep intermediate objects (tools/*.o, tests/*.o): no rebuild on the next make
 .DEFAULT_GOAL := all
 all: $(SVC_BINS) $(TOOL_BINS)
 
