@@ -78,13 +78,8 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
         }
         cpu_rope(A->qkv, qkvd, a->cs, a->sn, N, nh, hd, 0);
         cpu_rope(A->qkv + qd, qkvd, a->cs, a->sn, N, nkv, hd, 0);
-        for (int s = 0; s < b->n_seqs; s++) {
-            long s0 = b->cu_seqlens[s];
-            int T = b->cu_seqlens[s + 1] - b->cu_seqlens[s];
-            const float *q = A->qkv + s0 * qkvd;
-            cpu_attention(A->att + s0 * qd, A->lse + s0 * nh, q, q + qd, q + qd + kvd, T, 0, T, nh, nkv, hd, qkvd,
-                          qkvd, qd, scale, a->att_scratch);
-        }
+        cpu_attention_varlen(A->att, A->lse, A->qkv, A->qkv + qd, A->qkv + qd + kvd, b->cu_seqlens, b->n_seqs, nh,
+                             nkv, hd, qkvd, qkvd, qd, scale, a->att_scratch);
         /* residual adds ride on the GEMM (beta = 1). In inference mode x_mid and next alias x_in. */
         if (A->x_mid != A->x_in) memcpy(A->x_mid, A->x_in, (size_t)N * H * sizeof(float));
         cpu_linear_add(A->x_mid, A->att, W->wo, N, H, qd);
@@ -146,15 +141,9 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
         /* attention: x_mid = x_in + att Wo^T */
         cpu_linear_backward(a->dA, G->wo, NULL, a->dres, A->att, W->wo, N, H, qd, 0);
         memset(a->dqkv, 0, (size_t)N * qkvd * sizeof(float));
-        for (int s = 0; s < b->n_seqs; s++) {
-            long s0 = b->cu_seqlens[s];
-            int T = b->cu_seqlens[s + 1] - b->cu_seqlens[s];
-            const float *q = A->qkv + s0 * qkvd;
-            float *dq = a->dqkv + s0 * qkvd;
-            cpu_attention_backward(dq, dq + qd, dq + qd + kvd, a->dA + s0 * qd, q, q + qd, q + qd + kvd,
-                                   A->att + s0 * qd, A->lse + s0 * nh, T, nh, nkv, hd, qkvd, qkvd, qd, scale,
-                                   a->att_scratch);
-        }
+        cpu_attention_backward_varlen(a->dqkv, a->dqkv + qd, a->dqkv + qd + kvd, a->dA, A->qkv, A->qkv + qd,
+                                      A->qkv + qd + kvd, A->att, A->lse, b->cu_seqlens, b->n_seqs, nh, nkv, hd, qkvd,
+                                      qkvd, qd, scale, a->att_scratch);
         cpu_rope(a->dqkv, qkvd, a->cs, a->sn, N, nh, hd, 1);
         cpu_rope(a->dqkv + qd, qkvd, a->cs, a->sn, N, nkv, hd, 1);
         if (c->qk_norm) {

@@ -402,25 +402,60 @@ HOT static void softmax_causal_rows(float *S, int rows, int ncol, int jmax0, flo
     }
 }
 
+/* One forward task: query block b (rows ATT_BQ b ..) of every head of kv head g. S, Kt: thread scratch. */
+static void attn_fwd_task(float *out, float *lse, const float *q, const float *k, const float *v, int nq, int p0,
+                          int nh, int nkv, int hd, int ldq, int ldk, int ldo, float scale, int g, int b, float *S,
+                          float *Kt) {
+    int grp = nh / nkv;
+    int i0 = b * ATT_BQ, i1 = i0 + ATT_BQ < nq ? i0 + ATT_BQ : nq, rows = i1 - i0, kend = p0 + i1;
+    transpose_rows(Kt, k + g * hd, ldk, kend, hd);        /* K^T built once per task, shared by the group */
+    for (int h = g * grp; h < (g + 1) * grp; h++) {
+        mm_ab(S, kend, q + (long)i0 * ldq + h * hd, ldq, Kt, kend, rows, kend, hd, scale, 0, p0 + i0, -1);
+        softmax_causal_rows(S, rows, kend, p0 + i0, lse ? lse + (long)i0 * nh + h : NULL, nh);
+        mm_ab(out + (long)i0 * ldo + h * hd, ldo, S, kend, v + g * hd, ldk, rows, hd, kend, 1.0f, 0, -1, p0 + i0);
+    }
+}
+
 void cpu_attention(float *out, float *lse, const float *q, const float *k, const float *v, int nq, int p0,
                    int nk, int nh, int nkv, int hd, int ldq, int ldk, int ldo, float scale, float *scratch) {
     if (nq <= 0) return;
-    int grp = nh / nkv, nblk = (nq + ATT_BQ - 1) / ATT_BQ, ntask = nkv * nblk;
+    int nblk = (nq + ATT_BQ - 1) / ATT_BQ, ntask = nkv * nblk;
     long per_thread = 2L * ATT_BQ * nk + 2L * hd * nk;
 #pragma omp parallel if (ntask > 1 && (long)nq * nk * hd >= 32768)
     {
         float *S = scratch + (long)omp_get_thread_num() * per_thread, *Kt = S + 2L * ATT_BQ * nk;
-        /* task = (kv head, query block), largest causal blocks first; K^T built once per task */
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < ntask; t++)      /* largest causal blocks first */
+            attn_fwd_task(out, lse, q, k, v, nq, p0, nh, nkv, hd, ldq, ldk, ldo, scale, t % nkv, nblk - 1 - t / nkv,
+                          S, Kt);
+    }
+}
+
+void cpu_attention_varlen(float *out, float *lse, const float *q, const float *k, const float *v,
+                          const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int hd, int ldq, int ldk, int ldo,
+                          float scale, float *scratch) {
+    int ntask = 0, maxT = 1;
+    for (int s = 0; s < n_seqs; s++) {
+        int T = cu_seqlens[s + 1] - cu_seqlens[s];
+        ntask += nkv * ((T + ATT_BQ - 1) / ATT_BQ);
+        maxT = T > maxT ? T : maxT;
+    }
+    long per_thread = 2L * ATT_BQ * maxT + 2L * hd * maxT;
+#pragma omp parallel if (ntask > 1)
+    {
+        float *S = scratch + (long)omp_get_thread_num() * per_thread, *Kt = S + 2L * ATT_BQ * maxT;
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < ntask; t++) {
-            int g = t % nkv, b = nblk - 1 - t / nkv;
-            int i0 = b * ATT_BQ, i1 = i0 + ATT_BQ < nq ? i0 + ATT_BQ : nq, rows = i1 - i0, kend = p0 + i1;
-            transpose_rows(Kt, k + g * hd, ldk, kend, hd);
-            for (int h = g * grp; h < (g + 1) * grp; h++) {
-                mm_ab(S, kend, q + (long)i0 * ldq + h * hd, ldq, Kt, kend, rows, kend, hd, scale, 0, p0 + i0, -1);
-                softmax_causal_rows(S, rows, kend, p0 + i0, lse ? lse + (long)i0 * nh + h : NULL, nh);
-                mm_ab(out + (long)i0 * ldo + h * hd, ldo, S, kend, v + g * hd, ldk, rows, hd, kend, 1.0f, 0, -1, p0 + i0);
+            int s = 0, rem = t, T = 0, nblk = 0;
+            for (; s < n_seqs; s++) {         /* task t -> (sequence, kv head, block) */
+                T = cu_seqlens[s + 1] - cu_seqlens[s];
+                nblk = (T + ATT_BQ - 1) / ATT_BQ;
+                if (rem < nkv * nblk) break;
+                rem -= nkv * nblk;
             }
+            long s0 = cu_seqlens[s];
+            attn_fwd_task(out + s0 * ldo, lse ? lse + s0 * nh : NULL, q + s0 * ldq, k + s0 * ldk, v + s0 * ldk, T, 0,
+                          nh, nkv, hd, ldq, ldk, ldo, scale, rem % nkv, nblk - 1 - rem / nkv, S, Kt);
         }
     }
 }
@@ -442,34 +477,63 @@ HOT static void attn_bwd_rows(float *P, float *dP, const float *lse, const float
     }
 }
 
+/* One backward task: every head and block of kv head g of one sequence (dK/dV of g written only here). */
+static void attn_bwd_task(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                          const float *v, const float *out, const float *lse, int T, int nh, int nkv, int hd, int ldq,
+                          int ldk, int ldo, float scale, int g, float *P, float *dP, float *Kt, float *Vt) {
+    int grp = nh / nkv, nblk = (T + ATT_BQ - 1) / ATT_BQ;
+    transpose_rows(Kt, k + g * hd, ldk, T, hd);
+    transpose_rows(Vt, v + g * hd, ldk, T, hd);
+    for (int h = g * grp; h < (g + 1) * grp; h++)
+        for (int b = 0; b < nblk; b++) {
+            int i0 = b * ATT_BQ, i1 = i0 + ATT_BQ < T ? i0 + ATT_BQ : T, rows = i1 - i0, kend = i1;
+            const float *qb = q + (long)i0 * ldq + h * hd, *gob = dout + (long)i0 * ldo + h * hd;
+            /* Kt/Vt are [hd][T]: use the first kend columns with row stride T */
+            mm_ab(P, kend, qb, ldq, Kt, T, rows, kend, hd, scale, 0, i0, -1);
+            mm_ab(dP, kend, gob, ldo, Vt, T, rows, kend, hd, 1.0f, 0, i0, -1);
+            attn_bwd_rows(P, dP, lse + h, dout + h * hd, out + h * hd, rows, kend, i0, nh, hd, ldo);
+            /* dP now holds dS (gradient of the scaled scores), zero beyond the causal limit */
+            mm_ab(dq + (long)i0 * ldq + h * hd, ldq, dP, kend, k + g * hd, ldk, rows, hd, kend, scale, 0, -1, i0);
+            mm_atb(dk + g * hd, ldk, dP, kend, qb, ldq, rows, kend, hd, scale);
+            mm_atb(dv + g * hd, ldk, P, kend, gob, ldo, rows, kend, hd, 1.0f);
+        }
+}
+
 void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *out, const float *lse, int T, int nh, int nkv, int hd,
                             int ldq, int ldk, int ldo, float scale, float *scratch) {
     if (T <= 0) return;
-    int grp = nh / nkv, nblk = (T + ATT_BQ - 1) / ATT_BQ;
     long per_thread = 2L * ATT_BQ * T + 2L * hd * T;
 #pragma omp parallel if (nkv > 1 && (long)T * T * hd >= 32768)
     {
         float *P = scratch + (long)omp_get_thread_num() * per_thread, *dP = P + (long)ATT_BQ * T;
         float *Kt = dP + (long)ATT_BQ * T, *Vt = Kt + (long)hd * T;
-        /* one task per kv head: dK/dV of a kv head are written by its task only */
 #pragma omp for schedule(dynamic, 1)
-        for (int g = 0; g < nkv; g++) {
-            transpose_rows(Kt, k + g * hd, ldk, T, hd);
-            transpose_rows(Vt, v + g * hd, ldk, T, hd);
-            for (int h = g * grp; h < (g + 1) * grp; h++)
-                for (int b = 0; b < nblk; b++) {
-                    int i0 = b * ATT_BQ, i1 = i0 + ATT_BQ < T ? i0 + ATT_BQ : T, rows = i1 - i0, kend = i1;
-                    const float *qb = q + (long)i0 * ldq + h * hd, *gob = dout + (long)i0 * ldo + h * hd;
-                    /* Kt/Vt are [hd][T]: use the first kend columns with row stride T */
-                    mm_ab(P, kend, qb, ldq, Kt, T, rows, kend, hd, scale, 0, i0, -1);
-                    mm_ab(dP, kend, gob, ldo, Vt, T, rows, kend, hd, 1.0f, 0, i0, -1);
-                    attn_bwd_rows(P, dP, lse + h, dout + h * hd, out + h * hd, rows, kend, i0, nh, hd, ldo);
-                    /* dP now holds dS (gradient of the scaled scores), zero beyond the causal limit */
-                    mm_ab(dq + (long)i0 * ldq + h * hd, ldq, dP, kend, k + g * hd, ldk, rows, hd, kend, scale, 0, -1, i0);
-                    mm_atb(dk + g * hd, ldk, dP, kend, qb, ldq, rows, kend, hd, scale);
-                    mm_atb(dv + g * hd, ldk, P, kend, gob, ldo, rows, kend, hd, 1.0f);
-                }
+        for (int g = 0; g < nkv; g++)
+            attn_bwd_task(dq, dk, dv, dout, q, k, v, out, lse, T, nh, nkv, hd, ldq, ldk, ldo, scale, g, P, dP, Kt, Vt);
+    }
+}
+
+void cpu_attention_backward_varlen(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                   const float *k, const float *v, const float *out, const float *lse,
+                                   const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int hd, int ldq, int ldk,
+                                   int ldo, float scale, float *scratch) {
+    int maxT = 1;
+    for (int s = 0; s < n_seqs; s++)
+        maxT = cu_seqlens[s + 1] - cu_seqlens[s] > maxT ? cu_seqlens[s + 1] - cu_seqlens[s] : maxT;
+    long per_thread = 2L * ATT_BQ * maxT + 2L * hd * maxT;
+    int ntask = n_seqs * nkv;
+#pragma omp parallel if (ntask > 1)
+    {
+        float *P = scratch + (long)omp_get_thread_num() * per_thread, *dP = P + (long)ATT_BQ * maxT;
+        float *Kt = dP + (long)ATT_BQ * maxT, *Vt = Kt + (long)hd * maxT;
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < ntask; t++) {
+            int s = t / nkv, g = t % nkv, T = cu_seqlens[s + 1] - cu_seqlens[s];
+            long s0 = cu_seqlens[s];
+            attn_bwd_task(dq + s0 * ldq, dk + s0 * ldk, dv + s0 * ldk, dout + s0 * ldo, q + s0 * ldq, k + s0 * ldk,
+                          v + s0 * ldk, out + s0 * ldo, lse + s0 * nh, T, nh, nkv, hd, ldq, ldk, ldo, scale, g, P, dP,
+                          Kt, Vt);
         }
     }
 }

@@ -61,6 +61,12 @@ void cpu_rope(float *x, int ld, const float *cs, const float *sn, int M, int nh,
  * loops (concurrent small cblas_sgemm calls serialise inside OpenBLAS). */
 void cpu_attention(float *out, float *lse, const float *q, const float *k, const float *v, int nq, int p0,
                    int nk, int nh, int nkv, int hd, int ldq, int ldk, int ldo, float scale, float *scratch);
+/* cpu_attention over a packed batch: sequence s is rows cu_seqlens[s] .. cu_seqlens[s+1]-1 of q/k/v/out/lse
+ * (p0 = 0 each), all (sequence, kv head, query block) tasks in one parallel region.
+ * scratch: cpu_attention_scratch_floats(longest sequence, hd). */
+void cpu_attention_varlen(float *out, float *lse, const float *q, const float *k, const float *v,
+                          const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int hd, int ldq, int ldk, int ldo,
+                          float scale, float *scratch);
 /* Floats of scratch cpu_attention / cpu_attention_backward need for nk keys of head_dim hd (all threads). */
 long cpu_attention_scratch_floats(int nk, int hd);
 
@@ -70,6 +76,11 @@ long cpu_attention_scratch_floats(int nk, int hd);
 void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *out, const float *lse, int T, int nh, int nkv, int hd,
                             int ldq, int ldk, int ldo, float scale, float *scratch);
+/* cpu_attention_backward over a packed batch (as cpu_attention_varlen); tasks = (sequence, kv head). */
+void cpu_attention_backward_varlen(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                   const float *k, const float *v, const float *out, const float *lse,
+                                   const int32_t *cu_seqlens, int n_seqs, int nh, int nkv, int hd, int ldq, int ldk,
+                                   int ldo, float scale, float *scratch);
 
 /* SwiGLU (Qwen2MLP, act_fn = silu) on a fused gate|up buffer: gu[M, 2I] holds gate in columns [0, I) and
  * up in [I, 2I); h[M, I] = silu(gate) * up. */
