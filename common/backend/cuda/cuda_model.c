@@ -423,6 +423,7 @@ int cuda_model_step(CudaModel *cm, const CudaKvPager *pg, int R, const int32_t *
         CK(cudaMalloc((void **)&cm->d_tables, (size_t)tn * 4));
         cm->tables_cap = tn;
     }
+    cm->stats_valid = 0;
     CK(cudaMemcpyAsync(cm->d_tables, pg->table, (size_t)tn * 4, cudaMemcpyHostToDevice, cm->st));
     CK(cudaMemcpyAsync(B(cm, CM_TOKENS), tokens, (size_t)R * 4, cudaMemcpyHostToDevice, cm->st));
     CK(cudaMemcpyAsync(B(cm, CM_POS), pos, (size_t)R * 4, cudaMemcpyHostToDevice, cm->st));

@@ -58,7 +58,8 @@ int cuda_model_broadcast_params(CudaModel *cm, Collective *c, char err[ERR_LEN])
  * every pos[r] (cuda_kv_seq_grow) and the sequence's earlier positions must be cached. Writes k / v of every
  * row into the paged cache, and the raw logits (no temperature) of rows last[s], s < S, into the device logits
  * buffer [S, V] (copied to host logits when not NULL). R <= max_tokens, S <= max_seqs, the pager's geometry
- * must match the plan (block_tokens, blocks). ERR_INVAL naming the field otherwise. */
+ * must match the plan (block_tokens, blocks). ERR_INVAL naming the field otherwise. Uses the activation buffers:
+ * a pending cuda_model_backward is invalidated (run the next forward first). */
 int cuda_model_step(CudaModel *cm, const CudaKvPager *pager, int R, const int32_t *tokens, const int32_t *pos,
                     const int32_t *seq, int S, const int32_t *last, float *logits, char err[ERR_LEN]);
 /* Samples one token per row of the last step's logits (cuda_sample: model/sample.h semantics, Philox draw
