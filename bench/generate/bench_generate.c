@@ -3,6 +3,8 @@
  * same work), temperature 1, no truncation, prefill included. Prints the median over --steps runs after
  * --warmup runs as OURS_GEN_TOK_S=<generated tokens / wall seconds>.
  *   bench_generate --model DIR --batch B [--prompt P] [--new T] [--steps K] [--warmup W] [--invariant] */
+#include <cblas.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +67,9 @@ int main(int argc, char **argv) {
         total = n;
     }
     qsort(tps, (size_t)steps, sizeof(double), cmp_d);
-    printf("ours: batch %d, prompt %d, %ld new tokens per run, median %.1f tok/s (min %.1f, max %.1f)%s\n", B, P, total,
-           tps[steps / 2], tps[0], tps[steps - 1], inv ? " [batch-invariant]" : "");
+    printf("ours: batch %d, prompt %d, %ld new tokens per run, median %.1f tok/s (min %.1f, max %.1f)%s, %d threads, "
+           "OpenBLAS %s\n", B, P, total, tps[steps / 2], tps[0], tps[steps - 1], inv ? " [batch-invariant]" : "",
+           omp_get_max_threads(), openblas_get_corename());
     printf("OURS_GEN_TOK_S=%.1f\n", tps[steps / 2]);
     free(prompt);
     gen_engine_free(e);

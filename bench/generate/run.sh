@@ -35,8 +35,7 @@ trap 'rm -rf "$tmp"' EXIT
 CFLAGS="-O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -I. -Icommon -I/usr/include/x86_64-linux-gnu/openblas-pthread $(pkg-config --cflags jansson)"
 gcc $CFLAGS bench/generate/bench_generate.c "$BUILD/lib/libdapo.a" $(pkg-config --libs jansson) -lopenblas -lpthread -lm -fopenmp \
     -o "$tmp/bench_generate"
-kernel=$(python3 -c "import ctypes; l = ctypes.CDLL('libopenblas.so.0'); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())" 2>/dev/null || echo unknown)
-echo "ours: OpenBLAS kernel $kernel (used for prefill chunks over 64 rows); decode: packed-weight AVX-512 kernels"
+echo "ours: OpenBLAS (openblas_get_corename() printed per run) for prefill chunks over 64 rows; decode: packed-weight AVX-512 kernels"
 
 declare -A ours base
 for cfg in tiny small; do
