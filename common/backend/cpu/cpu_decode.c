@@ -1,7 +1,8 @@
 /* common/backend/cpu/cpu_decode.c: paged-KV attention and the batch-invariant linear of the rollout engine
  * (see cpu_decode.h for the formulas and the fixed reduction orders).
- * Compiled at O3 with AVX-512/AVX2 clones like cpu_ops.c; no -ffast-math and no FP contraction (-std=c11),
- * so the order written here is the order executed on a given CPU.
+ * Hot loops: explicit AVX-512 intrinsics (fused multiply-add chains) where the CPU has AVX-512, else plain C with
+ * fmaf in the same order; compiled at O3 with AVX-512/AVX2 clones like cpu_ops.c, no -ffast-math and no implicit FP
+ * contraction (-std=c11), so the order written here is the order executed.
  * Not here: dense attention for training (cpu_ops.c), cache allocation (model/generate.c). */
 #pragma GCC optimize("O3")
 #include "backend/cpu/cpu_decode.h"
@@ -16,27 +17,9 @@
 #define HOT
 #endif
 
-#define LANES 16
 /* Work (multiply-adds) below which a kernel stays on the calling thread: waking the OpenMP team costs tens of
  * microseconds (more on a loaded machine) and decode steps are many small kernels. */
 #define PAR_MIN_MACS 4000000L
-
-/* sum over 16 lanes by a fixed pairwise tree */
-static inline __attribute__((always_inline)) float lanes_sum(const float a[LANES]) {
-    float b[8], c[4];
-    for (int i = 0; i < 8; i++) b[i] = a[i] + a[i + 8];
-    for (int i = 0; i < 4; i++) c[i] = b[i] + b[i + 4];
-    return (c[0] + c[2]) + (c[1] + c[3]);
-}
-
-static inline __attribute__((always_inline)) float dot16(const float *x, const float *y, int n) {
-    float acc[LANES] = { 0 };
-    int k = 0;
-    for (; k + LANES <= n; k += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += x[k + l] * y[k + l];
-    for (int l = 0; k + l < n; l++) acc[l] += x[k + l] * y[k + l];
-    return lanes_sum(acc);
-}
 
 static inline __attribute__((always_inline)) float fexp(float x) {
     x = x < -87.3f ? -87.3f : x;
