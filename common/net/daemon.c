@@ -25,6 +25,7 @@ static const char *role_str(Dapo__Role r) {
 
 int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *component, char err[ERR_LEN]) {
     memset(d, 0, sizeof *d);
+    d->policy_version = -1;
     log_init(component, LL_INFO);
     bool print = false;
     int rc = config_from_cli(&d->cfg, &argc, argv, &print, err);
@@ -67,7 +68,7 @@ int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capac
         .capacity_tokens = capacity_tokens,
         .rank = (uint32_t)d->rank, .world_size = (uint32_t)d->cfg.num_learners, .heartbeat_ms = d->cfg.heartbeat_ms,
         .lease_timeout_s = d->cfg.lease_timeout_s, .max_msg_bytes = (int64_t)d->cfg.max_msg_mb << 20,
-        .build_info = "dapo " __DATE__ " gcc " __VERSION__,
+        .build_info = "dapo " __DATE__ " gcc " __VERSION__, .policy_version = d->policy_version,
     };
     d->worker = worker_open(d->zctx, &o, err);
     if (!d->worker) return ERR_IO;

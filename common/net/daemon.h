@@ -12,6 +12,7 @@ typedef struct {
     Config      cfg;
     char        worker_id[128];       /* --id NAME, default "<role>-<pid>@<host>" */
     int         rank;                 /* --rank N (learner), default 0 */
+    int64_t     policy_version;       /* weights version held; set before daemon_connect (-1: none) */
     void       *zctx;
     Worker     *worker;
 } Daemon;

@@ -49,7 +49,7 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
     w->worker_id = xstrdup(o->worker_id ? o->worker_id : "worker");
     w->coordinator = xstrdup(o->coordinator ? o->coordinator : "");
     w->build_info = xstrdup(o->build_info ? o->build_info : "");
-    w->policy_version = -1;
+    w->policy_version = o->policy_version;
     w->coord_version = -1;
     NetOpts no = {.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id};
     w->sock = net_socket(zctx, ZMQ_DEALER, w->coordinator, &no, err);

@@ -29,6 +29,7 @@ typedef struct {
     double      lease_timeout_s;    /* coordinator silence that triggers a new Hello [10] */
     int64_t     max_msg_bytes;      /* [256 MiB] */
     const char *build_info;         /* free text for the worker table */
+    int64_t     policy_version;     /* weights version held at start, reported in the first Hello (-1: none) */
 } WorkerOpts;
 
 typedef struct Worker Worker;

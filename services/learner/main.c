@@ -230,6 +230,7 @@ int main(int argc, char **argv) {
         /* daemon_connect makes its own context; ours (collective, weights) stays separate */
         void *ours = s.d.zctx;
         s.d.zctx = NULL;
+        s.d.policy_version = s.L->version;
         rc = daemon_connect(&s.d, DAPO__ROLE__ROLE_LEARNER, 1, 0, err);
         if (rc == 0) {
             worker_set_status(s.d.worker, 0, s.L->version);

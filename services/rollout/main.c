@@ -337,6 +337,7 @@ int main(int argc, char **argv) {
     int rc = daemon_init(&r.d, argc, argv, DAPO__ROLE__ROLE_ROLLOUT, "rollout", err);
     if (rc == 1) { daemon_close(&r.d, "shutdown"); return 0; }
     if (rc == 0) rc = setup(&r, load, err);
+    r.d.policy_version = r.version;                  /* the first Hello reports the loaded version */
     if (rc == 0)
         rc = daemon_connect(&r.d, DAPO__ROLE__ROLE_ROLLOUT, (uint32_t)r.d.cfg.max_num_seqs,
                             (uint64_t)gen_engine_capacity_tokens(r.eng), err);
