@@ -31,6 +31,7 @@
 #include "core/config.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/threads_env.h"
 #include "core/rng.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
@@ -313,30 +314,8 @@ static Model *open_model(const char *dir, const ModelOptions *mo, unsigned long 
     return m;
 }
 
-/* PERF.md: two thread pools (OpenMP, OpenBLAS) busy-waiting on few cores starve each other, and OpenBLAS 0.3.21 picks
- * its slowest kernel on recent Xeons. Both are read when the libraries load, so when the user has not set them this
- * sets OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4 and OPENBLAS_CORETYPE (from the CPU flags, as
- * deploy/local/env.sh) and re-executes the program once; a value the environment set is never overridden. */
-static void ensure_threading_env(char **argv) {
-    if (getenv("DAPO_THREADING_ENV")) return;
-    setenv("DAPO_THREADING_ENV", "1", 1);
-    int changed = 0;
-    if (!getenv("OMP_WAIT_POLICY")) { setenv("OMP_WAIT_POLICY", "PASSIVE", 1); changed = 1; }
-    if (!getenv("OPENBLAS_THREAD_TIMEOUT")) { setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1); changed = 1; }
-    if (!getenv("OPENBLAS_CORETYPE")) {
-        FILE *f = fopen("/proc/cpuinfo", "r");
-        char line[4096];
-        const char *core = NULL;
-        while (f && !core && fgets(line, sizeof line, f))
-            if (!strncmp(line, "flags", 5)) core = strstr(line, " avx512f") ? "SkylakeX" : strstr(line, " avx2") ? "Haswell" : "";
-        if (f) fclose(f);
-        if (core && *core) { setenv("OPENBLAS_CORETYPE", core, 1); changed = 1; }
-    }
-    if (changed) execv("/proc/self/exe", argv);   /* on failure: go on as we are */
-}
-
 int main(int argc, char **argv) {
-    ensure_threading_env(argv);
+    threads_env_ensure(argv);
     log_init("sft", LL_INFO);
     Config c;
     bool print = false;

@@ -27,6 +27,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/threads_env.h"
 #include "model/generate.h"
 #include "net/daemon.h"
 #include "tokenizer/tokenizer.h"
@@ -330,6 +331,7 @@ static int setup(Rollout *r, const char *load, char err[ERR_LEN]) {
 }
 
 int main(int argc, char **argv) {
+    threads_env_ensure(argv);
     static Rollout r;
     char err[ERR_LEN];
     const char *load = NULL;
