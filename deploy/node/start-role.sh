@@ -6,16 +6,18 @@
 #   start-role.sh coordinator --config run.yaml [--bind-all]
 #   start-role.sh rollout     --config run.yaml --coordinator HOST [--id rollout-3]
 #   start-role.sh verifier    --config run.yaml --coordinator HOST [--id verifier-0]
-#   start-role.sh learner     --config run.yaml --coordinator HOST --rank R [--weights HOST_OF_RANK0]
+#   start-role.sh learner     --config run.yaml --coordinator HOST --rank R --rank0 HOST_OF_RANK0
+#   start-role.sh rollout     ... --weights HOST_OF_RANK0   (where the learner rank 0 serves weights)
 #
-# Ports: 5555 coordinator (workers), 5556 learner rank 0 weight server, 8080 dashboard. --bind-all makes the
+# Ports: 5555 coordinator (workers), 5556 learner rank 0 weight server, 5557 learner rank 0 collective,
+# 8080 dashboard. --bind-all makes the
 # coordinator listen on every interface (the dashboard stays on 127.0.0.1 unless cluster.http says otherwise).
 # Off loopback, put the cluster on a private network: CURVE authentication is not implemented yet.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 role=${1:?usage: start-role.sh coordinator|rollout|verifier|learner --config FILE ...}; shift
-config=""; coord=""; id=""; rank=0; weights=""; bind_all=0; extra=()
+config=""; coord=""; id=""; rank=0; rank0=""; weights=""; bind_all=0; extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
@@ -23,6 +25,7 @@ while [ $# -gt 0 ]; do
     --id) id=$2; shift 2 ;;
     --rank) rank=$2; shift 2 ;;
     --weights) weights=$2; shift 2 ;;
+    --rank0) rank0=$2; shift 2 ;;
     --bind-all) bind_all=1; shift ;;
     *) extra+=("$1"); shift ;;
   esac
@@ -40,7 +43,8 @@ case "$role" in
     [ -n "$id" ] && args+=(--id "$id")
     if [ "$role" = learner ]; then
       args+=(--rank "$rank")
-      [ "$rank" = 0 ] && args+=(cluster.weights_bind=tcp://0.0.0.0:5556)
+      if [ "$rank" = 0 ]; then args+=(cluster.weights_bind=tcp://0.0.0.0:5556 cluster.collective=tcp://0.0.0.0:5557)
+      else [ -n "$rank0" ] && args+=(cluster.collective=tcp://$rank0:5557); fi
     fi
     [ "$role" = rollout ] && [ -n "$weights" ] && args+=(cluster.weights=tcp://$weights:5556)
     exec "$root/$BUILD/bin/dapo-$role" "${args[@]}" "${extra[@]}" ;;
