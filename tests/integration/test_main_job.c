@@ -1,8 +1,8 @@
 /* tests/integration/test_main_job.c: the whole cluster on loopback — coordinator, verifier, two rollouts, one learner,
- * the real binaries — runs 3 steps of a reduced default config on a freshly initialised tiny model (issue 9):
- * one rollout is killed with SIGKILL in the middle of step 2 and the step still completes; the coordinator's
+ * the real binaries — runs 4 steps of a reduced default config on a freshly initialised tiny model (issue 9):
+ * one rollout is killed with SIGKILL while it holds a lease (step 2 or 3) and the step still completes; the coordinator's
  * accounting shows no group lost or counted twice; a restart of every process resumes from the last checkpoint
- * (coordinator cursor and learner weights of step 3) and runs step 4. */
+ * (coordinator cursor and learner weights of step 4) and runs step 5. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -102,9 +102,17 @@ static json_t *wait_for(Job *j, int (*pred)(json_t *), int ms, const char *what)
     return NULL;
 }
 
-static int in_step2_generation(json_t *st) {
-    return geti(st, "step") == 2 && !strcmp(json_string_value(json_object_get(st, "phase")), "generate") &&
-           group_count(st, "leased") > 0;
+static int at_step2(json_t *st) { return geti(st, "step") >= 2; }
+
+/* rollout-1 holds a lease: its credit is below its capacity (it was sent a group it never answers). */
+static int rollout1_leased(json_t *st) {
+    json_t *ws = json_object_get(st, "workers");
+    for (size_t i = 0; i < json_array_size(ws); i++) {
+        json_t *w = json_array_get(ws, i);
+        if (!strcmp(json_string_value(json_object_get(w, "id")), "rollout-1"))
+            return geti(w, "credit") < geti(w, "capacity");
+    }
+    return 0;
 }
 static int done(json_t *st) { return !strcmp(json_string_value(json_object_get(st, "phase")), "done"); }
 
@@ -139,38 +147,43 @@ static void test_three_steps_kill_and_resume(void **state) {
     snprintf(j.zep, sizeof j.zep, "tcp://127.0.0.1:%d", tu_free_port());
     snprintf(j.wep, sizeof j.wep, "tcp://127.0.0.1:%d", tu_free_port());
     j.hport = tu_free_port();
-    start_all(&j, "3");
-    /* SIGKILL one rollout while step 2 is generating: its leases expire and go to the other rollout. */
-    json_t *st = wait_for(&j, in_step2_generation, 120000, "step 2 generating");
+    start_all(&j, "4");
+    /* From step 2 on, rollout-1 is frozen (SIGSTOP) so that it is caught holding a lease whatever the timing; then
+     * it is killed with SIGKILL mid-step. Its lease expires (1.5 s) and the group goes to rollout-0: a step of 6
+     * groups x 4 sequences needs more than rollout-0's 8 slots, so rollout-1 is always sent work. */
+    json_t *st = wait_for(&j, at_step2, 120000, "step 2");
+    json_decref(st);
+    kill(j.rollout[1], SIGSTOP);
+    st = wait_for(&j, rollout1_leased, 60000, "a lease on the frozen rollout-1");
     json_decref(st);
     kill(j.rollout[1], SIGKILL);
     assert_int_equal(tu_wait(j.rollout[1], 5000), 128 + SIGKILL);
     j.rollout[1] = 0;
-    st = wait_for(&j, done, 180000, "3 steps done");
-    assert_int_equal(geti(st, "step"), 3);
-    assert_int_equal(geti(st, "policy_version"), 3);
+    st = wait_for(&j, done, 180000, "4 steps done");
+    assert_int_equal(geti(st, "step"), 4);
+    assert_int_equal(geti(st, "policy_version"), 4);
     assert_accounting(st);
-    assert_int_equal(group_count(st, "trained"), 12);        /* 3 steps x train_batch_size 4, none twice */
-    assert_int_equal(group_count(st, "surplus"), 6);         /* 3 steps x (6 drawn - 4 trained) */
+    assert_int_equal(group_count(st, "trained"), 16);        /* 4 steps x train_batch_size 4, none twice */
+    assert_int_equal(group_count(st, "surplus"), 8);         /* 4 steps x (6 drawn - 4 trained) */
     json_decref(st);
     stop_all(&j);
     char path[400];
     snprintf(path, sizeof path, "%s/ckpt/coordinator.json", j.dir);
     assert_int_equal(access(path, F_OK), 0);
-    /* Restart everything over the same directory: resume from step 3, run step 4. */
+    /* Restart everything over the same directory: resume from step 4, run step 5. */
     j.hport = tu_free_port();
-    start_all(&j, "4");
-    st = wait_for(&j, done, 180000, "step 4 after resume");
-    assert_int_equal(geti(st, "step"), 4);
-    assert_int_equal(geti(st, "policy_version"), 4);
-    assert_int_equal(group_count(st, "trained"), 16);
+    start_all(&j, "5");
+    st = wait_for(&j, done, 180000, "step 5 after resume");
+    assert_int_equal(geti(st, "step"), 5);
+    assert_int_equal(geti(st, "policy_version"), 5);
+    assert_int_equal(group_count(st, "trained"), 20);
     assert_accounting(st);
     json_decref(st);
     stop_all(&j);
     snprintf(cmd, sizeof cmd, "grep -c '\"step\":' %s/ckpt/metrics.jsonl", j.dir);
     char out[64];
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);
-    assert_int_equal(atoi(out), 4);                           /* one metrics line per step, none repeated */
+    assert_int_equal(atoi(out), 5);                           /* one metrics line per step, none repeated */
 }
 
 int main(void) {
