@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/generate/run.sh: end-to-end generation tokens/s of the rollout engine (model/generate.h: paged KV cache,
 # continuous batching, packed-weight decode kernels; prefill included) beside transformers' generate() (sampling,
-# use_cache=True, fp32, eager, 2 threads, tuned per /work/shared/PERF.md) on the same random Qwen2 checkpoints,
+# use_cache=True, fp32, eager, 2 threads, tuned per the team's PERF.md) on the same random Qwen2 checkpoints,
 # in the same run: 32-token prompts, exactly 128 sampled tokens per sequence at temperature 1, batch 1, 16 and 64,
 # for the tiny (V512 H256 L4 8/2 heads I704) and small (V4096 H512 L8 8/2 heads I1408) configs of issue 4.
 # Medians over STEPS runs after WARMUP runs. Also ours in batch-invariant mode for the small config at batch 16,
@@ -16,19 +16,7 @@ STEPS=${STEPS:-3}
 WARMUP=${WARMUP:-1}
 BATCHES=${BATCHES:-"1 16 64"}
 
-if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
-  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
-fi
-# PERF.md's fair settings, for both sides (never overriding what the caller set)
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
-export MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-4294967296} MALLOC_TRIM_THRESHOLD_=${MALLOC_TRIM_THRESHOLD_:-4294967296}
-export MALLOC_TOP_PAD_=${MALLOC_TOP_PAD_:-1073741824}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
-echo "env: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-} OMP_WAIT_POLICY=$OMP_WAIT_POLICY OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT" \
-     "OMP_NUM_THREADS=$OMP_NUM_THREADS MALLOC_MMAP_THRESHOLD_=$MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_=$MALLOC_TRIM_THRESHOLD_" \
-     "MALLOC_TOP_PAD_=$MALLOC_TOP_PAD_"
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+. bench/env.sh
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

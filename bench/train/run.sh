@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/train/run.sh: training tokens/s (forward + fused log-prob/entropy + backward + grad clip + AdamW) and
 # prefill tokens/s of our CPU model core beside transformers' Qwen2ForCausalLM + torch.optim.AdamW (fp32,
-# eager, 2 threads, tuned per /work/shared/PERF.md), same random weights, same token shapes, same run.
+# eager, 2 threads, tuned per the team's PERF.md), same random weights, same token shapes, same run.
 # Configs of issue 4: tiny (V512 H256 L4 8/2 heads I704, 16 x 256 tokens) and small (V4096 H512 L8 8/2
 # heads I1408, 4 x 512 tokens). ROUNDS rounds alternate ours / baseline (so load from other processes hits
 # both alike); each round takes STEPS timed steps after WARMUP; the figure is the median over all timed
@@ -16,19 +16,7 @@ STEPS=${STEPS:-4}
 WARMUP=${WARMUP:-1}
 ROUNDS=${ROUNDS:-2}
 
-if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
-  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
-fi
-# PERF.md's fair settings, for both sides (never overriding what the caller set)
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
-export MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-4294967296} MALLOC_TRIM_THRESHOLD_=${MALLOC_TRIM_THRESHOLD_:-4294967296}
-export MALLOC_TOP_PAD_=${MALLOC_TOP_PAD_:-1073741824}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
-echo "env: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-} OMP_WAIT_POLICY=$OMP_WAIT_POLICY OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT" \
-     "OMP_NUM_THREADS=$OMP_NUM_THREADS OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS MALLOC_MMAP_THRESHOLD_=$MALLOC_MMAP_THRESHOLD_" \
-     "MALLOC_TRIM_THRESHOLD_=$MALLOC_TRIM_THRESHOLD_ MALLOC_TOP_PAD_=$MALLOC_TOP_PAD_"
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+. bench/env.sh
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
