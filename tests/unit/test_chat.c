@@ -16,20 +16,8 @@
 #include "tokenizer/tokenizer.h"
 
 static Tokenizer *g_qwen;
-
-static int setup(void **state) {
-    (void)state;
-    char err[ERR_LEN];
-    g_qwen = tokenizer_load(tf_path("data/tokenizers/qwen3"), err);
-    if (!g_qwen) fprintf(stderr, "%s\n", err);
-    return g_qwen ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    tokenizer_free(g_qwen);
-    return 0;
-}
+static int setup(void **state) { (void)state; return tf_qwen_load(&g_qwen); }
+static int teardown(void **state) { (void)state; tokenizer_free(g_qwen); return 0; }
 
 /* Detects the family from a tokenizer_config.json file; returns its bos_token (xstrdup'd, may be "") in *bos. */
 static ChatFamily family_of(const char *config_rel, char **bos) {

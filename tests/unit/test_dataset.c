@@ -17,20 +17,8 @@
 #include "tok_fixture.h"
 
 static Tokenizer *g_qwen;
-
-static int setup(void **state) {
-    (void)state;
-    char err[ERR_LEN];
-    g_qwen = tokenizer_load(tf_path("data/tokenizers/qwen3"), err);
-    if (!g_qwen) fprintf(stderr, "%s\n", err);
-    return g_qwen ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    tokenizer_free(g_qwen);
-    return 0;
-}
+static int setup(void **state) { (void)state; return tf_qwen_load(&g_qwen); }
+static int teardown(void **state) { (void)state; tokenizer_free(g_qwen); return 0; }
 
 static DatasetOptions opts(int max_len, bool filter, const char *trunc, const char *malformed) {
     DatasetOptions o;

@@ -98,4 +98,12 @@ static inline void tf_ids(const json_t *arr, TokIds *ids) {
 
 static inline int tf_hexval(char c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
 
+/* Loads the repository's Qwen3 tokenizer into *tok for a group setup: 0, or -1 with the reason on stderr. */
+static inline int tf_qwen_load(Tokenizer **tok) {
+    char err[ERR_LEN];
+    *tok = tokenizer_load(tf_path("data/tokenizers/qwen3"), err);
+    if (!*tok) fprintf(stderr, "%s\n", err);
+    return *tok ? 0 : -1;
+}
+
 #endif

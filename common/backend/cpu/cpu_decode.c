@@ -21,22 +21,7 @@
  * microseconds (more on a loaded machine) and decode steps are many small kernels. */
 #define PAR_MIN_MACS 4000000L
 
-static inline __attribute__((always_inline)) float fexp(float x) {
-    x = x < -87.3f ? -87.3f : x;
-    x = x > 88.7f ? 88.7f : x;
-    float n = rintf(x * 1.44269504088896341f);
-    float r = x - n * 0.693359375f;
-    r = r + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union { int32_t i; float f; } sc = { .i = ((int32_t)n + 127) << 23 };
-    return p * sc.f;
-}
+#include "backend/cpu/cpu_fexp.h"
 
 void cpu_kv_store(float *kc, float *vc, const int32_t *table, int p, const float *k, const float *v, int BS, int nkv,
                   int hd) {
