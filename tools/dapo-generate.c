@@ -5,7 +5,7 @@
  *                 [--n N] [--temperature T] [--top-p P] [--top-k K] [--greedy] [--max-tokens N] [--seed S]
  *                 [--max-prompt-length N] [--chat-template auto|qwen2.5|qwen3|llama3|none]
  *                 [--max-num-seqs N] [--kv-cache-tokens N] [--batch-tokens N] [--batch-invariant]
- *                 [--threads N] [--verify]
+ *                 [--no-prefix-caching] [--threads N] [--verify]
  *
  * Prompts are rendered and tokenized by the dataset reader (io/dataset.h; overlong prompts are left-truncated to
  * --max-prompt-length, default 2048, as data.truncation=left). Response j of prompt line i is sampled with the
@@ -35,7 +35,7 @@
 
 typedef struct {
     const char *model, *tokenizer, *input, *output, *chat;
-    int   n, top_k, greedy, max_tokens, max_prompt, max_seqs, batch_tokens, invariant, threads, verify;
+    int   n, top_k, greedy, max_tokens, max_prompt, max_seqs, batch_tokens, invariant, no_share, threads, verify;
     long  kv_tokens;
     float temperature, top_p;
     unsigned long long seed;
@@ -46,7 +46,7 @@ static void usage(void) {
             "usage: dapo-generate --model DIR [--tokenizer DIR] [--input FILE] [--output FILE] [--n N]\n"
             "         [--temperature T] [--top-p P] [--top-k K] [--greedy] [--max-tokens N] [--seed S]\n"
             "         [--max-prompt-length N] [--chat-template NAME] [--max-num-seqs N] [--kv-cache-tokens N]\n"
-            "         [--batch-tokens N] [--batch-invariant] [--threads N] [--verify]\n");
+            "         [--batch-tokens N] [--batch-invariant] [--no-prefix-caching] [--threads N] [--verify]\n");
 }
 
 static int parse_num(const char *flag, const char *s, double lo, double hi, double *out) {
@@ -68,6 +68,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         double x;
         if (!strcmp(f, "--greedy")) { a->greedy = 1; continue; }
         if (!strcmp(f, "--batch-invariant")) { a->invariant = 1; continue; }
+        if (!strcmp(f, "--no-prefix-caching")) { a->no_share = 1; continue; }
         if (!strcmp(f, "--verify")) { a->verify = 1; continue; }
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) { usage(); exit(0); }
         if (!v) { fprintf(stderr, "dapo-generate: %s needs a value\n", f); return -1; }
@@ -152,7 +153,7 @@ int main(int argc, char **argv) {
     if (kv < max_prompt + a.max_tokens) kv = max_prompt + a.max_tokens;
     if (kv > (1L << 22) && !a.kv_tokens) kv = (1L << 22) > max_prompt + a.max_tokens ? 1L << 22 : max_prompt + a.max_tokens;
     GenOptions go = { .max_num_seqs = a.max_seqs, .kv_cache_tokens = kv, .max_batch_tokens = a.batch_tokens,
-                      .batch_invariant = a.invariant };
+                      .batch_invariant = a.invariant, .no_prefix_sharing = a.no_share };
     if (!(e = gen_engine_new(m, &go, err))) { fprintf(stderr, "dapo-generate: %s\n", err); goto done; }
     const TokenizerSpecial *sp = tokenizer_special(tok);
     int32_t stops[3];

@@ -72,6 +72,7 @@ static const CfgEntry cfg_table[] = {
     { AR "rollout.top_p",                    CFG_FLOAT, 0, 1,       "1.0",     O(top_p), NULL, MIN_EXCL },
     { AR "rollout.top_k",                    CFG_INT,   -1, 1e7,    "-1",      O(top_k), NULL, 0 },
     { AR "rollout.batch_invariant",          CFG_BOOL,  0, 0,       "false",   O(batch_invariant), NULL, 0 },
+    { AR "rollout.enable_prefix_caching",    CFG_BOOL,  0, 0,       "true",    O(enable_prefix_caching), NULL, 0 },
     { AR "rollout.max_num_seqs",             CFG_INT,   1, 1e6,     "64",      O(max_num_seqs), NULL, 0 },
     { AR "rollout.kv_cache_tokens",          CFG_INT,   0, 2147483647, "0",    O(kv_cache_tokens), NULL, 0 },
     { AR "rollout.max_num_batched_tokens",   CFG_INT,   1, 1e7,     "512",     O(max_num_batched_tokens), NULL, 0 },

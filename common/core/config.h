@@ -62,6 +62,8 @@ typedef struct Config {
     double  temperature, top_p;
     int     top_k;                    /* -1: off (verl), 0 also means off */
     bool    batch_invariant;          /* ours: same tokens whatever the batch composition */
+    bool    enable_prefix_caching;    /* vLLM's/verl's name: sequences copy a shared prompt prefix's K/V from a running
+                                         one instead of computing it (model/generate.h "Prefix sharing") */
     int     max_num_seqs;             /* running sequences per rollout worker */
     int     kv_cache_tokens;          /* ours: rollout KV-cache positions; 0: max_num_seqs x (prompt + response) */
     int     max_num_batched_tokens;   /* rows per rollout forward step (decode rows + prefill chunk) */

@@ -55,6 +55,10 @@ struct GenEngine {
     float     *x, *xn, *qkv, *att, *mid, *gu, *hm, *cs, *sn, *att_scratch;
     Seq      **samp_seq;
     int       *samp_row, *samp_rc, *nchunk;   /* nchunk: [max_num_seqs] rows of each running sequence this step */
+    /* prefix sharing, per step ([max_num_seqs] each): donor run index of run[i] (-1: none) and the positions
+     * [0, share[i]) it takes from there; the copies forward_rows makes after each layer's K/V stores */
+    int       *fol, *share, *cp_len, n_cp;
+    Seq      **cp_src, **cp_dst;
     float     *xs, *logits, *samp_lp;
     int32_t   *samp_tok;
     char      *samp_scratch;
@@ -161,6 +165,11 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     e->samp_row = xmalloc((size_t)S * sizeof(int));
     e->samp_rc = xmalloc((size_t)S * sizeof(int));
     e->nchunk = xmalloc((size_t)S * sizeof(int));
+    e->fol = xmalloc((size_t)S * sizeof(int));
+    e->share = xmalloc((size_t)S * sizeof(int));
+    e->cp_len = xmalloc((size_t)S * sizeof(int));
+    e->cp_src = xmalloc((size_t)S * sizeof(Seq *));
+    e->cp_dst = xmalloc((size_t)S * sizeof(Seq *));
     e->samp_tok = xmalloc((size_t)S * sizeof(int32_t));
     e->samp_lp = xmalloc((size_t)S * sizeof(float));
     e->xs = xmalloc((size_t)S * H * sizeof(float));
@@ -173,9 +182,9 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
                       (double)e->nthr * (c->n_heads / c->n_kv_heads) * e->ctx_max) * sizeof(float) / 1048576.0 +
                      (double)e->samp_scratch_bytes * S / 1048576.0;
     log_info("rollout engine: KV cache %ld blocks x %d positions = %ld tokens (%.1f MiB), %d seqs, %d rows per "
-             "step (%.1f MiB buffers), packed weights %.1f MiB, %s mode, %d threads", e->n_blocks, BS, e->ctx_max,
-             cache_mb, S, R, step_mb, pack_mb,
-             o->batch_invariant ? "batch-invariant" : "default", e->nthr);
+             "step (%.1f MiB buffers), packed weights %.1f MiB, %s mode, prefix sharing %s, %d threads", e->n_blocks,
+             BS, e->ctx_max, cache_mb, S, R, step_mb, pack_mb, o->batch_invariant ? "batch-invariant" : "default",
+             o->no_prefix_sharing ? "off" : "on", e->nthr);
     return e;
 }
 
@@ -199,6 +208,7 @@ void gen_engine_free(GenEngine *e) {
     xfree(e->x); xfree(e->xn); xfree(e->mid); xfree(e->qkv); xfree(e->att); xfree(e->gu); xfree(e->hm);
     xfree(e->cs); xfree(e->sn); xfree(e->att_scratch);
     xfree(e->samp_seq); xfree(e->samp_row); xfree(e->samp_rc); xfree(e->nchunk); xfree(e->samp_tok); xfree(e->samp_lp);
+    xfree(e->fol); xfree(e->share); xfree(e->cp_len); xfree(e->cp_src); xfree(e->cp_dst);
     xfree(e->xs); xfree(e->logits); xfree(e->samp_scratch);
     xfree(e);
 }
@@ -337,6 +347,22 @@ static void linear(const GenEngine *e, int i, float *y, const float *x, const fl
     else cpu_linear(y, x, pk_source(e->m, i), b, M, N, K);
 }
 
+/* Copies the K/V of positions [0, n) of src into dst's blocks in one layer's cache (kc, vc): whole blocks, then the
+ * first n % BS slots of the last one (only those: dst may have stored its own rows after them this step). */
+static void copy_prefix(const GenEngine *e, float *kc, float *vc, const Seq *src, const Seq *dst, int n) {
+    int BS = e->BS, kvd = e->kvd, full = n / BS, rem = n % BS;
+    size_t blk = (size_t)BS * kvd;
+    for (int b = 0; b < full; b++) {
+        memcpy(kc + dst->blocks[b] * blk, kc + src->blocks[b] * blk, blk * sizeof(float));
+        memcpy(vc + dst->blocks[b] * blk, vc + src->blocks[b] * blk, blk * sizeof(float));
+    }
+    if (rem == 0) return;
+    const float *ks = kc + src->blocks[full] * blk;          /* K block: [kvd, BS] */
+    float *kd = kc + dst->blocks[full] * blk;
+    for (int i = 0; i < kvd; i++) memcpy(kd + (size_t)i * BS, ks + (size_t)i * BS, (size_t)rem * sizeof(float));
+    memcpy(vc + dst->blocks[full] * blk, vc + src->blocks[full] * blk, (size_t)rem * kvd * sizeof(float));   /* V: [BS, kvd] */
+}
+
 /* The decoder over R packed rows (row_tok/row_pos/row_tab set); writes K/V of every row into the cache and
  * leaves the last-layer residual stream in e->x. */
 static void forward_rows(GenEngine *e, int R) {
@@ -364,6 +390,7 @@ static void forward_rows(GenEngine *e, int R) {
             const float *kr = e->qkv + (long)r * qkvd + qd;
             cpu_kv_store(kc, vc, e->row_tab[r], e->row_pos[r], kr, kr + kvd, BS, nkv, hd);
         }
+        for (int k = 0; k < e->n_cp; k++) copy_prefix(e, kc, vc, e->cp_src[k], e->cp_dst[k], e->cp_len[k]);
         cpu_paged_attention(e->att, qd, e->qkv, qkvd, R, e->row_pos, e->row_tab, kc, vc, BS, nh, nkv, hd, scale,
                             e->att_scratch, e->ctx_max);
         linear(e, 4 * l + 1, e->mid, e->att, NULL, R);
@@ -373,6 +400,37 @@ static void forward_rows(GenEngine *e, int R) {
         cpu_swiglu(e->hm, e->gu, R, I);
         linear(e, 4 * l + 3, e->x, e->hm, NULL, R);
         cpu_add(e->x, e->mid, (long)R * H);
+    }
+}
+
+/* Longest common prefix of a[0, n) and b[0, n). */
+static int common_prefix(const int32_t *a, const int32_t *b, int n) {
+    int k = 0;
+    while (k < n && a[k] == b[k]) k++;
+    return k;
+}
+
+/* Prefix sharing (see generate.h): for each running sequence that has nothing cached (just admitted, or parked
+ * last step), in run order, the donor whose context shares the longest prefix with its own (all but its last
+ * token, which it computes itself for its logits); the first such in run order on ties. Donors: sequences
+ * before it in run[] (already decided this step: they prefill, copy or are parked themselves) and sequences
+ * after it that have something cached (never followers), so following is acyclic and always ends at a sequence
+ * that computes. Sets e->fol / e->share; the row passes of gen_engine_step make the copy once the donor has
+ * (or computes in this step) those positions, else park the follower for this step. */
+static void plan_sharing(GenEngine *e) {
+    for (int i = 0; i < e->n_run; i++) {
+        Seq *s = e->run[i];
+        e->fol[i] = -1;
+        e->share[i] = 0;
+        if (e->o.no_prefix_sharing || s->n_cached != 0 || s->n_tok < 2) continue;
+        for (int j = 0; j < e->n_run; j++) {
+            const Seq *d = e->run[j];
+            if (j == i || (j > i && d->n_cached == 0)) continue;
+            int lim = s->n_tok - 1 < d->n_tok ? s->n_tok - 1 : d->n_tok;
+            if (lim <= e->share[i]) continue;
+            int n = common_prefix(s->tok, d->tok, lim);
+            if (n > e->share[i]) { e->share[i] = n; e->fol[i] = j; }
+        }
     }
 }
 
@@ -392,13 +450,27 @@ int gen_engine_step(GenEngine *e, char err[ERR_LEN]) {
     if (e->n_run == 0) return e->n_wait;       /* only held sequences wait */
     const ModelConfig *c = &e->m->cfg;
     int R = 0, S = 0, *nchunk = e->nchunk;
-    /* decode rows first, then prefill chunks in admission order */
-    for (int pass = 0; pass < 2; pass++)
+    plan_sharing(e);
+    /* decode rows first, then prefill chunks in admission order, then the sequences that take a prefix from
+     * another one (after their donor's chunk, whose K/V they may copy in this very step) */
+    for (int pass = 0; pass < 3; pass++)
         for (int i = 0; i < e->n_run; i++) {
             Seq *s = e->run[i];
             int unc = s->n_tok - s->n_cached;
             if (pass == 0) nchunk[i] = 0;
-            if ((pass == 0) != (unc == 1)) continue;
+            if (pass < 2 && ((pass == 0) != (unc == 1) || e->fol[i] >= 0)) continue;
+            if (pass == 2) {
+                if (e->fol[i] < 0) continue;
+                Seq *d = e->run[e->fol[i]];
+                if (d->n_cached + nchunk[e->fol[i]] < e->share[i]) { e->st.prefix_parked++; continue; }
+                e->cp_src[e->n_cp] = d;
+                e->cp_dst[e->n_cp] = s;
+                e->cp_len[e->n_cp++] = e->share[i];
+                s->n_cached = e->share[i];           /* true once forward_rows made the copies */
+                unc = s->n_tok - s->n_cached;
+                e->st.prefill_shared += e->share[i];
+                e->st.prefix_hits++;
+            }
             int n = unc < e->max_rows - R ? unc : e->max_rows - R;
             if (n <= 0) continue;
             for (int k = 0; k < n; k++) {
@@ -409,13 +481,17 @@ int gen_engine_step(GenEngine *e, char err[ERR_LEN]) {
             }
             R += n;
             nchunk[i] = n;
-            if (pass == 0) e->st.decode_rows += n; else e->st.prefill_rows += n;
+            /* a decode row feeds the last sampled token; every other row (prompt, recompute) is prefill */
+            int dec = s->n_cached + n == s->n_tok && s->n_tok > s->n_prompt;
+            e->st.decode_rows += dec;
+            e->st.prefill_rows += n - dec;
             if (s->n_cached + n == s->n_tok) {
                 e->samp_seq[S] = s;
                 e->samp_row[S++] = R - 1;
             }
         }
     forward_rows(e, R);
+    e->n_cp = 0;
     for (int i = 0; i < e->n_run; i++) e->run[i]->n_cached += nchunk[i];
     e->st.steps++;
     e->st.rows += R;

@@ -14,6 +14,24 @@
  * sampled, and it goes to the front of the waiting queue; when re-admitted, its prompt + sampled tokens are
  * prefilled again. So a full cache delays sequences but never fails them.
  *
+ * Prefix sharing (on unless GenOptions.no_prefix_sharing; config actor_rollout_ref.rollout.enable_prefix_caching,
+ * vLLM's automatic prefix caching for the n samples of a group): a running sequence with nothing cached yet (just
+ * admitted, or re-admitted after preemption with its prompt + sampled tokens) whose context shares a prefix with
+ * another running sequence's (the donor: the longest common prefix, first in run order on ties; at most all
+ * but its own last token) does not compute that prefix. Once the donor has the K/V of those positions (cached
+ * before, or computed in this very step), the follower copies them from the donor's blocks into its own, layer
+ * by layer right after the step's K/V stores (whole blocks with memcpy, then the slots of the last partial
+ * block), and computes only the rest — for a group's prompt, one row. Until then it is parked: it holds the
+ * blocks admission gave it and contributes no rows. Nothing is refcounted or kept across steps: the donor is
+ * chosen again every step, so a donor preempted, cancelled or finished leaves its followers to pick another
+ * donor or compute themselves, and sequences only follow sequences before them in run order (or ones that have
+ * something cached), so some sequence always computes. The cost is a copy of 2 x prefix x n_kv_heads x head_dim
+ * floats per layer. Batch-invariant mode: a position's K/V depend only on the tokens up to it (row-invariant
+ * kernels), so the copied values are bitwise what the follower would compute and responses are bitwise the same
+ * with or without sharing. Default mode: the donor's big prefill chunks may run through sgemm, so the copies may
+ * differ from a one-row computation by rounding. Counters: GenStats.prefill_rows (positions computed),
+ * prefill_shared (positions copied), prefix_hits, prefix_parked.
+ *
  * KV cache: kv_cache_tokens rounded up to blocks of block_tokens positions; per layer one K array
  * [n_blocks, n_kv_heads, head_dim, block_tokens] (transposed in a block, so a block's scores are one vector
  * FMA chain) and one V array [n_blocks, block_tokens, n_kv_heads * head_dim], fp32, allocated once at
@@ -40,8 +58,9 @@
  * to ~1e-5. Memory: the packed copy is one more copy of the linear weights.
  *
  * Threads: one engine is used from one thread; kernels inside use OpenMP (omp_set_num_threads by the caller).
- * Not here: the wire protocol (services/rollout), CUDA, speculative decoding, prefix caching, beam search,
- * repetition penalties. */
+ * Not here: the wire protocol (services/rollout), CUDA, speculative decoding, beam search, repetition penalties,
+ * a prefix cache that outlives its sequences (sharing is only between sequences running at the same time) or
+ * refcounted shared blocks (copies instead: followers still hold a full block table each). */
 #ifndef DAPO_GENERATE_H
 #define DAPO_GENERATE_H
 
@@ -58,6 +77,7 @@ typedef struct {
     int  max_batch_tokens;   /* rows per forward step (decode rows + prefill chunk); raised to max_num_seqs */
     int  block_tokens;       /* positions per cache block; 0: 16 */
     int  batch_invariant;    /* nonzero: fixed-order kernels (see top) */
+    int  no_prefix_sharing;  /* nonzero: every sequence computes its whole context itself (see top); 0 = share */
 } GenOptions;
 
 typedef enum { GEN_FINISH_NONE = 0, GEN_FINISH_STOP, GEN_FINISH_LENGTH } GenFinish;
@@ -92,7 +112,12 @@ typedef struct {
     int  running, waiting, finished;   /* sequences in each state */
     int  in_progress;                  /* running + waiting sequences that hold sampled tokens or cache */
     long free_blocks, n_blocks;
-    long steps, rows, prefill_rows, decode_rows, preemptions, sampled;
+    long steps, rows, preemptions, sampled;
+    long prefill_rows;     /* context positions computed, except decode rows (prompt, recompute after preemption) */
+    long decode_rows;      /* rows feeding a sequence's last sampled token (one per sampled token not ending it) */
+    long prefill_shared;   /* context positions whose K/V were copied from a donor instead of computed */
+    long prefix_hits;      /* sequences that copied a prefix (once per admission) */
+    long prefix_parked;    /* sequence-steps a follower waited for its donor's prefill (no rows) */
 } GenStats;
 
 typedef struct GenEngine GenEngine;

@@ -17,6 +17,9 @@
  * cluster.weights; once staged, no new sequence starts, running ones finish, then the weights are swapped,
  * WeightAck goes to the coordinator and heartbeats report the new version. Bad messages are answered with an
  * ErrorReply or a GroupResult carrying an error; the daemon never exits on them.
+ * Prefix sharing (rollout.enable_prefix_caching, default true): the n sequences of a group copy their prompt's
+ * K/V from the first one instead of computing it (model/generate.h); the engine's counters (prefill positions
+ * computed vs shared) are logged once per policy version and at exit.
  * Threads: cluster.rollout_threads (0 = all cores) for OpenMP and OpenBLAS. */
 #include <cblas.h>
 #include <omp.h>
@@ -55,6 +58,7 @@ typedef struct {
     uint32_t     held;         /* sequences whose credit is out */
     int          paused;
     long         groups_done, tokens_done;
+    GenStats     logged;       /* engine counters at the last log_engine_stats */
 } Rollout;
 
 static void group_free(Group *g) {
@@ -245,6 +249,20 @@ static void collect(Rollout *r) {
     }
 }
 
+/* Logs the engine's work since the last call (one line per policy version, and at exit): prefill positions
+ * computed vs copied from a running sequence's shared prefix (rollout.enable_prefix_caching). */
+static void log_engine_stats(Rollout *r, const char *when) {
+    GenStats st;
+    gen_engine_stats(r->eng, &st);
+    long comp = st.prefill_rows - r->logged.prefill_rows, shared = st.prefill_shared - r->logged.prefill_shared;
+    log_info("engine %s: %ld steps, prefill positions computed %ld, shared %ld (%.1f%%, %ld sequences; %ld "
+             "sequence-steps parked), decode rows %ld, preemptions %ld", when, st.steps - r->logged.steps, comp,
+             shared, comp + shared > 0 ? 100.0 * shared / (double)(comp + shared) : 0.0,
+             st.prefix_hits - r->logged.prefix_hits, st.prefix_parked - r->logged.prefix_parked,
+             st.decode_rows - r->logged.decode_rows, st.preemptions - r->logged.preemptions);
+    r->logged = st;
+}
+
 /* Weight versions: fetch what the coordinator holds; swap once staged and nothing is in progress. */
 static void weights_turn(Rollout *r) {
     int64_t want = worker_coordinator_version(r->d.worker);
@@ -270,6 +288,7 @@ static void weights_turn(Rollout *r) {
     if (rc) log_warn("weight ack not sent: %s", err_str(rc));
     worker_set_status(r->d.worker, r->held, r->version);
     log_info("policy version %lld loaded", (long long)v);
+    log_engine_stats(r, "before this version");
 }
 
 static int on_idle(void *ud) {
@@ -322,7 +341,8 @@ static int setup(Rollout *r, const char *load, char err[ERR_LEN]) {
     long kv = c->kv_cache_tokens > 0 ? c->kv_cache_tokens : (long)c->max_num_seqs * per_seq;
     if (c->kv_cache_tokens <= 0 && kv > (1L << 18)) kv = per_seq > (1L << 18) ? per_seq : 1L << 18;
     GenOptions go = { .max_num_seqs = c->max_num_seqs, .kv_cache_tokens = kv,
-                      .max_batch_tokens = c->max_num_batched_tokens, .batch_invariant = c->batch_invariant };
+                      .max_batch_tokens = c->max_num_batched_tokens, .batch_invariant = c->batch_invariant,
+                      .no_prefix_sharing = !c->enable_prefix_caching };
     r->eng = gen_engine_new(r->m, &go, err);
     if (!r->eng) return ERR_INVAL;
     log_info("model %s (%s), tokenizer %s, %d threads (%s)", dir, r->m->cfg.arch_name, tdir, threads,
@@ -351,6 +371,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = daemon_run(&r.d, on_work, on_idle, &r, err);
     if (rc < 0) log_error("%s", err);
     log_info("generated %ld groups, %ld response tokens", r.groups_done, r.tokens_done);
+    if (r.eng) log_engine_stats(&r, "since the last version");
     for (int i = 0; i < r.ng; i++) group_free(r.g[i]);
     xfree(r.g);
     wfetch_free(r.wf);
