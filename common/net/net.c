@@ -2,6 +2,7 @@
 #include "net/net.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -47,16 +48,20 @@ static uint32_t get_u32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+size_t net_encode_into(Dapo__MsgType type, const ProtobufCMessage *m, size_t packed, uint8_t *buf) {
+    memcpy(buf, "DAPO", 4);
+    put_u16(buf + 4, DAPO_PROTOCOL_VERSION);
+    put_u16(buf + 6, (uint16_t)type);
+    put_u32(buf + 8, (uint32_t)packed);
+    if (m && packed) protobuf_c_message_pack(m, buf + NET_HEADER_BYTES);
+    return NET_HEADER_BYTES + packed;
+}
+
 uint8_t *net_encode(Dapo__MsgType type, const ProtobufCMessage *m, size_t *len) {
     size_t n = m ? protobuf_c_message_get_packed_size(m) : 0;
     if (n > UINT32_MAX) return NULL;
     uint8_t *buf = xmalloc(NET_HEADER_BYTES + n);
-    memcpy(buf, "DAPO", 4);
-    put_u16(buf + 4, DAPO_PROTOCOL_VERSION);
-    put_u16(buf + 6, (uint16_t)type);
-    put_u32(buf + 8, (uint32_t)n);
-    if (m) protobuf_c_message_pack(m, buf + NET_HEADER_BYTES);
-    *len = NET_HEADER_BYTES + n;
+    *len = net_encode_into(type, m, n, buf);
     return buf;
 }
 
@@ -180,6 +185,10 @@ int net_recv(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, char err
     }
     out->bytes = zmq_msg_size(&f);
     int rc = net_decode(zmq_msg_data(&f), zmq_msg_size(&f), max_bytes, &out->type, &out->version, &out->msg, err);
+    if (type == ZMQ_ROUTER && out->type == DAPO__MSG_TYPE__MSG_HELLO) {
+        const char *addr = zmq_msg_gets(&f, "Peer-Address");
+        if (addr) snprintf(out->peer_address, sizeof out->peer_address, "%s", addr);
+    }
     int extra = zmq_msg_more(&f);
     zmq_msg_close(&f);
     if (extra) {

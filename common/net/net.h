@@ -27,7 +27,8 @@
 #define NET_PEER_MAX          255     /* ZeroMQ routing ids are at most 255 bytes */
 
 /* One received message. `msg` is the unpacked protobuf (cast by type, e.g. (Dapo__Hello *)m.msg), owned by the
- * NetMsg and freed by net_msg_free. peer/peer_len: routing id of the sender (ROUTER sockets only). */
+ * NetMsg and freed by net_msg_free. peer/peer_len: routing id of the sender (ROUTER sockets only). Only Hello
+ * messages on ROUTER sockets look up peer_address (one metadata lookup per registration, none per work message). */
 typedef struct {
     Dapo__MsgType     type;
     ProtobufCMessage *msg;
@@ -35,6 +36,8 @@ typedef struct {
     size_t            bytes;          /* frame size, header included */
     uint8_t           peer[NET_PEER_MAX];
     size_t            peer_len;
+    char              peer_address[64];  /* ROUTER, Hello only: ZeroMQ's "Peer-Address" property (the peer's IP for
+                                          * TCP); "" where ZeroMQ has none (ipc, inproc) or for other types */
 } NetMsg;
 
 /* Socket options for net_socket. Zero-initialised fields take the defaults in brackets. */
@@ -74,6 +77,11 @@ void net_msg_free(NetMsg *m);
 uint8_t *net_encode(Dapo__MsgType type, const ProtobufCMessage *m, size_t *len);
 int net_decode(const uint8_t *buf, size_t len, size_t max_bytes, Dapo__MsgType *type, uint16_t *version,
                ProtobufCMessage **msg, char err[ERR_LEN]);
+
+/* Writes the frame of `m` (header + protobuf) into buf, which holds at least NET_HEADER_BYTES + packed bytes, where
+ * packed = protobuf_c_message_get_packed_size(m) (<= UINT32_MAX; 0 for m == NULL). Returns the frame length. For
+ * senders that reuse their buffers (the coordinator's zero-copy TrainBatch sends). */
+size_t net_encode_into(Dapo__MsgType type, const ProtobufCMessage *m, size_t packed, uint8_t *buf);
 
 /* The protobuf descriptor of a MsgType, or NULL for an unknown type. */
 const ProtobufCMessageDescriptor *net_descriptor(Dapo__MsgType type);

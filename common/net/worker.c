@@ -143,7 +143,7 @@ static void run_timers(Worker *w) {
 
 int worker_poll(Worker *w, NetMsg *out, int timeout_ms, char err[ERR_LEN]) {
     if (w->state == WORKER_REFUSED) return err_set(err, ERR_INVAL, "%s: refused by the coordinator", w->worker_id);
-    int64_t deadline = clock_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = clock_ms() + (timeout_ms > 0 ? timeout_ms : 0), version = w->coord_version;
     for (;;) {
         run_timers(w);
         int64_t now = clock_ms();
@@ -156,6 +156,7 @@ int worker_poll(Worker *w, NetMsg *out, int timeout_ms, char err[ERR_LEN]) {
             int r = on_message(w, out, err);
             if (r != 0) return r;        /* work (1) or refusal (<0); out keeps the message on 1 */
             net_msg_free(out);
+            if (w->coord_version > version) return 0;   /* a new policy version: the caller fetches it now */
         } else if (rc == ERR_VERSION && out->type == DAPO__MSG_TYPE__MSG_WELCOME && out->msg) {
             Dapo__Welcome *wel = (Dapo__Welcome *)out->msg;
             w->state = WORKER_REFUSED;

@@ -40,7 +40,8 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]);
 
 /* Runs the protocol for up to timeout_ms (0: non-blocking): sends due heartbeats / hellos, receives and handles
  * protocol messages. Returns 1 with a work message in *out (caller frees with net_msg_free), 0 when the time
- * passed with nothing for the caller, ERR_VERSION / ERR_INVAL when the coordinator refused us (err says why,
+ * passed with nothing for the caller or, early, as soon as the coordinator announced a newer policy version
+ * (worker_coordinator_version; a rollout starts fetching it then, not at the end of its timeout), ERR_VERSION / ERR_INVAL when the coordinator refused us (err says why,
  * naming both versions on a mismatch; the state is REFUSED), or another negative code on a socket error.
  * Malformed frames are logged and dropped. */
 int worker_poll(Worker *w, NetMsg *out, int timeout_ms, char err[ERR_LEN]);

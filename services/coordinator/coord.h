@@ -6,6 +6,7 @@
 #ifndef DAPO_COORD_H
 #define DAPO_COORD_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -19,6 +20,8 @@ typedef enum { WORKER_ALIVE = 0, WORKER_LOST, WORKER_GONE } WorkerLife;
 typedef struct {
     uint8_t     rid[NET_PEER_MAX];     /* ZeroMQ routing id */
     size_t      rid_len;
+    char        address[64];           /* the connection's peer address at its last Hello ("Peer-Address": the IP
+                                        * for TCP); "" where ZeroMQ gives none (ipc): the dashboard shows the rid */
     char        id[128];               /* worker_id from Hello */
     char        build_info[128];
     Dapo__Role  role;
@@ -73,6 +76,16 @@ typedef enum { PH_IDLE = 0, PH_VALIDATE, PH_GENERATE, PH_BATCH_READY, PH_TRAIN, 
 
 typedef struct Engine Engine;     /* steps.c */
 
+/* A send buffer handed to ZeroMQ without a copy (zmq_msg_init_data) and reused once ZeroMQ lets go of it: the
+ * multi-MB TrainBatch shards of every step go out without a fresh allocation (page faults) and a copy each. busy is
+ * cleared by ZeroMQ's I/O thread (the free callback), hence atomic. */
+#define COORD_ZC_BUFS 16
+typedef struct {
+    uint8_t    *p;                     /* xmalloc'd, cap bytes */
+    size_t      cap;
+    atomic_int  busy;                  /* 1 while ZeroMQ holds it */
+} ZcBuf;
+
 typedef struct Coord {
     Config       cfg;
     uv_loop_t   *loop;
@@ -90,6 +103,7 @@ typedef struct Coord {
     int          stopping, sigints;
     uint64_t     msgs_in, msgs_bad;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */
+    ZcBuf        zc[COORD_ZC_BUFS];    /* coord_send_zc's buffers, freed after zmq_ctx_term */
 
     /* What the dashboard shows (history.c). */
     Metrics     *history;              /* one metric set per finished step (or validation), in order */
@@ -119,6 +133,9 @@ int  registry_count(const Coord *c, Dapo__Role role, WorkerLife life);
 /* main.c */
 void coord_drain(Coord *c);                            /* reads every pending ZeroMQ message */
 int  coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m);
+/* As coord_send (same frame, same return codes), but packs into one of c->zc's reused buffers and hands it to
+ * ZeroMQ without a copy; falls back to coord_send while all COORD_ZC_BUFS are in flight. For large messages. */
+int  coord_send_zc(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m);
 void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
                       const char *msg);
 

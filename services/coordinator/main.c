@@ -24,6 +24,45 @@ int coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const Protobu
     return rc;
 }
 
+/* ZeroMQ's free callback for a zero-copy frame (runs on its I/O thread, or in zmq_msg_close on a failed send). */
+static void zc_release(void *data, void *hint) {
+    (void)data;
+    atomic_store_explicit(&((ZcBuf *)hint)->busy, 0, memory_order_release);
+}
+
+int coord_send_zc(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m) {
+    ZcBuf *b = NULL;
+    for (int i = 0; i < COORD_ZC_BUFS && !b; i++)
+        if (!atomic_load_explicit(&c->zc[i].busy, memory_order_acquire)) b = &c->zc[i];
+    size_t n = protobuf_c_message_get_packed_size(m);
+    if (!b || n > UINT32_MAX) return coord_send(c, w, type, m);
+    size_t need = NET_HEADER_BYTES + n;
+    if (b->cap < need) {                  /* grow (contents need not survive) */
+        xfree(b->p);
+        b->cap = need + need / 8;
+        b->p = xmalloc(b->cap);
+    }
+    size_t len = net_encode_into(type, m, n, b->p);
+    c->need_drain = 1;
+    int rc = 0;
+    if (zmq_send(c->router, w->rid, w->rid_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) rc = -zmq_errno();
+    if (!rc) {
+        zmq_msg_t f;
+        atomic_store_explicit(&b->busy, 1, memory_order_relaxed);
+        if (zmq_msg_init_data(&f, b->p, len, zc_release, b)) {
+            atomic_store_explicit(&b->busy, 0, memory_order_relaxed);
+            rc = -zmq_errno();
+        } else if (zmq_msg_send(&f, c->router, ZMQ_DONTWAIT) < 0) {
+            rc = -zmq_errno();
+            zmq_msg_close(&f);            /* calls zc_release */
+        }
+    }
+    if (rc == -EAGAIN) rc = ERR_AGAIN;
+    else if (rc == -EHOSTUNREACH) rc = ERR_CLOSED;
+    if (rc) log_debug("send %s to %s: %s", net_type_name(type), w->id, err_str(rc));
+    return rc;
+}
+
 void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
                       const char *msg) {
     Dapo__ErrorReply e = DAPO__ERROR_REPLY__INIT;
@@ -220,7 +259,8 @@ int main(int argc, char **argv) {
         zmq_setsockopt(c.router, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(c.router);
     }
-    if (c.zctx) zmq_ctx_term(c.zctx);
+    if (c.zctx) zmq_ctx_term(c.zctx);     /* releases every zero-copy buffer still held */
+    for (int i = 0; i < COORD_ZC_BUFS; i++) xfree(c.zc[i].p);
     xfree(c.workers);
     engine_free(&c);
     if (c.metrics_file) fclose(c.metrics_file);

@@ -78,6 +78,7 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         w->rid_len = m->peer_len;
     }
     int again = w->registered_ms != 0;
+    snprintf(w->address, sizeof w->address, "%s", m->peer_address);
     snprintf(w->id, sizeof w->id, "%s", h->worker_id);
     snprintf(w->build_info, sizeof w->build_info, "%s", h->build_info);
     w->role = h->role;

@@ -75,6 +75,13 @@ struct Engine {
     int            val_pending;  /* a validation is due (test_freq) before the next step's generation */
     int            data_done;    /* the last epoch is used up: nothing more to generate */
     TrainJob       job;          /* the step whose batch is at the learners (at most one) */
+    /* send_batch's shard arrays, kept and grown across steps (a fresh multi-MB allocation per shard would
+     * page-fault on every step). Capacities in elements. */
+    int32_t       *tb_ids;
+    float         *tb_mask, *tb_adv, *tb_lps;
+    uint32_t      *tb_offs, *tb_plen;
+    uint64_t      *tb_gids;
+    size_t         tb_cap_tok, tb_cap_resp, tb_cap_seq;
     char           fail[ERR_LEN];
     EngineSnapshot snap;         /* as of the last finished step */
 };
@@ -297,8 +304,15 @@ static void dispatch(Coord *c) {
     while (e->first_open < e->ngroups && e->groups[e->first_open].state != GS_QUEUED &&
            e->groups[e->first_open].state != GS_GENERATED)
         e->first_open++;
-    for (int i = e->first_open; i < e->ngroups && (roll_ok || ver_ok); i++) {
+    /* Queued / generated groups not yet passed by the scan: the run's counts of those states are never below
+     * what this step holds (groups_reset drops groups without counting them out), so the scan stops once neither
+     * kind can still be dispatched instead of walking every leased group behind them on every call. */
+    uint64_t left_q = c->group_counts[GS_QUEUED], left_g = c->group_counts[GS_GENERATED];
+    if (c->paused) roll_ok = 0;
+    for (int i = e->first_open; i < e->ngroups && ((roll_ok && left_q) || (ver_ok && left_g)); i++) {
         Group *g = &e->groups[i];
+        if (g->state == GS_QUEUED && left_q) left_q--;
+        else if (g->state == GS_GENERATED && left_g) left_g--;
         if (g->state == GS_QUEUED && !c->paused && roll_ok) {
             int wi = pick_worker(c, DAPO__ROLE__ROLE_ROLLOUT, (uint32_t)g->n, 1);
             if (wi >= 0) send_generate(c, g, wi);
@@ -376,6 +390,31 @@ static int cmp_order(const void *a, const void *b) {
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
+/* Grows the engine's shard arrays to hold ntok tokens, nresp response tokens and nseq sequences. */
+static void shard_reserve(Engine *e, size_t ntok, size_t nresp, size_t nseq) {
+    if (ntok < 1) ntok = 1;
+    if (nresp < 1) nresp = 1;
+    if (nseq + 1 > e->tb_cap_seq) {
+        e->tb_cap_seq = nseq + 1 + nseq / 4;
+        xfree(e->tb_offs); xfree(e->tb_plen); xfree(e->tb_gids);
+        e->tb_offs = xmalloc(e->tb_cap_seq * sizeof *e->tb_offs);
+        e->tb_plen = xmalloc(e->tb_cap_seq * sizeof *e->tb_plen);
+        e->tb_gids = xmalloc(e->tb_cap_seq * sizeof *e->tb_gids);
+    }
+    if (ntok > e->tb_cap_tok) {
+        e->tb_cap_tok = ntok + ntok / 4;
+        xfree(e->tb_ids);
+        e->tb_ids = xmalloc(e->tb_cap_tok * sizeof *e->tb_ids);
+    }
+    if (nresp > e->tb_cap_resp) {
+        e->tb_cap_resp = nresp + nresp / 4;
+        xfree(e->tb_mask); xfree(e->tb_adv); xfree(e->tb_lps);
+        e->tb_mask = xmalloc(e->tb_cap_resp * sizeof(float));
+        e->tb_adv = xmalloc(e->tb_cap_resp * sizeof(float));
+        e->tb_lps = xmalloc(e->tb_cap_resp * sizeof(float));
+    }
+}
+
 /* Builds and sends the TrainBatch shards of one assembled batch (DESIGN.md §1 steps 4-5). */
 static int send_batch(Coord *c, Group **batch, int nb) {
     Engine *e = c->engine;
@@ -423,13 +462,11 @@ static int send_batch(Coord *c, Group **batch, int nb) {
                 ntok += item[s]->n_ids + (long long)resp[s]->n_token_ids;
                 nresp += (long long)resp[s]->n_token_ids;
             }
-            int32_t *ids = xmalloc((size_t)(ntok ? ntok : 1) * sizeof *ids);
-            uint32_t *offs = xmalloc((size_t)(sh->n_seq + 1) * sizeof *offs);
-            uint32_t *plen = xmalloc((size_t)(sh->n_seq ? sh->n_seq : 1) * sizeof *plen);
-            uint64_t *gids = xmalloc((size_t)(sh->n_seq ? sh->n_seq : 1) * sizeof *gids);
-            float *mask = xmalloc((size_t)(nresp ? nresp : 1) * sizeof(float));
-            float *advs = xmalloc((size_t)(nresp ? nresp : 1) * sizeof(float));
-            float *lps = xmalloc((size_t)(nresp ? nresp : 1) * sizeof(float));
+            shard_reserve(e, (size_t)ntok, (size_t)nresp, (size_t)sh->n_seq);
+            int32_t *ids = e->tb_ids;
+            uint32_t *offs = e->tb_offs, *plen = e->tb_plen;
+            uint64_t *gids = e->tb_gids;
+            float *mask = e->tb_mask, *advs = e->tb_adv, *lps = e->tb_lps;
             long long t = 0, rt = 0;
             for (int j = 0; j < sh->n_seq; j++) {
                 int s = sh->seq[j];
@@ -440,17 +477,18 @@ static int send_batch(Coord *c, Group **batch, int nb) {
                 t += item[s]->n_ids;
                 memcpy(ids + t, resp[s]->token_ids, resp[s]->n_token_ids * sizeof *ids);
                 t += (long long)resp[s]->n_token_ids;
-                int masked = overlong_filter_masked(c->cfg.overlong_filtering, resp[s]->finish_reason);
-                for (size_t q = 0; q < resp[s]->n_token_ids; q++, rt++) {
-                    mask[rt] = masked ? 0.0f : 1.0f;
-                    advs[rt] = adv[s];
-                    lps[rt] = q < resp[s]->n_logprobs ? resp[s]->logprobs[q] : 0.0f;
-                    if (!masked && ep == 0) {
-                        adv_sum += adv[s];
-                        adv_n++;
-                        if (adv[s] < adv_min) adv_min = adv[s];
-                        if (adv[s] > adv_max) adv_max = adv[s];
-                    }
+                int masked = resp_tok[s] == 0 && resp[s]->n_token_ids > 0;    /* overlong_filter_masked above */
+                size_t nt = resp[s]->n_token_ids, nl = resp[s]->n_logprobs < nt ? resp[s]->n_logprobs : nt;
+                float mv = masked ? 0.0f : 1.0f, av = adv[s];
+                for (size_t q = 0; q < nt; q++) { mask[rt + (long long)q] = mv; advs[rt + (long long)q] = av; }
+                memcpy(lps + rt, resp[s]->logprobs, nl * sizeof(float));
+                for (size_t q = nl; q < nt; q++) lps[rt + (long long)q] = 0.0f;
+                rt += (long long)nt;
+                if (!masked && ep == 0 && nt) {
+                    adv_sum += (double)adv[s] * (double)nt;
+                    adv_n += (long long)nt;
+                    if (adv[s] < adv_min) adv_min = adv[s];
+                    if (adv[s] > adv_max) adv_max = adv[s];
                 }
             }
             offs[sh->n_seq] = (uint32_t)t;
@@ -474,10 +512,9 @@ static int send_batch(Coord *c, Group **batch, int nb) {
             tb.rank = (uint32_t)sh->rank;
             tb.world_size = (uint32_t)W;
             tb.last_of_step = ep == c->cfg.ppo_epochs - 1 && sh->mini == lay.n_mini - 1;
-            if (rank_worker[sh->rank] < 0 || coord_send(c, &c->workers[rank_worker[sh->rank]],
-                                                        DAPO__MSG_TYPE__MSG_TRAIN_BATCH, &tb.base))
+            if (rank_worker[sh->rank] < 0 || coord_send_zc(c, &c->workers[rank_worker[sh->rank]],
+                                                           DAPO__MSG_TYPE__MSG_TRAIN_BATCH, &tb.base))
                 rc = ERR_CLOSED;
-            xfree(ids); xfree(offs); xfree(plen); xfree(gids); xfree(mask); xfree(advs); xfree(lps);
         }
     if (rc) {
         fail(c, "step %ld: a learner rank vanished while its shards were sent", e->step);
@@ -1115,6 +1152,8 @@ void engine_free(Coord *c) {
     groups_reset(e);
     xfree(e->groups);
     xfree(e->order);
+    xfree(e->tb_ids); xfree(e->tb_offs); xfree(e->tb_plen); xfree(e->tb_gids);
+    xfree(e->tb_mask); xfree(e->tb_adv); xfree(e->tb_lps);
     dataset_free(&e->train);
     dataset_free(&e->val);
     tokenizer_free(e->tok);

@@ -179,7 +179,7 @@
     const workers = st.workers.slice().sort((a, b) => a.role.localeCompare(b.role) || a.id.localeCompare(b.id));
     for (const w of workers) {
       const tr = el('tr');
-      const cells = [w.role, w.id, w.routing_id, w.state, w.policy_version, fmt(w.last_heartbeat_s, 1) + ' s ago',
+      const cells = [w.role, w.id, w.address, w.state, w.policy_version, fmt(w.last_heartbeat_s, 1) + ' s ago',
                      fmt(w.load, 2), w.busy + ' / ' + w.capacity, w.credit, w.rank, w.build];
       cells.forEach((v, i) => {
         const td = el('td', i === 3 ? 'state-' + w.state : null, v === undefined ? '' : v);
