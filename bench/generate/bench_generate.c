@@ -2,7 +2,11 @@
  * B sequences with random P-token prompts, exactly T sampled tokens each (EOS disabled so every run does the
  * same work), temperature 1, no truncation, prefill included. Prints the median over --steps runs after
  * --warmup runs as OURS_GEN_TOK_S=<generated tokens / wall seconds>.
- *   bench_generate --model DIR --batch B [--prompt P] [--new T] [--steps K] [--warmup W] [--invariant] */
+ * --group N: B / N prompts with N samples each (a DAPO/GRPO group: identical prompts, so the engine's prefix
+ * sharing applies); --no-share turns prefix sharing off (GenOptions.no_prefix_sharing). Also prints the prefill
+ * positions computed and shared per run.
+ *   bench_generate --model DIR --batch B [--prompt P] [--new T] [--steps K] [--warmup W] [--invariant]
+ *                  [--group N] [--no-share] */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
@@ -20,9 +24,10 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     const char *dir = NULL;
-    int B = 16, P = 32, T = 128, steps = 3, warmup = 1, inv = 0;
+    int B = 16, P = 32, T = 128, steps = 3, warmup = 1, inv = 0, group = 1, no_share = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--invariant")) { inv = 1; continue; }
+        if (!strcmp(argv[i], "--no-share")) { no_share = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "%s needs a value\n", argv[i]); return 1; }
         const char *v = argv[++i];
         if (!strcmp(argv[i - 1], "--model")) dir = v;
@@ -31,9 +36,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i - 1], "--new")) T = atoi(v);
         else if (!strcmp(argv[i - 1], "--steps")) steps = atoi(v);
         else if (!strcmp(argv[i - 1], "--warmup")) warmup = atoi(v);
+        else if (!strcmp(argv[i - 1], "--group")) group = atoi(v);
         else { fprintf(stderr, "unknown argument %s\n", argv[i - 1]); return 1; }
     }
-    if (!dir || B < 1 || P < 1 || T < 1 || steps < 1 || steps > 100) { fprintf(stderr, "usage: see the source\n"); return 1; }
+    if (!dir || B < 1 || P < 1 || T < 1 || steps < 1 || steps > 100 || group < 1 || B % group) { fprintf(stderr, "usage: see the source\n"); return 1; }
     log_init("bench", LL_WARN);
     char err[ERR_LEN];
     ModelOptions mo = { .max_tokens = 1 };
@@ -41,7 +47,7 @@ int main(int argc, char **argv) {
     if (!m) { fprintf(stderr, "%s\n", err); return 1; }
     m->cfg.n_eos = 0;                                   /* fixed-length responses */
     GenOptions go = { .max_num_seqs = B, .kv_cache_tokens = (long)B * (P + T), .max_batch_tokens = 512,
-                      .batch_invariant = inv };
+                      .batch_invariant = inv, .no_prefix_sharing = no_share };
     GenEngine *e = gen_engine_new(m, &go, err);
     if (!e) { fprintf(stderr, "%s\n", err); return 1; }
     int32_t *prompt = malloc((size_t)B * P * sizeof(int32_t));
@@ -52,8 +58,9 @@ int main(int argc, char **argv) {
     for (int it = 0; it < warmup + steps; it++) {
         double t0 = clock_s();
         for (int b = 0; b < B; b++) {
-            GenRequest q = { .seed = (uint64_t)it, .group_id = (uint64_t)b, .prompt = prompt + (long)b * P, .n_prompt = P,
-                             .max_tokens = T, .sp = { .temperature = 1.0f, .top_p = 1.0f } };
+            GenRequest q = { .seed = (uint64_t)it, .group_id = (uint64_t)(b / group), .sample = (uint32_t)(b % group),
+                             .prompt = prompt + (long)(b / group) * P, .n_prompt = P, .max_tokens = T,
+                             .sp = { .temperature = 1.0f, .top_p = 1.0f } };
             if (gen_engine_add(e, &q, NULL, err)) { fprintf(stderr, "%s\n", err); return 1; }
         }
         int rc;
@@ -67,9 +74,14 @@ int main(int argc, char **argv) {
         total = n;
     }
     qsort(tps, (size_t)steps, sizeof(double), cmp_d);
-    printf("ours: batch %d, prompt %d, %ld new tokens per run, median %.1f tok/s (min %.1f, max %.1f)%s, %d threads, "
-           "OpenBLAS %s\n", B, P, total, tps[steps / 2], tps[0], tps[steps - 1], inv ? " [batch-invariant]" : "",
-           omp_get_max_threads(), openblas_get_corename());
+    GenStats st;
+    gen_engine_stats(e, &st);
+    int runs = warmup + steps;
+    printf("ours: batch %d (%d prompts x %d), prompt %d, %ld new tokens per run, median %.1f tok/s (min %.1f, max %.1f)%s, "
+           "prefix sharing %s (per run: %ld prefill positions computed, %ld shared), %d threads, OpenBLAS %s\n", B,
+           B / group, group, P, total, tps[steps / 2], tps[0], tps[steps - 1], inv ? " [batch-invariant]" : "",
+           no_share ? "off" : "on", st.prefill_rows / runs, st.prefill_shared / runs, omp_get_max_threads(),
+           openblas_get_corename());
     printf("OURS_GEN_TOK_S=%.1f\n", tps[steps / 2]);
     free(prompt);
     gen_engine_free(e);

@@ -7,6 +7,9 @@
 # Medians over STEPS runs after WARMUP runs. Also ours in batch-invariant mode for the small config at batch 16,
 # and the headline pair (small, batch 16) re-measured in interleaved rounds at 2 and 1 threads: each side's best
 # median goes in the BENCH line (ROUNDS, default 2).
+# Group-shaped case (DAPO/GRPO: n samples of each prompt; the cases above have distinct prompts): small config, 8
+# prompts x n 8 = 64 sequences, at the default run's shape (56-token prompts, 24 new tokens) and at 32 / 128, ours with
+# the engine's prefix sharing (rollout.enable_prefix_caching) on and off (GROUP_SHAPES="P:T ...").
 # Last line: BENCH generate ours=<small, batch 16 tok/s> baseline=<tok/s> ratio=<ours/baseline>
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -60,6 +63,19 @@ base[small.16.best]=$bb
 echo "== small, batch 16: ours in batch-invariant mode (rollout.batch_invariant: true)"
 "$tmp/bench_generate" --model "$tmp/small" --batch 16 --steps "$STEPS" --warmup "$WARMUP" --invariant | grep -v '^OURS'
 
+declare -A grp
+GROUP_SHAPES=${GROUP_SHAPES:-"56:24 32:128"}
+for shape in $GROUP_SHAPES; do
+  P=${shape%:*}; T=${shape#*:}
+  for share in on off; do
+    flag=""; [ "$share" = off ] && flag=--no-share
+    echo "== small, 8 prompts x n 8, prompt $P, $T new tokens: ours, prefix sharing $share"
+    "$tmp/bench_generate" --model "$tmp/small" --batch 64 --group 8 --prompt "$P" --new "$T" --steps "$STEPS" \
+        --warmup "$WARMUP" $flag | tee "$tmp/grp.txt"
+    grp[$shape.$share]=$(sed -n 's/^OURS_GEN_TOK_S=//p' "$tmp/grp.txt")
+  done
+done
+
 echo
 printf '%-6s %6s %14s %14s %7s\n' config batch "ours tok/s" "baseline tok/s" ratio
 for cfg in tiny small; do
@@ -67,6 +83,11 @@ for cfg in tiny small; do
     printf '%-6s %6s %14s %14s %7s\n' "$cfg" "$B" "${ours[$cfg.$B]}" "${base[$cfg.$B]}" \
       "$(python3 -c "print(f'{${ours[$cfg.$B]} / ${base[$cfg.$B]}:.2f}')")"
   done
+done
+echo "group-shaped (small, 8 prompts x n 8), ours with prefix sharing on vs off:"
+for shape in $GROUP_SHAPES; do
+  on=${grp[$shape.on]}; off=${grp[$shape.off]}
+  echo "  prompt ${shape%:*}, ${shape#*:} new: on $on tok/s, off $off tok/s, on/off $(python3 -c "print(f'{$on / $off:.2f}')")"
 done
 o=${ours[small.16.best]:-0}; b=${base[small.16.best]:-1}
 echo "headline: small, batch 16, each side's best median over thread counts (1, 2) and interleaved rounds"
