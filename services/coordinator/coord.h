@@ -133,9 +133,13 @@ int  registry_count(const Coord *c, Dapo__Role role, WorkerLife life);
 /* main.c */
 void coord_drain(Coord *c);                            /* reads every pending ZeroMQ message */
 int  coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m);
-/* As coord_send (same frame, same return codes), but packs into one of c->zc's reused buffers and hands it to
- * ZeroMQ without a copy; falls back to coord_send while all COORD_ZC_BUFS are in flight. For large messages. */
-int  coord_send_zc(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m);
+/* Zero-copy sends of large frames (the TrainBatch shards). coord_zc_frame returns a buffer of len bytes to write
+ * the whole frame into (header + payload, net_encode_into): one of c->zc's reused buffers (*zb set), or, while
+ * all COORD_ZC_BUFS are in flight, a one-off xmalloc'd one (*zb NULL). coord_zc_send hands it to ZeroMQ, which
+ * owns it from then on, sent or not (a pool buffer is free again once ZeroMQ lets go of it). Returns as
+ * coord_send: 0, ERR_AGAIN, ERR_CLOSED (peer gone) or -errno. */
+uint8_t *coord_zc_frame(Coord *c, size_t len, ZcBuf **zb);
+int  coord_zc_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, uint8_t *frame, size_t len, ZcBuf *zb);
 void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
                       const char *msg);
 

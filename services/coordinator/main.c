@@ -24,38 +24,39 @@ int coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const Protobu
     return rc;
 }
 
-/* ZeroMQ's free callback for a zero-copy frame (runs on its I/O thread, or in zmq_msg_close on a failed send). */
+/* ZeroMQ's free callback for a zero-copy frame (runs on its I/O thread, or in zmq_msg_close on a failed send):
+ * a pool buffer becomes free again, a one-off buffer is freed. */
 static void zc_release(void *data, void *hint) {
-    (void)data;
-    atomic_store_explicit(&((ZcBuf *)hint)->busy, 0, memory_order_release);
+    if (hint) atomic_store_explicit(&((ZcBuf *)hint)->busy, 0, memory_order_release);
+    else xfree(data);
 }
 
-int coord_send_zc(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m) {
-    ZcBuf *b = NULL;
-    for (int i = 0; i < COORD_ZC_BUFS && !b; i++)
-        if (!atomic_load_explicit(&c->zc[i].busy, memory_order_acquire)) b = &c->zc[i];
-    size_t n = protobuf_c_message_get_packed_size(m);
-    if (!b || n > UINT32_MAX) return coord_send(c, w, type, m);
-    size_t need = NET_HEADER_BYTES + n;
-    if (b->cap < need) {                  /* grow (contents need not survive) */
+uint8_t *coord_zc_frame(Coord *c, size_t len, ZcBuf **zb) {
+    *zb = NULL;
+    for (int i = 0; i < COORD_ZC_BUFS && !*zb; i++)
+        if (!atomic_load_explicit(&c->zc[i].busy, memory_order_acquire)) *zb = &c->zc[i];
+    if (!*zb) return xmalloc(len ? len : 1);            /* all in flight: a one-off buffer */
+    ZcBuf *b = *zb;
+    if (b->cap < len) {                                 /* grow (contents need not survive) */
         xfree(b->p);
-        b->cap = need + need / 8;
+        b->cap = len + len / 8;
         b->p = xmalloc(b->cap);
     }
-    size_t len = net_encode_into(type, m, n, b->p);
+    atomic_store_explicit(&b->busy, 1, memory_order_relaxed);   /* ours until sent (or released on failure) */
+    return b->p;
+}
+
+int coord_zc_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, uint8_t *frame, size_t len, ZcBuf *zb) {
     c->need_drain = 1;
     int rc = 0;
-    if (zmq_send(c->router, w->rid, w->rid_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) rc = -zmq_errno();
-    if (!rc) {
-        zmq_msg_t f;
-        atomic_store_explicit(&b->busy, 1, memory_order_relaxed);
-        if (zmq_msg_init_data(&f, b->p, len, zc_release, b)) {
-            atomic_store_explicit(&b->busy, 0, memory_order_relaxed);
-            rc = -zmq_errno();
-        } else if (zmq_msg_send(&f, c->router, ZMQ_DONTWAIT) < 0) {
-            rc = -zmq_errno();
-            zmq_msg_close(&f);            /* calls zc_release */
-        }
+    zmq_msg_t f;
+    if (zmq_msg_init_data(&f, frame, len, zc_release, zb)) {
+        rc = -zmq_errno();
+        zc_release(frame, zb);
+    } else {
+        if (zmq_send(c->router, w->rid, w->rid_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) rc = -zmq_errno();
+        else if (zmq_msg_send(&f, c->router, ZMQ_DONTWAIT) < 0) rc = -zmq_errno();
+        if (rc) zmq_msg_close(&f);                      /* calls zc_release */
     }
     if (rc == -EAGAIN) rc = ERR_AGAIN;
     else if (rc == -EHOSTUNREACH) rc = ERR_CLOSED;

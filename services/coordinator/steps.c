@@ -27,6 +27,7 @@
 #include "dapo/overlong.h"
 #include "io/dataset.h"
 #include "tokenizer/tokenizer.h"
+#include "tbwire.h"
 
 #define MAX_ATTEMPTS 5           /* a group whose generation failed this often is cancelled */
 
@@ -75,13 +76,6 @@ struct Engine {
     int            val_pending;  /* a validation is due (test_freq) before the next step's generation */
     int            data_done;    /* the last epoch is used up: nothing more to generate */
     TrainJob       job;          /* the step whose batch is at the learners (at most one) */
-    /* send_batch's shard arrays, kept and grown across steps (a fresh multi-MB allocation per shard would
-     * page-fault on every step). Capacities in elements. */
-    int32_t       *tb_ids;
-    float         *tb_mask, *tb_adv, *tb_lps;
-    uint32_t      *tb_offs, *tb_plen;
-    uint64_t      *tb_gids;
-    size_t         tb_cap_tok, tb_cap_resp, tb_cap_seq;
     char           fail[ERR_LEN];
     EngineSnapshot snap;         /* as of the last finished step */
 };
@@ -390,31 +384,6 @@ static int cmp_order(const void *a, const void *b) {
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* Grows the engine's shard arrays to hold ntok tokens, nresp response tokens and nseq sequences. */
-static void shard_reserve(Engine *e, size_t ntok, size_t nresp, size_t nseq) {
-    if (ntok < 1) ntok = 1;
-    if (nresp < 1) nresp = 1;
-    if (nseq + 1 > e->tb_cap_seq) {
-        e->tb_cap_seq = nseq + 1 + nseq / 4;
-        xfree(e->tb_offs); xfree(e->tb_plen); xfree(e->tb_gids);
-        e->tb_offs = xmalloc(e->tb_cap_seq * sizeof *e->tb_offs);
-        e->tb_plen = xmalloc(e->tb_cap_seq * sizeof *e->tb_plen);
-        e->tb_gids = xmalloc(e->tb_cap_seq * sizeof *e->tb_gids);
-    }
-    if (ntok > e->tb_cap_tok) {
-        e->tb_cap_tok = ntok + ntok / 4;
-        xfree(e->tb_ids);
-        e->tb_ids = xmalloc(e->tb_cap_tok * sizeof *e->tb_ids);
-    }
-    if (nresp > e->tb_cap_resp) {
-        e->tb_cap_resp = nresp + nresp / 4;
-        xfree(e->tb_mask); xfree(e->tb_adv); xfree(e->tb_lps);
-        e->tb_mask = xmalloc(e->tb_cap_resp * sizeof(float));
-        e->tb_adv = xmalloc(e->tb_cap_resp * sizeof(float));
-        e->tb_lps = xmalloc(e->tb_cap_resp * sizeof(float));
-    }
-}
-
 /* Builds and sends the TrainBatch shards of one assembled batch (DESIGN.md §1 steps 4-5). */
 static int send_batch(Coord *c, Group **batch, int nb) {
     Engine *e = c->engine;
@@ -426,6 +395,7 @@ static int send_batch(Coord *c, Group **batch, int nb) {
     const Dapo__Response **resp = xmalloc((size_t)nseq * sizeof *resp);
     const DatasetItem **item = xmalloc((size_t)nseq * sizeof *item);
     int W = c->cfg.num_learners, *rank_worker = xmalloc((size_t)W * sizeof(int));
+    TbwSeq *tsq = xmalloc((size_t)(nseq ? nseq : 1) * sizeof *tsq);    /* one shard's sequences */
     for (int b = 0, s = 0; b < nb; b++) {
         gsize[b] = batch[b]->n;
         for (int i = 0; i < batch[b]->n; i++, s++) {
@@ -456,34 +426,17 @@ static int send_batch(Coord *c, Group **batch, int nb) {
     for (int ep = 0; ep < c->cfg.ppo_epochs; ep++)
         for (int k = 0; k < lay.n_mini * W; k++) {
             LayoutShard *sh = &lay.shard[k];
-            long long ntok = 0, nresp = 0;
+            long long t = 0;
             for (int j = 0; j < sh->n_seq; j++) {
                 int s = sh->seq[j];
-                ntok += item[s]->n_ids + (long long)resp[s]->n_token_ids;
-                nresp += (long long)resp[s]->n_token_ids;
-            }
-            shard_reserve(e, (size_t)ntok, (size_t)nresp, (size_t)sh->n_seq);
-            int32_t *ids = e->tb_ids;
-            uint32_t *offs = e->tb_offs, *plen = e->tb_plen;
-            uint64_t *gids = e->tb_gids;
-            float *mask = e->tb_mask, *advs = e->tb_adv, *lps = e->tb_lps;
-            long long t = 0, rt = 0;
-            for (int j = 0; j < sh->n_seq; j++) {
-                int s = sh->seq[j];
-                offs[j] = (uint32_t)t;
-                plen[j] = (uint32_t)item[s]->n_ids;
-                gids[j] = batch[s / c->cfg.rollout_n]->id;
-                memcpy(ids + t, item[s]->ids, (size_t)item[s]->n_ids * sizeof *ids);
-                t += item[s]->n_ids;
-                memcpy(ids + t, resp[s]->token_ids, resp[s]->n_token_ids * sizeof *ids);
-                t += (long long)resp[s]->n_token_ids;
-                int masked = resp_tok[s] == 0 && resp[s]->n_token_ids > 0;    /* overlong_filter_masked above */
-                size_t nt = resp[s]->n_token_ids, nl = resp[s]->n_logprobs < nt ? resp[s]->n_logprobs : nt;
-                float mv = masked ? 0.0f : 1.0f, av = adv[s];
-                for (size_t q = 0; q < nt; q++) { mask[rt + (long long)q] = mv; advs[rt + (long long)q] = av; }
-                memcpy(lps + rt, resp[s]->logprobs, nl * sizeof(float));
-                for (size_t q = nl; q < nt; q++) lps[rt + (long long)q] = 0.0f;
-                rt += (long long)nt;
+                size_t nt = resp[s]->n_token_ids;
+                int masked = resp_tok[s] == 0 && nt > 0;          /* overlong_filter_masked above */
+                tsq[j] = (TbwSeq){.prompt = item[s]->ids, .n_prompt = (uint32_t)item[s]->n_ids,
+                                  .resp = resp[s]->token_ids, .n_resp = (uint32_t)nt,
+                                  .logprobs = resp[s]->logprobs, .n_logprobs = (uint32_t)resp[s]->n_logprobs,
+                                  .mask = masked ? 0.0f : 1.0f, .adv = adv[s],
+                                  .group_id = batch[s / c->cfg.rollout_n]->id};
+                t += item[s]->n_ids + (long long)nt;
                 if (!masked && ep == 0 && nt) {
                     adv_sum += (double)adv[s] * (double)nt;
                     adv_n += (long long)nt;
@@ -491,29 +444,25 @@ static int send_batch(Coord *c, Group **batch, int nb) {
                     if (adv[s] > adv_max) adv_max = adv[s];
                 }
             }
-            offs[sh->n_seq] = (uint32_t)t;
             if (ep == 0) e->job.batch_tokens += t;
-            Dapo__TrainBatch tb = DAPO__TRAIN_BATCH__INIT;
-            tb.run_id = c->run_id;
-            tb.step = e->step;
-            tb.policy_version = c->policy_version;
-            tb.mini_batch_index = (uint32_t)sh->mini;
-            tb.num_mini_batches = (uint32_t)lay.n_mini;
-            tb.ppo_epoch = (uint32_t)ep;
-            tb.input_ids = ids; tb.n_input_ids = (size_t)t;
-            tb.offsets = offs; tb.n_offsets = (size_t)sh->n_seq + 1;
-            tb.prompt_lengths = plen; tb.n_prompt_lengths = (size_t)sh->n_seq;
-            tb.response_mask = mask; tb.n_response_mask = (size_t)rt;
-            tb.advantages = advs; tb.n_advantages = (size_t)rt;
-            tb.rollout_logprobs = lps; tb.n_rollout_logprobs = (size_t)rt;
-            tb.group_ids = gids; tb.n_group_ids = (size_t)sh->n_seq;
-            tb.global_response_tokens = (uint64_t)sh->global_tokens;
-            tb.global_num_seqs = (uint32_t)sh->global_seqs;
-            tb.rank = (uint32_t)sh->rank;
-            tb.world_size = (uint32_t)W;
-            tb.last_of_step = ep == c->cfg.ppo_epochs - 1 && sh->mini == lay.n_mini - 1;
-            if (rank_worker[sh->rank] < 0 || coord_send_zc(c, &c->workers[rank_worker[sh->rank]],
-                                                           DAPO__MSG_TYPE__MSG_TRAIN_BATCH, &tb.base))
+            if (rank_worker[sh->rank] < 0) { rc = ERR_CLOSED; continue; }
+            TbwHead h = {.run_id = c->run_id, .step = e->step, .policy_version = c->policy_version,
+                         .mini_batch_index = (uint32_t)sh->mini, .num_mini_batches = (uint32_t)lay.n_mini,
+                         .ppo_epoch = (uint32_t)ep, .global_response_tokens = (uint64_t)sh->global_tokens,
+                         .global_num_seqs = (uint32_t)sh->global_seqs, .rank = (uint32_t)sh->rank,
+                         .world_size = (uint32_t)W,
+                         .last_of_step = ep == c->cfg.ppo_epochs - 1 && sh->mini == lay.n_mini - 1};
+            /* the TrainBatch's wire bytes straight from the responses (tbwire.h: what protobuf-c would pack),
+             * into a reused buffer handed to ZeroMQ without a copy */
+            TbwSizes tsz;
+            size_t n = tbwire_size(&h, tsq, sh->n_seq, &tsz);
+            if (n > UINT32_MAX || t > UINT32_MAX) { rc = ERR_TOO_BIG; continue; }
+            ZcBuf *zb;
+            uint8_t *frame = coord_zc_frame(c, NET_HEADER_BYTES + n, &zb);
+            net_encode_into(DAPO__MSG_TYPE__MSG_TRAIN_BATCH, NULL, n, frame);
+            tbwire_write(&h, tsq, sh->n_seq, &tsz, frame + NET_HEADER_BYTES);
+            if (coord_zc_send(c, &c->workers[rank_worker[sh->rank]], DAPO__MSG_TYPE__MSG_TRAIN_BATCH, frame,
+                              NET_HEADER_BYTES + n, zb))
                 rc = ERR_CLOSED;
         }
     if (rc) {
@@ -528,6 +477,7 @@ out:
     layout_free(&lay);
     xfree(gsize); xfree(reward); xfree(adv); xfree(resp_tok); xfree(cost); xfree(resp); xfree(item);
     xfree(rank_worker);
+    xfree(tsq);
     return rc;
 }
 
@@ -1152,8 +1102,6 @@ void engine_free(Coord *c) {
     groups_reset(e);
     xfree(e->groups);
     xfree(e->order);
-    xfree(e->tb_ids); xfree(e->tb_offs); xfree(e->tb_plen); xfree(e->tb_gids);
-    xfree(e->tb_mask); xfree(e->tb_adv); xfree(e->tb_lps);
     dataset_free(&e->train);
     dataset_free(&e->val);
     tokenizer_free(e->tok);
