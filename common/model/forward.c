@@ -6,6 +6,11 @@
  * Then RMSNorm, lm_head, log-softmax of logits / temperature: log-prob of the target and the entropy,
  * computed in row chunks so the [N, V] logits need not exist at once. Backward retraces it in reverse
  * with the saved activations; attention probabilities are recomputed from the saved log-sum-exp.
+ * Sequence invariance (model.h): the linear layers go through cpu_linear_varlen / cpu_linear_backward_varlen (one
+ * sequence per GEMM, weight gradients added sequence by sequence), the norms' weight gradients through
+ * cpu_rmsnorm_backward_varlen, the LM head through lm_chunk's per-sequence pieces; the rest is per row or per
+ * sequence already (norms, RoPE, attention, SwiGLU, log-softmax). model_forward_cached (generation) keeps whole-batch
+ * GEMMs: its batch-invariant mode is the rollout's own (generate.h).
  * Not here: loss functions (the caller turns its loss into dlogp / dent), optimizer, KV cache. */
 #include <math.h>
 #include <string.h>
@@ -38,10 +43,32 @@ static int batch_check(const Model *m, const ModelBatch *b, char err[ERR_LEN]) {
     return 0;
 }
 
-/* logits rows [r0, r0 + n) of the final hidden states into a->logits */
-static void lm_head_rows(Model *m, ModelActs *a, int r0, int n) {
+/* The LM head runs in chunks of at most R = logits_rows rows made of whole sequence PIECES: each sequence is cut
+ * into pieces of at most R rows from its own start, and consecutive pieces are grouped while they fit. A piece's
+ * GEMMs are its own (cpu_linear_varlen), so its logits and its lm_head gradient do not depend on the packing.
+ * Iterator state: sequence *s, row *off within it. Fills ch_cu[0..*np] (piece bounds relative to the chunk's first
+ * row, *r0) and returns the chunk's rows, 0 at the end. */
+static int lm_chunk(const ModelBatch *b, long R, int *s, int *off, int *r0, int32_t *ch_cu, int *np) {
+    int rows = 0;
+    *np = 0;
+    ch_cu[0] = 0;
+    *r0 = *s < b->n_seqs ? b->cu_seqlens[*s] + *off : b->n_tokens;
+    while (*s < b->n_seqs) {
+        int len = b->cu_seqlens[*s + 1] - b->cu_seqlens[*s], piece = len - *off;
+        if (piece > R) piece = (int)R;
+        if (rows > 0 && rows + piece > R) break;
+        rows += piece;
+        ch_cu[++*np] = rows;
+        *off += piece;
+        if (*off == len) { ++*s; *off = 0; }
+    }
+    return rows;
+}
+
+/* logits of the chunk's rows [r0, r0 + rows) (pieces ch_cu[0..np]) of the final hidden states into a->logits */
+static void lm_head_rows(Model *m, ModelActs *a, int r0, const int32_t *ch_cu, int np) {
     const ModelConfig *c = &m->cfg;
-    cpu_linear(a->logits, a->xnf + (long)r0 * c->hidden, m->w.lm_head, NULL, n, c->vocab, c->hidden);
+    cpu_linear_varlen(a->logits, a->xnf + (long)r0 * c->hidden, m->w.lm_head, NULL, ch_cu, np, c->vocab, c->hidden, 0);
 }
 
 int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]) {
@@ -52,9 +79,11 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
     int N = b->n_tokens, H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     int qd = nh * hd, kvd = nkv * hd, qkvd = qd + 2 * kvd, V = c->vocab;
     float scale = 1.0f / sqrtf((float)hd);
+    const int32_t *cu = b->cu_seqlens;
+    int S = b->n_seqs;
 
-    for (int s = 0; s < b->n_seqs; s++)
-        for (int i = b->cu_seqlens[s]; i < b->cu_seqlens[s + 1]; i++) a->pos[i] = i - b->cu_seqlens[s];
+    for (int q = 0; q < S; q++)
+        for (int i = cu[q]; i < cu[q + 1]; i++) a->pos[i] = i - cu[q];
     cpu_rope_tables(a->cs, a->sn, a->pos, N, m->inv_freq, hd / 2);
 
     float *x0 = a->layer[0].x_in;
@@ -64,7 +93,7 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
         LayerActs *A = &a->layer[l];
         const LayerWeights *W = &m->w.layer[l];
         cpu_rmsnorm(A->xn1, A->rstd1, A->x_in, W->ln1, N, H, c->rms_eps);
-        cpu_linear(A->qkv, A->xn1, W->wqkv, W->bqkv, N, qkvd, H);
+        cpu_linear_varlen(A->qkv, A->xn1, W->wqkv, W->bqkv, cu, S, qkvd, H, 0);
         if (c->qk_norm && m->train) {      /* keep the pre-norm q/k for backward */
             for (int i = 0; i < N; i++) {
                 memcpy(A->qpre + (long)i * qd, A->qkv + (long)i * qkvd, (size_t)qd * sizeof(float));
@@ -82,22 +111,22 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
                              nkv, hd, qkvd, qkvd, qd, scale, a->att_scratch);
         /* residual adds ride on the GEMM (beta = 1). In inference mode x_mid and next alias x_in. */
         if (A->x_mid != A->x_in) memcpy(A->x_mid, A->x_in, (size_t)N * H * sizeof(float));
-        cpu_linear_add(A->x_mid, A->att, W->wo, N, H, qd);
+        cpu_linear_varlen(A->x_mid, A->att, W->wo, NULL, cu, S, H, qd, 1);
         cpu_rmsnorm(A->xn2, A->rstd2, A->x_mid, W->ln2, N, H, c->rms_eps);
-        cpu_linear(A->gu, A->xn2, W->wgu, NULL, N, 2 * I, H);
+        cpu_linear_varlen(A->gu, A->xn2, W->wgu, NULL, cu, S, 2 * I, H, 0);
         cpu_swiglu(A->hm, A->gu, N, I);
         float *next = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final;
         if (next != A->x_mid) memcpy(next, A->x_mid, (size_t)N * H * sizeof(float));
-        cpu_linear_add(next, A->hm, W->wd, N, H, I);
+        cpu_linear_varlen(next, A->hm, W->wd, NULL, cu, S, H, I, 1);
     }
     cpu_rmsnorm(a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
 
     long R = m->logits_rows;
     a->logits_full = R >= N;
+    int s = 0, off = 0, r0, np, n;
     if (logp || ent || a->logits_full)
-        for (int r0 = 0; r0 < N; r0 += (int)R) {
-            int n = N - r0 < R ? N - r0 : (int)R;
-            lm_head_rows(m, a, r0, n);
+        while ((n = lm_chunk(b, R, &s, &off, &r0, a->lm_cu, &np)) > 0) {
+            lm_head_rows(m, a, r0, a->lm_cu, np);
             cpu_logprob_entropy(a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
                                 logp ? logp + r0 : NULL, ent ? ent + r0 : NULL);
         }
@@ -115,31 +144,33 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
     int N = b->n_tokens, H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     int qd = nh * hd, kvd = nkv * hd, qkvd = qd + 2 * kvd, V = c->vocab;
     float scale = 1.0f / sqrtf((float)hd);
+    const int32_t *cu = b->cu_seqlens;
+    int S = b->n_seqs;
 
     /* LM head + log-softmax, chunked: dA <- d xnf, lm_head grads */
     long R = m->logits_rows;
-    for (int r0 = 0; r0 < N; r0 += (int)R) {
-        int n = N - r0 < R ? N - r0 : (int)R;
-        if (!a->logits_full) lm_head_rows(m, a, r0, n);
+    int s = 0, off = 0, r0, np, n;
+    while ((n = lm_chunk(b, R, &s, &off, &r0, a->lm_cu, &np)) > 0) {
+        if (!a->logits_full) lm_head_rows(m, a, r0, a->lm_cu, np);
         cpu_logprob_entropy_backward(a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
                                      dlogp ? dlogp + r0 : NULL, dent ? dent + r0 : NULL);
-        cpu_linear_backward(a->dA + (long)r0 * H, m->g.lm_head, NULL, a->logits, a->xnf + (long)r0 * H, m->w.lm_head,
-                            n, V, H, 0);
+        cpu_linear_backward_varlen(a->dA + (long)r0 * H, m->g.lm_head, NULL, a->logits, a->xnf + (long)r0 * H,
+                                   m->w.lm_head, a->lm_cu, np, V, H, 0);
     }
     a->logits_full = 0;     /* the logits buffer now holds gradients */
-    cpu_rmsnorm_backward(a->dres, m->g.norm, a->dA, a->x_final, m->w.norm, a->rstdf, N, H, 0);
+    cpu_rmsnorm_backward_varlen(a->dres, m->g.norm, a->dA, a->x_final, m->w.norm, a->rstdf, cu, S, H, 0);
 
     for (int l = c->n_layers - 1; l >= 0; l--) {
         LayerActs *A = &a->layer[l];
         const LayerWeights *W = &m->w.layer[l];
         LayerWeights *G = &m->g.layer[l];
         /* MLP: out = x_mid + hm Wd^T */
-        cpu_linear_backward(a->dhm, G->wd, NULL, a->dres, A->hm, W->wd, N, H, I, 0);
+        cpu_linear_backward_varlen(a->dhm, G->wd, NULL, a->dres, A->hm, W->wd, cu, S, H, I, 0);
         cpu_swiglu_backward(a->dgu, a->dhm, A->gu, N, I);
-        cpu_linear_backward(a->dA, G->wgu, NULL, a->dgu, A->xn2, W->wgu, N, 2 * I, H, 0);
-        cpu_rmsnorm_backward(a->dres, G->ln2, a->dA, A->x_mid, W->ln2, A->rstd2, N, H, 1);
+        cpu_linear_backward_varlen(a->dA, G->wgu, NULL, a->dgu, A->xn2, W->wgu, cu, S, 2 * I, H, 0);
+        cpu_rmsnorm_backward_varlen(a->dres, G->ln2, a->dA, A->x_mid, W->ln2, A->rstd2, cu, S, H, 1);
         /* attention: x_mid = x_in + att Wo^T */
-        cpu_linear_backward(a->dA, G->wo, NULL, a->dres, A->att, W->wo, N, H, qd, 0);
+        cpu_linear_backward_varlen(a->dA, G->wo, NULL, a->dres, A->att, W->wo, cu, S, H, qd, 0);
         memset(a->dqkv, 0, (size_t)N * qkvd * sizeof(float));
         cpu_attention_backward_varlen(a->dqkv, a->dqkv + qd, a->dqkv + qd + kvd, a->dA, A->qkv, A->qkv + qd,
                                       A->qkv + qd + kvd, A->att, A->lse, b->cu_seqlens, b->n_seqs, nh, nkv, hd, qkvd,
@@ -150,8 +181,8 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
             cpu_rmsnorm_heads_backward(a->dqkv, qkvd, G->qn, A->qpre, qd, W->qn, A->rstdq, N, nh, hd);
             cpu_rmsnorm_heads_backward(a->dqkv + qd, qkvd, G->kn, A->kpre, kvd, W->kn, A->rstdk, N, nkv, hd);
         }
-        cpu_linear_backward(a->dA, G->wqkv, G->bqkv, a->dqkv, A->xn1, W->wqkv, N, qkvd, H, 0);
-        cpu_rmsnorm_backward(a->dres, G->ln1, a->dA, A->x_in, W->ln1, A->rstd1, N, H, 1);
+        cpu_linear_backward_varlen(a->dA, G->wqkv, G->bqkv, a->dqkv, A->xn1, W->wqkv, cu, S, qkvd, H, 0);
+        cpu_rmsnorm_backward_varlen(a->dres, G->ln1, a->dA, A->x_in, W->ln1, A->rstd1, cu, S, H, 1);
     }
     for (int i = 0; i < N; i++) cpu_add(m->g.embed + (long)b->tokens[i] * H, a->dres + (long)i * H, H);
     return 0;

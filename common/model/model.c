@@ -127,6 +127,9 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
     CARVE(a->rstdf, N);
     CARVE(a->xnf, N * H);
     CARVE(a->logits, m->logits_rows * c->vocab);
+    float *lmcuf = NULL;
+    CARVE(lmcuf, N + 1);
+    if (base) a->lm_cu = (int32_t *)lmcuf;
     CARVE(a->att_scratch, cpu_attention_scratch_floats(m->max_context, c->head_dim));
     if (m->train) {
         CARVE(a->dres, N * H);

@@ -124,7 +124,11 @@ int model_load_optimizer(Model *m, const char *path, char err[ERR_LEN]);
 /* Forward over the packed batch. Writes logp[N] (log-prob of targets[i] at position i, temperature
  * applied) and ent[N] (entropy of the position's distribution) — either may be NULL. In train mode the
  * activations stay for model_backward on the same batch. Errors: ERR_INVAL naming the bad field (token out
- * of range, bad cu_seqlens, too many tokens, temperature <= 0). */
+ * of range, bad cu_seqlens, too many tokens, temperature <= 0).
+ * Sequence-invariant: every product sees one sequence's rows only (cpu_linear_varlen; the LM head in pieces cut
+ * from each sequence's own start) and everything else is per row or per sequence, so a sequence's log-probs and
+ * entropies are bitwise the same whatever else is packed with it and wherever it sits (same process, same
+ * OPENBLAS_CORETYPE). */
 int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]);
 
 /* Final-norm hidden states [N, H] of the last model_forward (borrowed; valid until the next forward).
@@ -133,7 +137,12 @@ const float *model_hidden(const Model *m);
 
 /* Backward of the last model_forward (train mode, same batch): given dlogp[N] = d loss / d logp and
  * dent[N] = d loss / d entropy (either may be NULL = 0), ADDS parameter gradients into m->grads
- * (so micro-batches accumulate; call model_grads_zero between optimizer steps). */
+ * (so micro-batches accumulate; call model_grads_zero between optimizer steps).
+ * Split-invariant: each weight's gradient gets one term per sequence (its own GEMM / row sum, beta = 1), added
+ * sequence by sequence in batch order (embedding rows: token by token), so calls over sequences 0..S-1 cut into
+ * consecutive batches anyhow leave bitwise the same m->grads as one call over all S. Not bitwise: another sequence
+ * order (fp32 rounding of the sum), and tied embeddings split into several calls (the lm_head terms of a batch and
+ * its token-embedding terms interleave differently), both equal up to fp32 rounding. */
 int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const float *dent, char err[ERR_LEN]);
 
 /* Incremental (KV-cache) forward for generation: S sequences, each with n_s new tokens appended after the

@@ -35,6 +35,7 @@ typedef struct {
     float     *xnf;          /* [N, H] after model.norm */
     float     *logits;       /* [logits_rows, V] */
     float     *att_scratch;  /* cpu_attention_scratch_floats(N) */
+    int32_t   *lm_cu;        /* [N + 1] piece bounds of one LM-head chunk (forward.c lm_chunk) */
     /* backward only (train) */
     float     *dres;         /* [N, H] gradient of the residual stream */
     float     *dA;           /* [N, max(H, qd)] */

@@ -93,7 +93,6 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->s_cu = xmalloc((size_t)(T + 1) * sizeof(int32_t));
     L->r_off = xmalloc((size_t)(T + 1) * sizeof(int)); L->s_pos = xmalloc((size_t)T * sizeof(int));
     L->r_mask = xmalloc((size_t)T);
-    L->gacc = xmalloc((size_t)L->m->n_params * sizeof(double));
     return L;
 }
 
@@ -119,7 +118,7 @@ void learner_close(Learner *L) {
     model_free(L->m);
     xfree(L->ckpt_root);
     void *bufs[] = {L->s_logp, L->s_ent, L->s_dlogp, L->s_dent, L->r_logp, L->r_ent, L->r_old, L->r_adv, L->r_dlogp,
-                    L->r_dent, L->s_tok, L->s_tgt, L->s_cu, L->r_off, L->s_pos, L->r_mask, L->gacc};
+                    L->r_dent, L->s_tok, L->s_tgt, L->s_cu, L->r_off, L->s_pos, L->r_mask};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) xfree(bufs[i]);
     xfree(L);
 }
@@ -263,7 +262,6 @@ typedef struct {
     LossStats         acc;
     LearnerMiniStats *st;
     int               nonfinite;
-    int               chunks;     /* backward passes summed into L->gacc so far */
 } GradCtx;
 
 static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, const long *rs, void *ud,
@@ -301,18 +299,11 @@ static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, const int *seq, i
         if (want_dent) L->s_dent[L->s_pos[j]] = L->r_dent[j];
     }
     double t1 = clock_s();
-    /* each chunk's gradient is summed into a double slab, so the split into micro-batches changes the result only
-       through the GEMMs' own summation order, not through fp32 accumulation across micro-batches */
-    if (g->chunks) model_grads_zero(L->m);
+    /* model_backward adds each sequence's weight-gradient terms into the one fp32 slab, sequence by sequence in
+       order, with products that see only that sequence (model.h): chunks run in shard order, so the gradient is
+       bitwise the same however the shard is cut into micro-batches (use_dynamic_bsz reorders sequences: equal to
+       fp32 rounding of the sum) */
     rc = model_backward(L->m, &b, L->s_dlogp, want_dent ? L->s_dent : NULL, err);
-    if (!rc) {
-        const float *gr = L->m->grads;
-        double *acc = L->gacc;
-        long P = L->m->n_params;
-        if (g->chunks == 0) for (long i = 0; i < P; i++) acc[i] = gr[i];
-        else for (long i = 0; i < P; i++) acc[i] += gr[i];
-        g->chunks++;
-    }
     g->st->t_fwd += t1 - t0;
     g->st->t_bwd += clock_s() - t1;
     return rc;
@@ -335,8 +326,6 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, L
     xfree(rs);
     layout_micro_free(&mb);
     if (rc) return rc;
-    if (g.chunks > 1)
-        for (long i = 0; i < L->m->n_params; i++) L->m->grads[i] = (float)L->gacc[i];
     /* sums over ranks: gradients, then the loss statistics (so every rank reports and decides the same) */
     float *v = L->stats;
     v[0] = (float)g.acc.pg_loss; v[1] = (float)g.acc.loss; v[2] = (float)g.acc.entropy_sum;

@@ -7,6 +7,12 @@
  *     from the shard) + backward, accumulated; gradients SUMMED over ranks (common/collective) — the loss already
  *     divides by the mini-batch-global counts, so dp_size is 1 — then a NaN/Inf check (skip, counted), grad-norm
  *     clip (actor.grad_clip), lr from the schedule (one scheduler step per global step, as verl's update_actor), AdamW;
+ *   - split invariance: model_forward / model_backward compute each sequence with products of its own and add its
+ *     weight-gradient terms into the one fp32 gradient slab sequence by sequence (model.h), and chunks run in shard
+ *     order, so 1, 2 or 5 fixed-size micro-batches give bitwise the same gradient (and the same log-probs, old and
+ *     new). use_dynamic_bsz visits the sequences in another order and W ranks sum per-rank partial sums: both equal
+ *     the one-batch gradient up to fp32 rounding of the sum (tests/unit/test_learner.c checks |a-b| <= 1e-8 + 1e-5|b|
+ *     per element);
  *   - the step bookkeeping: shards of a step are buffered, run in arrival order ((ppo_epoch, mini-batch) order, as
  *     the coordinator sends them), a failed shard fails the rest of its step;
  *   - checkpoints (io/checkpoint.h) and resume.
@@ -69,7 +75,6 @@ struct Learner {
     int32_t     *s_tok, *s_tgt, *s_cu;
     int         *r_off, *s_pos;
     uint8_t     *r_mask;
-    double      *gacc;             /* [n_params] gradient sum over micro-batch chunks, in double */
     float        stats[8];
     /* the step being trained */
     long         cur_step, failed_step;

@@ -156,6 +156,127 @@ void cpu_linear_backward(float *dx, float *dw, float *db, const float *dy, const
     }
 }
 
+/* ------------------------------------------------------------------------------------ linear, per sequence */
+/* How the per-sequence products are cut into tasks: every bound below is a function of the layer's dimensions and
+ * of the row's offset within its own sequence alone (never of the batch, the row count of the call or the thread
+ * count), so a sequence's products are the same calls whatever surrounds it.
+ *   rows: blocks of VL_ROWS rows from the sequence's start (long sequences give parallelism by themselves);
+ *   output columns of x W^T / dy W: one slice below 1024, else an even number of slices of at most 1024;
+ *   weight-gradient rows (the tasks of dW += dy^T x, each looping over the sequences in order): an even number of
+ *   slices of at most 256 rows from 128 on (an even count balances 2 threads). */
+#define VL_ROWS 512
+static int vl_out_slices(int dim) { return dim < 1024 ? 1 : 2 * ((dim + 2047) / 2048); }
+static int vl_dw_slices(int dim) { return dim < 128 ? 1 : 2 * ((dim + 511) / 512); }
+static int vl_width(int dim, int n) { return ((dim + n - 1) / n + 15) & ~15; }
+
+typedef struct {
+    float *y, *dw, *db;
+    const float *x, *w, *b, *dy;
+    const int32_t *cu;
+    int S, N, K, wd, nsl, nblk, accum;
+} VlCtx;
+
+/* Runs task(t, ctx) for t < ntask over the OpenMP threads (on the calling thread when the whole product is under
+ * 2M multiply-adds, as sgemm_par: waking the team costs more), each GEMM single-threaded (OpenBLAS's own pool set to
+ * 1 thread for the call and restored). Which thread runs a task never changes its result. */
+typedef void (*VlTask)(int t, const VlCtx *ctx);
+static void vl_run(int ntask, VlTask task, const VlCtx *ctx) {
+    long rows = ctx->cu[ctx->S] - ctx->cu[0];
+    int nt = omp_in_parallel() || rows * ctx->N * ctx->K < (1L << 21) ? 1 : omp_get_max_threads();
+    int bt = openblas_get_num_threads();
+    if (bt != 1) openblas_set_num_threads(1);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && ntask > 1)
+    for (int t = 0; t < ntask; t++) task(t, ctx);
+    if (bt != 1) openblas_set_num_threads(bt);
+}
+
+static int vl_max_blocks(const int32_t *cu, int S) {
+    int mx = 1;
+    for (int s = 0; s < S; s++) {
+        int nb = (cu[s + 1] - cu[s] + VL_ROWS - 1) / VL_ROWS;
+        mx = nb > mx ? nb : mx;
+    }
+    return mx;
+}
+
+/* task t -> (sequence s, row block, column slice j); returns the block's rows (0: no such block) */
+static int vl_unit(const VlCtx *c, int t, long *r0, int *j) {
+    int s = t / (c->nblk * c->nsl), rem = t % (c->nblk * c->nsl), blk = rem / c->nsl;
+    *j = rem % c->nsl;
+    int a = blk * VL_ROWS, len = c->cu[s + 1] - c->cu[s];
+    if (a >= len) return 0;
+    *r0 = c->cu[s] + a;
+    return len - a < VL_ROWS ? len - a : VL_ROWS;
+}
+
+/* y rows of one block, column slice j: y = x W^T (+ b) or y += x W^T */
+static void vl_fwd_task(int t, const VlCtx *c) {
+    long r0;
+    int j, M = vl_unit(c, t, &r0, &j), n0 = j * c->wd, n = c->N - n0 < c->wd ? c->N - n0 : c->wd;
+    if (M <= 0 || n <= 0) return;
+    float *y = c->y + r0 * c->N + n0;
+    float beta = c->accum ? 1.0f : 0.0f;
+    if (c->b && !c->accum) {
+        for (int m = 0; m < M; m++) memcpy(y + (long)m * c->N, c->b + n0, (size_t)n * sizeof(float));
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, n, c->K, 1.0f, c->x + r0 * c->K, c->K,
+                c->w + (long)n0 * c->K, c->K, beta, y, c->N);
+}
+
+void cpu_linear_varlen(float *y, const float *x, const float *w, const float *b, const int32_t *cu_seqlens,
+                       int n_seqs, int N, int K, int accumulate) {
+    if (n_seqs <= 0 || N <= 0) return;
+    VlCtx c = {.y = y, .x = x, .w = w, .b = b, .cu = cu_seqlens, .S = n_seqs, .N = N, .K = K, .nsl = vl_out_slices(N),
+               .nblk = vl_max_blocks(cu_seqlens, n_seqs), .accum = accumulate};
+    c.wd = vl_width(N, c.nsl);
+    vl_run(n_seqs * c.nblk * c.nsl, vl_fwd_task, &c);
+}
+
+/* dx rows of one block, column slice j of K: dx (=|+=) dy W */
+static void vl_dx_task(int t, const VlCtx *c) {
+    long r0;
+    int j, M = vl_unit(c, t, &r0, &j), k0 = j * c->wd, k = c->K - k0 < c->wd ? c->K - k0 : c->wd;
+    if (M <= 0 || k <= 0) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, k, c->N, 1.0f, c->dy + r0 * c->N, c->N, c->w + k0, c->K,
+                c->accum ? 1.0f : 0.0f, c->y + r0 * c->K + k0, c->K);
+}
+
+/* rows slice t of dW (and db): dW[rows] += dy_s^T x_s for s = 0, 1, ... in order, whole sequences */
+static void vl_dw_task(int t, const VlCtx *c) {
+    int n0 = t * c->wd, n = c->N - n0 < c->wd ? c->N - n0 : c->wd;
+    if (n <= 0) return;
+    for (int s = 0; s < c->S; s++) {
+        long r0 = c->cu[s];
+        int M = c->cu[s + 1] - c->cu[s];
+        if (M <= 0) continue;
+        const float *dy = c->dy + r0 * c->N + n0;
+        if (c->dw)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, c->K, M, 1.0f, dy, c->N, c->x + r0 * c->K, c->K,
+                        1.0f, c->dw + (long)n0 * c->K, c->K);
+        if (c->db)
+            for (int m = 0; m < M; m++)
+                for (int i = 0; i < n; i++) c->db[n0 + i] += dy[(long)m * c->N + i];
+    }
+}
+
+void cpu_linear_backward_varlen(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                const int32_t *cu_seqlens, int n_seqs, int N, int K, int accum_dx) {
+    if (n_seqs <= 0 || N <= 0 || K <= 0) return;
+    if (dx) {
+        VlCtx c = {.y = dx, .dy = dy, .w = w, .cu = cu_seqlens, .S = n_seqs, .N = N, .K = K, .nsl = vl_out_slices(K),
+                   .nblk = vl_max_blocks(cu_seqlens, n_seqs), .accum = accum_dx};
+        c.wd = vl_width(K, c.nsl);
+        vl_run(n_seqs * c.nblk * c.nsl, vl_dx_task, &c);
+    }
+    if (dw || db) {
+        VlCtx c = {.dw = dw, .db = db, .dy = dy, .x = x, .cu = cu_seqlens, .S = n_seqs, .N = N, .K = K,
+                   .nsl = vl_dw_slices(N)};
+        c.wd = vl_width(N, c.nsl);
+        vl_run(c.nsl, vl_dw_task, &c);
+    }
+}
+
 /* ------------------------------------------------------------------------------------ rmsnorm */
 HOT void cpu_rmsnorm(float *y, float *rstd, const float *x, const float *w, int M, int D, float eps) {
 #pragma omp parallel for schedule(static) if ((long)M * D >= 32768)
@@ -169,23 +290,28 @@ HOT void cpu_rmsnorm(float *y, float *rstd, const float *x, const float *w, int 
     }
 }
 
-HOT void cpu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                              const float *rstd, int M, int D, int accum_dx) {
-    if (dw) {
+HOT void cpu_rmsnorm_backward_varlen(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                                     const float *rstd, const int32_t *cu_seqlens, int n_seqs, int D, int accum_dx) {
+    int M = cu_seqlens[n_seqs] - cu_seqlens[0];
+    if (M <= 0) return;
+    if (dw) {       /* per sequence: a fixed-order partial sum over its rows, then dw += it, sequences in order */
 #pragma omp parallel for schedule(static) if ((long)M * D >= 32768)
         for (int d0 = 0; d0 < D; d0 += 32) {
             int d1 = d0 + 32 < D ? d0 + 32 : D;
-            float acc[32] = { 0 };
-            for (int m = 0; m < M; m++) {
-                const float *xr = x + (long)m * D, *gr = dy + (long)m * D;
-                float r = rstd[m];
-                for (int d = d0; d < d1; d++) acc[d - d0] += gr[d] * xr[d] * r;
+            for (int s = 0; s < n_seqs; s++) {
+                float acc[32] = { 0 };
+                for (int m = cu_seqlens[s]; m < cu_seqlens[s + 1]; m++) {
+                    const float *xr = x + (long)m * D, *gr = dy + (long)m * D;
+                    float r = rstd[m];
+                    for (int d = d0; d < d1; d++) acc[d - d0] += gr[d] * xr[d] * r;
+                }
+                for (int d = d0; d < d1; d++) dw[d] += acc[d - d0];
             }
-            for (int d = d0; d < d1; d++) dw[d] += acc[d - d0];
         }
     }
+    int m0 = cu_seqlens[0];
 #pragma omp parallel for schedule(static) if ((long)M * D >= 32768)
-    for (int m = 0; m < M; m++) {
+    for (int m = m0; m < m0 + M; m++) {
         const float *xr = x + (long)m * D, *gr = dy + (long)m * D;
         float *dr = dx + (long)m * D;
         float r = rstd[m];
@@ -195,6 +321,12 @@ HOT void cpu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float
         else
             for (int d = 0; d < D; d++) dr[d] = r * w[d] * gr[d] - xr[d] * c;
     }
+}
+
+void cpu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                          const float *rstd, int M, int D, int accum_dx) {
+    int32_t cu[2] = { 0, M };
+    cpu_rmsnorm_backward_varlen(dx, dw, dy, x, w, rstd, cu, 1, D, accum_dx);
 }
 
 /* ------------------------------------------------------------------------------------ rope */

@@ -31,6 +31,24 @@ void cpu_linear_add(float *y, const float *x, const float *w, int M, int N, int 
 void cpu_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                          int M, int N, int K, int accum_dx);
 
+/* Sequence-invariant linear layers over a packed batch (model_forward / model_backward): sequence s is rows
+ * cu_seqlens[s] .. cu_seqlens[s+1]-1 (cu_seqlens[0] = 0) of x, y, dy, dx. Every product is a single-threaded
+ * cblas_sgemm on ONE sequence's rows (blocks of 512 rows from the sequence's start) and a slice of the output
+ * columns whose bounds depend on the dimension alone, so a sequence's outputs are bitwise the same whatever else is
+ * packed with it, wherever it sits, and whatever the thread count (OpenBLAS's result for a row otherwise depends on
+ * the call's row count: tail kernels, its small-matrix path). The tasks run over the OpenMP threads. Cost against
+ * whole-batch GEMMs: OpenBLAS re-packs the weight for every sequence (a few % at ~70-token sequences). 
+ *   cpu_linear_varlen:   y = x @ w^T (+ b), or y += x @ w^T when accumulate (b ignored then). y: [N_rows, N].
+ *   cpu_linear_backward_varlen: dx (= or += when accum_dx) dy @ w per sequence; dw[N, K] += dy_s^T @ x_s and
+ *     db[N] += column sums of dy_s (row by row) for s = 0, 1, ... IN ORDER, each as its own GEMM (beta = 1) into
+ *     dw. So a run of consecutive calls over sequences 0..S-1 split anyhow into batches adds the same terms into
+ *     dw in the same order: the sums are bitwise equal to one call over all S (that is what makes micro-batch
+ *     gradient accumulation split-invariant). dx / dw / db may be NULL (skipped). */
+void cpu_linear_varlen(float *y, const float *x, const float *w, const float *b, const int32_t *cu_seqlens,
+                       int n_seqs, int N, int K, int accumulate);
+void cpu_linear_backward_varlen(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                const int32_t *cu_seqlens, int n_seqs, int N, int K, int accum_dx);
+
 /* RMSNorm (Qwen2RMSNorm / LlamaRMSNorm): rstd[m] = 1/sqrt(mean_d(x[m,d]^2) + eps);
  * y[m, d] = w[d] * (x[m, d] * rstd[m]).  x, y: [M, D]; rstd: [M] (saved for backward; may be NULL).
  * y may equal x (in place). */
@@ -42,6 +60,12 @@ void cpu_rmsnorm(float *y, float *rstd, const float *x, const float *w, int M, i
  * dx must not alias dy or x unless accum_dx == 0 and dx == dy. */
 void cpu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
                           const float *rstd, int M, int D, int accum_dx);
+/* cpu_rmsnorm_backward over a packed batch, rows cu_seqlens[0] .. cu_seqlens[n_seqs]-1: dx as above; dw gets one
+ * partial sum per sequence (its rows in order), added sequence by sequence in order, so consecutive calls over any
+ * split of the sequences add the same terms in the same order (split-invariant like cpu_linear_backward_varlen).
+ * cpu_rmsnorm_backward is the one-sequence case. */
+void cpu_rmsnorm_backward_varlen(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                                 const float *rstd, const int32_t *cu_seqlens, int n_seqs, int D, int accum_dx);
 
 /* RoPE angle tables for positions pos[M]: cos/sin[m, i] = cos/sin(pos[m] * inv_freq[i]), i < hd/2.
  * cs, sn: [M, hd/2]. inv_freq from model/config.h (rope_theta and llama3 scaling already applied). */
