@@ -107,7 +107,7 @@ static uint8_t *put_floats(uint8_t *p, int field, const TbwSeq *seq, int n, size
         const TbwSeq *q = &seq[i];
         if (which == 2) {
             uint32_t nl = q->n_logprobs < q->n_resp ? q->n_logprobs : q->n_resp;
-            memcpy(p, q->logprobs, (size_t)nl * 4);
+            if (nl) memcpy(p, q->logprobs, (size_t)nl * 4);      /* logprobs may be NULL when empty */
             memset(p + (size_t)nl * 4, 0, (size_t)(q->n_resp - nl) * 4);   /* 0.0f is all-zero bytes */
         } else {                                       /* one value repeated: copied from a filled block */
             float v = which == 0 ? q->mask : q->adv, blk[64];
