@@ -39,7 +39,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i - 1], "--group")) group = atoi(v);
         else { fprintf(stderr, "unknown argument %s\n", argv[i - 1]); return 1; }
     }
-    if (!dir || B < 1 || P < 1 || T < 1 || steps < 1 || steps > 100 || group < 1 || B % group) { fprintf(stderr, "usage: see the source\n"); return 1; }
+    if (!dir || B < 1 || P < 1 || T < 1 || steps < 1 || steps > 100 || group < 1 || B % group) {
+        fprintf(stderr, "usage: see the source\n");
+        return 1;
+    }
     log_init("bench", LL_WARN);
     char err[ERR_LEN];
     ModelOptions mo = { .max_tokens = 1 };

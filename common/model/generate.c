@@ -360,7 +360,8 @@ static void copy_prefix(const GenEngine *e, float *kc, float *vc, const Seq *src
     const float *ks = kc + src->blocks[full] * blk;          /* K block: [kvd, BS] */
     float *kd = kc + dst->blocks[full] * blk;
     for (int i = 0; i < kvd; i++) memcpy(kd + (size_t)i * BS, ks + (size_t)i * BS, (size_t)rem * sizeof(float));
-    memcpy(vc + dst->blocks[full] * blk, vc + src->blocks[full] * blk, (size_t)rem * kvd * sizeof(float));   /* V: [BS, kvd] */
+    /* V block: [BS, kvd], the first rem rows */
+    memcpy(vc + dst->blocks[full] * blk, vc + src->blocks[full] * blk, (size_t)rem * kvd * sizeof(float));
 }
 
 /* The decoder over R packed rows (row_tok/row_pos/row_tab set); writes K/V of every row into the cache and

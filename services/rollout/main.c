@@ -249,15 +249,17 @@ static void collect(Rollout *r) {
     }
 }
 
-/* Logs the engine's work since the last call (one line per policy version, and at exit): prefill positions
- * computed vs copied from a running sequence's shared prefix (rollout.enable_prefix_caching). */
-static void log_engine_stats(Rollout *r, const char *when) {
+/* Logs the engine's work since the last call, i.e. on policy version `version` (called when the next version is
+ * loaded, and at exit): prefill positions computed vs copied from a running sequence's shared prefix
+ * (rollout.enable_prefix_caching). */
+static void log_engine_stats(Rollout *r, int64_t version) {
     GenStats st;
     gen_engine_stats(r->eng, &st);
     long comp = st.prefill_rows - r->logged.prefill_rows, shared = st.prefill_shared - r->logged.prefill_shared;
-    log_info("engine %s: %ld steps, prefill positions computed %ld, shared %ld (%.1f%%, %ld sequences; %ld "
-             "sequence-steps parked), decode rows %ld, preemptions %ld", when, st.steps - r->logged.steps, comp,
-             shared, comp + shared > 0 ? 100.0 * shared / (double)(comp + shared) : 0.0,
+    log_info("engine on policy version %lld: %ld steps, prefill positions computed %ld, shared %ld (%.1f%%, %ld "
+             "sequences; %ld sequence-steps parked), decode rows %ld, preemptions %ld", (long long)version,
+             st.steps - r->logged.steps, comp, shared,
+             comp + shared > 0 ? 100.0 * shared / (double)(comp + shared) : 0.0,
              st.prefix_hits - r->logged.prefix_hits, st.prefix_parked - r->logged.prefix_parked,
              st.decode_rows - r->logged.decode_rows, st.preemptions - r->logged.preemptions);
     r->logged = st;
@@ -277,6 +279,7 @@ static void weights_turn(Rollout *r) {
     int64_t v = wfetch_swap(r->wf, r->m);
     if (v < 0) return;
     gen_engine_reload_weights(r->eng);            /* the engine's packed copy of the linear weights */
+    log_engine_stats(r, r->version);
     r->version = v;
     for (int i = 0; i < r->ng; i++)               /* groups not started yet now run on v */
         if (r->g[i]->got == 0) r->g[i]->min_version = v;
@@ -288,7 +291,6 @@ static void weights_turn(Rollout *r) {
     if (rc) log_warn("weight ack not sent: %s", err_str(rc));
     worker_set_status(r->d.worker, r->held, r->version);
     log_info("policy version %lld loaded", (long long)v);
-    log_engine_stats(r, "before this version");
 }
 
 static int on_idle(void *ud) {
@@ -371,7 +373,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = daemon_run(&r.d, on_work, on_idle, &r, err);
     if (rc < 0) log_error("%s", err);
     log_info("generated %ld groups, %ld response tokens", r.groups_done, r.tokens_done);
-    if (r.eng) log_engine_stats(&r, "since the last version");
+    if (r.eng) log_engine_stats(&r, r.version);
     for (int i = 0; i < r.ng; i++) group_free(r.g[i]);
     xfree(r.g);
     wfetch_free(r.wf);
