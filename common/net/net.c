@@ -126,6 +126,13 @@ int net_last_endpoint(void *sock, char *buf, size_t len) {
     return zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, buf, &n) ? ERR_IO : 0;
 }
 
+/* zmq_msg_init_data's free callback: the encoded frame handed over without a copy (runs on ZeroMQ's I/O thread;
+ * xfree is thread-safe). */
+static void frame_release(void *data, void *hint) {
+    (void)hint;
+    xfree(data);
+}
+
 int net_send(void *sock, const uint8_t *peer, size_t peer_len, Dapo__MsgType type, const ProtobufCMessage *m,
              bool dontwait) {
     size_t len;
@@ -134,7 +141,20 @@ int net_send(void *sock, const uint8_t *peer, size_t peer_len, Dapo__MsgType typ
     int flags = dontwait ? ZMQ_DONTWAIT : 0;
     int rc = 0;
     if (peer && zmq_send(sock, peer, peer_len, flags | ZMQ_SNDMORE) < 0) rc = -zmq_errno();
-    if (!rc && zmq_send(sock, buf, len, flags) < 0) rc = -zmq_errno();
+    if (!rc && len >= NET_ZEROCOPY_BYTES) {
+        /* a large frame goes to ZeroMQ as it is (no second copy); ZeroMQ frees it, sent or not */
+        zmq_msg_t f;
+        if (zmq_msg_init_data(&f, buf, len, frame_release, NULL)) {
+            rc = -zmq_errno();
+            xfree(buf);
+        } else if (zmq_msg_send(&f, sock, flags) < 0) {
+            rc = -zmq_errno();
+            zmq_msg_close(&f);
+        }
+        buf = NULL;
+    } else if (!rc && zmq_send(sock, buf, len, flags) < 0) {
+        rc = -zmq_errno();
+    }
     xfree(buf);
     if (rc == -EAGAIN) return ERR_AGAIN;
     if (rc == -EHOSTUNREACH) return ERR_CLOSED;

@@ -58,8 +58,10 @@ void *net_socket(void *ctx, int type, const char *endpoint, const NetOpts *opts,
 int net_last_endpoint(void *sock, char *buf, size_t len);
 
 /* Packs `m` (a message whose descriptor matches `type`) behind a header into one frame and sends it, preceded by
- * the routing id `peer` when peer != NULL (ROUTER). Non-blocking when dontwait. Returns 0, ERR_AGAIN (would block),
+ * the routing id `peer` when peer != NULL (ROUTER). Non-blocking when dontwait. Frames of NET_ZEROCOPY_BYTES or
+ * more are handed to ZeroMQ without a copy (zmq_msg_init_data; it frees them). Returns 0, ERR_AGAIN (would block),
  * ERR_CLOSED (ROUTER: peer gone), ERR_TOO_BIG, or -errno. */
+#define NET_ZEROCOPY_BYTES 4096
 int net_send(void *sock, const uint8_t *peer, size_t peer_len, Dapo__MsgType type, const ProtobufCMessage *m,
              bool dontwait);
 
