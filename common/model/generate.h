@@ -23,8 +23,9 @@
  * by layer right after the step's K/V stores (whole blocks with memcpy, then the slots of the last partial
  * block), and computes only the rest — for a group's prompt, one row. Until then it is parked: it holds the
  * blocks admission gave it and contributes no rows. Nothing is refcounted or kept across steps: the donor is
- * chosen again every step, so a donor preempted, cancelled or finished leaves its followers to pick another
- * donor or compute themselves, and sequences only follow sequences before them in run order (or ones that have
+ * chosen again every step, so a donor preempted or cancelled leaves its followers to pick another donor or
+ * compute themselves (preemption takes the newest sequence first, so a donor admitted before its followers is
+ * preempted only after them), and sequences only follow sequences before them in run order (or ones that have
  * something cached), so some sequence always computes. The cost is a copy of 2 x prefix x n_kv_heads x head_dim
  * floats per layer. Batch-invariant mode: a position's K/V depend only on the tokens up to it (row-invariant
  * kernels), so the copied values are bitwise what the follower would compute and responses are bitwise the same

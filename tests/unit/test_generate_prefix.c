@@ -235,7 +235,8 @@ static void test_chunked_prefill(void **state) {
 }
 
 /* Two groups with the same prompt under different tags; the first tag (the leader's) is cancelled while the
- * leader is still prefilling and the others are parked: the second group finishes, bitwise as if alone. */
+ * leader is still prefilling and the others are parked: the second group finishes, bitwise as if alone. (A donor
+ * preempted while its followers park takes the same path: nothing of the donor is kept across steps.) */
 static void test_cancel_leader_mid_prefill(void **state) {
     (void)state;
     for (int mi = 0; mi < NMODELS; mi++) {
