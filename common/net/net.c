@@ -2,6 +2,7 @@
 #include "net/net.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <zmq.h>
@@ -65,8 +66,53 @@ uint8_t *net_encode(Dapo__MsgType type, const ProtobufCMessage *m, size_t *len) 
     return buf;
 }
 
-int net_decode(const uint8_t *buf, size_t len, size_t max_bytes, Dapo__MsgType *type, uint16_t *version,
-               ProtobufCMessage **msg, char err[ERR_LEN]) {
+/* ------------------------------------------------------------------------------------------ arenas */
+
+/* One block of an arena; the first block is the arena's handle, later ones hang off it (newest first). */
+struct NetArena {
+    NetArena    *more;
+    size_t       cap, used;
+    max_align_t  data[];
+};
+
+#define ARENA_ALIGN sizeof(max_align_t)
+
+static NetArena *arena_block(size_t cap) {
+    NetArena *b = xmalloc(sizeof *b + cap);
+    b->more = NULL;
+    b->cap = cap;
+    b->used = 0;
+    return b;
+}
+
+static void *arena_alloc(void *ad, size_t n) {
+    NetArena *a = ad;
+    n = (n + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    if (n == 0) n = ARENA_ALIGN;
+    NetArena *b = a->cap - a->used >= n ? a : (a->more && a->more->cap - a->more->used >= n ? a->more : NULL);
+    if (!b) {                                     /* a new block, at least as big as everything so far */
+        size_t cap = a->cap + (a->more ? a->more->cap : 0);
+        b = arena_block(n > cap ? n : cap);
+        b->more = a->more;
+        a->more = b;
+    }
+    void *p = (unsigned char *)b->data + b->used;
+    b->used += n;
+    return p;
+}
+
+static void arena_free_ptr(void *ad, void *p) { (void)ad; (void)p; }   /* freed with the arena */
+
+void net_arena_free(NetArena *a) {
+    if (!a) return;
+    for (NetArena *b = a->more, *next; b; b = next) { next = b->more; xfree(b); }
+    xfree(a);
+}
+
+/* ------------------------------------------------------------------------------------------ decode */
+
+static int decode(const uint8_t *buf, size_t len, size_t max_bytes, Dapo__MsgType *type, uint16_t *version,
+                  ProtobufCMessage **msg, ProtobufCAllocator *alloc, char err[ERR_LEN]) {
     *msg = NULL;
     *type = DAPO__MSG_TYPE__MSG_UNKNOWN;
     *version = 0;
@@ -82,7 +128,7 @@ int net_decode(const uint8_t *buf, size_t len, size_t max_bytes, Dapo__MsgType *
          * the peer: unpack them, but report the mismatch. Anything else from another version is dropped. */
         if ((*type == DAPO__MSG_TYPE__MSG_HELLO || *type == DAPO__MSG_TYPE__MSG_WELCOME ||
              *type == DAPO__MSG_TYPE__MSG_ERROR) && len <= max_bytes && plen == len - NET_HEADER_BYTES)
-            *msg = protobuf_c_message_unpack(net_descriptor(*type), NULL, plen, buf + NET_HEADER_BYTES);
+            *msg = protobuf_c_message_unpack(net_descriptor(*type), alloc, plen, buf + NET_HEADER_BYTES);
         return err_set(err, ERR_VERSION, "protocol version mismatch: peer speaks %u, this build speaks %d",
                        *version, DAPO_PROTOCOL_VERSION);
     }
@@ -93,9 +139,14 @@ int net_decode(const uint8_t *buf, size_t len, size_t max_bytes, Dapo__MsgType *
                        len - NET_HEADER_BYTES);
     const ProtobufCMessageDescriptor *d = net_descriptor(*type);
     if (!d) return err_set(err, ERR_DECODE, "unknown message type %d", (int)*type);
-    *msg = protobuf_c_message_unpack(d, NULL, plen, buf + NET_HEADER_BYTES);
+    *msg = protobuf_c_message_unpack(d, alloc, plen, buf + NET_HEADER_BYTES);
     if (!*msg) return err_set(err, ERR_DECODE, "malformed %s payload (%u bytes)", net_type_name(*type), plen);
     return 0;
+}
+
+int net_decode(const uint8_t *buf, size_t len, size_t max_bytes, Dapo__MsgType *type, uint16_t *version,
+               ProtobufCMessage **msg, char err[ERR_LEN]) {
+    return decode(buf, len, max_bytes, type, version, msg, NULL, err);
 }
 
 void *net_socket(void *ctx, int type, const char *endpoint, const NetOpts *opts, char err[ERR_LEN]) {
@@ -173,7 +224,7 @@ static void drain_more(void *sock) {
     }
 }
 
-int net_recv(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, char err[ERR_LEN]) {
+static int recv_msg(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, int use_arena, char err[ERR_LEN]) {
     memset(out, 0, sizeof *out);
     if (timeout_ms != 0) {
         zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
@@ -204,7 +255,14 @@ int net_recv(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, char err
         }
     }
     out->bytes = zmq_msg_size(&f);
-    int rc = net_decode(zmq_msg_data(&f), zmq_msg_size(&f), max_bytes, &out->type, &out->version, &out->msg, err);
+    ProtobufCAllocator pa = {.alloc = arena_alloc, .free = arena_free_ptr};
+    if (use_arena) {          /* room for the unpacked message in one block as a rule; more blocks when needed */
+        size_t cap = 2 * out->bytes + 512;
+        out->arena = arena_block(cap < ((size_t)64 << 10) ? cap : ((size_t)64 << 10));
+        pa.allocator_data = out->arena;
+    }
+    int rc = decode(zmq_msg_data(&f), zmq_msg_size(&f), max_bytes, &out->type, &out->version, &out->msg,
+                    use_arena ? &pa : NULL, err);
     if (type == ZMQ_ROUTER && out->type == DAPO__MSG_TYPE__MSG_HELLO) {
         const char *addr = zmq_msg_gets(&f, "Peer-Address");
         if (addr) snprintf(out->peer_address, sizeof out->peer_address, "%s", addr);
@@ -221,9 +279,22 @@ int net_recv(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, char err
     return rc;
 }
 
+int net_recv(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, char err[ERR_LEN]) {
+    return recv_msg(sock, out, timeout_ms, max_bytes, 0, err);
+}
+
+int net_recv_arena(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, char err[ERR_LEN]) {
+    return recv_msg(sock, out, timeout_ms, max_bytes, 1, err);
+}
+
+void net_unpacked_free(ProtobufCMessage *msg, NetArena *arena) {
+    if (arena) net_arena_free(arena);
+    else if (msg) protobuf_c_message_free_unpacked(msg, NULL);
+}
+
 void net_msg_free(NetMsg *m) {
-    if (m && m->msg) {
-        protobuf_c_message_free_unpacked(m->msg, NULL);
-        m->msg = NULL;
-    }
+    if (!m) return;
+    net_unpacked_free(m->msg, m->arena);
+    m->msg = NULL;
+    m->arena = NULL;
 }

@@ -26,8 +26,13 @@
 #define NET_HEADER_BYTES      12
 #define NET_PEER_MAX          255     /* ZeroMQ routing ids are at most 255 bytes */
 
+/* An arena that holds every allocation of one unpacked message (net_recv_arena): freed at once, never piecewise. */
+typedef struct NetArena NetArena;
+
 /* One received message. `msg` is the unpacked protobuf (cast by type, e.g. (Dapo__Hello *)m.msg), owned by the
- * NetMsg and freed by net_msg_free. peer/peer_len: routing id of the sender (ROUTER sockets only). Only Hello
+ * NetMsg and freed by net_msg_free (with its arena, when it came from net_recv_arena). A caller that keeps msg
+ * past net_msg_free takes msg and arena both (setting them NULL in the NetMsg) and frees them later with
+ * net_unpacked_free. peer/peer_len: routing id of the sender (ROUTER sockets only). Only Hello
  * messages on ROUTER sockets look up peer_address (one metadata lookup per registration, none per work message). */
 typedef struct {
     Dapo__MsgType     type;
@@ -36,6 +41,7 @@ typedef struct {
     size_t            bytes;          /* frame size, header included */
     uint8_t           peer[NET_PEER_MAX];
     size_t            peer_len;
+    NetArena         *arena;          /* net_recv_arena: msg's memory; NULL: msg is protobuf-c's malloc'd tree */
     char              peer_address[64];  /* ROUTER, Hello only: ZeroMQ's "Peer-Address" property (the peer's IP for
                                           * TCP); "" where ZeroMQ has none (ipc, inproc) or for other types */
 } NetMsg;
@@ -71,8 +77,16 @@ int net_send(void *sock, const uint8_t *peer, size_t peer_len, Dapo__MsgType typ
  * what was wrong, and the caller may answer with an ErrorReply. max_bytes: unpack cap (0: 256 MiB). */
 int net_recv(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, char err[ERR_LEN]);
 
+/* As net_recv, but the message is unpacked into one arena (out->arena: a few blocks instead of a malloc per field
+ * and per repeated array; protobuf-c's ProtobufCAllocator). For hot receive loops (the coordinator's). */
+int net_recv_arena(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, char err[ERR_LEN]);
+
 /* Frees the unpacked message; the NetMsg can be reused. NULL-safe. */
 void net_msg_free(NetMsg *m);
+
+/* Frees a message taken out of a NetMsg: its arena when it has one, else protobuf-c's tree. NULL-safe. */
+void net_unpacked_free(ProtobufCMessage *msg, NetArena *arena);
+void net_arena_free(NetArena *a);
 
 /* Pure framing, used by net_send/net_recv and the tests: encode into a new xmalloc'd buffer (caller xfrees),
  * and decode a frame (the payload is unpacked; *msg owned by caller, free with protobuf_c_message_free_unpacked). */

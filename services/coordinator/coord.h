@@ -66,7 +66,8 @@ typedef struct {
     int        validation;
     int        n;                 /* responses */
     int        worker;            /* index into c->workers holding its lease, -1 none */
-    Dapo__GroupResult *result;    /* owned once generated */
+    Dapo__GroupResult *result;    /* owned once generated, with result_arena (net_unpacked_free) */
+    NetArena  *result_arena;
     float     *score, *acc, *penalty;   /* [n] from the verifier (score includes the penalty) */
     char     **pred;              /* [n] predictions (validation maj@k), xmalloc'd */
     int64_t    lease_ms;

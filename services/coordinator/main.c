@@ -84,7 +84,7 @@ void coord_drain(Coord *c) {
             if (zmq_getsockopt(c->router, ZMQ_EVENTS, &ev, &sz) || !(ev & ZMQ_POLLIN)) break;
             NetMsg m;
             char err[ERR_LEN];
-            int rc = net_recv(c->router, &m, 0, maxb, err);
+            int rc = net_recv_arena(c->router, &m, 0, maxb, err);
             if (rc == ERR_AGAIN) break;
             if (rc == 0) {
                 c->msgs_in++;

@@ -129,7 +129,7 @@ static void fail(Coord *c, const char *fmt, ...) {
 /* ------------------------------------------------------------------------------------------------ groups */
 
 static void group_free(Group *g) {
-    if (g->result) protobuf_c_message_free_unpacked(&g->result->base, NULL);
+    if (g->result) net_unpacked_free(&g->result->base, g->result_arena);
     if (g->pred) for (int i = 0; i < g->n; i++) xfree(g->pred[i]);
     xfree(g->pred);
     xfree(g->score);
@@ -682,8 +682,8 @@ static void finish_validation(Coord *c) {
 
 /* ------------------------------------------------------------------------------------------------ results */
 
-/* Returns 1 when the group kept r (the caller must not free it). */
-static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r) {
+/* Returns 1 when the group kept r and its arena (the caller must not free them). */
+static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetArena *arena) {
     Engine *e = c->engine;
     Group *g = group_by_id(e, r->group_id);
     if (!g || g->attempt != r->attempt || g->state != GS_LEASED || strcmp(r->run_id, c->run_id) != 0) {
@@ -708,6 +708,7 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r) {
         return 0;
     }
     g->result = r;
+    g->result_arena = arena;
     for (size_t i = 0; i < r->n_responses; i++) e->generated_tokens += r->responses[i]->n_token_ids;
     g->score_attempt = 1;
     set_state(c, g, GS_GENERATED);
@@ -821,7 +822,10 @@ void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m) {
     }
     switch (m->type) {
     case DAPO__MSG_TYPE__MSG_GROUP_RESULT:
-        if (on_group_result(c, w, (Dapo__GroupResult *)m->msg)) m->msg = NULL;   /* kept by the group */
+        if (on_group_result(c, w, (Dapo__GroupResult *)m->msg, m->arena)) {   /* kept by the group */
+            m->msg = NULL;
+            m->arena = NULL;
+        }
         break;
     case DAPO__MSG_TYPE__MSG_SCORE_RESULT: on_score_result(c, w, (Dapo__ScoreResult *)m->msg); break;
     case DAPO__MSG_TYPE__MSG_STEP_RESULT: on_step_result(c, w, (Dapo__StepResult *)m->msg); break;

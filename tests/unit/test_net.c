@@ -250,6 +250,78 @@ static void register_worker(Fix *f) {
     assert_int_equal(worker_state(f->w), WORKER_READY);
 }
 
+/* net_recv_arena: a GroupResult whose unpacked form needs several arena blocks (a 300 KB response after small
+ * ones) arrives intact, can be kept past net_msg_free and freed with net_unpacked_free; a bad frame still fails
+ * cleanly; a large frame (net_send's zero-copy path) and a small one both arrive. */
+static void test_recv_arena(void **state) {
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    char err[ERR_LEN], ep[128];
+    NetOpts bo = {.bind = true};
+    void *router = net_socket(ctx, ZMQ_ROUTER, "tcp://127.0.0.1:0", &bo, err);
+    assert_non_null(router);
+    assert_int_equal(net_last_endpoint(router, ep, sizeof ep), 0);
+    void *dealer = net_socket(ctx, ZMQ_DEALER, ep, NULL, err);
+    assert_non_null(dealer);
+    enum { NR = 5, BIG = 75000 };
+    static int32_t ids[BIG];
+    static float lps[BIG];
+    for (int i = 0; i < BIG; i++) { ids[i] = (i * 7919) % 151000; lps[i] = -(float)i / 1000.0f; }
+    Dapo__Response r[NR], *rp[NR];
+    for (int i = 0; i < NR; i++) {
+        dapo__response__init(&r[i]);
+        r[i].token_ids = ids;
+        r[i].n_token_ids = i == NR - 1 ? BIG : (size_t)(10 + i);
+        r[i].logprobs = lps;
+        r[i].n_logprobs = r[i].n_token_ids;
+        r[i].finish_reason = i % 2 ? "length" : "stop";
+        r[i].text.data = (uint8_t *)"Answer: 7";
+        r[i].text.len = 9;
+        rp[i] = &r[i];
+    }
+    Dapo__GroupResult g = DAPO__GROUP_RESULT__INIT;
+    g.run_id = "run-x";
+    g.group_id = 42;
+    g.attempt = 2;
+    g.n_responses = NR;
+    g.responses = rp;
+    g.error = "";
+    assert_int_equal(net_send(dealer, NULL, 0, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &g.base, false), 0);
+    assert_int_equal(zmq_send(dealer, "DAPOxx", 6, 0), 6);                       /* a truncated frame */
+    Dapo__Credit cr = DAPO__CREDIT__INIT;
+    cr.credits = 3;
+    assert_int_equal(net_send(dealer, NULL, 0, DAPO__MSG_TYPE__MSG_CREDIT, &cr.base, false), 0);
+    NetMsg m;
+    assert_int_equal(net_recv_arena(router, &m, 2000, 0, err), 0);
+    assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_GROUP_RESULT);
+    assert_non_null(m.arena);
+    Dapo__GroupResult *got = (Dapo__GroupResult *)m.msg;
+    NetArena *arena = m.arena;
+    m.msg = NULL;                                            /* kept past net_msg_free */
+    m.arena = NULL;
+    net_msg_free(&m);
+    assert_string_equal(got->run_id, "run-x");
+    assert_int_equal(got->group_id, 42);
+    assert_int_equal(got->n_responses, NR);
+    for (int i = 0; i < NR; i++) {
+        assert_int_equal(got->responses[i]->n_token_ids, r[i].n_token_ids);
+        assert_memory_equal(got->responses[i]->token_ids, ids, r[i].n_token_ids * sizeof(int32_t));
+        assert_memory_equal(got->responses[i]->logprobs, lps, r[i].n_logprobs * sizeof(float));
+        assert_string_equal(got->responses[i]->finish_reason, r[i].finish_reason);
+        assert_int_equal(got->responses[i]->text.len, 9);
+    }
+    net_unpacked_free(&got->base, arena);
+    assert_int_equal(net_recv_arena(router, &m, 2000, 0, err), ERR_DECODE);
+    net_msg_free(&m);
+    assert_int_equal(net_recv_arena(router, &m, 2000, 0, err), 0);
+    assert_int_equal(((Dapo__Credit *)m.msg)->credits, 3);
+    net_msg_free(&m);
+    net_msg_free(&m);                                        /* twice is harmless */
+    zmq_close(dealer);
+    zmq_close(router);
+    zmq_ctx_term(ctx);
+}
+
 static void test_worker_hello_credit_heartbeat(void **state) {
     Fix *f = *state;
     NetMsg out;
@@ -362,6 +434,7 @@ int main(void) {
         cmocka_unit_test(test_roundtrip_every_message),
         cmocka_unit_test(test_decode_rejects_bad_frames),
         cmocka_unit_test(test_receiver_survives_bad_frames),
+        cmocka_unit_test(test_recv_arena),
         cmocka_unit_test_setup_teardown(test_worker_hello_credit_heartbeat, setup, teardown),
         cmocka_unit_test_setup_teardown(test_worker_gets_work_and_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_worker_reregisters_after_silence, setup, teardown),
