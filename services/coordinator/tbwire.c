@@ -5,6 +5,9 @@
 #include "tbwire.h"
 
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 enum { WT_VARINT = 0, WT_LEN = 2 };
 
@@ -54,13 +57,42 @@ static inline size_t packed_len(int field, size_t count, size_t payload) {
     return count ? tag_len(field) + varint_len(payload) + payload : 0;
 }
 
+/* Encoded bytes of ids[0..n) as protobuf int32 varints: 1 + (v > 127) + (v > 16383) + (v > 2^21-1) +
+ * (v > 2^28-1), or 10 for v < 0. Four at a time with SSE2 where the compiler has it (every x86-64). */
+static size_t ids_len(const int32_t *ids, uint32_t n) {
+    size_t total = 0;
+    uint32_t k = 0;
+#ifdef __SSE2__
+    const __m128i t7 = _mm_set1_epi32(127), t14 = _mm_set1_epi32(16383), t21 = _mm_set1_epi32((1 << 21) - 1),
+                  t28 = _mm_set1_epi32((1 << 28) - 1), nine = _mm_set1_epi32(9), zero = _mm_setzero_si128();
+    while (n - k >= 4) {
+        uint32_t end = n - k > (1u << 24) ? k + (1u << 24) : n;   /* lane sums stay far below 2^31 */
+        __m128i acc = zero;
+        for (; k + 4 <= end; k += 4) {
+            __m128i v;
+            memcpy(&v, ids + k, sizeof v);
+            acc = _mm_sub_epi32(acc, _mm_cmpgt_epi32(v, t7));
+            acc = _mm_sub_epi32(acc, _mm_cmpgt_epi32(v, t14));
+            acc = _mm_sub_epi32(acc, _mm_cmpgt_epi32(v, t21));
+            acc = _mm_sub_epi32(acc, _mm_cmpgt_epi32(v, t28));
+            acc = _mm_add_epi32(acc, _mm_and_si128(_mm_cmplt_epi32(v, zero), nine));
+        }
+        int32_t lane[4];
+        memcpy(lane, &acc, sizeof lane);
+        total += (size_t)lane[0] + (size_t)lane[1] + (size_t)lane[2] + (size_t)lane[3];
+    }
+    total += k;                                   /* the 1 of every element counted so far */
+#endif
+    for (; k < n; k++) total += int32_len(ids[k]);
+    return total;
+}
+
 static void sizes(const TbwSeq *seq, int n, TbwSizes *s) {
     memset(s, 0, sizeof *s);
     uint64_t t = 0;
     for (int i = 0; i < n; i++) {
         const TbwSeq *q = &seq[i];
-        for (uint32_t k = 0; k < q->n_prompt; k++) s->ids += int32_len(q->prompt[k]);
-        for (uint32_t k = 0; k < q->n_resp; k++) s->ids += int32_len(q->resp[k]);
+        s->ids += ids_len(q->prompt, q->n_prompt) + ids_len(q->resp, q->n_resp);
         s->offs += varint_len((uint32_t)t);
         t += (uint64_t)q->n_prompt + q->n_resp;
         s->plen += varint_len(q->n_prompt);
