@@ -5,11 +5,14 @@
  *
  *   bench_coordinator BUILD_DIR TOKENIZER_DIR [--steps S] [--resp-tokens R]
  *
- * Prints both sides and, last, `BENCH coordinator ours=<MB/s> baseline=<MB/s> ratio=<ours/baseline>`.
+ * Prints both sides and, last, `BENCH coordinator ours=<MB/s> baseline=<MB/s> ratio=<ours/baseline>`. Each run of
+ * ours also gives the CPU seconds the coordinator and this process (scripted workers, learner, their ZeroMQ I/O
+ * threads) spent over the timed span: on 2 cores their sum bounds what a run can reach.
  * Medians over 3 repetitions of each side. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/clock.h"
 #include "tests/fake_workers.h"
@@ -23,8 +26,32 @@ static double median3(double a, double b, double c) {
     return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
 }
 
-/* One run of the real coordinator: returns response MB/s; groups/s in *gps. */
-static double run_ours(const char *build, const char *tokdir, int steps, int resp_tokens, double *gps, size_t *msg_bytes) {
+/* CPU seconds (user + system, all threads) of this process (the scripted workers and their ZeroMQ threads) and of
+ * the coordinator process, to show where the time of a run goes on a machine of few cores. */
+static double self_cpu_s(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + (double)u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+}
+
+static double pid_cpu_s(pid_t p) {
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *q = strrchr(buf, ')');            /* fields after the command name; utime, stime are 14 and 15 */
+    unsigned long ut = 0, st = 0;
+    if (!q || sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* One run of the real coordinator: returns response MB/s; groups/s in *gps; CPU seconds of the workers' process and
+ * of the coordinator over the timed span in cpu[0], cpu[1]. */
+static double run_ours(const char *build, const char *tokdir, int steps, int resp_tokens, double *gps, size_t *msg_bytes,
+                       double cpu[2]) {
     char dir[] = "/tmp/dapo-bench-coord-XXXXXX";
     if (!mkdtemp(dir)) return -1;
     char data[300];
@@ -69,13 +96,18 @@ static double run_ours(const char *build, const char *tokdir, int steps, int res
     pthread_create(&v.th, NULL, verifier_main, &v);
     /* Time from the first group generated to the last step's batch at the learner (no HTTP polling: it would
      * load the coordinator being measured). */
-    double t0 = 0, t1 = 0;
+    double t0 = 0, t1 = 0, c0[2] = {0, 0};
     int64_t deadline = clock_ms() + 300000;
     while (clock_ms() < deadline) {
         int groups = 0;
         for (int i = 0; i < NWORKERS; i++) groups += r[i].groups_done;
-        if (!t0 && groups) t0 = clock_s();
-        if (l.batches >= steps) { t1 = clock_s(); break; }     /* the last step's batch reached the learner */
+        if (!t0 && groups) { t0 = clock_s(); c0[0] = self_cpu_s(); c0[1] = pid_cpu_s(coord); }
+        if (l.batches >= steps) {
+            t1 = clock_s();
+            cpu[0] = self_cpu_s() - c0[0];
+            cpu[1] = pid_cpu_s(coord) - c0[1];
+            break;
+        }     /* the last step's batch reached the learner */
         usleep(1000);
     }
     uint64_t bytes = 0;
@@ -172,13 +204,14 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--resp-tokens")) resp_tokens = atoi(argv[i + 1]);
     }
-    double ours[3], gps[3], raw[3];
+    double ours[3], gps[3], raw[3], cpu[3][2];
     size_t msg = 0;
     for (int k = 0; k < 3; k++) {
-        ours[k] = run_ours(argv[1], argv[2], steps, resp_tokens, &gps[k], &msg);
+        ours[k] = run_ours(argv[1], argv[2], steps, resp_tokens, &gps[k], &msg, cpu[k]);
         if (ours[k] < 0) return 1;
-        printf("ours  run %d: %.0f groups/s, %.1f MB/s of responses (GroupResult %zu bytes, %d steps x 1024 groups x n %d)\n",
-               k + 1, gps[k], ours[k], msg, steps, GROUP_N);
+        printf("ours  run %d: %.0f groups/s, %.1f MB/s of responses (GroupResult %zu bytes, %d steps x 1024 groups x n %d); "
+               "CPU %.3f s coordinator, %.3f s scripted workers\n",
+               k + 1, gps[k], ours[k], msg, steps, GROUP_N, cpu[k][1], cpu[k][0]);
     }
     int count = steps * 1024;
     for (int k = 0; k < 3; k++) {
@@ -187,7 +220,9 @@ int main(int argc, char **argv) {
                count, msg);
     }
     double o = median3(ours[0], ours[1], ours[2]), b = median3(raw[0], raw[1], raw[2]);
-    printf("median: ours %.0f groups/s, %.1f MB/s; raw ZeroMQ %.1f MB/s\n", median3(gps[0], gps[1], gps[2]), o, b);
+    printf("median: ours %.0f groups/s, %.1f MB/s (CPU %.3f s coordinator, %.3f s scripted workers); raw ZeroMQ %.1f MB/s\n",
+           median3(gps[0], gps[1], gps[2]), o, median3(cpu[0][1], cpu[1][1], cpu[2][1]),
+           median3(cpu[0][0], cpu[1][0], cpu[2][0]), b);
     printf("BENCH coordinator ours=%.1f baseline=%.1f ratio=%.2f\n", o, b, o / b);
     return 0;
 }
