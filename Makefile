@@ -159,6 +159,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(ALL_LIBS)
 $(BUILD)/bench/%: $(ALL_LIBS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(wildcard bench/*/$*.c) $(LDFLAGS) $(LINK_LIBS) -o $@
+# each bench binary also depends on its own source (and, through the .d that -MMD writes beside it, its headers)
+$(foreach b,$(BENCH_SRC),$(eval $(BUILD)/bench/$(notdir $(b:.c=)): $(b)))
 
 # Fuzz targets: clang + libFuzzer + ASan/UBSan, compiled against the sources each target lists in a
 # "// fuzz-sources: a.c b.c" line (so a target does not drag the whole library through clang).
@@ -206,4 +208,4 @@ bench-%: all $(BENCH_BINS)
 clean:
 	rm -rf build build-san
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/bench -name '*.d' 2>/dev/null)
