@@ -1,7 +1,11 @@
 /* tests/fake_workers.h: scripted fake workers that speak the real protocol (common/net/worker.h), one thread each,
  * for the coordinator's tests and its benchmark: a rollout that answers every GenerateGroup at once by a script, a
  * learner that checks every TrainBatch shard and answers with a StepResult, a verifier that scores at once.
- * Header-only (static) because each test or bench is its own program. */
+ * Header-only (static) because each test or bench is its own program.
+ * Bench-only options (off in the tests): FakeRollout.fast sends each GroupResult from a per-worker template (the
+ * responses' bytes encoded once per answer class, only the per-group head — run id, step, policy version, group
+ * id, attempt — packed per group; byte-identical to protobuf-c's packing, test_fake_workers checks it), and every
+ * worker can count what it sends and receives per message type (FakeTraffic) for the benchmark's message table. */
 #ifndef DAPO_FAKE_WORKERS_H
 #define DAPO_FAKE_WORKERS_H
 
@@ -14,6 +18,29 @@
 
 enum { MODE_BY_LENGTH = 0, MODE_ALL_WRONG = 1 };
 
+/* Messages and frame bytes (header included) per MsgType, sent (tx) and received (rx) by one scripted worker; only
+ * what the script sends and the work messages it receives (not the protocol's own Hello/Welcome/Heartbeats). */
+#define FAKE_NTYPES 32
+typedef struct {
+    uint64_t tx_n[FAKE_NTYPES], tx_bytes[FAKE_NTYPES], rx_n[FAKE_NTYPES], rx_bytes[FAKE_NTYPES];
+} FakeTraffic;
+
+static inline void fake_count(uint64_t *n, uint64_t *bytes, int type, size_t frame_bytes) {
+    if (type < 0 || type >= FAKE_NTYPES) return;
+    n[type]++;
+    bytes[type] += frame_bytes;
+}
+
+/* A Credit of n sent by worker_add_credit: its frame size (header + packed protobuf). */
+static inline size_t fake_credit_bytes(uint32_t n) {
+    Dapo__Credit c = DAPO__CREDIT__INIT;
+    c.credits = n;
+    return NET_HEADER_BYTES + protobuf_c_message_get_packed_size(&c.base);
+}
+
+/* One answer class's encoded responses (GroupResult field 6, every response), for FakeRollout.fast. */
+typedef struct { uint8_t *body; size_t len; int n; } FakeTemplate;
+
 typedef struct {
     char          endpoint[64], id[32];
     int           mode, duplicate, die_after, capacity;
@@ -23,6 +50,9 @@ typedef struct {
     int           groups_done;
     uint64_t      bytes_sent;            /* GroupResult bytes (packed protobuf) */
     volatile long *gen_step_seen;        /* optional: the highest training step it was asked to generate for */
+    int           fast;                  /* bench: GroupResults from templates (see the top comment) */
+    FakeTemplate  tmpl[3];               /* fast: per answer class (all right, mixed, all wrong); freed at exit */
+    FakeTraffic   traffic;
     pthread_t     th;
 } FakeRollout;
 
@@ -34,14 +64,20 @@ typedef struct {
     int           delay_ms;              /* "trains" this long before answering the last shard of a step */
     volatile long *gen_step_seen;        /* with the rollouts' counter: counts steps whose successor was being */
     int           overlapped;            /* generated while this one trained (async mode) */
+    FakeTraffic   traffic;
     pthread_t     th;
 } FakeLearner;
 
 /* Answers "Answer: 7" (right: every prompt's ground truth is 7) or "Answer: 8" by a script keyed by the prompt
  * length: length % 3 == 0 all right, 1 mixed, 2 all wrong. */
-static inline void reply_group(FakeRollout *f, Worker *w, const Dapo__GenerateGroup *g, int times) {
-    int n = (int)g->n, cls = f->mode == MODE_ALL_WRONG ? 2 : (int)(g->n_prompt_token_ids % 3);
-    Dapo__Response resp[64], *rp[64];
+static inline int fake_group_class(const FakeRollout *f, const Dapo__GenerateGroup *g) {
+    return f->mode == MODE_ALL_WRONG ? 2 : (int)(g->n_prompt_token_ids % 3);
+}
+
+/* Fills the GroupResult the script answers g with (its responses in resp/rp, static token data). */
+static inline void fake_group_result(FakeRollout *f, const Dapo__GenerateGroup *g, Dapo__Response resp[64],
+                                     Dapo__Response *rp[64], Dapo__GroupResult *r) {
+    int n = (int)g->n, cls = fake_group_class(f, g);
     static int32_t ids[1 << 14];
     static float lps[1 << 14];
     static char text[2][1 << 16];
@@ -64,17 +100,74 @@ static inline void reply_group(FakeRollout *f, Worker *w, const Dapo__GenerateGr
         resp[i].text.len = f->text_bytes > 9 ? (size_t)f->text_bytes : 9;
         rp[i] = &resp[i];
     }
-    Dapo__GroupResult r = DAPO__GROUP_RESULT__INIT;
-    r.run_id = g->run_id;
-    r.step = g->step;
-    r.policy_version = g->policy_version;
-    r.group_id = g->group_id;
-    r.attempt = g->attempt;
-    r.n_responses = (size_t)n;
-    r.responses = rp;
-    r.error = "";
-    for (int t = 0; t < times; t++) worker_send(w, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &r.base);
-    f->bytes_sent += protobuf_c_message_get_packed_size(&r.base);
+    dapo__group_result__init(r);
+    r->run_id = g->run_id;
+    r->step = g->step;
+    r->policy_version = g->policy_version;
+    r->group_id = g->group_id;
+    r->attempt = g->attempt;
+    r->n_responses = (size_t)(n < 64 ? n : 64);
+    r->responses = rp;
+    r->error = "";
+}
+
+/* The GroupResult frame for g from the worker's template: protobuf-c packs fields in number order, so the frame is
+ * the header, the head fields 1-5 (packed per group), then the responses (field 6, encoded once per answer class);
+ * gen_seconds and error are 0 / "" and not on the wire. Writes into a new ZeroMQ message; returns its size, 0 on
+ * failure. */
+static inline size_t fake_group_frame(FakeRollout *f, const Dapo__GenerateGroup *g, zmq_msg_t *out) {
+    int cls = fake_group_class(f, g);
+    FakeTemplate *t = &f->tmpl[cls];
+    if (!t->body || t->n != (int)g->n) {            /* encode this class's responses once */
+        Dapo__Response resp[64], *rp[64];
+        Dapo__GroupResult r;
+        fake_group_result(f, g, resp, rp, &r);
+        r.run_id = "";                              /* proto3: empty / zero fields are not packed */
+        r.step = r.policy_version = 0;
+        r.group_id = 0;
+        r.attempt = 0;
+        xfree(t->body);
+        t->len = protobuf_c_message_get_packed_size(&r.base);
+        t->body = xmalloc(t->len ? t->len : 1);
+        protobuf_c_message_pack(&r.base, t->body);
+        t->n = (int)g->n;
+    }
+    Dapo__GroupResult h = DAPO__GROUP_RESULT__INIT;
+    h.run_id = g->run_id;
+    h.step = g->step;
+    h.policy_version = g->policy_version;
+    h.group_id = g->group_id;
+    h.attempt = g->attempt;
+    h.error = "";
+    size_t hn = protobuf_c_message_get_packed_size(&h.base), len = NET_HEADER_BYTES + hn + t->len;
+    if (zmq_msg_init_size(out, len)) return 0;
+    uint8_t *p = zmq_msg_data(out);
+    net_encode_into(DAPO__MSG_TYPE__MSG_GROUP_RESULT, &h.base, hn + t->len, p);   /* header + head fields */
+    memcpy(p + NET_HEADER_BYTES + hn, t->body, t->len);
+    return len;
+}
+
+static inline void reply_group(FakeRollout *f, Worker *w, const Dapo__GenerateGroup *g, int times) {
+    if (f->fast) {
+        for (int k = 0; k < times; k++) {
+            zmq_msg_t m;
+            size_t len = fake_group_frame(f, g, &m);
+            if (!len) return;
+            if (zmq_msg_send(&m, worker_socket(w), ZMQ_DONTWAIT) < 0) zmq_msg_close(&m);
+            fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_GROUP_RESULT, len);
+            if (k == 0) f->bytes_sent += len - NET_HEADER_BYTES;
+        }
+        return;
+    }
+    Dapo__Response resp[64], *rp[64];
+    Dapo__GroupResult r;
+    fake_group_result(f, g, resp, rp, &r);
+    size_t packed = protobuf_c_message_get_packed_size(&r.base);
+    for (int t = 0; t < times; t++) {
+        worker_send(w, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &r.base);
+        fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_GROUP_RESULT, NET_HEADER_BYTES + packed);
+    }
+    f->bytes_sent += packed;
 }
 
 static inline void *rollout_main(void *arg) {
@@ -98,14 +191,18 @@ static inline void *rollout_main(void *arg) {
             ack.version = loaded;
             ack.worker_id = f->id;
             worker_send(w, DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
+            fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_WEIGHT_ACK,
+                       NET_HEADER_BYTES + protobuf_c_message_get_packed_size(&ack.base));
         }
         if (rc != 1) continue;
+        fake_count(f->traffic.rx_n, f->traffic.rx_bytes, m.type, m.bytes);
         if (m.type == DAPO__MSG_TYPE__MSG_GENERATE_GROUP) {
             Dapo__GenerateGroup *g = (Dapo__GenerateGroup *)m.msg;
             if (f->die_after && f->groups_done >= f->die_after) { dead = 1; net_msg_free(&m); continue; }
             if (f->gen_step_seen && !g->validation && g->step > *f->gen_step_seen) *f->gen_step_seen = g->step;
             reply_group(f, w, g, f->duplicate ? 2 : 1);
             worker_add_credit(w, g->n);
+            fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_CREDIT, fake_credit_bytes(g->n));
             f->groups_done++;
         }
         net_msg_free(&m);
@@ -113,6 +210,7 @@ static inline void *rollout_main(void *arg) {
     if (w && dead) { int z = 0; zmq_setsockopt(worker_socket(w), ZMQ_LINGER, &z, sizeof z); }
     worker_close(w, dead ? NULL : "test over");
     zmq_ctx_term(ctx);
+    for (int k = 0; k < 3; k++) { xfree(f->tmpl[k].body); f->tmpl[k].body = NULL; }
     return NULL;
 }
 
@@ -126,6 +224,7 @@ static inline void *learner_main(void *arg) {
     while (w && !f->stop) {
         NetMsg m;
         if (worker_poll(w, &m, 20, err) != 1) continue;
+        fake_count(f->traffic.rx_n, f->traffic.rx_bytes, m.type, m.bytes);
         if (m.type == DAPO__MSG_TYPE__MSG_TRAIN_BATCH) {
             Dapo__TrainBatch *tb = (Dapo__TrainBatch *)m.msg;
             size_t nseq = tb->n_offsets - 1, resp = 0;
@@ -155,6 +254,8 @@ static inline void *learner_main(void *arg) {
                 if (f->gen_step_seen && *f->gen_step_seen > tb->step) f->overlapped++;
             }
             worker_send(w, DAPO__MSG_TYPE__MSG_STEP_RESULT, &sr.base);
+            fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_STEP_RESULT,
+                       NET_HEADER_BYTES + protobuf_c_message_get_packed_size(&sr.base));
         }
         net_msg_free(&m);
     }
@@ -167,6 +268,7 @@ static inline void *learner_main(void *arg) {
 typedef struct {
     char          endpoint[64];
     volatile int  stop;
+    FakeTraffic   traffic;
     pthread_t     th;
 } FakeVerifier;
 
@@ -180,6 +282,7 @@ static inline void *verifier_main(void *arg) {
     while (w && !f->stop) {
         NetMsg m;
         if (worker_poll(w, &m, 20, err) != 1) continue;
+        fake_count(f->traffic.rx_n, f->traffic.rx_bytes, m.type, m.bytes);
         if (m.type == DAPO__MSG_TYPE__MSG_SCORE_REQUEST) {
             Dapo__ScoreRequest *rq = (Dapo__ScoreRequest *)m.msg;
             Dapo__Score sc[64], *scp[64];
@@ -204,6 +307,10 @@ static inline void *verifier_main(void *arg) {
             r.scores = scp;
             worker_send(w, DAPO__MSG_TYPE__MSG_SCORE_RESULT, &r.base);
             worker_add_credit(w, (uint32_t)rq->n_items);
+            fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_SCORE_RESULT,
+                       NET_HEADER_BYTES + protobuf_c_message_get_packed_size(&r.base));
+            fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_CREDIT,
+                       fake_credit_bytes((uint32_t)rq->n_items));
         }
         net_msg_free(&m);
     }

@@ -1,14 +1,34 @@
 /* bench/coordinator/bench_coordinator.c: how fast the coordinator moves work — groups/s and MB/s of responses
- * through the hub — with 8 scripted rollout workers, a scripted verifier and learner (tests/fake_workers.h, the real
- * protocol) on loopback, beside raw ZeroMQ moving the same message sizes (a ROUTER sends each of 8 DEALERs a
- * request of the GenerateGroup's size and gets back a reply of the GroupResult's size) in the same run.
+ * (GroupResult bytes) through the hub — with 8 scripted rollout workers, a scripted verifier and learner
+ * (tests/fake_workers.h, the real protocol, each with its own ZeroMQ context) on loopback, beside raw ZeroMQ moving
+ * the same traffic in the same run.
  *
- *   bench_coordinator BUILD_DIR TOKENIZER_DIR [--steps S] [--resp-tokens R]
+ *   bench_coordinator BUILD_DIR TOKENIZER_DIR [--steps S] [--resp-tokens R] [--reps K] [--slow-workers]
  *
- * Prints both sides and, last, `BENCH coordinator ours=<MB/s> baseline=<MB/s> ratio=<ours/baseline>`. Each run of
- * ours also gives the CPU seconds the coordinator and this process (scripted workers, learner, their ZeroMQ I/O
- * threads) spent over the timed span: on 2 cores their sum bounds what a run can reach.
- * Medians over 3 repetitions of each side. */
+ * Ours: the real dapo-coordinator (sync mode, 1024 prompts x n 8 per step, no filtering, 1 learner rank) and the
+ * scripted peers. The rollouts send each GroupResult from a template encoded once per answer class (only the head
+ * fields are packed per group; the bytes equal protobuf-c's, test_fake_workers checks it); --slow-workers packs
+ * every GroupResult with protobuf-c as the tests do. Every scripted peer counts the messages and bytes it sends and
+ * receives per type; the first run's counts give the per-group message table printed before the results.
+ *
+ * Baseline: raw ZeroMQ moving exactly that table, with pre-built byte buffers (a 12-byte dapo header, so peers can
+ * tell types apart, then zeros: no protobuf work) between one ROUTER and the same peer sockets — 8 rollout DEALERs,
+ * a verifier DEALER and a learner DEALER, each with its own context and thread — and the same dependencies:
+ * per step, S x 1024 groups; per group GenerateGroup ROUTER->rollout (at most 8 in flight per rollout: the next one
+ * goes when the rollout's Credit arrives), GroupResult + Credit rollout->ROUTER, then ScoreRequest ROUTER->verifier,
+ * ScoreResult + Credit verifier->ROUTER; once the step's groups are scored its TrainBatch shard(s) ROUTER->learner,
+ * StepResult learner->ROUTER; then a Heartbeat with the new version ROUTER->each rollout and a WeightAck back from
+ * each before the next step starts. Sizes are the mean frame sizes measured in ours; frames of 4 KiB or more are
+ * sent without a copy (zmq_msg_init_data, as the hub does). Not reproduced: Hello/Welcome/Goodbye (before and after
+ * the timed span) and the periodic Heartbeats both ways (every cluster.heartbeat_ms = 200 ms: tens per run, not
+ * per group).
+ *
+ * Both sides time from the first GroupResult to the last step's TrainBatch at the learner and report MB/s of
+ * GroupResult bytes in that span. Each run of ours also gives the CPU seconds the coordinator and this process
+ * (scripted workers, their ZeroMQ I/O threads) spent over the timed span: on 2 cores their sum bounds what a run can
+ * reach; the raw runs give this process's CPU seconds (router, peers, I/O threads). Ours and raw runs alternate;
+ * medians over K (3) repetitions of each. Prints both sides and, last,
+ * `BENCH coordinator ours=<MB/s> baseline=<MB/s> ratio=<ours/baseline>`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +42,18 @@
 #define GROUP_N  8
 #define INFLIGHT 8          /* groups in flight per rollout worker (its credit), and requests per raw dealer */
 
-static double median3(double a, double b, double c) {
-    return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+#define MAXREPS  15
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n) {
+    double s[MAXREPS];
+    memcpy(s, v, (size_t)n * sizeof *v);
+    qsort(s, (size_t)n, sizeof *s, cmp_d);
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 /* CPU seconds (user + system, all threads) of this process (the scripted workers and their ZeroMQ threads) and of
@@ -50,8 +80,8 @@ static double pid_cpu_s(pid_t p) {
 
 /* One run of the real coordinator: returns response MB/s; groups/s in *gps; CPU seconds of the workers' process and
  * of the coordinator over the timed span in cpu[0], cpu[1]. */
-static double run_ours(const char *build, const char *tokdir, int steps, int resp_tokens, double *gps, size_t *msg_bytes,
-                       double cpu[2]) {
+static double run_ours(const char *build, const char *tokdir, int steps, int resp_tokens, int slow, double *gps,
+                       FakeTraffic *tr, int *ngroups, double cpu[2]) {
     char dir[] = "/tmp/dapo-bench-coord-XXXXXX";
     if (!mkdtemp(dir)) return -1;
     char data[300];
@@ -88,6 +118,7 @@ static double run_ours(const char *build, const char *tokdir, int steps, int res
         r[i].capacity = INFLIGHT * GROUP_N;
         r[i].resp_tokens = resp_tokens;
         r[i].text_bytes = 4 * resp_tokens;
+        r[i].fast = !slow;
         pthread_create(&r[i].th, NULL, rollout_main, &r[i]);
     }
     snprintf(l.endpoint, sizeof l.endpoint, "%s", zep);
@@ -113,11 +144,20 @@ static double run_ours(const char *build, const char *tokdir, int steps, int res
     uint64_t bytes = 0;
     int groups = 0;
     for (int i = 0; i < NWORKERS; i++) { bytes += r[i].bytes_sent; groups += r[i].groups_done; }
-    *msg_bytes = groups ? (size_t)(bytes / (uint64_t)groups) : 0;
     for (int i = 0; i < NWORKERS; i++) { r[i].stop = 1; pthread_join(r[i].th, NULL); }
     l.stop = v.stop = 1;
     pthread_join(l.th, NULL);
     pthread_join(v.th, NULL);
+    /* what the peers sent and received, per type: tr[0] the rollouts', tr[1] the verifier's, tr[2] the learner's */
+    memset(tr, 0, 3 * sizeof *tr);
+    for (int i = 0; i < NWORKERS; i++)
+        for (int t = 0; t < FAKE_NTYPES; t++) {
+            tr[0].tx_n[t] += r[i].traffic.tx_n[t]; tr[0].tx_bytes[t] += r[i].traffic.tx_bytes[t];
+            tr[0].rx_n[t] += r[i].traffic.rx_n[t]; tr[0].rx_bytes[t] += r[i].traffic.rx_bytes[t];
+        }
+    tr[1] = v.traffic;
+    tr[2] = l.traffic;
+    *ngroups = groups;
     kill(coord, SIGTERM);
     tu_wait(coord, 10000);
     char cmd[400];
@@ -129,100 +169,283 @@ static double run_ours(const char *build, const char *tokdir, int steps, int res
     return (double)bytes / dt / 1e6;
 }
 
-typedef struct { char ep[64]; size_t req, rep; int count; pthread_t th; } RawPeer;
+/* ------------------------------------------------------------------------------------------------ raw ZeroMQ */
 
-static void *raw_dealer(void *arg) {
+/* The traffic the baseline reproduces: mean frame sizes (header included) and counts, from a run of ours. */
+typedef struct {
+    size_t gen, res, rcredit, sreq, sres, vcredit, tb, stepres, hb, ack;
+    int    groups, steps, tb_per_step;
+} Traffic;
+
+static size_t mean_bytes(uint64_t bytes, uint64_t n) { return n ? (size_t)((bytes + n / 2) / n) : 0; }
+
+static Traffic traffic_from(const FakeTraffic tr[3], int groups, int steps) {
+    enum { GEN = DAPO__MSG_TYPE__MSG_GENERATE_GROUP, RES = DAPO__MSG_TYPE__MSG_GROUP_RESULT,
+           CR = DAPO__MSG_TYPE__MSG_CREDIT, SQ = DAPO__MSG_TYPE__MSG_SCORE_REQUEST, SR = DAPO__MSG_TYPE__MSG_SCORE_RESULT,
+           TB = DAPO__MSG_TYPE__MSG_TRAIN_BATCH, ST = DAPO__MSG_TYPE__MSG_STEP_RESULT, ACK = DAPO__MSG_TYPE__MSG_WEIGHT_ACK };
+    Traffic t = {0};
+    t.gen = mean_bytes(tr[0].rx_bytes[GEN], tr[0].rx_n[GEN]);
+    t.res = mean_bytes(tr[0].tx_bytes[RES], tr[0].tx_n[RES]);
+    t.rcredit = mean_bytes(tr[0].tx_bytes[CR], tr[0].tx_n[CR]);
+    t.sreq = mean_bytes(tr[1].rx_bytes[SQ], tr[1].rx_n[SQ]);
+    t.sres = mean_bytes(tr[1].tx_bytes[SR], tr[1].tx_n[SR]);
+    t.vcredit = mean_bytes(tr[1].tx_bytes[CR], tr[1].tx_n[CR]);
+    t.tb = mean_bytes(tr[2].rx_bytes[TB], tr[2].rx_n[TB]);
+    t.stepres = mean_bytes(tr[2].tx_bytes[ST], tr[2].tx_n[ST]);
+    Dapo__Heartbeat hb = DAPO__HEARTBEAT__INIT;          /* the hub's version announcement (steps.c announce_version) */
+    hb.policy_version = steps;
+    t.hb = NET_HEADER_BYTES + protobuf_c_message_get_packed_size(&hb.base);
+    t.ack = mean_bytes(tr[0].tx_bytes[ACK], tr[0].tx_n[ACK]);
+    t.groups = groups;
+    t.steps = steps;
+    t.tb_per_step = steps ? (int)((tr[2].rx_n[TB] + (uint64_t)steps - 1) / (uint64_t)steps) : 0;
+    return t;
+}
+
+static void traffic_print(const Traffic *t, const FakeTraffic tr[3]) {
+    double g = t->groups ? t->groups : 1;
+    enum { GEN = DAPO__MSG_TYPE__MSG_GENERATE_GROUP, RES = DAPO__MSG_TYPE__MSG_GROUP_RESULT,
+           CR = DAPO__MSG_TYPE__MSG_CREDIT, SQ = DAPO__MSG_TYPE__MSG_SCORE_REQUEST, SR = DAPO__MSG_TYPE__MSG_SCORE_RESULT,
+           TB = DAPO__MSG_TYPE__MSG_TRAIN_BATCH, ST = DAPO__MSG_TYPE__MSG_STEP_RESULT, ACK = DAPO__MSG_TYPE__MSG_WEIGHT_ACK };
+    printf("messages through the hub in run 1 of ours (%d groups, %d steps; counted by the scripted peers), which the raw "
+           "baseline reproduces:\n", t->groups, t->steps);
+    printf("  %-14s %-18s %12s %12s %14s\n", "type", "direction", "msgs (run)", "msgs/group", "bytes/msg");
+#define ROW(name, dir, n, b) printf("  %-14s %-18s %12llu %12.4f %14zu\n", name, dir, (unsigned long long)(n), (double)(n) / g, b)
+    ROW("GenerateGroup", "hub -> rollout", tr[0].rx_n[GEN], t->gen);
+    ROW("GroupResult", "rollout -> hub", tr[0].tx_n[RES], t->res);
+    ROW("Credit", "rollout -> hub", tr[0].tx_n[CR], t->rcredit);
+    ROW("ScoreRequest", "hub -> verifier", tr[1].rx_n[SQ], t->sreq);
+    ROW("ScoreResult", "verifier -> hub", tr[1].tx_n[SR], t->sres);
+    ROW("Credit", "verifier -> hub", tr[1].tx_n[CR], t->vcredit);
+    ROW("TrainBatch", "hub -> learner", tr[2].rx_n[TB], t->tb);
+    ROW("StepResult", "learner -> hub", tr[2].tx_n[ST], t->stepres);
+    ROW("Heartbeat(ver)", "hub -> rollout", (uint64_t)t->steps * NWORKERS, t->hb);
+    ROW("WeightAck", "rollout -> hub", tr[0].tx_n[ACK], t->ack);
+#undef ROW
+    printf("  (Heartbeat(ver): one per rollout per new version, steps.c announce_version, sized from the code; WeightAck "
+           "includes the acks of version 0 at start; the baseline moves %d per step of each, %d TrainBatch + StepResult "
+           "per step; GroupResult bytes/msg = %zu is the unit of the MB/s on both sides)\n",
+           NWORKERS, t->tb_per_step, t->res);
+}
+
+enum { PEER_ROLLOUT, PEER_VERIFIER, PEER_LEARNER };
+
+typedef struct {
+    char       ep[64], id[32];
+    int        kind;
+    const Traffic *t;
+    uint8_t   *rep[2];          /* this peer's pre-built replies: rollout GroupResult + Credit, verifier ScoreResult +
+                                 * Credit, learner StepResult; rollout's WeightAck in ack */
+    size_t     rep_len[2];
+    uint8_t   *ack;
+    size_t     ack_len;
+    double     t_last_tb;       /* learner: when the last TrainBatch arrived */
+    pthread_t  th;
+} RawPeer;
+
+/* A pre-built frame: the dapo header of `type` (payload length = len - 12) and zeros. */
+static uint8_t *raw_frame(Dapo__MsgType type, size_t len) {
+    if (len < NET_HEADER_BYTES) len = NET_HEADER_BYTES;
+    uint8_t *b = calloc(1, len);
+    net_encode_into(type, NULL, len - NET_HEADER_BYTES, b);
+    return b;
+}
+
+static void raw_keep(void *data, void *hint) { (void)data; (void)hint; }   /* buffers outlive the run */
+
+/* Sends a pre-built frame, after the routing id `to` (ROUTER) when given; as net_send: frames of 4 KiB or more go
+ * without a copy. */
+static int raw_send(void *s, const char *to, const uint8_t *buf, size_t len) {
+    if (to && zmq_send(s, to, strlen(to), ZMQ_SNDMORE) < 0) return -1;
+    if (len < NET_ZEROCOPY_BYTES) return zmq_send(s, buf, len, 0) < 0 ? -1 : 0;
+    zmq_msg_t m;
+    if (zmq_msg_init_data(&m, (void *)buf, len, raw_keep, NULL)) return -1;
+    if (zmq_msg_send(&m, s, 0) < 0) { zmq_msg_close(&m); return -1; }
+    return 0;
+}
+
+static int frame_type(zmq_msg_t *m) {
+    const uint8_t *p = zmq_msg_data(m);
+    return zmq_msg_size(m) >= NET_HEADER_BYTES ? p[6] | p[7] << 8 : -1;
+}
+
+static void *raw_peer_main(void *arg) {
     RawPeer *p = arg;
     void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_setsockopt(s, ZMQ_ROUTING_ID, p->id, strlen(p->id));
     zmq_connect(s, p->ep);
-    char *rep = calloc(1, p->rep), *req = malloc(p->req > 0 ? p->req : 1);
-    zmq_send(s, "", 0, 0);                                /* hello */
-    for (int i = 0; i < p->count; i++) {
-        if (zmq_recv(s, req, p->req, 0) < 0) break;
-        zmq_send(s, rep, p->rep, 0);
+    zmq_send(s, "hello", 5, 0);
+    for (;;) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, s, 0) < 0) { zmq_msg_close(&m); break; }
+        int type = frame_type(&m);
+        zmq_msg_close(&m);
+        if (type < 0) break;                                          /* "stop" */
+        if (type == DAPO__MSG_TYPE__MSG_HEARTBEAT) { raw_send(s, NULL, p->ack, p->ack_len); continue; }
+        if (type == DAPO__MSG_TYPE__MSG_TRAIN_BATCH) p->t_last_tb = clock_s();
+        for (int k = 0; k < 2; k++)
+            if (p->rep[k]) raw_send(s, NULL, p->rep[k], p->rep_len[k]);
     }
-    free(rep); free(req);
     zmq_close(s);
     zmq_ctx_term(ctx);
     return NULL;
 }
 
-/* Raw ZeroMQ: the same number of request/reply pairs of the same sizes, 8 dealers, INFLIGHT requests in flight each. */
-static double run_raw(size_t req, size_t rep, int count) {
+/* Raw ZeroMQ moving the Traffic t (see the top comment). Returns GroupResult MB/s; CPU seconds of this process over
+ * the timed span in *cpu. */
+static double run_raw(const Traffic *t, double *cpu) {
     void *ctx = zmq_ctx_new(), *router = zmq_socket(ctx, ZMQ_ROUTER);
-    int port = tu_free_port();
-    RawPeer p[NWORKERS];
+    int one = 1;
+    zmq_setsockopt(router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(router, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
     char ep[64];
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-    zmq_bind(router, ep);
-    for (int i = 0; i < NWORKERS; i++) {
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", tu_free_port());
+    if (zmq_bind(router, ep)) { fprintf(stderr, "raw: cannot bind %s\n", ep); return -1; }
+    uint8_t *gen = raw_frame(DAPO__MSG_TYPE__MSG_GENERATE_GROUP, t->gen), *res = raw_frame(DAPO__MSG_TYPE__MSG_GROUP_RESULT, t->res),
+            *rcr = raw_frame(DAPO__MSG_TYPE__MSG_CREDIT, t->rcredit), *sreq = raw_frame(DAPO__MSG_TYPE__MSG_SCORE_REQUEST, t->sreq),
+            *sres = raw_frame(DAPO__MSG_TYPE__MSG_SCORE_RESULT, t->sres), *vcr = raw_frame(DAPO__MSG_TYPE__MSG_CREDIT, t->vcredit),
+            *tb = raw_frame(DAPO__MSG_TYPE__MSG_TRAIN_BATCH, t->tb), *st = raw_frame(DAPO__MSG_TYPE__MSG_STEP_RESULT, t->stepres),
+            *hb = raw_frame(DAPO__MSG_TYPE__MSG_HEARTBEAT, t->hb), *ack = raw_frame(DAPO__MSG_TYPE__MSG_WEIGHT_ACK, t->ack);
+    RawPeer p[NWORKERS + 2];
+    memset(p, 0, sizeof p);
+    for (int i = 0; i < NWORKERS + 2; i++) {
         snprintf(p[i].ep, sizeof p[i].ep, "%s", ep);
-        p[i].req = req; p[i].rep = rep; p[i].count = count / NWORKERS;
-        pthread_create(&p[i].th, NULL, raw_dealer, &p[i]);
-    }
-    char id[NWORKERS][256];
-    size_t idlen[NWORKERS];
-    char *buf = malloc(rep + 1), *rq = calloc(1, req > 0 ? req : 1);
-    for (int i = 0; i < NWORKERS; i++) {               /* hellos */
-        idlen[i] = (size_t)zmq_recv(router, id[i], sizeof id[i], 0);
-        zmq_recv(router, buf, rep, 0);
-    }
-    double t0 = clock_s();
-    int per = count / NWORKERS, sent[NWORKERS] = {0}, total = 0;
-    for (int i = 0; i < NWORKERS; i++)
-        for (int k = 0; k < INFLIGHT && sent[i] < per; k++, sent[i]++) {
-            zmq_send(router, id[i], idlen[i], ZMQ_SNDMORE);
-            zmq_send(router, rq, req, 0);
+        p[i].t = t;
+        if (i < NWORKERS) {
+            p[i].kind = PEER_ROLLOUT;
+            snprintf(p[i].id, sizeof p[i].id, "rollout-%d", i);
+            p[i].rep[0] = res; p[i].rep_len[0] = t->res;
+            p[i].rep[1] = rcr; p[i].rep_len[1] = t->rcredit;
+            p[i].ack = ack; p[i].ack_len = t->ack;
+        } else if (i == NWORKERS) {
+            p[i].kind = PEER_VERIFIER;
+            snprintf(p[i].id, sizeof p[i].id, "verifier");
+            p[i].rep[0] = sres; p[i].rep_len[0] = t->sres;
+            p[i].rep[1] = vcr; p[i].rep_len[1] = t->vcredit;
+        } else {
+            p[i].kind = PEER_LEARNER;
+            snprintf(p[i].id, sizeof p[i].id, "learner");
+            p[i].rep[0] = st; p[i].rep_len[0] = t->stepres;
         }
-    uint64_t bytes = 0;
-    while (total < per * NWORKERS) {
-        char who[256];
-        int n = zmq_recv(router, who, sizeof who, 0);
-        int got = zmq_recv(router, buf, rep, 0);
-        if (n < 0 || got < 0) break;
-        bytes += (uint64_t)got;
-        total++;
-        for (int i = 0; i < NWORKERS; i++)
-            if ((size_t)n == idlen[i] && !memcmp(who, id[i], idlen[i]) && sent[i] < per) {
-                zmq_send(router, id[i], idlen[i], ZMQ_SNDMORE);
-                zmq_send(router, rq, req, 0);
-                sent[i]++;
-            }
+        pthread_create(&p[i].th, NULL, raw_peer_main, &p[i]);
     }
-    double dt = clock_s() - t0;
-    for (int i = 0; i < NWORKERS; i++) pthread_join(p[i].th, NULL);
-    free(buf); free(rq);
+    char who[256], body[16];
+    for (int i = 0; i < NWORKERS + 2; i++) {                /* hellos */
+        zmq_recv(router, who, sizeof who, 0);
+        zmq_recv(router, body, sizeof body, 0);
+    }
+    int per_step = t->steps ? t->groups / t->steps : 0, credit[NWORKERS];
+    uint64_t bytes = 0;
+    double t0 = 0, c0 = 0;
+    for (int step = 0; step < t->steps; step++) {
+        int left = per_step, scored = 0, stepres = 0, acks = 0, rr = 0;
+        for (int i = 0; i < NWORKERS; i++) credit[i] = INFLIGHT;
+        /* dispatch while credit lasts: the rollout with the most credit first, as pick_worker (round robin here) */
+        for (int k = 0; k < INFLIGHT * NWORKERS && left; k++, rr = (rr + 1) % NWORKERS) {
+            raw_send(router, p[rr].id, gen, t->gen);
+            credit[rr]--;
+            left--;
+        }
+        while (acks < NWORKERS) {
+            zmq_msg_t id, m;
+            zmq_msg_init(&id);
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&id, router, 0) < 0 || zmq_msg_recv(&m, router, 0) < 0) {
+                zmq_msg_close(&id); zmq_msg_close(&m);
+                fprintf(stderr, "raw: receive failed\n");
+                return -1;
+            }
+            int type = frame_type(&m), from = -1;
+            const char *idp = zmq_msg_data(&id);
+            size_t idn = zmq_msg_size(&id);
+            if (idn > 8 && !memcmp(idp, "rollout-", 8)) from = idp[8] - '0';
+            size_t len = zmq_msg_size(&m);
+            zmq_msg_close(&id);
+            zmq_msg_close(&m);
+            switch (type) {
+            case DAPO__MSG_TYPE__MSG_GROUP_RESULT:
+                if (!t0) { t0 = clock_s(); c0 = self_cpu_s(); }
+                bytes += len - NET_HEADER_BYTES;
+                raw_send(router, "verifier", sreq, t->sreq);
+                break;
+            case DAPO__MSG_TYPE__MSG_CREDIT:
+                if (from < 0 || from >= NWORKERS) break;      /* the verifier's: its capacity is never short */
+                credit[from]++;
+                if (left) { raw_send(router, p[from].id, gen, t->gen); credit[from]--; left--; }
+                break;
+            case DAPO__MSG_TYPE__MSG_SCORE_RESULT:
+                if (++scored == per_step)
+                    for (int k = 0; k < t->tb_per_step; k++) raw_send(router, "learner", tb, t->tb);
+                break;
+            case DAPO__MSG_TYPE__MSG_STEP_RESULT:
+                if (++stepres == t->tb_per_step)
+                    for (int i = 0; i < NWORKERS; i++) raw_send(router, p[i].id, hb, t->hb);
+                break;
+            case DAPO__MSG_TYPE__MSG_WEIGHT_ACK: acks++; break;
+            default: break;
+            }
+        }
+    }
+    *cpu = self_cpu_s() - c0;
+    for (int i = 0; i < NWORKERS + 2; i++) {
+        zmq_send(router, p[i].id, strlen(p[i].id), ZMQ_SNDMORE);
+        zmq_send(router, "", 0, 0);                      /* stop */
+    }
+    for (int i = 0; i < NWORKERS + 2; i++) pthread_join(p[i].th, NULL);
+    double t1 = p[NWORKERS + 1].t_last_tb;         /* the last TrainBatch's arrival at the learner */
     zmq_close(router);
     zmq_ctx_term(ctx);
-    return (double)bytes / dt / 1e6;
+    free(gen); free(res); free(rcr); free(sreq); free(sres); free(vcr); free(tb); free(st); free(hb); free(ack);
+    return t1 > t0 ? (double)bytes / (t1 - t0) / 1e6 : -1;
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) { fprintf(stderr, "usage: bench_coordinator BUILD_DIR TOKENIZER_DIR [--steps S] [--resp-tokens R]\n"); return 2; }
-    int steps = 3, resp_tokens = 256;
-    for (int i = 3; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--resp-tokens")) resp_tokens = atoi(argv[i + 1]);
+    if (argc < 3) {
+        fprintf(stderr, "usage: bench_coordinator BUILD_DIR TOKENIZER_DIR [--steps S] [--resp-tokens R] [--reps K] "
+                        "[--slow-workers]\n");
+        return 2;
     }
-    double ours[3], gps[3], raw[3], cpu[3][2];
-    size_t msg = 0;
-    for (int k = 0; k < 3; k++) {
-        ours[k] = run_ours(argv[1], argv[2], steps, resp_tokens, &gps[k], &msg, cpu[k]);
+    int steps = 3, resp_tokens = 256, reps = 3, slow = 0;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--slow-workers")) slow = 1;
+        else if (i + 1 < argc && !strcmp(argv[i], "--steps")) steps = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--resp-tokens")) resp_tokens = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--reps")) reps = atoi(argv[++i]);
+        else { fprintf(stderr, "unknown argument %s\n", argv[i]); return 2; }
+    }
+    if (reps < 1) reps = 1;
+    if (reps > MAXREPS) reps = MAXREPS;
+    double ours[MAXREPS], gps[MAXREPS], raw[MAXREPS], cpu_w[MAXREPS], cpu_c[MAXREPS], cpu_raw[MAXREPS];
+    Traffic t = {0};
+    printf("scripted rollouts: %s\n", slow ? "every GroupResult packed by protobuf-c (--slow-workers)"
+                                            : "GroupResults from per-worker templates (head fields packed per group)");
+    for (int k = 0; k < reps; k++) {          /* ours and raw alternate, so both see the same machine load */
+        FakeTraffic tr[3];
+        int groups = 0;
+        double cpu[2];
+        ours[k] = run_ours(argv[1], argv[2], steps, resp_tokens, slow, &gps[k], tr, &groups, cpu);
         if (ours[k] < 0) return 1;
-        printf("ours  run %d: %.0f groups/s, %.1f MB/s of responses (GroupResult %zu bytes, %d steps x 1024 groups x n %d); "
+        cpu_w[k] = cpu[0];
+        cpu_c[k] = cpu[1];
+        if (k == 0) {
+            t = traffic_from(tr, groups, steps);
+            traffic_print(&t, tr);
+        }
+        printf("ours  run %d: %.0f groups/s, %.1f MB/s of responses (GroupResult frame %zu bytes, %d steps x 1024 groups x n %d); "
                "CPU %.3f s coordinator, %.3f s scripted workers\n",
-               k + 1, gps[k], ours[k], msg, steps, GROUP_N, cpu[k][1], cpu[k][0]);
+               k + 1, gps[k], ours[k], t.res, steps, GROUP_N, cpu_c[k], cpu_w[k]);
+        fflush(stdout);
+        raw[k] = run_raw(&t, &cpu_raw[k]);
+        if (raw[k] < 0) return 1;
+        printf("raw ZeroMQ run %d: %.1f MB/s of GroupResult-sized replies (the table above, 8 rollout + verifier + learner "
+               "DEALERs); CPU %.3f s (router, peers, I/O threads)\n", k + 1, raw[k], cpu_raw[k]);
+        fflush(stdout);
     }
-    int count = steps * 1024;
-    for (int k = 0; k < 3; k++) {
-        raw[k] = run_raw(200, msg, count);
-        printf("raw ZeroMQ run %d: %.1f MB/s (%d request/reply pairs, %zu-byte replies, 8 dealers)\n", k + 1, raw[k],
-               count, msg);
-    }
-    double o = median3(ours[0], ours[1], ours[2]), b = median3(raw[0], raw[1], raw[2]);
-    printf("median: ours %.0f groups/s, %.1f MB/s (CPU %.3f s coordinator, %.3f s scripted workers); raw ZeroMQ %.1f MB/s\n",
-           median3(gps[0], gps[1], gps[2]), o, median3(cpu[0][1], cpu[1][1], cpu[2][1]),
-           median3(cpu[0][0], cpu[1][0], cpu[2][0]), b);
+    double o = median(ours, reps), b = median(raw, reps);
+    printf("median of %d: ours %.0f groups/s, %.1f MB/s (CPU %.3f s coordinator, %.3f s scripted workers); raw ZeroMQ "
+           "%.1f MB/s (CPU %.3f s)\n", reps, median(gps, reps), o, median(cpu_c, reps), median(cpu_w, reps), b,
+           median(cpu_raw, reps));
     printf("BENCH coordinator ours=%.1f baseline=%.1f ratio=%.2f\n", o, b, o / b);
     return 0;
 }
