@@ -6,8 +6,9 @@
  * Then RMSNorm, lm_head, log-softmax of logits / temperature: log-prob of the target and the entropy,
  * computed in row chunks so the [N, V] logits need not exist at once. Backward retraces it in reverse
  * with the saved activations; attention probabilities are recomputed from the saved log-sum-exp.
- * Sequence invariance (model.h): the linear layers go through cpu_linear_varlen / cpu_linear_backward_varlen (one
- * sequence per GEMM, weight gradients added sequence by sequence), the norms' weight gradients through
+ * Sequence invariance (model.h): the linear layers go through fwd_linear (a fixed-order kernel for narrow outputs,
+ * else cpu_linear_varlen) and cpu_linear_backward_varlen (one sequence per GEMM, weight gradients added sequence by
+ * sequence), the norms' weight gradients through
  * cpu_rmsnorm_backward_varlen, the LM head through lm_chunk's per-sequence pieces; the rest is per row or per
  * sequence already (norms, RoPE, attention, SwiGLU, log-softmax). model_forward_cached (generation) keeps whole-batch
  * GEMMs: its batch-invariant mode is the rollout's own (generate.h).
@@ -15,6 +16,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_decode.h"
 #include "backend/cpu/cpu_ops.h"
 #include "model/model.h"
 #include "model/model_internal.h"
@@ -41,6 +43,28 @@ static int batch_check(const Model *m, const ModelBatch *b, char err[ERR_LEN]) {
             return err_set(err, ERR_INVAL, "batch: targets[%d] = %d outside [-1, %d)", i, b->targets[i], V);
     }
     return 0;
+}
+
+/* Forward linear layers of the decoder: y (=|+=) x W^T (+ b) over the whole packed batch. Narrow outputs (N <=
+ * MODEL_PACKED_MAX_N) take the rollout's fixed-order kernel (cpu_linear_packed: each element one FMA chain over K,
+ * whatever the batch) on weights packed here, which beats per-sequence sgemm calls on short sequences (OpenBLAS
+ * re-packs the weight per call); wider ones cpu_linear_varlen. Both are sequence-invariant; the choice depends on
+ * the layer's shape alone. The += form adds the product computed into a->ytmp (one rounding, as sgemm beta = 1). */
+static void fwd_linear(Model *m, float *y, const float *x, const float *w, const float *bias, const ModelBatch *b, int N,
+                       int K, int accumulate) {
+    ModelActs *a = m->priv;
+    if (N > MODEL_PACKED_MAX_N) {
+        cpu_linear_varlen(y, x, w, bias, b->cu_seqlens, b->n_seqs, N, K, accumulate);
+        return;
+    }
+    int M = b->n_tokens;
+    cpu_pack_weights(a->wpack, w, N, K);
+    if (!accumulate) {
+        cpu_linear_packed(y, x, a->wpack, bias, M, N, K);
+        return;
+    }
+    cpu_linear_packed(a->ytmp, x, a->wpack, NULL, M, N, K);
+    cpu_add(y, a->ytmp, (long)M * N);
 }
 
 /* The LM head runs in chunks of at most R = logits_rows rows made of whole sequence PIECES: each sequence is cut
@@ -93,7 +117,7 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
         LayerActs *A = &a->layer[l];
         const LayerWeights *W = &m->w.layer[l];
         cpu_rmsnorm(A->xn1, A->rstd1, A->x_in, W->ln1, N, H, c->rms_eps);
-        cpu_linear_varlen(A->qkv, A->xn1, W->wqkv, W->bqkv, cu, S, qkvd, H, 0);
+        fwd_linear(m, A->qkv, A->xn1, W->wqkv, W->bqkv, b, qkvd, H, 0);
         if (c->qk_norm && m->train) {      /* keep the pre-norm q/k for backward */
             for (int i = 0; i < N; i++) {
                 memcpy(A->qpre + (long)i * qd, A->qkv + (long)i * qkvd, (size_t)qd * sizeof(float));
@@ -111,13 +135,13 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
                              nkv, hd, qkvd, qkvd, qd, scale, a->att_scratch);
         /* residual adds ride on the GEMM (beta = 1). In inference mode x_mid and next alias x_in. */
         if (A->x_mid != A->x_in) memcpy(A->x_mid, A->x_in, (size_t)N * H * sizeof(float));
-        cpu_linear_varlen(A->x_mid, A->att, W->wo, NULL, cu, S, H, qd, 1);
+        fwd_linear(m, A->x_mid, A->att, W->wo, NULL, b, H, qd, 1);
         cpu_rmsnorm(A->xn2, A->rstd2, A->x_mid, W->ln2, N, H, c->rms_eps);
-        cpu_linear_varlen(A->gu, A->xn2, W->wgu, NULL, cu, S, 2 * I, H, 0);
+        fwd_linear(m, A->gu, A->xn2, W->wgu, NULL, b, 2 * I, H, 0);
         cpu_swiglu(A->hm, A->gu, N, I);
         float *next = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final;
         if (next != A->x_mid) memcpy(next, A->x_mid, (size_t)N * H * sizeof(float));
-        cpu_linear_varlen(next, A->hm, W->wd, NULL, cu, S, H, I, 1);
+        fwd_linear(m, next, A->hm, W->wd, NULL, b, H, I, 1);
     }
     cpu_rmsnorm(a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backend/cpu/cpu_decode.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/log.h"
 #include "model/model_internal.h"
@@ -130,6 +131,14 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
     float *lmcuf = NULL;
     CARVE(lmcuf, N + 1);
     if (base) a->lm_cu = (int32_t *)lmcuf;
+    {   /* packed weights of the narrow layer GEMMs (forward.c fwd_linear) */
+        long dims[4][2] = { { qkvd, H }, { H, qd }, { 2 * I, H }, { H, I } }, pk = 0;
+        for (int i = 0; i < 4; i++)
+            if (dims[i][0] <= MODEL_PACKED_MAX_N && cpu_pack_floats((int)dims[i][0], (int)dims[i][1]) > pk)
+                pk = cpu_pack_floats((int)dims[i][0], (int)dims[i][1]);
+        CARVE(a->wpack, pk);
+        CARVE(a->ytmp, N * H);
+    }
     CARVE(a->att_scratch, cpu_attention_scratch_floats(m->max_context, c->head_dim));
     if (m->train) {
         CARVE(a->dres, N * H);

@@ -5,6 +5,9 @@
 
 #include "model/model.h"
 
+/* Widest output (rows of a layer weight) the forward computes with the fixed-order packed kernel (forward.c). */
+#define MODEL_PACKED_MAX_N 512
+
 /* Per-layer saved activations, N = max_tokens rows. In inference mode every layer shares one set. */
 typedef struct {
     float *x_in;     /* [N, H]   residual stream into the layer */
@@ -36,6 +39,8 @@ typedef struct {
     float     *logits;       /* [logits_rows, V] */
     float     *att_scratch;  /* cpu_attention_scratch_floats(N) */
     int32_t   *lm_cu;        /* [N + 1] piece bounds of one LM-head chunk (forward.c lm_chunk) */
+    float     *wpack;        /* cpu_pack_floats of the largest layer weight with <= MODEL_PACKED_MAX_N outputs */
+    float     *ytmp;         /* [N, H] product before a residual add (forward.c fwd_linear) */
     /* backward only (train) */
     float     *dres;         /* [N, H] gradient of the residual stream */
     float     *dA;           /* [N, max(H, qd)] */
