@@ -161,6 +161,7 @@ $(BUILD)/bench/%: $(ALL_LIBS) $(FLAGS_STAMP)
 	$(CC) $(CFLAGS) $(wildcard bench/*/$*.c) $(LDFLAGS) $(LINK_LIBS) -o $@
 # each bench binary also depends on its own source (and, through the .d that -MMD writes beside it, its headers)
 $(foreach b,$(BENCH_SRC),$(eval $(BUILD)/bench/$(notdir $(b:.c=)): $(b)))
+$(addsuffix .d,$(BENCH_BINS)): ;     # included below; never made by the bench rule above
 
 # Fuzz targets: clang + libFuzzer + ASan/UBSan, compiled against the sources each target lists in a
 # "// fuzz-sources: a.c b.c" line (so a target does not drag the whole library through clang).

@@ -228,12 +228,8 @@ static void traffic_print(const Traffic *t, const FakeTraffic tr[3]) {
            NWORKERS, t->tb_per_step, t->res);
 }
 
-enum { PEER_ROLLOUT, PEER_VERIFIER, PEER_LEARNER };
-
 typedef struct {
     char       ep[64], id[32];
-    int        kind;
-    const Traffic *t;
     uint8_t   *rep[2];          /* this peer's pre-built replies: rollout GroupResult + Credit, verifier ScoreResult +
                                  * Credit, learner StepResult; rollout's WeightAck in ack */
     size_t     rep_len[2];
@@ -311,20 +307,16 @@ static double run_raw(const Traffic *t, double *cpu) {
     memset(p, 0, sizeof p);
     for (int i = 0; i < NWORKERS + 2; i++) {
         snprintf(p[i].ep, sizeof p[i].ep, "%s", ep);
-        p[i].t = t;
         if (i < NWORKERS) {
-            p[i].kind = PEER_ROLLOUT;
             snprintf(p[i].id, sizeof p[i].id, "rollout-%d", i);
             p[i].rep[0] = res; p[i].rep_len[0] = t->res;
             p[i].rep[1] = rcr; p[i].rep_len[1] = t->rcredit;
             p[i].ack = ack; p[i].ack_len = t->ack;
         } else if (i == NWORKERS) {
-            p[i].kind = PEER_VERIFIER;
             snprintf(p[i].id, sizeof p[i].id, "verifier");
             p[i].rep[0] = sres; p[i].rep_len[0] = t->sres;
             p[i].rep[1] = vcr; p[i].rep_len[1] = t->vcredit;
         } else {
-            p[i].kind = PEER_LEARNER;
             snprintf(p[i].id, sizeof p[i].id, "learner");
             p[i].rep[0] = st; p[i].rep_len[0] = t->stepres;
         }
