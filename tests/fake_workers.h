@@ -9,6 +9,7 @@
 #ifndef DAPO_FAKE_WORKERS_H
 #define DAPO_FAKE_WORKERS_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,7 +24,29 @@ enum { MODE_BY_LENGTH = 0, MODE_ALL_WRONG = 1 };
 #define FAKE_NTYPES 32
 typedef struct {
     uint64_t tx_n[FAKE_NTYPES], tx_bytes[FAKE_NTYPES], rx_n[FAKE_NTYPES], rx_bytes[FAKE_NTYPES];
+    uint64_t full;                       /* sends that found the socket's queue full (ZeroMQ's HWM) and waited */
 } FakeTraffic;
+
+/* Waits until the worker's socket can take a message again (its send queue was at ZeroMQ's high-water mark),
+ * counting the wait; 0 when it can, -1 when the worker is told to stop. A result must not be dropped: the peer's
+ * heartbeats renew its leases, so the coordinator would wait for it for ever. (The scripted verifier takes up to
+ * 65536 items at once, so a burst of results can fill its 1000-message queue while the coordinator is busy.) */
+static inline int fake_wait_writable(Worker *w, FakeTraffic *tr, volatile int *stop) {
+    tr->full++;
+    while (!*stop) {
+        zmq_pollitem_t it = {.socket = worker_socket(w), .events = ZMQ_POLLOUT};
+        if (zmq_poll(&it, 1, 10) > 0) return 0;
+    }
+    return -1;
+}
+
+/* worker_send (non-blocking), waiting out a full queue instead of dropping the message. */
+static inline int fake_send(Worker *w, FakeTraffic *tr, volatile int *stop, Dapo__MsgType type, const ProtobufCMessage *m) {
+    for (;;) {
+        int rc = worker_send(w, type, m);
+        if (rc != ERR_AGAIN || fake_wait_writable(w, tr, stop)) return rc;
+    }
+}
 
 static inline void fake_count(uint64_t *n, uint64_t *bytes, int type, size_t frame_bytes) {
     if (type < 0 || type >= FAKE_NTYPES) return;
@@ -153,7 +176,8 @@ static inline void reply_group(FakeRollout *f, Worker *w, const Dapo__GenerateGr
             zmq_msg_t m;
             size_t len = fake_group_frame(f, g, &m);
             if (!len) return;
-            if (zmq_msg_send(&m, worker_socket(w), ZMQ_DONTWAIT) < 0) zmq_msg_close(&m);
+            while (zmq_msg_send(&m, worker_socket(w), ZMQ_DONTWAIT) < 0)
+                if (zmq_errno() != EAGAIN || fake_wait_writable(w, &f->traffic, &f->stop)) { zmq_msg_close(&m); break; }
             fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_GROUP_RESULT, len);
             if (k == 0) f->bytes_sent += len - NET_HEADER_BYTES;
         }
@@ -164,7 +188,7 @@ static inline void reply_group(FakeRollout *f, Worker *w, const Dapo__GenerateGr
     fake_group_result(f, g, resp, rp, &r);
     size_t packed = protobuf_c_message_get_packed_size(&r.base);
     for (int t = 0; t < times; t++) {
-        worker_send(w, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &r.base);
+        fake_send(w, &f->traffic, &f->stop, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &r.base);
         fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_GROUP_RESULT, NET_HEADER_BYTES + packed);
     }
     f->bytes_sent += packed;
@@ -190,7 +214,7 @@ static inline void *rollout_main(void *arg) {
             Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
             ack.version = loaded;
             ack.worker_id = f->id;
-            worker_send(w, DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
+            fake_send(w, &f->traffic, &f->stop, DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
             fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_WEIGHT_ACK,
                        NET_HEADER_BYTES + protobuf_c_message_get_packed_size(&ack.base));
         }
@@ -253,7 +277,7 @@ static inline void *learner_main(void *arg) {
                 }
                 if (f->gen_step_seen && *f->gen_step_seen > tb->step) f->overlapped++;
             }
-            worker_send(w, DAPO__MSG_TYPE__MSG_STEP_RESULT, &sr.base);
+            fake_send(w, &f->traffic, &f->stop, DAPO__MSG_TYPE__MSG_STEP_RESULT, &sr.base);
             fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_STEP_RESULT,
                        NET_HEADER_BYTES + protobuf_c_message_get_packed_size(&sr.base));
         }
@@ -305,7 +329,7 @@ static inline void *verifier_main(void *arg) {
             r.attempt = rq->attempt;
             r.n_scores = n;
             r.scores = scp;
-            worker_send(w, DAPO__MSG_TYPE__MSG_SCORE_RESULT, &r.base);
+            fake_send(w, &f->traffic, &f->stop, DAPO__MSG_TYPE__MSG_SCORE_RESULT, &r.base);
             worker_add_credit(w, (uint32_t)rq->n_items);
             fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_SCORE_RESULT,
                        NET_HEADER_BYTES + protobuf_c_message_get_packed_size(&r.base));

@@ -155,6 +155,7 @@ static double run_ours(const char *build, const char *tokdir, int steps, int res
             tr[0].tx_n[t] += r[i].traffic.tx_n[t]; tr[0].tx_bytes[t] += r[i].traffic.tx_bytes[t];
             tr[0].rx_n[t] += r[i].traffic.rx_n[t]; tr[0].rx_bytes[t] += r[i].traffic.rx_bytes[t];
         }
+    for (int i = 0; i < NWORKERS; i++) tr[0].full += r[i].traffic.full;
     tr[1] = v.traffic;
     tr[2] = l.traffic;
     *ngroups = groups;
@@ -222,6 +223,10 @@ static void traffic_print(const Traffic *t, const FakeTraffic tr[3]) {
     ROW("Heartbeat(ver)", "hub -> rollout", (uint64_t)t->steps * NWORKERS, t->hb);
     ROW("WeightAck", "rollout -> hub", tr[0].tx_n[ACK], t->ack);
 #undef ROW
+    if (tr[0].full + tr[1].full + tr[2].full)
+        printf("  (the scripted peers found their send queue full %llu times and waited: rollouts %llu, verifier %llu, "
+               "learner %llu)\n", (unsigned long long)(tr[0].full + tr[1].full + tr[2].full),
+               (unsigned long long)tr[0].full, (unsigned long long)tr[1].full, (unsigned long long)tr[2].full);
     printf("  (Heartbeat(ver): one per rollout per new version, steps.c announce_version, sized from the code; WeightAck "
            "includes the acks of version 0 at start; the baseline moves %d per step of each, %d TrainBatch + StepResult "
            "per step; GroupResult bytes/msg = %zu is the unit of the MB/s on both sides)\n",
