@@ -43,7 +43,9 @@ static inline int fake_wait_writable(Worker *w, FakeTraffic *tr, volatile int *s
 /* worker_send (non-blocking), waiting out a full queue instead of dropping the message. */
 static inline int fake_send(Worker *w, FakeTraffic *tr, volatile int *stop, Dapo__MsgType type, const ProtobufCMessage *m) {
     for (;;) {
-        int rc = worker_send(w, type, m);
+        uint64_t waits = worker_full_waits(w);
+        int rc = worker_send(w, type, m);           /* waits out a full queue itself, up to the lease timeout */
+        tr->full += worker_full_waits(w) > waits;
         if (rc != ERR_AGAIN || fake_wait_writable(w, tr, stop)) return rc;
     }
 }

@@ -20,7 +20,8 @@ struct Worker {
     int64_t        last_rx_ms;       /* last message from the coordinator */
     int64_t        next_hb_ms, next_hello_ms;
     uint64_t       hb_seq;
-    uint32_t       busy, pending_credit;
+    uint32_t       busy, pending_credit;   /* pending_credit: freed slots not yet announced (queue full, not READY) */
+    uint64_t       full_waits;       /* worker_send waits on a full send queue */
     int64_t        policy_version;
     int64_t        coord_version;    /* the coordinator's, from Welcome / Heartbeat */
 };
@@ -73,6 +74,16 @@ static int send_credit(Worker *w, uint32_t n) {
     return net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_CREDIT, &c.base, true);
 }
 
+/* Sends the credit not yet announced (pending_credit), when READY. A Credit that finds the send queue full stays
+ * pending and goes with the next try (worker_poll's timers, the next worker_add_credit): a dropped Credit would
+ * shrink the coordinator's view of this worker's room for good. */
+static int flush_credit(Worker *w) {
+    if (w->state != WORKER_READY || !w->pending_credit) return 0;
+    int rc = send_credit(w, w->pending_credit);
+    if (rc == 0) w->pending_credit = 0;
+    return rc == ERR_AGAIN ? 0 : rc;
+}
+
 /* Handles a protocol message; returns 1 when it is work for the caller, 0 when consumed, <0 refused. */
 static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
     w->last_rx_ms = clock_ms();
@@ -94,9 +105,10 @@ static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
         w->next_hb_ms = clock_ms() + w->o.heartbeat_ms;
         log_info("%s: registered with %s (run %s, session %d)", w->worker_id, w->coordinator,
                  wel->run_id[0] ? wel->run_id : "-", w->sessions);
-        uint32_t free_slots = w->o.capacity > w->busy ? w->o.capacity - w->busy : 0;
-        w->pending_credit = 0;
-        if (free_slots) send_credit(w, free_slots);
+        /* the coordinator starts this session's credit from zero: announce the free capacity (kept pending
+         * while the send queue is full) */
+        w->pending_credit = w->o.capacity > w->busy ? w->o.capacity - w->busy : 0;
+        flush_credit(w);
         return 0;
     }
     case DAPO__MSG_TYPE__MSG_HEARTBEAT:
@@ -126,6 +138,7 @@ static void run_timers(Worker *w) {
         if (rc && rc != ERR_AGAIN) log_warn("%s: hello not sent: %s", w->worker_id, err_str(rc));
     }
     if (w->state != WORKER_READY) return;
+    flush_credit(w);
     if (now - w->last_rx_ms > (int64_t)(w->o.lease_timeout_s * 1000)) {
         reconnect(w, "coordinator silent past the lease timeout");
         return;
@@ -178,13 +191,33 @@ int worker_poll(Worker *w, NetMsg *out, int timeout_ms, char err[ERR_LEN]) {
 }
 
 int worker_send(Worker *w, Dapo__MsgType type, const ProtobufCMessage *m) {
-    return net_send(w->sock, NULL, 0, type, m, true);
+    int64_t limit = w->o.send_wait_ms > 0 ? w->o.send_wait_ms : (int64_t)(w->o.lease_timeout_s * 1000);
+    int64_t end = clock_ms() + limit;
+    for (;;) {
+        int rc = net_send(w->sock, NULL, 0, type, m, true);
+        if (rc != ERR_AGAIN) return rc;
+        /* The send queue is at ZeroMQ's high-water mark (the coordinator reads slower than results come): wait for
+         * room instead of dropping a result whose lease our heartbeats would keep renewing. */
+        int64_t left = end - clock_ms();
+        if (left <= 0) {
+            log_warn("%s: %s not sent: the send queue stayed full for %lld ms", w->worker_id, net_type_name(type),
+                     (long long)limit);
+            return ERR_AGAIN;
+        }
+        w->full_waits++;
+        zmq_pollitem_t it = {.socket = w->sock, .events = ZMQ_POLLOUT};
+        if (zmq_poll(&it, 1, (long)(left < 100 ? left : 100)) < 0 && zmq_errno() != EINTR)
+            return -zmq_errno();
+    }
 }
 
 int worker_add_credit(Worker *w, uint32_t n) {
-    if (w->state != WORKER_READY) { w->pending_credit += n; return 0; }
-    return send_credit(w, n);
+    uint64_t total = (uint64_t)w->pending_credit + n;
+    w->pending_credit = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+    return flush_credit(w);              /* not READY: announced with the credit that follows the next Welcome */
 }
+
+uint64_t worker_full_waits(const Worker *w) { return w->full_waits; }
 
 void worker_set_status(Worker *w, uint32_t busy, int64_t policy_version) {
     w->busy = busy;

@@ -30,6 +30,7 @@ typedef struct {
     int64_t     max_msg_bytes;      /* [256 MiB] */
     const char *build_info;         /* free text for the worker table */
     int64_t     policy_version;     /* weights version held at start, reported in the first Hello (-1: none) */
+    int         send_wait_ms;       /* longest worker_send waits out a full send queue [0: lease_timeout_s] */
 } WorkerOpts;
 
 typedef struct Worker Worker;
@@ -46,12 +47,21 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]);
  * Malformed frames are logged and dropped. */
 int worker_poll(Worker *w, NetMsg *out, int timeout_ms, char err[ERR_LEN]);
 
-/* Sends a message to the coordinator (results, acks, lease renewals). 0 or a negative code (net_send). */
+/* Sends a message to the coordinator (results, acks, lease renewals). A result must not be lost while this
+ * worker's heartbeats keep renewing its lease, so a send that finds the queue full (ZeroMQ's high-water mark: the
+ * coordinator is reading slower than results arrive) waits for room, up to o.send_wait_ms (default: the lease
+ * timeout), instead of dropping the message; it blocks the caller meanwhile (no heartbeats are due to a
+ * coordinator that is not reading). Returns 0, ERR_AGAIN after waiting that long (logged), or another negative
+ * code (net_send). */
 int worker_send(Worker *w, Dapo__MsgType type, const ProtobufCMessage *m);
 
-/* Announces n more free slots (after finishing items). Sent at once when READY; otherwise included in the
- * credit that follows the next Welcome. */
+/* Announces n more free slots (after finishing items). Sent at once when READY and the send queue has room;
+ * otherwise kept and sent by the next worker_poll / worker_add_credit (or folded into the credit that follows the
+ * next Welcome), so no credit is ever lost. 0 or a negative code other than ERR_AGAIN. */
 int worker_add_credit(Worker *w, uint32_t n);
+
+/* How many times worker_send found the send queue full and waited (for tests and benchmarks). */
+uint64_t worker_full_waits(const Worker *w);
 
 /* What the next heartbeats report: items in progress and the loaded policy version. busy also sets the credit
  * offered after a (re-)Welcome: capacity - busy. */
