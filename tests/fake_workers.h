@@ -69,6 +69,9 @@ typedef struct { uint8_t *body; size_t len; int n; } FakeTemplate;
 typedef struct {
     char          endpoint[64], id[32];
     int           mode, duplicate, die_after, capacity;
+    int           mute_after;            /* > 0: after this many groups, take GenerateGroups but never answer them
+                                          * (nor return their credit) while heartbeating on: a lost result */
+    int           muted;                 /* GenerateGroups so ignored */
     int           resp_tokens;           /* tokens per response; 0: 3 to 5 */
     int           text_bytes;            /* bytes of text per response; 0: just the answer line */
     volatile int  stop;
@@ -225,6 +228,7 @@ static inline void *rollout_main(void *arg) {
         if (m.type == DAPO__MSG_TYPE__MSG_GENERATE_GROUP) {
             Dapo__GenerateGroup *g = (Dapo__GenerateGroup *)m.msg;
             if (f->die_after && f->groups_done >= f->die_after) { dead = 1; net_msg_free(&m); continue; }
+            if (f->mute_after && f->groups_done >= f->mute_after) { f->muted++; net_msg_free(&m); continue; }
             if (f->gen_step_seen && !g->validation && g->step > *f->gen_step_seen) *f->gen_step_seen = g->step;
             reply_group(f, w, g, f->duplicate ? 2 : 1);
             worker_add_credit(w, g->n);
@@ -293,6 +297,11 @@ static inline void *learner_main(void *arg) {
 /* A verifier that scores every response at once: acc 1 when its text starts with "Answer: 7". */
 typedef struct {
     char          endpoint[64];
+    char          id[32];                /* "" : "verifier-fake" */
+    int           capacity;              /* responses held at once; 0: 65536 */
+    int           mute;                  /* takes ScoreRequests but never answers them (nor returns their credit)
+                                          * while heartbeating on: a lost result */
+    int           muted;                 /* ScoreRequests so ignored */
     volatile int  stop;
     FakeTraffic   traffic;
     pthread_t     th;
@@ -302,14 +311,17 @@ static inline void *verifier_main(void *arg) {
     FakeVerifier *f = arg;
     void *ctx = zmq_ctx_new();
     char err[ERR_LEN];
-    WorkerOpts o = {.role = DAPO__ROLE__ROLE_VERIFIER, .worker_id = "verifier-fake", .coordinator = f->endpoint,
-                    .capacity = 1 << 16, .heartbeat_ms = 100, .lease_timeout_s = 5};
+    WorkerOpts o = {.role = DAPO__ROLE__ROLE_VERIFIER, .worker_id = f->id[0] ? f->id : "verifier-fake",
+                    .coordinator = f->endpoint, .capacity = f->capacity > 0 ? (uint32_t)f->capacity : 1 << 16,
+                    .heartbeat_ms = 100, .lease_timeout_s = 5};
     Worker *w = worker_open(ctx, &o, err);
     while (w && !f->stop) {
         NetMsg m;
         if (worker_poll(w, &m, 20, err) != 1) continue;
         fake_count(f->traffic.rx_n, f->traffic.rx_bytes, m.type, m.bytes);
-        if (m.type == DAPO__MSG_TYPE__MSG_SCORE_REQUEST) {
+        if (m.type == DAPO__MSG_TYPE__MSG_SCORE_REQUEST && f->mute) {
+            f->muted++;
+        } else if (m.type == DAPO__MSG_TYPE__MSG_SCORE_REQUEST) {
             Dapo__ScoreRequest *rq = (Dapo__ScoreRequest *)m.msg;
             Dapo__Score sc[64], *scp[64];
             size_t n = rq->n_items < 64 ? rq->n_items : 64;

@@ -111,6 +111,9 @@ typedef struct Config {
     int     dashboard_demo_steps;     /* test hook: N synthetic dashboard steps, one per 200 ms (0: off) */
     int     heartbeat_ms;
     double  lease_timeout_s;
+    double  max_lease_s;              /* a generation lease older than this is reclaimed even while its worker
+                                       * heartbeats (a lost result); 0: no bound */
+    double  max_score_lease_s;        /* the same for a scoring lease (ScoreRequest); 0: no bound */
     int     max_msg_mb;               /* ZMQ_MAXMSGSIZE, MiB */
     int     num_learners;             /* W */
     int     learner_threads, rollout_threads;

@@ -149,6 +149,10 @@ int  engine_start(Coord *c, char err[ERR_LEN]);        /* loads the data; NULL e
 void engine_tick(Coord *c);                            /* advances the state machine; called from cron and after messages */
 void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m);   /* GroupResult, ScoreResult, StepResult, WeightAck */
 void engine_on_worker_lost(Coord *c, int worker);      /* its leases go back to the queue */
+/* Takes back leases held longer than cluster.max_lease_s (generation) / cluster.max_score_lease_s (scoring) even
+ * from a worker that still heartbeats: the group goes back to the queue with attempt + 1, the worker gets a Cancel,
+ * a warning names worker and group, /api/status "leases" counts it. Called from the cron (every 100 ms). */
+void engine_reclaim_leases(Coord *c);
 void engine_free(Coord *c);
 Phase engine_phase(const Coord *c);                    /* PH_IDLE when there is no engine */
 struct json_t;

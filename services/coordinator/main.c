@@ -111,6 +111,7 @@ static void on_zmq_readable(uv_poll_t *h, int status, int events) {
 static void on_cron(uv_timer_t *t) {
     Coord *c = t->data;
     registry_cron(c);
+    engine_reclaim_leases(c);
     engine_tick(c);
     coord_drain(c);
 }

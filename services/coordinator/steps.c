@@ -5,8 +5,9 @@
  *   [VALIDATE every test_freq] -> next step ... -> DONE, or FAILED with the reason on the dashboard.
  *
  * Work is leased by credit: a rollout credit is one sequence (a group of n costs n), a verifier credit one
- * response. A lease lives as long as its worker heartbeats; when the registry declares a worker lost, its groups
- * go back to the queue with attempt + 1. Results are matched by (group id, attempt) and policy version, so stale
+ * response. A lease lives as long as its worker heartbeats, up to cluster.max_lease_s (generation) or
+ * cluster.max_score_lease_s (scoring); when the registry declares a worker lost, or a lease passes that bound,
+ * its groups go back to the queue with attempt + 1. Results are matched by (group id, attempt) and policy version, so stale
  * and duplicate results are dropped and nothing is counted twice. Every group is in exactly one GroupState.
  * Synchronous on-policy mode: rollouts generate with the current version only.
  * Not here yet: async mode (trainer.staleness 1), coordinator checkpoints and resume. */
@@ -78,6 +79,8 @@ struct Engine {
     TrainJob       job;          /* the step whose batch is at the learners (at most one) */
     char           fail[ERR_LEN];
     EngineSnapshot snap;         /* as of the last finished step */
+    uint64_t       leases_reclaimed;         /* leases taken back past cluster.max_lease_s / max_score_lease_s */
+    char           last_reclaim[256];        /* the latest of them, in words (/api/status) */
 };
 
 const char *group_state_name(GroupState s) {
@@ -595,6 +598,19 @@ static void send_ready_batch(Coord *c) {
     xfree(batch);
 }
 
+/* Tells the worker holding g's lease (LEASED or SCORING) to drop it. */
+static void send_cancel(Coord *c, const Group *g, const char *reason) {
+    if (g->worker < 0 || c->workers[g->worker].life != WORKER_ALIVE) return;
+    Dapo__ItemRef ref = DAPO__ITEM_REF__INIT, *refs[1] = {&ref};
+    ref.item_id = g->id;
+    ref.attempt = g->state == GS_LEASED ? g->attempt : g->score_attempt;
+    Dapo__Cancel m = DAPO__CANCEL__INIT;
+    m.n_items = 1;
+    m.items = refs;
+    m.reason = (char *)reason;
+    coord_send(c, &c->workers[g->worker], DAPO__MSG_TYPE__MSG_CANCEL, &m.base);
+}
+
 /* Cancels every group still in flight (streaming mode, once the batch is full). */
 static void cancel_in_flight(Coord *c) {
     Engine *e = c->engine;
@@ -602,16 +618,7 @@ static void cancel_in_flight(Coord *c) {
         Group *g = &e->groups[i];
         if (g->state != GS_QUEUED && g->state != GS_LEASED && g->state != GS_GENERATED && g->state != GS_SCORING)
             continue;
-        if ((g->state == GS_LEASED || g->state == GS_SCORING) && g->worker >= 0) {
-            Dapo__ItemRef ref = DAPO__ITEM_REF__INIT, *refs[1] = {&ref};
-            ref.item_id = g->id;
-            ref.attempt = g->state == GS_LEASED ? g->attempt : g->score_attempt;
-            Dapo__Cancel m = DAPO__CANCEL__INIT;
-            m.n_items = 1;
-            m.items = refs;
-            m.reason = "batch full";
-            coord_send(c, &c->workers[g->worker], DAPO__MSG_TYPE__MSG_CANCEL, &m.base);
-        }
+        if (g->state == GS_LEASED || g->state == GS_SCORING) send_cancel(c, g, "batch full");
         set_state(c, g, GS_CANCELLED);
     }
 }
@@ -862,6 +869,41 @@ void engine_on_worker_lost(Coord *c, int wi) {
              "checkpoint", e->step, c->workers[wi].rank, c->workers[wi].id);
 }
 
+/* A lease lives while its worker heartbeats, but not for ever: one older than cluster.max_lease_s (generation)
+ * or cluster.max_score_lease_s (scoring) is taken back even from a worker that still heartbeats — one that lost a
+ * result (a send dropped on a full queue, a bug) or hangs on one item while its loop runs would otherwise stall
+ * the step silently (DESIGN.md §7: no input may lose data). The group goes back to the queue with attempt + 1
+ * (a group past MAX_ATTEMPTS is cancelled), the worker is told to drop it (Cancel), a late result of the old
+ * attempt is dropped as stale, and /api/status counts it ("leases"). */
+void engine_reclaim_leases(Coord *c) {
+    Engine *e = c->engine;
+    if (!e) return;
+    int64_t now = clock_ms();
+    int64_t lim_gen = (int64_t)(c->cfg.max_lease_s * 1000), lim_score = (int64_t)(c->cfg.max_score_lease_s * 1000);
+    for (int i = 0; i < e->ngroups; i++) {
+        Group *g = &e->groups[i];
+        int64_t lim = g->state == GS_LEASED ? lim_gen : g->state == GS_SCORING ? lim_score : 0;
+        if (lim <= 0 || now - g->lease_ms <= lim) continue;
+        const char *wid = g->worker >= 0 ? c->workers[g->worker].id : "?";
+        int gen = g->state == GS_LEASED;
+        snprintf(e->last_reclaim, sizeof e->last_reclaim, "step %ld: group %llu (%s attempt %u) held by %s for %.1f s, "
+                 "over cluster.%s %g s: back to the queue", e->step, (unsigned long long)g->id,
+                 gen ? "generation" : "scoring", gen ? g->attempt : g->score_attempt, wid, (now - g->lease_ms) / 1000.0,
+                 gen ? "max_lease_s" : "max_score_lease_s", gen ? c->cfg.max_lease_s : c->cfg.max_score_lease_s);
+        log_warn("%s", e->last_reclaim);
+        send_cancel(c, g, "lease reclaimed: held past the coordinator's lease limit");
+        if (gen) {
+            g->attempt++;
+            set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
+        } else {
+            g->score_attempt++;
+            set_state(c, g, GS_GENERATED);
+        }
+        g->worker = -1;
+        e->leases_reclaimed++;
+    }
+}
+
 /* ------------------------------------------------------------------------------------------------ tick */
 
 static int rollouts_current(Coord *c) {
@@ -1095,8 +1137,32 @@ void engine_status_fill(Coord *c, json_t *status) {
     json_object_set_new(status, "groups", groups);
     json_object_set_new(status, "phase", json_string(phase_name(engine_phase(c))));
     if (c->engine) {
-        json_object_set_new(status, "epoch", json_integer(c->engine->epoch));
-        json_object_set_new(status, "prompts_consumed", json_integer(c->engine->consumed));
+        Engine *e = c->engine;
+        json_object_set_new(status, "epoch", json_integer(e->epoch));
+        json_object_set_new(status, "prompts_consumed", json_integer(e->consumed));
+        /* leases held now, the oldest (a stall shows here as an age that keeps growing), and those taken back */
+        int64_t now = clock_ms(), oldest_ms = -1;
+        const Group *old = NULL;
+        int held = 0;
+        for (int i = 0; i < e->ngroups; i++) {
+            const Group *g = &e->groups[i];
+            if (g->state != GS_LEASED && g->state != GS_SCORING) continue;
+            held++;
+            if (now - g->lease_ms > oldest_ms) { oldest_ms = now - g->lease_ms; old = g; }
+        }
+        json_t *l = json_object();
+        json_object_set_new(l, "held", json_integer(held));
+        json_object_set_new(l, "oldest_s", json_real(old ? oldest_ms / 1000.0 : 0.0));
+        json_object_set_new(l, "oldest_group", old ? json_integer((json_int_t)old->id) : json_null());
+        json_object_set_new(l, "oldest_kind", old ? json_string(old->state == GS_LEASED ? "generation" : "scoring")
+                                                  : json_null());
+        json_object_set_new(l, "oldest_worker", old && old->worker >= 0 ? json_string(c->workers[old->worker].id)
+                                                                        : json_null());
+        json_object_set_new(l, "max_lease_s", json_real(c->cfg.max_lease_s));
+        json_object_set_new(l, "max_score_lease_s", json_real(c->cfg.max_score_lease_s));
+        json_object_set_new(l, "reclaimed", json_integer((json_int_t)e->leases_reclaimed));
+        json_object_set_new(l, "last_reclaimed", json_string(e->last_reclaim));
+        json_object_set_new(status, "leases", l);
     }
 }
 

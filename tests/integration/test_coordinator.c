@@ -23,7 +23,11 @@ typedef struct {
     char zep[64], dir[256];
     FakeRollout r[2];
     FakeLearner l;
+    FakeVerifier v[2];           /* with g_fake_verifiers: scripted verifiers instead of dapo-verifier */
+    int nv;
 } Run;
+
+static int g_fake_verifiers;     /* start_run: v[0] (muted: never answers) and v[1] instead of dapo-verifier */
 
 /* 24 prompts whose token lengths differ, every ground truth "7". */
 static void write_dataset(const char *path) {
@@ -71,7 +75,15 @@ static void start_run(Run *r, int mode, const char *extra1, const char *extra2) 
     snprintf(log, sizeof log, "%s/verifier.log", r->dir);
     char *vargv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-verifier"), coord, "cluster.heartbeat_ms=100",
                      "cluster.verifier_threads=1", "--id", "verifier-0", NULL};
-    r->verifier = tu_spawn(vargv, log);
+    if (!g_fake_verifiers) r->verifier = tu_spawn(vargv, log);
+    for (int i = 0; g_fake_verifiers && i < 2; i++) {
+        FakeVerifier *v = &r->v[r->nv++];
+        snprintf(v->endpoint, sizeof v->endpoint, "%s", r->zep);
+        snprintf(v->id, sizeof v->id, "verifier-%s", i ? "ok" : "muted");
+        v->capacity = 8;
+        v->mute = i == 0;
+        pthread_create(&v->th, NULL, verifier_main, v);
+    }
     for (int i = 0; i < 2; i++) {
         snprintf(r->r[i].endpoint, sizeof r->r[i].endpoint, "%s", r->zep);
         snprintf(r->r[i].id, sizeof r->r[i].id, "rollout-%d", i);
@@ -87,9 +99,11 @@ static void stop_run(Run *r) {
     for (int i = 0; i < 2; i++) { r->r[i].stop = 1; pthread_join(r->r[i].th, NULL); }
     r->l.stop = 1;
     pthread_join(r->l.th, NULL);
-    kill(r->verifier, SIGTERM);
+    for (int i = 0; i < r->nv; i++) { r->v[i].stop = 1; pthread_join(r->v[i].th, NULL); }
+    r->nv = 0;
+    if (r->verifier > 0) kill(r->verifier, SIGTERM);
     kill(r->coord, SIGTERM);
-    int v = tu_wait(r->verifier, 5000), c = tu_wait(r->coord, 5000);
+    int v = r->verifier > 0 ? tu_wait(r->verifier, 5000) : 0, c = tu_wait(r->coord, 5000);
     r->verifier = r->coord = 0;
     if (g_run == r) g_run = NULL;
     assert_int_equal(v, 0);
@@ -105,6 +119,9 @@ static int teardown(void **state) {
     for (int i = 0; i < 2; i++) { r->r[i].stop = 1; pthread_join(r->r[i].th, NULL); }
     r->l.stop = 1;
     pthread_join(r->l.th, NULL);
+    for (int i = 0; i < r->nv; i++) { r->v[i].stop = 1; pthread_join(r->v[i].th, NULL); }
+    r->nv = 0;
+    g_fake_verifiers = 0;
     pid_t p[] = {r->verifier, r->coord};
     for (int i = 0; i < 2; i++) if (p[i] > 0) { kill(p[i], SIGKILL); tu_wait(p[i], 2000); }
     return 0;
@@ -214,6 +231,66 @@ static void test_rollout_dies_mid_step(void **state) {
     stop_run(&r);
 }
 
+/* A rollout that takes groups and never answers them while it keeps heartbeating (a lost result) would hold its
+ * leases for ever: the step stalled silently. Past cluster.max_lease_s the coordinator takes them back (attempt + 1),
+ * the groups go to the other rollout, the worker stays alive, /api/status counts it and the log names worker and
+ * group. */
+static void test_silent_rollout_lease_reclaimed(void **state) {
+    (void)state;
+    static Run r;
+    start_run(&r, MODE_BY_LENGTH, "trainer.val_before_train=false", "cluster.max_lease_s=1.5");
+    r.r[1].mute_after = 1;
+    json_t *st = wait_phase(&r, "done", 60000);
+    assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 2);
+    assert_accounting(st);
+    assert_int_equal(group_count(st, "trained"), 8);
+    assert_true(r.r[1].muted >= 1);
+    json_t *leases = json_object_get(st, "leases");
+    assert_true(json_integer_value(json_object_get(leases, "reclaimed")) >= r.r[1].muted);
+    assert_int_equal(json_integer_value(json_object_get(leases, "held")), 0);
+    assert_true(json_real_value(json_object_get(leases, "max_lease_s")) == 1.5);
+    const char *last = json_string_value(json_object_get(leases, "last_reclaimed"));
+    assert_non_null(last);
+    assert_non_null(strstr(last, "held by rollout-1"));
+    assert_non_null(strstr(last, "over cluster.max_lease_s 1.5 s"));
+    json_t *ws = json_object_get(st, "workers");
+    int alive = 0;
+    for (size_t i = 0; i < json_array_size(ws); i++) {
+        json_t *w = json_array_get(ws, i);
+        if (!strcmp(json_string_value(json_object_get(w, "id")), "rollout-1"))
+            alive = !strcmp(json_string_value(json_object_get(w, "state")), "alive");
+    }
+    assert_true(alive);                       /* it heartbeats: never declared lost */
+    json_decref(st);
+    char cmd[400], out[8192];
+    snprintf(cmd, sizeof cmd, "grep -c 'held by rollout-1 for' %s/coordinator.log", r.dir);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    assert_true(atoi(out) >= r.r[1].muted);
+    stop_run(&r);
+}
+
+/* The same for scoring: a verifier that takes ScoreRequests and never answers them while it heartbeats. Past
+ * cluster.max_score_lease_s the groups go back to "generated" (score attempt + 1) and the other verifier scores
+ * them; a late answer to the old attempt would be dropped as stale. */
+static void test_silent_verifier_lease_reclaimed(void **state) {
+    (void)state;
+    static Run r;
+    g_fake_verifiers = 1;
+    start_run(&r, MODE_BY_LENGTH, "trainer.val_before_train=false", "cluster.max_score_lease_s=1");
+    json_t *st = wait_phase(&r, "done", 60000);
+    assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 2);
+    assert_accounting(st);
+    assert_int_equal(group_count(st, "trained"), 8);
+    assert_true(r.v[0].muted >= 1);
+    json_t *leases = json_object_get(st, "leases");
+    assert_true(json_integer_value(json_object_get(leases, "reclaimed")) >= r.v[0].muted);
+    assert_non_null(strstr(json_string_value(json_object_get(leases, "last_reclaimed")), "held by verifier-muted"));
+    assert_non_null(strstr(json_string_value(json_object_get(leases, "last_reclaimed")), "(scoring attempt 1)"));
+    json_decref(st);
+    stop_run(&r);
+    g_fake_verifiers = 0;
+}
+
 /* SIGTERM writes the checkpoint; a restart with resume_mode auto continues from it, here from a checkpoint taken
  * exactly at an epoch boundary (24 prompts, one round of 6 per step without filtering: 4 steps per epoch). */
 static void test_resume_at_epoch_boundary(void **state) {
@@ -295,6 +372,8 @@ int main(void) {
         cmocka_unit_test_teardown(test_two_steps_with_validation, teardown),
         cmocka_unit_test_teardown(test_max_num_gen_batches_error, teardown),
         cmocka_unit_test_teardown(test_rollout_dies_mid_step, teardown),
+        cmocka_unit_test_teardown(test_silent_rollout_lease_reclaimed, teardown),
+        cmocka_unit_test_teardown(test_silent_verifier_lease_reclaimed, teardown),
         cmocka_unit_test_teardown(test_resume_at_epoch_boundary, teardown),
         cmocka_unit_test_teardown(test_async_overlaps_generation_and_training, teardown),
     };
