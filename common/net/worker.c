@@ -195,13 +195,16 @@ int worker_send(Worker *w, Dapo__MsgType type, const ProtobufCMessage *m) {
     int64_t end = clock_ms() + limit;
     for (;;) {
         int rc = net_send(w->sock, NULL, 0, type, m, true);
-        if (rc != ERR_AGAIN) return rc;
+        if (rc != ERR_AGAIN || w->state != WORKER_READY) return rc;   /* not registered: nothing holds a lease */
         /* The send queue is at ZeroMQ's high-water mark (the coordinator reads slower than results come): wait for
          * room instead of dropping a result whose lease our heartbeats would keep renewing. */
         int64_t left = end - clock_ms();
         if (left <= 0) {
+            /* nothing of ours was read for that long: the coordinator is gone or stuck, and has stopped counting
+             * our heartbeats; register again (and send without waiting until then) */
             log_warn("%s: %s not sent: the send queue stayed full for %lld ms", w->worker_id, net_type_name(type),
                      (long long)limit);
+            reconnect(w, "send queue full past the wait limit");
             return ERR_AGAIN;
         }
         w->full_waits++;

@@ -51,8 +51,9 @@ int worker_poll(Worker *w, NetMsg *out, int timeout_ms, char err[ERR_LEN]);
  * worker's heartbeats keep renewing its lease, so a send that finds the queue full (ZeroMQ's high-water mark: the
  * coordinator is reading slower than results arrive) waits for room, up to o.send_wait_ms (default: the lease
  * timeout), instead of dropping the message; it blocks the caller meanwhile (no heartbeats are due to a
- * coordinator that is not reading). Returns 0, ERR_AGAIN after waiting that long (logged), or another negative
- * code (net_send). */
+ * coordinator that is not reading). Only a READY worker waits; after a wait that long it registers again (as
+ * after coordinator silence), so later sends do not wait too. Returns 0, ERR_AGAIN (not READY and the queue is
+ * full, or after waiting that long: logged), or another negative code (net_send). */
 int worker_send(Worker *w, Dapo__MsgType type, const ProtobufCMessage *m);
 
 /* Announces n more free slots (after finishing items). Sent at once when READY and the send queue has room;

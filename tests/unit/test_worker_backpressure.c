@@ -49,21 +49,18 @@ static void *reader_main(void *arg) {
     return NULL;
 }
 
-static void test_full_queue_loses_no_result_or_credit(void **state) {
-    (void)state;
-    void *ctx = zmq_ctx_new();
+/* A bare ROUTER on `ep` and a worker registered with it (Hello, Welcome, the first Credit read). */
+static Worker *registered_worker(void *ctx, const char *ep, const char *id, int send_wait_ms, void **router) {
     char err[ERR_LEN];
     NetOpts ro = {.bind = true};
-    void *router = net_socket(ctx, ZMQ_ROUTER, "inproc://backpressure", &ro, err);
-    assert_non_null(router);
-    WorkerOpts o = {.role = DAPO__ROLE__ROLE_VERIFIER, .worker_id = "verifier-bp", .coordinator = "inproc://backpressure",
-                    .capacity = 100, .heartbeat_ms = 60000, .lease_timeout_s = 60, .send_wait_ms = 20000};
+    *router = net_socket(ctx, ZMQ_ROUTER, ep, &ro, err);
+    assert_non_null(*router);
+    WorkerOpts o = {.role = DAPO__ROLE__ROLE_VERIFIER, .worker_id = id, .coordinator = ep, .capacity = 100,
+                    .heartbeat_ms = 60000, .lease_timeout_s = 60, .send_wait_ms = send_wait_ms};
     Worker *w = worker_open(ctx, &o, err);
     assert_non_null(w);
-
-    /* registration: Hello -> Welcome -> the first Credit (the whole capacity) */
     NetMsg m;
-    assert_int_equal(net_recv(router, &m, 2000, 0, err), 0);
+    assert_int_equal(net_recv(*router, &m, 2000, 0, err), 0);
     assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_HELLO);
     Dapo__Welcome wel = DAPO__WELCOME__INIT;
     wel.accepted = 1;
@@ -72,17 +69,25 @@ static void test_full_queue_loses_no_result_or_credit(void **state) {
     wel.heartbeat_ms = 60000;
     wel.lease_timeout_s = 60;
     wel.reason = "";
-    assert_int_equal(net_send(router, m.peer, m.peer_len, DAPO__MSG_TYPE__MSG_WELCOME, &wel.base, false), 0);
+    assert_int_equal(net_send(*router, m.peer, m.peer_len, DAPO__MSG_TYPE__MSG_WELCOME, &wel.base, false), 0);
     net_msg_free(&m);
     for (int i = 0; i < 100 && worker_state(w) != WORKER_READY; i++) {
         NetMsg x;
         if (worker_poll(w, &x, 20, err) == 1) net_msg_free(&x);
     }
     assert_int_equal(worker_state(w), WORKER_READY);
-    assert_int_equal(net_recv(router, &m, 2000, 0, err), 0);
+    assert_int_equal(net_recv(*router, &m, 2000, 0, err), 0);
     assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_CREDIT);
     assert_int_equal(((Dapo__Credit *)m.msg)->credits, 100);
     net_msg_free(&m);
+    return w;
+}
+
+static void test_full_queue_loses_no_result_or_credit(void **state) {
+    (void)state;
+    void *ctx = zmq_ctx_new(), *router;
+    char err[ERR_LEN];
+    Worker *w = registered_worker(ctx, "inproc://backpressure", "verifier-bp", 20000, &router);
 
     /* the coordinator stops reading for 300 ms; the worker sends a result and a credit per item meanwhile */
     static Reader rd;
@@ -120,18 +125,13 @@ static void test_full_queue_loses_no_result_or_credit(void **state) {
     zmq_ctx_term(ctx);
 }
 
-/* A queue that stays full (nobody reads) gives up after send_wait_ms with ERR_AGAIN instead of blocking for ever. */
+/* A queue that stays full (nobody reads) gives up after send_wait_ms with ERR_AGAIN instead of blocking for ever,
+ * and the worker registers again (the coordinator read nothing of it for that long), so the next send does not
+ * wait. */
 static void test_send_wait_is_bounded(void **state) {
     (void)state;
-    void *ctx = zmq_ctx_new();
-    char err[ERR_LEN];
-    NetOpts ro = {.bind = true};
-    void *router = net_socket(ctx, ZMQ_ROUTER, "inproc://backpressure-2", &ro, err);
-    assert_non_null(router);
-    WorkerOpts o = {.role = DAPO__ROLE__ROLE_VERIFIER, .worker_id = "verifier-bp2", .coordinator = "inproc://backpressure-2",
-                    .capacity = 1, .heartbeat_ms = 60000, .lease_timeout_s = 60, .send_wait_ms = 200};
-    Worker *w = worker_open(ctx, &o, err);
-    assert_non_null(w);
+    void *ctx = zmq_ctx_new(), *router;
+    Worker *w = registered_worker(ctx, "inproc://backpressure-2", "verifier-bp2", 200, &router);
     Dapo__LeaseRenew lr = DAPO__LEASE_RENEW__INIT;
     int rc = 0, sent = 0;
     int64_t t0 = 0;
@@ -145,6 +145,10 @@ static void test_send_wait_is_bounded(void **state) {
     assert_int_equal(rc, ERR_AGAIN);
     assert_true(sent >= 1000 && sent < 10000);
     assert_true(waited >= 190 && waited < 5000);
+    assert_int_equal(worker_state(w), WORKER_CONNECTING);
+    t0 = clock_ms();
+    assert_int_equal(worker_send(w, DAPO__MSG_TYPE__MSG_LEASE_RENEW, &lr.base), ERR_AGAIN);
+    assert_true(clock_ms() - t0 < 100);
     worker_close(w, NULL);
     zmq_close(router);
     zmq_ctx_term(ctx);
