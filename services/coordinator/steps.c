@@ -782,7 +782,7 @@ static void on_score_result(Coord *c, WorkerEntry *w, Dapo__ScoreResult *r) {
         g->penalty[k] = isfinite(s->overlong_penalty) ? s->overlong_penalty : 0.0f;
         xfree(g->pred[k]);
         g->pred[k] = xmalloc(s->pred.len + 1);
-        memcpy(g->pred[k], s->pred.data, s->pred.len);
+        if (s->pred.len) memcpy(g->pred[k], s->pred.data, s->pred.len);     /* an empty pred may have data NULL */
         g->pred[k][s->pred.len] = 0;
     }
     for (int i = 0; i < g->n; i++) if (!g->pred[i]) g->pred[i] = xstrdup("");
