@@ -25,6 +25,9 @@ def main():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok_dir = a.tokenizer or a.model_dir
+    if not os.path.exists(os.path.join(tok_dir, "tokenizer.json")):
+        sys.exit(f"no tokenizer.json in {tok_dir}: checkpoints hold only config.json and weights; "
+                 "pass --tokenizer (data/tokenizers/tiny for the default run)")
     tok = AutoTokenizer.from_pretrained(tok_dir)
     model = AutoModelForCausalLM.from_pretrained(a.model_dir, torch_dtype=torch.float32)
     model.eval()
