@@ -484,7 +484,37 @@ void config_print_yaml(const Config *c, FILE *f) {
     }
 }
 
+bool config_help_wanted(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0) { i++; continue; }      /* a file named "-h" is a file */
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+    }
+    return false;
+}
+
+void config_usage_print(FILE *f, const char *prog, const char *extra) {
+    const char *base = prog ? strrchr(prog, '/') : NULL;
+    base = base ? base + 1 : prog ? prog : "dapo";
+    if (!extra) extra = "";
+    const char *nl = strchr(extra, '\n');
+    int syn = nl ? (int)(nl - extra) : (int)strlen(extra);
+    fprintf(f,
+            "usage: %s [--config FILE] [key.path=value ...] [--print-config]%s%.*s\n"
+            "  --config FILE     a YAML file of verl-style sections (data, actor_rollout_ref, algorithm, reward_model,\n"
+            "                    trainer, cluster); applied first. An empty file means all defaults.\n"
+            "  key.path=value    set one key, e.g. actor_rollout_ref.actor.clip_ratio_high=0.28 or\n"
+            "                    data.train_files=[a.jsonl,b.jsonl]; applied in order after the file (overrides win)\n"
+            "  --print-config    print the resolved config (every key, as YAML) and exit\n"
+            "%s%s"
+            "  --help, -h        print this text and exit\n",
+            base, syn ? " " : "", syn, extra, nl ? nl + 1 : "", nl ? "\n" : "");
+}
+
 int config_from_cli(Config *c, int *argc, char **argv, bool *print_config, char err[ERR_LEN]) {
+    if (config_help_wanted(*argc, argv)) {
+        config_usage_print(stdout, argv[0], NULL);
+        exit(0);
+    }
     config_defaults(c);
     if (print_config) *print_config = false;
     int out = 1, rc = 0;

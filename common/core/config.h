@@ -142,10 +142,22 @@ int config_validate(const Config *c, char err[ERR_LEN]);
 /* Writes the resolved config as nested YAML (every key of the table). */
 void config_print_yaml(const Config *c, FILE *f);
 
+/* True when argv[1..argc) holds `--help` or `-h` (not as the file name after --config). */
+bool config_help_wanted(int argc, char **argv);
+
+/* Writes the usage paragraph of the shared command line to f: "usage: <basename of prog> [--config FILE]
+ * [key.path=value ...] [--print-config] <synopsis>" and one line per flag. extra: the caller's own flags, NULL or
+ * "" for none: its first line is the synopsis ("[--id NAME]"), the lines after it (if any) describe them and are
+ * printed among the shared flags' lines. */
+void config_usage_print(FILE *f, const char *prog, const char *extra);
+
 /* The command line every daemon and tool shares: `--config FILE` (applied first), `key.path=value`
  * overrides (applied in order), `--print-config` (sets *print_config). Arguments it does not know are
  * left in argv (compacted; *argc updated) for the caller. Defaults are applied here. Returns 0 or
- * ERR_INVAL/ERR_IO with a message in err; on error c still holds valid (partial) values to free. */
+ * ERR_INVAL/ERR_IO with a message in err; on error c still holds valid (partial) values to free.
+ * `--help` / `-h` (config_help_wanted): prints config_usage_print(stdout, argv[0], NULL) and exits the process
+ * with status 0, before reading any file (c is untouched). A program with flags of its own checks
+ * config_help_wanted first and prints its own usage. */
 int config_from_cli(Config *c, int *argc, char **argv, bool *print_config, char err[ERR_LEN]);
 
 #endif

@@ -23,10 +23,27 @@ static const char *role_str(Dapo__Role r) {
     return r == DAPO__ROLE__ROLE_ROLLOUT ? "rollout" : r == DAPO__ROLE__ROLE_VERIFIER ? "verifier" : "learner";
 }
 
+/* The flags a daemon of this role takes besides the shared ones (config_usage_print's `extra`). */
+static const char *role_flags(Dapo__Role r) {
+    return r == DAPO__ROLE__ROLE_ROLLOUT ? "[--id NAME] [--load DIR] [--version V]\n"
+                                           "  --id NAME         this worker's name (default rollout-<pid>@<host>)\n"
+                                           "  --load DIR        the model to load instead of actor_rollout_ref.model.path\n"
+                                           "  --version V       the policy version of those weights (default 0)"
+         : r == DAPO__ROLE__ROLE_LEARNER ? "[--id NAME] [--rank N]\n"
+                                           "  --id NAME         this worker's name (default learner-<pid>@<host>)\n"
+                                           "  --rank N          this learner's rank in 0..cluster.num_learners-1 (default 0)"
+                                         : "[--id NAME]\n"
+                                           "  --id NAME         this worker's name (default verifier-<pid>@<host>)";
+}
+
 int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *component, char err[ERR_LEN]) {
     memset(d, 0, sizeof *d);
     d->policy_version = -1;
     log_init(component, LL_INFO);
+    if (config_help_wanted(argc, argv)) {
+        config_usage_print(stdout, argv[0], role_flags(role));
+        return 1;                          /* d->cfg is zeroed: config_free/daemon_close are fine on it */
+    }
     bool print = false;
     int rc = config_from_cli(&d->cfg, &argc, argv, &print, err);
     if (rc) return rc;
@@ -45,7 +62,7 @@ int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *c
             d->rank = (int)r;
         } else {
             return err_set(err, ERR_INVAL, "unknown argument '%s' (usage: %s [--config FILE] [key.path=value ...] "
-                           "[--id NAME] [--rank N] [--print-config])", argv[i], argv[0]);
+                           "[--id NAME] [--rank N] [--print-config]; --help for more)", argv[i], argv[0]);
         }
     }
     if (print) {

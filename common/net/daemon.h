@@ -18,7 +18,9 @@ typedef struct {
 } Daemon;
 
 /* Parses the command line (see config_from_cli, plus --id NAME and --rank N), handles --print-config (prints and
- * returns 1), installs signal handlers. Returns 0, 1 (printed the config: exit 0), or negative with err set. */
+ * returns 1) and --help / -h (prints the usage, with the role's own flags, to stdout and returns 1; d->cfg is then
+ * left zeroed), installs signal handlers. Returns 0, 1 (printed the config or the usage: exit 0), or negative with
+ * err set. */
 int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *component, char err[ERR_LEN]);
 
 /* Creates the ZeroMQ context and the Worker from cfg.cluster.* with the given capacity (items; rollout: also

@@ -1,5 +1,6 @@
 /* tests/integration/test_verifier_daemon.c: dapo-verifier against the scripted fake coordinator — registration and
- * credit, scores with the overlong penalty, strict box, hostile inputs, per-item deadline, cancel, goodbye. */
+ * credit, scores with the overlong penalty, strict box, hostile inputs, per-item deadline, cancel, goodbye; and
+ * --help of every daemon. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -149,8 +150,30 @@ static void test_deadline(void **state) {
     assert_string_equal(r->scores[0]->error, "timeout");
 }
 
+/* Every daemon takes --help / -h: the shared usage (flags, key.path=value, --print-config) plus its own flags on
+ * stdout, exit 0, and no coordinator needed; an unknown flag still exits 2 naming it. */
+static void test_daemons_help(void **state) {
+    (void)state;
+    static const struct { const char *bin, *flag, *own; } d[] = {
+        {"dapo-verifier", "--help", "--id NAME"}, {"dapo-rollout", "-h", "--load DIR"},
+        {"dapo-learner", "--help", "--rank N"}, {"dapo-coordinator", "--help", "--print-config"},
+    };
+    char bin[256], cmd[600], out[8192];
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", tu_bin(bin, sizeof bin, d[i].bin), d[i].flag);
+        int rc = tu_run(cmd, out, sizeof out);
+        if (rc != 0 || !strstr(out, "usage: ") || !strstr(out, d[i].bin) || !strstr(out, "key.path=value") ||
+            !strstr(out, "--print-config") || !strstr(out, d[i].own))
+            fail_msg("%s %s: exit %d, output:\n%s", d[i].bin, d[i].flag, rc, out);
+    }
+    snprintf(cmd, sizeof cmd, "%s --nosuch 2>&1", tu_bin(bin, sizeof bin, "dapo-verifier"));
+    assert_int_equal(tu_run(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "unknown argument '--nosuch'"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_daemons_help),
         cmocka_unit_test_setup_teardown(test_scores_and_overlong, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline, setup_tiny_deadline, teardown),
     };

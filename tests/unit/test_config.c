@@ -1,5 +1,5 @@
 /* tests/unit/test_config.c: the config table — defaults of verl's DAPO recipe, YAML files, overrides, and the
- * error message of each bad-config case. */
+ * error message of each bad-config case, and --help. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/config.h"
@@ -158,8 +159,53 @@ static void test_bad_configs(void **state) {
     }
 }
 
+/* --help / -h: config_from_cli prints the usage and exits 0 (in a child); daemons and tools check first. */
+static void test_help(void **state) {
+    (void)state;
+    char *a1[] = {"x", "data.seed=3", "--help", NULL}, *a2[] = {"x", "-h", NULL}, *a3[] = {"x", "--config", "-h", NULL},
+         *a4[] = {"x", "--print-config", NULL};
+    assert_true(config_help_wanted(3, a1));
+    assert_true(config_help_wanted(2, a2));
+    assert_false(config_help_wanted(3, a3));       /* a config file named "-h" */
+    assert_false(config_help_wanted(2, a4));
+    char buf[2048];
+    FILE *f = fmemopen(buf, sizeof buf, "w");
+    config_usage_print(f, "/some/dir/dapo-x", "[--id NAME]\n  --id NAME         a name");
+    fclose(f);
+    assert_non_null(strstr(buf, "usage: dapo-x [--config FILE] [key.path=value ...] [--print-config] [--id NAME]\n"));
+    assert_non_null(strstr(buf, "  --id NAME         a name\n  --help, -h"));
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        Config c;
+        char err[ERR_LEN];
+        bool print;
+        char *argv[] = {"dapo-thing", "--config", "/nonexistent.yaml", "--help", NULL};
+        int argc = 4;
+        config_from_cli(&c, &argc, argv, &print, err);
+        _exit(3);                                  /* not reached: --help exits 0 */
+    }
+    close(pfd[1]);
+    ssize_t n = read(pfd[0], buf, sizeof buf - 1), m;
+    while (n >= 0 && (size_t)n < sizeof buf - 1 && (m = read(pfd[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0) n += m;
+    buf[n > 0 ? n : 0] = 0;
+    close(pfd[0]);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_non_null(strstr(buf, "usage: dapo-thing [--config FILE]"));
+    assert_non_null(strstr(buf, "--print-config"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help),
         cmocka_unit_test(test_defaults_are_the_dapo_recipe),
         cmocka_unit_test(test_overrides_and_leftover_args),
         cmocka_unit_test(test_yaml_file),
