@@ -314,9 +314,23 @@ static int apply(Config *c, const CfgEntry *e, const char *value, const char *wh
     return ERR_INVAL;
 }
 
+/* True when key names a section (a prefix "key." of some table key or verl-only subtree), e.g. "data". */
+static int is_section(const char *key) {
+    size_t n = strlen(key);
+    for (size_t i = 0; i < NCFG; i++)
+        if (strncmp(cfg_table[i].key, key, n) == 0 && cfg_table[i].key[n] == '.') return 1;
+    for (size_t i = 0; i < sizeof verl_only / sizeof verl_only[0]; i++)
+        if (strncmp(verl_only[i], key, n) == 0 && verl_only[i][n] == '.') return 1;
+    return 0;
+}
+
 static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]) {
     const CfgEntry *e = find_entry(key);
     if (e) return apply(c, e, value, where, err);
+    if (is_section(key) && strcmp(where, "command line") == 0)
+        return err_set(err, ERR_INVAL, "%s: '%s' is a section, not a key: set %s.KEY=VALUE", where, key, key);
+    if (is_section(key))
+        return err_set(err, ERR_INVAL, "%s: %s: expected a mapping, found a scalar ('%s')", where, key, value);
     if (is_verl_only(key)) {
         log_warn("%s: %s: verl key not used by dapo, ignored (value '%s')", where, key, value);
         return 0;
@@ -375,6 +389,8 @@ static int walk(Config *c, struct fy_node *map, const char *prefix, const char *
             return err_set(err, ERR_INVAL, "%s: key too long", where);
         if (!v || fy_node_is_mapping(v)) {
             if (!v) continue;
+            if (find_entry(key))
+                return err_set(err, ERR_INVAL, "%s: %s: expected a value, found a mapping", where, key);
             char sub[260];
             snprintf(sub, sizeof sub, "%s.", key);
             int rc = walk(c, v, sub, path, err);
@@ -400,8 +416,10 @@ static int walk(Config *c, struct fy_node *map, const char *prefix, const char *
             char *val = xmalloc(n + 1);
             memcpy(val, s ? s : "", n);
             val[n] = 0;
-            /* YAML null ("~", "null" or empty) for a string key means empty. */
-            int rc = set_key(c, key, (strcmp(val, "~") == 0 || strcmp(val, "null") == 0) ? "" : val, where, err);
+            /* YAML null ("~", "null" or empty) for a string key means empty; for a section, no keys. */
+            int null = !val[0] || strcmp(val, "~") == 0 || strcmp(val, "null") == 0;
+            if (null && !find_entry(key) && is_section(key)) { xfree(val); continue; }
+            int rc = set_key(c, key, null ? "" : val, where, err);
             xfree(val);
             if (rc) return rc;
         }
@@ -409,16 +427,69 @@ static int walk(Config *c, struct fy_node *map, const char *prefix, const char *
     return 0;
 }
 
+static void diag_discard(struct fy_diag *diag, void *user, const char *buf, size_t len) {
+    (void)diag; (void)user; (void)buf; (void)len;
+}
+
+/* The 1-based number of the last line of path holding anything but blanks (0: none). */
+static int last_content_line(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    int line = 1, last = 0, ch;
+    while ((ch = getc(f)) != EOF) {
+        if (ch == '\n') line++;
+        else if (ch != ' ' && ch != '\t' && ch != '\r') last = line;
+    }
+    fclose(f);
+    return last;
+}
+
+/* libfyaml's first collected error as "path:LINE:COL: not valid YAML: msg". libfyaml reports an error found at
+ * the end of input (an unclosed bracket or quote) on the line after the last one; that becomes the last line
+ * that has content, without a column. */
+static int yaml_error(struct fy_diag *diag, const char *path, char err[ERR_LEN]) {
+    void *it = NULL;
+    struct fy_diag_error *e = fy_diag_errors_iterate(diag, &it);
+    if (!e) return err_set(err, ERR_DECODE, "%s: not valid YAML", path);
+    int last = last_content_line(path);
+    if (e->line > last && last > 0)
+        return err_set(err, ERR_DECODE, "%s:%d: not valid YAML: %s (at the end of the file)", path, last, e->msg);
+    return err_set(err, ERR_DECODE, "%s:%d:%d: not valid YAML: %s", path, e->line, e->column, e->msg);
+}
+
 int config_load_file(Config *c, const char *path, char err[ERR_LEN]) {
     FILE *f = fopen(path, "rb");
     if (!f) return err_set(err, ERR_IO, "%s: cannot open config: %s", path, strerror(errno));
     fclose(f);
-    struct fy_parse_cfg pcfg = { .flags = FYPCF_QUIET };
+    /* libfyaml's own diagnostics are collected (never printed); errors are reported through err. */
+    struct fy_diag_cfg dcfg;
+    fy_diag_cfg_default(&dcfg);
+    dcfg.fp = NULL;
+    dcfg.output_fn = diag_discard;
+    dcfg.level = FYET_ERROR;
+    struct fy_diag *diag = fy_diag_create(&dcfg);
+    if (!diag) return err_set(err, ERR_NOMEM, "%s: cannot create the YAML diagnostics object", path);
+    fy_diag_set_collect_errors(diag, true);
+    struct fy_parse_cfg pcfg = { .flags = FYPCF_QUIET, .diag = diag };
     struct fy_document *doc = fy_document_build_from_file(&pcfg, path);
-    if (!doc) return err_set(err, ERR_DECODE, "%s: not valid YAML", path);
+    if (!doc) {
+        void *it = NULL;
+        int rc = 0;
+        if (fy_diag_errors_iterate(diag, &it)) rc = yaml_error(diag, path, err);
+        else log_warn("%s: the config file has no settings: all defaults", path);  /* empty or only comments */
+        fy_diag_destroy(diag);
+        return rc;
+    }
+    fy_diag_destroy(diag);
     struct fy_node *root = fy_document_root(doc);
     int rc = 0;
-    if (root && !fy_node_is_mapping(root))
+    size_t n = 0;
+    const char *rs = root && fy_node_is_scalar(root) ? fy_node_get_scalar(root, &n) : NULL;
+    if (rs && (n == 0 || (n == 1 && rs[0] == '~') || (n == 4 && memcmp(rs, "null", 4) == 0)))
+        root = NULL;                                  /* "---" alone: a document with nothing in it */
+    if (!root)
+        log_warn("%s: the config file has no settings: all defaults", path);
+    else if (!fy_node_is_mapping(root))
         rc = err_set(err, ERR_INVAL, "%s: the top level must be a mapping of sections", path);
     else if (root)
         rc = walk(c, root, "", path, err);

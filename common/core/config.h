@@ -129,7 +129,9 @@ void config_defaults(Config *c);
 void config_free(Config *c);
 
 /* Applies a YAML file (nested mappings; lists only for list keys). Errors: ERR_IO (cannot read),
- * ERR_DECODE (YAML syntax), ERR_INVAL ("file:line: key: reason"). Warnings for verl-only keys go to the log. */
+ * ERR_DECODE (YAML syntax: "file:LINE[:COL]: not valid YAML: reason", 1-based; libfyaml prints nothing),
+ * ERR_INVAL ("file:line: key: reason", e.g. "data: expected a mapping, found a scalar"). An empty file (or only
+ * comments) applies nothing (all defaults) with a warning. Warnings for verl-only keys go to the log. */
 int config_load_file(Config *c, const char *path, char err[ERR_LEN]);
 
 /* Sets one key from text ("0.28", "true", "[a.jsonl,b.jsonl]" or "a.jsonl,b.jsonl" for lists).

@@ -1,5 +1,5 @@
 /* tests/unit/test_config.c: the config table — defaults of verl's DAPO recipe, YAML files, overrides, and the
- * error message of each bad-config case, and --help. */
+ * error message of each bad-config case (with its 1-based line), empty files, and --help. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -132,6 +132,13 @@ static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {NULL, "data: [unclosed\n", "not valid YAML", ""},
     {NULL, "- just\n- a list\n", "top level must be a mapping", ""},
     {NULL, "trainer:\n  resume_mode: resume_path\n", "resume_from_path", "resume_path"},
+    /* a scalar where a section is expected; a section given a value on the command line; a mapping for a value */
+    {NULL, "data: 5\n", ":1: data: expected a mapping, found a scalar ('5')", ""},
+    {"data=5", NULL, "'data' is a section, not a key", "data.KEY=VALUE"},
+    {NULL, "trainer:\n  seed:\n    x: 1\n", ":2: trainer.seed: expected a value, found a mapping", ""},
+    /* a syntax error at the end of the file is reported on the (1-based) line that has it, not the next one */
+    {NULL, "data:\n  train_batch_size: 4\ntrainer: [unclosed\n", ":3: not valid YAML: flow sequence without a closing bracket", ""},
+    {NULL, "data:\n  tokenizer: \"x\n\ntrainer: {}\n", ":2:", "not valid YAML"},
 };
 
 static void test_bad_configs(void **state) {
@@ -157,6 +164,50 @@ static void test_bad_configs(void **state) {
                      bad[i].arg ? bad[i].arg : bad[i].yaml, rc, err, bad[i].want1, bad[i].want2);
         config_free(&c);
     }
+}
+
+/* Runs load_file on yaml with fd 2 captured into cap (n bytes); returns load_file's code. */
+static int load_captured(Config *c, const char *yaml, char err[ERR_LEN], char *cap, size_t n) {
+    char path[] = "/tmp/dapo-cfgq-XXXXXX", capp[] = "/tmp/dapo-cfgq-err-XXXXXX";
+    int fd = mkstemp(path), cfd = mkstemp(capp);
+    assert_true(fd >= 0 && cfd >= 0);
+    assert_int_equal(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
+    close(fd);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(cfd, 2);
+    int rc = config_load_file(c, path, err);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ssize_t got = pread(cfd, cap, n - 1, 0);
+    cap[got > 0 ? got : 0] = 0;
+    close(cfd);
+    unlink(path);
+    unlink(capp);
+    return rc;
+}
+
+/* An empty file (or only comments, or an empty section) is all defaults; libfyaml never prints its own lines. */
+static void test_empty_and_quiet(void **state) {
+    (void)state;
+    const char *empties[] = {"", "# nothing here\n", "data:\n", "---\n"};
+    char err[ERR_LEN] = "", cap[4096];
+    for (size_t i = 0; i < sizeof empties / sizeof empties[0]; i++) {
+        Config c;
+        config_defaults(&c);
+        if (load_captured(&c, empties[i], err, cap, sizeof cap) != 0) fail_msg("'%s': %s", empties[i], err);
+        assert_int_equal(c.train_batch_size, 512);
+        assert_null(strstr(cap, "[ERR]"));
+        config_free(&c);
+    }
+    Config c;
+    config_defaults(&c);
+    assert_int_equal(load_captured(&c, "a: 1\nb: [x\n", err, cap, sizeof cap), ERR_DECODE);
+    assert_non_null(strstr(err, ":2: not valid YAML"));
+    assert_null(strstr(cap, "[ERR]"));
+    assert_null(strstr(cap, "error:"));
+    config_free(&c);
 }
 
 /* --help / -h: config_from_cli prints the usage and exits 0 (in a child); daemons and tools check first. */
@@ -205,6 +256,7 @@ static void test_help(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_empty_and_quiet),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_defaults_are_the_dapo_recipe),
         cmocka_unit_test(test_overrides_and_leftover_args),
