@@ -62,13 +62,15 @@ typedef struct {
     unsigned long seed;
 } Opts;
 
-static void usage(const char *argv0) {
-    fprintf(stderr,
-            "usage: %s [--config FILE] [key.path=value ...] --data FILE[,FILE...] --out DIR [--val FILE] [--model DIR]\n"
+static void usage(const char *argv0, FILE *f) {
+    fprintf(f,
+            "usage: %s [--config FILE] [key.path=value ...] --data FILE[,FILE...] --out DIR --model DIR [--val FILE]\n"
             "       [--steps N | --epochs E] [--batch SEQS] [--lr LR] [--warmup STEPS] [--schedule constant|cosine]\n"
             "       [--min-lr-ratio R] [--clip NORM] [--weight-decay WD] [--beta2 B2] [--eval-every K] [--eval-max N]\n"
             "       [--stop-acc A]\n"
-            "       [--save-every K] [--resume] [--log-every K] [--seed S]\n", argv0);
+            "       [--save-every K] [--resume] [--log-every K] [--seed S] [--print-config] [--help]\n"
+            "--model DIR may instead be given as actor_rollout_ref.model.path=DIR; a directory with only config.json\n"
+            "starts from random weights.\n", argv0);
 }
 
 static void examples_free(Examples *e) {
@@ -283,7 +285,8 @@ static int parse_opts(int argc, char **argv, Opts *o, char err[ERR_LEN]) {
         else if (!strcmp(a, "--seed")) o->seed = strtoul(v, NULL, 10);
         else return err_set(err, ERR_INVAL, "unknown argument '%s'", a);
     }
-    if (!o->data || !o->out) return err_set(err, ERR_INVAL, "--data and --out are required");
+    if (!o->data) return err_set(err, ERR_INVAL, "--data FILE is required (the training JSONL)");
+    if (!o->out) return err_set(err, ERR_INVAL, "--out DIR is required (where the model is written)");
     if (o->batch < 1 || o->epochs < 0 || o->steps < 0 || !(o->lr >= 0) || o->eval_max < 0)
         return err_set(err, ERR_INVAL, "bad --batch/--epochs/--steps/--lr/--eval-max value");
     return 0;
@@ -321,6 +324,7 @@ int main(int argc, char **argv) {
     bool print = false;
     char err[ERR_LEN];
     memset(&c, 0, sizeof c);
+    if (config_help_wanted(argc, argv)) { usage(argv[0], stdout); return 0; }
     if (config_from_cli(&c, &argc, argv, &print, err)) { log_error("%s", err); config_free(&c); return 2; }
     if (print) { config_print_yaml(&c, stdout); config_free(&c); return 0; }
     Opts o = {.batch = 128, .lr = c.lr, .warmup = c.lr_warmup_steps > 0 ? c.lr_warmup_steps : 0,
@@ -328,8 +332,16 @@ int main(int argc, char **argv) {
               .min_lr_ratio = c.min_lr_ratio, .seed = (unsigned long)c.trainer_seed,
               .schedule_cosine = !strcmp(c.warmup_style, "cosine")};
     int rc = parse_opts(argc, argv, &o, err);
-    if (rc) { usage(argv[0]); log_error("%s", err); config_free(&c); return 2; }
     const char *mdir = o.model ? o.model : c.model_path;
+    struct stat msb;
+    /* the model directory gives the weights (or config.json) and, unless data.tokenizer is set, the tokenizer; a
+     * --resume with data.tokenizer set can do without it (the checkpoint holds the model) */
+    if (!rc && !mdir[0] && (!o.resume || !c.tokenizer_path[0]))
+        rc = err_set(err, ERR_INVAL, "--model DIR is required (or actor_rollout_ref.model.path=DIR): a Hugging Face "
+                     "model directory, or one with only config.json for a random start");
+    else if (!rc && mdir[0] && (stat(mdir, &msb) != 0 || !S_ISDIR(msb.st_mode)))
+        rc = err_set(err, ERR_INVAL, "--model: '%s' is not a directory", mdir);
+    if (rc) { usage(argv[0], stderr); log_error("%s", err); config_free(&c); return 2; }
     const char *tdir = c.tokenizer_path[0] ? c.tokenizer_path : mdir;
     Tokenizer *tok = tokenizer_load(tdir, err);
     DatasetOptions dopt;

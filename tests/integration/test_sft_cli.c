@@ -107,11 +107,27 @@ static void test_sft_runs_and_resumes(void **state) {
     assert_memory_equal(a, b, na);
     xfree(a);
     xfree(b);
-    /* bad arguments: usage, exit 2 */
-    char bin[256], cmd[512];
+    /* bad arguments: usage, exit 2, naming the missing flag */
+    char bin[256], cmd[2048];
     snprintf(cmd, sizeof cmd, "%s --steps 3 2>&1", tu_bin(bin, sizeof bin, "dapo-sft"));
     assert_int_equal(tu_run(cmd, out, sizeof out), 2);
-    assert_non_null(strstr(out, "--data and --out are required"));
+    assert_non_null(strstr(out, "--data FILE is required"));
+    snprintf(cmd, sizeof cmd, "%s --data %s/train.jsonl --steps 3 2>&1", bin, dir);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "--out DIR is required"));
+    snprintf(cmd, sizeof cmd, "%s --data %s/train.jsonl --out %s/nomodel --steps 3 2>&1", bin, dir, dir);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "--model DIR is required"));
+    assert_null(strstr(out, "tokenizer.json"));
+    snprintf(cmd, sizeof cmd, "%s --data %s/train.jsonl --out %s/nomodel --model %s/nosuch 2>&1", bin, dir, dir, dir);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "--model: '"));
+    assert_non_null(strstr(out, "/nosuch' is not a directory"));
+    /* --help: the usage on stdout, exit 0 */
+    snprintf(cmd, sizeof cmd, "%s --help 2>/dev/null", bin);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    assert_non_null(strstr(out, "usage: "));
+    assert_non_null(strstr(out, "--model DIR"));
 }
 
 int main(void) {
