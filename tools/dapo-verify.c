@@ -12,6 +12,8 @@
  * Blank lines are skipped. Exit status 0 when every line was scored, 1 when any line was an error,
  * 2 on a usage or I/O error.
  * --threads N (default 1) scores blocks of lines on N threads; output order stays the input order.
+ * --data-source must be one of reward.c's sources (an unknown one is refused, listing them); a line's own
+ * "data_source" that is unknown is scored with the default (math_dapo), as the verifier daemon does.
  * Not here: the overlong penalty (it needs token lengths; the verifier daemon applies it). */
 #include <errno.h>
 #include <jansson.h>
@@ -201,6 +203,19 @@ int main(int argc, char **argv) {
             }
         } else if (!strcmp(argv[i], "--data-source") && i + 1 < argc) {
             o.data_source = argv[++i];
+            if (reward_scorer_find(o.data_source)->is_default) {    /* a typo would silently score as math_dapo */
+                size_t n;
+                const RewardScorer *t = reward_scorers(&n);
+                char known[512] = "";
+                size_t len = 0;
+                for (size_t k = 0; k < n && len < sizeof known; k++)
+                    if (!t[k].is_default)
+                        len += (size_t)snprintf(known + len, sizeof known - len, "%s%s%s", len ? ", " : "",
+                                                t[k].data_source, t[k].prefix ? "*" : "");
+                fprintf(stderr, "dapo-verify: --data-source: unknown data source '%s' (known: %s)\n", o.data_source,
+                        known);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             errno = 0;
             long t = strtol(argv[++i], &end, 10);

@@ -284,6 +284,35 @@ static void test_random_cases_match_binary(void **state) {
     binary_check(&g_random, "2");
 }
 
+/* --data-source names a known source or is refused (exit 2) with the list of known ones. */
+static void test_binary_unknown_data_source(void **state) {
+    (void)state;
+    const char *b = getenv("DAPO_BUILD");
+    char cmd[4600], out[2048];
+    if (!b || !*b) b = "build";
+    snprintf(cmd, sizeof cmd, "%s%s%s/bin/dapo-verify --data-source nosuch </dev/null 2>&1", b[0] == '/' ? "" : root_dir(),
+             b[0] == '/' ? "" : "/", b);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+    assert_non_null(strstr(out, "unknown data source 'nosuch'"));
+    assert_non_null(strstr(out, "known: math_dapo, math500"));
+    assert_non_null(strstr(out, "openai/gsm8k"));
+    assert_non_null(strstr(out, "aime*"));
+    snprintf(cmd, sizeof cmd, "%s%s%s/bin/dapo-verify --data-source aime-2024 </dev/null 2>&1", b[0] == '/' ? "" : root_dir(),
+             b[0] == '/' ? "" : "/", b);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    n = fread(out, 1, sizeof out - 1, p);
+    st = pclose(p);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);                         /* a prefix source is known */
+}
+
 /* Malformed lines get an error object (their id, or null, and the line number) in order, a message on
  * stderr, exit status 1; the other lines are scored; \u0000 survives both ways; blank lines are skipped. */
 static void test_binary_malformed_lines(void **state) {
@@ -385,6 +414,7 @@ int main(void) {
         cmocka_unit_test(test_random_cases_match_library),
         cmocka_unit_test(test_random_cases_match_binary),
         cmocka_unit_test(test_binary_malformed_lines),
+        cmocka_unit_test(test_binary_unknown_data_source),
     };
     return cmocka_run_group_tests(tests, cases_load, cases_free);
 }
