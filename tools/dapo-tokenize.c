@@ -15,6 +15,7 @@
  * A line that cannot be processed is reported on stderr as "stdin:LINE: reason" and skipped; the exit status
  * is then 1. Text from --decode is valid UTF-8 (U+FFFD replacements), so the output is always valid JSON.
  * Not here: training-data packing (dapo-sft), sampling (coordinator). */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -36,10 +37,32 @@ typedef struct {
     int max_prompt_length, reps;
 } Args;
 
-static void usage(void) {
-    fprintf(stderr, "usage: dapo-tokenize --tokenizer DIR [--decode [--skip-special] | --chat [--template T] "
-                    "[--no-generation-prompt] | --dataset FILE [--max-prompt-length N] [--filter-overlong] "
-                    "[--truncation error|left|right|middle] [--on-malformed skip|error] | --bench FILE [--reps N]]\n");
+static void usage(FILE *f) {
+    fprintf(f, "usage: dapo-tokenize --tokenizer DIR [--decode [--skip-special] | --chat [--template T] "
+               "[--no-generation-prompt] | --dataset FILE [--max-prompt-length N] [--filter-overlong] "
+               "[--truncation error|left|right|middle] [--on-malformed skip|error] | --bench FILE [--reps N]]\n"
+               "Reads JSONL on stdin (one JSON object per line) and writes JSONL on stdout:\n"
+               "  (default)   {\"id\": any, \"text\": str}                      -> {\"id\", \"ids\": [int]}\n"
+               "  --decode    {\"id\": any, \"ids\": [int]}                     -> {\"id\", \"text\"}\n"
+               "  --chat      {\"id\": any, \"messages\": [{\"role\", \"content\"}]} -> {\"id\", \"text\", \"ids\"}\n"
+               "  --dataset FILE  reads FILE (verl-schema JSONL: data_source, prompt messages, reward_model.ground_truth),\n"
+               "              not stdin -> {\"line\", \"index\", \"data_source\", \"ground_truth\", \"n_ids_full\", \"ids\"};\n"
+               "              --max-prompt-length N: tokens, 0 (the default) for no limit\n"
+               "  --bench FILE    encodes the \"text\" of each JSONL line of FILE --reps N times (N >= 1, default 5)\n"
+               "At most one of --decode, --chat, --dataset, --bench.\n");
+}
+
+/* A whole-string integer in [lo, hi] into *out; 0, or -1 after printing what was wrong. */
+static int parse_int_flag(const char *flag, const char *v, long lo, long hi, const char *want, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "dapo-tokenize: %s: want %s, got '%s'\n", flag, want, v);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
 }
 
 static int emit(json_t *o) {
@@ -235,27 +258,38 @@ int main(int argc, char **argv) {
         { "on-malformed", required_argument, 0, 'M' }, { "bench", required_argument, 0, 'B' },
         { "reps", required_argument, 0, 'N' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    int c;
+    int c, decode = 0, chat = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 't': a.tok_dir = optarg; break;
-        case 'd': a.mode = "decode"; break;
-        case 'c': a.mode = "chat"; break;
+        case 'd': a.mode = "decode"; decode = 1; break;
+        case 'c': a.mode = "chat"; chat = 1; break;
         case 'T': a.template_name = optarg; break;
         case 's': a.skip_special = true; break;
         case 'G': a.gen_prompt = false; break;
         case 'D': a.dataset = optarg; break;
-        case 'L': a.max_prompt_length = atoi(optarg); break;
+        case 'L':
+            if (parse_int_flag("--max-prompt-length", optarg, 0, 1 << 30, "tokens >= 0 (0: no limit)",
+                               &a.max_prompt_length)) return 2;
+            break;
         case 'F': a.filter_overlong = true; break;
         case 'R': a.truncation = optarg; break;
         case 'M': a.on_malformed = optarg; break;
         case 'B': a.bench = optarg; break;
-        case 'N': a.reps = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
-        case 'h': usage(); return 0;
-        default: usage(); return 2;
+        case 'N':
+            if (parse_int_flag("--reps", optarg, 1, 1000000, "a count >= 1", &a.reps)) return 2;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
         }
     }
-    if (!a.tok_dir || optind != argc) { usage(); return 2; }
+    if (decode + chat + (a.dataset != NULL) + (a.bench != NULL) > 1) {
+        fprintf(stderr, "dapo-tokenize: --decode, --chat, --dataset and --bench are different modes: give at most "
+                        "one\n");
+        return 2;
+    }
+    if (!a.tok_dir) { usage(stderr); fprintf(stderr, "dapo-tokenize: --tokenizer DIR is required\n"); return 2; }
+    if (optind != argc) { usage(stderr); fprintf(stderr, "dapo-tokenize: unexpected argument '%s'\n", argv[optind]); return 2; }
     char err[ERR_LEN];
     Tokenizer *tok = tokenizer_load(a.tok_dir, err);
     if (!tok) { fprintf(stderr, "dapo-tokenize: %s\n", err); return 2; }

@@ -1,7 +1,7 @@
 /* tests/integration/test_tokenize_cli.c: the dapo-tokenize binary ($DAPO_BUILD/bin/dapo-tokenize) end to end:
  * encode (ids equal the reference examples), decode (text back, skip-special), chat (Qwen3 render and ids),
  * dataset (one JSON line per prompt), a bad input line (reported with its line number, exit status 1),
- * and a missing tokenizer directory (exit status 2). */
+ * a missing tokenizer directory (exit status 2), and refused flag values / mode combinations (exit status 2). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -173,8 +173,44 @@ static void test_missing_tokenizer(void **state) {
     xfree(err);
 }
 
+/* Bad flag values and conflicting modes are refused (exit 2) with a message naming them; --help says the input is
+ * JSONL and which fields each mode reads. */
+static void test_bad_flags(void **state) {
+    (void)state;
+    static const struct { const char *args, *want; } bad[] = {
+        {"--dataset /dev/null --max-prompt-length -1", "--max-prompt-length: want tokens >= 0 (0: no limit), got '-1'"},
+        {"--dataset /dev/null --max-prompt-length 12x", "--max-prompt-length: want tokens >= 0"},
+        {"--bench /dev/null --reps 0", "--reps: want a count >= 1, got '0'"},
+        {"--decode --chat", "--decode, --chat, --dataset and --bench are different modes: give at most one"},
+        {"--chat --dataset /dev/null", "give at most one"},
+        {"extra-arg", "unexpected argument 'extra-arg'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = run(bad[i].args, "/dev/null");
+        size_t len;
+        char *err = tf_read(tmp("err"), &len);
+        assert_non_null(err);
+        if (rc != 2 || !strstr(err, bad[i].want))
+            fail_msg("'%s': exit %d, stderr \"%s\" lacks \"%s\"", bad[i].args, rc, err, bad[i].want);
+        xfree(err);
+    }
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' --help > '%s' 2>&1", bin(), tmp("out"));
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    size_t len;
+    char *out = tf_read(tmp("out"), &len);
+    assert_non_null(out);
+    assert_non_null(strstr(out, "Reads JSONL on stdin"));
+    assert_non_null(strstr(out, "{\"id\": any, \"text\": str}"));
+    assert_non_null(strstr(out, "\"messages\""));
+    xfree(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_flags),
         cmocka_unit_test(test_encode_decode_roundtrip),
         cmocka_unit_test(test_chat_and_bad_lines),
         cmocka_unit_test(test_dataset_mode),
