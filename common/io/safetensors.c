@@ -191,7 +191,8 @@ static int file_exists(const char *path) {
 static int open_index(SafeTensors *st, const char *dir, const char *index, char err[ERR_LEN]) {
     json_error_t je;
     json_t *j = json_load_file(index, 0, &je);
-    if (!j) return err_set(err, ERR_DECODE, "%s:%d: %s", index, je.line, je.text);
+    if (!j && je.line > 0) return err_set(err, ERR_DECODE, "%s:%d: %s", index, je.line, je.text);
+    if (!j) return err_set(err, ERR_DECODE, "%s: %s", index, je.text);        /* no line: it could not be read */
     json_t *wm = json_object_get(j, "weight_map");
     if (!json_is_object(wm)) { json_decref(j); return err_set(err, ERR_DECODE, "%s: no \"weight_map\" object", index); }
     /* distinct shard names, in first-seen order */

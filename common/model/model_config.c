@@ -120,12 +120,20 @@ static int parse_obj(ModelConfig *c, json_t *j, char err[ERR_LEN]) {
     return 0;
 }
 
+/* "name:LINE: what" when jansson knows the line, else "name: what" (jansson's line is -1 when it has none: a file
+ * it cannot open, or a document that parsed). */
+static int json_error(char err[ERR_LEN], int code, const char *name, const json_error_t *je, const char *what) {
+    if (je->line > 0) return err_set(err, code, "%s:%d: %s", name, je->line, what);
+    return err_set(err, code, "%s: %s", name, what);
+}
+
 int model_config_parse(ModelConfig *c, const char *json_text, char err[ERR_LEN]) {
     json_error_t je;
     json_t *j = json_loads(json_text, 0, &je);
     if (!j || !json_is_object(j)) {
         json_decref(j);
-        return err_set(err, ERR_DECODE, "config.json:%d: %s", je.line, j ? "not an object" : je.text);
+        if (j) return err_set(err, ERR_DECODE, "config.json: not a JSON object");
+        return json_error(err, ERR_DECODE, "config.json", &je, je.text);
     }
     int rc = parse_obj(c, j, err);
     json_decref(j);
@@ -137,7 +145,7 @@ int model_config_load(ModelConfig *c, const char *dir, char err[ERR_LEN]) {
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je);
-    if (!j) return err_set(err, je.line < 0 || je.position == 0 ? ERR_IO : ERR_DECODE, "%s:%d: %s", path, je.line, je.text);
+    if (!j) return json_error(err, je.line < 0 || je.position == 0 ? ERR_IO : ERR_DECODE, path, &je, je.text);
     if (!json_is_object(j)) { json_decref(j); return err_set(err, ERR_DECODE, "%s: not a JSON object", path); }
     int rc = parse_obj(c, j, err);
     json_decref(j);

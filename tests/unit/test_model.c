@@ -325,6 +325,21 @@ static void test_refuses_bad_configs(void **state) {
                       "num_key_value_heads");
 }
 
+/* Load errors name the file, with a line number only when jansson has one (never "config.json:-1:"). */
+static void test_load_error_messages(void **state) {
+    (void)state;
+    char err[ERR_LEN] = "";
+    ModelOptions mo = { .max_tokens = 8 };
+    assert_null(model_load("/nonexistent-dapo-model-dir", &mo, err));
+    if (!strstr(err, "/nonexistent-dapo-model-dir/config.json: ") || strstr(err, ":-1"))
+        fail_msg("missing config.json: '%s'", err);
+    ModelConfig c;
+    assert_int_equal(model_config_parse(&c, "[1, 2]", err), ERR_DECODE);
+    assert_string_equal(err, "config.json: not a JSON object");
+    assert_int_equal(model_config_parse(&c, "{\n  \"vocab_size\": 96,\n  \"hidden_size\": }\n", err), ERR_DECODE);
+    if (!strstr(err, "config.json:3: ")) fail_msg("syntax error: '%s'", err);
+}
+
 static void test_refuses_bad_batches(void **state) {
     (void)state;
     Model *m = load_model("qwen2_gqa", 0, 0);
@@ -680,6 +695,7 @@ int main(void) {
         cmocka_unit_test(test_save_load_roundtrip),
         cmocka_unit_test(test_sharded_checkpoint),
         cmocka_unit_test(test_refuses_bad_configs),
+        cmocka_unit_test(test_load_error_messages),
         cmocka_unit_test(test_refuses_bad_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
