@@ -9,7 +9,8 @@
 # 50 warm-up steps). It stops at the first evaluation whose held-out greedy accuracy reaches SFT_STOP_ACC (0.35: the
 # recipe's prototype started RL from 37% greedy / 25.6% mean@4; a weaker start, 21.5% greedy / 13.4% mean@4, climbed
 # less than half as fast). Greedy accuracy jumps late in SFT (on seed 1: 24.5% at step 500, 38% at step 525).
-# Writes the config overrides that point at these files to RUN_DIR/overrides.txt.
+# Writes the config overrides that point at these files to RUN_DIR/overrides.txt. PREPARE_MODEL=0 (run.sh sets it
+# when the command line names actor_rollout_ref.model.path) skips the base model.
 set -euo pipefail
 : "${RUN_DIR:?RUN_DIR must be set}"
 BUILD=${BUILD:-build}
@@ -24,7 +25,7 @@ if [ ! -s "$RUN_DIR/data/arith-train.jsonl" ] || [ ! -s "$RUN_DIR/data/arith-tes
   mv "$RUN_DIR/data/arith-test.jsonl.tmp" "$RUN_DIR/data/arith-test.jsonl"
   echo "dapo: task data in $RUN_DIR/data"
 fi
-if [ ! -f "$RUN_DIR/base-model/model.safetensors" ]; then
+if [ "${PREPARE_MODEL:-1}" = 1 ] && [ ! -f "$RUN_DIR/base-model/model.safetensors" ]; then
   echo "dapo: warm-starting the base model with SFT (at most $SFT_STEPS steps; log in $RUN_DIR/logs/sft.log)"
   rm -rf "$RUN_DIR/base-model.tmp"
   mkdir -p "$RUN_DIR/logs"

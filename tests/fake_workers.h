@@ -92,6 +92,9 @@ typedef struct {
     int           delay_ms;              /* "trains" this long before answering the last shard of a step */
     volatile long *gen_step_seen;        /* with the rollouts' counter: counts steps whose successor was being */
     int           overlapped;            /* generated while this one trained (async mode) */
+    int64_t       version;               /* policy version it holds (Hello, heartbeats); a restart sets it to */
+    int64_t       saved_version;         /* the version of its last checkpoint (Control CHECKPOINT, answered) */
+    int           checkpoints;           /* CHECKPOINT requests answered */
     FakeTraffic   traffic;
     pthread_t     th;
 } FakeLearner;
@@ -249,12 +252,23 @@ static inline void *learner_main(void *arg) {
     void *ctx = zmq_ctx_new();
     char err[ERR_LEN];
     WorkerOpts o = {.role = DAPO__ROLE__ROLE_LEARNER, .worker_id = "learner-0", .coordinator = f->endpoint,
-                    .capacity = 1, .world_size = 1, .heartbeat_ms = 100, .lease_timeout_s = 5};
+                    .capacity = 1, .world_size = 1, .heartbeat_ms = 100, .lease_timeout_s = 5,
+                    .policy_version = f->version};
     Worker *w = worker_open(ctx, &o, err);
     while (w && !f->stop) {
         NetMsg m;
         if (worker_poll(w, &m, 20, err) != 1) continue;
         fake_count(f->traffic.rx_n, f->traffic.rx_bytes, m.type, m.bytes);
+        if (m.type == DAPO__MSG_TYPE__MSG_CONTROL &&
+            ((Dapo__Control *)m.msg)->cmd == DAPO__CONTROL_CMD__CONTROL_CHECKPOINT) {   /* "saves", answers */
+            Dapo__Control done = DAPO__CONTROL__INIT;
+            done.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT_DONE;
+            done.step = ((Dapo__Control *)m.msg)->step;
+            done.reason = "";
+            f->saved_version = f->version;
+            f->checkpoints++;
+            fake_send(w, &f->traffic, &f->stop, DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
+        }
         if (m.type == DAPO__MSG_TYPE__MSG_TRAIN_BATCH) {
             Dapo__TrainBatch *tb = (Dapo__TrainBatch *)m.msg;
             size_t nseq = tb->n_offsets - 1, resp = 0;
@@ -282,6 +296,10 @@ static inline void *learner_main(void *arg) {
                     if (worker_poll(w, &x, 10, err) == 1) net_msg_free(&x);
                 }
                 if (f->gen_step_seen && *f->gen_step_seen > tb->step) f->overlapped++;
+            }
+            if (tb->last_of_step) {
+                f->version = tb->policy_version + 1;
+                worker_set_status(w, 0, f->version);
             }
             fake_send(w, &f->traffic, &f->stop, DAPO__MSG_TYPE__MSG_STEP_RESULT, &sr.base);
             fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_STEP_RESULT,

@@ -114,6 +114,8 @@ typedef struct Config {
     double  max_lease_s;              /* a generation lease older than this is reclaimed even while its worker
                                        * heartbeats (a lost result); 0: no bound */
     double  max_score_lease_s;        /* the same for a scoring lease (ScoreRequest); 0: no bound */
+    double  stop_timeout_s;           /* a stopping coordinator waits this long for the step in training and the
+                                       * learner's checkpoint of it before it exits without them */
     int     max_msg_mb;               /* ZMQ_MAXMSGSIZE, MiB */
     int     num_learners;             /* W */
     int     learner_threads, rollout_threads;

@@ -47,44 +47,91 @@ if [ -f "$rundir/pids" ]; then
   rm -f "$rundir/pids"
 fi
 
+# The config as given (without what the preparation adds) is checked before the preparation's long work.
+common=(--config "$config" "trainer.default_local_dir=$rundir/checkpoints" "cluster.num_learners=$nlearn")
+[ -n "$steps" ] && common+=("trainer.total_training_steps=$steps")
+"$bin/dapo-coordinator" "${common[@]}" "${args[@]}" --print-config > /dev/null
+prep_model=1                                  # a model given on the command line needs no prepared base model
+for a in "${args[@]}"; do
+  case "$a" in
+    actor_rollout_ref.model.path=*)
+      prep_model=0; m=${a#*=}
+      [ -f "$m/config.json" ] || { echo "run.sh: actor_rollout_ref.model.path: $m has no config.json" >&2; exit 2; } ;;
+  esac
+done
+
+# Every process of the run gets its own session (setsid): a Ctrl-C in the terminal reaches this script alone, which
+# stops them in order — the coordinator first, which finishes the step in training and checkpoints it on both
+# sides while the learner is still there, then the rest.
+pids=()
+stop_prepare() {
+  echo "dapo: interrupted while preparing; stopping it"
+  kill -TERM -- "-$prep_pid" 2>/dev/null || true
+  wait "$prep_pid" 2>/dev/null || true
+  rm -f "$rundir/pids"
+  exit 130
+}
 prep="${config%.yaml}.prepare.sh"
 : > "$rundir/overrides.txt"
 if [ -x "$prep" ]; then
   echo "dapo: preparing the run with $prep (cached in $rundir)"
-  RUN_DIR="$rundir" BUILD="$BUILD" "$prep"
+  RUN_DIR="$rundir" BUILD="$BUILD" PREPARE_MODEL=$prep_model setsid "$prep" &
+  prep_pid=$!
+  echo "$prep_pid prepare" > "$rundir/pids"
+  trap stop_prepare INT TERM
+  rc=0; wait "$prep_pid" || rc=$?
+  trap - INT TERM
+  rm -f "$rundir/pids"
+  [ "$rc" = 0 ] || { echo "run.sh: $prep failed (exit $rc)" >&2; exit 1; }
 fi
 mapfile -t prepared < <(grep -v '^\s*$' "$rundir/overrides.txt" || true)
-common=(--config "$config" "trainer.default_local_dir=$rundir/checkpoints" "cluster.num_learners=$nlearn"
-        "${prepared[@]}")
-[ -n "$steps" ] && common+=("trainer.total_training_steps=$steps")
-common+=("${args[@]}")
+common+=("${prepared[@]}" "${args[@]}")
 "$bin/dapo-coordinator" "${common[@]}" --print-config > "$rundir/config.yaml"   # validates before anything starts
 http=$(sed -n 's/^  http: "\(.*\)"$/\1/p' "$rundir/config.yaml")
 
-pids=()
+names=()
 start() {  # name, command...
   local what=$1; shift
-  "$@" >> "$rundir/logs/$what.log" 2>&1 &
-  pids+=($!); echo "$! $what" >> "$rundir/pids"
+  setsid "$@" >> "$rundir/logs/$what.log" 2>&1 &
+  pids+=($!); names+=("$what"); echo "$! $what" >> "$rundir/pids"
 }
-stop() {
+stop() {  # exit status
   trap - INT TERM
-  echo "dapo: stopping (the coordinator writes its checkpoint first)..."
+  echo "dapo: stopping (the coordinator finishes the step in training and checkpoints it first)..."
   kill -TERM "${pids[0]}" 2>/dev/null || true
   wait "${pids[0]}" 2>/dev/null || true
   kill -TERM "${pids[@]:1}" 2>/dev/null || true
   wait "${pids[@]}" 2>/dev/null || true
   rm -f "$rundir/pids"
   echo "dapo: stopped; logs in $rundir/logs, metrics in $rundir/checkpoints/metrics.jsonl"
-  exit 0
+  exit "${1:-0}"
+}
+# A process that exits at start (a bad model, a port in use) is reported with its log's last lines.
+check_started() {
+  for t in $(seq 1 20); do
+    for k in "${!pids[@]}"; do
+      if ! kill -0 "${pids[$k]}" 2>/dev/null; then
+        echo "dapo: ${names[$k]} exited at start; the end of $rundir/logs/${names[$k]}.log:" >&2
+        tail -n 5 "$rundir/logs/${names[$k]}.log" | sed 's/^/    /' >&2
+        stop 1
+      fi
+    done
+    sleep 0.5
+  done
 }
 trap stop INT TERM
 start coordinator "$bin/dapo-coordinator" "${common[@]}"
 for i in $(seq 0 $((nver - 1))); do start "verifier-$i" "$bin/dapo-verifier" "${common[@]}" --id "verifier-$i"; done
 for r in $(seq 0 $((nlearn - 1))); do start "learner-$r" "$bin/dapo-learner" "${common[@]}" --id "learner-$r" --rank "$r"; done
 for i in $(seq 0 $((nroll - 1))); do start "rollout-$i" "$bin/dapo-rollout" "${common[@]}" --id "rollout-$i"; done
+check_started
 echo "dapo: running ($nroll rollout, $nver verifier, $nlearn learner); logs in $rundir/logs"
 echo "dapo: dashboard at http://$http/   (Ctrl-C stops the run; run the same command again to resume it)"
 # The coordinator keeps serving the dashboard after training finishes; Ctrl-C ends the run.
-wait "${pids[0]}" || true
+rc=0; wait "${pids[0]}" || rc=$?
+if [ "$rc" != 0 ]; then
+  echo "dapo: the coordinator exited with status $rc; the end of $rundir/logs/coordinator.log:" >&2
+  tail -n 5 "$rundir/logs/coordinator.log" | sed 's/^/    /' >&2
+  stop 1
+fi
 stop

@@ -1,9 +1,16 @@
 /* services/coordinator/ckpt.c: the coordinator's checkpoint — the dataset cursor (epoch, position, prompts consumed),
- * the step and policy version, group ids and the group accounting, as of the last finished step — written as JSON
- * to trainer.default_local_dir/coordinator.json (temp file, fsync, rename: a crash or a full disk keeps the previous
- * one). The metric history is not in it: it is read back from metrics.jsonl on resume.
- * With each save the learner ranks are asked (Control CHECKPOINT) to save the weights of that step, so both sides
- * resume from the same step. Not here: the learner's own checkpoint format (services/learner). */
+ * the step and policy version, group ids and the group accounting, as of a finished step — kept in
+ * trainer.default_local_dir/coordinator.json (temp file, fsync, rename: a crash or a full disk keeps the previous one).
+ * The metric history is not in it: it is read back from metrics.jsonl on resume.
+ *
+ * A checkpoint is two-sided and recorded only once both sides hold it: the coordinator writes its state of step S as
+ * "pending" beside the last confirmed one ("saved"), asks learner rank 0 to save the weights of step S (Control
+ * CHECKPOINT), and on its answer (Control CHECKPOINT_DONE) makes S the "saved" one. On resume the coordinator does
+ * not guess: it waits for learner rank 0's Hello, which carries the policy version of the checkpoint the learner
+ * loaded, and resumes whichever of "saved" and "pending" has that version — a crash between the learner writing
+ * step S and the coordinator hearing of it resumes S on both sides. A learner whose version matches neither stops
+ * the run with an error naming both (never a silent wait for weights that no one has).
+ * Not here: the learner's own checkpoint format (services/learner, common/io/checkpoint.h). */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,36 +21,51 @@
 #include "coord.h"
 
 #define CKPT_FORMAT  "dapo-coordinator"
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2                   /* 1: one snapshot at the top level (read as "saved") */
 
 static void ckpt_path(const Coord *c, char *buf, size_t n) {
     snprintf(buf, n, "%s/coordinator.json", c->cfg.default_local_dir);
 }
 
-/* Asks every learner rank to save the weights of `step` (they skip it when they already have it). */
-static void ask_learners(Coord *c, long step) {
-    Dapo__Control m = DAPO__CONTROL__INIT;
-    m.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT;
-    m.step = step;
-    m.path = c->cfg.default_local_dir;
-    m.reason = "coordinator checkpoint";
-    for (int i = 0; i < c->nworkers; i++)
-        if (c->workers[i].role == DAPO__ROLE__ROLE_LEARNER && c->workers[i].life == WORKER_ALIVE)
-            coord_send(c, &c->workers[i], DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
-}
-
-int ckpt_save(Coord *c, char err[ERR_LEN]) {
-    EngineSnapshot s;
-    if (engine_snapshot(c, &s)) return err_set(err, ERR_NOTFOUND, "no training run to checkpoint");
+static json_t *snap_to_json(const EngineSnapshot *s) {
     json_t *counts = json_object();
     for (int g = 0; g < GS_COUNT; g++)
-        json_object_set_new(counts, group_state_name((GroupState)g), json_integer((json_int_t)s.group_counts[g]));
-    json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:I, s:i, s:I, s:I, s:I, s:i, s:I, s:o}", "format", CKPT_FORMAT,
-                          "version", CKPT_VERSION, "run_id", c->run_id, "step", (json_int_t)s.step,
-                          "policy_version", (json_int_t)s.policy_version, "epoch", s.epoch,
-                          "cursor", (json_int_t)s.cursor, "consumed", (json_int_t)s.consumed,
-                          "next_group_id", (json_int_t)s.next_group_id, "data_seed", s.data_seed,
-                          "n_train", (json_int_t)s.n_train, "group_counts", counts);
+        json_object_set_new(counts, group_state_name((GroupState)g), json_integer((json_int_t)s->group_counts[g]));
+    return json_pack("{s:I, s:I, s:i, s:I, s:I, s:I, s:i, s:I, s:o}", "step", (json_int_t)s->step,
+                     "policy_version", (json_int_t)s->policy_version, "epoch", s->epoch, "cursor", (json_int_t)s->cursor,
+                     "consumed", (json_int_t)s->consumed, "next_group_id", (json_int_t)s->next_group_id,
+                     "data_seed", s->data_seed, "n_train", (json_int_t)s->n_train, "group_counts", counts);
+}
+
+static json_int_t get_int(json_t *j, const char *key, int *bad) {
+    json_t *v = json_object_get(j, key);
+    if (!json_is_integer(v)) { *bad = 1; return 0; }
+    return json_integer_value(v);
+}
+
+/* 0, or 1 when a field is missing, has the wrong type or is out of range. */
+static int snap_from_json(json_t *j, EngineSnapshot *s) {
+    int bad = !json_is_object(j);
+    memset(s, 0, sizeof *s);
+    s->step = (long)get_int(j, "step", &bad);
+    s->policy_version = get_int(j, "policy_version", &bad);
+    s->epoch = (int)get_int(j, "epoch", &bad);
+    s->cursor = (long)get_int(j, "cursor", &bad);
+    s->consumed = (long)get_int(j, "consumed", &bad);
+    s->next_group_id = (uint64_t)get_int(j, "next_group_id", &bad);
+    s->data_seed = (int)get_int(j, "data_seed", &bad);
+    s->n_train = (long)get_int(j, "n_train", &bad);
+    json_t *counts = json_object_get(j, "group_counts");
+    for (int g = 0; g < GS_COUNT; g++) s->group_counts[g] = (uint64_t)get_int(counts, group_state_name((GroupState)g), &bad);
+    return bad || s->step < 0 || s->cursor < 0 || s->epoch < 0 || s->policy_version < 0;
+}
+
+/* Writes coordinator.json from c->ckpt (saved and pending as they are now). */
+static int write_file(Coord *c, char err[ERR_LEN]) {
+    CkptState *k = &c->ckpt;
+    json_t *j = json_pack("{s:s, s:i, s:s}", "format", CKPT_FORMAT, "version", CKPT_VERSION, "run_id", c->run_id);
+    if (k->has_saved) json_object_set_new(j, "saved", snap_to_json(&k->saved));
+    if (k->has_pending) json_object_set_new(j, "pending", snap_to_json(&k->pending));
     char *text = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     json_decref(j);
     if (!text) return err_set(err, ERR_NOMEM, "checkpoint JSON encoding failed");
@@ -52,17 +74,91 @@ int ckpt_save(Coord *c, char err[ERR_LEN]) {
     ckpt_path(c, path, sizeof path);
     if (!rc) rc = fs_write_atomic(path, text, strlen(text), err);
     free(text);
+    return rc;
+}
+
+static int learner_rank0(const Coord *c) {
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == DAPO__ROLE__ROLE_LEARNER && c->workers[i].life == WORKER_ALIVE &&
+            c->workers[i].rank == 0)
+            return i;
+    return -1;
+}
+
+int ckpt_done(const Coord *c) {
+    const CkptState *k = &c->ckpt;
+    EngineSnapshot s;
+    if (k->undecided || engine_snapshot(c, &s)) return 1;
+    return k->has_saved ? k->saved.step == s.step : s.step == 0;
+}
+
+int ckpt_waiting(const Coord *c) {
+    EngineSnapshot s;
+    return c->ckpt.has_pending && c->ckpt.asked && engine_snapshot(c, &s) == 0 && c->ckpt.pending.step == s.step &&
+           learner_rank0(c) >= 0;                    /* a learner gone since will not answer */
+}
+
+int ckpt_request(Coord *c, char err[ERR_LEN]) {
+    CkptState *k = &c->ckpt;
+    EngineSnapshot s;
+    if (engine_snapshot(c, &s)) return err_set(err, ERR_UNSUPPORTED, "no training run configured: nothing to checkpoint");
+    if (k->undecided)
+        return err_set(err, ERR_AGAIN, "the run is resuming: waiting for learner rank 0 to say which checkpoint it loaded");
+    if (ckpt_done(c) || ckpt_waiting(c)) return 0;
+    int wi = learner_rank0(c);
+    WorkerEntry *w = wi >= 0 ? &c->workers[wi] : NULL;
+    if (!w) return err_set(err, ERR_AGAIN, "learner rank 0 is not registered: it cannot save the weights of step %ld",
+                           s.step);
+    k->pending = s;
+    k->has_pending = 1;
+    k->asked = 0;
+    int rc = write_file(c, err);                     /* the coordinator's side first: see the top comment */
     if (rc) return rc;
-    ask_learners(c, s.step);
-    log_info("checkpoint: %s (step %ld, policy version %lld, epoch %d, cursor %ld)", path, s.step,
-             (long long)s.policy_version, s.epoch, s.cursor);
+    Dapo__Control m = DAPO__CONTROL__INIT;
+    m.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT;
+    m.step = s.step;
+    m.path = c->cfg.default_local_dir;
+    m.reason = "coordinator checkpoint";
+    rc = coord_send(c, w, DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
+    if (rc) return err_set(err, rc, "asking learner %s to checkpoint step %ld: %s", w->id, s.step, err_str(rc));
+    k->asked = 1;
+    log_info("checkpoint of step %ld (policy version %lld): coordinator state written, learner %s asked for the weights",
+             s.step, (long long)s.policy_version, w->id);
     return 0;
 }
 
-static json_int_t get_int(json_t *j, const char *key, int *bad) {
-    json_t *v = json_object_get(j, key);
-    if (!json_is_integer(v)) { *bad = 1; return 0; }
-    return json_integer_value(v);
+void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m) {
+    CkptState *k = &c->ckpt;
+    if (m->cmd != DAPO__CONTROL_CMD__CONTROL_CHECKPOINT_DONE) {
+        log_warn("worker %s sent Control %d: only CHECKPOINT_DONE goes to the coordinator", w->id, (int)m->cmd);
+        return;
+    }
+    if (!k->has_pending || m->step != k->pending.step) {
+        log_warn("learner %s confirmed a checkpoint of step %lld that was not asked for (ignored)", w->id,
+                 (long long)m->step);
+        return;
+    }
+    char err[ERR_LEN];
+    if (m->reason && m->reason[0]) {
+        log_error("learner %s did not checkpoint step %lld: %s", w->id, (long long)m->step, m->reason);
+        k->has_pending = k->asked = 0;
+        if (write_file(c, err)) log_error("checkpoint: %s", err);
+        return;
+    }
+    k->saved = k->pending;
+    k->has_saved = 1;
+    k->has_pending = k->asked = 0;
+    if (write_file(c, err)) {
+        log_error("checkpoint of step %ld: the learner has it, but %s (a resume still finds it as pending)",
+                  k->saved.step, err);
+        k->has_pending = 1;
+        k->pending = k->saved;
+        return;
+    }
+    char path[1024];
+    ckpt_path(c, path, sizeof path);
+    log_info("checkpoint of step %ld complete: %s and the learner's weights under %s", k->saved.step, path,
+             m->path && m->path[0] ? m->path : "(its trainer.default_local_dir)");
 }
 
 /* Re-reads the metric history of steps <= step from metrics.jsonl, so the dashboard keeps its curves. */
@@ -95,14 +191,16 @@ static void reload_history(Coord *c, long step) {
 }
 
 int ckpt_resume(Coord *c, char err[ERR_LEN]) {
+    CkptState *k = &c->ckpt;
     if (!c->engine || strcmp(c->cfg.resume_mode, "disable") == 0) return 0;
-    char path[1024];
-    if (strcmp(c->cfg.resume_mode, "resume_path") == 0) snprintf(path, sizeof path, "%s", c->cfg.resume_from_path);
-    else ckpt_path(c, path, sizeof path);
+    char *path = k->resume_path;
+    if (strcmp(c->cfg.resume_mode, "resume_path") == 0) snprintf(path, sizeof k->resume_path, "%s", c->cfg.resume_from_path);
+    else ckpt_path(c, path, sizeof k->resume_path);
     if (access(path, F_OK) != 0) {
         if (strcmp(c->cfg.resume_mode, "resume_path") == 0)
             return err_set(err, ERR_IO, "trainer.resume_from_path: %s does not exist", path);
-        return 0;                                            /* auto: nothing to resume */
+        k->undecided = 1;                                    /* auto, nothing here: the learner must agree (step 0) */
+        return 0;
     }
     json_error_t jerr;
     json_t *j = json_load_file(path, 0, &jerr);
@@ -110,34 +208,84 @@ int ckpt_resume(Coord *c, char err[ERR_LEN]) {
     const char *fmt = json_string_value(json_object_get(j, "format"));
     int bad = 0;
     json_int_t ver = get_int(j, "version", &bad);
-    if (!fmt || strcmp(fmt, CKPT_FORMAT) || bad || ver != CKPT_VERSION) {
+    if (!fmt || strcmp(fmt, CKPT_FORMAT) || bad || ver < 1 || ver > CKPT_VERSION) {
         json_decref(j);
-        return err_set(err, ERR_VERSION, "%s: not a dapo coordinator checkpoint of version %d (found %s version %lld); "
-                       "set trainer.resume_mode=disable to start over", path, CKPT_VERSION, fmt ? fmt : "?",
+        return err_set(err, ERR_VERSION, "%s: not a dapo coordinator checkpoint of version 1 to %d (found %s version "
+                       "%lld); set trainer.resume_mode=disable to start over", path, CKPT_VERSION, fmt ? fmt : "?",
                        (long long)ver);
     }
-    EngineSnapshot s = {0};
-    s.step = (long)get_int(j, "step", &bad);
-    s.policy_version = get_int(j, "policy_version", &bad);
-    s.epoch = (int)get_int(j, "epoch", &bad);
-    s.cursor = (long)get_int(j, "cursor", &bad);
-    s.consumed = (long)get_int(j, "consumed", &bad);
-    s.next_group_id = (uint64_t)get_int(j, "next_group_id", &bad);
-    s.data_seed = (int)get_int(j, "data_seed", &bad);
-    s.n_train = (long)get_int(j, "n_train", &bad);
-    json_t *counts = json_object_get(j, "group_counts");
-    for (int g = 0; g < GS_COUNT; g++) s.group_counts[g] = (uint64_t)get_int(counts, group_state_name((GroupState)g), &bad);
-    const char *run_id = json_string_value(json_object_get(j, "run_id"));
-    if (bad || s.step < 0 || s.cursor < 0 || s.epoch < 0) {
+    json_t *saved = ver == 1 ? j : json_object_get(j, "saved"), *pending = json_object_get(j, "pending");
+    k->has_saved = saved != NULL;
+    k->has_pending = ver > 1 && pending != NULL;
+    if ((k->has_saved && snap_from_json(saved, &k->saved)) || (k->has_pending && snap_from_json(pending, &k->pending))) {
         json_decref(j);
         return err_set(err, ERR_DECODE, "%s: a field is missing or has the wrong type", path);
     }
+    const char *run_id = json_string_value(json_object_get(j, "run_id"));
     if (run_id && !c->cfg.run_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", run_id);
     json_decref(j);
-    int rc = engine_restore(c, &s, err);
-    if (rc) return rc;
-    reload_history(c, s.step);
-    log_info("resumed from %s: step %ld, policy version %lld, epoch %d, cursor %ld", path, s.step,
-             (long long)s.policy_version, s.epoch, s.cursor);
+    /* The data must be the same before anything else waits on the learner. */
+    EngineSnapshot *any = k->has_saved ? &k->saved : k->has_pending ? &k->pending : NULL;
+    if (any) {
+        int rc = engine_check_snapshot(c, any, err);
+        if (rc) return rc;
+    }
+    k->undecided = 1;
+    engine_hold_resume(c);
+    char what[96] = "";
+    if (k->has_saved) snprintf(what, sizeof what, "the confirmed step %ld", k->saved.step);
+    if (k->has_pending)
+        snprintf(what + strlen(what), sizeof what - strlen(what), "%sthe pending step %ld", k->has_saved ? " and " : "",
+                 k->pending.step);
+    log_info("resume: %s holds %s; waiting for learner rank 0 to say which checkpoint it loaded", path,
+             what[0] ? what : "no step");
     return 0;
+}
+
+/* The resume decision, at learner rank 0's first Hello: the snapshot whose policy version is the learner's. */
+static void decide(Coord *c, const WorkerEntry *w) {
+    CkptState *k = &c->ckpt;
+    char err[ERR_LEN];
+    int64_t v = w->policy_version;
+    const EngineSnapshot *pick = k->has_saved && k->saved.policy_version == v     ? &k->saved
+                                 : k->has_pending && k->pending.policy_version == v ? &k->pending
+                                                                                    : NULL;
+    k->undecided = 0;
+    if (!pick && !k->has_saved && !k->has_pending && v == 0) return;     /* a fresh run on both sides */
+    if (!pick) {
+        char have[1280];
+        if (k->has_saved || k->has_pending)
+            snprintf(have, sizeof have, "the coordinator checkpoint %s holds step %ld (policy version %lld)%s",
+                     k->resume_path, k->has_saved ? k->saved.step : k->pending.step,
+                     (long long)(k->has_saved ? k->saved.policy_version : k->pending.policy_version),
+                     k->has_saved && k->has_pending ? " and a pending step" : "");
+        else
+            snprintf(have, sizeof have, "there is no coordinator checkpoint (%s/coordinator.json)",
+                     c->cfg.default_local_dir);
+        engine_fail(c, "learner %s loaded policy version %lld but %s: both must resume the same step (point both at "
+                    "the same trainer.default_local_dir, or start over in an empty one)", w->id, (long long)v, have);
+        return;
+    }
+    EngineSnapshot s = *pick;
+    if (pick == &k->pending) {
+        log_info("resume: the learner confirmed step %ld before the coordinator heard of it: resuming step %ld", s.step,
+                 s.step);
+        k->saved = s;
+        k->has_saved = 1;
+    }
+    k->has_pending = k->asked = 0;
+    if (engine_restore(c, &s, err)) { engine_fail(c, "resume: %s", err); return; }
+    if (write_file(c, err)) log_error("resume: %s", err);
+    reload_history(c, s.step);
+    log_info("resumed from %s: step %ld, policy version %lld, epoch %d, cursor %ld", k->resume_path, s.step,
+             (long long)s.policy_version, s.epoch, s.cursor);
+}
+
+void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w) {
+    if (!c->engine || w->role != DAPO__ROLE__ROLE_LEARNER || w->rank != 0 || engine_phase(c) == PH_FAILED) return;
+    if (c->ckpt.undecided) { decide(c, w); return; }
+    if (w->policy_version != c->policy_version)
+        engine_fail(c, "learner %s registered again with policy version %lld, but the run is at version %lld (it "
+                    "restarted from an older checkpoint): stop the run and start it again to resume both sides from "
+                    "the last checkpoint", w->id, (long long)w->policy_version, (long long)c->policy_version);
 }

@@ -87,6 +87,27 @@ typedef struct {
     atomic_int  busy;                  /* 1 while ZeroMQ holds it */
 } ZcBuf;
 
+/* The engine's resumable state as of the last finished step (what a coordinator checkpoint holds). */
+typedef struct {
+    long     step;                     /* finished steps */
+    int64_t  policy_version;
+    int      epoch;
+    long     cursor, consumed;
+    uint64_t next_group_id;
+    int      data_seed;
+    long     n_train;                  /* prompts in the training set: a resume with other data is refused */
+    uint64_t group_counts[GS_COUNT];
+} EngineSnapshot;
+
+/* ckpt.c's state: the last checkpoint both sides hold and the one asked of the learner (see ckpt.c). */
+typedef struct {
+    EngineSnapshot saved, pending;
+    int            has_saved, has_pending;
+    int            asked;              /* the pending one was sent to learner rank 0 */
+    int            undecided;          /* resuming: learner rank 0's Hello picks saved or pending */
+    char           resume_path[1024];
+} CkptState;
+
 typedef struct Coord {
     Config       cfg;
     uv_loop_t   *loop;
@@ -101,7 +122,8 @@ typedef struct Coord {
     char         run_id[64];
     int64_t      step, policy_version;
     int64_t      started_ms;
-    int          stopping, sigints;
+    int          stopping, sigints;    /* stopping: 1 finishing the step in training and its checkpoint, 2 exiting */
+    int64_t      stop_deadline_ms;     /* monotonic; cluster.stop_timeout_s after the stop request */
     uint64_t     msgs_in, msgs_bad;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */
     ZcBuf        zc[COORD_ZC_BUFS];    /* coord_send_zc's buffers, freed after zmq_ctx_term */
@@ -120,6 +142,7 @@ typedef struct Coord {
     /* The training loop (steps.c). */
     Engine      *engine;               /* NULL when no data.train_files: registry and dashboard only */
     uint64_t     group_counts[GS_COUNT];
+    CkptState    ckpt;
 } Coord;
 
 /* registry.c */
@@ -160,24 +183,26 @@ void engine_status_fill(Coord *c, struct json_t *status);   /* adds "phase", "gr
 const char *group_state_name(GroupState s);
 const char *phase_name(Phase p);
 
-/* The engine's resumable state as of the last finished step (what a coordinator checkpoint holds). */
-typedef struct {
-    long     step;                     /* finished steps */
-    int64_t  policy_version;
-    int      epoch;
-    long     cursor, consumed;
-    uint64_t next_group_id;
-    int      data_seed;
-    long     n_train;                  /* prompts in the training set: a resume with other data is refused */
-    uint64_t group_counts[GS_COUNT];
-} EngineSnapshot;
 int  engine_snapshot(const Coord *c, EngineSnapshot *out);          /* ERR_NOTFOUND without an engine */
+/* ERR_INVAL when s was taken with other training data (prompt count, data.seed) than the engine has now. */
+int  engine_check_snapshot(const Coord *c, const EngineSnapshot *s, char err[ERR_LEN]);
 int  engine_restore(Coord *c, const EngineSnapshot *s, char err[ERR_LEN]);
+void engine_hold_resume(Coord *c);     /* a resume is coming: no validation-before-training, whichever step it is */
+/* Stops the training loop with a message shown on the dashboard's status line and logged (phase "failed"). */
+void engine_fail(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* ckpt.c: the coordinator checkpoint, default_local_dir/coordinator.json, written atomically at every
- * trainer.save_freq step, on request and on SIGTERM; read back by trainer.resume_mode auto / resume_path. */
-int  ckpt_save(Coord *c, char err[ERR_LEN]);
-int  ckpt_resume(Coord *c, char err[ERR_LEN]);                      /* 0 also when there is nothing to resume */
+/* ckpt.c: the two-sided checkpoint (coordinator.json in trainer.default_local_dir + the learner's weights), asked for
+ * at every trainer.save_freq step, the last step, on request and on stop; resumed by trainer.resume_mode auto /
+ * resume_path once learner rank 0 says which checkpoint it loaded. */
+/* Asks for the checkpoint of the last finished step: writes the coordinator's side as pending and asks learner rank
+ * 0 for the weights. 0 also when that step is saved or already asked; ERR_AGAIN while resuming or without learner
+ * rank 0; ERR_UNSUPPORTED without a training run; ERR_IO when the file cannot be written. */
+int  ckpt_request(Coord *c, char err[ERR_LEN]);
+int  ckpt_done(const Coord *c);        /* 1: the last finished step is saved on both sides (or there is none to save) */
+int  ckpt_waiting(const Coord *c);     /* 1: its checkpoint was asked of the learner, no answer yet */
+void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m);   /* the learner's CHECKPOINT_DONE */
+void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w);   /* resume decision / version check (rank 0) */
+int  ckpt_resume(Coord *c, char err[ERR_LEN]);                /* reads coordinator.json; 0 also when there is none */
 
 /* history.c: the metric history (each entry has a "step" metric), samples, and the control actions the dashboard
  * triggers. coord_record_step copies m and appends a line to the metrics JSONL. */
@@ -187,8 +212,11 @@ void coord_record_sample(Coord *c, const SampleView *s);      /* copies the stri
 void coord_history_free(Coord *c);
 void coord_pause(Coord *c);                                   /* stop dispatching new groups */
 void coord_resume(Coord *c);
-int  coord_checkpoint_now(Coord *c, char err[ERR_LEN]);       /* write the coordinator checkpoint now */
-void coord_stop(Coord *c);                                    /* as SIGTERM: checkpoint, tell workers, exit 0 */
+int  coord_checkpoint_now(Coord *c, char err[ERR_LEN]);       /* ckpt_request */
+/* As SIGTERM: stop generating, let the step in training finish, checkpoint it on both sides, then exit 0 — bounded by
+ * cluster.stop_timeout_s. A second call exits at once. */
+void coord_stop(Coord *c);
+void coord_exit(Coord *c);                                    /* tells the workers, closes the dashboard, ends the loop */
 
 /* dashboard.c: the HTTP routes (the handler given to http_listen; coord is the Coord) and, from dashboard_init
  * (called once after http_listen), the cluster.dashboard_demo_steps test hook's timer. 0 or ERR_IO. */

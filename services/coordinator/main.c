@@ -108,11 +108,14 @@ static void on_zmq_readable(uv_poll_t *h, int status, int events) {
     coord_drain(c);
 }
 
+static void check_stop_deadline(Coord *c);
+
 static void on_cron(uv_timer_t *t) {
     Coord *c = t->data;
     registry_cron(c);
-    engine_reclaim_leases(c);
+    if (!c->stopping) engine_reclaim_leases(c);
     engine_tick(c);
+    check_stop_deadline(c);
     coord_drain(c);
 }
 
@@ -134,28 +137,52 @@ static void on_signal(uv_signal_t *s, int signum) {
 
 int coord_checkpoint_now(Coord *c, char err[ERR_LEN]) {
     if (!c->engine) return err_set(err, ERR_UNSUPPORTED, "no training run configured: nothing to checkpoint");
-    return ckpt_save(c, err);
+    return ckpt_request(c, err);
 }
 
-/* Tells every worker that the coordinator is going away: work in flight is dropped, and they register again when
- * it comes back (their state machine does that on its own). */
-static void tell_workers_stopping(Coord *c) {
+/* Tells the workers (learners too, or not) that the coordinator is going away: work in flight is dropped, and they
+ * register again when it comes back (their state machine does that on its own). */
+static void tell_workers_stopping(Coord *c, int learners) {
     Dapo__Control m = DAPO__CONTROL__INIT;
     m.cmd = DAPO__CONTROL_CMD__CONTROL_PAUSE;
     m.reason = "coordinator stopping: drop work in flight; register again when it is back";
     for (int i = 0; i < c->nworkers; i++)
-        if (c->workers[i].life == WORKER_ALIVE) coord_send(c, &c->workers[i], DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
+        if (c->workers[i].life == WORKER_ALIVE && (learners || c->workers[i].role != DAPO__ROLE__ROLE_LEARNER))
+            coord_send(c, &c->workers[i], DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
 }
 
-void coord_stop(Coord *c) {
-    log_info("stop requested: stopping");
-    char err[ERR_LEN];
-    if (c->engine && ckpt_save(c, err)) log_error("checkpoint on stop: %s", err);
-    tell_workers_stopping(c);
-    c->stopping = 1;
+void coord_exit(Coord *c) {
+    if (c->stopping > 1) return;
+    c->stopping = 2;
+    tell_workers_stopping(c, 1);
     http_close(c->http);
     c->http = NULL;
     uv_stop(c->loop);
+}
+
+void coord_stop(Coord *c) {
+    if (c->stopping) {
+        log_warn("stop requested again: exiting now, without waiting for the step in training or its checkpoint");
+        coord_exit(c);
+        return;
+    }
+    c->stopping = 1;
+    c->stop_deadline_ms = clock_ms() + (int64_t)(c->cfg.stop_timeout_s * 1000);
+    if (!c->engine) { log_info("stop requested"); coord_exit(c); return; }
+    log_info("stop requested: generation stops; the step in training finishes and is checkpointed on both sides "
+             "(at most %g s, cluster.stop_timeout_s; stop again to exit at once)", c->cfg.stop_timeout_s);
+    tell_workers_stopping(c, 0);
+    engine_tick(c);
+}
+
+/* A stop that has waited cluster.stop_timeout_s for the learner exits without the checkpoint: coordinator.json keeps
+ * the last checkpoint both sides confirmed (and the one asked for, as pending), so a resume still agrees. */
+static void check_stop_deadline(Coord *c) {
+    if (c->stopping != 1 || clock_ms() < c->stop_deadline_ms) return;
+    log_error("stopping: no checkpoint confirmed by the learner within %g s (cluster.stop_timeout_s); exiting with "
+              "the last confirmed one (%s)", c->cfg.stop_timeout_s,
+              c->ckpt.has_saved ? "see coordinator.json \"saved\"" : "none: a resume starts over");
+    coord_exit(c);
 }
 
 /* The resolved config as YAML text, for the dashboard. */

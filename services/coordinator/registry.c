@@ -94,6 +94,7 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     log_info("worker %s registered%s: role %s, capacity %u, policy version %lld", w->id, again ? " again" : "",
              role_name(w->role), w->capacity, (long long)w->policy_version);
     send_welcome(c, m, 1, "");
+    ckpt_on_learner_hello(c, w);
 }
 
 static void mark_gone(Coord *c, WorkerEntry *w, WorkerLife life, const char *why) {

@@ -117,16 +117,28 @@ static void status(Coord *c, const char *fmt, ...) {
     }
 }
 
-static void fail(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(Coord *c, const char *fmt, ...) {
+static void fail_v(Coord *c, const char *fmt, va_list ap) {
     Engine *e = c->engine;
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(e->fail, sizeof e->fail, fmt, ap);
-    va_end(ap);
     e->phase = PH_FAILED;
     snprintf(c->status_line, sizeof c->status_line, "FAILED: %.240s", e->fail);
     log_error("%s", e->fail);
+}
+
+static void fail(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(Coord *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(c, fmt, ap);
+    va_end(ap);
+}
+
+void engine_fail(Coord *c, const char *fmt, ...) {
+    if (!c->engine) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(c, fmt, ap);
+    va_end(ap);
 }
 
 /* ------------------------------------------------------------------------------------------------ groups */
@@ -839,6 +851,7 @@ void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m) {
     case DAPO__MSG_TYPE__MSG_WEIGHT_ACK:
         w->policy_version = ((Dapo__WeightAck *)m->msg)->version;
         break;
+    case DAPO__MSG_TYPE__MSG_CONTROL: ckpt_on_control(c, w, (Dapo__Control *)m->msg); break;
     default:
         coord_send_error(c, w->rid, w->rid_len, ERR_UNSUPPORTED, m->type, "message not handled by the coordinator");
     }
@@ -956,9 +969,10 @@ static void finish_step(Coord *c) {
     if (e->phase == PH_WEIGHTS || e->phase == PH_TRAIN) e->phase = PH_IDLE;
     e->snap = t->snap;
     e->snap.policy_version = c->policy_version;
-    if (c->cfg.save_freq > 0 && e->done_steps % c->cfg.save_freq == 0) {
+    int last = c->cfg.total_training_steps > 0 && e->done_steps >= c->cfg.total_training_steps;
+    if (c->cfg.save_freq > 0 && (e->done_steps % c->cfg.save_freq == 0 || last)) {    /* as verl */
         char err[ERR_LEN];
-        if (ckpt_save(c, err)) log_error("checkpoint at step %ld: %s", e->done_steps, err);
+        if (ckpt_request(c, err)) log_error("checkpoint at step %ld: %s", e->done_steps, err);
     }
     if (c->cfg.test_freq > 0 && e->val.n && e->done_steps % c->cfg.test_freq == 0) e->val_pending = 1;
 }
@@ -1040,8 +1054,30 @@ static int tick_once(Coord *c) {
     return e->phase != before;
 }
 
+/* The coordinator is stopping: nothing new is generated; the step in training finishes (its results are all the
+ * learner needs to send: rollouts need not load the new version), it is checkpointed on both sides, then the
+ * coordinator exits. The cron bounds all of it by cluster.stop_timeout_s. */
+static void stop_tick(Coord *c) {
+    Engine *e = c->engine;
+    if (e->phase == PH_WEIGHTS) finish_step(c);
+    if (e->phase == PH_FAILED) { coord_exit(c); return; }
+    if (e->job.active) {
+        status(c, "stopping: waiting for the learner to finish step %ld", e->job.step);
+        return;
+    }
+    char err[ERR_LEN];
+    if (ckpt_done(c)) { coord_exit(c); return; }
+    if (!ckpt_waiting(c) && ckpt_request(c, err)) {
+        log_error("stopping without a checkpoint of step %ld: %s", e->done_steps, err);
+        coord_exit(c);
+        return;
+    }
+    status(c, "stopping: waiting for the learner's checkpoint of step %ld", e->done_steps);
+}
+
 void engine_tick(Coord *c) {
-    if (!c->engine) return;
+    if (!c->engine || c->stopping > 1) return;
+    if (c->stopping) { stop_tick(c); return; }
     for (int i = 0; i < 8 && tick_once(c); i++) {}
 }
 
@@ -1098,13 +1134,24 @@ int engine_snapshot(const Coord *c, EngineSnapshot *out) {
     return 0;
 }
 
-int engine_restore(Coord *c, const EngineSnapshot *s, char err[ERR_LEN]) {
-    Engine *e = c->engine;
+int engine_check_snapshot(const Coord *c, const EngineSnapshot *s, char err[ERR_LEN]) {
+    const Engine *e = c->engine;
     if (!e) return err_set(err, ERR_NOTFOUND, "no training data configured");
     if (s->n_train != (long)e->train.n || s->data_seed != c->cfg.data_seed)
         return err_set(err, ERR_INVAL, "the checkpoint was taken with %ld training prompts and data.seed %d; now there "
                        "are %zu and data.seed is %d: resume with the same data, or set trainer.resume_mode=disable",
                        s->n_train, s->data_seed, e->train.n, c->cfg.data_seed);
+    return 0;
+}
+
+void engine_hold_resume(Coord *c) {
+    if (c->engine) c->engine->val_started = 1;          /* validation before training belongs to a fresh run */
+}
+
+int engine_restore(Coord *c, const EngineSnapshot *s, char err[ERR_LEN]) {
+    Engine *e = c->engine;
+    int rc = engine_check_snapshot(c, s, err);
+    if (rc) return rc;
     e->done_steps = e->step = s->step;
     c->step = s->step;
     c->policy_version = s->policy_version;

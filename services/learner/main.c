@@ -4,8 +4,10 @@
  * rank 0 the weight server (weights.h) holding the current version (0 for a fresh model). Then the shared worker loop:
  * TrainBatch shards are buffered and trained by learner.h (old log-probs for all mini-batches first); each shard is
  * answered with a StepResult; after the step's last shard rank 0 publishes version v+1 BEFORE its StepResult carries
- * new_policy_version = v+1, and checkpoints every trainer.save_freq steps. Control CHECKPOINT saves at once (rank 0),
- * Control SHUTDOWN stops like SIGTERM. Long computations keep heartbeating and serving weight requests (keepalive).
+ * new_policy_version = v+1. Checkpoints are the coordinator's to ask for (it asks at every trainer.save_freq step, the
+ * last step and when it stops, and keeps its own state of that step beside them): Control CHECKPOINT of step S saves
+ * the weights of step S (rank 0) between steps and answers Control CHECKPOINT_DONE — the coordinator records a
+ * checkpoint only once both sides hold it. Control SHUTDOWN stops like SIGTERM. Long computations keep heartbeating and serving weight requests (keepalive).
  * Not here: the GPU path (the NCCL collective exists for CUDA builds; the model core is CPU-only), pushing weights. */
 #include <signal.h>
 #include <stdio.h>
@@ -87,10 +89,32 @@ static void send_result(Svc *s, const LearnerResult *r, int64_t new_version) {
     xfree(ep);
 }
 
-static void checkpoint(Svc *s, const char *why) {
-    if (s->d.rank != 0) return;
-    char err[ERR_LEN];
-    if (learner_checkpoint(s->L, err)) log_error("checkpoint (%s) failed: %s", why, err);
+/* Control CHECKPOINT of `step` (rank 0): saves the weights of that step unless they are on disk already, and answers
+ * CHECKPOINT_DONE with an empty reason, or the reason it did not. Only a step boundary is saved: a request for another
+ * step than the last one finished, or one that comes while a step is under way, is refused (the coordinator asks
+ * right after a step's results and before it sends the next step, so neither happens in a healthy run). */
+static void checkpoint_requested(Svc *s, int64_t step) {
+    Learner *L = s->L;
+    char err[ERR_LEN] = "", path[4096];
+    long have = -1;
+    if (step != L->steps_done)
+        snprintf(err, sizeof err, "checkpoint asked for step %lld, but the learner's last finished step is %ld",
+                 (long long)step, L->steps_done);
+    else if (L->cur_step >= 0)
+        snprintf(err, sizeof err, "checkpoint of step %lld asked while step %ld is being trained", (long long)step,
+                 L->cur_step);
+    else if (checkpoint_find_latest(L->ckpt_root, path, sizeof path, &have, err) == 0 && have == L->steps_done)
+        log_info("checkpoint of step %ld already written", have);
+    else if (learner_checkpoint(L, err) == 0)
+        err[0] = 0;
+    if (err[0]) log_error("checkpoint: %s", err);
+    Dapo__Control m = DAPO__CONTROL__INIT;
+    m.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT_DONE;
+    m.step = step;
+    m.path = L->ckpt_root;
+    m.reason = err;
+    int rc = worker_send(s->d.worker, DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
+    if (rc) log_error("checkpoint of step %lld: the confirmation was not sent: %s", (long long)step, err_str(rc));
 }
 
 /* Runs at most one shard; 1 when one ran. */
@@ -113,11 +137,7 @@ static int run_one(Svc *s) {
     else log_info("step %lld mini-batch %u epoch %u: pg_loss %.6g grad_norm %.4g lr %.3g%s", (long long)r.tb->step,
                   r.tb->mini_batch_index, r.tb->ppo_epoch, r.st.pg_loss, r.st.grad_norm, r.st.lr,
                   r.st.skipped ? " (update skipped: non-finite)" : "");
-    if (last) {
-        log_set_step(s->L->steps_done);
-        int f = s->d.cfg.save_freq;
-        if (f > 0 && s->L->steps_done % f == 0) checkpoint(s, "trainer.save_freq");
-    }
+    if (last) log_set_step(s->L->steps_done);
     learner_result_free(&r);
     return 1;
 }
@@ -130,17 +150,7 @@ static int handle(Svc *s, NetMsg *m) {
         break;
     case DAPO__MSG_TYPE__MSG_CONTROL: {
         const Dapo__Control *c = (const Dapo__Control *)m->msg;
-        if (c->cmd == DAPO__CONTROL_CMD__CONTROL_CHECKPOINT && s->d.rank == 0) {
-            char path[4096], err[ERR_LEN];
-            long have = -1;
-            if (c->step && c->step != s->L->steps_done)
-                log_warn("checkpoint asked for step %lld; the learner is at step %ld (saving that)", (long long)c->step,
-                         s->L->steps_done);
-            if (checkpoint_find_latest(s->L->ckpt_root, path, sizeof path, &have, err) == 0 && have == s->L->steps_done)
-                log_info("checkpoint of step %ld already written", have);
-            else
-                checkpoint(s, "requested");
-        }
+        if (c->cmd == DAPO__CONTROL_CMD__CONTROL_CHECKPOINT && s->d.rank == 0) checkpoint_requested(s, c->step);
         else if (c->cmd == DAPO__CONTROL_CMD__CONTROL_SHUTDOWN) raise(SIGTERM);
         break;
     }

@@ -1,7 +1,8 @@
 /* tests/integration/test_coordinator.c: the coordinator's step engine with scripted fake workers speaking the real
  * protocol (rollouts and learners as threads on common/net/worker.h) and the real dapo-verifier: dynamic-sampling
  * rounds, batch alignment and shards, policy versions, validation metrics, the max_num_gen_batches error, a rollout
- * that dies mid-step, duplicate results, and group accounting that always adds up. */
+ * that dies mid-step, duplicate results, group accounting that always adds up, resume, and a learner whose checkpoint
+ * the coordinator does not have. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +29,7 @@ typedef struct {
 } Run;
 
 static int g_fake_verifiers;     /* start_run: v[0] (muted: never answers) and v[1] instead of dapo-verifier */
+static int64_t g_learner_version;   /* start_run: the policy version the fake learner says it loaded */
 
 /* 24 prompts whose token lengths differ, every ground truth "7". */
 static void write_dataset(const char *path) {
@@ -92,6 +94,7 @@ static void start_run(Run *r, int mode, const char *extra1, const char *extra2) 
         pthread_create(&r->r[i].th, NULL, rollout_main, &r->r[i]);
     }
     snprintf(r->l.endpoint, sizeof r->l.endpoint, "%s", r->zep);
+    r->l.version = g_learner_version;
     pthread_create(&r->l.th, NULL, learner_main, &r->l);
 }
 
@@ -333,6 +336,8 @@ static void test_resume_at_epoch_boundary(void **state) {
     r2.verifier = tu_spawn(vargv, log);
     for (int i = 0; i < 2; i++) { r2.r[i].stop = 0; r2.r[i].groups_done = 0; pthread_create(&r2.r[i].th, NULL, rollout_main, &r2.r[i]); }
     r2.l.stop = 0;
+    assert_int_equal(r.l.saved_version, 4);          /* the coordinator asked for the last step's checkpoint */
+    r2.l.version = r.l.saved_version;                /* the learner restarts from it */
     pthread_create(&r2.l.th, NULL, learner_main, &r2.l);
     st = wait_phase(&r2, "done", 60000);
     assert_int_equal(json_integer_value(json_object_get(st, "step")), 6);
@@ -367,6 +372,23 @@ static void test_async_overlaps_generation_and_training(void **state) {
     stop_run(&r);
 }
 
+/* A learner that loaded a checkpoint the coordinator has none for (here: version 5, no coordinator.json) stops the
+ * run at once with an error naming both sides, instead of a run waiting for ever for weights no one serves. */
+static void test_learner_checkpoint_mismatch_fails_clearly(void **state) {
+    (void)state;
+    static Run r;
+    g_learner_version = 5;
+    start_run(&r, MODE_BY_LENGTH, "trainer.val_before_train=false", NULL);
+    g_learner_version = 0;
+    json_t *st = wait_phase(&r, "failed", 20000);
+    const char *line = json_string_value(json_object_get(st, "status_line"));
+    assert_non_null(strstr(line, "loaded policy version 5"));
+    assert_non_null(strstr(line, "no coordinator checkpoint"));
+    assert_int_equal(json_integer_value(json_object_get(st, "step")), 0);
+    json_decref(st);
+    stop_run(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_two_steps_with_validation, teardown),
@@ -376,6 +398,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_silent_verifier_lease_reclaimed, teardown),
         cmocka_unit_test_teardown(test_resume_at_epoch_boundary, teardown),
         cmocka_unit_test_teardown(test_async_overlaps_generation_and_training, teardown),
+        cmocka_unit_test_teardown(test_learner_checkpoint_mismatch_fails_clearly, teardown),
     };
     return cmocka_run_group_tests_name("coordinator", tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* tests/integration/test_learner_daemon.c: dapo-learner (one rank) against the scripted fake coordinator and a fake
  * rollout on the weight channel: registration, WeightResend of version 0 answered with every chunk (XXH64 checksums,
  * data equal to the model file), a step of two mini-batch shards answered by two StepResults with verl metric names
- * and new_policy_version 1 on the last, version 1 served (equal to the checkpoint written by trainer.save_freq=1),
+ * and new_policy_version 1 on the last, version 1 served (equal to the checkpoint written when the coordinator asks for
+ * it with Control CHECKPOINT, answered with CHECKPOINT_DONE; nothing saved unasked; another step refused),
  * no answer for a version it does not hold, a malformed shard answered with an error, SIGTERM exit 0, and a restart
  * after kill -9 resuming version 1 from the checkpoint; two ranks (same all-reduced metrics, rank 0 publishes) and a
  * killed rank 1 failing the next step on rank 0 with a clear error within cluster.collective_timeout_s. */
@@ -177,6 +178,22 @@ static void send_shard(Fix *f, long step, uint32_t mini, uint32_t nmini, int las
     send_shard_to(f, NULL, step, mini, nmini, last, rank, 1);
 }
 
+/* Sends Control CHECKPOINT of `step` and waits for the CHECKPOINT_DONE; returns its step. why (may be NULL) gets the
+ * refusal reason; without why a refusal fails the test. */
+static long ask_checkpoint(Fix *f, long step, char why[256]) {
+    Dapo__Control c = DAPO__CONTROL__INIT;
+    c.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT;
+    c.step = step;
+    assert_int_equal(fake_coord_reply(&f->fc, DAPO__MSG_TYPE__MSG_CONTROL, &c.base), 0);
+    NetMsg *m = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_CONTROL, 20000, NULL);
+    assert_non_null(m);
+    Dapo__Control *d = (Dapo__Control *)m->msg;
+    assert_int_equal(d->cmd, DAPO__CONTROL_CMD__CONTROL_CHECKPOINT_DONE);
+    if (why) snprintf(why, 256, "%s", d->reason);
+    else assert_string_equal(d->reason, "");
+    return (long)d->step;
+}
+
 static double metric(const Dapo__StepResult *r, const char *key) {
     for (size_t i = 0; i < r->n_metrics; i++)
         if (!strcmp(r->metrics[i]->key, key)) return r->metrics[i]->value;
@@ -220,10 +237,17 @@ static void test_step_and_weights(void **state) {
         assert_true(metric(r, "timing_s/old_log_prob") >= 0);
         assert_true(metric(r, "timing_s/update_actor") > 0);
     }
-    /* version 1 == the checkpoint of step 1 (trainer.save_freq = 1) */
+    /* the coordinator asks for the checkpoint of step 1: written before the answer, which names the step */
     char ck[600];
     snprintf(ck, sizeof ck, "%s/global_step_1/actor/huggingface", f->dir);
-    for (int t = 0; t < 100 && access(ck, F_OK); t++) usleep(50000);
+    assert_int_not_equal(access(ck, F_OK), 0);           /* nothing is saved unless asked */
+    assert_int_equal(ask_checkpoint(f, 1, NULL), 1);
+    assert_int_equal(access(ck, F_OK), 0);
+    assert_int_equal(ask_checkpoint(f, 1, NULL), 1);      /* again: already written, answered all the same */
+    char why[256];
+    assert_int_equal(ask_checkpoint(f, 7, why), 7);       /* a step it is not at: refused with the reason */
+    assert_non_null(strstr(why, "last finished step is 1"));
+    /* version 1 == the checkpoint of step 1 */
     uint32_t want[2] = {0, (uint32_t)nchunks - 1};
     n = fetch(f, 1, want, 2, u, 64, 5000);
     assert_int_equal(n, 2);

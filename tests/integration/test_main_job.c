@@ -2,7 +2,8 @@
  * the real binaries — runs 4 steps of a reduced default config on a freshly initialised tiny model (issue 9):
  * one rollout is killed with SIGKILL while it holds a lease (step 2 or 3) and the step still completes; the coordinator's
  * accounting shows no group lost or counted twice; a restart of every process resumes from the last checkpoint
- * (coordinator cursor and learner weights of step 4) and runs step 5. */
+ * (coordinator cursor and learner weights of step 4) and runs step 5. A run stopped between two checkpoints resumes
+ * the step it stopped at on both sides, also after a crash between the learner's checkpoint and the coordinator's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,8 @@ typedef struct {
     int  hport;
     pid_t coord, verifier, rollout[2], learner;
 } Job;
+
+static int g_save_freq;          /* overrides trainer.save_freq=1 when set */
 
 static void cfg_args(Job *j, char out[][640], int *n, const char *steps) {
     int k = 0;
@@ -42,6 +45,7 @@ static void cfg_args(Job *j, char out[][640], int *n, const char *steps) {
                            "actor_rollout_ref.rollout.max_num_seqs=8", "cluster.rollout_threads=1",
                            "cluster.learner_threads=1", "cluster.verifier_threads=1"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) snprintf(out[k++], 640, "%s", fixed[i]);
+    if (g_save_freq) snprintf(out[k++], 640, "trainer.save_freq=%d", g_save_freq);
     *n = k;
 }
 
@@ -135,9 +139,9 @@ static int teardown(void **state) {
     return 0;
 }
 
-static void test_three_steps_kill_and_resume(void **state) {
-    (void)state;
-    snprintf(j.dir, sizeof j.dir, "%s/test-logs/main-job", tu_build());
+/* A fresh run directory test-logs/<name>: the task data, a freshly initialised tiny model, free ports. */
+static void setup_job(const char *name) {
+    snprintf(j.dir, sizeof j.dir, "%s/test-logs/%s", tu_build(), name);
     char cmd[2400], bin[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && %s --split train --n 400 > %s/train.jsonl && "
              "%s/bin/dapo-init-model --config %s/configs/tiny-model/config.json --tokenizer %s/data/tokenizers/tiny "
@@ -147,6 +151,12 @@ static void test_three_steps_kill_and_resume(void **state) {
     snprintf(j.zep, sizeof j.zep, "tcp://127.0.0.1:%d", tu_free_port());
     snprintf(j.wep, sizeof j.wep, "tcp://127.0.0.1:%d", tu_free_port());
     j.hport = tu_free_port();
+}
+
+static void test_three_steps_kill_and_resume(void **state) {
+    (void)state;
+    setup_job("main-job");
+    char cmd[2400];
     start_all(&j, "4");
     /* From step 2 on, rollout-1 is frozen (SIGSTOP) so that it is caught holding a lease whatever the timing; then
      * it is killed with SIGKILL mid-step. Its lease expires (1.5 s) and the group goes to rollout-0: a step of 6
@@ -186,7 +196,72 @@ static void test_three_steps_kill_and_resume(void **state) {
     assert_int_equal(atoi(out), 5);                           /* one metrics line per step, none repeated */
 }
 
+static int at_step5(json_t *st) { return geti(st, "step") >= 5; }     /* "step": the one in progress */
+
+/* The coordinator checkpoint's "saved" (or "pending") snapshot: its step, -1 when absent. */
+static long ckpt_step(json_t *ck, const char *which) {
+    json_t *s = json_object_get(ck, which);
+    return s ? (long)geti(s, "step") : -1;
+}
+
+/* Stopped between two trainer.save_freq steps (3), the coordinator finishes the step in training, has the learner
+ * checkpoint that step and records it only then, so a restart resumes the same step on both sides (it used to wait
+ * for ever for a policy version the learner never saved). Then the crash between the learner writing a checkpoint
+ * and the coordinator hearing of it: a coordinator.json whose confirmed step is older (3) and whose pending step is
+ * the learner's resumes the pending one. */
+static void test_stop_between_checkpoints_and_resume(void **state) {
+    (void)state;
+    setup_job("main-job-stop");
+    g_save_freq = 3;
+    start_all(&j, "20");
+    json_t *st = wait_for(&j, at_step5, 180000, "step 5");
+    json_decref(st);
+    assert_int_equal(kill(j.coord, SIGTERM), 0);              /* the coordinator alone, as deploy/local/run.sh does */
+    assert_int_equal(tu_wait(j.coord, 60000), 0);
+    j.coord = 0;
+    char path[400], ck[500];
+    snprintf(path, sizeof path, "%s/ckpt/coordinator.json", j.dir);
+    json_t *c = json_load_file(path, 0, NULL);
+    assert_non_null(c);
+    long S = ckpt_step(c, "saved");
+    assert_true(S >= 4);
+    assert_int_equal(ckpt_step(c, "pending"), -1);
+    assert_int_equal(geti(json_object_get(c, "saved"), "policy_version"), S);
+    snprintf(ck, sizeof ck, "%s/ckpt/global_step_%ld/actor/huggingface", j.dir, S);
+    assert_int_equal(access(ck, F_OK), 0);                    /* the learner holds the same step */
+    stop_all(&j);
+    /* The crash case, written by hand: confirmed step 3, pending S (the learner's newest). */
+    json_t *old = json_deep_copy(json_object_get(c, "saved"));
+    json_object_set_new(old, "step", json_integer(3));
+    json_object_set_new(old, "policy_version", json_integer(3));
+    json_object_set(c, "pending", json_object_get(c, "saved"));
+    json_object_set_new(c, "saved", old);
+    assert_int_equal(json_dump_file(c, path, JSON_INDENT(1)), 0);
+    json_decref(c);
+    char steps[24];
+    snprintf(steps, sizeof steps, "%ld", S + 1);
+    j.hport = tu_free_port();
+    start_all(&j, steps);
+    st = wait_for(&j, done, 180000, "one step after the resume");
+    assert_int_equal(geti(st, "step"), S + 1);
+    assert_int_equal(geti(st, "policy_version"), S + 1);
+    assert_int_equal(group_count(st, "trained"), 4 * (S + 1));
+    assert_accounting(st);
+    json_decref(st);
+    stop_all(&j);
+    g_save_freq = 0;
+    c = json_load_file(path, 0, NULL);
+    assert_int_equal(ckpt_step(c, "saved"), S + 1);          /* the last step is checkpointed (save_freq > 0) */
+    json_decref(c);
+    char cmd[600], out[64];
+    snprintf(cmd, sizeof cmd, "grep -c 'the learner confirmed step %ld before the coordinator heard of it' %s/coordinator.log",
+             S, j.dir);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    assert_int_equal(atoi(out), 1);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_three_steps_kill_and_resume, teardown)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_three_steps_kill_and_resume, teardown),
+                                       cmocka_unit_test_teardown(test_stop_between_checkpoints_and_resume, teardown)};
     return cmocka_run_group_tests_name("main_job", tests, NULL, NULL);
 }
