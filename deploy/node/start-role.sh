@@ -13,6 +13,9 @@
 # 8080 dashboard. --bind-all makes the
 # coordinator listen on every interface (the dashboard stays on 127.0.0.1 unless cluster.http says otherwise).
 # Off loopback, put the cluster on a private network: CURVE authentication is not implemented yet.
+# To stop a run, stop the coordinator first (SIGTERM) and wait for it to exit: it lets the step in training finish
+# and has learner rank 0 checkpoint it; then stop the rest. Restarting every role resumes that step (the
+# coordinator's coordinator.json and the learner's weights may live on different nodes).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
