@@ -460,7 +460,11 @@ static int send_batch(Coord *c, Group **batch, int nb) {
                 }
             }
             if (ep == 0) e->job.batch_tokens += t;
-            if (rank_worker[sh->rank] < 0) { rc = ERR_CLOSED; continue; }
+            if (rank_worker[sh->rank] < 0) {
+                if (!rc) snprintf(err, sizeof err, "learner rank %d is not registered", sh->rank);
+                rc = ERR_CLOSED;
+                continue;
+            }
             TbwHead h = {.run_id = c->run_id, .step = e->step, .policy_version = c->policy_version,
                          .mini_batch_index = (uint32_t)sh->mini, .num_mini_batches = (uint32_t)lay.n_mini,
                          .ppo_epoch = (uint32_t)ep, .global_response_tokens = (uint64_t)sh->global_tokens,
@@ -471,17 +475,28 @@ static int send_batch(Coord *c, Group **batch, int nb) {
              * into a reused buffer handed to ZeroMQ without a copy */
             TbwSizes tsz;
             size_t n = tbwire_size(&h, tsq, sh->n_seq, &tsz);
-            if (n > UINT32_MAX || t > UINT32_MAX) { rc = ERR_TOO_BIG; continue; }
+            if (n > UINT32_MAX || t > UINT32_MAX) {
+                if (!rc) snprintf(err, sizeof err, "the shard of rank %d mini-batch %d is %zu bytes (%lld tokens): "
+                                  "over the 4 GiB a message can hold", sh->rank, sh->mini, n, t);
+                rc = ERR_TOO_BIG;
+                continue;
+            }
             ZcBuf *zb;
             uint8_t *frame = coord_zc_frame(c, NET_HEADER_BYTES + n, &zb);
             net_encode_into(DAPO__MSG_TYPE__MSG_TRAIN_BATCH, NULL, n, frame);
             tbwire_write(&h, tsq, sh->n_seq, &tsz, frame + NET_HEADER_BYTES);
-            if (coord_zc_send(c, &c->workers[rank_worker[sh->rank]], DAPO__MSG_TYPE__MSG_TRAIN_BATCH, frame,
-                              NET_HEADER_BYTES + n, zb))
-                rc = ERR_CLOSED;
+            const WorkerEntry *lw = &c->workers[rank_worker[sh->rank]];
+            int src = coord_zc_send(c, lw, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, frame, NET_HEADER_BYTES + n, zb);
+            if (src && !rc && src == ERR_AGAIN)
+                snprintf(err, sizeof err, "the send queue to learner %s (rank %d) is full: it has not read its "
+                         "earlier shards", lw->id, sh->rank);
+            else if (src && !rc)
+                snprintf(err, sizeof err, "learner %s (rank %d) vanished while its shards were sent: %s", lw->id,
+                         sh->rank, err_str(src));
+            if (src) rc = src;
         }
     if (rc) {
-        fail(c, "step %ld: a learner rank vanished while its shards were sent", e->step);
+        fail(c, "step %ld: TrainBatch not sent: %s", e->step, err);
         goto out;
     }
     e->job.expected = c->cfg.ppo_epochs * lay.n_mini * W;
