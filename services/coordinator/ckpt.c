@@ -204,7 +204,8 @@ int ckpt_resume(Coord *c, char err[ERR_LEN]) {
     }
     json_error_t jerr;
     json_t *j = json_load_file(path, 0, &jerr);
-    if (!j) return err_set(err, ERR_DECODE, "%s:%d: not a checkpoint: %s", path, jerr.line, jerr.text);
+    if (!j && jerr.line > 0) return err_set(err, ERR_DECODE, "%s:%d: not a checkpoint: %s", path, jerr.line, jerr.text);
+    if (!j) return err_set(err, ERR_DECODE, "%s: not a checkpoint: %s", path, jerr.text);
     const char *fmt = json_string_value(json_object_get(j, "format"));
     int bad = 0;
     json_int_t ver = get_int(j, "version", &bad);
