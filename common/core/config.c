@@ -583,10 +583,6 @@ void config_usage_print(FILE *f, const char *prog, const char *extra) {
 }
 
 int config_from_cli(Config *c, int *argc, char **argv, bool *print_config, char err[ERR_LEN]) {
-    if (config_help_wanted(*argc, argv)) {
-        config_usage_print(stdout, argv[0], NULL);
-        exit(0);
-    }
     config_defaults(c);
     if (print_config) *print_config = false;
     int out = 1, rc = 0;

@@ -159,9 +159,7 @@ void config_usage_print(FILE *f, const char *prog, const char *extra);
  * overrides (applied in order), `--print-config` (sets *print_config). Arguments it does not know are
  * left in argv (compacted; *argc updated) for the caller. Defaults are applied here. Returns 0 or
  * ERR_INVAL/ERR_IO with a message in err; on error c still holds valid (partial) values to free.
- * `--help` / `-h` (config_help_wanted): prints config_usage_print(stdout, argv[0], NULL) and exits the process
- * with status 0, before reading any file (c is untouched). A program with flags of its own checks
- * config_help_wanted first and prints its own usage. */
+ * `--help` / `-h` is not handled here: every program checks config_help_wanted first and prints its usage. */
 int config_from_cli(Config *c, int *argc, char **argv, bool *print_config, char err[ERR_LEN]);
 
 #endif

@@ -262,6 +262,10 @@ int main(int argc, char **argv) {
     static Coord c;
     bool print = false;
     char err[ERR_LEN];
+    if (config_help_wanted(argc, argv)) {
+        config_usage_print(stdout, argv[0], NULL);
+        return 0;
+    }
     int rc = config_from_cli(&c.cfg, &argc, argv, &print, err);
     if (!rc && argc > 1) rc = err_set(err, ERR_INVAL, "unknown argument '%s' (usage: dapo-coordinator [--config FILE] [key.path=value ...] [--print-config])", argv[1]);
     if (rc) {
