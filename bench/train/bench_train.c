@@ -1,7 +1,8 @@
 /* bench/train/bench_train.c: our side of `make bench-train`: tokens/s of a training step (forward with
  * fused log-prob + entropy, backward from d loss/d logp and d loss/d entropy, AdamW) and of a prefill
  * (forward only) over B packed sequences of T tokens, medians after warm-up.
- *   bench_train --model DIR --batch B --seq T [--steps K] [--warmup W]
+ *   bench_train --model DIR --batch B --seq T [--steps K] [--warmup W] [--train 0]
+ * --train 0 skips the training steps (prefill only: for profiling); their lines then read 0.
  * Prints OURS_TRAIN_TOK_S=, OURS_PREFILL_TOK_S= and per-phase medians.
  * Not here: the PyTorch baseline (baseline_torch.py), the comparison (run.sh). */
 #include <stdio.h>
@@ -34,13 +35,14 @@ static double median(double *v, int n) {
 int main(int argc, char **argv) {
     log_init("bench-train", LL_INFO);
     const char *dir = NULL;
-    int B = 4, T = 512, steps = 5, warmup = 2;
+    int B = 4, T = 512, steps = 5, warmup = 2, do_train = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) dir = argv[i + 1];
         else if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seq")) T = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--train")) do_train = atoi(argv[i + 1]);
     }
     if (!dir || B < 1 || T < 2 || steps < 1 || steps > 1000) {
         fprintf(stderr, "usage: bench_train --model DIR --batch B --seq T [--steps K] [--warmup W]\n");
@@ -69,7 +71,7 @@ int main(int argc, char **argv) {
     AdamWConfig ac = adamw_defaults();
     double *tt = calloc(steps, sizeof(double)), *tf = calloc(steps, sizeof(double)), *tb = calloc(steps, sizeof(double)),
            *to = calloc(steps, sizeof(double)), *tp = calloc(steps, sizeof(double));
-    for (int it = -warmup; it < steps; it++) {
+    for (int it = do_train ? -warmup : steps; it < steps; it++) {
         double t0 = now();
         model_grads_zero(m);
         if (model_forward(m, &batch, lp, en, err)) { fprintf(stderr, "forward: %s\n", err); return 1; }

@@ -6,14 +6,16 @@
  * Then RMSNorm, lm_head, log-softmax of logits / temperature: log-prob of the target and the entropy,
  * computed in row chunks so the [N, V] logits need not exist at once. Backward retraces it in reverse
  * with the saved activations; attention probabilities are recomputed from the saved log-sum-exp.
- * Sequence invariance (model.h): the linear layers go through fwd_linear (a fixed-order kernel for narrow outputs,
- * else cpu_linear_varlen) and cpu_linear_backward_varlen (one sequence per GEMM, weight gradients added sequence by
- * sequence), the norms' weight gradients through
- * cpu_rmsnorm_backward_varlen, the LM head through lm_chunk's per-sequence pieces; the rest is per row or per
- * sequence already (norms, RoPE, attention, SwiGLU, log-softmax). model_forward_cached (generation) keeps whole-batch
- * GEMMs: its batch-invariant mode is the rollout's own (generate.h).
+ * Sequence invariance (model.h): every forward product (the layers' linears and the LM head) goes through the
+ * fixed-order packed kernel (fwd_linear, lm_head_rows: one FMA chain per output element over k in order, whatever
+ * the rows around it); backward through cpu_linear_backward_varlen (one sequence per GEMM, weight gradients added
+ * sequence by sequence), the norms' weight gradients through cpu_rmsnorm_backward_varlen, the LM head's through
+ * lm_chunk's per-sequence pieces; the rest is per row or per sequence already (norms, RoPE, attention, SwiGLU,
+ * log-softmax). model_forward_cached (generation) keeps whole-batch GEMMs: its batch-invariant mode is the rollout's
+ * own (generate.h).
  * Not here: loss functions (the caller turns its loss into dlogp / dent), optimizer, KV cache. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_decode.h"
@@ -45,31 +47,21 @@ static int batch_check(const Model *m, const ModelBatch *b, char err[ERR_LEN]) {
     return 0;
 }
 
-/* Forward linear layers of the decoder: y (=|+=) x W^T (+ b) over the whole packed batch. Narrow outputs (N <=
- * MODEL_PACKED_MAX_N) take the rollout's fixed-order kernel (cpu_linear_packed: each element one FMA chain over K,
- * whatever the batch) on weights packed here, which beats per-sequence sgemm calls on short sequences (OpenBLAS
- * re-packs the weight per call); wider ones cpu_linear_varlen. Both are sequence-invariant; the choice depends on
- * the layer's shape alone. The += form adds the product computed into a->ytmp (one rounding, as sgemm beta = 1). */
-static void fwd_linear(Model *m, float *y, const float *x, const float *w, const float *bias, const ModelBatch *b, int N,
-                       int K, int accumulate) {
-    ModelActs *a = m->priv;
-    if (N > MODEL_PACKED_MAX_N) {
-        cpu_linear_varlen(y, x, w, bias, b->cu_seqlens, b->n_seqs, N, K, accumulate);
-        return;
-    }
-    int M = b->n_tokens;
+/* Linear layers of the decoder: y (=|+=) x W^T (+ b) over the whole packed batch in ONE product with the fixed-order
+ * packed kernel (cpu_linear_packed_ex: each output element one FMA chain over k = 0 .. K-1, whatever the rows around
+ * it, so the forward is sequence-invariant by construction) on W packed here per call into a->wpack (the weights may
+ * change between calls). The += form (residual adds) continues each chain from the old y: no product buffer, no add
+ * pass. */
+static void fwd_linear(ModelActs *a, float *y, const float *x, const float *w, const float *bias, int M, int N, int K,
+                       int accumulate) {
     cpu_pack_weights(a->wpack, w, N, K);
-    if (!accumulate) {
-        cpu_linear_packed(y, x, a->wpack, bias, M, N, K);
-        return;
-    }
-    cpu_linear_packed(a->ytmp, x, a->wpack, NULL, M, N, K);
-    cpu_add(y, a->ytmp, (long)M * N);
+    cpu_linear_packed_ex(y, N, x, a->wpack, bias, M, N, K, accumulate);
 }
 
 /* The LM head runs in chunks of at most R = logits_rows rows made of whole sequence PIECES: each sequence is cut
  * into pieces of at most R rows from its own start, and consecutive pieces are grouped while they fit. A piece's
- * GEMMs are its own (cpu_linear_varlen), so its logits and its lm_head gradient do not depend on the packing.
+ * backward GEMMs are its own (cpu_linear_backward_varlen), so its lm_head gradient does not depend on the packing
+ * (its logits never do: lm_head_rows is per row).
  * Iterator state: sequence *s, row *off within it. Fills ch_cu[0..*np] (piece bounds relative to the chunk's first
  * row, *r0) and returns the chunk's rows, 0 at the end. */
 static int lm_chunk(const ModelBatch *b, long R, int *s, int *off, int *r0, int32_t *ch_cu, int *np) {
@@ -90,9 +82,17 @@ static int lm_chunk(const ModelBatch *b, long R, int *s, int *off, int *r0, int3
 }
 
 /* logits of the chunk's rows [r0, r0 + rows) (pieces ch_cu[0..np]) of the final hidden states into a->logits */
-static void lm_head_rows(Model *m, ModelActs *a, int r0, const int32_t *ch_cu, int np) {
+/* logits of the chunk's rows [r0, r0 + rows) of the final hidden states into a->logits: vocabulary slices of
+ * MODEL_LM_SLICE rows of lm_head packed in turn (the whole matrix would double the largest weight), each slice one
+ * fixed-order product over the chunk's rows (row-invariant like fwd_linear). */
+static void lm_head_rows(Model *m, ModelActs *a, int r0, int rows) {
     const ModelConfig *c = &m->cfg;
-    cpu_linear_varlen(a->logits, a->xnf + (long)r0 * c->hidden, m->w.lm_head, NULL, ch_cu, np, c->vocab, c->hidden, 0);
+    int V = c->vocab, H = c->hidden;
+    for (int v0 = 0; v0 < V; v0 += MODEL_LM_SLICE) {
+        int n = V - v0 < MODEL_LM_SLICE ? V - v0 : MODEL_LM_SLICE;
+        cpu_pack_weights(a->wpack, m->w.lm_head + (long)v0 * H, n, H);
+        cpu_linear_packed_ex(a->logits + v0, V, a->xnf + (long)r0 * H, a->wpack, NULL, rows, n, H, 0);
+    }
 }
 
 int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]) {
@@ -117,7 +117,7 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
         LayerActs *A = &a->layer[l];
         const LayerWeights *W = &m->w.layer[l];
         cpu_rmsnorm(A->xn1, A->rstd1, A->x_in, W->ln1, N, H, c->rms_eps);
-        fwd_linear(m, A->qkv, A->xn1, W->wqkv, W->bqkv, b, qkvd, H, 0);
+        fwd_linear(a, A->qkv, A->xn1, W->wqkv, W->bqkv, N, qkvd, H, 0);
         if (c->qk_norm && m->train) {      /* keep the pre-norm q/k for backward */
             for (int i = 0; i < N; i++) {
                 memcpy(A->qpre + (long)i * qd, A->qkv + (long)i * qkvd, (size_t)qd * sizeof(float));
@@ -135,13 +135,13 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
                              nkv, hd, qkvd, qkvd, qd, scale, a->att_scratch);
         /* residual adds ride on the GEMM (beta = 1). In inference mode x_mid and next alias x_in. */
         if (A->x_mid != A->x_in) memcpy(A->x_mid, A->x_in, (size_t)N * H * sizeof(float));
-        fwd_linear(m, A->x_mid, A->att, W->wo, NULL, b, H, qd, 1);
+        fwd_linear(a, A->x_mid, A->att, W->wo, NULL, N, H, qd, 1);
         cpu_rmsnorm(A->xn2, A->rstd2, A->x_mid, W->ln2, N, H, c->rms_eps);
-        fwd_linear(m, A->gu, A->xn2, W->wgu, NULL, b, 2 * I, H, 0);
+        fwd_linear(a, A->gu, A->xn2, W->wgu, NULL, N, 2 * I, H, 0);
         cpu_swiglu(A->hm, A->gu, N, I);
         float *next = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final;
         if (next != A->x_mid) memcpy(next, A->x_mid, (size_t)N * H * sizeof(float));
-        fwd_linear(m, next, A->hm, W->wd, NULL, b, H, I, 1);
+        fwd_linear(a, next, A->hm, W->wd, NULL, N, H, I, 1);
     }
     cpu_rmsnorm(a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
 
@@ -150,7 +150,7 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
     int s = 0, off = 0, r0, np, n;
     if (logp || ent || a->logits_full)
         while ((n = lm_chunk(b, R, &s, &off, &r0, a->lm_cu, &np)) > 0) {
-            lm_head_rows(m, a, r0, a->lm_cu, np);
+            lm_head_rows(m, a, r0, n);
             cpu_logprob_entropy(a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
                                 logp ? logp + r0 : NULL, ent ? ent + r0 : NULL);
         }
@@ -175,7 +175,7 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
     long R = m->logits_rows;
     int s = 0, off = 0, r0, np, n;
     while ((n = lm_chunk(b, R, &s, &off, &r0, a->lm_cu, &np)) > 0) {
-        if (!a->logits_full) lm_head_rows(m, a, r0, a->lm_cu, np);
+        if (!a->logits_full) lm_head_rows(m, a, r0, n);
         cpu_logprob_entropy_backward(a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
                                      dlogp ? dlogp + r0 : NULL, dent ? dent + r0 : NULL);
         cpu_linear_backward_varlen(a->dA + (long)r0 * H, m->g.lm_head, NULL, a->logits, a->xnf + (long)r0 * H,

@@ -131,13 +131,12 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
     float *lmcuf = NULL;
     CARVE(lmcuf, N + 1);
     if (base) a->lm_cu = (int32_t *)lmcuf;
-    {   /* packed weights of the narrow layer GEMMs (forward.c fwd_linear) */
-        long dims[4][2] = { { qkvd, H }, { H, qd }, { 2 * I, H }, { H, I } }, pk = 0;
-        for (int i = 0; i < 4; i++)
-            if (dims[i][0] <= MODEL_PACKED_MAX_N && cpu_pack_floats((int)dims[i][0], (int)dims[i][1]) > pk)
-                pk = cpu_pack_floats((int)dims[i][0], (int)dims[i][1]);
+    {   /* the forward's packed weight: the largest layer weight or LM-head slice (forward.c fwd_linear) */
+        long lm = c->vocab < MODEL_LM_SLICE ? c->vocab : MODEL_LM_SLICE;
+        long dims[5][2] = { { qkvd, H }, { H, qd }, { 2 * I, H }, { H, I }, { lm, H } }, pk = 0;
+        for (int i = 0; i < 5; i++)
+            if (cpu_pack_floats((int)dims[i][0], (int)dims[i][1]) > pk) pk = cpu_pack_floats((int)dims[i][0], (int)dims[i][1]);
         CARVE(a->wpack, pk);
-        CARVE(a->ytmp, N * H);
     }
     CARVE(a->att_scratch, cpu_attention_scratch_floats(m->max_context, c->head_dim));
     if (m->train) {

@@ -125,11 +125,11 @@ int model_load_optimizer(Model *m, const char *path, char err[ERR_LEN]);
  * applied) and ent[N] (entropy of the position's distribution) — either may be NULL. In train mode the
  * activations stay for model_backward on the same batch. Errors: ERR_INVAL naming the bad field (token out
  * of range, bad cu_seqlens, too many tokens, temperature <= 0).
- * Sequence-invariant: every product either gives each output element one fixed-order FMA chain (the packed kernel
- * of backend/cpu/cpu_decode.h, layers with <= 512 outputs) or sees one sequence's rows only (cpu_linear_varlen;
- * the LM head in pieces cut from each sequence's own start), and everything else is per row or per sequence, so a
- * sequence's log-probs and entropies are bitwise the same whatever else is packed with it and wherever it sits
- * (same machine, same OPENBLAS_CORETYPE). */
+ * Sequence-invariant: every product (layers and LM head) gives each output element one fixed-order FMA chain over
+ * K (cpu_linear_packed_ex of backend/cpu/cpu_decode.h, whole packed batch in one product), and everything else is
+ * per row or per sequence, so a sequence's log-probs and entropies are bitwise the same whatever else is packed with
+ * it and wherever it sits (same machine: AVX-512 or not). Train and inference mode run the same kernels, so an
+ * inference-mode model's log-probs equal a train-mode model's bitwise. */
 int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]);
 
 /* Final-norm hidden states [N, H] of the last model_forward (borrowed; valid until the next forward).

@@ -5,8 +5,8 @@
 
 #include "model/model.h"
 
-/* Widest output (rows of a layer weight) the forward computes with the fixed-order packed kernel (forward.c). */
-#define MODEL_PACKED_MAX_N 512
+/* Rows of lm_head (vocabulary entries) packed at once for the LM head (forward.c lm_head_rows). */
+#define MODEL_LM_SLICE 1024
 
 /* Per-layer saved activations, N = max_tokens rows. In inference mode every layer shares one set. */
 typedef struct {
@@ -39,8 +39,7 @@ typedef struct {
     float     *logits;       /* [logits_rows, V] */
     float     *att_scratch;  /* cpu_attention_scratch_floats(N) */
     int32_t   *lm_cu;        /* [N + 1] piece bounds of one LM-head chunk (forward.c lm_chunk) */
-    float     *wpack;        /* cpu_pack_floats of the largest layer weight with <= MODEL_PACKED_MAX_N outputs */
-    float     *ytmp;         /* [N, H] product before a residual add (forward.c fwd_linear) */
+    float     *wpack;        /* cpu_pack_floats of the largest layer weight or LM-head slice (forward.c fwd_linear) */
     /* backward only (train) */
     float     *dres;         /* [N, H] gradient of the residual stream */
     float     *dA;           /* [N, max(H, qd)] */

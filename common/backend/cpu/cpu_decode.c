@@ -215,9 +215,77 @@ void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R, co
 
 long cpu_pack_floats(int N, int K) { return (long)((N + CPU_PACK_COLS - 1) / CPU_PACK_COLS) * CPU_PACK_COLS * K; }
 
+static int pk_avx512(void) {
+    static int avx512 = -1;
+    if (avx512 < 0) {
+#if HAVE_X86
+        __builtin_cpu_init();
+        avx512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
+#else
+        avx512 = 0;
+#endif
+    }
+    return avx512;
+}
+
+#if HAVE_X86
+/* One 16 x 16 block of the packing: rows w[i * ldw + k] (i < rows, k < kn; zeros elsewhere) go to
+ * d[k * CPU_PACK_COLS + i]. Transposed in registers in four vpermt2ps stages (stage b swaps bit b of the lane with
+ * bit b of the register index): the plain loop gathers one float per cache line and costs ~5% of a prefill GEMM. */
+__attribute__((target("avx512f"))) static void pack_block16(float *d, const float *w, long ldw, int rows, int kn) {
+    static const int32_t idx[4][2][16] = {
+        { { 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30 },
+          { 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31 } },
+        { { 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29 },
+          { 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31 } },
+        { { 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27 },
+          { 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31 } },
+        { { 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23 },
+          { 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31 } },
+    };
+    __m512 r[16];
+    __mmask16 km = kn >= 16 ? 0xFFFF : (__mmask16)((1u << kn) - 1u);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(km, w + (long)i * ldw) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int b = 0; b < 4; b++) {          /* fully unrolled so r[] stays in the 32 vector registers */
+        int st = 1 << b;
+        __m512i il = _mm512_loadu_si512(idx[b][0]), ih = _mm512_loadu_si512(idx[b][1]);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            if (!(i & st)) {
+                __m512 a = r[i], c = r[i | st];
+                r[i] = _mm512_permutex2var_ps(a, il, c);
+                r[i | st] = _mm512_permutex2var_ps(a, ih, c);
+            }
+    }
+    if (kn == 16) {
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) _mm512_storeu_ps(d + (long)k * CPU_PACK_COLS, r[k]);
+        return;
+    }
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; k++)
+        if (k < kn) _mm512_storeu_ps(d + (long)k * CPU_PACK_COLS, r[k]);
+}
+#endif
+
 void cpu_pack_weights(float *dst, const float *w, int N, int K) {
     int nb = (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
-#pragma omp parallel for schedule(static)
+#if HAVE_X86
+    if (pk_avx512()) {
+#pragma omp parallel for schedule(static) if ((long)N * K >= 65536)
+        for (int b = 0; b < nb; b++)
+            for (int k0 = 0; k0 < K; k0 += 16)
+                for (int h = 0; h < CPU_PACK_COLS; h += 16) {
+                    int n0 = b * CPU_PACK_COLS + h, rows = N - n0 < 16 ? N - n0 : 16, kn = K - k0 < 16 ? K - k0 : 16;
+                    pack_block16(dst + ((long)b * K + k0) * CPU_PACK_COLS + h, rows > 0 ? w + (long)n0 * K + k0 : w,
+                                 K, rows, kn);
+                }
+        return;
+    }
+#endif
+#pragma omp parallel for schedule(static) if ((long)N * K >= 65536)
     for (int b = 0; b < nb; b++)
         for (int k = 0; k < K; k++) {
             float *d = dst + ((long)b * K + k) * CPU_PACK_COLS;
@@ -228,80 +296,129 @@ void cpu_pack_weights(float *dst, const float *w, int N, int K) {
         }
 }
 
-static inline __attribute__((always_inline)) void tile_store(float *y, int ldy, const float *acc, int ncols,
-                                                             const float *b) {
-    for (int j = 0; j < ncols; j++) y[j] = b ? acc[j] + b[j] : acc[j];
-    (void)ldy;
-}
+/* Cache blocking of cpu_linear_packed. A task (a run of column panels, or of rows when there are fewer panels than
+ * threads) walks row blocks of PK_MC rows, then K blocks of at most PK_KC (K split evenly), then its panels, then
+ * 8-row tiles: a panel's K block streams from L2 while the row block's x stays in L1/L2 across the panels. Between
+ * K blocks a tile's accumulators go through y (stored and reloaded exactly), so each element is still ONE fused
+ * multiply-add chain over k = 0 .. K-1 in order: the blocking never changes a result. Measured on the 2-core AMD
+ * EPYC (Zen 4) dev machine, one thread, M = 2048: K blocks of 128-384 cost 3-10% against none (y traffic), row
+ * blocks of 64-256 are best; so K is split only beyond 1536 (a 192 KiB panel block, within L2). */
+#define PK_KC 1536
+#define PK_MC 128
 
 #if HAVE_X86
-/* MR rows x 32 columns; MR is a compile-time constant after inlining so the accumulators live in registers. */
+/* MR rows x 32 columns over k in [0, kc) of the tile's K block; MR is a compile-time constant after inlining so the
+ * accumulators live in registers. load: start from y (a previous K block, or the += form), else from 0.
+ * b: added after the last K block (NULL: none). Only the first ncols columns are read or written. */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
-tile_avx512(const int MR, const float *x, int K, const float *wp, float *y, int ldy, const float *b, int ncols) {
+tile_avx512(const int MR, const float *x, int ldx, int kc, const float *wp, float *y, long ldy, const float *b,
+            __mmask16 m0, __mmask16 m1, int load) {
     __m512 a0[8], a1[8];
-    for (int r = 0; r < MR; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); }
-    for (int k = 0; k < K; k++) {
+    for (int r = 0; r < MR; r++) {
+        if (load) {
+            a0[r] = _mm512_maskz_loadu_ps(m0, y + (long)r * ldy);
+            a1[r] = _mm512_maskz_loadu_ps(m1, y + (long)r * ldy + 16);
+        } else {
+            a0[r] = _mm512_setzero_ps();
+            a1[r] = _mm512_setzero_ps();
+        }
+    }
+    for (int k = 0; k < kc; k++) {
         __m512 w0 = _mm512_loadu_ps(wp + (long)k * 32), w1 = _mm512_loadu_ps(wp + (long)k * 32 + 16);
         for (int r = 0; r < MR; r++) {
-            __m512 xv = _mm512_set1_ps(x[(long)r * K + k]);
+            __m512 xv = _mm512_set1_ps(x[(long)r * ldx + k]);
             a0[r] = _mm512_fmadd_ps(xv, w0, a0[r]);
             a1[r] = _mm512_fmadd_ps(xv, w1, a1[r]);
         }
     }
+    if (b) {
+        __m512 b0 = _mm512_maskz_loadu_ps(m0, b), b1 = _mm512_maskz_loadu_ps(m1, b + 16);
+        for (int r = 0; r < MR; r++) {
+            a0[r] = _mm512_add_ps(a0[r], b0);
+            a1[r] = _mm512_add_ps(a1[r], b1);
+        }
+    }
     for (int r = 0; r < MR; r++) {
-        float acc[32];
-        _mm512_storeu_ps(acc, a0[r]);
-        _mm512_storeu_ps(acc + 16, a1[r]);
-        tile_store(y + (long)r * ldy, ldy, acc, ncols, b);
+        _mm512_mask_storeu_ps(y + (long)r * ldy, m0, a0[r]);
+        _mm512_mask_storeu_ps(y + (long)r * ldy + 16, m1, a1[r]);
     }
 }
 
-__attribute__((target("avx512f"))) static void panel_avx512(const float *x, int M, int K, const float *wp, float *y,
-                                                             int ldy, const float *b, int ncols) {
+/* rows [0, M) of one panel's K block (see tile_avx512) */
+__attribute__((target("avx512f"))) static void panel_avx512(const float *x, int ldx, int M, int kc, const float *wp,
+                                                             float *y, long ldy, const float *b, int ncols, int load) {
+    __mmask16 m0 = ncols >= 16 ? 0xFFFF : (__mmask16)((1u << ncols) - 1u);
+    __mmask16 m1 = ncols >= 32 ? 0xFFFF : ncols > 16 ? (__mmask16)((1u << (ncols - 16)) - 1u) : 0;
     int m = 0;
-    for (; m + 8 <= M; m += 8) tile_avx512(8, x + (long)m * K, K, wp, y + (long)m * ldy, ldy, b, ncols);
+    for (; m + 8 <= M; m += 8) tile_avx512(8, x + (long)m * ldx, ldx, kc, wp, y + (long)m * ldy, ldy, b, m0, m1, load);
     int left = M - m;
-    const float *xm = x + (long)m * K;
+    const float *xm = x + (long)m * ldx;
     float *ym = y + (long)m * ldy;
-    if (left >= 4) { tile_avx512(4, xm, K, wp, ym, ldy, b, ncols); xm += 4L * K; ym += 4L * ldy; left -= 4; }
-    if (left >= 2) { tile_avx512(2, xm, K, wp, ym, ldy, b, ncols); xm += 2L * K; ym += 2L * ldy; left -= 2; }
-    if (left >= 1) tile_avx512(1, xm, K, wp, ym, ldy, b, ncols);
+    if (left >= 4) { tile_avx512(4, xm, ldx, kc, wp, ym, ldy, b, m0, m1, load); xm += 4L * ldx; ym += 4L * ldy; left -= 4; }
+    if (left >= 2) { tile_avx512(2, xm, ldx, kc, wp, ym, ldy, b, m0, m1, load); xm += 2L * ldx; ym += 2L * ldy; left -= 2; }
+    if (left >= 1) tile_avx512(1, xm, ldx, kc, wp, ym, ldy, b, m0, m1, load);
 }
 #endif
 
-HOT static void panel_generic(const float *x, int M, int K, const float *wp, float *y, int ldy, const float *b, int ncols) {
+/* Same contract as panel_avx512: one fmaf chain per element in k order (bitwise the AVX-512 result). */
+HOT static void panel_generic(const float *x, int ldx, int M, int kc, const float *wp, float *y, long ldy,
+                              const float *b, int ncols, int load) {
     for (int m = 0; m < M; m++) {
         float acc[32] = { 0 };
-        const float *xr = x + (long)m * K;
-        for (int k = 0; k < K; k++) {
+        float *yr = y + (long)m * ldy;
+        if (load) for (int j = 0; j < ncols; j++) acc[j] = yr[j];
+        const float *xr = x + (long)m * ldx;
+        for (int k = 0; k < kc; k++) {
             const float *w = wp + (long)k * 32;
             float xv = xr[k];
             for (int j = 0; j < 32; j++) acc[j] = fmaf(xv, w[j], acc[j]);
         }
-        tile_store(y + (long)m * ldy, ldy, acc, ncols, b);
+        for (int j = 0; j < ncols; j++) yr[j] = b ? acc[j] + b[j] : acc[j];
+    }
+}
+
+
+/* Rows [r0, r1) x panels [p0, p1) of y (=|+=) x wp^T (+ b), blocked as described above. */
+static void pk_block(float *y, long ldy, const float *x, const float *wp, const float *b, int r0, int r1, int p0, int p1,
+                     int N, int K, int accumulate, int avx512) {
+    (void)avx512;
+    int nkb = (K + PK_KC - 1) / PK_KC, kstep = (K + nkb - 1) / nkb;
+    for (int m0 = r0; m0 < r1; m0 += PK_MC) {
+        int rows = r1 - m0 < PK_MC ? r1 - m0 : PK_MC;
+        for (int k0 = 0; k0 < K; k0 += kstep) {
+            int kc = K - k0 < kstep ? K - k0 : kstep, load = accumulate || k0 > 0;
+            for (int p = p0; p < p1; p++) {
+                int n0 = p * CPU_PACK_COLS, ncols = N - n0 < CPU_PACK_COLS ? N - n0 : CPU_PACK_COLS;
+                const float *wk = wp + ((long)p * K + k0) * CPU_PACK_COLS, *xk = x + (long)m0 * K + k0;
+                const float *bp = b && k0 + kc == K ? b + n0 : NULL;
+                float *yk = y + (long)m0 * ldy + n0;
+#if HAVE_X86
+                if (avx512) { panel_avx512(xk, K, rows, kc, wk, yk, ldy, bp, ncols, load); continue; }
+#endif
+                panel_generic(xk, K, rows, kc, wk, yk, ldy, bp, ncols, load);
+            }
+        }
+    }
+}
+
+void cpu_linear_packed_ex(float *y, long ldy, const float *x, const float *wp, const float *b, int M, int N, int K,
+                          int accumulate) {
+    if (M <= 0 || N <= 0) return;
+    int avx512 = pk_avx512(), nb = (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
+    int nt = (long)M * N * K >= PAR_MIN_MACS && !omp_in_parallel() ? omp_get_max_threads() : 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        if (nb >= n) {          /* a contiguous run of panels per thread */
+            int p0 = (int)((long)nb * t / n), p1 = (int)((long)nb * (t + 1) / n);
+            pk_block(y, ldy, x, wp, b, 0, M, p0, p1, N, K, accumulate, avx512);
+        } else {                /* few panels: rows per thread (8-row multiples) */
+            int per = ((M + n - 1) / n + 7) & ~7, r0 = t * per, r1 = r0 + per < M ? r0 + per : M;
+            if (r0 < r1) pk_block(y, ldy, x, wp, b, r0, r1, 0, nb, N, K, accumulate, avx512);
+        }
     }
 }
 
 void cpu_linear_packed(float *y, const float *x, const float *wp, const float *b, int M, int N, int K) {
-    if (M <= 0 || N <= 0) return;
-    static int avx512 = -1;
-    if (avx512 < 0) {
-#if HAVE_X86
-        __builtin_cpu_init();
-        avx512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
-#else
-        avx512 = 0;
-#endif
-    }
-    int nb = (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
-#pragma omp parallel for schedule(static) if ((long)M * N * K >= PAR_MIN_MACS)
-    for (int p = 0; p < nb; p++) {
-        int n0 = p * CPU_PACK_COLS, ncols = N - n0 < CPU_PACK_COLS ? N - n0 : CPU_PACK_COLS;
-        const float *wp_p = wp + (long)p * K * CPU_PACK_COLS;
-        const float *bp = b ? b + n0 : NULL;
-#if HAVE_X86
-        if (avx512) { panel_avx512(x, M, K, wp_p, y + n0, N, bp, ncols); continue; }
-#endif
-        panel_generic(x, M, K, wp_p, y + n0, N, bp, ncols);
-    }
+    cpu_linear_packed_ex(y, N, x, wp, b, M, N, K, 0);
 }

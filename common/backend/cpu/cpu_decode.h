@@ -20,8 +20,16 @@ void cpu_pack_weights(float *dst, const float *w, int N, int K);
  * over k = 0 .. K-1 in order (AVX-512; a plain multiply-then-add chain on CPUs without it), then + b[n]: the result
  * of a row never depends on M, the other rows or the thread count (batch-invariant), and the weights stream once
  * per panel for up to 8 rows at a time, which is what makes small-batch decoding fast (no per-call packing of
- * the weight matrix, unlike sgemm). Parallel over column panels (OpenMP). */
+ * the weight matrix, unlike sgemm). Big products are cache-blocked (K blocks of 256 with the accumulators kept in y
+ * between blocks, which leaves the chain order unchanged; row blocks of 256), so prefill-sized M runs near the FMA
+ * peak. Parallel over column panels (OpenMP), or over rows when there are fewer panels than threads. */
 void cpu_linear_packed(float *y, const float *x, const float *wp, const float *b, int M, int N, int K);
+/* The general form: y rows at stride ldy >= N (a column slice of a wider output, e.g. a vocabulary slice of the
+ * logits); accumulate: y += x @ w^T with each chain STARTING FROM the old y[m, n] (residual adds: no separate product,
+ * no add pass), else y = x @ w^T as cpu_linear_packed; b (may be NULL) is added after the chain either way.
+ * Batch-invariant like cpu_linear_packed. */
+void cpu_linear_packed_ex(float *y, long ldy, const float *x, const float *wp, const float *b, int M, int N, int K,
+                          int accumulate);
 
 /* Attention of R packed query rows against a paged KV cache (causal: row r attends to its sequence's keys at
  * positions 0 .. pos[r], which must already be in the cache).

@@ -31,7 +31,7 @@ void cpu_linear_add(float *y, const float *x, const float *w, int M, int N, int 
 void cpu_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                          int M, int N, int K, int accum_dx);
 
-/* Sequence-invariant linear layers over a packed batch (model_forward / model_backward): sequence s is rows
+/* Sequence-invariant linear layers over a packed batch (model_backward; the forward uses cpu_linear_packed_ex): rows
  * cu_seqlens[s] .. cu_seqlens[s+1]-1 (cu_seqlens[0] = 0) of x, y, dy, dx. Every product is a single-threaded
  * cblas_sgemm on ONE sequence's rows (blocks of 512 rows from the sequence's start) and a slice of the output
  * columns whose bounds depend on the dimension alone, so a sequence's outputs are bitwise the same whatever else is
