@@ -31,10 +31,10 @@ void cpu_linear_add(float *y, const float *x, const float *w, int M, int N, int 
 void cpu_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                          int M, int N, int K, int accum_dx);
 
-/* Sequence-invariant linear layers over a packed batch (model_backward; the forward uses cpu_linear_packed_ex): rows
- * cu_seqlens[s] .. cu_seqlens[s+1]-1 (cu_seqlens[0] = 0) of x, y, dy, dx. Every product is a single-threaded
- * cblas_sgemm on ONE sequence's rows (blocks of 512 rows from the sequence's start) and a slice of the output
- * columns whose bounds depend on the dimension alone, so a sequence's outputs are bitwise the same whatever else is
+/* Sequence-invariant linear layers over a packed batch (model_backward; the forward uses cpu_linear_packed_ex):
+ * sequence s is rows cu_seqlens[s] .. cu_seqlens[s+1]-1 (cu_seqlens[0] = 0) of x, y, dy, dx. Every product is a
+ * single-threaded cblas_sgemm on ONE sequence's rows (blocks of 512 rows from the sequence's start) and a slice of
+ * the output columns whose bounds depend on the dimension alone, so a sequence's outputs are bitwise the same whatever else is
  * packed with it, wherever it sits, and whatever the thread count (OpenBLAS's result for a row otherwise depends on
  * the call's row count: tail kernels, its small-matrix path). The tasks run over the OpenMP threads. Cost against
  * whole-batch GEMMs: OpenBLAS re-packs the weight for every sequence (a few % at ~70-token sequences). 
