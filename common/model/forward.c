@@ -137,8 +137,8 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
         if (A->x_mid != A->x_in) memcpy(A->x_mid, A->x_in, (size_t)N * H * sizeof(float));
         fwd_linear(a, A->x_mid, A->att, W->wo, NULL, N, H, qd, 1);
         cpu_rmsnorm(A->xn2, A->rstd2, A->x_mid, W->ln2, N, H, c->rms_eps);
-        fwd_linear(a, A->gu, A->xn2, W->wgu, NULL, N, 2 * I, H, 0);
-        cpu_swiglu(A->hm, A->gu, N, I);
+        cpu_pack_weights_glu(a->wpack, W->wgu, I, H);          /* gate|up and SwiGLU in one pass */
+        cpu_linear_packed_swiglu(A->hm, A->gu, A->xn2, a->wpack, N, I, H);
         float *next = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final;
         if (next != A->x_mid) memcpy(next, A->x_mid, (size_t)N * H * sizeof(float));
         fwd_linear(a, next, A->hm, W->wd, NULL, N, H, I, 1);

@@ -131,11 +131,12 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
     float *lmcuf = NULL;
     CARVE(lmcuf, N + 1);
     if (base) a->lm_cu = (int32_t *)lmcuf;
-    {   /* the forward's packed weight: the largest layer weight or LM-head slice (forward.c fwd_linear) */
+    {   /* the forward's packed weight: the largest layer weight (gate|up in the GLU layout) or LM-head slice */
         long lm = c->vocab < MODEL_LM_SLICE ? c->vocab : MODEL_LM_SLICE;
         long dims[5][2] = { { qkvd, H }, { H, qd }, { 2 * I, H }, { H, I }, { lm, H } }, pk = 0;
         for (int i = 0; i < 5; i++)
             if (cpu_pack_floats((int)dims[i][0], (int)dims[i][1]) > pk) pk = cpu_pack_floats((int)dims[i][0], (int)dims[i][1]);
+        if (cpu_pack_floats_glu((int)I, (int)H) > pk) pk = cpu_pack_floats_glu((int)I, (int)H);
         CARVE(a->wpack, pk);
     }
     CARVE(a->att_scratch, cpu_attention_scratch_floats(m->max_context, c->head_dim));

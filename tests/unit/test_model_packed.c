@@ -4,6 +4,7 @@
  *   - cpu_linear_packed_ex (=, +=, bias, row stride ldy, K split into blocks past 1536, few panels -> row split)
  *     BITWISE against an independent scalar reference: one fmaf chain per element over k in order, + bias after
  *     (what the header promises), and against a double-precision product within fp32 rounding;
+ *   - the fused gate|up + SwiGLU product (cpu_linear_packed_swiglu);
  *   - rows invariance: rows computed alone, in a sub-batch, or with 1 or 2 threads are bitwise the same;
  *   - model_forward: a sequence's log-probs / entropies are bitwise the same alone, packed with others or moved,
  *     and an inference-mode model gives bitwise the train-mode model's values (the learner's old-log-prob pass and
@@ -117,6 +118,35 @@ static void test_packed_matches_fmaf_chain(void **state) {
     check_packed(600, 20, 400, 1, 0, 0);       /* 4.8M, one panel: threaded over rows */
 }
 
+/* the fused gate|up + SwiGLU product: gu bitwise the fmaf chains of [gate; up], h = silu(g) * u to fp32 rounding */
+static void check_glu(int M, int I, int K) {
+    float *x = rand_vec((long)M * K), *w = rand_vec(2L * I * K), *gu = malloc((size_t)M * 2 * I * sizeof(float));
+    float *want = malloc((size_t)M * 2 * I * sizeof(float)), *h = malloc((size_t)M * I * sizeof(float));
+    float *wp = malloc((size_t)cpu_pack_floats_glu(I, K) * sizeof(float));
+    assert_true(cpu_pack_floats_glu(I, K) >= 2L * I * K);
+    cpu_pack_weights_glu(wp, w, I, K);
+    cpu_linear_packed_swiglu(h, gu, x, wp, M, I, K);
+    ref_chain(want, 2L * I, x, w, NULL, M, 2 * I, K, 0);
+    for (long i = 0; i < (long)M * 2 * I; i++)
+        if (memcmp(&gu[i], &want[i], sizeof(float)))
+            fail_msg("glu M=%d I=%d K=%d: gu[%ld] = %.9g, fmaf chain %.9g", M, I, K, i, gu[i], want[i]);
+    for (int m = 0; m < M; m++)
+        for (int i = 0; i < I; i++) {
+            double g = want[(long)m * 2 * I + i], u = want[(long)m * 2 * I + I + i], r = g / (1.0 + exp(-g)) * u;
+            if (fabs(h[(long)m * I + i] - r) > 1e-6 * fabs(r) + 1e-7)
+                fail_msg("glu M=%d I=%d K=%d: h[%d][%d] = %.9g, want %.9g", M, I, K, m, i, h[(long)m * I + i], r);
+        }
+    free(x); free(w); free(gu); free(want); free(h); free(wp);
+}
+
+static void test_packed_swiglu(void **state) {
+    (void)state;
+    check_glu(1, 1, 3);
+    check_glu(11, 37, 70);        /* partial gate/up panels */
+    check_glu(300, 200, 100);     /* 12M multiply-adds: threaded */
+    check_glu(5, 48, 1600);       /* K split */
+}
+
 /* y of the rows [r0, r0 + n) computed on their own */
 static float *rows_alone(const float *x, const float *wp, const float *b, int r0, int n, int N, int K) {
     float *y = malloc((size_t)n * N * sizeof(float));
@@ -211,6 +241,7 @@ int main(void) {
         cmocka_unit_test(test_pack_layout),
         cmocka_unit_test(test_packed_matches_fmaf_chain),
         cmocka_unit_test(test_packed_rows_invariant),
+        cmocka_unit_test(test_packed_swiglu),
         cmocka_unit_test(test_forward_sequences_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

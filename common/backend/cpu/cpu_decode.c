@@ -270,31 +270,46 @@ __attribute__((target("avx512f"))) static void pack_block16(float *d, const floa
 }
 #endif
 
-void cpu_pack_weights(float *dst, const float *w, int N, int K) {
-    int nb = (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
+/* Panel p's half h (16 weight rows each; rows past the matrix are zeros): the plain layout takes rows 32p + 16h ..;
+ * the GLU layout (w = [gate; up], N = I rows each) gate rows 16p .. for h = 0 and up rows I + 16p .. for h = 1.
+ * Returns the half's first row, *cnt its rows (0..16). */
+static int panel_half(int glu, int N, int p, int h, int *cnt) {
+    int base = glu ? 16 * p : 32 * p + 16 * h, c = N - base < 16 ? N - base : 16;
+    *cnt = c > 0 ? c : 0;
+    return glu && h ? N + base : base;
+}
+
+static void pack_any(float *dst, const float *w, int N, int K, int glu) {
+    int nb = glu ? (N + 15) / 16 : (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
 #if HAVE_X86
     if (pk_avx512()) {
 #pragma omp parallel for schedule(static) if ((long)N * K >= 65536)
         for (int b = 0; b < nb; b++)
             for (int k0 = 0; k0 < K; k0 += 16)
-                for (int h = 0; h < CPU_PACK_COLS; h += 16) {
-                    int n0 = b * CPU_PACK_COLS + h, rows = N - n0 < 16 ? N - n0 : 16, kn = K - k0 < 16 ? K - k0 : 16;
-                    pack_block16(dst + ((long)b * K + k0) * CPU_PACK_COLS + h, rows > 0 ? w + (long)n0 * K + k0 : w,
-                                 K, rows, kn);
+                for (int h = 0; h < 2; h++) {
+                    int cnt, r0 = panel_half(glu, N, b, h, &cnt), kn = K - k0 < 16 ? K - k0 : 16;
+                    pack_block16(dst + ((long)b * K + k0) * CPU_PACK_COLS + 16 * h, cnt ? w + (long)r0 * K + k0 : w,
+                                 K, cnt, kn);
                 }
         return;
     }
 #endif
 #pragma omp parallel for schedule(static) if ((long)N * K >= 65536)
     for (int b = 0; b < nb; b++)
-        for (int k = 0; k < K; k++) {
-            float *d = dst + ((long)b * K + k) * CPU_PACK_COLS;
-            for (int j = 0; j < CPU_PACK_COLS; j++) {
-                int n = b * CPU_PACK_COLS + j;
-                d[j] = n < N ? w[(long)n * K + k] : 0.0f;
+        for (int h = 0; h < 2; h++) {
+            int cnt, r0 = panel_half(glu, N, b, h, &cnt);
+            for (int k = 0; k < K; k++) {
+                float *d = dst + ((long)b * K + k) * CPU_PACK_COLS + 16 * h;
+                for (int j = 0; j < 16; j++) d[j] = j < cnt ? w[(long)(r0 + j) * K + k] : 0.0f;
             }
         }
 }
+
+void cpu_pack_weights(float *dst, const float *w, int N, int K) { pack_any(dst, w, N, K, 0); }
+
+long cpu_pack_floats_glu(int I, int K) { return (long)((I + 15) / 16) * CPU_PACK_COLS * K; }
+
+void cpu_pack_weights_glu(float *dst, const float *w, int I, int K) { pack_any(dst, w, I, K, 1); }
 
 /* Cache blocking of cpu_linear_packed. A task (a run of column panels, or of rows when there are fewer panels than
  * threads) walks row blocks of PK_MC rows, then K blocks of at most PK_KC (K split evenly), then its panels, then
@@ -308,16 +323,18 @@ void cpu_pack_weights(float *dst, const float *w, int N, int K) {
 
 #if HAVE_X86
 /* MR rows x 32 columns over k in [0, kc) of the tile's K block; MR is a compile-time constant after inlining so the
- * accumulators live in registers. load: start from y (a previous K block, or the += form), else from 0.
- * b: added after the last K block (NULL: none). Only the first ncols columns are read or written. */
+ * accumulators live in registers. Columns 0..15 of the tile are y[0..15], columns 16..31 are y[hoff .. hoff + 15]
+ * (hoff = 16: contiguous; the GLU layout puts the up half I columns after the gate half); m0 / m1 mask the valid
+ * columns of each half. load: start from y (a previous K block, or the += form), else from 0. b: added after the
+ * last K block, indexed like y (NULL: none). */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
-tile_avx512(const int MR, const float *x, int ldx, int kc, const float *wp, float *y, long ldy, const float *b,
-            __mmask16 m0, __mmask16 m1, int load) {
+tile_avx512(const int MR, const float *x, int ldx, int kc, const float *wp, float *y, long ldy, long hoff,
+            const float *b, __mmask16 m0, __mmask16 m1, int load) {
     __m512 a0[8], a1[8];
     for (int r = 0; r < MR; r++) {
         if (load) {
             a0[r] = _mm512_maskz_loadu_ps(m0, y + (long)r * ldy);
-            a1[r] = _mm512_maskz_loadu_ps(m1, y + (long)r * ldy + 16);
+            a1[r] = _mm512_maskz_loadu_ps(m1, y + (long)r * ldy + hoff);
         } else {
             a0[r] = _mm512_setzero_ps();
             a1[r] = _mm512_setzero_ps();
@@ -332,7 +349,7 @@ tile_avx512(const int MR, const float *x, int ldx, int kc, const float *wp, floa
         }
     }
     if (b) {
-        __m512 b0 = _mm512_maskz_loadu_ps(m0, b), b1 = _mm512_maskz_loadu_ps(m1, b + 16);
+        __m512 b0 = _mm512_maskz_loadu_ps(m0, b), b1 = _mm512_maskz_loadu_ps(m1, b + hoff);
         for (int r = 0; r < MR; r++) {
             a0[r] = _mm512_add_ps(a0[r], b0);
             a1[r] = _mm512_add_ps(a1[r], b1);
@@ -340,83 +357,119 @@ tile_avx512(const int MR, const float *x, int ldx, int kc, const float *wp, floa
     }
     for (int r = 0; r < MR; r++) {
         _mm512_mask_storeu_ps(y + (long)r * ldy, m0, a0[r]);
-        _mm512_mask_storeu_ps(y + (long)r * ldy + 16, m1, a1[r]);
+        _mm512_mask_storeu_ps(y + (long)r * ldy + hoff, m1, a1[r]);
     }
 }
 
-/* rows [0, M) of one panel's K block (see tile_avx512) */
+/* rows [0, M) of one panel's K block (see tile_avx512); n0 / n1: valid columns of the two halves */
 __attribute__((target("avx512f"))) static void panel_avx512(const float *x, int ldx, int M, int kc, const float *wp,
-                                                             float *y, long ldy, const float *b, int ncols, int load) {
-    __mmask16 m0 = ncols >= 16 ? 0xFFFF : (__mmask16)((1u << ncols) - 1u);
-    __mmask16 m1 = ncols >= 32 ? 0xFFFF : ncols > 16 ? (__mmask16)((1u << (ncols - 16)) - 1u) : 0;
+                                                             float *y, long ldy, long hoff, const float *b, int n0,
+                                                             int n1, int load) {
+    __mmask16 m0 = (__mmask16)((1u << n0) - 1u), m1 = (__mmask16)((1u << n1) - 1u);
     int m = 0;
-    for (; m + 8 <= M; m += 8) tile_avx512(8, x + (long)m * ldx, ldx, kc, wp, y + (long)m * ldy, ldy, b, m0, m1, load);
+    for (; m + 8 <= M; m += 8)
+        tile_avx512(8, x + (long)m * ldx, ldx, kc, wp, y + (long)m * ldy, ldy, hoff, b, m0, m1, load);
     int left = M - m;
     const float *xm = x + (long)m * ldx;
     float *ym = y + (long)m * ldy;
-    if (left >= 4) { tile_avx512(4, xm, ldx, kc, wp, ym, ldy, b, m0, m1, load); xm += 4L * ldx; ym += 4L * ldy; left -= 4; }
-    if (left >= 2) { tile_avx512(2, xm, ldx, kc, wp, ym, ldy, b, m0, m1, load); xm += 2L * ldx; ym += 2L * ldy; left -= 2; }
-    if (left >= 1) tile_avx512(1, xm, ldx, kc, wp, ym, ldy, b, m0, m1, load);
+    if (left >= 4) {
+        tile_avx512(4, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load);
+        xm += 4L * ldx; ym += 4L * ldy; left -= 4;
+    }
+    if (left >= 2) {
+        tile_avx512(2, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load);
+        xm += 2L * ldx; ym += 2L * ldy; left -= 2;
+    }
+    if (left >= 1) tile_avx512(1, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load);
 }
 #endif
 
 /* Same contract as panel_avx512: one fmaf chain per element in k order (bitwise the AVX-512 result). */
-HOT static void panel_generic(const float *x, int ldx, int M, int kc, const float *wp, float *y, long ldy,
-                              const float *b, int ncols, int load) {
+HOT static void panel_generic(const float *x, int ldx, int M, int kc, const float *wp, float *y, long ldy, long hoff,
+                              const float *b, int n0, int n1, int load) {
     for (int m = 0; m < M; m++) {
         float acc[32] = { 0 };
-        float *yr = y + (long)m * ldy;
-        if (load) for (int j = 0; j < ncols; j++) acc[j] = yr[j];
+        float *lo = y + (long)m * ldy, *hi = lo + hoff;
+        if (load) {
+            for (int j = 0; j < n0; j++) acc[j] = lo[j];
+            for (int j = 0; j < n1; j++) acc[16 + j] = hi[j];
+        }
         const float *xr = x + (long)m * ldx;
         for (int k = 0; k < kc; k++) {
             const float *w = wp + (long)k * 32;
             float xv = xr[k];
             for (int j = 0; j < 32; j++) acc[j] = fmaf(xv, w[j], acc[j]);
         }
-        for (int j = 0; j < ncols; j++) yr[j] = b ? acc[j] + b[j] : acc[j];
+        for (int j = 0; j < n0; j++) lo[j] = b ? acc[j] + b[j] : acc[j];
+        for (int j = 0; j < n1; j++) hi[j] = b ? acc[16 + j] + b[hoff + j] : acc[16 + j];
     }
 }
 
+/* h[r, j] = silu(g[r, j]) * u[r, j] for rows r < M, j < n, g rows at stride ldg, u = g + hoff, h rows at stride ldh
+ * (cpu_swiglu's formula) */
+HOT static void glu_rows(float *h, long ldh, const float *g, long ldg, long hoff, int M, int n) {
+    for (int r = 0; r < M; r++) {
+        const float *gr = g + (long)r * ldg, *ur = gr + hoff;
+        float *hr = h + (long)r * ldh;
+        for (int j = 0; j < n; j++) hr[j] = gr[j] / (1.0f + fexp(-gr[j])) * ur[j];
+    }
+}
 
-/* Rows [r0, r1) x panels [p0, p1) of y (=|+=) x wp^T (+ b), blocked as described above. */
+/* Rows [r0, r1) x panels [p0, p1) of y (=|+=) x wp^T (+ b), blocked as described above. glu: wp in the GLU layout,
+ * y = [gate | up] with N = I columns each (ldy >= 2I), and h (rows at stride N) gets silu(gate) * up of each panel
+ * block right after its last K block, while it is still in cache. */
 static void pk_block(float *y, long ldy, const float *x, const float *wp, const float *b, int r0, int r1, int p0, int p1,
-                     int N, int K, int accumulate, int avx512) {
+                     int N, int K, int accumulate, int glu, float *h, int avx512) {
     (void)avx512;
     int nkb = (K + PK_KC - 1) / PK_KC, kstep = (K + nkb - 1) / nkb;
     for (int m0 = r0; m0 < r1; m0 += PK_MC) {
         int rows = r1 - m0 < PK_MC ? r1 - m0 : PK_MC;
         for (int k0 = 0; k0 < K; k0 += kstep) {
-            int kc = K - k0 < kstep ? K - k0 : kstep, load = accumulate || k0 > 0;
+            int kc = K - k0 < kstep ? K - k0 : kstep, load = accumulate || k0 > 0, last = k0 + kc == K;
             for (int p = p0; p < p1; p++) {
-                int n0 = p * CPU_PACK_COLS, ncols = N - n0 < CPU_PACK_COLS ? N - n0 : CPU_PACK_COLS;
+                int c0 = glu ? 16 * p : CPU_PACK_COLS * p, n0, n1;
+                long hoff = glu ? N : 16;
+                panel_half(glu, N, p, 0, &n0);
+                panel_half(glu, N, p, 1, &n1);
                 const float *wk = wp + ((long)p * K + k0) * CPU_PACK_COLS, *xk = x + (long)m0 * K + k0;
-                const float *bp = b && k0 + kc == K ? b + n0 : NULL;
-                float *yk = y + (long)m0 * ldy + n0;
+                const float *bp = b && last ? b + c0 : NULL;
+                float *yk = y + (long)m0 * ldy + c0;
 #if HAVE_X86
-                if (avx512) { panel_avx512(xk, K, rows, kc, wk, yk, ldy, bp, ncols, load); continue; }
+                if (avx512) panel_avx512(xk, K, rows, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
+                else
 #endif
-                panel_generic(xk, K, rows, kc, wk, yk, ldy, bp, ncols, load);
+                    panel_generic(xk, K, rows, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
+                if (glu && last) glu_rows(h + (long)m0 * N + c0, N, yk, ldy, hoff, rows, n0);
             }
+        }
+    }
+}
+
+static void pk_run(float *y, long ldy, const float *x, const float *wp, const float *b, int M, int N, int K,
+                   int accumulate, int glu, float *h) {
+    if (M <= 0 || N <= 0) return;
+    int avx512 = pk_avx512(), nb = glu ? (N + 15) / 16 : (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
+    int nt = (long)M * N * K * (glu ? 2 : 1) >= PAR_MIN_MACS && !omp_in_parallel() ? omp_get_max_threads() : 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        if (nb >= n) {          /* a contiguous run of panels per thread */
+            int p0 = (int)((long)nb * t / n), p1 = (int)((long)nb * (t + 1) / n);
+            pk_block(y, ldy, x, wp, b, 0, M, p0, p1, N, K, accumulate, glu, h, avx512);
+        } else {                /* few panels: rows per thread (8-row multiples) */
+            int per = ((M + n - 1) / n + 7) & ~7, r0 = t * per, r1 = r0 + per < M ? r0 + per : M;
+            if (r0 < r1) pk_block(y, ldy, x, wp, b, r0, r1, 0, nb, N, K, accumulate, glu, h, avx512);
         }
     }
 }
 
 void cpu_linear_packed_ex(float *y, long ldy, const float *x, const float *wp, const float *b, int M, int N, int K,
                           int accumulate) {
-    if (M <= 0 || N <= 0) return;
-    int avx512 = pk_avx512(), nb = (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
-    int nt = (long)M * N * K >= PAR_MIN_MACS && !omp_in_parallel() ? omp_get_max_threads() : 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        int t = omp_get_thread_num(), n = omp_get_num_threads();
-        if (nb >= n) {          /* a contiguous run of panels per thread */
-            int p0 = (int)((long)nb * t / n), p1 = (int)((long)nb * (t + 1) / n);
-            pk_block(y, ldy, x, wp, b, 0, M, p0, p1, N, K, accumulate, avx512);
-        } else {                /* few panels: rows per thread (8-row multiples) */
-            int per = ((M + n - 1) / n + 7) & ~7, r0 = t * per, r1 = r0 + per < M ? r0 + per : M;
-            if (r0 < r1) pk_block(y, ldy, x, wp, b, r0, r1, 0, nb, N, K, accumulate, avx512);
-        }
-    }
+    pk_run(y, ldy, x, wp, b, M, N, K, accumulate, 0, NULL);
+}
+
+void cpu_linear_packed_swiglu(float *h, float *gu, const float *x, const float *wp, int M, int I, int K) {
+    pk_run(gu, 2L * I, x, wp, NULL, M, I, K, 0, 1, h);
 }
 
 void cpu_linear_packed(float *y, const float *x, const float *wp, const float *b, int M, int N, int K) {
