@@ -4,7 +4,7 @@
  *   - cpu_linear_packed_ex (=, +=, bias, row stride ldy, K split into blocks past 1536, few panels -> row split)
  *     BITWISE against an independent scalar reference: one fmaf chain per element over k in order, + bias after
  *     (what the header promises), and against a double-precision product within fp32 rounding;
- *   - the fused gate|up + SwiGLU product (cpu_linear_packed_swiglu);
+ *   - the fused gate|up + SwiGLU product (cpu_linear_packed_swiglu), h bitwise the scalar formula;
  *   - rows invariance: rows computed alone, in a sub-batch, or with 1 or 2 threads are bitwise the same;
  *   - model_forward: a sequence's log-probs / entropies are bitwise the same alone, packed with others or moved,
  *     and an inference-mode model gives bitwise the train-mode model's values (the learner's old-log-prob pass and
@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "backend/cpu/cpu_decode.h"
+#include "backend/cpu/cpu_fexp.h"
 #include "core/err.h"
 #include "model/model.h"
 
@@ -132,7 +133,11 @@ static void check_glu(int M, int I, int K) {
             fail_msg("glu M=%d I=%d K=%d: gu[%ld] = %.9g, fmaf chain %.9g", M, I, K, i, gu[i], want[i]);
     for (int m = 0; m < M; m++)
         for (int i = 0; i < I; i++) {
-            double g = want[(long)m * 2 * I + i], u = want[(long)m * 2 * I + I + i], r = g / (1.0 + exp(-g)) * u;
+            float gf = want[(long)m * 2 * I + i], uf = want[(long)m * 2 * I + I + i];
+            float hf = gf / (1.0f + fexp(-gf)) * uf;          /* the header's formula, scalar, no contraction */
+            if (memcmp(&hf, &h[(long)m * I + i], sizeof hf))
+                fail_msg("glu M=%d I=%d K=%d: h[%d][%d] = %.9g, scalar formula %.9g", M, I, K, m, i, h[(long)m * I + i], hf);
+            double g = gf, u = uf, r = g / (1.0 + exp(-g)) * u;
             if (fabs(h[(long)m * I + i] - r) > 1e-6 * fabs(r) + 1e-7)
                 fail_msg("glu M=%d I=%d K=%d: h[%d][%d] = %.9g, want %.9g", M, I, K, m, i, h[(long)m * I + i], r);
         }

@@ -322,14 +322,35 @@ void cpu_pack_weights_glu(float *dst, const float *w, int I, int K) { pack_any(d
 #define PK_MC 128
 
 #if HAVE_X86
+/* fexp (cpu_fexp.h) on 16 lanes with the same operations in the same order (multiplies and adds kept separate, as
+ * this file compiles without FP contraction), so it is bitwise the scalar fexp. */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512 fexp16(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
+    r = _mm512_add_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(2.12194440e-4f)));
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, r), r), r), _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
 /* MR rows x 32 columns over k in [0, kc) of the tile's K block; MR is a compile-time constant after inlining so the
  * accumulators live in registers. Columns 0..15 of the tile are y[0..15], columns 16..31 are y[hoff .. hoff + 15]
  * (hoff = 16: contiguous; the GLU layout puts the up half I columns after the gate half); m0 / m1 mask the valid
  * columns of each half. load: start from y (a previous K block, or the += form), else from 0. b: added after the
- * last K block, indexed like y (NULL: none). */
+ * last K block, indexed like y (NULL: none). h (GLU layout, last K block): also h[r * ldh + j] = silu(gate) * up of
+ * the tile's registers, glu_rows' formula bitwise. */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
 tile_avx512(const int MR, const float *x, int ldx, int kc, const float *wp, float *y, long ldy, long hoff,
-            const float *b, __mmask16 m0, __mmask16 m1, int load) {
+            const float *b, __mmask16 m0, __mmask16 m1, int load, float *h, long ldh) {
     __m512 a0[8], a1[8];
     for (int r = 0; r < MR; r++) {
         if (load) {
@@ -359,28 +380,35 @@ tile_avx512(const int MR, const float *x, int ldx, int kc, const float *wp, floa
         _mm512_mask_storeu_ps(y + (long)r * ldy, m0, a0[r]);
         _mm512_mask_storeu_ps(y + (long)r * ldy + hoff, m1, a1[r]);
     }
+    if (h)
+        for (int r = 0; r < MR; r++) {
+            __m512 e = fexp16(_mm512_sub_ps(_mm512_setzero_ps(), a0[r]));
+            __m512 v = _mm512_mul_ps(_mm512_div_ps(a0[r], _mm512_add_ps(_mm512_set1_ps(1.0f), e)), a1[r]);
+            _mm512_mask_storeu_ps(h + (long)r * ldh, m0, v);
+        }
 }
 
 /* rows [0, M) of one panel's K block (see tile_avx512); n0 / n1: valid columns of the two halves */
 __attribute__((target("avx512f"))) static void panel_avx512(const float *x, int ldx, int M, int kc, const float *wp,
                                                              float *y, long ldy, long hoff, const float *b, int n0,
-                                                             int n1, int load) {
+                                                             int n1, int load, float *h, long ldh) {
     __mmask16 m0 = (__mmask16)((1u << n0) - 1u), m1 = (__mmask16)((1u << n1) - 1u);
     int m = 0;
     for (; m + 8 <= M; m += 8)
-        tile_avx512(8, x + (long)m * ldx, ldx, kc, wp, y + (long)m * ldy, ldy, hoff, b, m0, m1, load);
+        tile_avx512(8, x + (long)m * ldx, ldx, kc, wp, y + (long)m * ldy, ldy, hoff, b, m0, m1, load,
+                    h ? h + (long)m * ldh : NULL, ldh);
     int left = M - m;
     const float *xm = x + (long)m * ldx;
-    float *ym = y + (long)m * ldy;
+    float *ym = y + (long)m * ldy, *hm = h ? h + (long)m * ldh : NULL;
     if (left >= 4) {
-        tile_avx512(4, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load);
-        xm += 4L * ldx; ym += 4L * ldy; left -= 4;
+        tile_avx512(4, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load, hm, ldh);
+        xm += 4L * ldx; ym += 4L * ldy; hm = hm ? hm + 4L * ldh : NULL; left -= 4;
     }
     if (left >= 2) {
-        tile_avx512(2, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load);
-        xm += 2L * ldx; ym += 2L * ldy; left -= 2;
+        tile_avx512(2, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load, hm, ldh);
+        xm += 2L * ldx; ym += 2L * ldy; hm = hm ? hm + 2L * ldh : NULL; left -= 2;
     }
-    if (left >= 1) tile_avx512(1, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load);
+    if (left >= 1) tile_avx512(1, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load, hm, ldh);
 }
 #endif
 
@@ -417,7 +445,7 @@ HOT static void glu_rows(float *h, long ldh, const float *g, long ldg, long hoff
 
 /* Rows [r0, r1) x panels [p0, p1) of y (=|+=) x wp^T (+ b), blocked as described above. glu: wp in the GLU layout,
  * y = [gate | up] with N = I columns each (ldy >= 2I), and h (rows at stride N) gets silu(gate) * up of each panel
- * block right after its last K block, while it is still in cache. */
+ * block from its last K block's registers (AVX-512) or right after it, while it is still in cache. */
 static void pk_block(float *y, long ldy, const float *x, const float *wp, const float *b, int r0, int r1, int p0, int p1,
                      int N, int K, int accumulate, int glu, float *h, int avx512) {
     (void)avx512;
@@ -434,12 +462,12 @@ static void pk_block(float *y, long ldy, const float *x, const float *wp, const 
                 const float *wk = wp + ((long)p * K + k0) * CPU_PACK_COLS, *xk = x + (long)m0 * K + k0;
                 const float *bp = b && last ? b + c0 : NULL;
                 float *yk = y + (long)m0 * ldy + c0;
+                float *hk = glu && last ? h + (long)m0 * N + c0 : NULL;
 #if HAVE_X86
-                if (avx512) panel_avx512(xk, K, rows, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
-                else
+                if (avx512) { panel_avx512(xk, K, rows, kc, wk, yk, ldy, hoff, bp, n0, n1, load, hk, N); continue; }
 #endif
-                    panel_generic(xk, K, rows, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
-                if (glu && last) glu_rows(h + (long)m0 * N + c0, N, yk, ldy, hoff, rows, n0);
+                panel_generic(xk, K, rows, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
+                if (hk) glu_rows(hk, N, yk, ldy, hoff, rows, n0);
             }
         }
     }
