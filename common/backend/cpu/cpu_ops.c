@@ -501,17 +501,33 @@ long cpu_attention_scratch_floats(int nk, int hd) {
     return (long)omp_get_max_threads() * (2L * ATT_BQ * nk + 2L * hd * nk);
 }
 
-/* Row softmax of the causal block: S[r, 0..jmax(r)] -> P (zeros after jmax), returns nothing; lse out. */
+/* Row softmax of the causal block: S[r, 0..jmax0+r] -> P, lse out. Beyond a row's keys only the columns that mm_ab's
+ * P V product reads are zeroed (it trims its sum per RB-row group to the group's last row: row r reads up to column
+ * jmax0 + (r | (RB-1)), RB a power of two and the blocks start at multiples of RB); the rest of the row is left as is.
+ * exp and the (double) sum run in one pass. */
 HOT static void softmax_causal_rows(float *S, int rows, int ncol, int jmax0, float *lse_out, int lse_stride) {
     for (int r = 0; r < rows; r++) {
         float *s = S + (long)r * ncol;
         int n = jmax0 + r + 1;                       /* valid keys of this row */
+        int z = jmax0 + (r | (RB - 1)) + 1;          /* columns P V reads */
+        z = z < ncol ? z : ncol;
         float mx = vmax(s, n);
-        for (int j = 0; j < n; j++) s[j] = fexp(s[j] - mx);
-        double sum = vsum(s, n);
+        double acc[LANES] = { 0 }, sum = 0;
+        int j = 0;
+        for (; j + LANES <= n; j += LANES)
+            for (int k = 0; k < LANES; k++) {
+                float e = fexp(s[j + k] - mx);
+                s[j + k] = e;
+                acc[k] += e;
+            }
+        for (; j < n; j++) {
+            s[j] = fexp(s[j] - mx);
+            sum += s[j];
+        }
+        for (int k = 0; k < LANES; k++) sum += acc[k];
         float inv = (float)(1.0 / sum);
-        for (int j = 0; j < n; j++) s[j] *= inv;
-        for (int j = n; j < ncol; j++) s[j] = 0.0f;
+        for (j = 0; j < n; j++) s[j] *= inv;
+        for (j = n; j < z; j++) s[j] = 0.0f;
         if (lse_out) lse_out[(long)r * lse_stride] = mx + (float)log(sum);
     }
 }
