@@ -17,6 +17,7 @@ WARMUP=${WARMUP:-1}
 ROUNDS=${ROUNDS:-2}
 
 . bench/env.sh
+echo "cpu: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') (vendor $(grep -m1 '^vendor_id' /proc/cpuinfo | cut -d: -f2 | tr -d ' '))"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
