@@ -6,7 +6,7 @@ log-probs and entropies (verl's logprobs_from_logits / entropy_from_logits), los
 backward, clip_grad_norm_(1.0), AdamW step. Prefill: forward only under no_grad.
 
   baseline_torch.py --make-model DIR --config tiny|small     writes the random model both sides load
-  baseline_torch.py --model DIR --batch B --seq T [--steps K] [--warmup W]
+  baseline_torch.py --model DIR --batch B --seq T [--steps K] [--warmup W] [--prefill-only]
 """
 import argparse
 import statistics
@@ -46,6 +46,7 @@ def main():
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--prefill-only", action="store_true", help="skip the training steps (prefill A/B runs)")
     a = ap.parse_args()
     torch.set_num_threads(2)
     if a.make_model:
@@ -64,7 +65,7 @@ def main():
     w = torch.where(torch.arange(N) % 3 == 0, 1.0, -1.0).reshape(a.batch, a.seq)[:, :-1] / N
     u = torch.full((a.batch, a.seq), -0.01 / N)
     times, tf, tb, to = [], [], [], []
-    for it in range(a.warmup + a.steps):
+    for it in range(0 if a.prefill_only else a.warmup + a.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         logits = model(input_ids=ids).logits / 1.0
@@ -88,13 +89,15 @@ def main():
             model(input_ids=ids).logits
             if it >= a.warmup:
                 pre.append(time.perf_counter() - t0)
+    if a.prefill_only:
+        times, tf, tb, to = [0.0] * a.steps, [0.0], [0.0], [0.0]
     mt, mp = statistics.median(times), statistics.median(pre)
     print(f"baseline: train step median {mt:.3f} s (forward {statistics.median(tf):.3f}, backward "
           f"{statistics.median(tb):.3f}, clip+adamw {statistics.median(to):.3f})")
     print(f"baseline: prefill median {mp:.3f} s")
     for a_, b_ in zip(times, pre):
         print(f"TRAIN_STEP_S={a_:.6f}\nPREFILL_STEP_S={b_:.6f}")
-    print(f"BASE_TRAIN_TOK_S={N / mt:.1f}")
+    print(f"BASE_TRAIN_TOK_S={N / mt if mt else 0:.1f}")
     print(f"BASE_PREFILL_TOK_S={N / mp:.1f}")
 
 

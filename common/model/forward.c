@@ -54,8 +54,7 @@ static int batch_check(const Model *m, const ModelBatch *b, char err[ERR_LEN]) {
  * pass. */
 static void fwd_linear(ModelActs *a, float *y, const float *x, const float *w, const float *bias, int M, int N, int K,
                        int accumulate) {
-    cpu_pack_weights(a->wpack, w, N, K);
-    cpu_linear_packed_ex(y, N, x, a->wpack, bias, M, N, K, accumulate);
+    cpu_linear_packw_ex(y, N, x, w, a->wpack, bias, M, N, K, accumulate);
 }
 
 /* The LM head runs in chunks of at most R = logits_rows rows made of whole sequence PIECES: each sequence is cut
@@ -90,8 +89,8 @@ static void lm_head_rows(Model *m, ModelActs *a, int r0, int rows) {
     int V = c->vocab, H = c->hidden;
     for (int v0 = 0; v0 < V; v0 += MODEL_LM_SLICE) {
         int n = V - v0 < MODEL_LM_SLICE ? V - v0 : MODEL_LM_SLICE;
-        cpu_pack_weights(a->wpack, m->w.lm_head + (long)v0 * H, n, H);
-        cpu_linear_packed_ex(a->logits + v0, V, a->xnf + (long)r0 * H, a->wpack, NULL, rows, n, H, 0);
+        cpu_linear_packw_ex(a->logits + v0, V, a->xnf + (long)r0 * H, m->w.lm_head + (long)v0 * H, a->wpack, NULL,
+                            rows, n, H, 0);
     }
 }
 
@@ -137,8 +136,7 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
         if (A->x_mid != A->x_in) memcpy(A->x_mid, A->x_in, (size_t)N * H * sizeof(float));
         fwd_linear(a, A->x_mid, A->att, W->wo, NULL, N, H, qd, 1);
         cpu_rmsnorm(A->xn2, A->rstd2, A->x_mid, W->ln2, N, H, c->rms_eps);
-        cpu_pack_weights_glu(a->wpack, W->wgu, I, H);          /* gate|up and SwiGLU in one pass */
-        cpu_linear_packed_swiglu(A->hm, A->gu, A->xn2, a->wpack, N, I, H);
+        cpu_linear_packw_swiglu(A->hm, A->gu, A->xn2, W->wgu, a->wpack, N, I, H);   /* gate|up and SwiGLU */
         float *next = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final;
         if (next != A->x_mid) memcpy(next, A->x_mid, (size_t)N * H * sizeof(float));
         fwd_linear(a, next, A->hm, W->wd, NULL, N, H, I, 1);

@@ -1,7 +1,8 @@
 /* tests/unit/test_model_packed.c: the fixed-order packed linear kernel (backend/cpu/cpu_decode.h) that every product
  * of model_forward runs on, and the forward's sequence invariance that rests on it.
  *   - cpu_pack_weights against its definition (the AVX-512 register transpose, ragged N and K);
- *   - cpu_linear_packed_ex (=, +=, bias, row stride ldy, K split into blocks past 1536, few panels -> row split)
+ *   - cpu_linear_packed_ex (=, +=, bias, row stride ldy, K split into blocks past 1536, few panels -> row split),
+ *     and cpu_linear_packw_ex (packing inside the product) bitwise equal to it,
  *     BITWISE against an independent scalar reference: one fmaf chain per element over k in order, + bias after
  *     (what the header promises), and against a double-precision product within fp32 rounding;
  *   - the fused gate|up + SwiGLU product (cpu_linear_packed_swiglu), h bitwise the scalar formula;
@@ -84,8 +85,15 @@ static void check_packed(int M, int N, int K, int accumulate, int with_bias, int
     memcpy(want, y, (size_t)M * ldy * sizeof(float));
     double *y0 = malloc((size_t)M * ldy * sizeof(double));
     for (long i = 0; i < (long)M * ldy; i++) y0[i] = y[i];
+    float *y2 = malloc((size_t)M * ldy * sizeof(float)), *wp2 = malloc((size_t)cpu_pack_floats(N, K) * sizeof(float));
+    memcpy(y2, y, (size_t)M * ldy * sizeof(float));
     cpu_pack_weights(wp, w, N, K);
     cpu_linear_packed_ex(y, ldy, x, wp, b, M, N, K, accumulate);
+    cpu_linear_packw_ex(y2, ldy, x, w, wp2, b, M, N, K, accumulate);      /* packing inside the product */
+    assert_memory_equal(y2, y, (size_t)M * ldy * sizeof(float));
+    assert_memory_equal(wp2, wp, (size_t)cpu_pack_floats(N, K) * sizeof(float));
+    free(y2);
+    free(wp2);
     ref_chain(want, ldy, x, w, b, M, N, K, accumulate);
     for (int m = 0; m < M; m++)
         for (long n = 0; n < ldy; n++) {
@@ -127,6 +135,13 @@ static void check_glu(int M, int I, int K) {
     assert_true(cpu_pack_floats_glu(I, K) >= 2L * I * K);
     cpu_pack_weights_glu(wp, w, I, K);
     cpu_linear_packed_swiglu(h, gu, x, wp, M, I, K);
+    float *h2 = malloc((size_t)M * I * sizeof(float)), *gu2 = malloc((size_t)M * 2 * I * sizeof(float));
+    float *wp2 = malloc((size_t)cpu_pack_floats_glu(I, K) * sizeof(float));
+    cpu_linear_packw_swiglu(h2, gu2, x, w, wp2, M, I, K);
+    assert_memory_equal(h2, h, (size_t)M * I * sizeof(float));
+    assert_memory_equal(gu2, gu, (size_t)M * 2 * I * sizeof(float));
+    assert_memory_equal(wp2, wp, (size_t)cpu_pack_floats_glu(I, K) * sizeof(float));
+    free(h2); free(gu2); free(wp2);
     ref_chain(want, 2L * I, x, w, NULL, M, 2 * I, K, 0);
     for (long i = 0; i < (long)M * 2 * I; i++)
         if (memcmp(&gu[i], &want[i], sizeof(float)))

@@ -279,23 +279,21 @@ static int panel_half(int glu, int N, int p, int h, int *cnt) {
     return glu && h ? N + base : base;
 }
 
-static void pack_any(float *dst, const float *w, int N, int K, int glu) {
-    int nb = glu ? (N + 15) / 16 : (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
+/* Panels [p0, p1) of the packing (see panel_half), on the calling thread. */
+static void pack_panels(float *dst, const float *w, int N, int K, int glu, int p0, int p1, int avx512) {
+    (void)avx512;
+    for (int b = p0; b < p1; b++) {
 #if HAVE_X86
-    if (pk_avx512()) {
-#pragma omp parallel for schedule(static) if ((long)N * K >= 65536)
-        for (int b = 0; b < nb; b++)
+        if (avx512) {
             for (int k0 = 0; k0 < K; k0 += 16)
                 for (int h = 0; h < 2; h++) {
                     int cnt, r0 = panel_half(glu, N, b, h, &cnt), kn = K - k0 < 16 ? K - k0 : 16;
                     pack_block16(dst + ((long)b * K + k0) * CPU_PACK_COLS + 16 * h, cnt ? w + (long)r0 * K + k0 : w,
                                  K, cnt, kn);
                 }
-        return;
-    }
+            continue;
+        }
 #endif
-#pragma omp parallel for schedule(static) if ((long)N * K >= 65536)
-    for (int b = 0; b < nb; b++)
         for (int h = 0; h < 2; h++) {
             int cnt, r0 = panel_half(glu, N, b, h, &cnt);
             for (int k = 0; k < K; k++) {
@@ -303,6 +301,13 @@ static void pack_any(float *dst, const float *w, int N, int K, int glu) {
                 for (int j = 0; j < 16; j++) d[j] = j < cnt ? w[(long)(r0 + j) * K + k] : 0.0f;
             }
         }
+    }
+}
+
+static void pack_any(float *dst, const float *w, int N, int K, int glu) {
+    int nb = glu ? (N + 15) / 16 : (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS, avx512 = pk_avx512();
+#pragma omp parallel for schedule(static) if ((long)N * K >= 65536)
+    for (int b = 0; b < nb; b++) pack_panels(dst, w, N, K, glu, b, b + 1, avx512);
 }
 
 void cpu_pack_weights(float *dst, const float *w, int N, int K) { pack_any(dst, w, N, K, 0); }
@@ -473,7 +478,9 @@ static void pk_block(float *y, long ldy, const float *x, const float *wp, const 
     }
 }
 
-static void pk_run(float *y, long ldy, const float *x, const float *wp, const float *b, int M, int N, int K,
+/* w != NULL: pack w into wp first, inside the product's parallel region: with a run of panels per thread each thread
+ * packs the panels it then computes (no separate pass, no barrier); with a row split, a share each, then a barrier. */
+static void pk_run(float *y, long ldy, const float *x, const float *w, float *wp, const float *b, int M, int N, int K,
                    int accumulate, int glu, float *h) {
     if (M <= 0 || N <= 0) return;
     int avx512 = pk_avx512(), nb = glu ? (N + 15) / 16 : (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
@@ -481,10 +488,14 @@ static void pk_run(float *y, long ldy, const float *x, const float *wp, const fl
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int t = omp_get_thread_num(), n = omp_get_num_threads();
+        int p0 = (int)((long)nb * t / n), p1 = (int)((long)nb * (t + 1) / n);
+        if (w) pack_panels(wp, w, N, K, glu, p0, p1, avx512);
         if (nb >= n) {          /* a contiguous run of panels per thread */
-            int p0 = (int)((long)nb * t / n), p1 = (int)((long)nb * (t + 1) / n);
             pk_block(y, ldy, x, wp, b, 0, M, p0, p1, N, K, accumulate, glu, h, avx512);
         } else {                /* few panels: rows per thread (8-row multiples) */
+            if (w) {
+#pragma omp barrier
+            }
             int per = ((M + n - 1) / n + 7) & ~7, r0 = t * per, r1 = r0 + per < M ? r0 + per : M;
             if (r0 < r1) pk_block(y, ldy, x, wp, b, r0, r1, 0, nb, N, K, accumulate, glu, h, avx512);
         }
@@ -493,11 +504,20 @@ static void pk_run(float *y, long ldy, const float *x, const float *wp, const fl
 
 void cpu_linear_packed_ex(float *y, long ldy, const float *x, const float *wp, const float *b, int M, int N, int K,
                           int accumulate) {
-    pk_run(y, ldy, x, wp, b, M, N, K, accumulate, 0, NULL);
+    pk_run(y, ldy, x, NULL, (float *)wp, b, M, N, K, accumulate, 0, NULL);
+}
+
+void cpu_linear_packw_ex(float *y, long ldy, const float *x, const float *w, float *wp, const float *b, int M, int N,
+                         int K, int accumulate) {
+    pk_run(y, ldy, x, w, wp, b, M, N, K, accumulate, 0, NULL);
 }
 
 void cpu_linear_packed_swiglu(float *h, float *gu, const float *x, const float *wp, int M, int I, int K) {
-    pk_run(gu, 2L * I, x, wp, NULL, M, I, K, 0, 1, h);
+    pk_run(gu, 2L * I, x, NULL, (float *)wp, NULL, M, I, K, 0, 1, h);
+}
+
+void cpu_linear_packw_swiglu(float *h, float *gu, const float *x, const float *w, float *wp, int M, int I, int K) {
+    pk_run(gu, 2L * I, x, w, wp, NULL, M, I, K, 0, 1, h);
 }
 
 void cpu_linear_packed(float *y, const float *x, const float *wp, const float *b, int M, int N, int K) {

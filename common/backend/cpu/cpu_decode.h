@@ -41,6 +41,14 @@ long cpu_pack_floats_glu(int I, int K);
 void cpu_pack_weights_glu(float *dst, const float *w, int I, int K);
 void cpu_linear_packed_swiglu(float *h, float *gu, const float *x, const float *wp, int M, int I, int K);
 
+/* cpu_linear_packed_ex / cpu_linear_packed_swiglu from the raw weight w ([N, K] / [2I, K]): pack w into wp
+ * (cpu_pack_floats(N, K) / cpu_pack_floats_glu(I, K) floats, overwritten) inside the product's own parallel region,
+ * each thread packing the panels it then computes (no separate pass and barrier per product: the forward packs
+ * every weight per call, as the weights may change between calls). Same results as packing first. */
+void cpu_linear_packw_ex(float *y, long ldy, const float *x, const float *w, float *wp, const float *b, int M, int N,
+                         int K, int accumulate);
+void cpu_linear_packw_swiglu(float *h, float *gu, const float *x, const float *w, float *wp, int M, int I, int K);
+
 /* Attention of R packed query rows against a paged KV cache (causal: row r attends to its sequence's keys at
  * positions 0 .. pos[r], which must already be in the cache).
  *   q:      [R, ldq]  nh heads of hd per row (RoPE applied)
