@@ -501,11 +501,13 @@ long cpu_attention_scratch_floats(int nk, int hd) {
     return (long)omp_get_max_threads() * (2L * ATT_BQ * nk + 2L * hd * nk);
 }
 
-/* Row softmax of the causal block: S[r, 0..jmax0+r] -> P, lse out. Beyond a row's keys only the columns that mm_ab's
- * P V product reads are zeroed (it trims its sum per RB-row group to the group's last row: row r reads up to column
- * jmax0 + (r | (RB-1)), RB a power of two and the blocks start at multiples of RB); the rest of the row is left as is.
- * exp and the (double) sum run in one pass. */
-HOT static void softmax_causal_rows(float *S, int rows, int ncol, int jmax0, float *lse_out, int lse_stride) {
+/* Row softmax of the causal block, unnormalised: S[r, 0..jmax0+r] -> exp(S - max) and inv[r] = 1 / (its sum): the
+ * caller scales the [rows, hd] product P V by inv instead of the [rows, keys] P. lse out. Beyond a row's keys only the
+ * columns that mm_ab's P V product reads are zeroed (it trims its sum per RB-row group to the group's last row: row r
+ * reads up to column jmax0 + (r | (RB-1)), RB a power of two and the blocks start at multiples of RB); the rest of
+ * the row is left as is. exp and the (double) sum run in one pass. */
+HOT static void softmax_causal_rows(float *S, int rows, int ncol, int jmax0, float *lse_out, int lse_stride,
+                                    float *inv) {
     for (int r = 0; r < rows; r++) {
         float *s = S + (long)r * ncol;
         int n = jmax0 + r + 1;                       /* valid keys of this row */
@@ -525,11 +527,16 @@ HOT static void softmax_causal_rows(float *S, int rows, int ncol, int jmax0, flo
             sum += s[j];
         }
         for (int k = 0; k < LANES; k++) sum += acc[k];
-        float inv = (float)(1.0 / sum);
-        for (j = 0; j < n; j++) s[j] *= inv;
+        inv[r] = (float)(1.0 / sum);
         for (j = n; j < z; j++) s[j] = 0.0f;
         if (lse_out) lse_out[(long)r * lse_stride] = mx + (float)log(sum);
     }
+}
+
+/* o[r * ldo + d] *= inv[r], r < rows, d < hd */
+HOT static void scale_rows(float *o, int ldo, const float *inv, int rows, int hd) {
+    for (int r = 0; r < rows; r++)
+        for (int d = 0; d < hd; d++) o[(long)r * ldo + d] *= inv[r];
 }
 
 /* One forward task: query block b (rows ATT_BQ b ..) of every head of kv head g. S, Kt: thread scratch. */
@@ -539,10 +546,12 @@ static void attn_fwd_task(float *out, float *lse, const float *q, const float *k
     int grp = nh / nkv;
     int i0 = b * ATT_BQ, i1 = i0 + ATT_BQ < nq ? i0 + ATT_BQ : nq, rows = i1 - i0, kend = p0 + i1;
     transpose_rows(Kt, k + g * hd, ldk, kend, hd);        /* K^T built once per task, shared by the group */
+    float inv[ATT_BQ];
     for (int h = g * grp; h < (g + 1) * grp; h++) {
         mm_ab(S, kend, q + (long)i0 * ldq + h * hd, ldq, Kt, kend, rows, kend, hd, scale, 0, p0 + i0, -1);
-        softmax_causal_rows(S, rows, kend, p0 + i0, lse ? lse + (long)i0 * nh + h : NULL, nh);
+        softmax_causal_rows(S, rows, kend, p0 + i0, lse ? lse + (long)i0 * nh + h : NULL, nh, inv);
         mm_ab(out + (long)i0 * ldo + h * hd, ldo, S, kend, v + g * hd, ldk, rows, hd, kend, 1.0f, 0, -1, p0 + i0);
+        scale_rows(out + (long)i0 * ldo + h * hd, ldo, inv, rows, hd);
     }
 }
 
