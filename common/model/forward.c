@@ -128,8 +128,7 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
             cpu_rmsnorm_heads(A->qkv, qkvd, NULL, A->qkv, qkvd, W->qn, N, nh, hd, c->rms_eps);
             cpu_rmsnorm_heads(A->qkv + qd, qkvd, NULL, A->qkv + qd, qkvd, W->kn, N, nkv, hd, c->rms_eps);
         }
-        cpu_rope(A->qkv, qkvd, a->cs, a->sn, N, nh, hd, 0);
-        cpu_rope(A->qkv + qd, qkvd, a->cs, a->sn, N, nkv, hd, 0);
+        cpu_rope(A->qkv, qkvd, a->cs, a->sn, N, nh + nkv, hd, 0);     /* q and k heads are adjacent: one pass */
         cpu_attention_varlen(A->att, A->lse, A->qkv, A->qkv + qd, A->qkv + qd + kvd, b->cu_seqlens, b->n_seqs, nh,
                              nkv, hd, qkvd, qkvd, qd, scale, a->att_scratch);
         /* residual adds ride on the GEMM (beta = 1). In inference mode x_mid and next alias x_in. */
