@@ -448,11 +448,24 @@ HOT static void glu_rows(float *h, long ldh, const float *g, long ldg, long hoff
     }
 }
 
+/* Software prefetch of slice i of S of panel p's raw weight rows (32 rows of K floats, see panel_half): with the
+ * packing done panel by panel, the next panel's rows come in from DRAM while this one computes. */
+static void prefetch_panel(const float *w, int N, int K, int glu, int p, int i, int S) {
+    long per_row = (K + 15) / 16, lines = 32 * per_row, l0 = lines * i / S, l1 = lines * (i + 1) / S;
+    for (long l = l0; l < l1; l++) {
+        int j = (int)(l / per_row), cnt, r0 = panel_half(glu, N, p, j / 16, &cnt);
+        if (j % 16 < cnt) __builtin_prefetch(w + (long)(r0 + j % 16) * K + (l % per_row) * 16, 0, 2);
+    }
+}
+
 /* Rows [r0, r1) x panels [p0, p1) of y (=|+=) x wp^T (+ b), blocked as described above. glu: wp in the GLU layout,
  * y = [gate | up] with N = I columns each (ldy >= 2I), and h (rows at stride N) gets silu(gate) * up of each panel
- * block from its last K block's registers (AVX-512) or right after it, while it is still in cache. */
-static void pk_block(float *y, long ldy, const float *x, const float *wp, const float *b, int r0, int r1, int p0, int p1,
-                     int N, int K, int accumulate, int glu, float *h, int avx512) {
+ * block from its last K block's registers (AVX-512) or right after it, while it is still in cache. w != NULL: the
+ * raw weight, packed into wp panel by panel at first use (the first row block), the next panel's rows prefetched
+ * while the current one computes. */
+#define PK_CHUNK 16     /* rows per step of the first row block (prefetches go in between) */
+static void pk_block(float *y, long ldy, const float *x, const float *w, float *wp, const float *b, int r0, int r1,
+                     int p0, int p1, int N, int K, int accumulate, int glu, float *h, int avx512) {
     (void)avx512;
     int nkb = (K + PK_KC - 1) / PK_KC, kstep = (K + nkb - 1) / nkb;
     for (int m0 = r0; m0 < r1; m0 += PK_MC) {
@@ -460,26 +473,33 @@ static void pk_block(float *y, long ldy, const float *x, const float *wp, const 
         for (int k0 = 0; k0 < K; k0 += kstep) {
             int kc = K - k0 < kstep ? K - k0 : kstep, load = accumulate || k0 > 0, last = k0 + kc == K;
             for (int p = p0; p < p1; p++) {
-                int c0 = glu ? 16 * p : CPU_PACK_COLS * p, n0, n1;
+                int c0 = glu ? 16 * p : CPU_PACK_COLS * p, n0, n1, first = w && m0 == r0 && k0 == 0;
                 long hoff = glu ? N : 16;
                 panel_half(glu, N, p, 0, &n0);
                 panel_half(glu, N, p, 1, &n1);
-                const float *wk = wp + ((long)p * K + k0) * CPU_PACK_COLS, *xk = x + (long)m0 * K + k0;
-                const float *bp = b && last ? b + c0 : NULL;
-                float *yk = y + (long)m0 * ldy + c0;
-                float *hk = glu && last ? h + (long)m0 * N + c0 : NULL;
+                if (first) pack_panels(wp, w, N, K, glu, p, p + 1, avx512);
+                int pf = first && p + 1 < p1, steps = pf ? (rows + PK_CHUNK - 1) / PK_CHUNK : 1;
+                for (int i = 0; i < steps; i++) {
+                    int a = pf ? i * PK_CHUNK : 0, n = pf ? (rows - a < PK_CHUNK ? rows - a : PK_CHUNK) : rows;
+                    if (pf) prefetch_panel(w, N, K, glu, p + 1, i, steps);
+                    const float *wk = wp + ((long)p * K + k0) * CPU_PACK_COLS, *xk = x + (long)(m0 + a) * K + k0;
+                    const float *bp = b && last ? b + c0 : NULL;
+                    float *yk = y + (long)(m0 + a) * ldy + c0;
+                    float *hk = glu && last ? h + (long)(m0 + a) * N + c0 : NULL;
 #if HAVE_X86
-                if (avx512) { panel_avx512(xk, K, rows, kc, wk, yk, ldy, hoff, bp, n0, n1, load, hk, N); continue; }
+                    if (avx512) { panel_avx512(xk, K, n, kc, wk, yk, ldy, hoff, bp, n0, n1, load, hk, N); continue; }
 #endif
-                panel_generic(xk, K, rows, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
-                if (hk) glu_rows(hk, N, yk, ldy, hoff, rows, n0);
+                    panel_generic(xk, K, n, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
+                    if (hk) glu_rows(hk, N, yk, ldy, hoff, n, n0);
+                }
             }
         }
     }
 }
 
-/* w != NULL: pack w into wp first, inside the product's parallel region: with a run of panels per thread each thread
- * packs the panels it then computes (no separate pass, no barrier); with a row split, a share each, then a barrier. */
+/* w != NULL: pack w into wp inside the product's parallel region: with a run of panels per thread each thread packs
+ * the panels it computes as it first reaches them (no separate pass, no barrier); with a row split, a share each
+ * first, then a barrier. */
 static void pk_run(float *y, long ldy, const float *x, const float *w, float *wp, const float *b, int M, int N, int K,
                    int accumulate, int glu, float *h) {
     if (M <= 0 || N <= 0) return;
@@ -489,15 +509,15 @@ static void pk_run(float *y, long ldy, const float *x, const float *w, float *wp
     {
         int t = omp_get_thread_num(), n = omp_get_num_threads();
         int p0 = (int)((long)nb * t / n), p1 = (int)((long)nb * (t + 1) / n);
-        if (w) pack_panels(wp, w, N, K, glu, p0, p1, avx512);
-        if (nb >= n) {          /* a contiguous run of panels per thread */
-            pk_block(y, ldy, x, wp, b, 0, M, p0, p1, N, K, accumulate, glu, h, avx512);
+        if (nb >= n) {          /* a contiguous run of panels per thread, packed by it as it goes */
+            pk_block(y, ldy, x, w, wp, b, 0, M, p0, p1, N, K, accumulate, glu, h, avx512);
         } else {                /* few panels: rows per thread (8-row multiples) */
             if (w) {
+                pack_panels(wp, w, N, K, glu, p0, p1, avx512);
 #pragma omp barrier
             }
             int per = ((M + n - 1) / n + 7) & ~7, r0 = t * per, r1 = r0 + per < M ? r0 + per : M;
-            if (r0 < r1) pk_block(y, ldy, x, wp, b, r0, r1, 0, nb, N, K, accumulate, glu, h, avx512);
+            if (r0 < r1) pk_block(y, ldy, x, NULL, wp, b, r0, r1, 0, nb, N, K, accumulate, glu, h, avx512);
         }
     }
 }
