@@ -506,6 +506,25 @@ long cpu_attention_scratch_floats(int nk, int hd) {
  * columns that mm_ab's P V product reads are zeroed (it trims its sum per RB-row group to the group's last row: row r
  * reads up to column jmax0 + (r | (RB-1)), RB a power of two and the blocks start at multiples of RB); the rest of
  * the row is left as is. exp and the (double) sum run in one pass. */
+typedef int32_t v16i __attribute__((vector_size(64)));
+/* vmax on whole 16-float vectors (compare + select: GCC does not vectorise vmax's lanes in every clone); the same
+ * result as vmax, NaNs included (x > m is false for them, as in vmax). */
+static inline __attribute__((always_inline)) float vmax16(const float *x, int n) {
+    v16 m;
+    for (int k = 0; k < 16; k++) m[k] = -INFINITY;
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        v16 v;
+        memcpy(&v, x + j, sizeof v);
+        v16i gt = v > m;
+        m = (v16)(((v16i)v & gt) | ((v16i)m & ~gt));
+    }
+    float r = -INFINITY;
+    for (int k = 0; k < 16; k++) r = m[k] > r ? m[k] : r;
+    for (; j < n; j++) r = x[j] > r ? x[j] : r;
+    return r;
+}
+
 HOT static void softmax_causal_rows(float *S, int rows, int ncol, int jmax0, float *lse_out, int lse_stride,
                                     float *inv) {
     for (int r = 0; r < rows; r++) {
@@ -513,7 +532,7 @@ HOT static void softmax_causal_rows(float *S, int rows, int ncol, int jmax0, flo
         int n = jmax0 + r + 1;                       /* valid keys of this row */
         int z = jmax0 + (r | (RB - 1)) + 1;          /* columns P V reads */
         z = z < ncol ? z : ncol;
-        float mx = vmax(s, n);
+        float mx = vmax16(s, n);
         double acc[LANES] = { 0 }, sum = 0;
         int j = 0;
         for (; j + LANES <= n; j += LANES)
