@@ -107,6 +107,7 @@ static void step_reset(Learner *L) {
     L->old_lp = NULL;
     L->corr = NULL;
     L->n_mini = 0;
+    L->n_trained = 0;
     L->old_done = 0;
     L->t_old = 0;
 }
@@ -486,14 +487,32 @@ static void fill_metrics(Learner *L, LearnerResult *r) {
     metrics_set(ms, "timing_s/learner_allreduce", st->t_comm * per_rank);
 }
 
+/* The pending shard to train next: the one of (epoch, mini-batch) = (n_trained / n_mini, n_trained % n_mini) — the
+ * update order verl uses, whatever order the shards arrived in — or one that fits no slot of the step (its update
+ * fails the step with the reason). -1: the next one has not arrived yet. */
+static int next_shard(const Learner *L) {
+    if (L->n_mini <= 0) return 0;                   /* old_pass failed: the first shard carries the error */
+    uint32_t ep = (uint32_t)(L->n_trained / L->n_mini), k = (uint32_t)(L->n_trained % L->n_mini);
+    for (int i = 0; i < L->n_pending; i++) {
+        const Dapo__TrainBatch *t = L->pending[i];
+        if (t->num_mini_batches != (uint32_t)L->n_mini || t->mini_batch_index >= (uint32_t)L->n_mini ||
+            (t->ppo_epoch == ep && t->mini_batch_index == k))
+            return i;
+    }
+    return -1;
+}
+
 int learner_next(Learner *L, LearnerResult *r) {
     memset(r, 0, sizeof *r);
     if (!L->n_pending) return 0;
     int rc = old_pass(L, r->error);
     if (rc == 0) return 0;
-    Dapo__TrainBatch *tb = L->pending[0];
-    memmove(L->pending, L->pending + 1, (size_t)(L->n_pending - 1) * sizeof *L->pending);
+    int i = rc > 0 ? next_shard(L) : 0;
+    if (i < 0) return 0;
+    Dapo__TrainBatch *tb = L->pending[i];
+    memmove(L->pending + i, L->pending + i + 1, (size_t)(L->n_pending - i - 1) * sizeof *L->pending);
     L->n_pending--;
+    L->n_trained++;
     r->tb = tb;
     if (rc > 0) {
         uint32_t k = tb->mini_batch_index;

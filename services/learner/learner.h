@@ -84,6 +84,7 @@ struct Learner {
     long        *old_n;            /* [num_mini] response tokens of each */
     RolloutCorrStats *corr;        /* [num_mini] */
     int          n_mini, old_done;
+    int          n_trained;        /* shards of the step trained so far: the next is epoch n/n_mini, mini n%n_mini */
     double       t_old;            /* seconds of the step's old-log-prob pass on this rank */
 };
 

@@ -162,16 +162,24 @@ static int handle(Svc *s, NetMsg *m) {
     return 0;
 }
 
-static int on_work(void *ud, NetMsg *m) { return handle(ud, m); }
-
-static int on_idle(void *ud) {
-    Svc *s = ud;
-    char err[ERR_LEN];
-    for (int i = 0; i < s->n_deferred; i++) {        /* messages that came in during the last computation */
+/* Messages that came in during the last computation, in arrival order: before any message read after them. */
+static void flush_deferred(Svc *s) {
+    for (int i = 0; i < s->n_deferred; i++) {
         handle(s, &s->deferred[i]);
         net_msg_free(&s->deferred[i]);
     }
     s->n_deferred = 0;
+}
+
+static int on_work(void *ud, NetMsg *m) {
+    flush_deferred(ud);
+    return handle(ud, m);
+}
+
+static int on_idle(void *ud) {
+    Svc *s = ud;
+    char err[ERR_LEN];
+    flush_deferred(s);
     if (s->ws && wsrv_serve(s->ws, 0, err) < 0) log_warn("%s", err);
     int ran = run_one(s);
     worker_set_status(s->d.worker, (uint32_t)s->L->n_pending, s->L->version);

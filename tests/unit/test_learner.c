@@ -509,6 +509,37 @@ static void test_resume_exact(void **state) {
 }
 
 /* Rejects malformed shards with a message instead of crashing. */
+/* Shards that arrive out of (epoch, mini-batch) order (the daemon can read one before others it read earlier are
+ * handed over) are trained in verl's order all the same: the same results, in order, and bitwise the same weights as
+ * in-order arrival; the step ends after its 6th shard, not at the one marked last_of_step. */
+static void test_shards_out_of_order(void **state) {
+    (void)state;
+    static const char *cfg[][2] = {{"actor_rollout_ref.actor.ppo_epochs", "3"}};
+    Learner *L[2] = {open_learner(cfg, 1, 0, 1, NULL), open_learner(cfg, 1, 0, 1, NULL)};
+    static const uint32_t order[2][6][2] = {{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}},
+                                            {{0, 0}, {1, 0}, {2, 1}, {0, 1}, {1, 1}, {2, 0}}};   /* (epoch, mini) */
+    for (int v = 0; v < 2; v++) {
+        for (int i = 0; i < 6; i++) {
+            uint32_t ep = order[v][i][0], k = order[v][i][1];
+            learner_submit(L[v], to_owned(make_batch(2000 + k, 5, 1, k, 2, ep, ep == 2 && k == 1)));
+        }
+        LearnerResult r;
+        int got = 0;
+        while (learner_next(L[v], &r)) {
+            assert_false(r.failed);
+            assert_int_equal(r.tb->ppo_epoch, (uint32_t)(got / 2));
+            assert_int_equal(r.tb->mini_batch_index, (uint32_t)(got % 2));
+            learner_result_free(&r);
+            got++;
+        }
+        assert_int_equal(got, 6);
+        assert_int_equal(L[v]->steps_done, 1);
+    }
+    assert_memory_equal(L[0]->m->params, L[1]->m->params, (size_t)L[0]->m->n_params * sizeof(float));
+    learner_close(L[0]);
+    learner_close(L[1]);
+}
+
 static void test_bad_batches(void **state) {
     (void)state;
     Learner *L = open_learner(NULL, 0, 0, 1, NULL);
@@ -581,6 +612,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_nan_skips_update),
         cmocka_unit_test(test_resume_exact),
         cmocka_unit_test(test_bad_batches),
+        cmocka_unit_test(test_shards_out_of_order),
         cmocka_unit_test(test_rollout_logprobs_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
