@@ -186,11 +186,36 @@ int checkpoint_save(const char *root, const Model *m, const CheckpointState *st,
             return err_set(err, ERR_IO, "checkpoint of step %ld not written, global_step_%ld kept: %s", st->step, prev, why);
         return err_set(err, ERR_IO, "checkpoint of step %ld not written (no earlier checkpoint): %s", st->step, why);
     }
+    char mark[4200], text[32];
+    snprintf(mark, sizeof mark, "%s/%s", root, CHECKPOINT_LATEST_FILE);
+    snprintf(text, sizeof text, "%ld", st->step);
+    rc = fs_write_atomic(mark, text, strlen(text), err);
+    if (rc) return rc;
     if (max_keep > 0) prune(root, st->step, max_keep);
     return 0;
 }
 
+/* The step named by ROOT/latest_checkpointed_iteration.txt when it is a complete checkpoint; -1 otherwise. */
+static long marked_step(const char *root) {
+    char p[4200], name[64], text[32] = "";
+    snprintf(p, sizeof p, "%s/%s", root, CHECKPOINT_LATEST_FILE);
+    FILE *f = fopen(p, "r");
+    if (!f) return -1;
+    if (!fgets(text, sizeof text, f)) text[0] = 0;
+    fclose(f);
+    text[strcspn(text, " \r\n")] = 0;
+    snprintf(name, sizeof name, "global_step_%s", text);
+    long step;
+    return parse_step_dir(name, &step) && complete(root, name) ? step : -1;
+}
+
 int checkpoint_find_latest(const char *root, char *path, size_t n, long *step, char err[ERR_LEN]) {
+    long marked = marked_step(root);
+    if (marked >= 0) {
+        *step = marked;
+        snprintf(path, n, "%s/global_step_%ld", root, marked);
+        return 0;
+    }
     int k;
     long *v = list_steps(root, &k);
     if (!k) {

@@ -21,6 +21,9 @@
 #include "model/model.h"
 
 #define CHECKPOINT_VERSION 1
+/* ROOT/latest_checkpointed_iteration.txt: the step of the last checkpoint written (verl's marker), so a run restarted
+ * in a directory that holds newer steps of an earlier run (trainer.resume_mode disable) resumes its own last one. */
+#define CHECKPOINT_LATEST_FILE "latest_checkpointed_iteration.txt"
 
 typedef struct {
     long     step;            /* global steps completed (verl global_steps); names the directory */
@@ -32,15 +35,17 @@ typedef struct {
     long     data_cursor;
 } CheckpointState;
 
-/* Writes ROOT/global_step_<st->step>/actor (see top) from a train-mode model (params, adam_m, adam_v), then, when
+/* Writes ROOT/global_step_<st->step>/actor (see top) from a train-mode model (params, adam_m, adam_v) and points
+ * CHECKPOINT_LATEST_FILE at it, then, when
  * max_keep > 0, removes the oldest complete checkpoints beyond max_keep (never the one just written). An existing
  * checkpoint of the same step is replaced only after the new one is complete. Returns 0, or ERR_IO naming the failing
  * file and errno text (e.g. "No space left on device"); on failure nothing of the new checkpoint remains and older
  * ones are untouched. ERR_INVAL for a model without optimizer state. */
 int checkpoint_save(const char *root, const Model *m, const CheckpointState *st, int max_keep, char err[ERR_LEN]);
 
-/* Finds the newest complete checkpoint under root: writes "ROOT/global_step_N" into path (n bytes) and N into *step.
- * 0, or ERR_NOTFOUND (no checkpoint; not an error for resume_mode auto) / ERR_IO. */
+/* Finds the checkpoint to resume under root: the one CHECKPOINT_LATEST_FILE names when it is complete, else the newest
+ * complete one (a directory written before the marker existed); writes "ROOT/global_step_N" into path (n bytes) and
+ * N into *step. 0, or ERR_NOTFOUND (no checkpoint; not an error for resume_mode auto) / ERR_IO. */
 int checkpoint_find_latest(const char *root, char *path, size_t n, long *step, char err[ERR_LEN]);
 
 /* Loads a checkpoint directory (ROOT/global_step_N or its actor/ subdirectory): the model in the given options (train

@@ -130,6 +130,22 @@ static void test_keep_and_incomplete(void **state) {
     assert_non_null(r);
     assert_true(r->params[0] == m->params[0]);
     model_free(r);
+    /* a new run in the same directory (resume_mode disable) writes step 2 beside the older run's 3 and 4: the marker
+     * names 2, so 2 is resumed; without a marker (a directory from before it existed) the newest is */
+    CheckpointState s2 = {.step = 2, .adam_step = 2, .policy_version = 2};
+    assert_int_equal(checkpoint_save(dir, m, &s2, 3, err), 0);
+    assert_int_equal(checkpoint_find_latest(dir, path, sizeof path, &step, err), 0);
+    assert_int_equal(step, 2);
+    char mark[600];
+    snprintf(mark, sizeof mark, "%s/" CHECKPOINT_LATEST_FILE, dir);
+    FILE *f = fopen(mark, "w");
+    fputs("7\n", f);                                 /* names a step that is not there: ignored */
+    fclose(f);
+    assert_int_equal(checkpoint_find_latest(dir, path, sizeof path, &step, err), 0);
+    assert_int_equal(step, 4);
+    assert_int_equal(unlink(mark), 0);
+    assert_int_equal(checkpoint_find_latest(dir, path, sizeof path, &step, err), 0);
+    assert_int_equal(step, 4);
     model_free(m);
     assert_int_equal(checkpoint_find_latest("/nonexistent-dapo", path, sizeof path, &step, err), ERR_NOTFOUND);
 }
