@@ -52,6 +52,14 @@ static void json_escape(const char *s, char *out, size_t n) {
     out[j] = 0;
 }
 
+static void usage(FILE *f) {
+    fprintf(f, "usage: dapo-gen-arith --split train|test [--n N] [--seed S] > out.jsonl\n"
+               "  --split train|test  which split (disjoint by construction)\n"
+               "  --n N               problems to write (1..10000000, default 1000)\n"
+               "  --seed S            Philox seed (default 1)\n"
+               "  --help, -h          print this text and exit\n");
+}
+
 int main(int argc, char **argv) {
     const char *split = NULL;
     long n = 1000;
@@ -60,8 +68,9 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--split") && i + 1 < argc) split = argv[++i];
         else if (!strcmp(argv[i], "--n") && i + 1 < argc) n = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else {
-            fprintf(stderr, "usage: dapo-gen-arith --split train|test [--n N] [--seed S] > out.jsonl\n");
+            usage(stderr);
             return 2;
         }
     }

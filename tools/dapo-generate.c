@@ -41,8 +41,8 @@ typedef struct {
     unsigned long long seed;
 } Args;
 
-static void usage(void) {
-    fprintf(stderr,
+static void usage(FILE *f) {
+    fprintf(f,
             "usage: dapo-generate --model DIR [--tokenizer DIR] [--input FILE] [--output FILE] [--n N]\n"
             "         [--temperature T] [--top-p P] [--top-k K] [--greedy] [--max-tokens N] [--seed S]\n"
             "         [--max-prompt-length N] [--chat-template NAME] [--max-num-seqs N] [--kv-cache-tokens N]\n"
@@ -70,7 +70,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         if (!strcmp(f, "--batch-invariant")) { a->invariant = 1; continue; }
         if (!strcmp(f, "--no-prefix-caching")) { a->no_share = 1; continue; }
         if (!strcmp(f, "--verify")) { a->verify = 1; continue; }
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) { usage(); exit(0); }
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) { usage(stdout); exit(0); }
         if (!v) { fprintf(stderr, "dapo-generate: %s needs a value\n", f); return -1; }
         i++;
         if (!strcmp(f, "--model")) a->model = v;
@@ -117,7 +117,7 @@ static json_t *bytes_json(const char *s, size_t n) {
 int main(int argc, char **argv) {
     log_init("generate", LL_WARN);
     Args a;
-    if (parse_args(argc, argv, &a)) { usage(); return 1; }
+    if (parse_args(argc, argv, &a)) { usage(stderr); return 1; }
     int threads = a.threads > 0 ? a.threads : omp_get_num_procs();
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);

@@ -20,8 +20,18 @@
 #include <string.h>
 #include <time.h>
 
+static void usage(FILE *f) {
+    fprintf(f, "usage: dapo-gpu-check [kernels|model|bench|all] [--out FILE] [--seed N] [--peak-tflops F]\n"
+               "  exit status: 0 every check passed, 1 some failed, 2 no GPU, a CPU-only build or a usage error\n"
+               "  --help, -h   print this text and exit\n");
+}
+
+static int is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
+
 #ifndef USE_CUDA
-int main(void) {
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (is_help(argv[i])) { usage(stdout); return 0; }
     fprintf(stderr, "dapo-gpu-check: built without CUDA (make CUDA=1)\n");
     return 2;
 }
@@ -721,7 +731,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--peak-tflops") && i + 1 < argc) peak = atof(argv[++i]);
         else if (!strcmp(argv[i], "kernels") || !strcmp(argv[i], "model") || !strcmp(argv[i], "bench") ||
                  !strcmp(argv[i], "all")) what = argv[i];
-        else { fprintf(stderr, "usage: dapo-gpu-check [kernels|model|bench|all] [--out FILE] [--seed N] [--peak-tflops F]\n"); return 2; }
+        else if (is_help(argv[i])) { usage(stdout); return 0; }
+        else { usage(stderr); return 2; }
     }
     log_init("gpu-check", LL_INFO);
     if (cuda_device_count() == 0) { fprintf(stderr, "dapo-gpu-check: no CUDA device; nothing checked\n"); return 2; }

@@ -25,6 +25,11 @@ static int copy_file(const char *from_dir, const char *name, const char *to_dir,
     return rc;
 }
 
+static void usage(FILE *f) {
+    fprintf(f, "usage: dapo-init-model --config CONFIG.json --tokenizer DIR --out DIR [--seed S] [--std 0.02]\n"
+               "  --help, -h   print this text and exit\n");
+}
+
 int main(int argc, char **argv) {
     log_init("init-model", LL_INFO);
     const char *config = NULL, *tok = NULL, *out = NULL;
@@ -36,10 +41,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--std") && i + 1 < argc) std = strtof(argv[++i], NULL);
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else { config = NULL; break; }
     }
     if (!config || !tok || !out || !(std > 0)) {
-        fprintf(stderr, "usage: dapo-init-model --config CONFIG.json --tokenizer DIR --out DIR [--seed S] [--std 0.02]\n");
+        usage(stderr);
         return 2;
     }
     char err[ERR_LEN];

@@ -27,9 +27,10 @@ typedef struct {
     int      n, start;
 } Item;
 
-static void usage(void) {
-    fprintf(stderr, "usage: dapo-logprobs --model DIR [--temperature T] [--max-tokens N] < in.jsonl\n"
-                    "       dapo-logprobs --model DIR --save OUT [--save-dtype f32|bf16]\n");
+static void usage(FILE *f) {
+    fprintf(f, "usage: dapo-logprobs --model DIR [--temperature T] [--max-tokens N] < in.jsonl\n"
+               "       dapo-logprobs --model DIR --save OUT [--save-dtype f32|bf16]\n"
+               "  --help, -h   print this text and exit\n");
 }
 
 static void item_parse(Item *it, const char *line, int V, int max_tokens) {
@@ -144,10 +145,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-tokens") && v) max_tokens = atoi(v), i++;
         else if (!strcmp(a, "--save") && v) save = v, i++;
         else if (!strcmp(a, "--save-dtype") && v) save_dtype = v, i++;
-        else { usage(); return 2; }
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else { usage(stderr); return 2; }
     }
     if (!dir || !(temperature > 0) || max_tokens < 2 || (strcmp(save_dtype, "f32") && strcmp(save_dtype, "bf16"))) {
-        usage();
+        usage(stderr);
         return 2;
     }
     char err[ERR_LEN];

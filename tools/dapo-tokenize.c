@@ -259,7 +259,7 @@ int main(int argc, char **argv) {
         { "reps", required_argument, 0, 'N' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int c, decode = 0, chat = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 't': a.tok_dir = optarg; break;
         case 'd': a.mode = "decode"; decode = 1; break;

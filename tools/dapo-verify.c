@@ -182,10 +182,10 @@ static long block_run(Line *lines, size_t n, int threads, RewardWs *ws, const Op
     return failed;
 }
 
-static void usage(void) {
-    fprintf(stderr, "usage: dapo-verify [--timeout SECONDS] [--data-source NAME] [--threads N] < in.jsonl\n"
-                    "  in:  {\"id\",\"solution\",\"ground_truth\",\"strict_box\"[,\"data_source\"]} per line\n"
-                    "  out: {\"id\",\"score\",\"acc\",\"pred\"} per line, input order\n");
+static void usage(FILE *f) {
+    fprintf(f, "usage: dapo-verify [--timeout SECONDS] [--data-source NAME] [--threads N] < in.jsonl\n"
+               "  in:  {\"id\",\"solution\",\"ground_truth\",\"strict_box\"[,\"data_source\"]} per line\n"
+               "  out: {\"id\",\"score\",\"acc\",\"pred\"} per line, input order\n");
 }
 
 int main(int argc, char **argv) {
@@ -225,10 +225,10 @@ int main(int argc, char **argv) {
             }
             threads = (int)t;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage();
+            usage(stdout);
             return 0;
         } else {
-            usage();
+            usage(stderr);
             return 2;
         }
     }

@@ -157,6 +157,13 @@ static void test_bad_arguments(void **state) {
     snprintf(cmd, sizeof cmd, "%s --model %s --tokenizer %s/data/tokenizers/tiny --input /nonexistent 2>&1",
              tu_bin(bin, sizeof bin, "dapo-generate"), g_model, tu_root());
     assert_int_equal(tu_run(cmd, log, sizeof log), 1);
+    /* --help / -h: the usage on stdout (stderr dropped here), exit 0. */
+    const char *help[] = { "--help", "-h" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", tu_bin(bin, sizeof bin, "dapo-generate"), help[i]);
+        assert_int_equal(tu_run(cmd, log, sizeof log), 0);
+        assert_non_null(strstr(log, "usage: dapo-generate --model DIR"));
+    }
 }
 
 int main(void) {

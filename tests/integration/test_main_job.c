@@ -3,7 +3,8 @@
  * one rollout is killed with SIGKILL while it holds a lease (step 2 or 3) and the step still completes; the coordinator's
  * accounting shows no group lost or counted twice; a restart of every process resumes from the last checkpoint
  * (coordinator cursor and learner weights of step 4) and runs step 5. A run stopped between two checkpoints resumes
- * the step it stopped at on both sides, also after a crash between the learner's checkpoint and the coordinator's. */
+ * the step it stopped at on both sides, also after a crash between the learner's checkpoint and the coordinator's.
+ * Also: the tools it prepares the job with (dapo-gen-arith, dapo-init-model) answer --help on stdout with exit 0. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -238,6 +239,10 @@ static void test_stop_between_checkpoints_and_resume(void **state) {
     json_object_set_new(c, "saved", old);
     assert_int_equal(json_dump_file(c, path, JSON_INDENT(1)), 0);
     json_decref(c);
+    /* and a metrics row of a step after the checkpoint (a run killed later would have logged it): dropped on resume */
+    char cmd[600], out[64];
+    snprintf(cmd, sizeof cmd, "echo '{\"step\": %ld, \"critic/score/mean\": 9}' >> %s/ckpt/metrics.jsonl", S + 3, j.dir);
+    assert_int_equal(system(cmd), 0);
     char steps[24];
     snprintf(steps, sizeof steps, "%ld", S + 1);
     j.hport = tu_free_port();
@@ -253,15 +258,39 @@ static void test_stop_between_checkpoints_and_resume(void **state) {
     c = json_load_file(path, 0, NULL);
     assert_int_equal(ckpt_step(c, "saved"), S + 1);          /* the last step is checkpointed (save_freq > 0) */
     json_decref(c);
-    char cmd[600], out[64];
     snprintf(cmd, sizeof cmd, "grep -c 'the learner confirmed step %ld before the coordinator heard of it' %s/coordinator.log",
              S, j.dir);
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);
     assert_int_equal(atoi(out), 1);
+    snprintf(cmd, sizeof cmd, "grep -c '\"step\":' %s/ckpt/metrics.jsonl", j.dir);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    assert_int_equal(atoi(out), S + 1);                       /* one row per step 1..S+1, the stray one gone */
+}
+
+/* The two tools setup_job runs: --help / -h print the usage on stdout and exit 0; a wrong flag prints it on stderr
+ * and exits 2. */
+static void test_tools_help(void **state) {
+    (void)state;
+    const char *tools[] = {"dapo-gen-arith", "dapo-init-model"};
+    const char *flags[] = {"--help", "-h", "--bogus"};
+    char cmd[700], bin[300], out[2048];
+    for (int t = 0; t < 2; t++)
+        for (int f = 0; f < 3; f++) {
+            snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", tu_bin(bin, sizeof bin, tools[t]), flags[f]);
+            int rc = tu_run(cmd, out, sizeof out);
+            if (rc != (f < 2 ? 0 : 2) || (f < 2) != (strstr(out, "usage: ") == out))
+                fail_msg("%s %s: exit %d, stdout \"%s\"", tools[t], flags[f], rc, out);
+            if (f == 2) {
+                snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", bin, flags[f]);
+                assert_int_equal(tu_run(cmd, out, sizeof out), 2);
+                assert_non_null(strstr(out, "usage: "));
+            }
+        }
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_three_steps_kill_and_resume, teardown),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_tools_help),
+                                       cmocka_unit_test_teardown(test_three_steps_kill_and_resume, teardown),
                                        cmocka_unit_test_teardown(test_stop_between_checkpoints_and_resume, teardown)};
     return cmocka_run_group_tests_name("main_job", tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* tests/integration/test_model_logprobs_cli.c: the dapo-logprobs tool end to end: JSONL in, JSONL out,
  * values equal to the transformers fixture (tests/data/model/qwen2_gqa.fixture.safetensors), bad lines
- * answered with an error line while later lines still get results, output order = input order.
+ * answered with an error line while later lines still get results, output order = input order; --help on stdout
+ * with exit 0, a wrong flag exit 2.
  * Runs $DAPO_BUILD/bin/dapo-logprobs (built by make test-build). */
 #include <jansson.h>
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -80,7 +82,45 @@ static void test_cli_matches_fixture(void **state) {
     st_close(st);
 }
 
+/* Runs cmd through the shell with stdout into out; returns the exit status (-1 when it did not exit). */
+static int run_capture(const char *cmd, char *out, size_t n) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t len = fread(out, 1, n - 1, p);
+    out[len] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void bin_path(char *bin, size_t n, const char *name) {
+    const char *root = getenv("DAPO_ROOT"), *build = getenv("DAPO_BUILD");
+    if (!root || !*root) root = ".";
+    if (!build || !*build) build = "build";
+    snprintf(bin, n, "%s%s%s/bin/%s", build[0] == '/' ? "" : root, build[0] == '/' ? "" : "/", build, name);
+    if (access(bin, X_OK) != 0) fail_msg("%s not built", bin);
+}
+
+/* --help / -h: the usage on stdout, exit 0; a wrong flag: the usage on stderr, exit 2. */
+static void test_cli_help(void **state) {
+    (void)state;
+    char bin[4096], cmd[8400], out[8192];
+    bin_path(bin, sizeof bin, "dapo-logprobs");
+    const char *help[] = { "--help", "-h", "--model x --help" };
+    for (size_t i = 0; i < sizeof help / sizeof help[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", bin, help[i]);
+        assert_int_equal(run_capture(cmd, out, sizeof out), 0);
+        assert_non_null(strstr(out, "usage: dapo-logprobs --model DIR"));
+    }
+    snprintf(cmd, sizeof cmd, "'%s' --bogus 2>&1 >/dev/null", bin);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "usage: dapo-logprobs --model DIR"));
+    snprintf(cmd, sizeof cmd, "'%s' --bogus 2>/dev/null", bin);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_string_equal(out, "");
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = { cmocka_unit_test(test_cli_matches_fixture) };
+    const struct CMUnitTest tests[] = { cmocka_unit_test(test_cli_matches_fixture),
+                                        cmocka_unit_test(test_cli_help) };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,13 +2,16 @@
  * bf16 conversion against torch's bits (tests/data/cuda/bf16_v1.bin, tests/reference/make_cuda_host_fixtures.py),
  * NaN handling, the packing index, the lm_head chunk plan, the device memory plan for a Qwen2.5-0.5B config
  * (sizes written out by hand from the architecture) and the paged KV block allocator.
- * The GPU itself is exercised by bench/gpu_check.sh (tools/dapo-gpu-check.c), not here. */
+ * The GPU itself is exercised by bench/gpu_check.sh (tools/dapo-gpu-check.c), not here; only its --help is. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 #include "backend/cuda/cuda_host.h"
@@ -216,8 +219,33 @@ static void test_kv_pager(void **state) {
     assert_int_equal(cuda_kv_init(&k, 0, 4, 3, 4, err), ERR_INVAL);
 }
 
+/* dapo-gpu-check --help / -h: the usage on stdout, exit 0, with or without a GPU or CUDA in the build; a wrong
+ * flag: exit 2 (the usage on stderr). Runs $DAPO_BUILD/bin/dapo-gpu-check. */
+static void test_gpu_check_help(void **state) {
+    (void)state;
+    const char *build = getenv("DAPO_BUILD"), *root = getenv("DAPO_ROOT");
+    if (!build || !*build) build = "build";
+    if (!root || !*root) root = ".";
+    char cmd[8400], out[2048];
+    const char *flags[] = { "--help", "-h", "--bogus" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "'%s%s%s/bin/dapo-gpu-check' %s 2>/dev/null", build[0] == '/' ? "" : root,
+                 build[0] == '/' ? "" : "/", build, flags[i]);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = 0;
+        int st = pclose(p);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), i < 2 ? 0 : 2);
+        if (i < 2) assert_non_null(strstr(out, "usage: dapo-gpu-check [kernels|model|bench|all]"));
+        else assert_string_equal(out, "");
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpu_check_help),
         cmocka_unit_test(test_bf16_matches_torch), cmocka_unit_test(test_bf16_nan_and_known),
         cmocka_unit_test(test_pack_index),         cmocka_unit_test(test_lm_plan),
         cmocka_unit_test(test_mem_plan_qwen05),    cmocka_unit_test(test_kv_pager),

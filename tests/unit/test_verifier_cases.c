@@ -311,6 +311,21 @@ static void test_binary_unknown_data_source(void **state) {
     st = pclose(p);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);                         /* a prefix source is known */
+    /* --help / -h: the usage on stdout, exit 0; a wrong flag: the usage on stderr, exit 2. */
+    const char *flags[] = { "--help", "-h", "--bogus" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "%s%s%s/bin/dapo-verify %s </dev/null 2>/dev/null", b[0] == '/' ? "" : root_dir(),
+                 b[0] == '/' ? "" : "/", b, flags[i]);
+        p = popen(cmd, "r");
+        assert_non_null(p);
+        n = fread(out, 1, sizeof out - 1, p);
+        out[n] = 0;
+        st = pclose(p);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), i < 2 ? 0 : 2);
+        if (i < 2) assert_non_null(strstr(out, "usage: dapo-verify"));
+        else assert_string_equal(out, "");
+    }
 }
 
 /* Malformed lines get an error object (their id, or null, and the line number) in order, a message on
