@@ -8,6 +8,8 @@
  *          entropies[k] = entropy of that same distribution (verl's entropy_from_logits).
  *     A bad line gets {"id": ..., "error": "..."} and the tool goes on. Lines are packed into batches of
  *     up to --max-tokens tokens (default 8192); output order = input order.
+ *     Exit status (as dapo-verify): 0 when every line got results, 1 when any line was an error (all lines are
+ *     still processed and the good ones written; a count goes to stderr) or the model failed, 2 on a usage error.
  *   dapo-logprobs --model DIR --save OUT [--save-dtype f32|bf16]
  *     loads DIR and writes it back to OUT (config.json, generation_config.json, model.safetensors).
  * Not here: sampling/generation (dapo-generate), tokenization (input is token ids). */
@@ -30,6 +32,10 @@ typedef struct {
 static void usage(FILE *f) {
     fprintf(f, "usage: dapo-logprobs --model DIR [--temperature T] [--max-tokens N] < in.jsonl\n"
                "       dapo-logprobs --model DIR --save OUT [--save-dtype f32|bf16]\n"
+               "  in:  {\"id\": any, \"input_ids\": [int, ...], \"start\": int (default 1)} per line\n"
+               "  out: {\"id\", \"logprobs\": [...], \"entropies\": [...]} per line, input order; a bad line gets\n"
+               "       {\"id\", \"error\"} and the rest go on\n"
+               "  exit status: 0 every line got results, 1 any line was an error (or the model failed), 2 usage\n"
                "  --help, -h   print this text and exit\n");
 }
 
@@ -168,6 +174,7 @@ int main(int argc, char **argv) {
     int32_t *cu = xmalloc((size_t)(cap_items + 1) * sizeof(int32_t));
     float *lp = xmalloc((size_t)max_tokens * sizeof(float)), *en = xmalloc((size_t)max_tokens * sizeof(float));
     int n = 0, pending = 0, rc = 0;
+    long nlines = 0, nbad = 0;
     char *line = NULL;
     size_t lcap = 0;
     ssize_t len;
@@ -175,6 +182,8 @@ int main(int argc, char **argv) {
         if (len <= 1 && (len == 0 || line[0] == '\n')) continue;
         Item it;
         item_parse(&it, line, m->cfg.vocab, max_tokens);
+        nlines++;
+        nbad += it.error != NULL;
         if (!it.error && (pending + it.n > max_tokens || n == cap_items)) {
             rc = flush(m, items, n, temperature, tok, tgt, cu, lp, en);
             n = pending = 0;
@@ -189,5 +198,6 @@ int main(int argc, char **argv) {
     free(line);
     xfree(items); xfree(tok); xfree(tgt); xfree(cu); xfree(lp); xfree(en);
     model_free(m);
-    return rc ? 1 : 0;
+    if (nbad) fprintf(stderr, "dapo-logprobs: %ld of %ld lines had an error (see their \"error\" fields)\n", nbad, nlines);
+    return rc || nbad ? 1 : 0;
 }

@@ -1,7 +1,7 @@
 /* tests/integration/test_model_logprobs_cli.c: the dapo-logprobs tool end to end: JSONL in, JSONL out,
  * values equal to the transformers fixture (tests/data/model/qwen2_gqa.fixture.safetensors), bad lines
- * answered with an error line while later lines still get results, output order = input order; --help on stdout
- * with exit 0, a wrong flag exit 2.
+ * answered with an error line while later lines still get results, output order = input order; exit status 1
+ * when any line was an error, 0 when none; --help on stdout with exit 0, a wrong flag exit 2.
  * Runs $DAPO_BUILD/bin/dapo-logprobs (built by make test-build). */
 #include <jansson.h>
 #include <math.h>
@@ -76,7 +76,9 @@ static void test_cli_matches_fixture(void **state) {
         json_decref(j);
         nline++;
     }
-    assert_int_equal(pclose(p), 0);
+    int st_exit = pclose(p);          /* one line was an error: exit 1 (as dapo-verify), the rest still written */
+    assert_true(WIFEXITED(st_exit));
+    assert_int_equal(WEXITSTATUS(st_exit), 1);
     assert_int_equal(nline, 4);
     unlink(in);
     st_close(st);
@@ -100,6 +102,26 @@ static void bin_path(char *bin, size_t n, const char *name) {
     if (access(bin, X_OK) != 0) fail_msg("%s not built", bin);
 }
 
+/* Exit status: 0 when every line got results, 1 when every line (or any line) was an error. */
+static void test_cli_exit_status(void **state) {
+    (void)state;
+    const char *root = getenv("DAPO_ROOT");
+    if (!root || !*root) root = ".";
+    char bin[4096], model[4096], cmd[12400], out[8192];
+    bin_path(bin, sizeof bin, "dapo-logprobs");
+    snprintf(model, sizeof model, "%s/tests/data/model/qwen2_gqa", root);
+    snprintf(cmd, sizeof cmd, "printf '{\"id\": 1, \"input_ids\": [1, 2, 3]}\\n' | '%s' --model '%s' 2>/dev/null", bin,
+             model);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 0);
+    assert_non_null(strstr(out, "\"logprobs\""));
+    snprintf(cmd, sizeof cmd, "printf 'not json\\n{\"id\": 2, \"input_ids\": [1]}\\n' | '%s' --model '%s' 2>&1", bin,
+             model);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "line is not a JSON object"));
+    assert_non_null(strstr(out, "{\"id\":2,\"error\":\"input_ids: expected an array of at least 2 token ids\"}"));
+    assert_non_null(strstr(out, "dapo-logprobs: 2 of 2 lines had an error"));
+}
+
 /* --help / -h: the usage on stdout, exit 0; a wrong flag: the usage on stderr, exit 2. */
 static void test_cli_help(void **state) {
     (void)state;
@@ -110,6 +132,7 @@ static void test_cli_help(void **state) {
         snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", bin, help[i]);
         assert_int_equal(run_capture(cmd, out, sizeof out), 0);
         assert_non_null(strstr(out, "usage: dapo-logprobs --model DIR"));
+        assert_non_null(strstr(out, "1 any line was an error"));
     }
     snprintf(cmd, sizeof cmd, "'%s' --bogus 2>&1 >/dev/null", bin);
     assert_int_equal(run_capture(cmd, out, sizeof out), 2);
@@ -121,6 +144,6 @@ static void test_cli_help(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = { cmocka_unit_test(test_cli_matches_fixture),
-                                        cmocka_unit_test(test_cli_help) };
+                                        cmocka_unit_test(test_cli_exit_status), cmocka_unit_test(test_cli_help) };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
