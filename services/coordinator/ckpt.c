@@ -11,9 +11,13 @@
  * step S and the coordinator hearing of it resumes S on both sides. A learner whose version matches neither stops
  * the run with an error naming both (never a silent wait for weights that no one has).
  * Not here: the learner's own checkpoint format (services/learner, common/io/checkpoint.h). */
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/fsutil.h"
@@ -161,33 +165,96 @@ void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m) {
              m->path && m->path[0] ? m->path : "(its trainer.default_local_dir)");
 }
 
-/* Re-reads the metric history of steps <= step from metrics.jsonl, so the dashboard keeps its curves. */
-static void reload_history(Coord *c, long step) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", c->cfg.default_local_dir);
+static void metrics_path(const Coord *c, char *buf, size_t n) {
+    snprintf(buf, n, "%s/metrics.jsonl", c->cfg.default_local_dir);
+}
+
+/* Re-reads the metric history of steps <= step from metrics.jsonl, so the dashboard keeps its curves, and drops the
+ * rows of later steps (a run killed after its last checkpoint logged steps the resume runs again: every step keeps one
+ * row). Returns 1 when the history has a validation of `step` itself. */
+static int reload_history(Coord *c, long step) {
+    char path[1024], err[ERR_LEN];
+    metrics_path(c, path, sizeof path);
     FILE *f = fopen(path, "r");
-    if (!f) return;
-    char *line = NULL;
-    size_t cap = 0;
-    int n = 0;
+    if (!f) return 0;
+    char *line = NULL, *kept = NULL;
+    size_t cap = 0, kept_len = 0;
+    FILE *out = open_memstream(&kept, &kept_len);
+    int n = 0, dropped = 0, val_at_step = 0;
     while (getline(&line, &cap, f) > 0) {
         json_t *j = json_loads(line, 0, NULL);
         json_t *st = json_object_get(j, "step");
-        if (json_is_integer(st) && json_integer_value(st) <= step) {
+        if (json_is_integer(st) && json_integer_value(st) > step) {
+            dropped++;
+        } else if (json_is_integer(st)) {
             Metrics m = {0};
             const char *k;
             json_t *v;
-            json_object_foreach(j, k, v)
+            json_object_foreach(j, k, v) {
                 if (strcmp(k, "step") && json_is_number(v)) metrics_set(&m, k, json_number_value(v));
+                if (json_integer_value(st) == step && strncmp(k, "val-core/", 9) == 0) val_at_step = 1;
+            }
             coord_history_append(c, (long)json_integer_value(st), &m);
             metrics_free(&m);
             n++;
         }
+        if (!(json_is_integer(st) && json_integer_value(st) > step) && out) fputs(line, out);
         json_decref(j);
     }
     free(line);
     fclose(f);
+    if (out) fclose(out);
     log_info("resume: %d history entries from %s", n, path);
+    if (dropped && kept) {
+        if (fs_write_atomic(path, kept, kept_len, err)) {
+            log_error("resume: %d rows of steps after %ld stay in %s: %s", dropped, step, path, err);
+        } else {
+            log_warn("resume: dropped %d rows of steps after %ld from %s (they are run again)", dropped, step, path);
+            if (c->metrics_file) fclose(c->metrics_file);   /* the file was replaced: append to the new one */
+            c->metrics_file = fopen(path, "a");
+            if (!c->metrics_file) log_error("cannot reopen %s: %s", path, strerror(errno));
+        }
+    }
+    free(kept);
+    return val_at_step;
+}
+
+void ckpt_set_aside_metrics(Coord *c) {
+    char path[1024], old[1100];
+    metrics_path(c, path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    int empty = fgetc(f) == EOF;
+    fclose(f);
+    if (empty) return;
+    snprintf(old, sizeof old, "%s/metrics-before-%ld.jsonl", c->cfg.default_local_dir, (long)time(NULL));
+    if (rename(path, old) == 0) log_warn("a new run in %s: the earlier run's metrics moved to %s", c->cfg.default_local_dir, old);
+    else log_error("a new run in %s: cannot move the earlier run's %s aside: %s", c->cfg.default_local_dir, path,
+                   strerror(errno));
+}
+
+int ckpt_lock(Coord *c, char err[ERR_LEN]) {
+    char path[1024];
+    int rc = fs_mkdir_p(c->cfg.default_local_dir, err);
+    if (rc) return rc;
+    snprintf(path, sizeof path, "%s/coordinator.lock", c->cfg.default_local_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = read(fd, pid, sizeof pid - 1);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        return err_set(err, ERR_INVAL, "trainer.default_local_dir %s is in use by another coordinator (pid %s): two "
+                       "runs must not share a checkpoint directory", c->cfg.default_local_dir, pid[0] ? pid : "?");
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) != 0 || write(fd, pid, (size_t)len) != len)
+        log_warn("%s: cannot record our pid: %s", path, strerror(errno));
+    c->lock_fd = fd;                                 /* held until the process exits */
+    return 0;
 }
 
 int ckpt_resume(Coord *c, char err[ERR_LEN]) {
@@ -254,17 +321,17 @@ static void decide(Coord *c, const WorkerEntry *w) {
     k->undecided = 0;
     if (!pick && !k->has_saved && !k->has_pending && v == 0) return;     /* a fresh run on both sides */
     if (!pick) {
-        char have[1280];
+        char have[96];
         if (k->has_saved || k->has_pending)
-            snprintf(have, sizeof have, "the coordinator checkpoint %s holds step %ld (policy version %lld)%s",
-                     k->resume_path, k->has_saved ? k->saved.step : k->pending.step,
-                     (long long)(k->has_saved ? k->saved.policy_version : k->pending.policy_version),
-                     k->has_saved && k->has_pending ? " and a pending step" : "");
+            snprintf(have, sizeof have, "coordinator.json holds step %ld (version %lld)",
+                     k->has_saved ? k->saved.step : k->pending.step,
+                     (long long)(k->has_saved ? k->saved.policy_version : k->pending.policy_version));
         else
-            snprintf(have, sizeof have, "there is no coordinator checkpoint (%s/coordinator.json)",
-                     c->cfg.default_local_dir);
-        engine_fail(c, "learner %s loaded policy version %lld but %s: both must resume the same step (point both at "
-                    "the same trainer.default_local_dir, or start over in an empty one)", w->id, (long long)v, have);
+            snprintf(have, sizeof have, "there is no coordinator.json");
+        log_error("resume: the coordinator checkpoint is %s; trainer.default_local_dir is %s", k->resume_path,
+                  c->cfg.default_local_dir);
+        engine_fail(c, "learner %s loaded policy version %lld but %s: both must resume the same step (same "
+                    "trainer.default_local_dir; or an empty one to start over)", w->id, (long long)v, have);
         return;
     }
     EngineSnapshot s = *pick;
@@ -277,7 +344,9 @@ static void decide(Coord *c, const WorkerEntry *w) {
     k->has_pending = k->asked = 0;
     if (engine_restore(c, &s, err)) { engine_fail(c, "resume: %s", err); return; }
     if (write_file(c, err)) log_error("resume: %s", err);
-    reload_history(c, s.step);
+    int validated = reload_history(c, s.step);
+    if (!validated && s.step > 0 && c->cfg.test_freq > 0 && s.step % c->cfg.test_freq == 0)
+        engine_validate_next(c);                    /* the stop came before this step's validation had run */
     log_info("resumed from %s: step %ld, policy version %lld, epoch %d, cursor %ld", k->resume_path, s.step,
              (long long)s.policy_version, s.epoch, s.cursor);
 }
@@ -286,7 +355,7 @@ void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w) {
     if (!c->engine || w->role != DAPO__ROLE__ROLE_LEARNER || w->rank != 0 || engine_phase(c) == PH_FAILED) return;
     if (c->ckpt.undecided) { decide(c, w); return; }
     if (w->policy_version != c->policy_version)
-        engine_fail(c, "learner %s registered again with policy version %lld, but the run is at version %lld (it "
-                    "restarted from an older checkpoint): stop the run and start it again to resume both sides from "
-                    "the last checkpoint", w->id, (long long)w->policy_version, (long long)c->policy_version);
+        engine_fail(c, "learner %s came back with policy version %lld; the run is at %lld: stop the run and start it "
+                    "again to resume both sides from the last checkpoint", w->id, (long long)w->policy_version,
+                    (long long)c->policy_version);
 }

@@ -123,6 +123,8 @@ typedef struct Coord {
     int64_t      step, policy_version;
     int64_t      started_ms;
     int          stopping, sigints;    /* stopping: 1 finishing the step in training and its checkpoint, 2 exiting */
+    int          stop_failed;          /* the stop ran out of cluster.stop_timeout_s: exit status 1 */
+    int          lock_fd;              /* coordinator.lock in trainer.default_local_dir (ckpt_lock), or -1 */
     int64_t      stop_deadline_ms;     /* monotonic; cluster.stop_timeout_s after the stop request */
     uint64_t     msgs_in, msgs_bad;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */
@@ -188,6 +190,7 @@ int  engine_snapshot(const Coord *c, EngineSnapshot *out);          /* ERR_NOTFO
 int  engine_check_snapshot(const Coord *c, const EngineSnapshot *s, char err[ERR_LEN]);
 int  engine_restore(Coord *c, const EngineSnapshot *s, char err[ERR_LEN]);
 void engine_hold_resume(Coord *c);     /* a resume is coming: no validation-before-training, whichever step it is */
+void engine_validate_next(Coord *c);   /* validation before the next step (when there are validation files) */
 /* Stops the training loop with a message shown on the dashboard's status line and logged (phase "failed"). */
 void engine_fail(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -203,6 +206,10 @@ int  ckpt_waiting(const Coord *c);     /* 1: its checkpoint was asked of the lea
 void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m);   /* the learner's CHECKPOINT_DONE */
 void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w);   /* resume decision / version check (rank 0) */
 int  ckpt_resume(Coord *c, char err[ERR_LEN]);                /* reads coordinator.json; 0 also when there is none */
+/* Locks trainer.default_local_dir (coordinator.lock, flock, our pid in it) for this process: ERR_INVAL naming the
+ * other coordinator's pid when a live one holds it, ERR_IO when the file cannot be made. */
+int  ckpt_lock(Coord *c, char err[ERR_LEN]);
+void ckpt_set_aside_metrics(Coord *c);   /* a run that resumes nothing: an earlier run's metrics.jsonl is renamed */
 
 /* history.c: the metric history (each entry has a "step" metric), samples, and the control actions the dashboard
  * triggers. coord_record_step copies m and appends a line to the metrics JSONL. */

@@ -182,6 +182,7 @@ static void check_stop_deadline(Coord *c) {
     log_error("stopping: no checkpoint confirmed by the learner within %g s (cluster.stop_timeout_s); exiting with "
               "the last confirmed one (%s)", c->cfg.stop_timeout_s,
               c->ckpt.has_saved ? "see coordinator.json \"saved\"" : "none: a resume starts over");
+    c->stop_failed = 1;
     coord_exit(c);
 }
 
@@ -242,8 +243,10 @@ static int coord_start(Coord *c, char err[ERR_LEN]) {
     if (dashboard_init(c, err)) return ERR_IO;
     log_info("run %s: workers connect to %s; dashboard http://%s:%d/", c->run_id, c->endpoint, c->cfg.http[0] == '[' ? "[::1]" : "127.0.0.1", http_port(c->http));
     int rc2 = engine_start(c, err);
+    if (!rc2 && c->engine) rc2 = ckpt_lock(c, err);
     if (!rc2) rc2 = ckpt_resume(c, err);
     if (rc2) return rc2;
+    if (c->engine && !c->ckpt.has_saved && !c->ckpt.has_pending) ckpt_set_aside_metrics(c);
     if (c->engine) {
         char path[1024];
         if (fs_mkdir_p(c->cfg.default_local_dir, err)) return ERR_IO;
@@ -278,9 +281,11 @@ int main(int argc, char **argv) {
         config_free(&c.cfg);
         return 0;
     }
+    c.lock_fd = -1;
     rc = coord_start(&c, err);
     if (rc) log_error("%s", err);
     else uv_run(c.loop, UV_RUN_DEFAULT);
+    int failed = c.stop_failed || engine_phase(&c) == PH_FAILED;     /* exit status 1: the run did not end well */
     if (c.loop) {
         http_close(c.http);
         uv_walk(c.loop, close_all, NULL);
@@ -296,9 +301,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < COORD_ZC_BUFS; i++) xfree(c.zc[i].p);
     xfree(c.workers);
     engine_free(&c);
+    if (c.lock_fd >= 0) close(c.lock_fd);
     if (c.metrics_file) fclose(c.metrics_file);
     coord_history_free(&c);
     config_free(&c.cfg);
-    log_info("stopped");
-    return rc ? 1 : 0;
+    log_info("stopped%s", failed ? " (the run had failed: exit status 1)" : "");
+    return rc || failed ? 1 : 0;
 }

@@ -1159,6 +1159,10 @@ int engine_check_snapshot(const Coord *c, const EngineSnapshot *s, char err[ERR_
     return 0;
 }
 
+void engine_validate_next(Coord *c) {
+    if (c->engine && c->engine->val.n) c->engine->val_pending = 1;
+}
+
 void engine_hold_resume(Coord *c) {
     if (c->engine) c->engine->val_started = 1;          /* validation before training belongs to a fresh run */
 }

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <zmq.h>
 
 #include "core/clock.h"
@@ -98,6 +99,8 @@ static void start_run(Run *r, int mode, const char *extra1, const char *extra2) 
     pthread_create(&r->l.th, NULL, learner_main, &r->l);
 }
 
+static int g_want_exit;          /* stop_run: the coordinator's exit status (1 after a failed run) */
+
 static void stop_run(Run *r) {
     for (int i = 0; i < 2; i++) { r->r[i].stop = 1; pthread_join(r->r[i].th, NULL); }
     r->l.stop = 1;
@@ -110,7 +113,8 @@ static void stop_run(Run *r) {
     r->verifier = r->coord = 0;
     if (g_run == r) g_run = NULL;
     assert_int_equal(v, 0);
-    assert_int_equal(c, 0);
+    assert_int_equal(c, g_want_exit);
+    g_want_exit = 0;
 }
 
 /* Runs even when an assertion failed: stops the threads and processes of the test's run. */
@@ -119,6 +123,7 @@ static int teardown(void **state) {
     Run *r = g_run;
     if (!r) return 0;
     g_run = NULL;
+    g_want_exit = 0;
     for (int i = 0; i < 2; i++) { r->r[i].stop = 1; pthread_join(r->r[i].th, NULL); }
     r->l.stop = 1;
     pthread_join(r->l.th, NULL);
@@ -209,6 +214,7 @@ static void test_max_num_gen_batches_error(void **state) {
     assert_accounting(st);
     assert_int_equal(group_count(st, "filtered"), 12);
     json_decref(st);
+    g_want_exit = 1;                      /* a failed run exits 1 when stopped */
     stop_run(&r);
 }
 
@@ -383,8 +389,39 @@ static void test_learner_checkpoint_mismatch_fails_clearly(void **state) {
     json_t *st = wait_phase(&r, "failed", 20000);
     const char *line = json_string_value(json_object_get(st, "status_line"));
     assert_non_null(strstr(line, "loaded policy version 5"));
-    assert_non_null(strstr(line, "no coordinator checkpoint"));
+    assert_non_null(strstr(line, "there is no coordinator.json"));
     assert_int_equal(json_integer_value(json_object_get(st, "step")), 0);
+    json_decref(st);
+    g_want_exit = 1;
+    stop_run(&r);
+}
+
+/* A second coordinator over the same trainer.default_local_dir (another run pointed at the same checkpoints) is
+ * refused at start, naming the live one's pid; the first run is unaffected. */
+static void test_second_coordinator_same_dir_refused(void **state) {
+    (void)state;
+    static Run r;
+    start_run(&r, MODE_BY_LENGTH, "trainer.val_before_train=false", NULL);
+    char bin[256], log[300], a_http[64], a_bind[96], a_dir[320], a_train[320], a_tok[320];
+    snprintf(a_http, sizeof a_http, "cluster.http=127.0.0.1:%d", tu_free_port());
+    snprintf(a_bind, sizeof a_bind, "cluster.bind=tcp://127.0.0.1:%d", tu_free_port());
+    snprintf(a_dir, sizeof a_dir, "trainer.default_local_dir=%s/ckpt", r.dir);
+    snprintf(a_train, sizeof a_train, "data.train_files=%s/toy.jsonl", r.dir);
+    snprintf(a_tok, sizeof a_tok, "data.tokenizer=%s/data/tokenizers/qwen3", tu_root());
+    snprintf(log, sizeof log, "%s/coordinator-second.log", r.dir);
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), a_http, a_bind, a_dir, a_train, a_tok, NULL};
+    char lock[400];
+    snprintf(lock, sizeof lock, "%s/ckpt/coordinator.lock", r.dir);
+    struct stat sb;
+    for (int t = 0; t < 200 && (stat(lock, &sb) != 0 || sb.st_size == 0); t++) usleep(50000);   /* the first holds it */
+    pid_t second = tu_spawn(argv, log);
+    assert_int_equal(tu_wait(second, 10000), 1);
+    char cmd[400], out[512], want[64];
+    snprintf(cmd, sizeof cmd, "grep -h 'is in use by another coordinator' %s", log);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    snprintf(want, sizeof want, "(pid %d)", (int)r.coord);
+    assert_non_null(strstr(out, want));
+    json_t *st = wait_phase(&r, "done", 60000);              /* the first run goes on */
     json_decref(st);
     stop_run(&r);
 }
@@ -399,6 +436,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_resume_at_epoch_boundary, teardown),
         cmocka_unit_test_teardown(test_async_overlaps_generation_and_training, teardown),
         cmocka_unit_test_teardown(test_learner_checkpoint_mismatch_fails_clearly, teardown),
+        cmocka_unit_test_teardown(test_second_coordinator_same_dir_refused, teardown),
     };
     return cmocka_run_group_tests_name("coordinator", tests, NULL, NULL);
 }
