@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <utf8proc.h>
+
+#include "core/fsutil.h"
 
 typedef enum { CFG_INT, CFG_FLOAT, CFG_BOOL, CFG_STR, CFG_ENUM, CFG_LIST } CfgType;
 
@@ -458,10 +462,56 @@ static int yaml_error(struct fy_diag *diag, const char *path, char err[ERR_LEN])
     return err_set(err, ERR_DECODE, "%s:%d:%d: not valid YAML: %s", path, e->line, e->column, e->msg);
 }
 
-int config_load_file(Config *c, const char *path, char err[ERR_LEN]) {
+/* Refuses what cannot be a YAML config before libfyaml sees it (libfyaml reads a directory, or bytes after a NUL,
+ * as an empty stream: "all defaults"): a directory, a NUL or other control byte (not text), bytes that are not
+ * UTF-8 (YAML 1.2 §5.2 allows UTF-16/32 only with NULs in them, refused as not text). Tab, LF and CR are text. */
+static int config_file_check(const char *path, char err[ERR_LEN]) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return err_set(err, ERR_IO, "%s: cannot open config: %s", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) return err_set(err, ERR_INVAL, "%s: is a directory, not a YAML config file", path);
+    char ferr[ERR_LEN];
+    size_t len;
+    char *buf = fs_read_all(path, (size_t)64 << 20, &len, ferr);
+    if (!buf) return err_set(err, ERR_IO, "%s: cannot read config: %s", path, ferr);
+    int rc = 0, line = 1;
+    for (size_t i = 0; i < len && !rc;) {
+        unsigned char ch = (unsigned char)buf[i];
+        if (ch < 0x80) {
+            if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r')
+                rc = err_set(err, ERR_DECODE, "%s:%d: not a text file: control byte 0x%02x at byte offset %zu (a YAML "
+                             "config is UTF-8 text)", path, line, ch, i);
+            line += ch == '\n';
+            i++;
+            continue;
+        }
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)buf + i, (utf8proc_ssize_t)(len - i), &cp);
+        if (n <= 0)
+            rc = err_set(err, ERR_DECODE, "%s:%d: not valid UTF-8 text: byte 0x%02x at byte offset %zu (a YAML config "
+                         "is UTF-8 text)", path, line, ch, i);
+        else i += (size_t)n;
+    }
+    xfree(buf);
+    return rc;
+}
+
+/* True when the file at path has a line that is not blank, a comment or a document marker ("---", "..."). */
+static int has_yaml_content(const char *path) {
     FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, ERR_IO, "%s: cannot open config: %s", path, strerror(errno));
+    if (!f) return 0;
+    char ln[4096];
+    int found = 0;
+    while (!found && fgets(ln, sizeof ln, f)) {
+        const char *p = ln + strspn(ln, " \t\r\n");
+        found = *p && *p != '#' && strncmp(p, "---", 3) != 0 && strncmp(p, "...", 3) != 0;
+    }
     fclose(f);
+    return found;
+}
+
+int config_load_file(Config *c, const char *path, char err[ERR_LEN]) {
+    int crc = config_file_check(path, err);
+    if (crc) return crc;
     /* libfyaml's own diagnostics are collected (never printed); errors are reported through err. */
     struct fy_diag_cfg dcfg;
     fy_diag_cfg_default(&dcfg);
@@ -477,6 +527,7 @@ int config_load_file(Config *c, const char *path, char err[ERR_LEN]) {
         void *it = NULL;
         int rc = 0;
         if (fy_diag_errors_iterate(diag, &it)) rc = yaml_error(diag, path, err);
+        else if (has_yaml_content(path)) rc = err_set(err, ERR_DECODE, "%s: not valid YAML (no document read)", path);
         else log_warn("%s: the config file has no settings: all defaults", path);  /* empty or only comments */
         fy_diag_destroy(diag);
         return rc;

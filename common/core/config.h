@@ -131,7 +131,9 @@ void config_defaults(Config *c);
 void config_free(Config *c);
 
 /* Applies a YAML file (nested mappings; lists only for list keys). Errors: ERR_IO (cannot read),
- * ERR_DECODE (YAML syntax: "file:LINE[:COL]: not valid YAML: reason", 1-based; libfyaml prints nothing),
+ * ERR_INVAL ("file: is a directory, not a YAML config file"), ERR_DECODE (a control byte other than tab/LF/CR:
+ * "file:LINE: not a text file: ..."; bytes that are not UTF-8: "file:LINE: not valid UTF-8 text: ..."; YAML
+ * syntax: "file:LINE[:COL]: not valid YAML: reason", 1-based; libfyaml prints nothing),
  * ERR_INVAL ("file:line: key: reason", e.g. "data: expected a mapping, found a scalar"). An empty file (or only
  * comments) applies nothing (all defaults) with a warning. Warnings for verl-only keys go to the log. */
 int config_load_file(Config *c, const char *path, char err[ERR_LEN]);

@@ -1,5 +1,6 @@
 /* tests/unit/test_config.c: the config table — defaults of verl's DAPO recipe, YAML files, overrides, and the
- * error message of each bad-config case (with its 1-based line), empty files, and --help. */
+ * error message of each bad-config case (with its 1-based line), empty files, files that are not text (a directory,
+ * binary, not UTF-8), and --help. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -210,6 +211,47 @@ static void test_empty_and_quiet(void **state) {
     config_free(&c);
 }
 
+/* What is not a YAML config at all is refused, naming the file: a directory, a binary file (a NUL or other control
+ * byte), bytes that are not UTF-8. A truly empty file stays all defaults. */
+static void test_not_a_config_file(void **state) {
+    (void)state;
+#define B(lit) lit, sizeof lit - 1
+    static const struct { const char *bytes; size_t n; const char *want; } cases[] = {
+        {B("\x00\x01\x02" "binary\xff"), ":1: not a text file: control byte 0x00 at byte offset 0"},
+        {B("\x7f" "ELF\x02\x01\x01"), ":1: not a text file: control byte 0x02 at byte offset 4"},
+        {B("data:\n  seed: 3\n  tokenizer: \xc3\x28\n"), ":3: not valid UTF-8 text: byte 0xc3 at byte offset 29"},
+        {B("data:\n  tokenizer: caf\xc3\xa9\n"), NULL},       /* UTF-8 text is fine */
+        {B(""), NULL},                                          /* empty: all defaults */
+    };
+#undef B
+    char err[ERR_LEN];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[] = "/tmp/dapo-cfgbin-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, cases[i].bytes, cases[i].n), (ssize_t)cases[i].n);
+        close(fd);
+        Config c;
+        const char *args[] = {"--config", path};
+        err[0] = 0;
+        int rc = run_cli(&c, args, 2, NULL, err);
+        if (cases[i].want ? rc != ERR_DECODE || !strstr(err, path) || !strstr(err, cases[i].want) : rc != 0)
+            fail_msg("case %zu: rc %d, message \"%s\" lacks \"%s\"", i, rc, err, cases[i].want ? cases[i].want : "");
+        if (i == 3) assert_string_equal(c.tokenizer_path, "caf\xc3\xa9");
+        config_free(&c);
+        unlink(path);
+    }
+    char dir[] = "/tmp/dapo-cfgdir-XXXXXX", want[64];
+    assert_non_null(mkdtemp(dir));
+    Config c;
+    const char *args[] = {"--config", dir};
+    assert_int_equal(run_cli(&c, args, 2, NULL, err), ERR_INVAL);
+    snprintf(want, sizeof want, "%s: is a directory", dir);
+    assert_non_null(strstr(err, want));
+    config_free(&c);
+    rmdir(dir);
+}
+
 /* --help / -h: found anywhere but after --config; the usage names the program and the shared flags (each daemon's
  * main prints it and exits 0: tests/integration/test_verifier_daemon.c runs all four). */
 static void test_help(void **state) {
@@ -236,6 +278,7 @@ int main(void) {
         cmocka_unit_test(test_overrides_and_leftover_args),
         cmocka_unit_test(test_yaml_file),
         cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_not_a_config_file),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
