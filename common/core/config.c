@@ -3,6 +3,7 @@
 #include "core/config.h"
 #include "core/log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <libfyaml.h>
 #include <math.h>
@@ -17,7 +18,9 @@
 
 typedef enum { CFG_INT, CFG_FLOAT, CFG_BOOL, CFG_STR, CFG_ENUM, CFG_LIST } CfgType;
 
-enum { MIN_EXCL = 1, MAX_EXCL = 2 };   /* CfgEntry.flags: exclusive bounds */
+enum { MIN_EXCL = 1, MAX_EXCL = 2,     /* CfgEntry.flags: exclusive bounds */
+       EP_ZMQ = 4,                     /* CFG_STR: a ZeroMQ endpoint (tcp://HOST:PORT, ipc://PATH, inproc://NAME) */
+       EP_HOSTPORT = 8 };              /* CFG_STR: IP:PORT or [IPv6]:PORT (the dashboard's listen address) */
 
 typedef struct {
     const char *key;
@@ -113,11 +116,11 @@ static const CfgEntry cfg_table[] = {
     { "trainer.staleness",                   CFG_INT,   0, 1,       "0",       O(staleness), NULL, 0 },
     { "trainer.seed",                        CFG_INT,   0, 2147483647, "1",    O(trainer_seed), NULL, 0 },
 
-    { "cluster.bind",                        CFG_STR,   0, 0,       "tcp://127.0.0.1:5555", O(bind), NULL, 0 },
-    { "cluster.coordinator",                 CFG_STR,   0, 0,       "tcp://127.0.0.1:5555", O(coordinator), NULL, 0 },
-    { "cluster.http",                        CFG_STR,   0, 0,       "127.0.0.1:8080", O(http), NULL, 0 },
-    { "cluster.weights_bind",                CFG_STR,   0, 0,       "tcp://127.0.0.1:5556", O(weights_bind), NULL, 0 },
-    { "cluster.weights",                     CFG_STR,   0, 0,       "tcp://127.0.0.1:5556", O(weights), NULL, 0 },
+    { "cluster.bind",                        CFG_STR,   0, 0,       "tcp://127.0.0.1:5555", O(bind), NULL, EP_ZMQ },
+    { "cluster.coordinator",                 CFG_STR,   0, 0,       "tcp://127.0.0.1:5555", O(coordinator), NULL, EP_ZMQ },
+    { "cluster.http",                        CFG_STR,   0, 0,       "127.0.0.1:8080", O(http), NULL, EP_HOSTPORT },
+    { "cluster.weights_bind",                CFG_STR,   0, 0,       "tcp://127.0.0.1:5556", O(weights_bind), NULL, EP_ZMQ },
+    { "cluster.weights",                     CFG_STR,   0, 0,       "tcp://127.0.0.1:5556", O(weights), NULL, EP_ZMQ },
     { "cluster.run_id",                      CFG_STR,   0, 0,       "",        O(run_id), NULL, 0 },
     { "cluster.token_file",                  CFG_STR,   0, 0,       "",        O(token_file), NULL, 0 },
     { "cluster.dashboard_demo_steps",        CFG_INT,   0, 100000,  "0",       O(dashboard_demo_steps), NULL, 0 },
@@ -132,7 +135,7 @@ static const CfgEntry cfg_table[] = {
     { "cluster.rollout_threads",             CFG_INT,   0, 1024,    "0",       O(rollout_threads), NULL, 0 },
     { "cluster.verifier_threads",            CFG_INT,   0, 1024,    "0",       O(verifier_threads), NULL, 0 },
     { "cluster.verifier_capacity",           CFG_INT,   1, 1e6,     "512",     O(verifier_capacity), NULL, 0 },
-    { "cluster.collective",                  CFG_STR,   0, 0,       "tcp://127.0.0.1:5557", O(collective), NULL, 0 },
+    { "cluster.collective",                  CFG_STR,   0, 0,       "tcp://127.0.0.1:5557", O(collective), NULL, EP_ZMQ },
     { "cluster.collective_timeout_s",        CFG_FLOAT, 0, 86400,   "300",     O(collective_timeout_s), NULL, MIN_EXCL },
 };
 #define NCFG (sizeof cfg_table / sizeof cfg_table[0])
@@ -254,6 +257,67 @@ static void range_text(const CfgEntry *e, char *buf, size_t n) {
              e->flags & MAX_EXCL ? "less than" : "at most", e->max);
 }
 
+/* 0 when text is a port: an integer 0..65535 (0: any free port), or "*" where star is allowed (ZeroMQ bind). */
+static int port_check(const char *text, int star) {
+    if (star && strcmp(text, "*") == 0) return 0;
+    if (!*text || strspn(text, "0123456789") != strlen(text) || strlen(text) > 5) return -1;
+    return atoi(text) <= 65535 ? 0 : -1;
+}
+
+/* Checks an address-valued key (EP_ZMQ / EP_HOSTPORT flags); ERR_INVAL naming the key and the accepted forms. Only
+ * the form is checked here: whether the host resolves or the port is free is for the bind/connect to say.
+ * EP_ZMQ: zmq_tcp(7) "tcp://HOST:PORT" (HOST non-empty: an address, a name, an interface or "*"; PORT 0..65535 or
+ * "*"), zmq_ipc(7) "ipc://PATH", zmq_inproc(7) "inproc://NAME". EP_HOSTPORT: services/coordinator/http.c's form,
+ * "IP:PORT" or "[IPv6]:PORT" with an IPv4/IPv6 literal (it does not resolve names). */
+static int endpoint_check(const CfgEntry *e, const char *v, const char *where, char err[ERR_LEN]) {
+    if (e->flags & EP_ZMQ) {
+        static const char *want = "want tcp://HOST:PORT, ipc://PATH or inproc://NAME";
+        size_t pre = strncmp(v, "ipc://", 6) == 0 ? 6 : strncmp(v, "inproc://", 9) == 0 ? 9 : 0;
+        if (pre && !v[pre])
+            return err_set(err, ERR_INVAL, "%s: %s: '%s' has an empty path or name (%s)", where, e->key, v, want);
+        if (pre) return 0;
+        if (strncmp(v, "tcp://", 6) != 0) {
+            const char *sep = strstr(v, "://");
+            if (sep) return err_set(err, ERR_INVAL, "%s: %s: '%s': transport '%.*s' is not supported (%s)", where,
+                                    e->key, v, (int)(sep - v), v, want);
+            return err_set(err, ERR_INVAL, "%s: %s: '%s' is not a ZeroMQ endpoint (%s)", where, e->key, v, want);
+        }
+        const char *hp = v + 6, *colon = strrchr(hp, ':');
+        if (!colon || colon == hp)
+            return err_set(err, ERR_INVAL, "%s: %s: '%s' is not tcp://HOST:PORT (the host or the :PORT is missing)",
+                           where, e->key, v);
+        if (port_check(colon + 1, 1))
+            return err_set(err, ERR_INVAL, "%s: %s: '%s': port '%s' is not an integer 0..65535 or '*'", where, e->key,
+                           v, colon + 1);
+        return 0;
+    }
+    static const char *want = "want IP:PORT or [IPv6]:PORT, e.g. 127.0.0.1:8080";
+    const char *colon = strrchr(v, ':');
+    if (!colon || colon == v)
+        return err_set(err, ERR_INVAL, "%s: %s: '%s' is not host:port (%s)", where, e->key, v, want);
+    if (port_check(colon + 1, 0))
+        return err_set(err, ERR_INVAL, "%s: %s: '%s': port '%s' is not an integer 0..65535", where, e->key, v,
+                       colon + 1);
+    char host[64];
+    size_t hn = (size_t)(colon - v);
+    const char *h = v;
+    if (v[0] == '[') {
+        if (hn < 3 || colon[-1] != ']')
+            return err_set(err, ERR_INVAL, "%s: %s: '%s': an unclosed '[' (%s)", where, e->key, v, want);
+        h++;
+        hn -= 2;
+    }
+    if (hn >= sizeof host)
+        return err_set(err, ERR_INVAL, "%s: %s: '%s': the host is not an IP address (%s)", where, e->key, v, want);
+    memcpy(host, h, hn);
+    host[hn] = 0;
+    unsigned char addr[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)
+        return err_set(err, ERR_INVAL, "%s: %s: '%s': host '%s' is not an IP address (%s)", where, e->key, v, host,
+                       want);
+    return 0;
+}
+
 /* Parses `value` for entry e and stores it into c. Lists take "a,b" or "[a, b]". */
 static int apply(Config *c, const CfgEntry *e, const char *value, const char *where, char err[ERR_LEN]) {
     char *field = (char *)c + e->off;
@@ -294,6 +358,10 @@ static int apply(Config *c, const CfgEntry *e, const char *value, const char *wh
             return err_set(err, ERR_INVAL, "%s: %s: '%s' is not allowed (allowed: %s)", where, e->key, value, e->allowed);
         /* fallthrough */
     case CFG_STR:
+        if (e->flags & (EP_ZMQ | EP_HOSTPORT)) {
+            int rc = endpoint_check(e, value, where, err);
+            if (rc) return rc;
+        }
         xfree(*(char **)field);
         *(char **)field = xstrdup(value);
         return 0;

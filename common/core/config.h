@@ -103,7 +103,7 @@ typedef struct Config {
     /* cluster.* (ours) */
     char   *bind;                     /* coordinator ROUTER endpoint */
     char   *coordinator;              /* where workers connect */
-    char   *http;                     /* dashboard host:port */
+    char   *http;                     /* dashboard IP:PORT or [IPv6]:PORT (form checked at load) */
     char   *weights_bind;             /* learner rank 0's weight-server ROUTER endpoint */
     char   *weights;                  /* where rollouts fetch weights from */
     char   *run_id;
@@ -138,7 +138,9 @@ void config_free(Config *c);
  * comments) applies nothing (all defaults) with a warning. Warnings for verl-only keys go to the log. */
 int config_load_file(Config *c, const char *path, char err[ERR_LEN]);
 
-/* Sets one key from text ("0.28", "true", "[a.jsonl,b.jsonl]" or "a.jsonl,b.jsonl" for lists).
+/* Sets one key from text ("0.28", "true", "[a.jsonl,b.jsonl]" or "a.jsonl,b.jsonl" for lists). Address keys are
+ * checked for form (not reachability): cluster.http IP:PORT or [IPv6]:PORT; cluster.bind, .coordinator, .weights_bind,
+ * .weights, .collective a ZeroMQ endpoint tcp://HOST:PORT (PORT 0..65535 or *), ipc://PATH or inproc://NAME.
  * `where` names the source for messages ("command line"). ERR_INVAL/ERR_NOTFOUND with a message. */
 int config_set(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]);
 

@@ -137,6 +137,20 @@ static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {NULL, "data: 5\n", ":1: data: expected a mapping, found a scalar ('5')", ""},
     {"data=5", NULL, "'data' is a section, not a key", "data.KEY=VALUE"},
     {NULL, "trainer:\n  seed:\n    x: 1\n", ":2: trainer.seed: expected a value, found a mapping", ""},
+    /* address keys: the dashboard's IP:PORT, the ZeroMQ endpoints' transport and form */
+    {"cluster.http=notaport", NULL, "cluster.http: 'notaport' is not host:port", "127.0.0.1:8080"},
+    {"cluster.http=:8080", NULL, "cluster.http: ':8080' is not host:port", ""},
+    {"cluster.http=127.0.0.1:65536", NULL, "cluster.http: '127.0.0.1:65536': port '65536'", "0..65535"},
+    {"cluster.http=127.0.0.1:80x", NULL, "cluster.http: '127.0.0.1:80x': port '80x'", "not an integer"},
+    {"cluster.http=localhost:8080", NULL, "cluster.http: 'localhost:8080': host 'localhost' is not an IP address", ""},
+    {"cluster.http=[::1:8080", NULL, "cluster.http: '[::1:8080': an unclosed '['", ""},
+    {"cluster.bind=127.0.0.1:5555", NULL, "cluster.bind: '127.0.0.1:5555' is not a ZeroMQ endpoint", "ipc://PATH"},
+    {"cluster.coordinator=udp://h:1", NULL, "cluster.coordinator: 'udp://h:1': transport 'udp' is not supported", ""},
+    {"cluster.weights=tcp://h", NULL, "cluster.weights: 'tcp://h' is not tcp://HOST:PORT", ""},
+    {"cluster.weights_bind=tcp://:5556", NULL, "cluster.weights_bind: 'tcp://:5556' is not tcp://HOST:PORT", ""},
+    {"cluster.collective=tcp://h:99999", NULL, "cluster.collective: 'tcp://h:99999': port '99999'", "0..65535 or '*'"},
+    {"cluster.bind=ipc://", NULL, "cluster.bind: 'ipc://' has an empty path or name", ""},
+    {NULL, "cluster:\n  coordinator: ~\n", ":2: cluster.coordinator: '' is not a ZeroMQ endpoint", ""},
     /* a syntax error at the end of the file is reported on the (1-based) line that has it, not the next one */
     {NULL, "data:\n  train_batch_size: 4\ntrainer: [unclosed\n", ":3: not valid YAML: flow sequence without a closing bracket", ""},
     {NULL, "data:\n  tokenizer: \"x\n\ntrainer: {}\n", ":2:", "not valid YAML"},
@@ -211,6 +225,25 @@ static void test_empty_and_quiet(void **state) {
     config_free(&c);
 }
 
+/* The address forms that are accepted (the refused ones are in bad[]). */
+static void test_endpoint_forms(void **state) {
+    (void)state;
+    const char *ok[] = {"cluster.http=[::1]:8080", "cluster.http=0.0.0.0:0", "cluster.http=10.1.2.3:65535",
+                        "cluster.bind=tcp://*:*", "cluster.bind=tcp://0.0.0.0:5555", "cluster.weights_bind=ipc:///tmp/w",
+                        "cluster.coordinator=tcp://node-1.example:5555", "cluster.weights=tcp://[::1]:5556",
+                        "cluster.collective=inproc://coll"};
+    Config c;
+    char err[ERR_LEN] = "";
+    if (run_cli(&c, ok, (int)(sizeof ok / sizeof ok[0]), NULL, err)) fail_msg("%s", err);
+    assert_string_equal(c.http, "10.1.2.3:65535");
+    assert_string_equal(c.bind, "tcp://0.0.0.0:5555");
+    assert_string_equal(c.weights_bind, "ipc:///tmp/w");
+    assert_string_equal(c.coordinator, "tcp://node-1.example:5555");
+    assert_string_equal(c.weights, "tcp://[::1]:5556");
+    assert_string_equal(c.collective, "inproc://coll");
+    config_free(&c);
+}
+
 /* What is not a YAML config at all is refused, naming the file: a directory, a binary file (a NUL or other control
  * byte), bytes that are not UTF-8. A truly empty file stays all defaults. */
 static void test_not_a_config_file(void **state) {
@@ -279,6 +312,7 @@ int main(void) {
         cmocka_unit_test(test_yaml_file),
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_not_a_config_file),
+        cmocka_unit_test(test_endpoint_forms),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
