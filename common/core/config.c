@@ -253,7 +253,7 @@ static int enum_allowed(const char *allowed, const char *v) {
 }
 
 static void range_text(const CfgEntry *e, char *buf, size_t n) {
-    snprintf(buf, n, "%s %g and %s %g", e->flags & MIN_EXCL ? "greater than" : "at least", e->min,
+    snprintf(buf, n, "%s %.10g and %s %.10g", e->flags & MIN_EXCL ? "greater than" : "at least", e->min,
              e->flags & MAX_EXCL ? "less than" : "at most", e->max);
 }
 
@@ -327,6 +327,10 @@ static int apply(Config *c, const CfgEntry *e, const char *value, const char *wh
         char *end;
         errno = 0;
         double v = strtod(value, &end);
+        if (*value && !*end && (errno == ERANGE || isinf(v))) {          /* "1e999": a number, too big */
+            range_text(e, rng, sizeof rng);
+            return err_set(err, ERR_INVAL, "%s: %s: %s is out of range (allowed: %s)", where, e->key, value, rng);
+        }
         if (!*value || *end || errno || v != floor(v))
             return err_set(err, ERR_INVAL, "%s: %s: '%s' is not an integer", where, e->key, value);
         if (v < e->min || v > e->max || (e->flags & MIN_EXCL && v == e->min) || (e->flags & MAX_EXCL && v == e->max)) {
@@ -340,6 +344,16 @@ static int apply(Config *c, const CfgEntry *e, const char *value, const char *wh
         char *end;
         errno = 0;
         double v = strtod(value, &end);
+        const char *yi = value + (value[0] == '+' || value[0] == '-');          /* YAML 1.2 core schema infinity */
+        int yaml_inf = !strcmp(yi, ".inf") || !strcmp(yi, ".Inf") || !strcmp(yi, ".INF");
+        if (yaml_inf || (*value && !*end && (errno == ERANGE || isinf(v)))) {
+            /* strtod's ERANGE: beyond a double ("1e999", +-HUGE_VAL) or below its smallest normal ("1e-999");
+             * "inf" parses without ERANGE. Each is a number out of range, not a non-number. */
+            range_text(e, rng, sizeof rng);
+            return err_set(err, ERR_INVAL, "%s: %s: %s is out of range (%s; allowed: %s)", where, e->key, value,
+                           errno != ERANGE ? "infinite" : fabs(v) > 1 ? "beyond the range of a double"
+                                                                      : "too small for a double", rng);
+        }
         if (!*value || *end || errno || !isfinite(v))
             return err_set(err, ERR_INVAL, "%s: %s: '%s' is not a number", where, e->key, value);
         if (v < e->min || v > e->max || (e->flags & MIN_EXCL && v == e->min) || (e->flags & MAX_EXCL && v == e->max)) {

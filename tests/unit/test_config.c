@@ -116,6 +116,16 @@ static void test_yaml_file(void **state) {
 static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {"actor_rollout_ref.actor.clip_ratio_hgh=0.3", NULL, "clip_ratio_hgh", "did you mean 'actor_rollout_ref.actor.clip_ratio_high'"},
     {"actor_rollout_ref.actor.clip_ratio_high=abc", NULL, "'abc'", "not a number"},
+    {"actor_rollout_ref.actor.clip_ratio_high=nan", NULL, "'nan'", "not a number"},
+    /* numbers strtod cannot hold (ERANGE) or infinite: out of range, with the allowed range */
+    {"actor_rollout_ref.actor.clip_ratio_high=1e999", NULL,
+     "clip_ratio_high: 1e999 is out of range (beyond the range of a double; allowed: at least 0 and at most 10)", ""},
+    {"actor_rollout_ref.actor.optim.lr=-1e999", NULL, "optim.lr: -1e999 is out of range (beyond the range", ""},
+    {"actor_rollout_ref.actor.optim.lr=1e-999", NULL, "optim.lr: 1e-999 is out of range (too small for a double", ""},
+    {NULL, "actor_rollout_ref:\n  actor:\n    grad_clip: .inf\n",
+     ":3: actor_rollout_ref.actor.grad_clip: .inf is out of range (infinite; allowed: at least 0 and at most 1000000000)", ""},
+    {"actor_rollout_ref.actor.grad_clip=-inf", NULL, "grad_clip: -inf is out of range (infinite; allowed", ""},
+    {"data.seed=1e999", NULL, "data.seed: 1e999 is out of range (allowed: at least 0 and at most 2147483647)", ""},
     {"actor_rollout_ref.actor.clip_ratio_c=1", NULL, "clip_ratio_c: 1 is out of range", "greater than 1"},
     {"actor_rollout_ref.actor.clip_ratio_c=0.5", NULL, "clip_ratio_c", "greater than 1"},
     {"actor_rollout_ref.rollout.n=0", NULL, "rollout.n: 0 is out of range", "at least 1"},
