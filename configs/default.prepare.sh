@@ -33,7 +33,7 @@ if [ "${PREPARE_MODEL:-1}" = 1 ] && [ ! -f "$RUN_DIR/base-model/model.safetensor
       --data "$RUN_DIR/data/arith-train.jsonl" --val "$RUN_DIR/data/arith-test.jsonl" --out "$RUN_DIR/base-model.tmp" \
       --steps "$SFT_STEPS" --batch 128 --lr 1e-3 --warmup 50 --weight-decay 0.01 --beta2 0.95 \
       --eval-every 25 --eval-max 200 --stop-acc "$SFT_STOP_ACC" --log-every 25 --seed 1 \
-      2>&1 | tee "$RUN_DIR/logs/sft.log" | grep -E 'val/greedy_acc|stopping|ERROR' || true
+      2>&1 | tee "$RUN_DIR/logs/sft.log" | grep --line-buffered -E 'val/greedy_acc|stopping|ERROR' || true
   [ -f "$RUN_DIR/base-model.tmp/model.safetensors" ] || { echo "dapo: SFT failed; see $RUN_DIR/logs/sft.log" >&2; exit 1; }
   mv "$RUN_DIR/base-model.tmp" "$RUN_DIR/base-model"
 fi

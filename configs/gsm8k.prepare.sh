@@ -17,7 +17,7 @@ if [ ! -f "$RUN_DIR/base-model/model.safetensors" ]; then
   rm -rf "$RUN_DIR/base-model.tmp"
   "$bin/dapo-sft" --config configs/gsm8k.yaml --model configs/gsm8k-model --data "$RUN_DIR/data/gsm8k-sft.jsonl" \
       --out "$RUN_DIR/base-model.tmp" --steps "$SFT_STEPS" --batch 32 --lr 1e-3 --warmup 30 --weight-decay 0.01 \
-      --beta2 0.95 --log-every 25 --seed 1 2>&1 | tee "$RUN_DIR/logs/sft.log" | grep -E '"step": [0-9]*00,|ERROR' || true
+      --beta2 0.95 --log-every 25 --seed 1 2>&1 | tee "$RUN_DIR/logs/sft.log" | grep --line-buffered -E '"step": [0-9]*00,|ERROR' || true
   [ -f "$RUN_DIR/base-model.tmp/model.safetensors" ] || { echo "dapo: SFT failed; see $RUN_DIR/logs/sft.log" >&2; exit 1; }
   mv "$RUN_DIR/base-model.tmp" "$RUN_DIR/base-model"
 fi

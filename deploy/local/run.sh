@@ -39,11 +39,15 @@ rundir=$(cd "$rundir" && pwd)
 . "$root/deploy/local/env.sh"
 
 if [ -f "$rundir/pids" ]; then
+  live=()
   while read -r pid what; do
-    if kill -0 "$pid" 2>/dev/null; then
-      echo "run.sh: $rundir is in use by a live $what (pid $pid); stop that run first (kill -TERM $pid)" >&2; exit 1
-    fi
+    kill -0 "$pid" 2>/dev/null && live+=("$what (pid $pid)")
   done < "$rundir/pids"
+  if [ ${#live[@]} -gt 0 ]; then
+    echo "run.sh: $rundir is in use by a live run: ${live[*]}; stop it first (Ctrl-C in its terminal, or kill -TERM" \
+         "the coordinator's pid, then the others')" >&2
+    exit 1
+  fi
   rm -f "$rundir/pids"
 fi
 
@@ -95,16 +99,29 @@ start() {  # name, command...
   setsid "$@" >> "$rundir/logs/$what.log" 2>&1 &
   pids+=($!); names+=("$what"); echo "$! $what" >> "$rundir/pids"
 }
+coord_rc=""
 stop() {  # exit status
-  trap - INT TERM
-  echo "dapo: stopping (the coordinator finishes the step in training and checkpoints it first)..."
-  kill -TERM "${pids[0]}" 2>/dev/null || true
-  wait "${pids[0]}" 2>/dev/null || true
+  # A second Ctrl-C goes to the coordinator, which then exits at once (without waiting for the step in training).
+  trap 'echo "dapo: stopping now"; kill -TERM "${pids[0]}" 2>/dev/null || true' INT TERM
+  if kill -0 "${pids[0]}" 2>/dev/null; then
+    echo "dapo: stopping (the coordinator finishes the step in training and checkpoints it first; Ctrl-C again to" \
+         "stop at once)..."
+    kill -TERM "${pids[0]}" 2>/dev/null || true
+  fi
+  while kill -0 "${pids[0]}" 2>/dev/null; do   # a wait cut short by the second Ctrl-C goes round again
+    if wait "${pids[0]}" 2>/dev/null; then coord_rc=0; else coord_rc=$?; fi
+  done
   kill -TERM "${pids[@]:1}" 2>/dev/null || true
-  wait "${pids[@]}" 2>/dev/null || true
+  wait "${pids[@]:1}" 2>/dev/null || true
   rm -f "$rundir/pids"
   echo "dapo: stopped; logs in $rundir/logs, metrics in $rundir/checkpoints/metrics.jsonl"
-  exit "${1:-0}"
+  local rc=${1:-0}
+  if [ "$coord_rc" != 0 ] && [ "$rc" = 0 ]; then
+    echo "dapo: the run did not end well (coordinator exit status $coord_rc): see the errors above and" \
+         "$rundir/logs/coordinator.log" >&2
+    rc=1
+  fi
+  exit "$rc"
 }
 # A process that exits at start (a bad model, a port in use) is reported with its log's last lines.
 check_started() {
@@ -120,6 +137,7 @@ check_started() {
   done
 }
 trap stop INT TERM
+log_from=$(( $(stat -c %s "$rundir/logs/coordinator.log" 2>/dev/null || echo 0) + 1 ))   # this run's part of the log
 start coordinator "$bin/dapo-coordinator" "${common[@]}"
 for i in $(seq 0 $((nver - 1))); do start "verifier-$i" "$bin/dapo-verifier" "${common[@]}" --id "verifier-$i"; done
 for r in $(seq 0 $((nlearn - 1))); do start "learner-$r" "$bin/dapo-learner" "${common[@]}" --id "learner-$r" --rank "$r"; done
@@ -127,10 +145,13 @@ for i in $(seq 0 $((nroll - 1))); do start "rollout-$i" "$bin/dapo-rollout" "${c
 check_started
 echo "dapo: running ($nroll rollout, $nver verifier, $nlearn learner); logs in $rundir/logs"
 echo "dapo: dashboard at http://$http/   (Ctrl-C stops the run; run the same command again to resume it)"
-# The coordinator keeps serving the dashboard after training finishes; Ctrl-C ends the run.
-rc=0; wait "${pids[0]}" || rc=$?
-if [ "$rc" != 0 ]; then
-  echo "dapo: the coordinator exited with status $rc; the end of $rundir/logs/coordinator.log:" >&2
+# What the terminal should not miss: errors, a failed run, the end of training (the coordinator keeps serving the
+# dashboard after it; Ctrl-C ends the run).
+tail -c "+$log_from" -F --pid="${pids[0]}" "$rundir/logs/coordinator.log" 2>/dev/null |
+  grep --line-buffered -E ' ERROR |FAILED|training finished|resumed from' | sed -u 's/^[^ ]* /dapo: /' &
+coord_rc=0; wait "${pids[0]}" || coord_rc=$?     # (Ctrl-C: the trap runs stop, which exits)
+if [ "$coord_rc" != 0 ]; then
+  echo "dapo: the coordinator exited with status $coord_rc; the end of $rundir/logs/coordinator.log:" >&2
   tail -n 5 "$rundir/logs/coordinator.log" | sed 's/^/    /' >&2
   stop 1
 fi

@@ -328,7 +328,7 @@ static void decide(Coord *c, const WorkerEntry *w) {
                      (long long)(k->has_saved ? k->saved.policy_version : k->pending.policy_version));
         else
             snprintf(have, sizeof have, "there is no coordinator.json");
-        log_error("resume: the coordinator checkpoint is %s; trainer.default_local_dir is %s", k->resume_path,
+        log_info("resume: the coordinator checkpoint is %s; trainer.default_local_dir is %s", k->resume_path,
                   c->cfg.default_local_dir);
         engine_fail(c, "learner %s loaded policy version %lld but %s: both must resume the same step (same "
                     "trainer.default_local_dir; or an empty one to start over)", w->id, (long long)v, have);
