@@ -908,6 +908,15 @@ void engine_reclaim_leases(Coord *c) {
     if (!e) return;
     int64_t now = clock_ms();
     int64_t lim_gen = (int64_t)(c->cfg.max_lease_s * 1000), lim_score = (int64_t)(c->cfg.max_score_lease_s * 1000);
+    /* the update is bounded the same way: learners that heartbeat but never send all their results stop the run
+     * with the counts instead of a silent wait */
+    TrainJob *t = &e->job;
+    if (t->active && e->phase != PH_FAILED && lim_gen > 0 && (clock_s() - t->t_sent) * 1000 > lim_gen) {
+        fail(c, "step %ld: the learners sent %d of the %d step results in %.0f s (cluster.max_lease_s): a learner "
+             "stopped answering while it heartbeats; see the learner logs", t->step, t->results, t->expected,
+             clock_s() - t->t_sent);
+        return;
+    }
     for (int i = 0; i < e->ngroups; i++) {
         Group *g = &e->groups[i];
         int64_t lim = g->state == GS_LEASED ? lim_gen : g->state == GS_SCORING ? lim_score : 0;

@@ -396,6 +396,21 @@ static void test_learner_checkpoint_mismatch_fails_clearly(void **state) {
     stop_run(&r);
 }
 
+/* Learners that heartbeat but do not send a step's results are not waited for for ever: past cluster.max_lease_s the
+ * run fails with the counts. */
+static void test_silent_learner_update_bounded(void **state) {
+    (void)state;
+    static Run r;
+    start_run(&r, MODE_BY_LENGTH, "trainer.val_before_train=false", "cluster.max_lease_s=1");
+    r.l.delay_ms = 3000;
+    json_t *st = wait_phase(&r, "failed", 30000);
+    const char *line = json_string_value(json_object_get(st, "status_line"));
+    assert_non_null(strstr(line, "step 1: the learners sent 1 of the 2 step results"));
+    json_decref(st);
+    g_want_exit = 1;
+    stop_run(&r);
+}
+
 /* A second coordinator over the same trainer.default_local_dir (another run pointed at the same checkpoints) is
  * refused at start, naming the live one's pid; the first run is unaffected. */
 static void test_second_coordinator_same_dir_refused(void **state) {
@@ -437,6 +452,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_async_overlaps_generation_and_training, teardown),
         cmocka_unit_test_teardown(test_learner_checkpoint_mismatch_fails_clearly, teardown),
         cmocka_unit_test_teardown(test_second_coordinator_same_dir_refused, teardown),
+        cmocka_unit_test_teardown(test_silent_learner_update_bounded, teardown),
     };
     return cmocka_run_group_tests_name("coordinator", tests, NULL, NULL);
 }
