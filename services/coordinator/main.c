@@ -1,8 +1,9 @@
 /* services/coordinator/main.c: dapo-coordinator — the control plane (DESIGN.md §1). One libuv loop: the ZeroMQ
  * ROUTER every worker connects to (through uv_poll on ZMQ_FD, drained until ZMQ_EVENTS has no POLLIN on every
- * wake-up and after every send, since ZMQ_FD is edge-triggered), a 100 ms cron (leases), the HTTP dashboard
- * and SIGTERM/SIGINT (a second SIGINT forces exit).
- * Not yet here: dataset, dispatch, dynamic sampling, batches, checkpoints (issue 8). */
+ * wake-up and after every send, since ZMQ_FD is edge-triggered), a 100 ms cron (leases, the stop deadline), the HTTP
+ * dashboard and SIGTERM/SIGINT: a stop lets the step in training finish and checkpoints it on both sides (ckpt.c)
+ * before exiting; a second one exits at once. Exit status 1 when the run failed.
+ * Not here: the training loop (steps.c), the worker registry (registry.c), checkpoints (ckpt.c), HTTP (dashboard.c). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
