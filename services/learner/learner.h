@@ -127,6 +127,7 @@ typedef struct {
 int learner_submit(Learner *L, Dapo__TrainBatch *tb);
 
 /* Runs the next shard when it can run (first: the old log-prob pass once every mini-batch of ppo_epoch 0 is here).
+ * Shards run in verl's order — epoch 0 mini-batches 0..M-1, then epoch 1, ... — whatever order they were submitted in.
  * Returns 1 with *r filled (free with learner_result_free), 0 when nothing can run yet. On the step's last shard
  * (last_of_step, no error) steps_done and version advance (version = tb->policy_version + 1). */
 int learner_next(Learner *L, LearnerResult *r);
