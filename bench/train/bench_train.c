@@ -3,7 +3,8 @@
  * (forward only) over B packed sequences of T tokens, medians after warm-up.
  *   bench_train --model DIR --batch B --seq T [--steps K] [--warmup W] [--train 0]
  * --train 0 skips the training steps (prefill only: for profiling); their lines then read 0.
- * Prints OURS_TRAIN_TOK_S=, OURS_PREFILL_TOK_S= and per-phase medians.
+ * Prints OURS_TRAIN_TOK_S=, OURS_PREFILL_TOK_S= and per-phase medians; per step TRAIN_STEP_S=, PREFILL_STEP_S= (wall)
+ * and PREFILL_CPU_S= (process CPU time of the prefill, all threads).
  * Not here: the PyTorch baseline (baseline_torch.py), the comparison (run.sh). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,12 @@
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_now(void) {     /* process CPU time, all threads: a load-robust companion to the wall time */
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -70,7 +77,7 @@ int main(int argc, char **argv) {
     ModelBatch batch = { .n_tokens = N, .n_seqs = B, .tokens = tok, .targets = tgt, .cu_seqlens = cu, .temperature = 1.0f };
     AdamWConfig ac = adamw_defaults();
     double *tt = calloc(steps, sizeof(double)), *tf = calloc(steps, sizeof(double)), *tb = calloc(steps, sizeof(double)),
-           *to = calloc(steps, sizeof(double)), *tp = calloc(steps, sizeof(double));
+           *to = calloc(steps, sizeof(double)), *tp = calloc(steps, sizeof(double)), *tc = calloc(steps, sizeof(double));
     for (int it = do_train ? -warmup : steps; it < steps; it++) {
         double t0 = now();
         model_grads_zero(m);
@@ -89,9 +96,9 @@ int main(int argc, char **argv) {
     Model *mi = model_load(dir, &oi, err);
     if (!mi) { fprintf(stderr, "%s: %s\n", dir, err); return 1; }
     for (int it = -warmup; it < steps; it++) {
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         if (model_forward(mi, &batch, lp, en, err)) { fprintf(stderr, "forward: %s\n", err); return 1; }
-        if (it >= 0) tp[it] = now() - t0;
+        if (it >= 0) { tp[it] = now() - t0; tc[it] = cpu_now() - c0; }
     }
     model_free(mi);
     double *ct = calloc(steps, sizeof(double)), *cp = calloc(steps, sizeof(double));
@@ -104,10 +111,10 @@ int main(int argc, char **argv) {
     printf("ours: train step median %.3f s (forward %.3f, backward %.3f, clip+adamw %.3f)\n", mt, median(tf, steps),
            median(tb, steps), median(to, steps));
     printf("ours: prefill median %.3f s\n", mp);
-    for (int i = 0; i < steps; i++) printf("TRAIN_STEP_S=%.6f\nPREFILL_STEP_S=%.6f\n", tt[i], tp[i]);
+    for (int i = 0; i < steps; i++) printf("TRAIN_STEP_S=%.6f\nPREFILL_STEP_S=%.6f\nPREFILL_CPU_S=%.6f\n", tt[i], tp[i], tc[i]);
     printf("OURS_TRAIN_TOK_S=%.1f\nOURS_PREFILL_TOK_S=%.1f\n", N / mt, N / mp);
     model_free(m);
     free(tok); free(tgt); free(cu); free(lp); free(en); free(dl); free(de);
-    free(tt); free(tf); free(tb); free(to); free(tp);
+    free(tt); free(tf); free(tb); free(to); free(tp); free(tc);
     return 0;
 }

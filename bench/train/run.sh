@@ -58,6 +58,9 @@ print(f"{cfg}: train   ours {ot:9.1f} tok/s ({ot * train_f / 1e9:6.1f} GFLOP/s, 
       f"  baseline {bt:9.1f} tok/s ({bt * train_f / 1e9:6.1f} GFLOP/s)  ratio {ot / bt:.2f}")
 print(f"{cfg}: prefill ours {op:9.1f} tok/s ({op * pre_f / 1e9:6.1f} GFLOP/s, {op * pre_f / 1e9 / ceil:.2f} of sgemm ceiling)"
       f"  baseline {bp:9.1f} tok/s ({bp * pre_f / 1e9:6.1f} GFLOP/s)  ratio {op / bp:.2f}")
+oc = N / statistics.median(steps(ours_f, "PREFILL_CPU_S")); bc = N / statistics.median(steps(base_f, "PREFILL_CPU_S"))
+print(f"{cfg}: prefill per CPU-second (process CPU time, all threads; load-robust): ours {oc:9.1f} tok/s  "
+      f"baseline {bc:9.1f} tok/s  ratio {oc / bc:.2f}")
 open(out, "w").write(f"{ot:.1f} {bt:.1f} {op:.1f} {bp:.1f}\n")
 PY
 done
