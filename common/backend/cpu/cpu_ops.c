@@ -505,7 +505,7 @@ long cpu_attention_scratch_floats(int nk, int hd) {
  * caller scales the [rows, hd] product P V by inv instead of the [rows, keys] P. lse out. Beyond a row's keys only the
  * columns that mm_ab's P V product reads are zeroed (it trims its sum per RB-row group to the group's last row: row r
  * reads up to column jmax0 + (r | (RB-1)), RB a power of two and the blocks start at multiples of RB); the rest of
- * the row is left as is. exp and the (double) sum run in one pass. */
+ * the row is left as is. exp and the sum (16 fp32 lanes, then double) run in one pass. */
 typedef int32_t v16i __attribute__((vector_size(64)));
 /* vmax on whole 16-float vectors (compare + select: GCC does not vectorise vmax's lanes in every clone); the same
  * result as vmax, NaNs included (x > m is false for them, as in vmax). */
@@ -533,7 +533,8 @@ HOT static void softmax_causal_rows(float *S, int rows, int ncol, int jmax0, flo
         int z = jmax0 + (r | (RB - 1)) + 1;          /* columns P V reads */
         z = z < ncol ? z : ncol;
         float mx = vmax16(s, n);
-        double acc[LANES] = { 0 }, sum = 0;
+        float acc[LANES] = { 0 };                    /* fp32 lanes: terms in (0, 1], at most a few thousand */
+        double sum = 0;
         int j = 0;
         for (; j + LANES <= n; j += LANES)
             for (int k = 0; k < LANES; k++) {
