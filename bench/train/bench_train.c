@@ -5,6 +5,7 @@
  * --train 0 skips the training steps (prefill only: for profiling); their lines then read 0.
  * Prints OURS_TRAIN_TOK_S=, OURS_PREFILL_TOK_S= and per-phase medians; per step TRAIN_STEP_S=, PREFILL_STEP_S= (wall)
  * and PREFILL_CPU_S= (process CPU time of the prefill, all threads).
+ * The prefill model's weights are packed once (model_pack_weights) unless PACK_PER_CALL=1.
  * Not here: the PyTorch baseline (baseline_torch.py), the comparison (run.sh). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,11 @@ int main(int argc, char **argv) {
     ModelOptions oi = { .max_tokens = N, .train = 0 };
     Model *mi = model_load(dir, &oi, err);
     if (!mi) { fprintf(stderr, "%s: %s\n", dir, err); return 1; }
+    /* weights fixed across the prefill calls (as a scorer or the rollout engine has them): packed once, as the
+     * rollout engine keeps its own packed copy; PACK_PER_CALL=1 packs every weight in every forward instead */
+    const char *ppc = getenv("PACK_PER_CALL");
+    int pack_once = !(ppc && *ppc == '1');
+    if (pack_once && model_pack_weights(mi, err)) { fprintf(stderr, "pack: %s\n", err); return 1; }
     for (int it = -warmup; it < steps; it++) {
         double t0 = now(), c0 = cpu_now();
         if (model_forward(mi, &batch, lp, en, err)) { fprintf(stderr, "forward: %s\n", err); return 1; }
@@ -110,7 +116,7 @@ int main(int argc, char **argv) {
     printf("ours: blas core %s, %d steps after %d warm-up, %d x %d tokens\n", cpu_blas_corename(), steps, warmup, B, T);
     printf("ours: train step median %.3f s (forward %.3f, backward %.3f, clip+adamw %.3f)\n", mt, median(tf, steps),
            median(tb, steps), median(to, steps));
-    printf("ours: prefill median %.3f s\n", mp);
+    printf("ours: prefill median %.3f s (weights %s)\n", mp, pack_once ? "packed once: model_pack_weights" : "packed per call");
     for (int i = 0; i < steps; i++) printf("TRAIN_STEP_S=%.6f\nPREFILL_STEP_S=%.6f\nPREFILL_CPU_S=%.6f\n", tt[i], tp[i], tc[i]);
     printf("OURS_TRAIN_TOK_S=%.1f\nOURS_PREFILL_TOK_S=%.1f\n", N / mt, N / mp);
     model_free(m);

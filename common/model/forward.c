@@ -87,6 +87,10 @@ static int lm_chunk(const ModelBatch *b, long R, int *s, int *off, int *r0, int3
 static void lm_head_rows(Model *m, ModelActs *a, int r0, int rows) {
     const ModelConfig *c = &m->cfg;
     int V = c->vocab, H = c->hidden;
+    if (a->pk_lm) {                   /* model_pack_weights' snapshot: one product over the whole vocabulary */
+        cpu_linear_packed_ex(a->logits, V, a->xnf + (long)r0 * H, a->pk_lm, NULL, rows, V, H, 0);
+        return;
+    }
     for (int v0 = 0; v0 < V; v0 += MODEL_LM_SLICE) {
         int n = V - v0 < MODEL_LM_SLICE ? V - v0 : MODEL_LM_SLICE;
         cpu_linear_packw_ex(a->logits + v0, V, a->xnf + (long)r0 * H, m->w.lm_head + (long)v0 * H, a->wpack, NULL,
@@ -116,7 +120,9 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
         LayerActs *A = &a->layer[l];
         const LayerWeights *W = &m->w.layer[l];
         cpu_rmsnorm(A->xn1, A->rstd1, A->x_in, W->ln1, N, H, c->rms_eps);
-        fwd_linear(a, A->qkv, A->xn1, W->wqkv, W->bqkv, N, qkvd, H, 0);
+        float *const *P = a->pk ? a->pk + l * 4 : NULL;    /* model_pack_weights' snapshot, or pack per call */
+        if (P) cpu_linear_packed_ex(A->qkv, qkvd, A->xn1, P[0], W->bqkv, N, qkvd, H, 0);
+        else fwd_linear(a, A->qkv, A->xn1, W->wqkv, W->bqkv, N, qkvd, H, 0);
         if (c->qk_norm && m->train) {      /* keep the pre-norm q/k for backward */
             for (int i = 0; i < N; i++) {
                 memcpy(A->qpre + (long)i * qd, A->qkv + (long)i * qkvd, (size_t)qd * sizeof(float));
@@ -133,12 +139,15 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
                              nkv, hd, qkvd, qkvd, qd, scale, a->att_scratch);
         /* residual adds ride on the GEMM (beta = 1). In inference mode x_mid and next alias x_in. */
         if (A->x_mid != A->x_in) memcpy(A->x_mid, A->x_in, (size_t)N * H * sizeof(float));
-        fwd_linear(a, A->x_mid, A->att, W->wo, NULL, N, H, qd, 1);
+        if (P) cpu_linear_packed_ex(A->x_mid, H, A->att, P[1], NULL, N, H, qd, 1);
+        else fwd_linear(a, A->x_mid, A->att, W->wo, NULL, N, H, qd, 1);
         cpu_rmsnorm(A->xn2, A->rstd2, A->x_mid, W->ln2, N, H, c->rms_eps);
-        cpu_linear_packw_swiglu(A->hm, A->gu, A->xn2, W->wgu, a->wpack, N, I, H);   /* gate|up and SwiGLU */
+        if (P) cpu_linear_packed_swiglu(A->hm, A->gu, A->xn2, P[2], N, I, H);          /* gate|up and SwiGLU */
+        else cpu_linear_packw_swiglu(A->hm, A->gu, A->xn2, W->wgu, a->wpack, N, I, H);
         float *next = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final;
         if (next != A->x_mid) memcpy(next, A->x_mid, (size_t)N * H * sizeof(float));
-        fwd_linear(a, next, A->hm, W->wd, NULL, N, H, I, 1);
+        if (P) cpu_linear_packed_ex(next, H, A->hm, P[3], NULL, N, H, I, 1);
+        else fwd_linear(a, next, A->hm, W->wd, NULL, N, H, I, 1);
     }
     cpu_rmsnorm(a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
 

@@ -205,8 +205,42 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     return m;
 }
 
+void model_unpack_weights(Model *m) {
+    ModelActs *a = m ? m->priv : NULL;
+    if (!a) return;
+    xfree(a->pk_all);
+    xfree(a->pk);
+    a->pk_all = a->pk_lm = NULL;
+    a->pk = NULL;
+}
+
+int model_pack_weights(Model *m, char err[ERR_LEN]) {
+    if (m->train) return err_set(err, ERR_INVAL, "model_pack_weights: a train-mode model's weights change every step");
+    model_unpack_weights(m);
+    const ModelConfig *c = &m->cfg;
+    ModelActs *a = m->priv;
+    int L = c->n_layers, H = c->hidden, I = c->inter, qd = c->n_heads * c->head_dim, qkvd = QKVD(c);
+    long per = cpu_pack_floats(qkvd, H) + cpu_pack_floats(H, qd) + cpu_pack_floats_glu(I, H) + cpu_pack_floats(H, I);
+    long total = per * L + cpu_pack_floats(c->vocab, H);
+    a->pk_all = xmalloc((size_t)total * sizeof(float));
+    a->pk = xmalloc((size_t)L * 4 * sizeof(float *));
+    float *p = a->pk_all;
+    for (int l = 0; l < L; l++) {
+        const LayerWeights *W = &m->w.layer[l];
+        a->pk[l * 4 + 0] = p; cpu_pack_weights(p, W->wqkv, qkvd, H); p += cpu_pack_floats(qkvd, H);
+        a->pk[l * 4 + 1] = p; cpu_pack_weights(p, W->wo, H, qd); p += cpu_pack_floats(H, qd);
+        a->pk[l * 4 + 2] = p; cpu_pack_weights_glu(p, W->wgu, I, H); p += cpu_pack_floats_glu(I, H);
+        a->pk[l * 4 + 3] = p; cpu_pack_weights(p, W->wd, H, I); p += cpu_pack_floats(H, I);
+    }
+    a->pk_lm = p;
+    cpu_pack_weights(p, m->w.lm_head, c->vocab, H);
+    log_info("model: forward weights packed once (%.1f MiB snapshot)", total * 4.0 / (1 << 20));
+    return 0;
+}
+
 void model_free(Model *m) {
     if (!m) return;
+    model_unpack_weights(m);
     ModelActs *a = m->priv;
     if (a) { xfree(a->layer); xfree(a); }
     xfree(m->acts);
@@ -249,6 +283,7 @@ static int name_is_ignorable(const char *n) {
 }
 
 int model_load_weights(Model *m, const SafeTensors *st, char err[ERR_LEN]) {
+    model_unpack_weights(m);          /* the packed snapshot (if any) no longer matches */
     for (int i = 0; i < m->n_tensors; i++) {
         const ModelTensor *t = &m->tensors[i];
         const StTensor *s = st_find(st, t->name);
@@ -341,6 +376,7 @@ static uint64_t xorshift(uint64_t *s) {
 }
 
 void model_init_random(Model *m, uint64_t seed, float std) {
+    model_unpack_weights(m);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (long i = 0; i < m->n_params; i++) {
         double u1 = ((xorshift(&s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);

@@ -166,6 +166,16 @@ typedef struct {
 } ModelCacheBatch;
 int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char err[ERR_LEN]);
 
+/* Opt-in for an inference model (train = 0) whose weights stay fixed across many forwards (scoring a dataset,
+ * benchmarks; the rollout engine keeps its own packed copy, generate.h): packs every forward weight once (one more
+ * copy of the linear weights and lm_head, ~n_params floats, logged) and model_forward then reads that copy instead
+ * of packing each weight per call — bitwise the same results. The copy is a SNAPSHOT: model_load_weights and
+ * model_init_random drop it; a caller that writes m->params itself must call model_pack_weights again (or
+ * model_unpack_weights) before its next forward. Errors: ERR_INVAL on a train-mode model (its weights change every
+ * step). */
+int    model_pack_weights(Model *m, char err[ERR_LEN]);
+void   model_unpack_weights(Model *m);   /* frees the snapshot; NULL-safe */
+
 void   model_grads_zero(Model *m);
 /* Global L2 norm of all gradients (double accumulation), as torch.nn.utils.clip_grad_norm_ computes it. */
 double model_grad_norm(const Model *m);

@@ -40,6 +40,11 @@ typedef struct {
     float     *att_scratch;  /* cpu_attention_scratch_floats(N) */
     int32_t   *lm_cu;        /* [N + 1] piece bounds of one LM-head chunk (forward.c lm_chunk) */
     float     *wpack;        /* cpu_pack_floats of the largest layer weight or LM-head slice (forward.c fwd_linear) */
+    /* model_pack_weights' snapshot (inference models that opted in; NULL otherwise): every forward weight packed once,
+     * own allocation. pk[l * 4 + 0..3] = q|k|v, o, gate|up (GLU layout), down of layer l; pk_lm = lm_head. */
+    float     *pk_all;
+    float    **pk;
+    float     *pk_lm;
     /* backward only (train) */
     float     *dres;         /* [N, H] gradient of the residual stream */
     float     *dA;           /* [N, max(H, qd)] */

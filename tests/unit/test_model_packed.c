@@ -9,7 +9,8 @@
  *   - rows invariance: rows computed alone, in a sub-batch, or with 1 or 2 threads are bitwise the same;
  *   - model_forward: a sequence's log-probs / entropies are bitwise the same alone, packed with others or moved,
  *     and an inference-mode model gives bitwise the train-mode model's values (the learner's old-log-prob pass and
- *     its training forward; the ratio == 1 on the first mini-batch relies on it). Shapes big enough to take the
+ *     its training forward; the ratio == 1 on the first mini-batch relies on it), and with model_pack_weights'
+ *     snapshot (dropped when the weights change). Shapes big enough to take the
  *     threaded paths (products of >= 4M multiply-adds).
  * Not here: fixture comparisons against transformers (test_model.c), generation (test_generate.c). */
 #include <math.h>
@@ -242,6 +243,21 @@ static void test_forward_sequences_bitwise(void **state) {
         assert_memory_equal(lp1, lp + cu[s], (size_t)len[s] * sizeof(float));
         assert_memory_equal(en1, en + cu[s], (size_t)len[s] * sizeof(float));
     }
+    /* model_pack_weights' snapshot: bitwise the same; a train model refuses it; model_init_random drops it */
+    char err[ERR_LEN];
+    assert_int_equal(model_pack_weights(mt, err), ERR_INVAL);
+    assert_int_equal(model_pack_weights(mi, err), 0);
+    forward(mi, tok, tgt, cu, 3, lp1, en1);
+    assert_memory_equal(lp1, lp, sizeof lp);
+    assert_memory_equal(en1, en, sizeof en);
+    model_init_random(mi, 12, 0.08f);                        /* new weights: the snapshot must not be used */
+    model_init_random(mt, 12, 0.08f);
+    forward(mi, tok, tgt, cu, 3, lp1, en1);
+    forward(mt, tok, tgt, cu, 3, lpt, ent);
+    assert_memory_equal(lp1, lpt, sizeof lp);
+    assert_true(memcmp(lp1, lp, sizeof lp) != 0);
+    model_init_random(mi, 11, 0.08f);                        /* back to the first weights, unpacked */
+    model_unpack_weights(mi);
     /* order C, A (B dropped): each where it now sits */
     memcpy(tok2, tok + cu[2], C * sizeof(int32_t));
     memcpy(tgt2, tgt + cu[2], C * sizeof(int32_t));
