@@ -1,5 +1,5 @@
-/* common/backend/cpu/cpu_decode.c: paged-KV attention and the batch-invariant linear of the rollout engine
- * (see cpu_decode.h for the formulas and the fixed reduction orders).
+/* common/backend/cpu/cpu_decode.c: paged-KV attention and the batch-invariant packed linear (the rollout engine's
+ * decode and every product of model_forward; see cpu_decode.h for the formulas and the fixed reduction orders).
  * Hot loops: explicit AVX-512 intrinsics (fused multiply-add chains) where the CPU has AVX-512, else plain C with
  * fmaf in the same order; compiled at O3 with AVX-512/AVX2 clones like cpu_ops.c, no -ffast-math and no implicit FP
  * contraction (-std=c11), so the order written here is the order executed.

@@ -1,6 +1,6 @@
-/* common/backend/cpu/cpu_decode.h: the CPU kernels that only the rollout engine's KV-cache decoding needs
- * (model/generate.h): attention of packed query rows against a paged KV cache, and a linear layer on pre-packed weights whose
- * every output element is reduced in an order fixed by K alone ("batch-invariant").
+/* common/backend/cpu/cpu_decode.h: attention of packed query rows against a paged KV cache (the rollout engine's
+ * KV-cache decoding, model/generate.h), and the linear layer on packed weights whose every output element is reduced
+ * in an order fixed by K alone ("batch-invariant"): the rollout's decode path and every product of model_forward.
  * Formulas: transformers eager_attention_forward (softmax(q k^T * scale) v, causal) and nn.Linear.
  * Not here: the dense kernels shared with the learner (cpu_ops.h), cache bookkeeping (model/generate.c).
  * None of these functions allocate or fail (shapes are the caller's contract). */
@@ -20,9 +20,11 @@ void cpu_pack_weights(float *dst, const float *w, int N, int K);
  * over k = 0 .. K-1 in order (AVX-512; a plain multiply-then-add chain on CPUs without it), then + b[n]: the result
  * of a row never depends on M, the other rows or the thread count (batch-invariant), and the weights stream once
  * per panel for up to 8 rows at a time, which is what makes small-batch decoding fast (no per-call packing of
- * the weight matrix, unlike sgemm). Big products are cache-blocked (K blocks of 256 with the accumulators kept in y
- * between blocks, which leaves the chain order unchanged; row blocks of 256), so prefill-sized M runs near the FMA
- * peak. Parallel over column panels (OpenMP), or over rows when there are fewer panels than threads. */
+ * the weight matrix, unlike sgemm). Big products are cache-blocked (row blocks of 128; K split into blocks only past
+ * 1536, the accumulators kept in y between them, which leaves the chain order unchanged), so prefill-sized M runs at
+ * the FMA peak (8 x 32 register tiles). Threads (OpenMP, from 4M multiply-adds): a run of panels each, a thread done
+ * with its own taking the others' remaining row blocks; rows per thread when there are fewer panels than threads.
+ * All arrays caller-owned; M <= 0 or N <= 0: nothing done. */
 void cpu_linear_packed(float *y, const float *x, const float *wp, const float *b, int M, int N, int K);
 /* The general form: y rows at stride ldy >= N (a column slice of a wider output, e.g. a vocabulary slice of the
  * logits); accumulate: y += x @ w^T with each chain STARTING FROM the old y[m, n] (residual adds: no separate product,
@@ -33,7 +35,7 @@ void cpu_linear_packed_ex(float *y, long ldy, const float *x, const float *wp, c
 
 /* The gate/up product of a SwiGLU MLP with the activation fused: w = [gate; up] ([2I, K], gate_proj rows then
  * up_proj rows, as model.h stores wgu) packed by cpu_pack_weights_glu (panel p = gate rows 16p..16p+15 beside the
- * matching up rows; cpu_pack_floats_glu(I, K) floats). Writes gu[M, 2I] = x @ w^T (gate | up, each element the same
+ * matching up rows 16p..16p+15 of up_proj; cpu_pack_floats_glu(I, K) floats). Writes gu[M, 2I] = x @ w^T (gate | up, each element the same
  * fixed-order FMA chain as cpu_linear_packed) and h[M, I] = silu(gate) * up = g / (1 + exp(-g)) * u (cpu_swiglu's
  * formula, exp as cpu_fexp.h) from each block while it is still in cache: no separate pass over gu.
  * Batch-invariant like cpu_linear_packed. Source: transformers Qwen2MLP (down_proj(act_fn(gate_proj(x)) * up_proj(x))). */
