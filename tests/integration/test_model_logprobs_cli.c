@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "io/safetensors.h"
+#include "tests/testutil.h"
 
 static void test_cli_matches_fixture(void **state) {
     (void)state;
@@ -84,16 +85,6 @@ static void test_cli_matches_fixture(void **state) {
     st_close(st);
 }
 
-/* Runs cmd through the shell with stdout into out; returns the exit status (-1 when it did not exit). */
-static int run_capture(const char *cmd, char *out, size_t n) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t len = fread(out, 1, n - 1, p);
-    out[len] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void bin_path(char *bin, size_t n, const char *name) {
     const char *root = getenv("DAPO_ROOT"), *build = getenv("DAPO_BUILD");
     if (!root || !*root) root = ".";
@@ -112,11 +103,11 @@ static void test_cli_exit_status(void **state) {
     snprintf(model, sizeof model, "%s/tests/data/model/qwen2_gqa", root);
     snprintf(cmd, sizeof cmd, "printf '{\"id\": 1, \"input_ids\": [1, 2, 3]}\\n' | '%s' --model '%s' 2>/dev/null", bin,
              model);
-    assert_int_equal(run_capture(cmd, out, sizeof out), 0);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
     assert_non_null(strstr(out, "\"logprobs\""));
     snprintf(cmd, sizeof cmd, "printf 'not json\\n{\"id\": 2, \"input_ids\": [1]}\\n' | '%s' --model '%s' 2>&1", bin,
              model);
-    assert_int_equal(run_capture(cmd, out, sizeof out), 1);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 1);
     assert_non_null(strstr(out, "line is not a JSON object"));
     assert_non_null(strstr(out, "{\"id\":2,\"error\":\"input_ids: expected an array of at least 2 token ids\"}"));
     assert_non_null(strstr(out, "dapo-logprobs: 2 of 2 lines had an error"));
@@ -130,15 +121,15 @@ static void test_cli_help(void **state) {
     const char *help[] = { "--help", "-h", "--model x --help" };
     for (size_t i = 0; i < sizeof help / sizeof help[0]; i++) {
         snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", bin, help[i]);
-        assert_int_equal(run_capture(cmd, out, sizeof out), 0);
+        assert_int_equal(tu_run(cmd, out, sizeof out), 0);
         assert_non_null(strstr(out, "usage: dapo-logprobs --model DIR"));
         assert_non_null(strstr(out, "1 any line was an error"));
     }
     snprintf(cmd, sizeof cmd, "'%s' --bogus 2>&1 >/dev/null", bin);
-    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 2);
     assert_non_null(strstr(out, "usage: dapo-logprobs --model DIR"));
     snprintf(cmd, sizeof cmd, "'%s' --bogus 2>/dev/null", bin);
-    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 2);
     assert_string_equal(out, "");
 }
 
