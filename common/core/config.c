@@ -419,6 +419,11 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
     if (is_section(key))
         return err_set(err, ERR_INVAL, "%s: %s: expected a mapping, found a scalar ('%s')", where, key, value);
     if (is_verl_only(key)) {
+        /* verl switches that would add a KL term: ignoring `true` would train something else than asked */
+        if ((!strcmp(key, AR "actor.use_kl_loss") || !strcmp(key, "algorithm.use_kl_in_reward")) &&
+            (!strcasecmp(value, "true") || !strcmp(value, "1")))
+            return err_set(err, ERR_UNSUPPORTED, "%s: %s: true is not supported: DAPO trains without a KL term (no "
+                           "reference model); set it false or remove it", where, key);
         log_warn("%s: %s: verl key not used by dapo, ignored (value '%s')", where, key, value);
         return 0;
     }

@@ -116,6 +116,9 @@ static void test_yaml_file(void **state) {
 static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {"actor_rollout_ref.actor.clip_ratio_hgh=0.3", NULL, "clip_ratio_hgh", "did you mean 'actor_rollout_ref.actor.clip_ratio_high'"},
     {"actor_rollout_ref.actor.clip_ratio_high=abc", NULL, "'abc'", "not a number"},
+    /* verl switches that would add a KL term are refused when on (false is accepted, with the verl-key warning) */
+    {"actor_rollout_ref.actor.use_kl_loss=true", NULL, "use_kl_loss: true is not supported", "without a KL term"},
+    {NULL, "algorithm:\n  use_kl_in_reward: True\n", "use_kl_in_reward: true is not supported", "reference model"},
     {"actor_rollout_ref.actor.clip_ratio_high=nan", NULL, "'nan'", "not a number"},
     /* numbers strtod cannot hold (ERANGE) or infinite: out of range, with the allowed range */
     {"actor_rollout_ref.actor.clip_ratio_high=1e999", NULL,
