@@ -300,6 +300,34 @@ static void test_silent_verifier_lease_reclaimed(void **state) {
     g_fake_verifiers = 0;
 }
 
+/* Removes the validation row of `step` from DIR/ckpt/metrics.jsonl; returns how many rows it removed. */
+static int drop_validation_row(const char *dir, long step) {
+    char path[400], tmp[420];
+    snprintf(path, sizeof path, "%s/ckpt/metrics.jsonl", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *in = fopen(path, "r"), *out = fopen(tmp, "w");
+    assert_non_null(in);
+    assert_non_null(out);
+    char *line = NULL;
+    size_t cap = 0;
+    int dropped = 0;
+    while (getline(&line, &cap, in) > 0) {
+        json_t *j = json_loads(line, 0, NULL);
+        int val = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(j, k, v) val |= strncmp(k, "val-core/", 9) == 0;
+        if (val && json_integer_value(json_object_get(j, "step")) == step) dropped++;
+        else fputs(line, out);
+        json_decref(j);
+    }
+    free(line);
+    fclose(in);
+    fclose(out);
+    assert_int_equal(rename(tmp, path), 0);
+    return dropped;
+}
+
 /* SIGTERM writes the checkpoint; a restart with resume_mode auto continues from it, here from a checkpoint taken
  * exactly at an epoch boundary (24 prompts, one round of 6 per step without filtering: 4 steps per epoch). */
 static void test_resume_at_epoch_boundary(void **state) {
@@ -317,6 +345,8 @@ static void test_resume_at_epoch_boundary(void **state) {
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);
     assert_non_null(strstr(out, "\"step\": 4"));
     assert_non_null(strstr(out, "\"cursor\": 24"));
+    /* as if the stop had come during step 4's validation: its row is not in metrics.jsonl; the resume runs it */
+    assert_int_equal(drop_validation_row(r.dir, 4), 1);
     /* Restart over the same directory (start_run would wipe it: start the processes by hand). */
     static Run r2;
     r2 = r;
@@ -329,7 +359,10 @@ static void test_resume_at_epoch_boundary(void **state) {
     snprintf(a_tok, sizeof a_tok, "data.tokenizer=%s/data/tokenizers/qwen3", tu_root());
     snprintf(a_dir, sizeof a_dir, "trainer.default_local_dir=%s/ckpt", r2.dir);
     snprintf(log, sizeof log, "%s/coordinator-resumed.log", r2.dir);
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), a_bind, a_http, a_train, a_tok, a_dir,
+    char a_val[320];
+    snprintf(a_val, sizeof a_val, "data.val_files=%s/toy.jsonl", r2.dir);
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), a_bind, a_http, a_train, a_tok, a_dir, a_val,
+                    "trainer.test_freq=2", "actor_rollout_ref.rollout.val_kwargs.n=2",
                     "data.train_batch_size=4", "data.gen_batch_size=6", "trainer.total_epochs=5",
                     "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
                     "trainer.total_training_steps=6", "algorithm.filter_groups.enable=false",
@@ -352,8 +385,9 @@ static void test_resume_at_epoch_boundary(void **state) {
     assert_int_equal(json_integer_value(json_object_get(st, "prompts_consumed")), 36);
     assert_accounting(st);
     assert_int_equal(group_count(st, "trained"), 24);             /* 6 steps x 4, counted across the restart */
-    /* history: steps 1-4 and the validations at steps 0, 2, 4 read back from metrics.jsonl, then steps 5-6 */
-    assert_int_equal(json_integer_value(json_object_get(st, "history")), 9);
+    /* history: steps 1-4 and the validations at steps 0 and 2 read back from metrics.jsonl, the validation of step 4
+     * run again, steps 5-6, the validation of step 6 */
+    assert_int_equal(json_integer_value(json_object_get(st, "history")), 10);
     json_decref(st);
     stop_run(&r2);
 }
