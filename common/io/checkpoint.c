@@ -125,6 +125,12 @@ static void prune(const char *root, long keep_step, int max_keep) {
     int kept = 1;                                 /* the checkpoint just written */
     for (int i = 0; i < n; i++) {
         if (v[i] == keep_step) continue;
+        if (v[i] > keep_step) {                   /* an earlier run's (resume_mode disable, resume_path): not ours to
+                                                   * delete, and not counted against this run's max_keep */
+            log_warn("checkpoint: global_step_%ld is newer than this run's step %ld (an earlier run's): left alone",
+                     v[i], keep_step);
+            continue;
+        }
         if (kept < max_keep) { kept++; continue; }
         char p[4096], e[ERR_LEN];
         snprintf(p, sizeof p, "%s/global_step_%ld/actor", root, v[i]);

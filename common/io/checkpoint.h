@@ -37,7 +37,8 @@ typedef struct {
 
 /* Writes ROOT/global_step_<st->step>/actor (see top) from a train-mode model (params, adam_m, adam_v) and points
  * CHECKPOINT_LATEST_FILE at it, then, when
- * max_keep > 0, removes the oldest complete checkpoints beyond max_keep (never the one just written). An existing
+ * max_keep > 0, removes the oldest complete checkpoints older than it beyond max_keep (never the one just written;
+ * newer steps belong to an earlier run and are left alone, with a warning). An existing
  * checkpoint of the same step is replaced only after the new one is complete. Returns 0, or ERR_IO naming the failing
  * file and errno text (e.g. "No space left on device"); on failure nothing of the new checkpoint remains and older
  * ones are untouched. ERR_INVAL for a model without optimizer state. */

@@ -82,9 +82,9 @@ if [ -x "$prep" ]; then
   RUN_DIR="$rundir" BUILD="$BUILD" PREPARE_MODEL=$prep_model setsid "$prep" &
   prep_pid=$!
   echo "$prep_pid prepare" > "$rundir/pids"
-  trap stop_prepare INT TERM
+  trap stop_prepare INT TERM HUP
   rc=0; wait "$prep_pid" || rc=$?
-  trap - INT TERM
+  trap - INT TERM HUP
   rm -f "$rundir/pids"
   [ "$rc" = 0 ] || { echo "run.sh: $prep failed (exit $rc)" >&2; exit 1; }
 fi
@@ -101,8 +101,9 @@ start() {  # name, command...
 }
 coord_rc=""
 stop() {  # exit status
+  set +e                      # a closed terminal (SIGHUP) makes every echo fail: the stop goes on all the same
   # A second Ctrl-C goes to the coordinator, which then exits at once (without waiting for the step in training).
-  trap 'echo "dapo: stopping now"; kill -TERM "${pids[0]}" 2>/dev/null || true' INT TERM
+  trap 'echo "dapo: stopping now"; kill -TERM "${pids[0]}" 2>/dev/null' INT TERM HUP
   if kill -0 "${pids[0]}" 2>/dev/null; then
     echo "dapo: stopping (the coordinator finishes the step in training and checkpoints it first; Ctrl-C again to" \
          "stop at once)..."
@@ -136,7 +137,7 @@ check_started() {
     sleep 0.5
   done
 }
-trap stop INT TERM
+trap stop INT TERM HUP       # HUP: the terminal closed; the daemons (own sessions) would otherwise run on, unseen
 log_from=$(( $(stat -c %s "$rundir/logs/coordinator.log" 2>/dev/null || echo 0) + 1 ))   # this run's part of the log
 start coordinator "$bin/dapo-coordinator" "${common[@]}"
 for i in $(seq 0 $((nver - 1))); do start "verifier-$i" "$bin/dapo-verifier" "${common[@]}" --id "verifier-$i"; done
@@ -148,7 +149,7 @@ echo "dapo: dashboard at http://$http/   (Ctrl-C stops the run; run the same com
 # What the terminal should not miss: errors, a failed run, the end of training (the coordinator keeps serving the
 # dashboard after it; Ctrl-C ends the run).
 tail -c "+$log_from" -F --pid="${pids[0]}" "$rundir/logs/coordinator.log" 2>/dev/null |
-  grep --line-buffered -E ' ERROR |FAILED|training finished|resumed from' | sed -u 's/^[^ ]* /dapo: /' &
+  grep --line-buffered -E " ERROR |FAILED|training finished|resumed from|earlier run's" | sed -u 's/^[^ ]* /dapo: /' &
 coord_rc=0; wait "${pids[0]}" || coord_rc=$?     # (Ctrl-C: the trap runs stop, which exits)
 if [ "$coord_rc" != 0 ]; then
   echo "dapo: the coordinator exited with status $coord_rc; the end of $rundir/logs/coordinator.log:" >&2

@@ -321,11 +321,11 @@ static void decide(Coord *c, const WorkerEntry *w) {
     k->undecided = 0;
     if (!pick && !k->has_saved && !k->has_pending && v == 0) return;     /* a fresh run on both sides */
     if (!pick) {
-        char have[96];
+        char have[128];
+        const EngineSnapshot *h = k->has_saved ? &k->saved : &k->pending;
         if (k->has_saved || k->has_pending)
-            snprintf(have, sizeof have, "coordinator.json holds step %ld (version %lld)",
-                     k->has_saved ? k->saved.step : k->pending.step,
-                     (long long)(k->has_saved ? k->saved.policy_version : k->pending.policy_version));
+            snprintf(have, sizeof have, "coordinator.json holds step %ld (version %lld)%s", h->step,
+                     (long long)h->policy_version, v < h->policy_version ? ": the learner's checkpoint of it is missing" : "");
         else
             snprintf(have, sizeof have, "there is no coordinator.json");
         log_info("resume: the coordinator checkpoint is %s; trainer.default_local_dir is %s", k->resume_path,

@@ -163,7 +163,15 @@ void coord_exit(Coord *c) {
 
 void coord_stop(Coord *c) {
     if (c->stopping) {
-        log_warn("stop requested again: exiting now, without waiting for the step in training or its checkpoint");
+        if (ckpt_done(c)) {
+            log_info("stop requested again: exiting now");
+        } else {
+            EngineSnapshot s = {0};
+            engine_snapshot(c, &s);
+            log_error("stop requested again: exiting now, without a checkpoint of step %ld; the next start resumes "
+                      "step %ld, the last checkpoint both sides hold", s.step, c->ckpt.has_saved ? c->ckpt.saved.step : 0L);
+            c->stop_failed = 1;
+        }
         coord_exit(c);
         return;
     }

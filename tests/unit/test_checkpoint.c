@@ -133,9 +133,19 @@ static void test_keep_and_incomplete(void **state) {
     /* a new run in the same directory (resume_mode disable) writes step 2 beside the older run's 3 and 4: the marker
      * names 2, so 2 is resumed; without a marker (a directory from before it existed) the newest is */
     CheckpointState s2 = {.step = 2, .adam_step = 2, .policy_version = 2};
-    assert_int_equal(checkpoint_save(dir, m, &s2, 3, err), 0);
+    assert_int_equal(checkpoint_save(dir, m, &s2, 2, err), 0);
     assert_int_equal(checkpoint_find_latest(dir, path, sizeof path, &step, err), 0);
     assert_int_equal(step, 2);
+    CheckpointState s1 = {.step = 1, .adam_step = 1, .policy_version = 1};   /* and its max_keep (2) counts only */
+    assert_int_equal(checkpoint_save(dir, m, &s1, 2, err), 0);              /* its own: 3 and 4 are left alone */
+    s2.adam_step = 3;
+    assert_int_equal(checkpoint_save(dir, m, &s2, 2, err), 0);
+    assert_int_equal(count_steps(), 5);             /* 1, 2 (this run), 3, 4 (the other), 9 (half-written) */
+    CheckpointState s3 = {.step = 3, .adam_step = 3, .policy_version = 3};
+    assert_int_equal(checkpoint_save(dir, m, &s3, 2, err), 0);              /* replaces the other run's 3; 1 goes */
+    assert_int_equal(count_steps(), 4);
+    snprintf(path, sizeof path, "%s/global_step_1", dir);
+    assert_int_not_equal(access(path, F_OK), 0);
     char mark[600];
     snprintf(mark, sizeof mark, "%s/" CHECKPOINT_LATEST_FILE, dir);
     FILE *f = fopen(mark, "w");
