@@ -184,7 +184,8 @@ static int reload_history(Coord *c, long step) {
     while (getline(&line, &cap, f) > 0) {
         json_t *j = json_loads(line, 0, NULL);
         json_t *st = json_object_get(j, "step");
-        if (json_is_integer(st) && json_integer_value(st) > step) {
+        int later = json_is_integer(st) && json_integer_value(st) > step;
+        if (later) {
             dropped++;
         } else if (json_is_integer(st)) {
             Metrics m = {0};
@@ -198,7 +199,7 @@ static int reload_history(Coord *c, long step) {
             metrics_free(&m);
             n++;
         }
-        if (!(json_is_integer(st) && json_integer_value(st) > step) && out) fputs(line, out);
+        if (!later && out) fputs(line, out);
         json_decref(j);
     }
     free(line);

@@ -117,28 +117,16 @@ static void status(Coord *c, const char *fmt, ...) {
     }
 }
 
-static void fail_v(Coord *c, const char *fmt, va_list ap) {
+void engine_fail(Coord *c, const char *fmt, ...) {
     Engine *e = c->engine;
+    if (!e) return;
+    va_list ap;
+    va_start(ap, fmt);
     vsnprintf(e->fail, sizeof e->fail, fmt, ap);
+    va_end(ap);
     e->phase = PH_FAILED;
     snprintf(c->status_line, sizeof c->status_line, "FAILED: %.240s", e->fail);
     log_error("%s", e->fail);
-}
-
-static void fail(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(Coord *c, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fail_v(c, fmt, ap);
-    va_end(ap);
-}
-
-void engine_fail(Coord *c, const char *fmt, ...) {
-    if (!c->engine) return;
-    va_list ap;
-    va_start(ap, fmt);
-    fail_v(c, fmt, ap);
-    va_end(ap);
 }
 
 /* ------------------------------------------------------------------------------------------------ groups */
@@ -426,7 +414,7 @@ static int send_batch(Coord *c, Group **batch, int nb) {
     Layout lay = {0};
     if (!rc) rc = layout_build(gsize, nb, resp_tok, cost, c->cfg.ppo_mini_batch_size, c->cfg.num_learners, &lay, err);
     if (rc) {
-        fail(c, "step %ld: cannot lay out the batch: %s", e->step, err);
+        engine_fail(c, "step %ld: cannot lay out the batch: %s", e->step, err);
         goto out;
     }
     /* learner rank -> worker index */
@@ -496,7 +484,7 @@ static int send_batch(Coord *c, Group **batch, int nb) {
             if (src) rc = src;
         }
     if (rc) {
-        fail(c, "step %ld: TrainBatch not sent: %s", e->step, err);
+        engine_fail(c, "step %ld: TrainBatch not sent: %s", e->step, err);
         goto out;
     }
     e->job.expected = c->cfg.ppo_epochs * lay.n_mini * W;
@@ -550,7 +538,7 @@ static void after_round(Coord *c) {
     if (e->kept < T) {
         int limit = c->cfg.max_num_gen_batches;
         if (limit > 0 && e->round >= limit) {
-            fail(c, "step %ld: after %d generation rounds only %d of the %d groups the batch needs had mixed %s "
+            engine_fail(c, "step %ld: after %d generation rounds only %d of the %d groups the batch needs had mixed %s "
                  "(%d generated, %d filtered, %d solved by none, %d solved by all); raise "
                  "algorithm.filter_groups.max_num_gen_batches or check the data and model",
                  e->step, e->round, e->kept, T, filter_metric_name(e->fmetric), e->n_scored_groups, e->n_filtered,
@@ -560,7 +548,7 @@ static void after_round(Coord *c) {
         int before = e->ngroups;
         start_round(c);
         if (e->ngroups == before) {
-            fail(c, "step %ld: the data ran out with %d of %d groups kept", e->step, e->kept, T);
+            engine_fail(c, "step %ld: the data ran out with %d of %d groups kept", e->step, e->kept, T);
         }
         return;
     }
@@ -829,7 +817,7 @@ static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
         return;
     }
     if (r->error[0]) {
-        fail(c, "step %ld: learner %s (rank %u) failed: %s", t->step, w->id, r->rank, r->error);
+        engine_fail(c, "step %ld: learner %s (rank %u) failed: %s", t->step, w->id, r->rank, r->error);
         return;
     }
     for (size_t i = 0; i < r->n_metrics; i++)
@@ -893,7 +881,7 @@ void engine_on_worker_lost(Coord *c, int wi) {
     }
     if (requeued) log_warn("%d groups of %s returned to the queue", requeued, c->workers[wi].id);
     if (c->workers[wi].role == DAPO__ROLE__ROLE_LEARNER && e->job.active)
-        fail(c, "step %ld: learner rank %u (%s) was lost during the update; restart it and resume from the last "
+        engine_fail(c, "step %ld: learner rank %u (%s) was lost during the update; restart it and resume from the last "
              "checkpoint", e->step, c->workers[wi].rank, c->workers[wi].id);
 }
 
@@ -912,7 +900,7 @@ void engine_reclaim_leases(Coord *c) {
      * with the counts instead of a silent wait */
     TrainJob *t = &e->job;
     if (t->active && e->phase != PH_FAILED && lim_gen > 0 && (clock_s() - t->t_sent) * 1000 > lim_gen) {
-        fail(c, "step %ld: the learners sent %d of the %d step results in %.0f s (cluster.max_lease_s): a learner "
+        engine_fail(c, "step %ld: the learners sent %d of the %d step results in %.0f s (cluster.max_lease_s): a learner "
              "stopped answering while it heartbeats; see the learner logs", t->step, t->results, t->expected,
              clock_s() - t->t_sent);
         return;
