@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_host.h"
 #include "dapo_fixture.h"
 #include "model/model_config.h"
+#include "tests/testutil.h"
 
 static void test_bf16_matches_torch(void **state) {
     (void)state;
@@ -231,13 +232,7 @@ static void test_gpu_check_help(void **state) {
     for (int i = 0; i < 3; i++) {
         snprintf(cmd, sizeof cmd, "'%s%s%s/bin/dapo-gpu-check' %s 2>/dev/null", build[0] == '/' ? "" : root,
                  build[0] == '/' ? "" : "/", build, flags[i]);
-        FILE *p = popen(cmd, "r");
-        assert_non_null(p);
-        size_t n = fread(out, 1, sizeof out - 1, p);
-        out[n] = 0;
-        int st = pclose(p);
-        assert_true(WIFEXITED(st));
-        assert_int_equal(WEXITSTATUS(st), i < 2 ? 0 : 2);
+        assert_int_equal(tu_run(cmd, out, sizeof out), i < 2 ? 0 : 2);
         if (i < 2) assert_non_null(strstr(out, "usage: dapo-gpu-check [kernels|model|bench|all]"));
         else assert_string_equal(out, "");
     }

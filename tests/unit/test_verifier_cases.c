@@ -24,6 +24,7 @@
 #include <zstd.h>
 
 #include "reward/reward.h"
+#include "tests/testutil.h"
 
 extern char **environ;
 
@@ -292,37 +293,20 @@ static void test_binary_unknown_data_source(void **state) {
     if (!b || !*b) b = "build";
     snprintf(cmd, sizeof cmd, "%s%s%s/bin/dapo-verify --data-source nosuch </dev/null 2>&1", b[0] == '/' ? "" : root_dir(),
              b[0] == '/' ? "" : "/", b);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 2);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 2);
     assert_non_null(strstr(out, "unknown data source 'nosuch'"));
     assert_non_null(strstr(out, "known: math_dapo, math500"));
     assert_non_null(strstr(out, "openai/gsm8k"));
     assert_non_null(strstr(out, "aime*"));
     snprintf(cmd, sizeof cmd, "%s%s%s/bin/dapo-verify --data-source aime-2024 </dev/null 2>&1", b[0] == '/' ? "" : root_dir(),
              b[0] == '/' ? "" : "/", b);
-    p = popen(cmd, "r");
-    assert_non_null(p);
-    n = fread(out, 1, sizeof out - 1, p);
-    st = pclose(p);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);                         /* a prefix source is known */
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);          /* a prefix source is known */
     /* --help / -h: the usage on stdout, exit 0; a wrong flag: the usage on stderr, exit 2. */
     const char *flags[] = { "--help", "-h", "--bogus" };
     for (int i = 0; i < 3; i++) {
         snprintf(cmd, sizeof cmd, "%s%s%s/bin/dapo-verify %s </dev/null 2>/dev/null", b[0] == '/' ? "" : root_dir(),
                  b[0] == '/' ? "" : "/", b, flags[i]);
-        p = popen(cmd, "r");
-        assert_non_null(p);
-        n = fread(out, 1, sizeof out - 1, p);
-        out[n] = 0;
-        st = pclose(p);
-        assert_true(WIFEXITED(st));
-        assert_int_equal(WEXITSTATUS(st), i < 2 ? 0 : 2);
+        assert_int_equal(tu_run(cmd, out, sizeof out), i < 2 ? 0 : 2);
         if (i < 2) assert_non_null(strstr(out, "usage: dapo-verify"));
         else assert_string_equal(out, "");
     }
