@@ -7,7 +7,8 @@
  * new_policy_version = v+1. Checkpoints are the coordinator's to ask for (it asks at every trainer.save_freq step, the
  * last step and when it stops, and keeps its own state of that step beside them): Control CHECKPOINT of step S saves
  * the weights of step S (rank 0) between steps and answers Control CHECKPOINT_DONE — the coordinator records a
- * checkpoint only once both sides hold it. Control SHUTDOWN stops like SIGTERM. Long computations keep heartbeating and serving weight requests (keepalive).
+ * checkpoint only once both sides hold it. Control SHUTDOWN stops like SIGTERM. Long computations keep heartbeating
+ * and serving weight requests (keepalive).
  * Not here: the GPU path (the NCCL collective exists for CUDA builds; the model core is CPU-only), pushing weights. */
 #include <signal.h>
 #include <stdio.h>
