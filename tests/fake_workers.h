@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "core/clock.h"
 #include "net/worker.h"
 
 enum { MODE_BY_LENGTH = 0, MODE_ALL_WRONG = 1 };
@@ -78,6 +79,9 @@ typedef struct {
     int           groups_done;
     uint64_t      bytes_sent;            /* GroupResult bytes (packed protobuf) */
     volatile long *gen_step_seen;        /* optional: the highest training step it was asked to generate for */
+    int           load_lag_ms;           /* loads a newer policy version this long after it first hears of it */
+    int64_t       loaded;                /* the version it holds: stamped on its results, and encoded in every
+                                          * response's first token id as 1000 + version (FakeLearner checks it) */
     int           fast;                  /* bench: GroupResults from templates (see the top comment) */
     FakeTemplate  tmpl[3];               /* fast: per answer class (all right, mixed, all wrong); freed at exit */
     FakeTraffic   traffic;
@@ -95,6 +99,10 @@ typedef struct {
     int64_t       version;               /* policy version it holds (Hello, heartbeats); a restart sets it to */
     int64_t       saved_version;         /* the version of its last checkpoint (Control CHECKPOINT, answered) */
     int           checkpoints;           /* CHECKPOINT requests answered */
+    int           staleness;             /* rows may lag this many versions behind the shard's policy_version */
+    int           rows, stale_rows;      /* rows seen; rows with behaviour version < policy_version */
+    int           too_stale;             /* rows outside [policy_version - staleness, policy_version] */
+    int           version_mismatch;      /* rows whose behaviour version is not the one their rollout encoded */
     FakeTraffic   traffic;
     pthread_t     th;
 } FakeLearner;
@@ -110,6 +118,7 @@ static inline void fake_group_result(FakeRollout *f, const Dapo__GenerateGroup *
                                      Dapo__Response *rp[64], Dapo__GroupResult *r) {
     int n = (int)g->n, cls = fake_group_class(f, g);
     static int32_t ids[1 << 14];
+    static _Thread_local int32_t vids[1 << 14];      /* ids with the first one = 1000 + the version it holds */
     static float lps[1 << 14];
     static char text[2][1 << 16];
     if (!ids[0]) {
@@ -119,10 +128,13 @@ static inline void fake_group_result(FakeRollout *f, const Dapo__GenerateGroup *
             memcpy(text[k], k ? "Answer: 8\n" : "Answer: 7\n", 10);
         }
     }
+    memcpy(vids, ids, sizeof vids);
+    vids[0] = 1000 + (int32_t)f->loaded;
     for (int i = 0; i < n && i < 64; i++) {
         dapo__response__init(&resp[i]);
         int right = cls == 0 || (cls == 1 && i % 2 == 0);
-        resp[i].token_ids = ids;
+        resp[i].token_ids = f->fast ? ids : vids;        /* fast: one template for every version */
+        resp[i].policy_version = f->fast ? 0 : f->loaded;   /* fast: templates, the group's version serves */
         resp[i].n_token_ids = f->resp_tokens ? (size_t)f->resp_tokens : 3 + (size_t)(i % 3);
         resp[i].logprobs = lps;
         resp[i].n_logprobs = resp[i].n_token_ids;
@@ -134,7 +146,7 @@ static inline void fake_group_result(FakeRollout *f, const Dapo__GenerateGroup *
     dapo__group_result__init(r);
     r->run_id = g->run_id;
     r->step = g->step;
-    r->policy_version = g->policy_version;
+    r->policy_version = f->loaded;
     r->group_id = g->group_id;
     r->attempt = g->attempt;
     r->n_responses = (size_t)(n < 64 ? n : 64);
@@ -155,6 +167,7 @@ static inline size_t fake_group_frame(FakeRollout *f, const Dapo__GenerateGroup 
         fake_group_result(f, g, resp, rp, &r);
         r.run_id = "";                              /* proto3: empty / zero fields are not packed */
         r.step = r.policy_version = 0;
+        for (size_t i = 0; i < r.n_responses; i++) resp[i].policy_version = 0;   /* the group's version serves */
         r.group_id = 0;
         r.attempt = 0;
         xfree(t->body);
@@ -166,7 +179,7 @@ static inline size_t fake_group_frame(FakeRollout *f, const Dapo__GenerateGroup 
     Dapo__GroupResult h = DAPO__GROUP_RESULT__INIT;
     h.run_id = g->run_id;
     h.step = g->step;
-    h.policy_version = g->policy_version;
+    h.policy_version = f->loaded;
     h.group_id = g->group_id;
     h.attempt = g->attempt;
     h.error = "";
@@ -210,14 +223,17 @@ static inline void *rollout_main(void *arg) {
                     .capacity = (uint32_t)f->capacity, .heartbeat_ms = 100, .lease_timeout_s = 5};
     Worker *w = worker_open(ctx, &o, err);
     int dead = 0;
-    int64_t loaded = -1;
+    int64_t loaded = -1, heard = -1, heard_ms = 0;
+    f->loaded = 0;
     while (w && !f->stop) {
         if (dead) { usleep(20000); continue; }          /* hung: no heartbeats, no answers */
         NetMsg m;
         int rc = worker_poll(w, &m, 20, err);
         int64_t want = worker_coordinator_version(w);
-        if (want > loaded) {                           /* "loads" every new version at once and acks it */
+        if (want > heard) { heard = want; heard_ms = clock_ms(); }
+        if (want > loaded && (loaded < 0 || clock_ms() - heard_ms >= f->load_lag_ms)) {   /* "loads" it, acks it */
             loaded = want;
+            f->loaded = loaded;
             worker_set_status(w, 0, loaded);
             Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
             ack.version = loaded;
@@ -278,6 +294,16 @@ static inline void *learner_main(void *arg) {
                 f->bad++;
             f->batches++;
             f->seqs += (int)nseq;
+            for (size_t i = 0; i < nseq && tb->n_behaviour_versions == nseq; i++) {
+                int64_t v = tb->behaviour_versions[i], lag = tb->policy_version - v;
+                int32_t first = tb->prompt_lengths[i] < tb->offsets[i + 1] - tb->offsets[i]
+                                    ? tb->input_ids[tb->offsets[i] + tb->prompt_lengths[i]] : -1;
+                f->rows++;
+                f->stale_rows += lag > 0;
+                f->too_stale += lag < 0 || lag > f->staleness;
+                f->version_mismatch += first != 1000 + (int32_t)v;
+            }
+            if (tb->n_behaviour_versions != nseq) f->bad++;
             f->last_global_tokens = (long long)tb->global_response_tokens;
             Dapo__StepResult__MetricsEntry me = DAPO__STEP_RESULT__METRICS_ENTRY__INIT, *mes[1] = {&me};
             me.key = "actor/pg_loss";

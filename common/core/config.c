@@ -98,6 +98,14 @@ static const CfgEntry cfg_table[] = {
     { "algorithm.filter_groups.streaming",   CFG_BOOL,  0, 0,       "false",   O(filter_groups_streaming), NULL, 0 },
     { "algorithm.overlong_filtering",        CFG_BOOL,  0, 0,       "false",   O(overlong_filtering), NULL, 0 },
 
+    { "algorithm.rollout_correction.rollout_is", CFG_STR, 0, 0,   "auto",    O(rc_rollout_is), NULL, 0 },
+    { "algorithm.rollout_correction.rollout_is_threshold", CFG_STR, 0, 0, "2.0", O(rc_is_threshold), NULL, 0 },
+    { "algorithm.rollout_correction.rollout_is_batch_normalize", CFG_BOOL, 0, 0, "false", O(rc_is_batch_normalize), NULL, 0 },
+    { "algorithm.rollout_correction.rollout_rs", CFG_STR, 0, 0,   "",        O(rc_rollout_rs), NULL, 0 },
+    { "algorithm.rollout_correction.rollout_rs_threshold", CFG_STR, 0, 0, "", O(rc_rs_threshold), NULL, 0 },
+    { "algorithm.rollout_correction.bypass_mode", CFG_BOOL, 0, 0,  "false",   O(rc_bypass_mode), NULL, 0 },
+    { "algorithm.rollout_correction.loss_type", CFG_ENUM, 0, 0,   "ppo_clip", O(rc_loss_type), "ppo_clip|reinforce", 0 },
+
     { "reward_model.overlong_buffer.enable", CFG_BOOL,  0, 0,       "true",    O(overlong_buffer_enable), NULL, 0 },
     { "reward_model.overlong_buffer.len",    CFG_INT,   1, 1e7,     "4096",    O(overlong_buffer_len), NULL, 0 },
     { "reward_model.overlong_buffer.penalty_factor", CFG_FLOAT, 0, 1e6, "1.0", O(overlong_penalty_factor), NULL, 0 },
@@ -139,6 +147,7 @@ static const CfgEntry cfg_table[] = {
     { "cluster.collective_timeout_s",        CFG_FLOAT, 0, 86400,   "300",     O(collective_timeout_s), NULL, MIN_EXCL },
 };
 #define NCFG (sizeof cfg_table / sizeof cfg_table[0])
+_Static_assert(NCFG <= sizeof(((Config *)0)->user_set), "Config.user_set needs a slot per cfg_table row");
 
 /* Keys (or subtrees, ending in '.') that verl has and dapo does not use: accepted with a warning so a verl
  * recipe moves over unchanged. */
@@ -413,7 +422,11 @@ static int is_section(const char *key) {
 
 static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]) {
     const CfgEntry *e = find_entry(key);
-    if (e) return apply(c, e, value, where, err);
+    if (e) {
+        int rc = apply(c, e, value, where, err);
+        if (!rc) c->user_set[e - cfg_table] = 1;
+        return rc;
+    }
     if (is_section(key) && strcmp(where, "command line") == 0)
         return err_set(err, ERR_INVAL, "%s: '%s' is a section, not a key: set %s.KEY=VALUE", where, key, key);
     if (is_section(key))
@@ -636,7 +649,21 @@ int config_load_file(Config *c, const char *path, char err[ERR_LEN]) {
     return rc;
 }
 
+bool config_is_set(const Config *c, const char *key) {
+    const CfgEntry *e = find_entry(key);
+    return e && c->user_set[e - cfg_table];
+}
+
 int config_validate(const Config *c, char err[ERR_LEN]) {
+    if (config_is_set(c, AR "actor.use_rollout_log_probs") && config_is_set(c, "algorithm.rollout_correction.bypass_mode") &&
+        c->use_rollout_log_probs != c->rc_bypass_mode)
+        return err_set(err, ERR_INVAL, "actor_rollout_ref.actor.use_rollout_log_probs (%s) and "
+                       "algorithm.rollout_correction.bypass_mode (%s) conflict: both mean 'the rollout log-probs are the "
+                       "old policy'; set one of them", c->use_rollout_log_probs ? "true" : "false",
+                       c->rc_bypass_mode ? "true" : "false");
+    if (!strcmp(c->rc_loss_type, "reinforce"))
+        return err_set(err, ERR_UNSUPPORTED, "algorithm.rollout_correction.loss_type: reinforce is not implemented in "
+                       "dapo; use ppo_clip");
     if (c->overlong_buffer_enable && c->overlong_buffer_len >= c->max_response_length)
         return err_set(err, ERR_INVAL,
                        "reward_model.overlong_buffer.len: %d must be less than data.max_response_length (%d)",

@@ -80,6 +80,14 @@ typedef struct Config {
     int     max_num_gen_batches;      /* <=0: no limit */
     bool    filter_groups_streaming;  /* ours */
     bool    overlong_filtering;       /* ours (TRL: mask_truncated_completions) */
+    /* algorithm.rollout_correction.* (verl's RolloutCorrectionConfig; parsed by dapo/rollout_corr.h) */
+    char   *rc_rollout_is;            /* auto|null|token|sequence ("auto": token when trainer.staleness >= 1) */
+    char   *rc_is_threshold;          /* "2.0" (truncation) or "lower_upper" (IcePop) */
+    bool    rc_is_batch_normalize;
+    char   *rc_rollout_rs;            /* "" or comma-separated verl options (token_k1, seq_mean_k3, ...) */
+    char   *rc_rs_threshold;
+    bool    rc_bypass_mode;           /* = actor.use_rollout_log_probs (a conflicting pair is refused) */
+    char   *rc_loss_type;             /* ppo_clip */
 
     /* reward_model.* */
     bool    overlong_buffer_enable;
@@ -123,6 +131,8 @@ typedef struct Config {
     int     verifier_capacity;        /* responses a verifier holds at once (its credit) */
     char   *collective;               /* learner rank 0's CPU-collective ROUTER endpoint (others connect) */
     double  collective_timeout_s;     /* longest wait for a peer rank in one collective before failing */
+
+    unsigned char user_set[192];      /* [table row] 1: set by a file or override (config_is_set), not a default */
 } Config;
 
 /* Fills c with the defaults of cfg_table. c must be zeroed or freed before; strings are owned. */
@@ -143,6 +153,9 @@ int config_load_file(Config *c, const char *path, char err[ERR_LEN]);
  * .weights, .collective a ZeroMQ endpoint tcp://HOST:PORT (PORT 0..65535 or *), ipc://PATH or inproc://NAME.
  * `where` names the source for messages ("command line"). ERR_INVAL/ERR_NOTFOUND with a message. */
 int config_set(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]);
+
+/* True when key was set by a YAML file or an override (not left at its default). false for unknown keys. */
+bool config_is_set(const Config *c, const char *key);
 
 /* Cross-key checks run after all sources are applied (e.g. overlong buffer shorter than the response). */
 int config_validate(const Config *c, char err[ERR_LEN]);

@@ -60,7 +60,10 @@ static int snap_from_json(json_t *j, EngineSnapshot *s) {
     s->data_seed = (int)get_int(j, "data_seed", &bad);
     s->n_train = (long)get_int(j, "n_train", &bad);
     json_t *counts = json_object_get(j, "group_counts");
-    for (int g = 0; g < GS_COUNT; g++) s->group_counts[g] = (uint64_t)get_int(counts, group_state_name((GroupState)g), &bad);
+    for (int g = 0; g < GS_COUNT; g++) {
+        int missing = 0;                   /* "stale" is newer than the format: absent in older files means 0 */
+        s->group_counts[g] = (uint64_t)get_int(counts, group_state_name((GroupState)g), g == GS_STALE ? &missing : &bad);
+    }
     return bad || s->step < 0 || s->cursor < 0 || s->epoch < 0 || s->policy_version < 0;
 }
 
@@ -346,6 +349,7 @@ static void decide(Coord *c, const WorkerEntry *w) {
     if (engine_restore(c, &s, err)) { engine_fail(c, "resume: %s", err); return; }
     if (write_file(c, err)) log_error("resume: %s", err);
     int validated = reload_history(c, s.step);
+    if (validated) engine_set_last_validation(c, s.step);
     if (!validated && s.step > 0 && c->cfg.test_freq > 0 && s.step % c->cfg.test_freq == 0)
         engine_validate_next(c);                    /* the stop came before this step's validation had run */
     log_info("resumed from %s: step %ld, policy version %lld, epoch %d, cursor %ld", k->resume_path, s.step,

@@ -73,8 +73,11 @@ struct Engine {
     double         t_step, t_gen, t_reward_busy;
     uint64_t       wasted_tokens, generated_tokens;
     int            solve_none, solve_all, n_scored_groups, n_filtered;
+    int            n_stale;      /* groups of the step dropped as too stale and regenerated */
+    long           total_steps;  /* trainer.total_training_steps, or verl's derivation from the data (engine_start) */
     Metrics        m;            /* coordinator-side metrics of the step being generated */
     int            val_pending;  /* a validation is due (test_freq) before the next step's generation */
+    long           last_val_step;   /* done_steps of the latest validation (-1: none yet) */
     int            data_done;    /* the last epoch is used up: nothing more to generate */
     TrainJob       job;          /* the step whose batch is at the learners (at most one) */
     char           fail[ERR_LEN];
@@ -85,7 +88,7 @@ struct Engine {
 
 const char *group_state_name(GroupState s) {
     static const char *names[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus",
-                                  "cancelled", "trained", "validated"};
+                                  "cancelled", "trained", "validated", "stale"};
     return (unsigned)s < GS_COUNT ? names[s] : "?";
 }
 
@@ -213,7 +216,56 @@ static int draw_prompt(Coord *c, long *order) {
 
 /* ------------------------------------------------------------------------------------------------ dispatch */
 
+/* A policy version the learner may train on: at most trainer.staleness behind the current one (the learner holds the
+ * current version when the next batch reaches it: a batch goes out only when no update is in flight). */
 static int version_ok(Coord *c, int64_t v) { return v >= c->policy_version - c->cfg.staleness && v <= c->policy_version; }
+
+static void send_cancel(Coord *c, const Group *g, const char *reason);
+
+/* g (generated, scoring, kept or surplus; its results held) came from a policy too far behind: it becomes GS_STALE
+ * (its responses are never trained; a verifier holding it is told to drop it) and its prompt is generated again as
+ * a new group in the same round, at the same epoch position (batch alignment is unchanged). */
+static void drop_stale(Coord *c, Group *g) {
+    Engine *e = c->engine;
+    if (g->state == GS_SCORING) send_cancel(c, g, "stale policy version");
+    if (g->state == GS_KEPT) e->kept--;
+    log_info("step %ld: group %llu came from policy version %lld, more than trainer.staleness %d behind version %lld: "
+             "dropped, its prompt generated again", e->step, (unsigned long long)g->id, (long long)g->version,
+             c->cfg.staleness, (long long)c->policy_version);
+    int item = g->item, round = g->round;
+    long order = g->order;
+    g->worker = -1;
+    set_state(c, g, GS_STALE);
+    e->n_stale++;
+    Group *ng = group_new(c, item, order, 0);          /* may move e->groups: g is not used after this */
+    ng->round = round;
+}
+
+/* The policy version moved on: every group of the step being generated whose results are now too stale is dropped
+ * and regenerated (drop_stale). A ready batch with such a group goes back to generation, its surplus groups count as
+ * kept again, and after_round aligns the batch anew once the replacements are settled. Returns the groups dropped. */
+static int drop_stale_groups(Coord *c) {
+    Engine *e = c->engine;
+    if (!e || (e->phase != PH_GENERATE && e->phase != PH_BATCH_READY)) return 0;
+    int n = e->ngroups, stale = 0;
+    for (int i = 0; i < n; i++) {
+        GroupState st = e->groups[i].state;
+        stale += (st == GS_GENERATED || st == GS_SCORING || st == GS_KEPT || st == GS_SURPLUS) &&
+                 !version_ok(c, e->groups[i].version);
+    }
+    if (!stale) return 0;
+    if (e->phase == PH_BATCH_READY) {
+        for (int i = 0; i < n; i++)
+            if (e->groups[i].state == GS_SURPLUS) set_state(c, &e->groups[i], GS_KEPT);   /* e->kept counts them */
+        e->phase = PH_GENERATE;
+    }
+    for (int i = 0; i < n; i++) {
+        GroupState st = e->groups[i].state;
+        if ((st == GS_GENERATED || st == GS_SCORING || st == GS_KEPT) && !version_ok(c, e->groups[i].version))
+            drop_stale(c, &e->groups[i]);
+    }
+    return stale;
+}
 
 /* The alive worker of `role` with the most credit that has at least `need`; -1 when none. */
 static int pick_worker(Coord *c, Dapo__Role role, uint32_t need, int check_version) {
@@ -340,6 +392,23 @@ static void start_round(Coord *c) {
            c->cfg.rollout_n);
 }
 
+/* The data is used up while step e->step was being drawn: that step is not trained (as verl's dataloader loop ends
+ * with a partial batch), its kept groups become surplus, and the step counter — ours and the one /api/status and the
+ * log show — goes back to the last trained step. `why` NULL: nothing was drawn for it. */
+static void data_used_up(Coord *c, const char *why) {
+    Engine *e = c->engine;
+    for (int i = 0; i < e->ngroups; i++)
+        if (e->groups[i].state == GS_KEPT) set_state(c, &e->groups[i], GS_SURPLUS);
+    long partial = e->step;
+    e->step--;
+    c->step = e->step;
+    log_set_step(e->step);
+    e->phase = e->job.active ? PH_IDLE : PH_DONE;
+    e->data_done = 1;
+    if (why) log_warn("step %ld not trained: %s", partial, why);
+    status(c, "training finished: the data is used up (%d epochs)", c->cfg.total_epochs);
+}
+
 static void start_step(Coord *c) {
     Engine *e = c->engine;
     groups_reset(e);
@@ -351,16 +420,11 @@ static void start_step(Coord *c) {
     e->t_step = clock_s();
     e->t_reward_busy = 0;
     e->wasted_tokens = e->generated_tokens = 0;
-    e->solve_none = e->solve_all = e->n_scored_groups = e->n_filtered = 0;
+    e->solve_none = e->solve_all = e->n_scored_groups = e->n_filtered = e->n_stale = 0;
     metrics_clear(&e->m);
     e->phase = PH_GENERATE;
     start_round(c);
-    if (e->ngroups == 0) {
-        e->step--;
-        e->phase = e->job.active ? PH_IDLE : PH_DONE;
-        e->data_done = 1;
-        status(c, "training finished: the data is used up (%d epochs)", c->cfg.total_epochs);
-    }
+    if (e->ngroups == 0) data_used_up(c, NULL);
 }
 
 static void start_validation(Coord *c, int after) {
@@ -385,6 +449,12 @@ static uint64_t response_tokens(const Group *g) {
 static int cmp_order(const void *a, const void *b) {
     const Group *x = *(const Group *const *)a, *y = *(const Group *const *)b;
     return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The policy version that generated response r of group g: its own (rollouts set it), or the group's (the oldest of
+ * its responses) where a sender left it out. */
+static int64_t behaviour_version(const Group *g, const Dapo__Response *r) {
+    return r->policy_version > g->version ? r->policy_version : g->version;
 }
 
 /* Builds and sends the TrainBatch shards of one assembled batch (DESIGN.md §1 steps 4-5). */
@@ -438,7 +508,8 @@ static int send_batch(Coord *c, Group **batch, int nb) {
                                   .resp = resp[s]->token_ids, .n_resp = (uint32_t)nt,
                                   .logprobs = resp[s]->logprobs, .n_logprobs = (uint32_t)resp[s]->n_logprobs,
                                   .mask = masked ? 0.0f : 1.0f, .adv = adv[s],
-                                  .group_id = batch[s / c->cfg.rollout_n]->id};
+                                  .group_id = batch[s / c->cfg.rollout_n]->id,
+                                  .behaviour_version = behaviour_version(batch[s / c->cfg.rollout_n], resp[s])};
                 t += item[s]->n_ids + (long long)nt;
                 if (!masked && ep == 0 && nt) {
                     adv_sum += (double)adv[s] * (double)nt;
@@ -458,7 +529,8 @@ static int send_batch(Coord *c, Group **batch, int nb) {
                          .ppo_epoch = (uint32_t)ep, .global_response_tokens = (uint64_t)sh->global_tokens,
                          .global_num_seqs = (uint32_t)sh->global_seqs, .rank = (uint32_t)sh->rank,
                          .world_size = (uint32_t)W,
-                         .last_of_step = ep == c->cfg.ppo_epochs - 1 && sh->mini == lay.n_mini - 1};
+                         .last_of_step = ep == c->cfg.ppo_epochs - 1 && sh->mini == lay.n_mini - 1,
+                         .total_training_steps = (uint64_t)(e->total_steps > 0 ? e->total_steps : 0)};
             /* the TrainBatch's wire bytes straight from the responses (tbwire.h: what protobuf-c would pack),
              * into a reused buffer handed to ZeroMQ without a copy */
             TbwSizes tsz;
@@ -548,7 +620,9 @@ static void after_round(Coord *c) {
         int before = e->ngroups;
         start_round(c);
         if (e->ngroups == before) {
-            engine_fail(c, "step %ld: the data ran out with %d of %d groups kept", e->step, e->kept, T);
+            char why[160];
+            snprintf(why, sizeof why, "the data ran out with %d of the %d groups it needs kept", e->kept, T);
+            data_used_up(c, why);
         }
         return;
     }
@@ -558,10 +632,7 @@ static void after_round(Coord *c) {
     for (int i = 0; i < e->ngroups; i++)
         if (e->groups[i].state == GS_KEPT) kept[nk++] = &e->groups[i];
     qsort(kept, (size_t)nk, sizeof *kept, cmp_order);
-    for (int i = T; i < nk; i++) {
-        set_state(c, kept[i], GS_SURPLUS);
-        e->wasted_tokens += response_tokens(kept[i]);
-    }
+    for (int i = T; i < nk; i++) set_state(c, kept[i], GS_SURPLUS);
     e->t_gen = clock_s() - e->t_step;
     batch_metrics(c, kept, T);
     xfree(kept);
@@ -569,11 +640,14 @@ static void after_round(Coord *c) {
     metrics_set(&e->m, "batch/solve_none", e->n_scored_groups ? (double)e->solve_none / e->n_scored_groups : 0);
     metrics_set(&e->m, "batch/solve_all", e->n_scored_groups ? (double)e->solve_all / e->n_scored_groups : 0);
     metrics_set(&e->m, "batch/filtered_ratio", e->n_scored_groups ? (double)e->n_filtered / e->n_scored_groups : 0);
+    e->wasted_tokens = 0;            /* from scratch: a stale drop can bring the step back here (drop_stale) */
     for (int i = 0; i < e->ngroups; i++) {
-        Group *g = &e->groups[i];
-        if (g->state == GS_FILTERED || g->state == GS_CANCELLED) e->wasted_tokens += response_tokens(g);
+        GroupState st = e->groups[i].state;
+        if (st == GS_FILTERED || st == GS_CANCELLED || st == GS_SURPLUS || st == GS_STALE)
+            e->wasted_tokens += response_tokens(&e->groups[i]);
     }
     metrics_set(&e->m, "batch/wasted_tokens", (double)e->wasted_tokens);
+    metrics_set(&e->m, "batch/stale_regenerated", (double)e->n_stale);
     e->phase = PH_BATCH_READY;
     status(c, "step %ld: batch ready (%d rounds, %d kept)", e->step, e->round, nk);
 }
@@ -582,6 +656,7 @@ static void after_round(Coord *c) {
  * mode the engine then waits for the update; in async mode it goes on to generate the next step. */
 static void send_ready_batch(Coord *c) {
     Engine *e = c->engine;
+    if (drop_stale_groups(c)) return;              /* back to generation: no stale row reaches a learner */
     int T = c->cfg.train_batch_size, nb = 0;
     Group **batch = xmalloc((size_t)T * sizeof *batch);
     for (int i = 0; i < e->ngroups && nb < T; i++)
@@ -691,12 +766,13 @@ static void finish_validation(Coord *c) {
     metrics_set(&out, "training/global_step", (double)e->done_steps);
     metrics_set(&out, "timing_s/testing", clock_s() - e->t_step);
     coord_record_step(c, e->done_steps, &out);
+    e->last_val_step = e->done_steps;
     for (int i = 0; i < out.n; i++) log_info("validation %s = %.4f", out.m[i].name, out.m[i].value);
     metrics_free(&vm);
     metrics_free(&out);
     if (e->val_after) {
         e->phase = PH_DONE;
-        status(c, "finished (validation only)");
+        status(c, c->cfg.val_only ? "finished (validation only)" : "training finished after %ld steps", e->done_steps);
     } else {
         e->phase = PH_IDLE;
     }
@@ -714,11 +790,12 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
         return 0;
     }
     const char *bad = r->error[0] ? r->error : NULL;
-    if (!bad && !version_ok(c, r->policy_version)) bad = "stale policy version";
+    if (!bad && r->policy_version > c->policy_version) bad = "policy version newer than the coordinator's";
     if (!bad && r->n_responses != (size_t)g->n) bad = "wrong number of responses";
     for (size_t i = 0; !bad && i < r->n_responses; i++) {
         Dapo__Response *x = r->responses[i];
-        if (x->n_token_ids > (size_t)c->cfg.max_response_length) bad = "response longer than max_response_length";
+        if (x->policy_version > c->policy_version) bad = "a response's policy version is newer than the coordinator's";
+        else if (x->n_token_ids > (size_t)c->cfg.max_response_length) bad = "response longer than max_response_length";
         else if (x->n_logprobs != x->n_token_ids) bad = "logprobs and token ids differ in length";
         else if (strcmp(x->finish_reason, "stop") && strcmp(x->finish_reason, "length")) bad = "bad finish reason";
     }
@@ -731,9 +808,22 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
     }
     g->result = r;
     g->result_arena = arena;
+    g->version = r->policy_version;
     for (size_t i = 0; i < r->n_responses; i++) e->generated_tokens += r->responses[i]->n_token_ids;
     g->score_attempt = 1;
     set_state(c, g, GS_GENERATED);
+    if (!version_ok(c, g->version)) {
+        if (g->validation) {                           /* validation runs on the current weights: generate again */
+            log_warn("validation group %llu from %s: policy version %lld is not current; generating it again",
+                     (unsigned long long)g->id, w->id, (long long)g->version);
+            g->result = NULL;
+            g->result_arena = NULL;
+            g->attempt++;
+            set_state(c, g, GS_QUEUED);
+            return 0;
+        }
+        drop_stale(c, g);
+    }
     return 1;
 }
 
@@ -828,6 +918,7 @@ static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
         t->t_trained = clock_s();
         c->policy_version = t->new_version;
         announce_version(c);
+        drop_stale_groups(c);                       /* async: groups of the step being generated may be too old now */
         if (c->cfg.staleness > 0) {
             finish_step(c);                         /* async: rollouts catch up while they generate */
         } else {
@@ -981,12 +1072,12 @@ static void finish_step(Coord *c) {
     if (e->phase == PH_WEIGHTS || e->phase == PH_TRAIN) e->phase = PH_IDLE;
     e->snap = t->snap;
     e->snap.policy_version = c->policy_version;
-    int last = c->cfg.total_training_steps > 0 && e->done_steps >= c->cfg.total_training_steps;
+    int last = e->total_steps > 0 && e->done_steps >= e->total_steps;
     if (c->cfg.save_freq > 0 && (e->done_steps % c->cfg.save_freq == 0 || last)) {    /* as verl */
         char err[ERR_LEN];
         if (ckpt_request(c, err)) log_error("checkpoint at step %ld: %s", e->done_steps, err);
     }
-    if (c->cfg.test_freq > 0 && e->val.n && e->done_steps % c->cfg.test_freq == 0) e->val_pending = 1;
+    if (c->cfg.test_freq > 0 && e->val.n && (e->done_steps % c->cfg.test_freq == 0 || last)) e->val_pending = 1;
 }
 
 /* Tells every rollout at once that a new policy version is out (a Heartbeat carries the version), so they fetch
@@ -1023,8 +1114,17 @@ static void idle(Coord *c) {
         return;
     }
     if (c->cfg.val_only) { e->phase = PH_DONE; return; }
-    int last = c->cfg.total_training_steps > 0 && e->step >= c->cfg.total_training_steps;
+    int last = e->total_steps > 0 && e->step >= e->total_steps;
     if (last || e->data_done) {                      /* nothing more to generate */
+        if (!e->job.active && c->cfg.test_freq > 0 && e->val.n && e->done_steps > 0 && e->last_val_step != e->done_steps) {
+            /* verl validates after the last step whatever test_freq says (also when the data ran out first) */
+            if (!rollouts_current(c)) {
+                status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
+                return;
+            }
+            start_validation(c, 1);
+            return;
+        }
         if (!e->job.active) {
             e->phase = PH_DONE;
             status(c, "training finished after %ld steps", e->done_steps);
@@ -1134,6 +1234,16 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
     e->order = xmalloc(e->train.n * sizeof *e->order);
     shuffle_epoch(c);
     e->next_group_id = 1;
+    e->last_val_step = -1;
+    /* verl (ray_trainer._create_dataloader): total_training_steps = len(train_dataloader) * total_epochs, the
+     * dataloader yielding whole batches of gen_batch_size prompts (drop_last); the lr schedule and "the last step"
+     * (its checkpoint and validation) use it; the data may run out before it when groups are filtered */
+    e->total_steps = c->cfg.total_training_steps > 0 ? c->cfg.total_training_steps
+                   : (long)(e->train.n / (size_t)c->cfg.gen_batch_size) * c->cfg.total_epochs;
+    if (e->total_steps <= 0)       /* verl would train nothing; we train until the data runs out (no schedule length) */
+        log_warn("data.train_files: %zu usable prompts are fewer than data.gen_batch_size (%d): no step count can be "
+                 "derived; training runs until the data is used up (set trainer.total_training_steps for a decaying "
+                 "lr schedule)", e->train.n, c->cfg.gen_batch_size);
     e->snap = (EngineSnapshot){.next_group_id = 1, .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
     log_info("data: %zu train prompts (%zu malformed, %zu filtered as overlong), %zu validation prompts; "
              "stop ids %d", e->train.n, e->train.n_malformed, e->train.n_filtered, e->val.n, e->n_stop);
@@ -1154,6 +1264,10 @@ int engine_check_snapshot(const Coord *c, const EngineSnapshot *s, char err[ERR_
                        "are %zu and data.seed is %d: resume with the same data, or set trainer.resume_mode=disable",
                        s->n_train, s->data_seed, e->train.n, c->cfg.data_seed);
     return 0;
+}
+
+void engine_set_last_validation(Coord *c, long step) {
+    if (c->engine) c->engine->last_val_step = step;
 }
 
 void engine_validate_next(Coord *c) {

@@ -15,7 +15,8 @@ enum { WT_VARINT = 0, WT_LEN = 2 };
 enum {
     F_RUN_ID = 1, F_STEP, F_POLICY_VERSION, F_MINI_BATCH_INDEX, F_NUM_MINI_BATCHES, F_PPO_EPOCH, F_INPUT_IDS,
     F_OFFSETS, F_PROMPT_LENGTHS, F_RESPONSE_MASK, F_ADVANTAGES, F_ROLLOUT_LOGPROBS, F_GROUP_IDS,
-    F_GLOBAL_RESPONSE_TOKENS, F_GLOBAL_NUM_SEQS, F_RANK, F_WORLD_SIZE, F_LAST_OF_STEP
+    F_GLOBAL_RESPONSE_TOKENS, F_GLOBAL_NUM_SEQS, F_RANK, F_WORLD_SIZE, F_LAST_OF_STEP, F_BEHAVIOUR_VERSIONS,
+    F_TOTAL_TRAINING_STEPS
 };
 
 static inline size_t varint_len(uint64_t v) {
@@ -97,6 +98,7 @@ static void sizes(const TbwSeq *seq, int n, TbwSizes *s) {
         t += (uint64_t)q->n_prompt + q->n_resp;
         s->plen += varint_len(q->n_prompt);
         s->gids += varint_len(q->group_id);
+        s->bver += varint_len((uint64_t)q->behaviour_version);
         s->nresp += q->n_resp;
     }
     s->offs += varint_len((uint32_t)t);
@@ -120,7 +122,8 @@ static size_t total(const TbwHead *h, int n, const TbwSizes *s) {
     size_t ns = (size_t)(n > 0 ? n : 0);
     return head_len(h, 0) + packed_len(F_INPUT_IDS, s->ntok, s->ids) + packed_len(F_OFFSETS, ns + 1, s->offs) +
            packed_len(F_PROMPT_LENGTHS, ns, s->plen) + 3 * packed_len(F_RESPONSE_MASK, s->nresp, 4 * s->nresp) +
-           packed_len(F_GROUP_IDS, ns, s->gids) + head_len(h, 1);
+           packed_len(F_GROUP_IDS, ns, s->gids) + head_len(h, 1) + packed_len(F_BEHAVIOUR_VERSIONS, ns, s->bver) +
+           scalar_len(F_TOTAL_TRAINING_STEPS, h->total_training_steps);
 }
 
 size_t tbwire_size(const TbwHead *h, const TbwSeq *seq, int n, TbwSizes *sz) {
@@ -198,5 +201,10 @@ size_t tbwire_write(const TbwHead *h, const TbwSeq *seq, int n, const TbwSizes *
     p = put_scalar(p, F_RANK, h->rank);
     p = put_scalar(p, F_WORLD_SIZE, h->world_size);
     p = put_scalar(p, F_LAST_OF_STEP, h->last_of_step ? 1 : 0);
+    if (n > 0) {
+        p = put_varint(put_tag(p, F_BEHAVIOUR_VERSIONS, WT_LEN), s.bver);
+        for (int i = 0; i < n; i++) p = put_varint(p, (uint64_t)seq[i].behaviour_version);
+    }
+    p = put_scalar(p, F_TOTAL_TRAINING_STEPS, h->total_training_steps);
     return (size_t)(p - out);
 }

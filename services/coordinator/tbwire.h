@@ -25,9 +25,10 @@ typedef struct {
     float          mask;        /* response_mask value of every response token (0 or 1) */
     float          adv;         /* advantages value of every response token */
     uint64_t       group_id;
+    int64_t        behaviour_version;   /* the policy version that generated it (>= 0) */
 } TbwSeq;
 
-/* The TrainBatch scalars (fields 1-6, 14-18). run_id borrowed, NUL-terminated (NULL or "": left out). */
+/* The TrainBatch scalars (fields 1-6, 14-18, 20). run_id borrowed, NUL-terminated (NULL or "": left out). */
 typedef struct {
     const char *run_id;
     int64_t     step, policy_version;
@@ -35,11 +36,12 @@ typedef struct {
     uint64_t    global_response_tokens;
     uint32_t    global_num_seqs, rank, world_size;
     int         last_of_step;
+    uint64_t    total_training_steps;
 } TbwHead;
 
 /* Field sizes found by tbwire_size, handed to tbwire_write so the token ids are walked once for their size. */
 typedef struct {
-    size_t ids, offs, plen, gids;       /* payload bytes of the varint repeated fields */
+    size_t ids, offs, plen, gids, bver; /* payload bytes of the varint repeated fields */
     size_t ntok, nresp;                 /* tokens, response tokens */
     size_t total;                       /* packed message bytes */
 } TbwSizes;
@@ -47,7 +49,7 @@ typedef struct {
 /* Packed size in bytes of the TrainBatch of (h, seq[0..n)) — what protobuf_c_message_get_packed_size returns
  * for it. input_ids = prompt ++ response per sequence, offsets = running token starts (n + 1 of them, as
  * uint32), prompt_lengths = n_prompt, response_mask / advantages / rollout_logprobs per response token, group_ids
- * per sequence. Fills *sz (may be NULL) for tbwire_write. */
+ * and behaviour_versions per sequence. Fills *sz (may be NULL) for tbwire_write. */
 size_t tbwire_size(const TbwHead *h, const TbwSeq *seq, int n, TbwSizes *sz);
 
 /* Writes those bytes to out (sz->total of them, caller-owned) and returns the count written. sz: from

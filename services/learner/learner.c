@@ -39,14 +39,16 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->lr = cfg->lr;
     L->min_lr_ratio = cfg->min_lr_ratio;
     L->warmup = cfg->lr_warmup_steps;
-    L->total_steps = cfg->total_training_steps > 0 ? cfg->total_training_steps : 1000000000L;
+    L->total_steps = cfg->total_training_steps > 0 ? cfg->total_training_steps : 0;   /* 0: the coordinator's (TrainBatch) */
     L->grad_clip = cfg->grad_clip;
     L->temperature = (float)cfg->temperature;
     L->micro_bsz = cfg->ppo_micro_batch_size_per_gpu > 0 ? cfg->ppo_micro_batch_size_per_gpu : 1;
     L->dynamic_bsz = cfg->use_dynamic_bsz;
     L->max_tok_micro = cfg->ppo_max_token_len_per_gpu;
     L->ppo_epochs = cfg->ppo_epochs > 0 ? cfg->ppo_epochs : 1;
-    L->use_rollout_lp = cfg->use_rollout_log_probs;
+    L->staleness = cfg->staleness;
+    if (!rc) rc = rollout_corr_config_from(cfg, &L->rc, err);
+    L->use_rollout_lp = L->rc.bypass;
     L->rng_seed = (uint64_t)cfg->trainer_seed;
     L->ckpt_root = xstrdup(cfg->default_local_dir);
     L->max_keep = cfg->max_actor_ckpt_to_keep;
@@ -88,7 +90,7 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     long T = L->m->max_tokens;
     L->s_logp = falloc(T); L->s_ent = falloc(T); L->s_dlogp = falloc(T); L->s_dent = falloc(T);
     L->r_logp = falloc(T); L->r_ent = falloc(T); L->r_old = falloc(T); L->r_adv = falloc(T);
-    L->r_dlogp = falloc(T); L->r_dent = falloc(T);
+    L->r_dlogp = falloc(T); L->r_dent = falloc(T); L->r_isw = falloc(T);
     L->s_tok = xmalloc((size_t)T * sizeof(int32_t)); L->s_tgt = xmalloc((size_t)T * sizeof(int32_t));
     L->s_cu = xmalloc((size_t)(T + 1) * sizeof(int32_t));
     L->r_off = xmalloc((size_t)(T + 1) * sizeof(int)); L->s_pos = xmalloc((size_t)T * sizeof(int));
@@ -103,9 +105,8 @@ static void step_reset(Learner *L) {
     xfree(L->old_lp);
     xfree(L->old_n);
     L->old_n = NULL;
-    xfree(L->corr);
+    offpolicy_free(L);
     L->old_lp = NULL;
-    L->corr = NULL;
     L->n_mini = 0;
     L->n_trained = 0;
     L->old_done = 0;
@@ -119,7 +120,7 @@ void learner_close(Learner *L) {
     model_free(L->m);
     xfree(L->ckpt_root);
     void *bufs[] = {L->s_logp, L->s_ent, L->s_dlogp, L->s_dent, L->r_logp, L->r_ent, L->r_old, L->r_adv, L->r_dlogp,
-                    L->r_dent, L->s_tok, L->s_tgt, L->s_cu, L->r_off, L->s_pos, L->r_mask};
+                    L->r_dent, L->r_isw, L->s_tok, L->s_tgt, L->s_cu, L->r_off, L->s_pos, L->r_mask};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) xfree(bufs[i]);
     xfree(L);
 }
@@ -260,6 +261,7 @@ int learner_logprobs(Learner *L, const Dapo__TrainBatch *tb, float *out, char er
 
 typedef struct {
     const float      *old_lp;
+    const OffpolicyMini *corr;       /* IS weights / rejection mask of the mini-batch, or NULL */
     LossStats         acc;
     LearnerMiniStats *st;
     int               nonfinite;
@@ -282,11 +284,14 @@ static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, const int *seq, i
             L->r_ent[j] = L->s_ent[L->s_pos[j]];
             L->r_old[j] = g->old_lp[src];
             L->r_adv[j] = tb->advantages[src];
-            L->r_mask[j] = tb->response_mask[src] > 0.5f;
+            L->r_mask[j] = tb->response_mask[src] > 0.5f && (!g->corr || !g->corr->keep || g->corr->keep[src]);
+            L->r_isw[j] = g->corr && g->corr->isw ? g->corr->isw[src] : 1.0f;
         }
     }
+    if (L->rc.bypass)        /* verl's bypass loss: rejection from the current log-probs vs the rollout's, per chunk */
+        offpolicy_reject_chunk(L, L->r_logp, L->r_old, L->r_mask, L->r_off, n, &L->bypass_rej, &L->bypass_cnt);
     LossInput in = {.logp = L->r_logp, .old_logp = L->r_old, .adv = L->r_adv, .mask = L->r_mask, .entropy = L->r_ent,
-                    .seq_off = L->r_off, .n_seq = n};
+                    .seq_off = L->r_off, .n_seq = n, .is_weight = g->corr && g->corr->isw ? L->r_isw : NULL};
     LossStats s;
     int want_dent = L->lp.entropy_coeff != 0;
     rc = loss_compute(&L->lp, &in, NULL, L->r_dlogp, want_dent ? L->r_dent : NULL, &s, err);
@@ -310,17 +315,20 @@ static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, const int *seq, i
     return rc;
 }
 
-int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, LearnerMiniStats *st, char err[ERR_LEN]) {
+int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const OffpolicyMini *corr,
+                  LearnerMiniStats *st, char err[ERR_LEN]) {
     memset(st, 0, sizeof *st);
     int rc = learner_check_batch(L, tb, err);
     if (rc) return rc;
-    L->lp.batch_num_tokens = (double)tb->global_response_tokens;
+    /* verl counts the token-mean denominator after rejection (the response_mask it modified) */
+    L->lp.batch_num_tokens = (double)tb->global_response_tokens - (corr ? corr->rejected : 0);
+    L->bypass_rej = L->bypass_cnt = 0;
     L->lp.global_batch_size = (double)tb->global_num_seqs;
     LayoutMicro mb = {0};
     if ((rc = micro_layout(L, tb, &mb, err))) return rc;
     long *rs = xmalloc(tb->n_offsets * sizeof(long));
     resp_starts(tb, rs);
-    GradCtx g = {.old_lp = old_lp, .st = st};
+    GradCtx g = {.old_lp = old_lp, .corr = corr, .st = st};
     model_grads_zero(L->m);
     for (int j = 0; j < mb.n_micro && !rc; j++)
         rc = for_chunks(L, tb, mb.idx + mb.off[j], mb.off[j + 1] - mb.off[j], rs, chunk_grads, &g, &st->n_micro, err);
@@ -368,14 +376,16 @@ int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]) {
         return 0;
     }
     if (L->grad_clip > 0) model_grads_clip(L->m, L->grad_clip);
-    st->lr = lr_at(L->sched, L->lr, L->steps_done, L->warmup, L->total_steps, L->min_lr_ratio);
+    st->lr = lr_at(L->sched, L->lr, L->steps_done, L->warmup, L->total_steps > 0 ? L->total_steps : 1000000000L,
+                   L->min_lr_ratio);
     int rc = adamw_step(L->m, &L->opt, (float)st->lr, err);
     st->t_opt = clock_s() - t0;
     return rc;
 }
 
-int learner_update(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, LearnerMiniStats *st, char err[ERR_LEN]) {
-    int rc = learner_grads(L, tb, old_lp, st, err);
+int learner_update(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const OffpolicyMini *corr,
+                   LearnerMiniStats *st, char err[ERR_LEN]) {
+    int rc = learner_grads(L, tb, old_lp, corr, st, err);
     return rc ? rc : learner_apply(L, st, err);
 }
 
@@ -411,7 +421,9 @@ int learner_submit(Learner *L, Dapo__TrainBatch *tb) {
     return 0;
 }
 
-/* Old log-probs for every mini-batch of epoch 0, once all of them are here. 1 done, 0 not ready, < 0 error. */
+/* Old log-probs for every mini-batch of epoch 0, once all of them are here, then the step's off-policy correction
+ * (offpolicy.h: behaviour versions, diagnostics, IS weights, rejection; one all-reduce over ranks, reached by every
+ * rank even after a local error so none waits for another). 1 done, 0 not ready, < 0 error. */
 static int old_pass(Learner *L, char err[ERR_LEN]) {
     if (L->old_done) return 1;
     int nm = (int)L->pending[0]->num_mini_batches;
@@ -438,19 +450,13 @@ static int old_pass(Learner *L, char err[ERR_LEN]) {
         L->old_n[k] = R;
         if (L->use_rollout_lp) memcpy(L->old_lp[k], mb[k]->rollout_logprobs, (size_t)R * sizeof(float));
         else rc = learner_logprobs(L, mb[k], L->old_lp[k], err);
-        if (rc || L->use_rollout_lp || R == 0) continue;
-        int S = (int)mb[k]->n_offsets - 1;
-        int *off = xmalloc((size_t)(S + 1) * sizeof(int));
-        uint8_t *mask = xmalloc((size_t)R);
-        long *rs = xmalloc((size_t)(S + 1) * sizeof(long));
-        resp_starts(mb[k], rs);
-        for (int i = 0; i <= S; i++) off[i] = (int)rs[i];
-        for (long j = 0; j < R; j++) mask[j] = mb[k]->response_mask[j] > 0.5f;
-        char e2[ERR_LEN];
-        if (rollout_corr_metrics(L->old_lp[k], mb[k]->rollout_logprobs, mask, off, S, &L->corr[k], e2))
-            memset(&L->corr[k], 0, sizeof L->corr[k]);        /* no counted token: nothing to compare */
-        xfree(off); xfree(mask); xfree(rs);
+        if (!rc) rc = offpolicy_mini(L, k, mb[k], err);
+        if (!rc && mb[k]->total_training_steps > 0 && L->total_steps <= 0)     /* the coordinator's, from the data */
+            L->total_steps = (long)mb[k]->total_training_steps;
     }
+    char e2[ERR_LEN];
+    int rrc = offpolicy_reduce(L, rc, rc ? e2 : err);
+    if (!rc) rc = rrc;
     xfree(mb);
     L->t_old = clock_s() - t0;
     if (rc) return rc;
@@ -471,13 +477,7 @@ static void fill_metrics(Learner *L, LearnerResult *r) {
     metrics_set(ms, "actor/lr", st->lr);
     metrics_set(ms, "actor/update_skipped", st->skipped);
     metrics_set(ms, "actor/skipped_updates_total", (double)L->skipped_updates);   /* since this process started */
-    if (!L->use_rollout_lp && L->corr) {
-        const RolloutCorrStats *c = &L->corr[r->tb->mini_batch_index];
-        metrics_set(ms, "rollout_corr/log_ppl_diff", c->log_ppl_diff);
-        metrics_set(ms, "rollout_corr/abs_logprob_diff", c->abs_logprob_diff);
-        metrics_set(ms, "rollout_corr/kl", c->kl);
-        metrics_set(ms, "rollout_corr/ppl_ratio", c->ppl_ratio);
-    }
+    offpolicy_metrics(L, (int)r->tb->mini_batch_index, ms);
     /* the coordinator averages over every result of the step: report step totals so the mean is one rank's total */
     metrics_set(ms, "timing_s/old_log_prob", L->t_old);
     metrics_set(ms, "timing_s/update_actor", (st->t_fwd + st->t_bwd + st->t_opt + st->t_comm) * per_rank);
@@ -522,7 +522,7 @@ int learner_next(Learner *L, LearnerResult *r) {
                          "the step's %d mini-batches of epoch 0", (long long)tb->step, tb->ppo_epoch, k, resp_count(tb),
                          L->n_mini);
         else
-            rc = learner_update(L, tb, L->old_lp[k], &r->st, r->error);
+            rc = learner_update(L, tb, L->old_lp[k], &L->corr[k], &r->st, r->error);
     }
     if (rc < 0) {
         r->failed = 1;

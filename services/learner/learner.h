@@ -32,6 +32,7 @@
 #include "dapo.pb-c.h"
 #include "model/adamw.h"
 #include "model/model.h"
+#include "offpolicy.h"
 
 /* Called between micro-batches and while collectives wait (heartbeats); return < 0 to abort the shard. */
 typedef int (*LearnerKeepaliveFn)(void *ud);
@@ -62,6 +63,8 @@ struct Learner {
     long         warmup, total_steps;
     float        temperature;
     int          micro_bsz, dynamic_bsz, max_tok_micro, ppo_epochs, use_rollout_lp;
+    RolloutCorrConfig rc;          /* algorithm.rollout_correction, resolved (rc.bypass == use_rollout_lp) */
+    int          staleness;        /* trainer.staleness: the most versions a row may lag behind L->version */
     long         steps_done;       /* global steps completed (verl global_steps) */
     int64_t      version;          /* policy version of the current weights */
     long         skipped_updates;  /* NaN/Inf updates skipped so far */
@@ -71,7 +74,7 @@ struct Learner {
     char        *ckpt_root;        /* trainer.default_local_dir (owned) */
     int          max_keep;
     /* scratch sized to the activation slab (model max_tokens), allocated once */
-    float       *s_logp, *s_ent, *s_dlogp, *s_dent, *r_logp, *r_ent, *r_old, *r_adv, *r_dlogp, *r_dent;
+    float       *s_logp, *s_ent, *s_dlogp, *s_dent, *r_logp, *r_ent, *r_old, *r_adv, *r_dlogp, *r_dent, *r_isw;
     int32_t     *s_tok, *s_tgt, *s_cu;
     int         *r_off, *s_pos;
     uint8_t     *r_mask;
@@ -82,7 +85,10 @@ struct Learner {
     int          n_pending, cap_pending;
     float      **old_lp;           /* [num_mini] per response token, once computed */
     long        *old_n;            /* [num_mini] response tokens of each */
-    RolloutCorrStats *corr;        /* [num_mini] */
+    OffpolicyMini *corr;           /* [num_mini] off-policy correction of the step (offpolicy.h) */
+    OffpolicyStep  corr_step;      /* its step totals over all ranks */
+    double       corr_acc[8];      /* this rank's counts before the all-reduce (offpolicy.c) */
+    double       bypass_rej, bypass_cnt;   /* bypass-mode rejection of the shard being trained: tokens rejected, counted */
     int          n_mini, old_done;
     int          n_trained;        /* shards of the step trained so far: the next is epoch n/n_mini, mini n%n_mini */
     double       t_old;            /* seconds of the step's old-log-prob pass on this rank */
@@ -103,14 +109,17 @@ int learner_check_batch(const Learner *L, const Dapo__TrainBatch *tb, char err[E
 int learner_logprobs(Learner *L, const Dapo__TrainBatch *tb, float *out, char err[ERR_LEN]);
 
 /* Gradient of the shard's mini-batch loss summed over ranks into L->m->grads (zeroed first), and the all-reduced
- * loss statistics into *st (apply not yet done). old_lp[n_response_tokens]. */
-int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, LearnerMiniStats *st, char err[ERR_LEN]);
+ * loss statistics into *st (apply not yet done). old_lp[n_response_tokens]; corr: the mini-batch's IS weights /
+ * rejection mask / rejected-token count (offpolicy.h), NULL for none. */
+int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const OffpolicyMini *corr,
+                  LearnerMiniStats *st, char err[ERR_LEN]);
 
 /* The optimizer part: skip on NaN/Inf (st->skipped, counted), else clip, lr of the current step, AdamW. */
 int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]);
 
 /* learner_grads + learner_apply. */
-int learner_update(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, LearnerMiniStats *st, char err[ERR_LEN]);
+int learner_update(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const OffpolicyMini *corr,
+                   LearnerMiniStats *st, char err[ERR_LEN]);
 
 /* One shard's outcome, for the StepResult. */
 typedef struct {
@@ -126,7 +135,8 @@ typedef struct {
  * Returns 0. */
 int learner_submit(Learner *L, Dapo__TrainBatch *tb);
 
-/* Runs the next shard when it can run (first: the old log-prob pass once every mini-batch of ppo_epoch 0 is here).
+/* Runs the next shard when it can run (first: the old log-prob pass once every mini-batch of ppo_epoch 0 is here,
+ * with the step's off-policy correction, offpolicy.h).
  * Shards run in verl's order — epoch 0 mini-batches 0..M-1, then epoch 1, ... — whatever order they were submitted in.
  * Returns 1 with *r filled (free with learner_result_free), 0 when nothing can run yet. On the step's last shard
  * (last_of_step, no error) steps_done and version advance (version = tb->policy_version + 1). */

@@ -11,8 +11,8 @@
  * the RNG with the group's seed and id); the engine runs one bounded step (rollout.max_num_batched_tokens rows)
  * per loop turn, so heartbeats go on during long prefills. Credit comes back as each sequence finishes; the
  * GroupResult goes out as soon as the group's last sequence finishes (token ids, full-vocabulary log-probs,
- * finish reasons, text decoded with special tokens skipped, policy_version = the oldest version any of its
- * responses was generated with). Cancel drops the group's sequences, frees their cache and returns the credit.
+ * finish reasons, text decoded with special tokens skipped, each response's policy_version = the weights that
+ * generated it, the group's = the oldest of them). Cancel drops the group's sequences, frees their cache and returns the credit.
  * Weights: when the coordinator's version (Welcome/Heartbeat) is newer than ours, weights.c fetches it from
  * cluster.weights; once staged, no new sequence starts, running ones finish, then the weights are swapped,
  * WeightAck goes to the coordinator and heartbeats report the new version. Bad messages are answered with an
@@ -40,8 +40,10 @@ typedef struct {
     uint64_t  tag, group_id;
     uint32_t  attempt, n, got, credited;
     char     *run_id;
-    int64_t   step, min_version;
+    int64_t   step;
     GenResult *res;            /* [n] by sample index */
+    int64_t   *version;        /* [n] policy version each sample was generated with (set when it finishes: weights
+                                  swap only while no sequence is in progress, so one version made all of it) */
     double    t0;
 } Group;
 
@@ -65,6 +67,7 @@ static void group_free(Group *g) {
     if (!g) return;
     for (uint32_t i = 0; i < g->n; i++) gen_result_free(&g->res[i]);
     xfree(g->res);
+    xfree(g->version);
     xfree(g->run_id);
     xfree(g);
 }
@@ -125,8 +128,8 @@ static void on_generate(Rollout *r, const Dapo__GenerateGroup *gg) {
     g->n = n;
     g->run_id = xstrdup(gg->run_id ? gg->run_id : "");
     g->step = gg->step;
-    g->min_version = r->version;
     g->res = xcalloc(n, sizeof(GenResult));
+    g->version = xcalloc(n, sizeof(int64_t));
     g->t0 = clock_s();
     GenRequest q = {
         .tag = g->tag, .seed = gg->seed, .group_id = gg->group_id, .prompt = gg->prompt_token_ids,
@@ -199,6 +202,7 @@ static void send_group(Rollout *r, int gi) {
     Group *g = r->g[gi];
     Dapo__Response *resp = xcalloc(g->n, sizeof *resp), **rp = xcalloc(g->n, sizeof *rp);
     TokBuf *text = xcalloc(g->n, sizeof *text);
+    int64_t oldest = g->n ? g->version[0] : r->version;
     for (uint32_t i = 0; i < g->n; i++) {
         dapo__response__init(&resp[i]);
         GenResult *x = &g->res[i];
@@ -207,6 +211,8 @@ static void send_group(Rollout *r, int gi) {
         resp[i].logprobs = x->logprobs;
         resp[i].n_logprobs = (size_t)x->n;
         resp[i].finish_reason = (char *)gen_finish_name(x->finish);
+        resp[i].policy_version = g->version[i];
+        if (g->version[i] < oldest) oldest = g->version[i];
         tokenizer_decode(r->tok, x->tokens, (size_t)x->n, true, &text[i]);
         resp[i].text.data = (uint8_t *)text[i].v;
         resp[i].text.len = text[i].n;
@@ -216,7 +222,7 @@ static void send_group(Rollout *r, int gi) {
     Dapo__GroupResult res = DAPO__GROUP_RESULT__INIT;
     res.run_id = g->run_id;
     res.step = g->step;
-    res.policy_version = g->min_version;
+    res.policy_version = oldest;
     res.group_id = g->group_id;
     res.attempt = g->attempt;
     res.responses = rp;
@@ -242,6 +248,7 @@ static void collect(Rollout *r) {
         Group *g = r->g[gi];
         gen_result_free(&g->res[x.sample]);
         g->res[x.sample] = x;
+        g->version[x.sample] = r->version;
         g->got++;
         g->credited++;
         give_credit(r, 1);
@@ -281,8 +288,6 @@ static void weights_turn(Rollout *r) {
     gen_engine_reload_weights(r->eng);            /* the engine's packed copy of the linear weights */
     log_engine_stats(r, r->version);
     r->version = v;
-    for (int i = 0; i < r->ng; i++)               /* groups not started yet now run on v */
-        if (r->g[i]->got == 0) r->g[i]->min_version = v;
     gen_engine_hold_new(r->eng, r->paused);
     Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
     ack.version = v;

@@ -23,6 +23,7 @@ typedef struct {
     int32_t *ids;
     uint32_t *offs, *plen;
     uint64_t *gids;
+    int64_t *bver;
     float *mask, *adv, *lps;
 } Ref;
 
@@ -33,6 +34,7 @@ static void ref_build(Ref *r, const TbwHead *h, const TbwSeq *seq, int n) {
     r->offs = malloc(((size_t)n + 1) * sizeof *r->offs);
     r->plen = malloc(((size_t)n + 1) * sizeof *r->plen);
     r->gids = malloc(((size_t)n + 1) * sizeof *r->gids);
+    r->bver = malloc(((size_t)n + 1) * sizeof *r->bver);
     r->mask = malloc((nresp + 1) * sizeof(float));
     r->adv = malloc((nresp + 1) * sizeof(float));
     r->lps = malloc((nresp + 1) * sizeof(float));
@@ -41,6 +43,7 @@ static void ref_build(Ref *r, const TbwHead *h, const TbwSeq *seq, int n) {
         r->offs[i] = (uint32_t)t;
         r->plen[i] = seq[i].n_prompt;
         r->gids[i] = seq[i].group_id;
+        r->bver[i] = seq[i].behaviour_version;
         for (uint32_t k = 0; k < seq[i].n_prompt; k++) r->ids[t++] = seq[i].prompt[k];
         for (uint32_t k = 0; k < seq[i].n_resp; k++, rt++) {
             r->ids[t++] = seq[i].resp[k];
@@ -69,11 +72,13 @@ static void ref_build(Ref *r, const TbwHead *h, const TbwSeq *seq, int n) {
     tb.rank = h->rank;
     tb.world_size = h->world_size;
     tb.last_of_step = h->last_of_step != 0;
+    tb.behaviour_versions = r->bver; tb.n_behaviour_versions = (size_t)n;
+    tb.total_training_steps = h->total_training_steps;
     r->tb = tb;
 }
 
 static void ref_free(Ref *r) {
-    free(r->ids); free(r->offs); free(r->plen); free(r->gids); free(r->mask); free(r->adv); free(r->lps);
+    free(r->ids); free(r->offs); free(r->plen); free(r->gids); free(r->bver); free(r->mask); free(r->adv); free(r->lps);
 }
 
 /* tbwire's bytes == protobuf-c's, and they unpack to the reference arrays */
@@ -114,14 +119,15 @@ static void test_edge_cases(void **state) {
     float lp[] = {-0.5f, -1e-30f, 0.0f, -3.25f, -INFINITY, -7.0f, -0.125f, -2.0f};
     TbwSeq s[3] = {
         {.prompt = p, .n_prompt = 4, .resp = q, .n_resp = 8, .logprobs = lp, .n_logprobs = 8, .mask = 1, .adv = -0.75f,
-         .group_id = 1},
+         .group_id = 1, .behaviour_version = 0},
         {.prompt = p, .n_prompt = 2, .resp = q, .n_resp = 5, .logprobs = lp, .n_logprobs = 3, .mask = 0, .adv = 0,
-         .group_id = UINT64_MAX},                            /* log-probs shorter: padded with 0 */
-        {.prompt = p, .n_prompt = 0, .resp = q, .n_resp = 0, .mask = 1, .adv = 1.5f, .group_id = 0},   /* empty */
+         .group_id = UINT64_MAX, .behaviour_version = INT64_MAX},                            /* log-probs shorter: padded with 0 */
+        {.prompt = p, .n_prompt = 0, .resp = q, .n_resp = 0, .mask = 1, .adv = 1.5f, .group_id = 0,
+         .behaviour_version = 300},   /* empty */
     };
     TbwHead h = {.run_id = "run-1-2", .step = 3, .policy_version = 2, .mini_batch_index = 1, .num_mini_batches = 4,
                  .ppo_epoch = 0, .global_response_tokens = 300, .global_num_seqs = 64, .rank = 0, .world_size = 2,
-                 .last_of_step = 1};
+                 .last_of_step = 1, .total_training_steps = 1234567};
     check_same(&h, s, 3);
     check_same(&h, s, 0);                                    /* an empty shard: offsets {0} only */
     TbwHead z = {0};                                         /* every scalar zero, no run id: all left out */
@@ -165,12 +171,14 @@ static void test_random_shards(void **state) {
             s[i].mask = rnd(&x) % 4 == 0 ? 0.0f : 1.0f;
             s[i].adv = (float)((int)(rnd(&x) % 2001) - 1000) / 333.0f;
             s[i].group_id = rnd(&x) >> (rnd(&x) % 64);
+            s[i].behaviour_version = (int64_t)(rnd(&x) >> (rnd(&x) % 64 + 1));
         }
         TbwHead h = {.run_id = it % 3 ? "run-1796029085-12557" : NULL, .step = (int64_t)(rnd(&x) % 1000),
                      .policy_version = (int64_t)(rnd(&x) % 3), .mini_batch_index = (uint32_t)(rnd(&x) % 4),
                      .num_mini_batches = 4, .ppo_epoch = (uint32_t)(rnd(&x) % 2),
                      .global_response_tokens = rnd(&x) % 100000, .global_num_seqs = (uint32_t)(rnd(&x) % 512),
-                     .rank = (uint32_t)(rnd(&x) % 20), .world_size = 20, .last_of_step = (int)(rnd(&x) % 2)};
+                     .rank = (uint32_t)(rnd(&x) % 20), .world_size = 20, .last_of_step = (int)(rnd(&x) % 2),
+                     .total_training_steps = it % 2 ? rnd(&x) % 5000 : 0};
         check_same(&h, s, n);
         free(s); free(ids); free(lps);
     }

@@ -29,6 +29,7 @@ static void check_one(FakeRollout *f, const char *run_id, int64_t step, int64_t 
     /* the reference: the message the script packs, framed by net_encode */
     Dapo__Response resp[64], *rp[64];
     Dapo__GroupResult r;
+    f->loaded = version;                                  /* the version the rollout holds is what it stamps */
     fake_group_result(f, &g, resp, rp, &r);
     size_t ref_len = 0;
     uint8_t *ref = net_encode(DAPO__MSG_TYPE__MSG_GROUP_RESULT, &r.base, &ref_len);

@@ -240,7 +240,7 @@ static void test_micro_batches_same_gradients(void **state) {
         float *old = shifted_old(L[0], tb);
         LearnerMiniStats st[4];
         for (int k = 0; k < 4; k++) {
-            int rc = learner_grads(L[k], tb, old, &st[k], err);
+            int rc = learner_grads(L[k], tb, old, NULL, &st[k], err);
             if (rc) fprintf(stderr, "%s\n", err);
             assert_int_equal(rc, 0);
             if (k < 3) assert_int_equal(st[k].n_micro, want_micro[k]);
@@ -249,7 +249,7 @@ static void test_micro_batches_same_gradients(void **state) {
         assert_true(st[0].pg_clipfrac > 0);                      /* the clip bites somewhere */
         LearnerMiniStats pst;
         memcpy(probe->m->params, L[0]->m->params, (size_t)P * sizeof(float));
-        assert_int_equal(learner_grads(probe, tb, old, &pst, err), 0);
+        assert_int_equal(learner_grads(probe, tb, old, NULL, &pst, err), 0);
         assert_true(pst.n_micro >= 2);
         assert_int_equal(grads_match(L[0]->m, probe->m->grads, L[0]->m->grads, "dynamic micro-batch grads"), 0);
         for (int k = 1; k < 4; k++) {
@@ -306,7 +306,7 @@ static void *rank_main(void *p) {
     config_free(&cfg);
     if (!L) { a->rc = -2; coll_close(c); return NULL; }
     LearnerMiniStats st;
-    a->rc = learner_grads(L, a->tb, a->old, &st, a->err);
+    a->rc = learner_grads(L, a->tb, a->old, NULL, &st, a->err);
     if (!a->rc) {
         a->P = L->m->n_params;
         a->grads_out = malloc((size_t)a->P * sizeof(float));
@@ -352,7 +352,7 @@ static void test_two_ranks_equal_one(void **state) {
     run_two_ranks(tb, old, a);
     char err[ERR_LEN];
     LearnerMiniStats st;
-    assert_int_equal(learner_grads(one, tb, old, &st, err), 0);
+    assert_int_equal(learner_grads(one, tb, old, NULL, &st, err), 0);
     long P = one->m->n_params;
     for (int r = 0; r < 2; r++) {
         assert_int_equal(a[r].P, P);
@@ -382,13 +382,13 @@ static void test_nan_skips_update(void **state) {
     float *old = shifted_old(L, tb);
     char err[ERR_LEN];
     LearnerMiniStats st;
-    assert_int_equal(learner_update(L, tb, old, &st, err), 0);
+    assert_int_equal(learner_update(L, tb, old, NULL, &st, err), 0);
     assert_true(st.skipped);
     assert_int_equal(L->skipped_updates, 1);
     assert_int_equal(L->m->adam_step, 0);
     assert_memory_equal(before, L->m->params, (size_t)P * sizeof(float));
     tb->advantages[3] = 0.5f;                                    /* the next update goes through */
-    assert_int_equal(learner_update(L, tb, old, &st, err), 0);
+    assert_int_equal(learner_update(L, tb, old, NULL, &st, err), 0);
     assert_false(st.skipped);
     assert_int_equal(L->m->adam_step, 1);
     assert_true(memcmp(before, L->m->params, (size_t)P * sizeof(float)) != 0);
