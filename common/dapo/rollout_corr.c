@@ -128,13 +128,13 @@ static void is_stats(const RolloutCorrConfig *rc, const float *logp, const float
             if ((float)x != raw) { st->n_tokens_truncated += 1; changed = 1; }
         }
         st->n_seq_truncated += changed;
-        sm[s] = ws / (ns + 1e-8);
+        sm[s] = (float)ws / ((float)ns + 1e-8f);      /* fp32 as torch: a row of capped weights is the cap exactly */
         seq_sum += sm[s];
         if (sm[s] > sm_max) sm_max = sm[s];
         if (sm[s] < sm_min) sm_min = sm[s];
         if (fabs(sm[s] - 1.0) > dev) dev = fabs(sm[s] - 1.0);
-        seq_hi += sm[s] > up;
-        seq_lo += sm[s] < lo;
+        seq_hi += (float)sm[s] > (float)up;
+        seq_lo += (float)sm[s] < (float)lo;
     }
     const double den = n + 1e-8, mean_c = sw / den;
     st->mean = 0;

@@ -6,6 +6,8 @@ GRPO advantages) computed by verl's OWN functions, imported from the verl packag
   verl.trainer.ppo.core_algos.agg_loss                      entropy aggregation (same mode / global info)
   verl.trainer.ppo.core_algos.compute_grpo_outcome_advantage
   verl.trainer.ppo.rollout_corr_helper.compute_offpolicy_metrics / compute_rollout_correction_weights
+  verl.trainer.ppo.rollout_corr_helper.compute_rollout_rejection_mask / compute_rollout_correction_and_rejection_mask
+  verl.trainer.ppo.core_algos.compute_policy_loss_bypass_mode    (rollout_rs_cases.bin)
 and torch.autograd for d(loss)/d(logp) and d(loss)/d(entropy) of loss = pg_loss - entropy_coeff * entropy_agg
 (verl's actor objective, verl/workers/utils/losses.py ppo_loss).
 
@@ -226,6 +228,87 @@ def rollout_corr_cases(core_algos, ActorConfig, w):
             n += 1
     w.add("n_cases", [n], "i32")
 
+# rollout_rs specs of rollout_rs_cases (tests/unit/test_dapo_rollout_corr.c has the same table, in this order)
+RS_SPECS = [("token_k1", "0.5_2.0"), ("token_k2", "0.05"), ("token_k3", "0.05"), ("seq_sum_k1", "0.3_3.0"),
+            ("seq_sum_k2", "0.5"), ("seq_sum_k3", "0.5"), ("seq_mean_k1", "2.0"), ("seq_mean_k2", "0.05"),
+            ("seq_mean_k3", "0.05"), ("seq_max_k2", "0.5"), ("seq_max_k3", "0.5"),
+            ("token_k1,seq_mean_k3", "0.5_2.0,0.05"), ("seq_sum_k3,token_k2,token_k2", "0.4")]
+RS_OPT_KEYS = ["mean", "max", "min", "fraction_high", "fraction_low", "masked_fraction", "seq_masked_fraction"]
+IS_KEYS = ["mean", "max", "min", "ratio_fraction_high", "ratio_fraction_low", "std", "eff_sample_size", "seq_mean",
+           "seq_std", "seq_max", "seq_min", "seq_max_deviation", "seq_fraction_high", "seq_fraction_low"]
+# (rollout_is, rollout_is_threshold) of the IS cases: TIS and IcePop at both levels
+IS_SPECS = [("token", "2.0"), ("sequence", "2.0"), ("token", "0.5_1.5"), ("sequence", "0.2_3.0"), ("token", "1.2")]
+
+
+def rollout_rs_cases(core_algos, ActorConfig, w):
+    """verl's compute_rollout_rejection_mask (every option, chained options) with its metrics; its
+    compute_rollout_correction_weights with compute_is_metrics (TIS and IcePop); the decoupled loss as verl's trainer
+    composes it (compute_rollout_correction_and_rejection_mask, then compute_policy_loss_vanilla on the modified mask
+    with the weights) and verl's bypass-mode loss (compute_policy_loss_bypass_mode, ppo_clip, with rejection), each
+    with its autograd gradient."""
+    import torch
+    from verl.trainer.ppo import rollout_corr_helper as rch
+    g = torch.Generator().manual_seed(17)
+    n = 0
+    for B, T, empty in [(5, 9, False), (6, 7, True), (4, 12, False)]:
+        logp = -1.2 + torch.randn(B, T, generator=g)
+        rlogp = logp + 0.35 * torch.randn(B, T, generator=g)
+        rlogp[1, 1] = logp[1, 1] + 22.0                  # beyond the safety bound
+        lengths = torch.randint(1, T + 1, (B,), generator=g)
+        if empty:
+            lengths[B - 1] = 0
+        mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
+        old = logp + 0.15 * torch.randn(B, T, generator=g)
+        adv = torch.randn(B, 1, generator=g).expand(B, T).contiguous()
+        pre = f"c{n}/"
+        w.add(pre + "shape", [B, T], "i32")
+        w.add(pre + "logp", logp, "f32")
+        w.add(pre + "rlogp", rlogp, "f32")
+        w.add(pre + "old_logp", old, "f32")
+        w.add(pre + "adv", adv, "f32")
+        w.add(pre + "mask", mask.int(), "i32")
+        for si, (rs, thr) in enumerate(RS_SPECS):
+            keep, met = rch.compute_rollout_rejection_mask(log_ratio=logp - rlogp, response_mask=mask, rollout_rs=rs,
+                                                           rollout_rs_threshold=thr)
+            opts = list(dict.fromkeys(o.strip() for o in rs.split(",")))
+            vals = [met["rollout_rs_masked_fraction"], met["rollout_rs_seq_masked_fraction"]]
+            for o in opts:
+                vals += [met[f"rollout_rs_{o}_{k}"] for k in RS_OPT_KEYS]
+            w.add(pre + f"rs{si}/keep", keep.int(), "i32")
+            w.add(pre + f"rs{si}/metrics", vals, "f64")
+        for ii, (lvl, thr) in enumerate(IS_SPECS):
+            wts, met = rch.compute_rollout_correction_weights(log_ratio=logp - rlogp, response_mask=mask,
+                                                              rollout_is=lvl, rollout_is_threshold=thr)
+            vals = [met["rollout_is_" + k] for k in IS_KEYS] + [met.get("rollout_is_oob_ratio", 0.0)]
+            w.add(pre + f"is{ii}/weights", wts, "f32")
+            w.add(pre + f"is{ii}/metrics", vals, "f64")
+        cfg = ActorConfig(strategy="fsdp", clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28,
+                          clip_ratio_c=10.0, ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=1,
+                          use_dynamic_bsz=False, rollout_n=1)
+        # decoupled: token TIS 2.0 + token_k1 0.5_2.0 rejection, weights and mask from the proximal (old) policy
+        wp, mod_mask, _ = rch.compute_rollout_correction_and_rejection_mask(
+            old_log_prob=old, rollout_log_prob=rlogp, response_mask=mask, rollout_is="token", rollout_is_threshold=2.0,
+            rollout_rs="token_k1", rollout_rs_threshold="0.5_2.0")
+        lp = logp.clone().requires_grad_(True)
+        pg, _ = core_algos.compute_policy_loss_vanilla(old_log_prob=old, log_prob=lp, advantages=adv,
+                                                       response_mask=mod_mask, loss_agg_mode="token-mean", config=cfg,
+                                                       rollout_is_weights=wp.batch["rollout_is_weights"])
+        pg.backward()
+        w.add(pre + "dec/pg_loss", [pg.item()], "f64")
+        w.add(pre + "dec/dlogp", lp.grad, "f32")
+        # bypass: old = rollout, ppo_clip, rejection seq_mean_k3 0.08 from the current log-probs, no IS weight
+        object.__setattr__(cfg, "policy_loss", {"rollout_correction": {
+            "loss_type": "ppo_clip", "rollout_is": "token", "rollout_is_threshold": 2.0,
+            "rollout_rs": "seq_mean_k3", "rollout_rs_threshold": 0.08}})
+        lp = logp.clone().requires_grad_(True)
+        pg, _ = core_algos.compute_policy_loss_bypass_mode(old_log_prob=rlogp, log_prob=lp, advantages=adv,
+                                                           response_mask=mask, loss_agg_mode="token-mean", config=cfg)
+        pg.backward()
+        w.add(pre + "byp/pg_loss", [pg.item()], "f64")
+        w.add(pre + "byp/dlogp", lp.grad, "f32")
+        n += 1
+    w.add("n_cases", [n], "i32")
+
 
 def sample_cases(w):
     """Kept sets of Hugging Face's own logits warpers (temperature -> top-k -> top-p, the order `generate`
@@ -290,10 +373,15 @@ def main():
     w = Writer()
     rollout_corr_cases(core_algos, ActorConfig, w)
     w.save(os.path.join(OUT, "rollout_corr_cases.bin"))
+    w = Writer()
+    rollout_rs_cases(core_algos, ActorConfig, w)
+    w.save(os.path.join(OUT, "rollout_rs_cases.bin"))
     with open(os.path.join(OUT, "PROVENANCE"), "w") as f:
         f.write(f"Written by tests/reference/make_dapo_fixtures.py with verl {version} "
                 f"(core_algos.compute_policy_loss_vanilla, agg_loss, compute_grpo_outcome_advantage; "
-                f"rollout_corr_helper.compute_offpolicy_metrics, compute_rollout_correction_weights) "
+                f"rollout_corr_helper.compute_offpolicy_metrics, compute_rollout_correction_weights, "
+                f"compute_rollout_rejection_mask, compute_rollout_correction_and_rejection_mask; "
+                f"core_algos.compute_policy_loss_bypass_mode) "
                 f"and torch {torch.__version__} autograd.\n"
                 f"sample_cases.bin: transformers {hf_version} TemperatureLogitsWarper / TopKLogitsWarper / "
                 f"TopPLogitsWarper kept sets and torch log_softmax.\n")
