@@ -93,6 +93,7 @@ typedef struct {
     volatile int  stop;
     int           batches, bad, seqs;
     long long     last_global_tokens;
+    long long     total_steps_seen;      /* TrainBatch.total_training_steps of the last shard */
     int           delay_ms;              /* "trains" this long before answering the last shard of a step */
     volatile long *gen_step_seen;        /* with the rollouts' counter: counts steps whose successor was being */
     int           overlapped;            /* generated while this one trained (async mode) */
@@ -223,15 +224,16 @@ static inline void *rollout_main(void *arg) {
                     .capacity = (uint32_t)f->capacity, .heartbeat_ms = 100, .lease_timeout_s = 5};
     Worker *w = worker_open(ctx, &o, err);
     int dead = 0;
-    int64_t loaded = -1, heard = -1, heard_ms = 0;
+    int64_t loaded = -1, behind_since = 0;             /* when it first heard of a version newer than its own */
     f->loaded = 0;
     while (w && !f->stop) {
         if (dead) { usleep(20000); continue; }          /* hung: no heartbeats, no answers */
         NetMsg m;
         int rc = worker_poll(w, &m, 20, err);
         int64_t want = worker_coordinator_version(w);
-        if (want > heard) { heard = want; heard_ms = clock_ms(); }
-        if (want > loaded && (loaded < 0 || clock_ms() - heard_ms >= f->load_lag_ms)) {   /* "loads" it, acks it */
+        if (want > loaded && !behind_since) behind_since = clock_ms();
+        if (want > loaded && (loaded < 0 || clock_ms() - behind_since >= f->load_lag_ms)) {   /* "loads" it, acks it */
+            behind_since = 0;
             loaded = want;
             f->loaded = loaded;
             worker_set_status(w, 0, loaded);
@@ -305,6 +307,7 @@ static inline void *learner_main(void *arg) {
             }
             if (tb->n_behaviour_versions != nseq) f->bad++;
             f->last_global_tokens = (long long)tb->global_response_tokens;
+            f->total_steps_seen = (long long)tb->total_training_steps;
             Dapo__StepResult__MetricsEntry me = DAPO__STEP_RESULT__METRICS_ENTRY__INIT, *mes[1] = {&me};
             me.key = "actor/pg_loss";
             me.value = 0.25;

@@ -26,6 +26,7 @@
 #include "dapo/filter.h"
 #include "dapo/layout.h"
 #include "dapo/overlong.h"
+#include "dapo/rollout_corr.h"
 #include "io/dataset.h"
 #include "tokenizer/tokenizer.h"
 #include "tbwire.h"
@@ -403,7 +404,7 @@ static void data_used_up(Coord *c, const char *why) {
     e->step--;
     c->step = e->step;
     log_set_step(e->step);
-    e->phase = e->job.active ? PH_IDLE : PH_DONE;
+    e->phase = PH_IDLE;               /* idle(): the last step's validation if due, then done */
     e->data_done = 1;
     if (why) log_warn("step %ld not trained: %s", partial, why);
     status(c, "training finished: the data is used up (%d epochs)", c->cfg.total_epochs);
@@ -1229,7 +1230,18 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
         rc = load_files(e, &e->val, &c->cfg.val_files, &o, err);
     }
     if (!rc) rc = filter_metric_parse(c->cfg.filter_groups_metric, &e->fmetric, err);
+    RolloutCorrConfig corr;
+    if (!rc) rc = rollout_corr_config_from(&c->cfg, &corr, err);   /* the learners apply it; refused here at start */
     if (rc) return rc;
+    if (c->cfg.staleness >= 1 && !corr.bypass && !corr.is_on && !corr.n_rs)
+        log_warn("trainer.staleness %d with algorithm.rollout_correction.rollout_is and rollout_rs off: rows up to %d "
+                 "policy versions old are trained as if on-policy (no importance weight corrects the behaviour policy); "
+                 "remove rollout_is: null to get token-level truncated IS at 2.0", c->cfg.staleness, c->cfg.staleness);
+    else if (corr.is_on || corr.n_rs)
+        log_info("rollout correction: %s%s IS%s%s, %d rejection criteria%s", corr.is_on ? "" : "no",
+                 corr.is_on ? (corr.is_level == ROLLOUT_IS_TOKEN ? "token-level" : "sequence-level") : "",
+                 corr.is_on ? (corr.is_lower > 0 ? " (IcePop)" : " (truncated)") : "", corr.is_auto ? " (auto: async)" : "",
+                 corr.n_rs, corr.bypass ? ", bypass mode" : "");
     if (!e->train.n) return err_set(err, ERR_INVAL, "data.train_files: no usable prompts");
     e->order = xmalloc(e->train.n * sizeof *e->order);
     shuffle_epoch(c);

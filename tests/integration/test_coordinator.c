@@ -159,8 +159,8 @@ static json_int_t group_count(json_t *st, const char *state) {
 static void assert_accounting(json_t *st) {
     json_int_t sum = 0;
     const char *states[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus", "cancelled",
-                            "trained", "validated"};
-    for (int i = 0; i < 10; i++) sum += group_count(st, states[i]);
+                            "trained", "validated", "stale"};
+    for (int i = 0; i < 11; i++) sum += group_count(st, states[i]);
     assert_int_equal(sum, group_count(st, "created"));
 }
 
@@ -412,6 +412,93 @@ static void test_async_overlaps_generation_and_training(void **state) {
     stop_run(&r);
 }
 
+/* Async mode with a rollout that loads new weights 1.5 s late (issue 15): every TrainBatch row carries the version
+ * that generated it (the fake rollout writes 1000 + its version into each response's first token; the fake learner
+ * checks the row's behaviour_versions against it), no row more than trainer.staleness behind the learner's version is
+ * ever sent (its groups are dropped as "stale" and their prompts generated again), and the accounting adds up. */
+static void test_async_stale_rows_dropped(void **state) {
+    (void)state;
+    static Run r;
+    start_run(&r, MODE_BY_LENGTH, "trainer.staleness=1", "trainer.total_training_steps=6");
+    r.l.delay_ms = 300;
+    r.l.staleness = 1;
+    r.r[0].load_lag_ms = 1500;
+    json_t *st = wait_phase(&r, "done", 80000);
+    assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 6);
+    assert_accounting(st);
+    assert_int_equal(group_count(st, "trained"), 24);
+    fprintf(stderr, "async: %d rows, %d one version behind, %d too stale, %d mismatched, %lld groups dropped as stale\n",
+            r.l.rows, r.l.stale_rows, r.l.too_stale, r.l.version_mismatch, (long long)group_count(st, "stale"));
+    assert_int_equal(r.l.rows, 24 * 4);
+    assert_int_equal(r.l.bad, 0);
+    assert_int_equal(r.l.too_stale, 0);
+    assert_int_equal(r.l.version_mismatch, 0);
+    assert_true(r.l.stale_rows > 0);                  /* rows one version behind were trained (and weighted) */
+    assert_true(group_count(st, "stale") > 0);        /* the slow rollout's old groups were dropped, not trained */
+    json_decref(st);
+    stop_run(&r);
+}
+
+/* Reads DIR/ckpt/metrics.jsonl into body; returns the number of validation rows of `step`. */
+static int val_rows_of(const char *dir, long step, char *body, size_t cap) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/ckpt/metrics.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(body, 1, cap - 1, f);
+    body[n] = 0;
+    fclose(f);
+    int rows = 0;
+    for (char *line = strtok(body, "\n"); line; line = strtok(NULL, "\n")) {
+        json_t *j = json_loads(line, 0, NULL);
+        if (j && json_integer_value(json_object_get(j, "step")) == step && json_object_get(j, "timing_s/testing")) rows++;
+        json_decref(j);
+    }
+    return rows;
+}
+
+/* The three bookkeeping faults of issue 15: (a) trainer.total_training_steps unset: the step count is derived as verl
+ * does (whole data.gen_batch_size batches x total_epochs: 24 prompts / 6 = 4) and sent with every TrainBatch (the
+ * learner's lr schedule uses it); (b) the data runs out before that (each step needs more than one round here): the
+ * step being drawn is not trained and neither /api/status nor the log counts it; (c) the last trained step is
+ * validated whatever test_freq says (test_freq 100 here). */
+static void test_data_runs_out_and_last_step_validated(void **state) {
+    (void)state;
+    static Run r;
+    start_run(&r, MODE_BY_LENGTH, "trainer.total_training_steps=-1", "trainer.total_epochs=1");
+    json_t *st = wait_phase(&r, "done", 60000);
+    long trained = (long)json_integer_value(json_object_get(st, "policy_version"));
+    fprintf(stderr, "data ran out: %ld steps trained, status step %lld, learner saw total_training_steps %lld\n", trained,
+            (long long)json_integer_value(json_object_get(st, "step")), r.l.total_steps_seen);
+    assert_true(trained >= 1 && trained < 4);               /* filtering needs more than 6 prompts a step */
+    assert_int_equal(json_integer_value(json_object_get(st, "step")), trained);
+    assert_int_equal(r.l.total_steps_seen, 4);
+    assert_accounting(st);
+    json_decref(st);
+    static char body[1 << 18];
+    assert_int_equal(val_rows_of(r.dir, trained, body, sizeof body), 1);   /* the last step's validation */
+    char cmd[600], out[256];
+    snprintf(cmd, sizeof cmd, "grep -c 'step %ld not trained: the data ran out' %s/coordinator.log", trained + 1, r.dir);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    stop_run(&r);
+}
+
+/* Validation at the last step (verl): total_training_steps 3, test_freq 2: before training, at step 2 and at step 3. */
+static void test_last_step_validated(void **state) {
+    (void)state;
+    static Run r;
+    start_run(&r, MODE_BY_LENGTH, "trainer.total_training_steps=3", NULL);
+    json_t *st = wait_phase(&r, "done", 60000);
+    assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 3);
+    assert_int_equal(group_count(st, "validated"), 3 * 24);
+    assert_int_equal(r.l.total_steps_seen, 3);
+    json_decref(st);
+    static char body[1 << 18];
+    assert_int_equal(val_rows_of(r.dir, 3, body, sizeof body), 1);
+    assert_int_equal(val_rows_of(r.dir, 1, body, sizeof body), 0);
+    stop_run(&r);
+}
+
 /* A learner that loaded a checkpoint the coordinator has none for (here: version 5, no coordinator.json) stops the
  * run at once with an error naming both sides, instead of a run waiting for ever for weights no one serves. */
 static void test_learner_checkpoint_mismatch_fails_clearly(void **state) {
@@ -486,6 +573,9 @@ int main(void) {
         cmocka_unit_test_teardown(test_silent_verifier_lease_reclaimed, teardown),
         cmocka_unit_test_teardown(test_resume_at_epoch_boundary, teardown),
         cmocka_unit_test_teardown(test_async_overlaps_generation_and_training, teardown),
+        cmocka_unit_test_teardown(test_async_stale_rows_dropped, teardown),
+        cmocka_unit_test_teardown(test_data_runs_out_and_last_step_validated, teardown),
+        cmocka_unit_test_teardown(test_last_step_validated, teardown),
         cmocka_unit_test_teardown(test_learner_checkpoint_mismatch_fails_clearly, teardown),
         cmocka_unit_test_teardown(test_second_coordinator_same_dir_refused, teardown),
         cmocka_unit_test_teardown(test_silent_learner_update_bounded, teardown),

@@ -123,9 +123,9 @@ static int done(json_t *st) { return !strcmp(json_string_value(json_object_get(s
 
 static void assert_accounting(json_t *st) {
     const char *states[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus", "cancelled",
-                            "trained", "validated"};
+                            "trained", "validated", "stale"};
     json_int_t sum = 0;
-    for (int i = 0; i < 10; i++) sum += group_count(st, states[i]);
+    for (int i = 0; i < 11; i++) sum += group_count(st, states[i]);
     assert_int_equal(sum, group_count(st, "created"));
     assert_int_equal(group_count(st, "queued") + group_count(st, "leased") + group_count(st, "generated") +
                      group_count(st, "scoring") + group_count(st, "kept"), 0);

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define HOT __attribute__((target_clones("avx512f", "avx2", "default")))
+#define HOT __attribute__((target_clones("avx512f", "arch=x86-64-v3", "avx2", "default")))   /* v3: AVX2 + FMA (the avx2 clone calls libm for fmaf) */
 #else
 #define HOT
 #endif
