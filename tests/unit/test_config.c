@@ -316,6 +316,48 @@ static void test_help(void **state) {
     assert_non_null(strstr(buf, "  --id NAME         a name\n  --help, -h"));
 }
 
+/* algorithm.rollout_correction (issue 15): YAML null turns IS off ("" after loading); actor.use_rollout_log_probs and
+ * bypass_mode mean the same and may each be set alone, but set both to different values is refused naming both;
+ * loss_type reinforce is refused. */
+static void test_rollout_correction_keys(void **state) {
+    (void)state;
+    char path[] = "/tmp/dapo-cfg-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *yaml = "algorithm:\n  rollout_correction:\n    rollout_is: null\n    rollout_rs: token_k1,seq_mean_k3\n"
+                       "    rollout_rs_threshold: \"0.5_2.0,0.01\"\n";
+    assert_int_equal(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
+    close(fd);
+    Config c;
+    char err[ERR_LEN];
+    const char *a1[] = {"--config", path};
+    assert_int_equal(run_cli(&c, a1, 2, NULL, err), 0);
+    assert_string_equal(c.rc_rollout_is, "");
+    assert_string_equal(c.rc_rollout_rs, "token_k1,seq_mean_k3");
+    assert_true(config_is_set(&c, "algorithm.rollout_correction.rollout_is"));
+    assert_false(config_is_set(&c, "algorithm.rollout_correction.bypass_mode"));
+    assert_int_equal(config_validate(&c, err), 0);
+    config_free(&c);
+    unlink(path);
+    const char *a2[] = {"actor_rollout_ref.actor.use_rollout_log_probs=true"};
+    assert_int_equal(run_cli(&c, a2, 1, NULL, err), 0);
+    assert_int_equal(config_validate(&c, err), 0);
+    config_free(&c);
+    const char *a3[] = {"actor_rollout_ref.actor.use_rollout_log_probs=true", "algorithm.rollout_correction.bypass_mode=false"};
+    assert_int_equal(run_cli(&c, a3, 2, NULL, err), ERR_INVAL);        /* config_from_cli validates */
+    assert_non_null(strstr(err, "actor_rollout_ref.actor.use_rollout_log_probs (true)"));
+    assert_non_null(strstr(err, "algorithm.rollout_correction.bypass_mode (false)"));
+    config_free(&c);
+    const char *a4[] = {"actor_rollout_ref.actor.use_rollout_log_probs=true", "algorithm.rollout_correction.bypass_mode=true"};
+    assert_int_equal(run_cli(&c, a4, 2, NULL, err), 0);
+    assert_int_equal(config_validate(&c, err), 0);
+    config_free(&c);
+    const char *a5[] = {"algorithm.rollout_correction.loss_type=reinforce"};
+    assert_int_equal(run_cli(&c, a5, 1, NULL, err), ERR_UNSUPPORTED);
+    assert_non_null(strstr(err, "reinforce"));
+    config_free(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty_and_quiet),
@@ -326,6 +368,7 @@ int main(void) {
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_not_a_config_file),
         cmocka_unit_test(test_endpoint_forms),
+        cmocka_unit_test(test_rollout_correction_keys),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
