@@ -9,8 +9,13 @@
  * cluster.max_score_lease_s (scoring); when the registry declares a worker lost, or a lease passes that bound,
  * its groups go back to the queue with attempt + 1. Results are matched by (group id, attempt) and policy version, so stale
  * and duplicate results are dropped and nothing is counted twice. Every group is in exactly one GroupState.
- * Synchronous on-policy mode: rollouts generate with the current version only.
- * Not here yet: async mode (trainer.staleness 1), coordinator checkpoints and resume. */
+ * Synchronous on-policy mode: rollouts generate with the current version only. Async mode (trainer.staleness 1): the
+ * next step generates while the learners train, with rollouts at most trainer.staleness versions behind; every
+ * response carries the version that generated it (each TrainBatch row's behaviour_version), and a group whose oldest
+ * response is more than trainer.staleness behind the version the learners will train it with is dropped (GS_STALE)
+ * and its prompt generated again (drop_stale_groups, run whenever the version moves and before a batch goes out),
+ * so no stale row is ever sent. The learners correct the rest (issue 15: services/learner/offpolicy.h).
+ * Not here: coordinator checkpoints and resume (ckpt.c). */
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>

@@ -1,7 +1,9 @@
 /* services/learner/learner.h: the learner's training engine (DESIGN.md §1 step 5, §2; issue 7), independent of the
  * sockets so tests drive it directly:
  *   - old log-probs recomputed with the current weights for EVERY mini-batch of a step before its first update
- *     (verl's compute_log_prob over the whole batch), or the rollout's log-probs (actor.use_rollout_log_probs);
+ *     (verl's compute_log_prob over the whole batch), or the rollout's log-probs (actor.use_rollout_log_probs =
+ *     rollout_correction.bypass_mode); then the step's off-policy correction (offpolicy.h: behaviour versions
+ *     checked against trainer.staleness, IS weights pi_prox / pi_rollout and rejection — verl's decoupled mode);
  *   - per mini-batch shard: micro-batches (ppo_micro_batch_size_per_gpu sequences, or use_dynamic_bsz packs of at
  *     most ppo_max_token_len_per_gpu tokens; dapo/layout.h) forward + DAPO loss (dapo/loss.h, global denominators
  *     from the shard) + backward, accumulated; gradients SUMMED over ranks (common/collective) — the loss already
