@@ -171,7 +171,7 @@ static void test_random_shards(void **state) {
             s[i].mask = rnd(&x) % 4 == 0 ? 0.0f : 1.0f;
             s[i].adv = (float)((int)(rnd(&x) % 2001) - 1000) / 333.0f;
             s[i].group_id = rnd(&x) >> (rnd(&x) % 64);
-            s[i].behaviour_version = (int64_t)(rnd(&x) >> (rnd(&x) % 64 + 1));
+            s[i].behaviour_version = (int64_t)(rnd(&x) >> (rnd(&x) % 63 + 1));
         }
         TbwHead h = {.run_id = it % 3 ? "run-1796029085-12557" : NULL, .step = (int64_t)(rnd(&x) % 1000),
                      .policy_version = (int64_t)(rnd(&x) % 3), .mini_batch_index = (uint32_t)(rnd(&x) % 4),

@@ -742,6 +742,30 @@ static void test_stale_batch_rejection(void **state) {
     learner_close(L);
 }
 
+/* A decaying schedule without trainer.total_training_steps takes its length from the coordinator (TrainBatch
+ * total_training_steps, derived from the data as verl does) instead of 10^9 steps that never decay. */
+static void test_cosine_length_from_coordinator(void **state) {
+    (void)state;
+    const char *cfg[][2] = {{"actor_rollout_ref.actor.optim.warmup_style", "cosine"},
+                            {"actor_rollout_ref.actor.optim.lr_warmup_steps", "0"}};
+    Learner *L = open_learner(cfg, 2, 0, 1, NULL);
+    assert_true(L->total_steps == 0);
+    LearnerResult r;
+    for (long step = 1; step <= 3; step++) {
+        Dapo__TrainBatch *tb = make_batch(40 + (uint64_t)step, 4, step, 0, 1, 0, 1);
+        tb->total_training_steps = 4;
+        learner_submit(L, to_owned(tb));
+        assert_int_equal(learner_next(L, &r), 1);
+        assert_false(r.failed);
+        double want = lr_at(LR_COSINE, 1e-6, step - 1, 0, 4, 0.0);
+        assert_true(fabs(r.st.lr - want) <= 1e-15);
+        if (step == 3) assert_true(r.st.lr < 0.6e-6);       /* 1e-6 * (1 + cos(pi/2)) / 2 = 0.5e-6: decaying */
+        learner_result_free(&r);
+    }
+    assert_true(L->total_steps == 4);
+    learner_close(L);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--resume-child")) return resume_child(argv[2]);
     const struct CMUnitTest tests[] = {
@@ -754,6 +778,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_rollout_logprobs_option),
         cmocka_unit_test(test_stale_batch_decoupled_loss),
         cmocka_unit_test(test_stale_batch_rejection),
+        cmocka_unit_test(test_cosine_length_from_coordinator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
