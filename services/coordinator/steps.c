@@ -1137,6 +1137,14 @@ static void idle(Coord *c) {
         }
         return;
     }
+    /* async: a step whose update is followed by a validation (test_freq, or the last step) is not overlapped with the
+     * next step's generation — the validation needs that update's weights on every rollout and the engine's groups */
+    TrainJob *t = &e->job;
+    if (t->active && c->cfg.test_freq > 0 && e->val.n &&
+        (t->step % c->cfg.test_freq == 0 || (e->total_steps > 0 && t->step >= e->total_steps))) {
+        status(c, "step %ld: waiting for its update, then validation", t->step);
+        return;
+    }
     if (!learners_ready(c))
         status(c, "waiting for all %d learner ranks to register", c->cfg.num_learners);
     else if (c->cfg.staleness > 0 ? rollouts_usable(c) : rollouts_current(c))

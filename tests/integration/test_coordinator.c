@@ -45,6 +45,7 @@ static void write_dataset(const char *path) {
 }
 
 static Run *g_run;               /* the run a test started, for the teardown */
+static const char *g_extra3;     /* one more coordinator override for the next start_run (reset by it) */
 
 static void start_run(Run *r, int mode, const char *extra1, const char *extra2) {
     memset(r, 0, sizeof *r);
@@ -71,7 +72,9 @@ static void start_run(Run *r, int mode, const char *extra1, const char *extra2) 
                     "actor_rollout_ref.actor.ppo_mini_batch_size=2", "trainer.total_training_steps=2",
                     "trainer.test_freq=2", "actor_rollout_ref.rollout.val_kwargs.n=2", "data.max_response_length=64",
                     "reward_model.overlong_buffer.len=16", "cluster.heartbeat_ms=100", "cluster.lease_timeout_s=1.5",
-                    (char *)extra1, (char *)extra2, NULL};
+                    (char *)extra1, (char *)(extra1 ? extra2 : NULL), (char *)(extra1 && extra2 ? g_extra3 : NULL),
+                    NULL};
+    g_extra3 = NULL;
     r->coord = tu_spawn(argv, log);
     char coord[96];
     snprintf(coord, sizeof coord, "cluster.coordinator=%s", r->zep);
@@ -419,6 +422,7 @@ static void test_async_overlaps_generation_and_training(void **state) {
 static void test_async_stale_rows_dropped(void **state) {
     (void)state;
     static Run r;
+    g_extra3 = "trainer.test_freq=5";                 /* steps 1-4 overlap; validation at 0, 5 and 6 (the last) */
     start_run(&r, MODE_BY_LENGTH, "trainer.staleness=1", "trainer.total_training_steps=6");
     r.l.delay_ms = 300;
     r.l.staleness = 1;
@@ -427,6 +431,7 @@ static void test_async_stale_rows_dropped(void **state) {
     assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 6);
     assert_accounting(st);
     assert_int_equal(group_count(st, "trained"), 24);
+    assert_int_equal(group_count(st, "validated"), 3 * 24);   /* before training, steps 5 and 6: async validates too */
     fprintf(stderr, "async: %d rows, %d one version behind, %d too stale, %d mismatched, %lld groups dropped as stale\n",
             r.l.rows, r.l.stale_rows, r.l.too_stale, r.l.version_mismatch, (long long)group_count(st, "stale"));
     assert_int_equal(r.l.rows, 24 * 4);
