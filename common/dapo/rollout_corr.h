@@ -90,7 +90,8 @@ typedef struct {
  * <= upper); rollout_rs "" / "null" / comma-separated options (verl's names, duplicates dropped); rollout_rs_threshold
  * one value for all options or one per option, comma-separated ("lower_upper" or a single upper, lower = 1/upper,
  * for *_k1; a single positive upper bound for k2/k3); loss_type "ppo_clip" (verl's "reinforce" is refused: not
- * implemented). ERR_INVAL naming the key and the allowed values. */
+ * implemented). With bypass, is_on is 0 whatever rollout_is says (verl's bypass ppo_clip applies no IS weight).
+ * ERR_INVAL naming the key and the allowed values. */
 int rollout_corr_config_parse(const char *rollout_is, const char *is_threshold, int is_batch_normalize,
                               const char *rollout_rs, const char *rs_threshold, int bypass, const char *loss_type,
                               int staleness, RolloutCorrConfig *out, char err[ERR_LEN]);

@@ -134,14 +134,16 @@ int rollout_corr_config_parse(const char *rollout_is, const char *is_threshold, 
         return err_set(err, ERR_INVAL, "%srollout_is: '%s'; allowed: null, token, sequence, auto (token when "
                        "trainer.staleness >= 1)", K, rollout_is);
     }
-    if (o.is_on && (is_null(is_threshold) || parse_bounds(is_threshold, strlen(is_threshold), &o.is_lower, &o.is_upper) ||
-                    (o.is_lower > 0 && o.is_lower > o.is_upper)))
+    int is_set = o.is_on || (rollout_is && !strcmp(rollout_is, "auto"));     /* the threshold is checked for auto too */
+    if (is_set && (is_null(is_threshold) || parse_bounds(is_threshold, strlen(is_threshold), &o.is_lower, &o.is_upper) ||
+                   (o.is_lower > 0 && o.is_lower > o.is_upper)))
         return err_set(err, ERR_INVAL, "%srollout_is_threshold: '%s': expected a positive number (truncation) or "
                        "'lower_upper' with 0 < lower <= upper (IcePop)", K, is_threshold ? is_threshold : "");
     if (!is_null(rollout_rs)) {
         int rc = parse_rs(rollout_rs, rs_threshold, &o, err);
         if (rc) return rc;
     }
+    if (o.bypass) o.is_on = o.is_auto = 0;   /* verl's bypass ppo_clip: the PPO ratio is the IS ratio; no weight applied */
     *out = o;
     return 0;
 }

@@ -17,6 +17,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "coord.h"
+#include "dapo/rollout_corr.h"
 
 int coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m) {
     int rc = net_send(c->router, w->rid, w->rid_len, type, m, true);
@@ -280,6 +281,8 @@ int main(int argc, char **argv) {
     }
     int rc = config_from_cli(&c.cfg, &argc, argv, &print, err);
     if (!rc && argc > 1) rc = err_set(err, ERR_INVAL, "unknown argument '%s' (usage: dapo-coordinator [--config FILE] [key.path=value ...] [--print-config])", argv[1]);
+    RolloutCorrConfig corr;              /* the values of algorithm.rollout_correction, checked before anything starts */
+    if (!rc) rc = rollout_corr_config_from(&c.cfg, &corr, err);
     if (rc) {
         log_error("%s", err);
         config_free(&c.cfg);

@@ -1250,11 +1250,14 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
         log_warn("trainer.staleness %d with algorithm.rollout_correction.rollout_is and rollout_rs off: rows up to %d "
                  "policy versions old are trained as if on-policy (no importance weight corrects the behaviour policy); "
                  "remove rollout_is: null to get token-level truncated IS at 2.0", c->cfg.staleness, c->cfg.staleness);
+    else if (corr.bypass)
+        log_info("rollout correction: bypass mode (the rollout log-probs are the old policy; no IS weight, as verl's "
+                 "ppo_clip), %d rejection criteria", corr.n_rs);
     else if (corr.is_on || corr.n_rs)
-        log_info("rollout correction: %s%s IS%s%s, %d rejection criteria%s", corr.is_on ? "" : "no",
+        log_info("rollout correction: %s%s IS%s%s, %d rejection criteria", corr.is_on ? "" : "no",
                  corr.is_on ? (corr.is_level == ROLLOUT_IS_TOKEN ? "token-level" : "sequence-level") : "",
                  corr.is_on ? (corr.is_lower > 0 ? " (IcePop)" : " (truncated)") : "", corr.is_auto ? " (auto: async)" : "",
-                 corr.n_rs, corr.bypass ? ", bypass mode" : "");
+                 corr.n_rs);
     if (!e->train.n) return err_set(err, ERR_INVAL, "data.train_files: no usable prompts");
     e->order = xmalloc(e->train.n * sizeof *e->order);
     shuffle_epoch(c);
