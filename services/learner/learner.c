@@ -48,7 +48,6 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->ppo_epochs = cfg->ppo_epochs > 0 ? cfg->ppo_epochs : 1;
     L->staleness = cfg->staleness;
     if (!rc) rc = rollout_corr_config_from(cfg, &L->rc, err);
-    L->use_rollout_lp = L->rc.bypass;
     L->rng_seed = (uint64_t)cfg->trainer_seed;
     L->ckpt_root = xstrdup(cfg->default_local_dir);
     L->max_keep = cfg->max_actor_ckpt_to_keep;
@@ -448,7 +447,7 @@ static int old_pass(Learner *L, char err[ERR_LEN]) {
         long R = resp_count(mb[k]);
         L->old_lp[k] = falloc(R);
         L->old_n[k] = R;
-        if (L->use_rollout_lp) memcpy(L->old_lp[k], mb[k]->rollout_logprobs, (size_t)R * sizeof(float));
+        if (L->rc.bypass) memcpy(L->old_lp[k], mb[k]->rollout_logprobs, (size_t)R * sizeof(float));
         else rc = learner_logprobs(L, mb[k], L->old_lp[k], err);
         if (!rc) rc = offpolicy_mini(L, k, mb[k], err);
         if (!rc && mb[k]->total_training_steps > 0 && L->total_steps <= 0)     /* the coordinator's, from the data */

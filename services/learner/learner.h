@@ -64,8 +64,8 @@ struct Learner {
     double       lr, min_lr_ratio, grad_clip;
     long         warmup, total_steps;
     float        temperature;
-    int          micro_bsz, dynamic_bsz, max_tok_micro, ppo_epochs, use_rollout_lp;
-    RolloutCorrConfig rc;          /* algorithm.rollout_correction, resolved (rc.bypass == use_rollout_lp) */
+    int          micro_bsz, dynamic_bsz, max_tok_micro, ppo_epochs;
+    RolloutCorrConfig rc;          /* algorithm.rollout_correction, resolved (rc.bypass: actor.use_rollout_log_probs) */
     int          staleness;        /* trainer.staleness: the most versions a row may lag behind L->version */
     long         steps_done;       /* global steps completed (verl global_steps) */
     int64_t      version;          /* policy version of the current weights */
