@@ -8,25 +8,15 @@ AdamWConfig adamw_defaults(void) { return (AdamWConfig){ 0.9f, 0.999f, 1e-8f, 0.
 
 void adamw_update(float *p, const float *g, float *mom, float *var, long n, const AdamWConfig *c, float lr,
                   long step) {
-    double bc1 = 1.0 - pow(c->beta1, (double)step), bc2 = 1.0 - pow(c->beta2, (double)step);
-    float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2), decay = 1.0f - lr * c->weight_decay;
-    float w1 = 1.0f - c->beta1, b2 = c->beta2, w2 = 1.0f - c->beta2, eps = c->eps;
-#pragma omp parallel for schedule(static) if (n >= 65536)
-    for (long i = 0; i < n; i++) {
-        float gi = g[i];
-        p[i] *= decay;
-        mom[i] += w1 * (gi - mom[i]);
-        var[i] = var[i] * b2 + w2 * gi * gi;
-        float denom = sqrtf(var[i]) / bc2_sqrt + eps;
-        p[i] -= step_size * (mom[i] / denom);
-    }
+    backend_cpu.adamw(NULL, p, g, mom, var, n, lr, c->beta1, c->beta2, c->eps, c->weight_decay, step);
 }
 
 int adamw_step(Model *m, const AdamWConfig *cfg, float lr, char err[ERR_LEN]) {
     if (!m->grads || !m->adam_m || !m->adam_v) return err_set(err, ERR_INVAL, "adamw_step: model has no optimizer state (load with train=1)");
     if (!isfinite(lr) || lr < 0) return err_set(err, ERR_INVAL, "adamw_step: lr %g must be finite and >= 0", (double)lr);
     m->adam_step++;
-    adamw_update(m->params, m->grads, m->adam_m, m->adam_v, m->n_params, cfg, lr, m->adam_step);
+    m->be->adamw(m->bc, m->params, m->grads, m->adam_m, m->adam_v, m->n_params, lr, cfg->beta1, cfg->beta2, cfg->eps,
+                 cfg->weight_decay, m->adam_step);
     return 0;
 }
 

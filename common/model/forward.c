@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_decode.h"
-#include "backend/cpu/cpu_ops.h"
 #include "model/model.h"
 #include "model/model_internal.h"
+
+#define BW(w) ((BkWeight){ (w), NULL })
 
 static int batch_check(const Model *m, const ModelBatch *b, char err[ERR_LEN]) {
     if (!b || !b->tokens || !b->cu_seqlens) return err_set(err, ERR_INVAL, "batch: tokens and cu_seqlens are required");
@@ -52,9 +52,9 @@ static int batch_check(const Model *m, const ModelBatch *b, char err[ERR_LEN]) {
  * it, so the forward is sequence-invariant by construction) on W packed here per call into a->wpack (the weights may
  * change between calls). The += form (residual adds) continues each chain from the old y: no product buffer, no add
  * pass. */
-static void fwd_linear(ModelActs *a, float *y, const float *x, const float *w, const float *bias, int M, int N, int K,
-                       int accumulate) {
-    cpu_linear_packw_ex(y, N, x, w, a->wpack, bias, M, N, K, accumulate);
+static void fwd_linear(const Model *m, ModelActs *a, float *y, const float *x, const float *w, const float *prep,
+                       const float *bias, int M, int N, int K, int accumulate) {
+    m->be->linear(m->bc, y, N, x, (BkWeight){ w, prep }, bias, M, N, K, accumulate ? BK_ACCUM : 0, a->wpack);
 }
 
 /* The LM head runs in chunks of at most R = logits_rows rows made of whole sequence PIECES: each sequence is cut
@@ -87,14 +87,16 @@ static int lm_chunk(const ModelBatch *b, long R, int *s, int *off, int *r0, int3
 static void lm_head_rows(Model *m, ModelActs *a, int r0, int rows) {
     const ModelConfig *c = &m->cfg;
     int V = c->vocab, H = c->hidden;
+    const Backend *be = m->be;
     if (a->pk_lm) {                   /* model_pack_weights' snapshot: one product over the whole vocabulary */
-        cpu_linear_packed_ex(a->logits, V, a->xnf + (long)r0 * H, a->pk_lm, NULL, rows, V, H, 0);
+        be->linear(m->bc, a->logits, V, a->xnf + (long)r0 * H, (BkWeight){ m->w.lm_head, a->pk_lm }, NULL, rows, V, H,
+                   0, NULL);
         return;
     }
     for (int v0 = 0; v0 < V; v0 += MODEL_LM_SLICE) {
         int n = V - v0 < MODEL_LM_SLICE ? V - v0 : MODEL_LM_SLICE;
-        cpu_linear_packw_ex(a->logits + v0, V, a->xnf + (long)r0 * H, m->w.lm_head + (long)v0 * H, a->wpack, NULL,
-                            rows, n, H, 0);
+        be->linear(m->bc, a->logits + v0, V, a->xnf + (long)r0 * H, (BkWeight){ m->w.lm_head + (long)v0 * H, NULL },
+                   NULL, rows, n, H, 0, a->wpack);
     }
 }
 
@@ -108,48 +110,47 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
     float scale = 1.0f / sqrtf((float)hd);
     const int32_t *cu = b->cu_seqlens;
     int S = b->n_seqs;
+    const Backend *be = m->be;
+    BackendCtx *bc = m->bc;
+    BkRope rope = { a->cs, a->sn, a->pos, m->inv_freq };
 
     for (int q = 0; q < S; q++)
         for (int i = cu[q]; i < cu[q + 1]; i++) a->pos[i] = i - cu[q];
-    cpu_rope_tables(a->cs, a->sn, a->pos, N, m->inv_freq, hd / 2);
+    be->rope_tables(bc, a->cs, a->sn, a->pos, N, m->inv_freq, hd / 2);
 
     float *x0 = a->layer[0].x_in;
-    for (int i = 0; i < N; i++) memcpy(x0 + (long)i * H, m->w.embed + (long)b->tokens[i] * H, (size_t)H * sizeof(float));
+    be->embed(bc, x0, b->tokens, m->w.embed, N, H);
 
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs *A = &a->layer[l];
         const LayerWeights *W = &m->w.layer[l];
-        cpu_rmsnorm(A->xn1, A->rstd1, A->x_in, W->ln1, N, H, c->rms_eps);
+        be->rmsnorm(bc, A->xn1, A->rstd1, A->x_in, W->ln1, N, H, c->rms_eps);
         float *const *P = a->pk ? a->pk + l * 4 : NULL;    /* model_pack_weights' snapshot, or pack per call */
-        if (P) cpu_linear_packed_ex(A->qkv, qkvd, A->xn1, P[0], W->bqkv, N, qkvd, H, 0);
-        else fwd_linear(a, A->qkv, A->xn1, W->wqkv, W->bqkv, N, qkvd, H, 0);
+        fwd_linear(m, a, A->qkv, A->xn1, W->wqkv, P ? P[0] : NULL, W->bqkv, N, qkvd, H, 0);
         if (c->qk_norm && m->train) {      /* keep the pre-norm q/k for backward */
             for (int i = 0; i < N; i++) {
-                memcpy(A->qpre + (long)i * qd, A->qkv + (long)i * qkvd, (size_t)qd * sizeof(float));
-                memcpy(A->kpre + (long)i * kvd, A->qkv + (long)i * qkvd + qd, (size_t)kvd * sizeof(float));
+                be->copy(bc, A->qpre + (long)i * qd, A->qkv + (long)i * qkvd, (size_t)qd * sizeof(float));
+                be->copy(bc, A->kpre + (long)i * kvd, A->qkv + (long)i * qkvd + qd, (size_t)kvd * sizeof(float));
             }
-            cpu_rmsnorm_heads(A->qkv, qkvd, A->rstdq, A->qpre, qd, W->qn, N, nh, hd, c->rms_eps);
-            cpu_rmsnorm_heads(A->qkv + qd, qkvd, A->rstdk, A->kpre, kvd, W->kn, N, nkv, hd, c->rms_eps);
+            be->rmsnorm_heads(bc, A->qkv, qkvd, A->rstdq, A->qpre, qd, W->qn, N, nh, hd, c->rms_eps);
+            be->rmsnorm_heads(bc, A->qkv + qd, qkvd, A->rstdk, A->kpre, kvd, W->kn, N, nkv, hd, c->rms_eps);
         } else if (c->qk_norm) {
-            cpu_rmsnorm_heads(A->qkv, qkvd, NULL, A->qkv, qkvd, W->qn, N, nh, hd, c->rms_eps);
-            cpu_rmsnorm_heads(A->qkv + qd, qkvd, NULL, A->qkv + qd, qkvd, W->kn, N, nkv, hd, c->rms_eps);
+            be->rmsnorm_heads(bc, A->qkv, qkvd, NULL, A->qkv, qkvd, W->qn, N, nh, hd, c->rms_eps);
+            be->rmsnorm_heads(bc, A->qkv + qd, qkvd, NULL, A->qkv + qd, qkvd, W->kn, N, nkv, hd, c->rms_eps);
         }
-        cpu_rope(A->qkv, qkvd, a->cs, a->sn, N, nh + nkv, hd, 0);     /* q and k heads are adjacent: one pass */
-        cpu_attention_varlen(A->att, A->lse, A->qkv, A->qkv + qd, A->qkv + qd + kvd, b->cu_seqlens, b->n_seqs, nh,
+        be->rope(bc, A->qkv, qkvd, &rope, N, nh + nkv, hd, 0);     /* q and k heads are adjacent: one pass */
+        be->attention_varlen(bc, A->att, A->lse, A->qkv, A->qkv + qd, A->qkv + qd + kvd, b->cu_seqlens, b->n_seqs, nh,
                              nkv, hd, qkvd, qkvd, qd, scale, a->att_scratch);
         /* residual adds ride on the GEMM (beta = 1). In inference mode x_mid and next alias x_in. */
-        if (A->x_mid != A->x_in) memcpy(A->x_mid, A->x_in, (size_t)N * H * sizeof(float));
-        if (P) cpu_linear_packed_ex(A->x_mid, H, A->att, P[1], NULL, N, H, qd, 1);
-        else fwd_linear(a, A->x_mid, A->att, W->wo, NULL, N, H, qd, 1);
-        cpu_rmsnorm(A->xn2, A->rstd2, A->x_mid, W->ln2, N, H, c->rms_eps);
-        if (P) cpu_linear_packed_swiglu(A->hm, A->gu, A->xn2, P[2], N, I, H);          /* gate|up and SwiGLU */
-        else cpu_linear_packw_swiglu(A->hm, A->gu, A->xn2, W->wgu, a->wpack, N, I, H);
+        if (A->x_mid != A->x_in) be->copy(bc, A->x_mid, A->x_in, (size_t)N * H * sizeof(float));
+        fwd_linear(m, a, A->x_mid, A->att, W->wo, P ? P[1] : NULL, NULL, N, H, qd, 1);
+        be->rmsnorm(bc, A->xn2, A->rstd2, A->x_mid, W->ln2, N, H, c->rms_eps);
+        be->linear_swiglu(bc, A->hm, A->gu, A->xn2, (BkWeight){ W->wgu, P ? P[2] : NULL }, N, I, H, a->wpack);
         float *next = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final;
-        if (next != A->x_mid) memcpy(next, A->x_mid, (size_t)N * H * sizeof(float));
-        if (P) cpu_linear_packed_ex(next, H, A->hm, P[3], NULL, N, H, I, 1);
-        else fwd_linear(a, next, A->hm, W->wd, NULL, N, H, I, 1);
+        if (next != A->x_mid) be->copy(bc, next, A->x_mid, (size_t)N * H * sizeof(float));
+        fwd_linear(m, a, next, A->hm, W->wd, P ? P[3] : NULL, NULL, N, H, I, 1);
     }
-    cpu_rmsnorm(a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
+    be->rmsnorm(bc, a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
 
     long R = m->logits_rows;
     a->logits_full = R >= N;
@@ -157,7 +158,7 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
     if (logp || ent || a->logits_full)
         while ((n = lm_chunk(b, R, &s, &off, &r0, a->lm_cu, &np)) > 0) {
             lm_head_rows(m, a, r0, n);
-            cpu_logprob_entropy(a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
+            be->logprob_entropy(bc, a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
                                 logp ? logp + r0 : NULL, ent ? ent + r0 : NULL);
         }
     return 0;
@@ -176,45 +177,48 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
     float scale = 1.0f / sqrtf((float)hd);
     const int32_t *cu = b->cu_seqlens;
     int S = b->n_seqs;
+    const Backend *be = m->be;
+    BackendCtx *bc = m->bc;
+    BkRope rope = { a->cs, a->sn, a->pos, m->inv_freq };
 
     /* LM head + log-softmax, chunked: dA <- d xnf, lm_head grads */
     long R = m->logits_rows;
     int s = 0, off = 0, r0, np, n;
     while ((n = lm_chunk(b, R, &s, &off, &r0, a->lm_cu, &np)) > 0) {
         if (!a->logits_full) lm_head_rows(m, a, r0, n);
-        cpu_logprob_entropy_backward(a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
+        be->logprob_entropy_backward(bc, a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
                                      dlogp ? dlogp + r0 : NULL, dent ? dent + r0 : NULL);
-        cpu_linear_backward_varlen(a->dA + (long)r0 * H, m->g.lm_head, NULL, a->logits, a->xnf + (long)r0 * H,
-                                   m->w.lm_head, a->lm_cu, np, V, H, 0);
+        be->linear_backward_varlen(bc, a->dA + (long)r0 * H, m->g.lm_head, NULL, a->logits, a->xnf + (long)r0 * H,
+                                   BW(m->w.lm_head), a->lm_cu, np, V, H, 0);
     }
     a->logits_full = 0;     /* the logits buffer now holds gradients */
-    cpu_rmsnorm_backward_varlen(a->dres, m->g.norm, a->dA, a->x_final, m->w.norm, a->rstdf, cu, S, H, 0);
+    be->rmsnorm_backward_varlen(bc, a->dres, m->g.norm, a->dA, a->x_final, m->w.norm, a->rstdf, cu, S, H, 0);
 
     for (int l = c->n_layers - 1; l >= 0; l--) {
         LayerActs *A = &a->layer[l];
         const LayerWeights *W = &m->w.layer[l];
         LayerWeights *G = &m->g.layer[l];
         /* MLP: out = x_mid + hm Wd^T */
-        cpu_linear_backward_varlen(a->dhm, G->wd, NULL, a->dres, A->hm, W->wd, cu, S, H, I, 0);
-        cpu_swiglu_backward(a->dgu, a->dhm, A->gu, N, I);
-        cpu_linear_backward_varlen(a->dA, G->wgu, NULL, a->dgu, A->xn2, W->wgu, cu, S, 2 * I, H, 0);
-        cpu_rmsnorm_backward_varlen(a->dres, G->ln2, a->dA, A->x_mid, W->ln2, A->rstd2, cu, S, H, 1);
+        be->linear_backward_varlen(bc, a->dhm, G->wd, NULL, a->dres, A->hm, BW(W->wd), cu, S, H, I, 0);
+        be->swiglu_backward(bc, a->dgu, a->dhm, A->gu, N, I);
+        be->linear_backward_varlen(bc, a->dA, G->wgu, NULL, a->dgu, A->xn2, BW(W->wgu), cu, S, 2 * I, H, 0);
+        be->rmsnorm_backward_varlen(bc, a->dres, G->ln2, a->dA, A->x_mid, W->ln2, A->rstd2, cu, S, H, 1);
         /* attention: x_mid = x_in + att Wo^T */
-        cpu_linear_backward_varlen(a->dA, G->wo, NULL, a->dres, A->att, W->wo, cu, S, H, qd, 0);
-        memset(a->dqkv, 0, (size_t)N * qkvd * sizeof(float));
-        cpu_attention_backward_varlen(a->dqkv, a->dqkv + qd, a->dqkv + qd + kvd, a->dA, A->qkv, A->qkv + qd,
+        be->linear_backward_varlen(bc, a->dA, G->wo, NULL, a->dres, A->att, BW(W->wo), cu, S, H, qd, 0);
+        be->zero(bc, a->dqkv, (size_t)N * qkvd * sizeof(float));
+        be->attention_backward_varlen(bc, a->dqkv, a->dqkv + qd, a->dqkv + qd + kvd, a->dA, A->qkv, A->qkv + qd,
                                       A->qkv + qd + kvd, A->att, A->lse, b->cu_seqlens, b->n_seqs, nh, nkv, hd, qkvd,
                                       qkvd, qd, scale, a->att_scratch);
-        cpu_rope(a->dqkv, qkvd, a->cs, a->sn, N, nh, hd, 1);
-        cpu_rope(a->dqkv + qd, qkvd, a->cs, a->sn, N, nkv, hd, 1);
+        be->rope(bc, a->dqkv, qkvd, &rope, N, nh, hd, 1);
+        be->rope(bc, a->dqkv + qd, qkvd, &rope, N, nkv, hd, 1);
         if (c->qk_norm) {
-            cpu_rmsnorm_heads_backward(a->dqkv, qkvd, G->qn, A->qpre, qd, W->qn, A->rstdq, N, nh, hd);
-            cpu_rmsnorm_heads_backward(a->dqkv + qd, qkvd, G->kn, A->kpre, kvd, W->kn, A->rstdk, N, nkv, hd);
+            be->rmsnorm_heads_backward(bc, a->dqkv, qkvd, G->qn, A->qpre, qd, W->qn, A->rstdq, N, nh, hd);
+            be->rmsnorm_heads_backward(bc, a->dqkv + qd, qkvd, G->kn, A->kpre, kvd, W->kn, A->rstdk, N, nkv, hd);
         }
-        cpu_linear_backward_varlen(a->dA, G->wqkv, G->bqkv, a->dqkv, A->xn1, W->wqkv, cu, S, qkvd, H, 0);
-        cpu_rmsnorm_backward_varlen(a->dres, G->ln1, a->dA, A->x_in, W->ln1, A->rstd1, cu, S, H, 1);
+        be->linear_backward_varlen(bc, a->dA, G->wqkv, G->bqkv, a->dqkv, A->xn1, BW(W->wqkv), cu, S, qkvd, H, 0);
+        be->rmsnorm_backward_varlen(bc, a->dres, G->ln1, a->dA, A->x_in, W->ln1, A->rstd1, cu, S, H, 1);
     }
-    for (int i = 0; i < N; i++) cpu_add(m->g.embed + (long)b->tokens[i] * H, a->dres + (long)i * H, H);
+    be->embed_backward(bc, m->g.embed, b->tokens, a->dres, N, H);
     return 0;
 }
 
@@ -242,44 +246,47 @@ int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char
         if (b->tokens[i] < 0 || b->tokens[i] >= V)
             return err_set(err, ERR_INVAL, "cached batch: tokens[%d] = %d outside the vocabulary [0, %d)", i, b->tokens[i], V);
     ModelActs *a = m->priv;
+    const Backend *be = m->be;
+    BackendCtx *bc = m->bc;
+    BkRope rope = { a->cs, a->sn, a->pos, m->inv_freq };
     a->logits_full = 0;
     float scale = 1.0f / sqrtf((float)hd);
     for (int s = 0; s < b->n_seqs; s++)
         for (int i = b->cu_seqlens[s]; i < b->cu_seqlens[s + 1]; i++) a->pos[i] = b->p0[s] + i - b->cu_seqlens[s];
-    cpu_rope_tables(a->cs, a->sn, a->pos, N, m->inv_freq, hd / 2);
+    be->rope_tables(bc, a->cs, a->sn, a->pos, N, m->inv_freq, hd / 2);
     LayerActs *A = &a->layer[0];          /* one set of buffers for every layer: nothing is kept */
     float *x = A->x_in;
-    for (int i = 0; i < N; i++) memcpy(x + (long)i * H, m->w.embed + (long)b->tokens[i] * H, (size_t)H * sizeof(float));
+    be->embed(bc, x, b->tokens, m->w.embed, N, H);
     for (int l = 0; l < L; l++) {
         const LayerWeights *W = &m->w.layer[l];
-        cpu_rmsnorm(A->xn1, NULL, x, W->ln1, N, H, c->rms_eps);
-        cpu_linear(A->qkv, A->xn1, W->wqkv, W->bqkv, N, qkvd, H);
+        be->rmsnorm(bc, A->xn1, NULL, x, W->ln1, N, H, c->rms_eps);
+        be->linear(bc, A->qkv, qkvd, A->xn1, BW(W->wqkv), W->bqkv, N, qkvd, H, BK_FAST, NULL);
         if (c->qk_norm) {
-            cpu_rmsnorm_heads(A->qkv, qkvd, NULL, A->qkv, qkvd, W->qn, N, nh, hd, c->rms_eps);
-            cpu_rmsnorm_heads(A->qkv + qd, qkvd, NULL, A->qkv + qd, qkvd, W->kn, N, nkv, hd, c->rms_eps);
+            be->rmsnorm_heads(bc, A->qkv, qkvd, NULL, A->qkv, qkvd, W->qn, N, nh, hd, c->rms_eps);
+            be->rmsnorm_heads(bc, A->qkv + qd, qkvd, NULL, A->qkv + qd, qkvd, W->kn, N, nkv, hd, c->rms_eps);
         }
-        cpu_rope(A->qkv, qkvd, a->cs, a->sn, N, nh, hd, 0);
-        cpu_rope(A->qkv + qd, qkvd, a->cs, a->sn, N, nkv, hd, 0);
+        be->rope(bc, A->qkv, qkvd, &rope, N, nh, hd, 0);
+        be->rope(bc, A->qkv + qd, qkvd, &rope, N, nkv, hd, 0);
         for (int s = 0; s < b->n_seqs; s++) {
             int s0 = b->cu_seqlens[s], n = b->cu_seqlens[s + 1] - s0, p0 = b->p0[s];
             float *kc = b->k_cache[(long)s * L + l], *vc = b->v_cache[(long)s * L + l];
             for (int j = 0; j < n; j++) {
                 const float *row = A->qkv + (long)(s0 + j) * qkvd;
-                memcpy(kc + (long)(p0 + j) * kvd, row + qd, (size_t)kvd * sizeof(float));
-                memcpy(vc + (long)(p0 + j) * kvd, row + qd + kvd, (size_t)kvd * sizeof(float));
+                be->copy(bc, kc + (long)(p0 + j) * kvd, row + qd, (size_t)kvd * sizeof(float));
+                be->copy(bc, vc + (long)(p0 + j) * kvd, row + qd + kvd, (size_t)kvd * sizeof(float));
             }
-            cpu_attention(A->att + (long)s0 * qd, NULL, A->qkv + (long)s0 * qkvd, kc, vc, n, p0, p0 + n, nh, nkv, hd,
+            be->attention(bc, A->att + (long)s0 * qd, NULL, A->qkv + (long)s0 * qkvd, kc, vc, n, p0, p0 + n, nh, nkv, hd,
                           qkvd, kvd, qd, scale, a->att_scratch);
         }
-        cpu_linear_add(x, A->att, W->wo, N, H, qd);
-        cpu_rmsnorm(A->xn2, NULL, x, W->ln2, N, H, c->rms_eps);
-        cpu_linear(A->gu, A->xn2, W->wgu, NULL, N, 2 * I, H);
-        cpu_swiglu(A->hm, A->gu, N, I);
-        cpu_linear_add(x, A->hm, W->wd, N, H, I);
+        be->linear(bc, x, H, A->att, BW(W->wo), NULL, N, H, qd, BK_FAST | BK_ACCUM, NULL);
+        be->rmsnorm(bc, A->xn2, NULL, x, W->ln2, N, H, c->rms_eps);
+        be->linear(bc, A->gu, 2 * I, A->xn2, BW(W->wgu), NULL, N, 2 * I, H, BK_FAST, NULL);
+        be->swiglu(bc, A->hm, A->gu, N, I);
+        be->linear(bc, x, H, A->hm, BW(W->wd), NULL, N, H, I, BK_FAST | BK_ACCUM, NULL);
     }
     for (int s = 0; s < b->n_seqs; s++)      /* last new row of each sequence */
-        memcpy(A->xn1 + (long)s * H, x + (long)(b->cu_seqlens[s + 1] - 1) * H, (size_t)H * sizeof(float));
-    cpu_rmsnorm(a->xnf, NULL, A->xn1, m->w.norm, b->n_seqs, H, c->rms_eps);
-    cpu_linear(logits, a->xnf, m->w.lm_head, NULL, b->n_seqs, V, H);
+        be->copy(bc, A->xn1 + (long)s * H, x + (long)(b->cu_seqlens[s + 1] - 1) * H, (size_t)H * sizeof(float));
+    be->rmsnorm(bc, a->xnf, NULL, A->xn1, m->w.norm, b->n_seqs, H, c->rms_eps);
+    be->linear(bc, logits, V, a->xnf, BW(m->w.lm_head), NULL, b->n_seqs, V, H, BK_FAST, NULL);
     return 0;
 }

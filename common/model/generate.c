@@ -8,8 +8,6 @@
 #include <omp.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_decode.h"
-#include "backend/cpu/cpu_ops.h"
 #include "core/log.h"
 #include "core/rng.h"
 
@@ -95,13 +93,17 @@ void gen_engine_reload_weights(GenEngine *e) {
     for (int i = 0; i <= 4 * e->m->cfg.n_layers; i++) {
         int N, K;
         pk_shape(&e->m->cfg, i, &N, &K);
-        cpu_pack_weights(e->pk[i], pk_source(e->m, i), N, K);
+        e->m->be->pack_weights(e->m->bc, e->pk[i], pk_source(e->m, i), N, K, 0);
     }
 }
 
 GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     if (!m || !o) { err_set(err, ERR_INVAL, "gen_engine_new: NULL model or options"); return NULL; }
     const ModelConfig *c = &m->cfg;
+    if (m->be != &backend_cpu) {   /* its KV cache and step buffers are host memory (xmalloc) */
+        err_set(err, ERR_UNSUPPORTED, "the rollout engine runs on the cpu backend only (model is on %s)", m->be->name);
+        return NULL;
+    }
     int BS = o->block_tokens > 0 ? o->block_tokens : 16;
     if (o->max_num_seqs < 1 || o->max_num_seqs > 1 << 20) {
         err_set(err, ERR_INVAL, "max_num_seqs %d outside [1, 2^20]", o->max_num_seqs);
@@ -135,7 +137,7 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     for (int i = 0; i < npk; i++) {
         int N, K;
         pk_shape(c, i, &N, &K);
-        pk_total += cpu_pack_floats(N, K);
+        pk_total += m->be->pack_floats(N, K, 0);
     }
     e->packed = xmalloc((size_t)pk_total * sizeof(float));
     e->pk = xmalloc((size_t)npk * sizeof(float *));
@@ -143,7 +145,7 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
         int N, K;
         pk_shape(c, (int)i, &N, &K);
         e->pk[i] = e->packed + off;
-        off += cpu_pack_floats(N, K);
+        off += m->be->pack_floats(N, K, 0);
     }
     gen_engine_reload_weights(e);
     int R = e->max_rows, S = o->max_num_seqs, H = c->hidden, I = c->inter, V = c->vocab;
@@ -160,7 +162,7 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     e->hm = xmalloc((size_t)R * I * sizeof(float));
     e->cs = xmalloc((size_t)R * (c->head_dim / 2 + 1) * sizeof(float));
     e->sn = xmalloc((size_t)R * (c->head_dim / 2 + 1) * sizeof(float));
-    e->att_scratch = xmalloc((size_t)e->nthr * (c->n_heads / c->n_kv_heads) * e->ctx_max * sizeof(float));
+    e->att_scratch = xmalloc((size_t)m->be->paged_scratch_floats(c->n_heads / c->n_kv_heads, e->ctx_max) * sizeof(float));
     e->samp_seq = xmalloc((size_t)S * sizeof(Seq *));
     e->samp_row = xmalloc((size_t)S * sizeof(int));
     e->samp_rc = xmalloc((size_t)S * sizeof(int));
@@ -343,8 +345,9 @@ static int is_stop(const GenEngine *e, const Seq *s, int32_t t) {
 static void linear(const GenEngine *e, int i, float *y, const float *x, const float *b, int M) {
     int N, K;
     pk_shape(&e->m->cfg, i, &N, &K);
-    if (e->o.batch_invariant || M <= GEN_PACKED_MAX_ROWS) cpu_linear_packed(y, x, e->pk[i], b, M, N, K);
-    else cpu_linear(y, x, pk_source(e->m, i), b, M, N, K);
+    int fast = !e->o.batch_invariant && M > GEN_PACKED_MAX_ROWS;
+    e->m->be->linear(e->m->bc, y, N, x, (BkWeight){ pk_source(e->m, i), e->pk[i] }, b, M, N, K, fast ? BK_FAST : 0,
+                     NULL);
 }
 
 /* Copies the K/V of positions [0, n) of src into dst's blocks in one layer's cache (kc, vc): whole blocks, then the
@@ -373,34 +376,36 @@ static void forward_rows(GenEngine *e, int R) {
     int qd = nh * hd, kvd = e->kvd, qkvd = e->qkvd, BS = e->BS;
     float scale = 1.0f / sqrtf((float)hd);
     size_t layer_floats = (size_t)e->n_blocks * BS * kvd;
-    for (int r = 0; r < R; r++)
-        memcpy(e->x + (long)r * H, m->w.embed + (long)e->row_tok[r] * H, (size_t)H * sizeof(float));
-    cpu_rope_tables(e->cs, e->sn, e->row_pos, R, m->inv_freq, hd / 2);
+    const Backend *be = m->be;
+    BackendCtx *bc = m->bc;
+    BkRope rope = { e->cs, e->sn, e->row_pos, m->inv_freq };
+    be->embed(bc, e->x, e->row_tok, m->w.embed, R, H);
+    be->rope_tables(bc, e->cs, e->sn, e->row_pos, R, m->inv_freq, hd / 2);
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *W = &m->w.layer[l];
         float *kc = e->kc + l * layer_floats, *vc = e->vc + l * layer_floats;
-        cpu_rmsnorm(e->xn, NULL, e->x, W->ln1, R, H, c->rms_eps);
+        be->rmsnorm(bc, e->xn, NULL, e->x, W->ln1, R, H, c->rms_eps);
         linear(e, 4 * l, e->qkv, e->xn, W->bqkv, R);
         if (c->qk_norm) {
-            cpu_rmsnorm_heads(e->qkv, qkvd, NULL, e->qkv, qkvd, W->qn, R, nh, hd, c->rms_eps);
-            cpu_rmsnorm_heads(e->qkv + qd, qkvd, NULL, e->qkv + qd, qkvd, W->kn, R, nkv, hd, c->rms_eps);
+            be->rmsnorm_heads(bc, e->qkv, qkvd, NULL, e->qkv, qkvd, W->qn, R, nh, hd, c->rms_eps);
+            be->rmsnorm_heads(bc, e->qkv + qd, qkvd, NULL, e->qkv + qd, qkvd, W->kn, R, nkv, hd, c->rms_eps);
         }
-        cpu_rope(e->qkv, qkvd, e->cs, e->sn, R, nh, hd, 0);
-        cpu_rope(e->qkv + qd, qkvd, e->cs, e->sn, R, nkv, hd, 0);
+        be->rope(bc, e->qkv, qkvd, &rope, R, nh, hd, 0);
+        be->rope(bc, e->qkv + qd, qkvd, &rope, R, nkv, hd, 0);
         for (int r = 0; r < R; r++) {
             const float *kr = e->qkv + (long)r * qkvd + qd;
-            cpu_kv_store(kc, vc, e->row_tab[r], e->row_pos[r], kr, kr + kvd, BS, nkv, hd);
+            be->kv_store(bc, kc, vc, e->row_tab[r], e->row_pos[r], kr, kr + kvd, BS, nkv, hd);
         }
         for (int k = 0; k < e->n_cp; k++) copy_prefix(e, kc, vc, e->cp_src[k], e->cp_dst[k], e->cp_len[k]);
-        cpu_paged_attention(e->att, qd, e->qkv, qkvd, R, e->row_pos, e->row_tab, kc, vc, BS, nh, nkv, hd, scale,
+        be->paged_attention(bc, e->att, qd, e->qkv, qkvd, R, e->row_pos, e->row_tab, kc, vc, BS, nh, nkv, hd, scale,
                             e->att_scratch, e->ctx_max);
         linear(e, 4 * l + 1, e->mid, e->att, NULL, R);
-        cpu_add(e->mid, e->x, (long)R * H);
-        cpu_rmsnorm(e->xn, NULL, e->mid, W->ln2, R, H, c->rms_eps);
+        be->add(bc, e->mid, e->x, (long)R * H);
+        be->rmsnorm(bc, e->xn, NULL, e->mid, W->ln2, R, H, c->rms_eps);
         linear(e, 4 * l + 2, e->gu, e->xn, NULL, R);
-        cpu_swiglu(e->hm, e->gu, R, I);
+        be->swiglu(bc, e->hm, e->gu, R, I);
         linear(e, 4 * l + 3, e->x, e->hm, NULL, R);
-        cpu_add(e->x, e->mid, (long)R * H);
+        be->add(bc, e->x, e->mid, (long)R * H);
     }
 }
 
@@ -501,7 +506,7 @@ int gen_engine_step(GenEngine *e, char err[ERR_LEN]) {
     int H = c->hidden, V = c->vocab;
     for (int k = 0; k < S; k++)
         memcpy(e->xs + (long)k * H, e->x + (long)e->samp_row[k] * H, (size_t)H * sizeof(float));
-    cpu_rmsnorm(e->xs, NULL, e->xs, e->m->w.norm, S, H, c->rms_eps);
+    e->m->be->rmsnorm(e->m->bc, e->xs, NULL, e->xs, e->m->w.norm, S, H, c->rms_eps);
     linear(e, 4 * c->n_layers, e->logits, e->xs, NULL, S);
 #pragma omp parallel for schedule(dynamic, 1) if ((long)S * V >= 262144)
     for (int k = 0; k < S; k++) {

@@ -11,8 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backend/cpu/cpu_decode.h"
-#include "backend/cpu/cpu_ops.h"
 #include "core/log.h"
 #include "model/model_internal.h"
 
@@ -135,11 +133,12 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
         long lm = c->vocab < MODEL_LM_SLICE ? c->vocab : MODEL_LM_SLICE;
         long dims[5][2] = { { qkvd, H }, { H, qd }, { 2 * I, H }, { H, I }, { lm, H } }, pk = 0;
         for (int i = 0; i < 5; i++)
-            if (cpu_pack_floats((int)dims[i][0], (int)dims[i][1]) > pk) pk = cpu_pack_floats((int)dims[i][0], (int)dims[i][1]);
-        if (cpu_pack_floats_glu((int)I, (int)H) > pk) pk = cpu_pack_floats_glu((int)I, (int)H);
+            if (m->be->pack_floats((int)dims[i][0], (int)dims[i][1], 0) > pk)
+                pk = m->be->pack_floats((int)dims[i][0], (int)dims[i][1], 0);
+        if (m->be->pack_floats((int)I, (int)H, 1) > pk) pk = m->be->pack_floats((int)I, (int)H, 1);
         CARVE(a->wpack, pk);
     }
-    CARVE(a->att_scratch, cpu_attention_scratch_floats(m->max_context, c->head_dim));
+    CARVE(a->att_scratch, m->be->attention_scratch_floats(m->max_context, c->head_dim));
     if (m->train) {
         CARVE(a->dres, N * H);
         CARVE(a->dA, N * (H > qd ? H : qd));
@@ -152,9 +151,11 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
 }
 
 /* ------------------------------------------------------------------------------------ lifecycle */
-static float *slab_alloc(long n) {
-    float *p = xmalloc((size_t)n * sizeof(float));
-    memset(p, 0, (size_t)n * sizeof(float));
+/* A zeroed slab of n floats in the backend's memory; dies when the backend is out of memory (the slabs are sized
+ * once, at load, and logged). */
+static float *slab_alloc(const Model *m, long n) {
+    float *p = m->be->alloc(m->bc, (size_t)n * sizeof(float));
+    if (!p) DIE("model: %s backend could not allocate %.1f MiB", m->be->name, n * 4.0 / (1 << 20));
     return p;
 }
 
@@ -164,6 +165,14 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
         return NULL;
     }
     Model *m = xcalloc(1, sizeof *m);
+    m->be = opt->backend ? opt->backend : &backend_cpu;
+    char berr[ERR_LEN] = "";
+    m->bc = m->be->ctx_new(berr);
+    if (berr[0]) {
+        err_set(err, ERR_UNSUPPORTED, "model: %s backend: %s", m->be->name, berr);
+        xfree(m);
+        return NULL;
+    }
     m->cfg = *cfg;
     m->config_json = xstrdup(config_json);
     m->max_tokens = opt->max_tokens;
@@ -175,15 +184,15 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     m->logits_rows = rows < 1 ? 1 : rows > m->max_tokens ? m->max_tokens : rows;
     int L = cfg->n_layers;
     m->w.layer = xcalloc((size_t)L, sizeof(LayerWeights));
-    m->params = slab_alloc(m->n_params);
+    m->params = slab_alloc(m, m->n_params);
     weights_point(m, &m->w, m->params);
     if (m->train) {
         m->g.layer = xcalloc((size_t)L, sizeof(LayerWeights));
         m->m.layer = xcalloc((size_t)L, sizeof(LayerWeights));
         m->v.layer = xcalloc((size_t)L, sizeof(LayerWeights));
-        m->grads = slab_alloc(m->n_params);
-        m->adam_m = slab_alloc(m->n_params);
-        m->adam_v = slab_alloc(m->n_params);
+        m->grads = slab_alloc(m, m->n_params);
+        m->adam_m = slab_alloc(m, m->n_params);
+        m->adam_v = slab_alloc(m, m->n_params);
         weights_point(m, &m->g, m->grads);
         weights_point(m, &m->m, m->adam_m);
         weights_point(m, &m->v, m->adam_v);
@@ -194,7 +203,7 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     a->layer = xcalloc((size_t)L, sizeof(LayerActs));
     m->priv = a;
     m->acts_floats = acts_carve(m, a, NULL);
-    m->acts = slab_alloc((long)m->acts_floats);
+    m->acts = slab_alloc(m, (long)m->acts_floats);
     acts_carve(m, a, m->acts);
     double MiB = 1.0 / (1 << 20);
     log_info("model %s: %ld params (%.1f MiB each for params%s), activations %.1f MiB for %d tokens (%s), "
@@ -220,20 +229,22 @@ int model_pack_weights(Model *m, char err[ERR_LEN]) {
     const ModelConfig *c = &m->cfg;
     ModelActs *a = m->priv;
     int L = c->n_layers, H = c->hidden, I = c->inter, qd = c->n_heads * c->head_dim, qkvd = QKVD(c);
-    long per = cpu_pack_floats(qkvd, H) + cpu_pack_floats(H, qd) + cpu_pack_floats_glu(I, H) + cpu_pack_floats(H, I);
-    long total = per * L + cpu_pack_floats(c->vocab, H);
+    const Backend *be = m->be;
+    long per = be->pack_floats(qkvd, H, 0) + be->pack_floats(H, qd, 0) + be->pack_floats(I, H, 1) +
+               be->pack_floats(H, I, 0);
+    long total = per * L + be->pack_floats(c->vocab, H, 0);
     a->pk_all = xmalloc((size_t)total * sizeof(float));
     a->pk = xmalloc((size_t)L * 4 * sizeof(float *));
     float *p = a->pk_all;
     for (int l = 0; l < L; l++) {
         const LayerWeights *W = &m->w.layer[l];
-        a->pk[l * 4 + 0] = p; cpu_pack_weights(p, W->wqkv, qkvd, H); p += cpu_pack_floats(qkvd, H);
-        a->pk[l * 4 + 1] = p; cpu_pack_weights(p, W->wo, H, qd); p += cpu_pack_floats(H, qd);
-        a->pk[l * 4 + 2] = p; cpu_pack_weights_glu(p, W->wgu, I, H); p += cpu_pack_floats_glu(I, H);
-        a->pk[l * 4 + 3] = p; cpu_pack_weights(p, W->wd, H, I); p += cpu_pack_floats(H, I);
+        a->pk[l * 4 + 0] = p; be->pack_weights(m->bc, p, W->wqkv, qkvd, H, 0); p += be->pack_floats(qkvd, H, 0);
+        a->pk[l * 4 + 1] = p; be->pack_weights(m->bc, p, W->wo, H, qd, 0); p += be->pack_floats(H, qd, 0);
+        a->pk[l * 4 + 2] = p; be->pack_weights(m->bc, p, W->wgu, I, H, 1); p += be->pack_floats(I, H, 1);
+        a->pk[l * 4 + 3] = p; be->pack_weights(m->bc, p, W->wd, H, I, 0); p += be->pack_floats(H, I, 0);
     }
     a->pk_lm = p;
-    cpu_pack_weights(p, m->w.lm_head, c->vocab, H);
+    be->pack_weights(m->bc, p, m->w.lm_head, c->vocab, H, 0);
     log_info("model: forward weights packed once (%.1f MiB snapshot)", total * 4.0 / (1 << 20));
     return 0;
 }
@@ -243,11 +254,12 @@ void model_free(Model *m) {
     model_unpack_weights(m);
     ModelActs *a = m->priv;
     if (a) { xfree(a->layer); xfree(a); }
-    xfree(m->acts);
-    xfree(m->params);
-    xfree(m->grads);
-    xfree(m->adam_m);
-    xfree(m->adam_v);
+    m->be->release(m->bc, m->acts);
+    m->be->release(m->bc, m->params);
+    m->be->release(m->bc, m->grads);
+    m->be->release(m->bc, m->adam_m);
+    m->be->release(m->bc, m->adam_v);
+    m->be->ctx_free(m->bc);
     xfree(m->w.layer);
     xfree(m->g.layer);
     xfree(m->m.layer);
@@ -394,26 +406,19 @@ void model_init_random(Model *m, uint64_t seed, float std) {
 }
 
 void model_grads_zero(Model *m) {
-    if (m->grads) memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
+    if (m->grads) m->be->zero(m->bc, m->grads, (size_t)m->n_params * sizeof(float));
 }
 
 double model_grad_norm(const Model *m) {
     if (!m->grads) return 0.0;
-    double s = 0.0;
-    const float *g = m->grads;
-#pragma omp parallel for reduction(+ : s) schedule(static)
-    for (long i = 0; i < m->n_params; i++) s += (double)g[i] * g[i];
-    return sqrt(s);
+    return sqrt(m->be->sumsq(m->bc, m->grads, m->n_params));
 }
 
 double model_grads_clip(Model *m, double max_norm) {
     double n = model_grad_norm(m);
     double coef = max_norm / (n + 1e-6);
     if (max_norm > 0 && isfinite(n) && coef < 1.0) {
-        float s = (float)coef;
-        float *g = m->grads;
-#pragma omp parallel for schedule(static)
-        for (long i = 0; i < m->n_params; i++) g[i] *= s;
+        m->be->scale(m->bc, m->grads, (float)coef, m->n_params);
     }
     return n;
 }

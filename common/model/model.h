@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "core/err.h"
 #include "io/safetensors.h"
 #include "model/model_config.h"
@@ -58,6 +59,7 @@ typedef struct {
                                 LM head runs in row chunks and backward recomputes each chunk. */
     int  max_context;        /* longest cached context model_forward_cached attends over (p0 + n);
                                 0: max_tokens. Sizes the attention scratch. */
+    const Backend *backend;  /* where the slabs live and the kernels run; NULL: &backend_cpu (backend_select) */
 } ModelOptions;
 
 /* A packed batch: S sequences back to back, no padding; attention is causal within each sequence.
@@ -74,6 +76,8 @@ typedef struct {
 
 typedef struct Model Model;
 struct Model {
+    const Backend *be;             /* the kernels and memory of this model (ModelOptions.backend) */
+    BackendCtx  *bc;               /* its per-model state; owned */
     ModelConfig  cfg;
     char        *config_json;      /* config.json text as loaded (written back by model_save); owned */
     char        *gen_config_json;  /* generation_config.json text or NULL; owned */
