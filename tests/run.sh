@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test: each cmocka binary $BUILD/tests/test_* (and longtest_* when LONG=1), each fuzz target in
+# Runs every test: the include-rule check (tests/check_layers.sh), each cmocka binary $BUILD/tests/test_* (and longtest_* when LONG=1), each fuzz target in
 # $BUILD/fuzz for FUZZ_SECONDS.
 # Prints one line per test program and, last, "N passed, N failed" (programs). Exit 1 on any failure.
 # TEST_FILTER=substring runs only the matching programs.
@@ -21,6 +21,9 @@ run_one() {  # name, command...
     tail -n 30 "$logdir/$name.log" | sed 's/^/    | /'
   fi
 }
+if [ -z "${TEST_FILTER:-}" ] || [[ check_layers == *"$TEST_FILTER"* ]]; then
+  run_one check_layers tests/check_layers.sh      # the include rules (no upward include in common/)
+fi
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")

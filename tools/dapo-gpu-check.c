@@ -41,7 +41,8 @@ int main(int argc, char **argv) {
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_host.h"
-#include "backend/cuda/cuda_model.h"
+#include "model/cuda_plan.h"
+#include "model/cuda_model.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
 #include "collective/collective.h"

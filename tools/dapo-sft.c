@@ -16,7 +16,7 @@
  * greedy accuracy reaches A): held-out response NLL, and with a ground truth,
  * greedy accuracy of up to --eval-max prompts scored by the verifier's rules (reward/reward.h).
  * Output: --out DIR gets the final Hugging Face model (config.json, model.safetensors fp32) plus the tokenizer files;
- * --save-every K writes learner-format checkpoints to DIR/checkpoints (io/checkpoint.h); --resume continues from the
+ * --save-every K writes learner-format checkpoints to DIR/checkpoints (model/checkpoint.h); --resume continues from the
  * newest one.
  * Not here: multi-rank SFT, sequence packing across examples with masks, LoRA. */
 #include <jansson.h>
@@ -33,7 +33,7 @@
 #include "core/log.h"
 #include "core/threads_env.h"
 #include "core/rng.h"
-#include "io/checkpoint.h"
+#include "model/checkpoint.h"
 #include "io/dataset.h"
 #include "model/adamw.h"
 #include "model/generate.h"

@@ -10,7 +10,7 @@
  * loaded, and resumes whichever of "saved" and "pending" has that version — a crash between the learner writing
  * step S and the coordinator hearing of it resumes S on both sides. A learner whose version matches neither stops
  * the run with an error naming both (never a silent wait for weights that no one has).
- * Not here: the learner's own checkpoint format (services/learner, common/io/checkpoint.h). */
+ * Not here: the learner's own checkpoint format (services/learner, common/model/checkpoint.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>

@@ -11,7 +11,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "dapo/layout.h"
-#include "io/checkpoint.h"
+#include "model/checkpoint.h"
 
 #define LEARNER_MAX_ACT_TOKENS 8192   /* activation slab cap (tokens); bigger micro-batches are split to fit */
 

@@ -17,7 +17,7 @@
  *     per element);
  *   - the step bookkeeping: shards of a step are buffered, run in arrival order ((ppo_epoch, mini-batch) order, as
  *     the coordinator sends them), a failed shard fails the rest of its step;
- *   - checkpoints (io/checkpoint.h) and resume.
+ *   - checkpoints (model/checkpoint.h) and resume.
  * Positions: a shard's sequence i spans input_ids[offsets[i] .. offsets[i+1]), its first prompt_lengths[i] tokens
  * are prompt; response token j (0-based) is predicted at packed position offsets[i] + prompt_lengths[i] + j - 1.
  * Not here: the sockets, StepResult and weight publishing (main.c, weights.h), the CUDA path. */

@@ -19,7 +19,7 @@
 
 #include "core/log.h"
 #include "core/threads_env.h"
-#include "io/checkpoint.h"
+#include "model/checkpoint.h"
 #include "learner.h"
 #include "net/daemon.h"
 #include "weights.h"

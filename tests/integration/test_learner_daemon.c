@@ -15,7 +15,7 @@
 #include <xxhash.h>
 #include <zmq.h>
 
-#include "io/checkpoint.h"
+#include "model/checkpoint.h"
 #include "io/safetensors.h"
 #include "net/fake_coord.h"
 #include "tests/testutil.h"

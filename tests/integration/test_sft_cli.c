@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "core/fsutil.h"
-#include "io/checkpoint.h"
+#include "model/checkpoint.h"
 #include "model/model.h"
 #include "tests/testutil.h"
 

@@ -1,4 +1,4 @@
-/* tests/unit/test_checkpoint.c: io/checkpoint.h on the small random Qwen2 model: a save/load round trip is bitwise
+/* tests/unit/test_checkpoint.c: model/checkpoint.h on the small random Qwen2 model: a save/load round trip is bitwise
  * (weights, AdamW moments, counters incl. 64-bit RNG values), the saved huggingface/ directory loads as a model,
  * max_keep prunes the oldest, a newer format version is refused with a hint, a full disk (RLIMIT_FSIZE: writes fail
  * with EFBIG like ENOSPC) keeps the previous checkpoint, leaves no temp directory and reports, and an incomplete
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 #include "core/fsutil.h"
-#include "io/checkpoint.h"
+#include "model/checkpoint.h"
 #include "tests/testutil.h"
 
 static char dir[256];

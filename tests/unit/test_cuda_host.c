@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "backend/cuda/cuda_host.h"
+#include "model/cuda_plan.h"
 #include "dapo_fixture.h"
 #include "model/model_config.h"
 #include "tests/testutil.h"

@@ -14,7 +14,8 @@
 
 #ifdef USE_CUDA
 #include "backend/cuda/cuda_host.h"
-#include "backend/cuda/cuda_model.h"
+#include "model/cuda_plan.h"
+#include "model/cuda_model.h"
 #include "backend/cuda/device.h"
 #include "model/adamw.h"
 #include "model/model.h"

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "collective/collective.h"
-#include "io/checkpoint.h"
+#include "model/checkpoint.h"
 #include "services/learner/learner.h"
 #include "tests/testutil.h"
 

@@ -1,7 +1,7 @@
-/* common/io/checkpoint.c: atomic learner checkpoints (see checkpoint.h for the layout and the rules).
+/* common/model/checkpoint.c: atomic learner checkpoints (see checkpoint.h for the layout and the rules).
  * Not here: when to checkpoint (the learner daemon and dapo-sft decide), the coordinator's state. */
 #define _XOPEN_SOURCE 700
-#include "io/checkpoint.h"
+#include "model/checkpoint.h"
 
 #include <dirent.h>
 #include <errno.h>

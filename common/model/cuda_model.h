@@ -1,4 +1,4 @@
-/* common/backend/cuda/cuda_model.h: the model core on one NVIDIA GPU — the same packed-batch forward (per-token
+/* common/model/cuda_model.h: the model core on one NVIDIA GPU — the same packed-batch forward (per-token
  * log-probs and entropies with temperature), backward (into fp32 gradients), gradient norm / clipping and AdamW
  * as model.h / adamw.h, plus the generation path (prefill / decode over a paged KV cache, on-device sampling).
  * Numerics (issue 10): bf16 weights and GEMM inputs (cuBLAS, fp32 accumulate), fp32 master weights, Adam state,
@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/cuda_host.h"
+#include "model/cuda_plan.h"
 #include "collective/collective.h"
 #include "core/err.h"
 #include "model/adamw.h"

@@ -1,4 +1,4 @@
-/* common/backend/cuda/cuda_model.c: the CUDA model path (cuda_model.h), orchestration in C11: upload, the slab
+/* common/model/cuda_model.c: the CUDA model path (cuda_model.h), orchestration in C11: upload, the slab
  * carve from cuda_mem_plan, the layer loop of forward / backward (mirroring model/forward.c step for step),
  * the chunked lm_head, AdamW, norms, collectives, and the paged generation step. Kernels are the .cu files
  * (cuda_ops.h); GEMMs are cuBLAS. CUDA builds only: without USE_CUDA this file compiles to nothing.
@@ -10,7 +10,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "backend/cuda/cuda_model.h"
+#include "model/cuda_model.h"
 #include "backend/cuda/cuda_ops.h"
 #include "core/log.h"
 
