@@ -5,7 +5,7 @@
  *                 [--n N] [--temperature T] [--top-p P] [--top-k K] [--greedy] [--max-tokens N] [--seed S]
  *                 [--max-prompt-length N] [--chat-template auto|qwen2.5|qwen3|llama3|none]
  *                 [--max-num-seqs N] [--kv-cache-tokens N] [--batch-tokens N] [--batch-invariant]
- *                 [--no-prefix-caching] [--threads N] [--verify]
+ *                 [--no-prefix-caching] [--threads N] [--verify] [--device cpu|cuda]
  *
  * Prompts are rendered and tokenized by the dataset reader (io/dataset.h; overlong prompts are left-truncated to
  * --max-prompt-length, default 2048, as data.truncation=left). Response j of prompt line i is sampled with the
@@ -34,7 +34,7 @@
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
-    const char *model, *tokenizer, *input, *output, *chat;
+    const char *model, *tokenizer, *input, *output, *chat, *device;
     int   n, top_k, greedy, max_tokens, max_prompt, max_seqs, batch_tokens, invariant, no_share, threads, verify;
     long  kv_tokens;
     float temperature, top_p;
@@ -46,7 +46,8 @@ static void usage(FILE *f) {
             "usage: dapo-generate --model DIR [--tokenizer DIR] [--input FILE] [--output FILE] [--n N]\n"
             "         [--temperature T] [--top-p P] [--top-k K] [--greedy] [--max-tokens N] [--seed S]\n"
             "         [--max-prompt-length N] [--chat-template NAME] [--max-num-seqs N] [--kv-cache-tokens N]\n"
-            "         [--batch-tokens N] [--batch-invariant] [--no-prefix-caching] [--threads N] [--verify]\n");
+            "         [--batch-tokens N] [--batch-invariant] [--no-prefix-caching] [--threads N] [--verify]\n"
+            "         [--device cpu|cuda]   (cuda needs a CUDA build, make CUDA=1, and a visible GPU)\n");
 }
 
 static int parse_num(const char *flag, const char *s, double lo, double hi, double *out) {
@@ -78,6 +79,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--input")) a->input = v;
         else if (!strcmp(f, "--output")) a->output = v;
         else if (!strcmp(f, "--chat-template")) a->chat = v;
+        else if (!strcmp(f, "--device")) a->device = v;
         else if (!strcmp(f, "--n")) { if (parse_num(f, v, 1, 65536, &x)) return -1; a->n = (int)x; }
         else if (!strcmp(f, "--temperature")) { if (parse_num(f, v, 0, 100, &x)) return -1; a->temperature = (float)x; }
         else if (!strcmp(f, "--top-p")) { if (parse_num(f, v, 1e-9, 1, &x)) return -1; a->top_p = (float)x; }
@@ -133,7 +135,9 @@ int main(int argc, char **argv) {
     int n_stats = 0;
     RewardWs *ws = NULL;
 
-    ModelOptions mo = { .max_tokens = 1 };
+    const Backend *be = backend_select(a.device, err);
+    if (!be) { fprintf(stderr, "dapo-generate: --device: %s\n", err); goto done; }
+    ModelOptions mo = { .max_tokens = 1, .backend = be };
     if (!(m = model_load(a.model, &mo, err))) { fprintf(stderr, "dapo-generate: %s\n", err); goto done; }
     const char *tdir = a.tokenizer ? a.tokenizer : a.model;
     if (!(tok = tokenizer_load(tdir, err))) { fprintf(stderr, "dapo-generate: %s\n", err); goto done; }

@@ -30,7 +30,7 @@ typedef struct {
 } Item;
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: dapo-logprobs --model DIR [--temperature T] [--max-tokens N] < in.jsonl\n"
+    fprintf(f, "usage: dapo-logprobs --model DIR [--temperature T] [--max-tokens N] [--device cpu|cuda] < in.jsonl\n"
                "       dapo-logprobs --model DIR --save OUT [--save-dtype f32|bf16]\n"
                "  in:  {\"id\": any, \"input_ids\": [int, ...], \"start\": int (default 1)} per line\n"
                "  out: {\"id\", \"logprobs\": [...], \"entropies\": [...]} per line, input order; a bad line gets\n"
@@ -141,7 +141,7 @@ static int flush(Model *m, Item *items, int n, float temperature, int32_t *tok, 
 
 int main(int argc, char **argv) {
     log_init("dapo-logprobs", LL_WARN);
-    const char *dir = NULL, *save = NULL, *save_dtype = "f32";
+    const char *dir = NULL, *save = NULL, *save_dtype = "f32", *device = "cpu";
     float temperature = 1.0f;
     int max_tokens = 8192;
     for (int i = 1; i < argc; i++) {
@@ -151,6 +151,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-tokens") && v) max_tokens = atoi(v), i++;
         else if (!strcmp(a, "--save") && v) save = v, i++;
         else if (!strcmp(a, "--save-dtype") && v) save_dtype = v, i++;
+        else if (!strcmp(a, "--device") && v) device = v, i++;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else { usage(stderr); return 2; }
     }
@@ -159,7 +160,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     char err[ERR_LEN];
-    ModelOptions o = { .max_tokens = save ? 1 : max_tokens, .train = 0, .logits_floats = 0 };
+    const Backend *be = backend_select(device, err);
+    if (!be) { fprintf(stderr, "dapo-logprobs: --device: %s\n", err); return 2; }
+    ModelOptions o = { .max_tokens = save ? 1 : max_tokens, .train = 0, .logits_floats = 0, .backend = be };
     Model *m = model_load(dir, &o, err);
     if (!m) { fprintf(stderr, "dapo-logprobs: %s: %s\n", dir, err); return 1; }
     if (save) {

@@ -341,6 +341,8 @@ int main(int argc, char **argv) {
                      "model directory, or one with only config.json for a random start");
     else if (!rc && mdir[0] && (stat(mdir, &msb) != 0 || !S_ISDIR(msb.st_mode)))
         rc = err_set(err, ERR_INVAL, "--model: '%s' is not a directory", mdir);
+    const Backend *be = rc ? NULL : backend_select(c.device, err);   /* trainer.device, refused here when unusable */
+    if (!rc && !be) { log_error("%s", err); config_free(&c); return 2; }
     if (rc) { usage(argv[0], stderr); log_error("%s", err); config_free(&c); return 2; }
     const char *tdir = c.tokenizer_path[0] ? c.tokenizer_path : mdir;
     Tokenizer *tok = tokenizer_load(tdir, err);
@@ -357,7 +359,7 @@ int main(int argc, char **argv) {
     long want = (long)o.batch * max_len;
     if (want > 8192) want = 8192;
     if (want < max_len) want = max_len;
-    ModelOptions mo = {.max_tokens = (int)want, .train = 1};
+    ModelOptions mo = {.max_tokens = (int)want, .train = 1, .backend = be};
     CheckpointState st = {0};
     char ckdir[4200], path[4400];
     snprintf(ckdir, sizeof ckdir, "%s/checkpoints", o.out);

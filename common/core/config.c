@@ -115,6 +115,7 @@ static const CfgEntry cfg_table[] = {
     { "trainer.total_training_steps",        CFG_INT,   -1, 1e9,    "-1",      O(total_training_steps), NULL, 0 },
     { "trainer.save_freq",                   CFG_INT,   -1, 1e9,    "5",       O(save_freq), NULL, 0 },
     { "trainer.test_freq",                   CFG_INT,   -1, 1e9,    "5",       O(test_freq), NULL, 0 },
+    { "trainer.device",                      CFG_ENUM,  0, 0,       "cpu",     O(device), "cpu|cuda", 0 },
     { "trainer.default_local_dir",           CFG_STR,   0, 0,       "checkpoints", O(default_local_dir), NULL, 0 },
     { "trainer.resume_mode",                 CFG_ENUM,  0, 0,       "auto",    O(resume_mode), "auto|disable|resume_path", 0 },
     { "trainer.resume_from_path",            CFG_STR,   0, 0,       "",        O(resume_from_path), NULL, 0 },
@@ -172,7 +173,7 @@ static const char *verl_only[] = {
     "reward_model.overlong_buffer.log",
     "trainer.logger", "trainer.project_name", "trainer.experiment_name", "trainer.n_gpus_per_node",
     "trainer.nnodes", "trainer.log_val_generations", "trainer.balance_batch", "trainer.critic_warmup",
-    "trainer.device", "trainer.del_local_ckpt_after_load", "trainer.hdfs_dir",
+    "trainer.del_local_ckpt_after_load", "trainer.hdfs_dir",
     "data.prompt_key", "data.return_raw_chat", "data.return_raw_input_ids", "data.dataloader_num_workers",
     "data.trust_remote_code", "data.custom_cls.", "data.reward_fn_key",
 };

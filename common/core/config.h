@@ -100,6 +100,8 @@ typedef struct Config {
     int     total_training_steps;     /* <=0: from total_epochs */
     int     save_freq;                /* steps; <=0: only on request and at the end */
     int     test_freq;                /* steps; <=0: never */
+    char   *device;                   /* cpu|cuda (verl's trainer.device): the backend of the learner and rollout
+                                         models (backend_select; cuda needs a CUDA build and a visible GPU) */
     char   *default_local_dir;
     char   *resume_mode;              /* auto|disable|resume_path */
     char   *resume_from_path;

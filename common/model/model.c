@@ -423,6 +423,33 @@ double model_grads_clip(Model *m, double max_norm) {
     return n;
 }
 
+static float *slab_of(const Model *m, ModelSlab which) {
+    switch (which) {
+    case MODEL_PARAMS: return m->params;
+    case MODEL_GRADS: return m->grads;
+    case MODEL_ADAM_M: return m->adam_m;
+    case MODEL_ADAM_V: return m->adam_v;
+    }
+    return NULL;
+}
+
+int model_read(const Model *m, ModelSlab which, float *dst, char err[ERR_LEN]) {
+    const float *s = slab_of(m, which);
+    if (!s || !dst) return err_set(err, ERR_INVAL, "model_read: slab %d absent (inference model?) or NULL dst", (int)which);
+    m->be->to_host(m->bc, dst, s, (size_t)m->n_params * sizeof(float));
+    m->be->sync(m->bc);
+    return 0;
+}
+
+int model_write(Model *m, ModelSlab which, const float *src, char err[ERR_LEN]) {
+    float *d = slab_of(m, which);
+    if (!d || !src) return err_set(err, ERR_INVAL, "model_write: slab %d absent (inference model?) or NULL src", (int)which);
+    if (which == MODEL_PARAMS) model_unpack_weights(m);
+    m->be->to_device(m->bc, d, src, (size_t)m->n_params * sizeof(float));
+    m->be->sync(m->bc);
+    return 0;
+}
+
 size_t model_bytes_params(const Model *m) { return (size_t)m->n_params * sizeof(float); }
 size_t model_bytes_acts(const Model *m) { return m->acts_floats * sizeof(float); }
 

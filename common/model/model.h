@@ -190,6 +190,15 @@ double model_grads_clip(Model *m, double max_norm);
 /* The tensor table entry for an HF name, or NULL. */
 const ModelTensor *model_tensor_find(const Model *m, const char *name);
 
+/* The four parameter-shaped slabs (n_params floats each, the layout of the tensor table). */
+typedef enum { MODEL_PARAMS = 0, MODEL_GRADS, MODEL_ADAM_M, MODEL_ADAM_V } ModelSlab;
+/* Download (model_read: slab -> host dst[n_params]) or upload (model_write: host src -> slab) one slab through the
+ * model's backend, synchronously: how code outside the model reads or sets weights, gradients and optimizer state
+ * whatever device holds them (on the CPU backend a memcpy). model_write of MODEL_PARAMS drops a
+ * model_pack_weights snapshot (re-pack after). ERR_INVAL when the slab is absent (grads/m/v of an inference model). */
+int model_read(const Model *m, ModelSlab which, float *dst, char err[ERR_LEN]);
+int model_write(Model *m, ModelSlab which, const float *src, char err[ERR_LEN]);
+
 /* Bytes of each slab, for logs and the dashboard. */
 size_t model_bytes_params(const Model *m);
 size_t model_bytes_acts(const Model *m);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "backend/backend.h"
 #include "core/clock.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -283,6 +284,7 @@ int main(int argc, char **argv) {
     if (!rc && argc > 1) rc = err_set(err, ERR_INVAL, "unknown argument '%s' (usage: dapo-coordinator [--config FILE] [key.path=value ...] [--print-config])", argv[1]);
     RolloutCorrConfig corr;              /* the values of algorithm.rollout_correction, checked before anything starts */
     if (!rc) rc = rollout_corr_config_from(&c.cfg, &corr, err);
+    if (!rc && !backend_select(c.cfg.device, err)) rc = ERR_UNSUPPORTED;   /* trainer.device, before any worker starts */
     if (rc) {
         log_error("%s", err);
         config_free(&c.cfg);

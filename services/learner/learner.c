@@ -63,7 +63,9 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     if (need > LEARNER_MAX_ACT_TOKENS) need = LEARNER_MAX_ACT_TOKENS;
     if (need < seq_max) need = seq_max;
     if (need < 16) need = 16;
-    ModelOptions mo = {.max_tokens = (int)need, .train = 1};
+    const Backend *be = backend_select(cfg->device, err);
+    if (!be) { learner_close(L); return NULL; }
+    ModelOptions mo = {.max_tokens = (int)need, .train = 1, .backend = be};
     char path[4096];
     long step = -1;
     CheckpointState st = {0};

@@ -338,7 +338,9 @@ static int setup(Rollout *r, const char *load, char err[ERR_LEN]) {
     openblas_set_num_threads(threads);
     const char *dir = load && *load ? load : c->model_path;
     if (!dir || !*dir) return err_set(err, ERR_INVAL, "actor_rollout_ref.model.path is empty (or pass --load DIR)");
-    ModelOptions mo = { .max_tokens = 1 };
+    const Backend *be = backend_select(c->device, err);
+    if (!be) return ERR_UNSUPPORTED;
+    ModelOptions mo = { .max_tokens = 1, .backend = be };
     r->m = model_load(dir, &mo, err);
     if (!r->m) return ERR_IO;
     const char *tdir = c->tokenizer_path && *c->tokenizer_path ? c->tokenizer_path : dir;

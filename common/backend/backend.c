@@ -1,0 +1,31 @@
+/* common/backend/backend.c: choosing the backend for trainer.device (backend.h). */
+#include <string.h>
+
+#include "backend/backend.h"
+#ifdef USE_CUDA
+#include "backend/cuda/device.h"
+#endif
+
+const Backend *backend_select(const char *device, char err[ERR_LEN]) {
+    if (!device || !*device || !strcmp(device, "cpu")) return &backend_cpu;
+    if (strcmp(device, "cuda") != 0) {
+        err_set(err, ERR_INVAL, "trainer.device: \"%s\" is neither cpu nor cuda", device);
+        return NULL;
+    }
+#ifndef USE_CUDA
+    err_set(err, ERR_UNSUPPORTED, "trainer.device=cuda: this build has no CUDA backend (rebuild with `make CUDA=1`, "
+            "which needs nvcc on PATH or CUDA_HOME)");
+    return NULL;
+#else
+    if (cuda_device_count() < 1) {
+        err_set(err, ERR_UNSUPPORTED, "trainer.device=cuda: no CUDA device is visible (no driver, no GPU, or "
+                "CUDA_VISIBLE_DEVICES hides them); use trainer.device=cpu");
+        return NULL;
+    }
+    /* The CUDA kernels and the CUDA model (model/cuda_model.h, checked by bench/gpu_check.sh) exist, but its operation
+     * table is not yet behind Model: refuse rather than run the CPU path under a cuda label. */
+    err_set(err, ERR_UNSUPPORTED, "trainer.device=cuda: the CUDA backend is not wired into the model interface yet "
+            "(issue 16); the CUDA kernels run only under bench/gpu_check.sh");
+    return NULL;
+#endif
+}
