@@ -343,6 +343,12 @@ int main(int argc, char **argv) {
         rc = err_set(err, ERR_INVAL, "--model: '%s' is not a directory", mdir);
     const Backend *be = rc ? NULL : backend_select(c.device, err);   /* trainer.device, refused here when unusable */
     if (!rc && !be) { log_error("%s", err); config_free(&c); return 2; }
+    if (!rc && be != &backend_cpu && o.val) {          /* evaluation generates with the engine (generate.h) */
+        log_error("trainer.device=%s: the held-out evaluation (--val) generates with the rollout engine, which runs on "
+                  "the cpu backend only so far; drop --val or use trainer.device=cpu", be->name);
+        config_free(&c);
+        return 2;
+    }
     if (rc) { usage(argv[0], stderr); log_error("%s", err); config_free(&c); return 2; }
     const char *tdir = c.tokenizer_path[0] ? c.tokenizer_path : mdir;
     Tokenizer *tok = tokenizer_load(tdir, err);

@@ -12,9 +12,16 @@
  *   - float * is fp32; `void *` activations marked "(act)" hold Backend.act_dtype (BK_F32 on the CPU; BK_BF16 on
  *     CUDA: the GEMM inputs xn1/att/xn2/hm are bf16 there, as issue 10 specified). The CPU table's act is fp32.
  *   - a weight is a BkWeight: its fp32 master rows w [N, K] (nn.Linear layout) and the backend's prepared copy
- *     prep (CPU: panels packed by pack_weights, or NULL: packed per call into the op's scratch; CUDA: its bf16 copy).
+ *     prep (CPU: panels packed by pack_weights, or NULL: packed per call into the op's scratch; CUDA: NULL, the bf16
+ *     copy of params_prepare is found from w).
+ *   - index arrays (tokens, targets, positions, cu_seqlens, block tables) are HOST arrays: a device backend stages
+ *     them itself, so the model keeps its bookkeeping on the host whatever runs the math.
  *   - ops enqueue and return nothing: shapes are the caller's contract (the model checks its inputs first);
  *     device failures are fatal with file:line (STYLE.md rule 3). Only ctx_new and alloc report errors.
+ *   - an op a backend lacks is NULL, and the model refuses what needs it at creation (ERR_UNSUPPORTED naming it):
+ *     CUDA has no Qwen3 q/k norm kernel yet (rmsnorm_heads), no contiguous-cache attention (attention, only
+ *     model_forward_cached's test path) and no paged cache in the CPU layout (kv_store / paged_attention: the rollout
+ *     engine's CUDA cache is the GPU issue's), and packs nothing (pack_weights: cuBLAS reads its bf16 copy).
  *   - formulas: transformers modeling_qwen2 / modeling_qwen3 / modeling_llama (v5.24) and torch.optim.AdamW; the
  *     per-op comments in backend/cpu/cpu_ops.h and cpu_decode.h are the reference semantics, which every backend
  *     matches (tests/unit/test_backend_conformance.c checks each backend present against them).
@@ -54,6 +61,7 @@ enum {
 typedef struct Backend {
     const char *name;        /* "cpu", "cuda" */
     BkDtype     act_dtype;   /* dtype of the "(act)" GEMM-input activations */
+    int         host_memory; /* 1: alloc returns host memory the caller may read and write directly (CPU) */
 
     /* ---- context and memory ---- */
     BackendCtx *(*ctx_new)(char err[ERR_LEN]);            /* NULL + err when the device is unusable */
@@ -66,6 +74,14 @@ typedef struct Backend {
     void  (*zero)(BackendCtx *bc, void *p, size_t bytes);
     void  (*sync)(BackendCtx *bc);                        /* waits for every enqueued op */
 
+    /* ---- the parameter slab's prepared copy ---- */
+    /* Called once with the model's fp32 parameter slab (n floats): the backend derives its own copy of every weight
+     * (CUDA: bf16, same layout, and it finds a weight's copy from its master pointer, so a BkWeight into this slab
+     * needs no prep) and returns it, or NULL when it reads fp32 directly (CPU). refresh re-derives the copy after the
+     * slab was written from outside an op (load, upload); adamw keeps it current itself. Both NULL-able. */
+    void *(*params_prepare)(BackendCtx *bc, const float *params, long n);
+    void  (*params_refresh)(BackendCtx *bc);
+
     /* ---- scratch sizes (floats) and prepared weights ---- */
     long  (*pack_floats)(int N, int K, int glu);          /* prep size of a [N, K] weight (glu: [2 inter, K], N = inter) */
     void  (*pack_weights)(BackendCtx *bc, float *prep, const float *w, int N, int K, int glu);
@@ -74,7 +90,7 @@ typedef struct Backend {
 
     /* ---- forward kernels ---- */
     /* x[N, H] = emb[tok[i], :]; tok: host [N] (checked in [0, V) by the caller). */
-    void (*embed)(BackendCtx *bc, float *x, const int32_t *tok, const float *emb, int N, int H);
+    void (*embed)(BackendCtx *bc, float *x, const int32_t *tok, BkWeight emb, int N, int H);
     void (*rope_tables)(BackendCtx *bc, float *cs, float *sn, const int32_t *pos, int M, const float *inv_freq,
                         int half);
     void (*rope)(BackendCtx *bc, float *x, int ld, const BkRope *r, int M, int nh, int hd, int inverse);

@@ -18,6 +18,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "model/model_internal.h"
 
 #define CHECKPOINT_FORMAT "dapo-learner-checkpoint"
 
@@ -156,11 +157,14 @@ int checkpoint_save(const char *root, const Model *m, const CheckpointState *st,
     snprintf(hf, sizeof hf, "%s/huggingface", tmp);
     rc = model_save(m, hf, ST_F32, err);
     if (!rc) {
-        StWriteTensor t[2] = {{.name = "exp_avg", .ndim = 1, .shape = {m->n_params}, .f32 = m->adam_m},
-                              {.name = "exp_avg_sq", .ndim = 1, .shape = {m->n_params}, .f32 = m->adam_v}};
+        float *hm = model__host_slab(m, MODEL_ADAM_M, 1), *hv = model__host_slab(m, MODEL_ADAM_V, 1);
+        StWriteTensor t[2] = {{.name = "exp_avg", .ndim = 1, .shape = {m->n_params}, .f32 = hm},
+                              {.name = "exp_avg_sq", .ndim = 1, .shape = {m->n_params}, .f32 = hv}};
         const char *meta[] = {"format", "pt", "dapo_checkpoint_version", "1"};
         snprintf(path, sizeof path, "%s/optim.safetensors", tmp);
         rc = st_write(path, t, 2, ST_F32, meta, 2, err);
+        model__host_slab_done((Model *)m, MODEL_ADAM_M, hm, 0);
+        model__host_slab_done((Model *)m, MODEL_ADAM_V, hv, 0);
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/state.json", tmp);
@@ -300,8 +304,11 @@ Model *checkpoint_load(const char *dir, const ModelOptions *opt, CheckpointState
     snprintf(p, sizeof p, "%s/optim.safetensors", ad);
     SafeTensors *s = st_open(p, err);
     int rc = s ? 0 : ERR_IO;
-    if (!rc) rc = st_read_f32(s, "exp_avg", m->adam_m, (size_t)m->n_params, err);
-    if (!rc) rc = st_read_f32(s, "exp_avg_sq", m->adam_v, (size_t)m->n_params, err);
+    float *hm = model__host_slab(m, MODEL_ADAM_M, 0), *hv = model__host_slab(m, MODEL_ADAM_V, 0);
+    if (!rc) rc = st_read_f32(s, "exp_avg", hm, (size_t)m->n_params, err);
+    if (!rc) rc = st_read_f32(s, "exp_avg_sq", hv, (size_t)m->n_params, err);
+    model__host_slab_done(m, MODEL_ADAM_M, hm, !rc);
+    model__host_slab_done(m, MODEL_ADAM_V, hv, !rc);
     st_close(s);
     if (rc) {
         char why[ERR_LEN];

@@ -23,6 +23,12 @@
 
 #define BW(w) ((BkWeight){ (w), NULL })
 
+/* Row `row` of an "(act)" buffer of `width` columns (backend.h: fp32 on the CPU, bf16 on CUDA). */
+static const void *act_row(const Model *m, const float *base, long row, int width) {
+    size_t es = m->be->act_dtype == BK_BF16 ? 2 : sizeof(float);
+    return (const char *)base + (size_t)row * width * es;
+}
+
 static int batch_check(const Model *m, const ModelBatch *b, char err[ERR_LEN]) {
     if (!b || !b->tokens || !b->cu_seqlens) return err_set(err, ERR_INVAL, "batch: tokens and cu_seqlens are required");
     if (b->n_tokens < 1 || b->n_tokens > m->max_tokens)
@@ -89,13 +95,13 @@ static void lm_head_rows(Model *m, ModelActs *a, int r0, int rows) {
     int V = c->vocab, H = c->hidden;
     const Backend *be = m->be;
     if (a->pk_lm) {                   /* model_pack_weights' snapshot: one product over the whole vocabulary */
-        be->linear(m->bc, a->logits, V, a->xnf + (long)r0 * H, (BkWeight){ m->w.lm_head, a->pk_lm }, NULL, rows, V, H,
+        be->linear(m->bc, a->logits, V, act_row(m, a->xnf, r0, H), (BkWeight){ m->w.lm_head, a->pk_lm }, NULL, rows, V, H,
                    0, NULL);
         return;
     }
     for (int v0 = 0; v0 < V; v0 += MODEL_LM_SLICE) {
         int n = V - v0 < MODEL_LM_SLICE ? V - v0 : MODEL_LM_SLICE;
-        be->linear(m->bc, a->logits + v0, V, a->xnf + (long)r0 * H, (BkWeight){ m->w.lm_head + (long)v0 * H, NULL },
+        be->linear(m->bc, a->logits + v0, V, act_row(m, a->xnf, r0, H), (BkWeight){ m->w.lm_head + (long)v0 * H, NULL },
                    NULL, rows, n, H, 0, a->wpack);
     }
 }
@@ -119,7 +125,7 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
     be->rope_tables(bc, a->cs, a->sn, a->pos, N, m->inv_freq, hd / 2);
 
     float *x0 = a->layer[0].x_in;
-    be->embed(bc, x0, b->tokens, m->w.embed, N, H);
+    be->embed(bc, x0, b->tokens, BW(m->w.embed), N, H);
 
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs *A = &a->layer[l];
@@ -159,8 +165,11 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
         while ((n = lm_chunk(b, R, &s, &off, &r0, a->lm_cu, &np)) > 0) {
             lm_head_rows(m, a, r0, n);
             be->logprob_entropy(bc, a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
-                                logp ? logp + r0 : NULL, ent ? ent + r0 : NULL);
+                                logp ? a->logp + r0 : NULL, ent ? a->ent + r0 : NULL);
         }
+    if (logp) be->to_host(bc, logp, a->logp, (size_t)N * sizeof(float));
+    if (ent) be->to_host(bc, ent, a->ent, (size_t)N * sizeof(float));
+    be->sync(bc);
     return 0;
 }
 
@@ -181,14 +190,16 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
     BackendCtx *bc = m->bc;
     BkRope rope = { a->cs, a->sn, a->pos, m->inv_freq };
 
+    if (dlogp) be->to_device(bc, a->dlogp, dlogp, (size_t)N * sizeof(float));
+    if (dent) be->to_device(bc, a->dent, dent, (size_t)N * sizeof(float));
     /* LM head + log-softmax, chunked: dA <- d xnf, lm_head grads */
     long R = m->logits_rows;
     int s = 0, off = 0, r0, np, n;
     while ((n = lm_chunk(b, R, &s, &off, &r0, a->lm_cu, &np)) > 0) {
         if (!a->logits_full) lm_head_rows(m, a, r0, n);
         be->logprob_entropy_backward(bc, a->logits, b->targets ? b->targets + r0 : NULL, n, V, b->temperature,
-                                     dlogp ? dlogp + r0 : NULL, dent ? dent + r0 : NULL);
-        be->linear_backward_varlen(bc, a->dA + (long)r0 * H, m->g.lm_head, NULL, a->logits, a->xnf + (long)r0 * H,
+                                     dlogp ? a->dlogp + r0 : NULL, dent ? a->dent + r0 : NULL);
+        be->linear_backward_varlen(bc, a->dA + (long)r0 * H, m->g.lm_head, NULL, a->logits, act_row(m, a->xnf, r0, H),
                                    BW(m->w.lm_head), a->lm_cu, np, V, H, 0);
     }
     a->logits_full = 0;     /* the logits buffer now holds gradients */
@@ -219,11 +230,15 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
         be->rmsnorm_backward_varlen(bc, a->dres, G->ln1, a->dA, A->x_in, W->ln1, A->rstd1, cu, S, H, 1);
     }
     be->embed_backward(bc, m->g.embed, b->tokens, a->dres, N, H);
+    be->sync(bc);
     return 0;
 }
 
 int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char err[ERR_LEN]) {
     const ModelConfig *c = &m->cfg;
+    if (!m->be->host_memory || !m->be->attention)   /* the caches are the caller's host arrays */
+        return err_set(err, ERR_UNSUPPORTED, "model_forward_cached: needs a host-memory backend (model is on %s)",
+                       m->be->name);
     if (!b || !b->tokens || !b->cu_seqlens || !b->p0 || !b->cap || !b->k_cache || !b->v_cache || !logits)
         return err_set(err, ERR_INVAL, "cached batch: tokens, cu_seqlens, p0, cap, caches and logits are required");
     if (b->n_seqs < 1) return err_set(err, ERR_INVAL, "cached batch: n_seqs %d < 1", b->n_seqs);
@@ -256,7 +271,7 @@ int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char
     be->rope_tables(bc, a->cs, a->sn, a->pos, N, m->inv_freq, hd / 2);
     LayerActs *A = &a->layer[0];          /* one set of buffers for every layer: nothing is kept */
     float *x = A->x_in;
-    be->embed(bc, x, b->tokens, m->w.embed, N, H);
+    be->embed(bc, x, b->tokens, BW(m->w.embed), N, H);
     for (int l = 0; l < L; l++) {
         const LayerWeights *W = &m->w.layer[l];
         be->rmsnorm(bc, A->xn1, NULL, x, W->ln1, N, H, c->rms_eps);

@@ -379,7 +379,7 @@ static void forward_rows(GenEngine *e, int R) {
     const Backend *be = m->be;
     BackendCtx *bc = m->bc;
     BkRope rope = { e->cs, e->sn, e->row_pos, m->inv_freq };
-    be->embed(bc, e->x, e->row_tok, m->w.embed, R, H);
+    be->embed(bc, e->x, e->row_tok, (BkWeight){ m->w.embed, NULL }, R, H);
     be->rope_tables(bc, e->cs, e->sn, e->row_pos, R, m->inv_freq, hd / 2);
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *W = &m->w.layer[l];

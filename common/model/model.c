@@ -116,9 +116,6 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
         a->layer[0].x_mid = a->layer[0].x_in;
         for (int l = 1; l < c->n_layers; l++) a->layer[l] = a->layer[0];
     }
-    float *posf = NULL;
-    CARVE(posf, N);
-    if (base) a->pos = (int32_t *)posf;
     CARVE(a->cs, N * (hd / 2));
     CARVE(a->sn, N * (hd / 2));
     if (m->train) CARVE(a->x_final, N * H);
@@ -126,9 +123,12 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
     CARVE(a->rstdf, N);
     CARVE(a->xnf, N * H);
     CARVE(a->logits, m->logits_rows * c->vocab);
-    float *lmcuf = NULL;
-    CARVE(lmcuf, N + 1);
-    if (base) a->lm_cu = (int32_t *)lmcuf;
+    CARVE(a->logp, N);
+    CARVE(a->ent, N);
+    if (m->train) {
+        CARVE(a->dlogp, N);
+        CARVE(a->dent, N);
+    }
     {   /* the forward's packed weight: the largest layer weight (gate|up in the GLU layout) or LM-head slice */
         long lm = c->vocab < MODEL_LM_SLICE ? c->vocab : MODEL_LM_SLICE;
         long dims[5][2] = { { qkvd, H }, { H, qd }, { 2 * I, H }, { H, I }, { lm, H } }, pk = 0;
@@ -164,8 +164,13 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
         err_set(err, ERR_INVAL, "model: max_tokens must be in [1, 16M]");
         return NULL;
     }
+    const Backend *be = opt->backend ? opt->backend : &backend_cpu;
+    if (cfg->qk_norm && (!be->rmsnorm_heads || !be->rmsnorm_heads_backward)) {
+        err_set(err, ERR_UNSUPPORTED, "model: %s (q/k norm) has no %s kernel yet", cfg->arch_name, be->name);
+        return NULL;
+    }
     Model *m = xcalloc(1, sizeof *m);
-    m->be = opt->backend ? opt->backend : &backend_cpu;
+    m->be = be;
     char berr[ERR_LEN] = "";
     m->bc = m->be->ctx_new(berr);
     if (berr[0]) {
@@ -186,6 +191,7 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     m->w.layer = xcalloc((size_t)L, sizeof(LayerWeights));
     m->params = slab_alloc(m, m->n_params);
     weights_point(m, &m->w, m->params);
+    if (m->be->params_prepare) m->be->params_prepare(m->bc, m->params, m->n_params);
     if (m->train) {
         m->g.layer = xcalloc((size_t)L, sizeof(LayerWeights));
         m->m.layer = xcalloc((size_t)L, sizeof(LayerWeights));
@@ -202,6 +208,8 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     ModelActs *a = xcalloc(1, sizeof *a);
     a->layer = xcalloc((size_t)L, sizeof(LayerActs));
     m->priv = a;
+    a->pos = xmalloc((size_t)m->max_tokens * sizeof(int32_t));           /* host bookkeeping (backend.h) */
+    a->lm_cu = xmalloc((size_t)(m->max_tokens + 1) * sizeof(int32_t));
     m->acts_floats = acts_carve(m, a, NULL);
     m->acts = slab_alloc(m, (long)m->acts_floats);
     acts_carve(m, a, m->acts);
@@ -225,6 +233,8 @@ void model_unpack_weights(Model *m) {
 
 int model_pack_weights(Model *m, char err[ERR_LEN]) {
     if (m->train) return err_set(err, ERR_INVAL, "model_pack_weights: a train-mode model's weights change every step");
+    if (!m->be->pack_weights)
+        return err_set(err, ERR_UNSUPPORTED, "model_pack_weights: the %s backend packs nothing", m->be->name);
     model_unpack_weights(m);
     const ModelConfig *c = &m->cfg;
     ModelActs *a = m->priv;
@@ -253,7 +263,7 @@ void model_free(Model *m) {
     if (!m) return;
     model_unpack_weights(m);
     ModelActs *a = m->priv;
-    if (a) { xfree(a->layer); xfree(a); }
+    if (a) { xfree(a->layer); xfree(a->pos); xfree(a->lm_cu); xfree(a); }
     m->be->release(m->bc, m->acts);
     m->be->release(m->bc, m->params);
     m->be->release(m->bc, m->grads);
@@ -294,8 +304,39 @@ static int name_is_ignorable(const char *n) {
     return l >= 13 && !strcmp(n + l - 13, "rotary_emb.inv_freq");
 }
 
-int model_load_weights(Model *m, const SafeTensors *st, char err[ERR_LEN]) {
-    model_unpack_weights(m);          /* the packed snapshot (if any) no longer matches */
+/* ------------------------------------------------------------------------------------ host staging */
+static float *slab_of(const Model *m, ModelSlab which) {
+    switch (which) {
+    case MODEL_PARAMS: return m->params;
+    case MODEL_GRADS: return m->grads;
+    case MODEL_ADAM_M: return m->adam_m;
+    case MODEL_ADAM_V: return m->adam_v;
+    }
+    return NULL;
+}
+float *model__host_slab(const Model *m, ModelSlab which, int fetch) {
+    float *s = slab_of(m, which);
+    if (!s || m->be->host_memory) return s;
+    float *h = xmalloc((size_t)m->n_params * sizeof(float));
+    if (fetch) {
+        m->be->to_host(m->bc, h, s, (size_t)m->n_params * sizeof(float));
+        m->be->sync(m->bc);
+    }
+    return h;
+}
+
+void model__host_slab_done(Model *m, ModelSlab which, float *h, int dirty) {
+    float *s = slab_of(m, which);
+    if (!s || !h) return;
+    if (h != s) {
+        if (dirty) m->be->to_device(m->bc, s, h, (size_t)m->n_params * sizeof(float));
+        m->be->sync(m->bc);
+        xfree(h);
+    }
+    if (dirty && which == MODEL_PARAMS && m->be->params_refresh) m->be->params_refresh(m->bc);
+}
+
+static int load_weights_into(Model *m, const SafeTensors *st, float *params, char err[ERR_LEN]) {
     for (int i = 0; i < m->n_tensors; i++) {
         const ModelTensor *t = &m->tensors[i];
         const StTensor *s = st_find(st, t->name);
@@ -305,7 +346,7 @@ int model_load_weights(Model *m, const SafeTensors *st, char err[ERR_LEN]) {
             return err_set(err, ERR_INVAL, "tensor '%s': shape [%lld%s%lld] disagrees with config.json (expected [%ld%s%ld])",
                            t->name, (long long)s->shape[0], s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL,
                            t->shape[0], t->ndim > 1 ? ", " : "", t->ndim > 1 ? t->shape[1] : 0L);
-        int rc = st_read_f32(st, t->name, m->params + t->offset, (size_t)t->numel, err);
+        int rc = st_read_f32(st, t->name, params + t->offset, (size_t)t->numel, err);
         if (rc) return rc;
     }
     for (int i = 0; i < st_count(st); i++) {
@@ -316,6 +357,14 @@ int model_load_weights(Model *m, const SafeTensors *st, char err[ERR_LEN]) {
                        m->cfg.arch_name);
     }
     return 0;
+}
+
+int model_load_weights(Model *m, const SafeTensors *st, char err[ERR_LEN]) {
+    model_unpack_weights(m);          /* the packed snapshot (if any) no longer matches */
+    float *h = model__host_slab(m, MODEL_PARAMS, 1);
+    int rc = load_weights_into(m, st, h, err);
+    model__host_slab_done(m, MODEL_PARAMS, h, 1);
+    return rc;
 }
 
 Model *model_load(const char *dir, const ModelOptions *opt, char err[ERR_LEN]) {
@@ -361,15 +410,17 @@ int model_save(const Model *m, const char *dir, StDtype dtype, char err[ERR_LEN]
     }
     if (rc) return rc;
     StWriteTensor *t = xcalloc((size_t)m->n_tensors, sizeof *t);
+    float *h = model__host_slab(m, MODEL_PARAMS, 1);
     for (int i = 0; i < m->n_tensors; i++) {
         t[i].name = m->tensors[i].name;
         t[i].ndim = m->tensors[i].ndim;
         t[i].shape[0] = m->tensors[i].shape[0];
         t[i].shape[1] = m->tensors[i].shape[1];
-        t[i].f32 = m->params + m->tensors[i].offset;
+        t[i].f32 = h + m->tensors[i].offset;
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     rc = st_write(path, t, m->n_tensors, dtype, NULL, 0, err);
+    model__host_slab_done((Model *)m, MODEL_PARAMS, h, 0);
     xfree(t);
     return rc;
 }
@@ -390,19 +441,23 @@ static uint64_t xorshift(uint64_t *s) {
 void model_init_random(Model *m, uint64_t seed, float std) {
     model_unpack_weights(m);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    float *h = model__host_slab(m, MODEL_PARAMS, 0);
     for (long i = 0; i < m->n_params; i++) {
         double u1 = ((xorshift(&s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
         double u2 = ((xorshift(&s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-        m->params[i] = (float)(std * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+        h[i] = (float)(std * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
     }
     const ModelConfig *c = &m->cfg;
+#define HOST(p) (h + ((p) - m->params))   /* the host copy of a weight of the slab */
     for (int l = 0; l < c->n_layers; l++) {
-        LayerWeights *L = &m->w.layer[l];
-        for (int d = 0; d < c->hidden; d++) L->ln1[d] = L->ln2[d] = 1.0f;
-        if (L->qn) for (int d = 0; d < c->head_dim; d++) L->qn[d] = L->kn[d] = 1.0f;
-        if (L->bqkv) memset(L->bqkv, 0, (size_t)QKVD(c) * sizeof(float));
+        const LayerWeights *L = &m->w.layer[l];
+        for (int d = 0; d < c->hidden; d++) HOST(L->ln1)[d] = HOST(L->ln2)[d] = 1.0f;
+        if (L->qn) for (int d = 0; d < c->head_dim; d++) HOST(L->qn)[d] = HOST(L->kn)[d] = 1.0f;
+        if (L->bqkv) memset(HOST(L->bqkv), 0, (size_t)QKVD(c) * sizeof(float));
     }
-    for (int d = 0; d < c->hidden; d++) m->w.norm[d] = 1.0f;
+    for (int d = 0; d < c->hidden; d++) HOST(m->w.norm)[d] = 1.0f;
+#undef HOST
+    model__host_slab_done(m, MODEL_PARAMS, h, 1);
 }
 
 void model_grads_zero(Model *m) {
@@ -423,15 +478,6 @@ double model_grads_clip(Model *m, double max_norm) {
     return n;
 }
 
-static float *slab_of(const Model *m, ModelSlab which) {
-    switch (which) {
-    case MODEL_PARAMS: return m->params;
-    case MODEL_GRADS: return m->grads;
-    case MODEL_ADAM_M: return m->adam_m;
-    case MODEL_ADAM_V: return m->adam_v;
-    }
-    return NULL;
-}
 
 int model_read(const Model *m, ModelSlab which, float *dst, char err[ERR_LEN]) {
     const float *s = slab_of(m, which);
@@ -457,13 +503,14 @@ size_t model_bytes_acts(const Model *m) { return m->acts_floats * sizeof(float);
 int model_save_optimizer(const Model *m, const char *path, char err[ERR_LEN]) {
     if (!m->adam_m) return err_set(err, ERR_INVAL, "model_save_optimizer: model has no optimizer state (train=0)");
     int n = m->n_tensors;
+    float *hm = model__host_slab(m, MODEL_ADAM_M, 1), *hv = model__host_slab(m, MODEL_ADAM_V, 1);
     StWriteTensor *t = xcalloc((size_t)2 * n, sizeof *t);
     char (*names)[112] = xcalloc((size_t)2 * n, sizeof *names);
     for (int i = 0; i < 2 * n; i++) {
         const ModelTensor *mt = &m->tensors[i % n];
         snprintf(names[i], sizeof names[i], "%s.%s", i < n ? "exp_avg" : "exp_avg_sq", mt->name);
         t[i] = (StWriteTensor){ .name = names[i], .ndim = mt->ndim, .shape = { mt->shape[0], mt->shape[1] },
-                                .f32 = (i < n ? m->adam_m : m->adam_v) + mt->offset };
+                                .f32 = (i < n ? hm : hv) + mt->offset };
     }
     char step[32];
     snprintf(step, sizeof step, "%ld", m->adam_step);
@@ -471,6 +518,8 @@ int model_save_optimizer(const Model *m, const char *path, char err[ERR_LEN]) {
     int rc = st_write(path, t, 2 * n, ST_F32, meta, 1, err);
     xfree(names);
     xfree(t);
+    model__host_slab_done((Model *)m, MODEL_ADAM_M, hm, 0);
+    model__host_slab_done((Model *)m, MODEL_ADAM_V, hv, 0);
     return rc;
 }
 
@@ -482,12 +531,15 @@ int model_load_optimizer(Model *m, const char *path, char err[ERR_LEN]) {
     char *end = NULL;
     long s = step ? strtol(step, &end, 10) : -1;
     int rc = (!step || *end || s < 0) ? err_set(err, ERR_DECODE, "%s: metadata \"step\" missing or invalid", path) : 0;
+    float *hm = model__host_slab(m, MODEL_ADAM_M, 1), *hv = model__host_slab(m, MODEL_ADAM_V, 1);
     for (int i = 0; i < 2 * m->n_tensors && !rc; i++) {
         const ModelTensor *mt = &m->tensors[i % m->n_tensors];
         char name[112];
         snprintf(name, sizeof name, "%s.%s", i < m->n_tensors ? "exp_avg" : "exp_avg_sq", mt->name);
-        rc = st_read_f32(st, name, (i < m->n_tensors ? m->adam_m : m->adam_v) + mt->offset, (size_t)mt->numel, err);
+        rc = st_read_f32(st, name, (i < m->n_tensors ? hm : hv) + mt->offset, (size_t)mt->numel, err);
     }
+    model__host_slab_done(m, MODEL_ADAM_M, hm, !rc);
+    model__host_slab_done(m, MODEL_ADAM_V, hv, !rc);
     if (!rc) m->adam_step = s;
     st_close(st);
     return rc;

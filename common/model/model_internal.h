@@ -31,14 +31,16 @@ _Static_assert(sizeof(LayerActs) == MODEL_ACT_SLOTS * sizeof(float *), "update t
 
 typedef struct {
     LayerActs *layer;        /* [n_layers] */
-    int32_t   *pos;          /* [N] position of each token within its sequence */
+    int32_t   *pos;          /* [N] position of each token within its sequence (host memory, own allocation) */
     float     *cs, *sn;      /* [N, hd/2] RoPE tables */
     float     *x_final;      /* [N, H] residual out of the last layer */
     float     *rstdf;        /* [N] */
     float     *xnf;          /* [N, H] after model.norm */
     float     *logits;       /* [logits_rows, V] */
     float     *att_scratch;  /* cpu_attention_scratch_floats(N) */
-    int32_t   *lm_cu;        /* [N + 1] piece bounds of one LM-head chunk (forward.c lm_chunk) */
+    int32_t   *lm_cu;        /* [N + 1] piece bounds of one LM-head chunk (forward.c lm_chunk; host, own allocation) */
+    float     *logp, *ent;   /* [N] the forward's outputs in backend memory (copied to the caller's host arrays) */
+    float     *dlogp, *dent; /* [N] backward's inputs in backend memory (train) */
     float     *wpack;        /* cpu_pack_floats of the largest layer weight or LM-head slice (forward.c fwd_linear) */
     /* model_pack_weights' snapshot (inference models that opted in; NULL otherwise): every forward weight packed once,
      * own allocation. pk[l * 4 + 0..3] = q|k|v, o, gate|up (GLU layout), down of layer l; pk_lm = lm_head. */
@@ -53,5 +55,11 @@ typedef struct {
     float     *dhm;          /* [N, I] */
     int        logits_full;  /* the last forward kept all N rows of logits */
 } ModelActs;
+
+/* Host view of one parameter-shaped slab for the load / save paths (model.c, checkpoint.c): the slab itself when the
+ * backend's memory is host memory, else a host copy (downloaded first when fetch). model__host_slab_done uploads it
+ * when dirty (and re-derives the backend's weight copy for MODEL_PARAMS), then frees a copy. NULL for an absent slab. */
+float *model__host_slab(const Model *m, ModelSlab which, int fetch);
+void   model__host_slab_done(Model *m, ModelSlab which, float *h, int dirty);
 
 #endif

@@ -19,6 +19,24 @@ static int keepalive(Learner *L) { return L->keepalive ? L->keepalive(L->keepali
 
 static float *falloc(long n) { return xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
 
+/* Sums the gradient slab over the ranks (collective.h). poison: this rank saw a non-finite gradient; every rank must
+ * then skip the step, so the shared sum is made NaN. A device backend's slab is staged through host memory (the CPU
+ * collective reads host memory; NCCL on device pointers is the GPU issue's). */
+static int grads_allreduce(Learner *L, int poison, char err[ERR_LEN]) {
+    Model *m = L->m;
+    if (!poison && !L->coll) return 0;
+    float *g = m->be->host_memory ? m->grads : xmalloc((size_t)m->n_params * sizeof(float));
+    int rc = g == m->grads ? 0 : model_read(m, MODEL_GRADS, g, err);
+    if (!rc && poison)
+        for (long i = 0; i < m->n_params; i++) g[i] = NAN;
+    if (!rc && L->coll) rc = coll_allreduce_sum(L->coll, g, m->n_params, err);
+    if (g != m->grads) {
+        if (!rc) rc = model_write(m, MODEL_GRADS, g, err);
+        xfree(g);
+    }
+    return rc;
+}
+
 Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, char err[ERR_LEN]) {
     if (world < 1 || rank < 0 || rank >= world) { err_set(err, ERR_INVAL, "learner: rank %d of %d", rank, world); return NULL; }
     Learner *L = xcalloc(1, sizeof *L);
@@ -341,13 +359,9 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, c
     v[0] = (float)g.acc.pg_loss; v[1] = (float)g.acc.loss; v[2] = (float)g.acc.entropy_sum;
     v[3] = (float)g.acc.clipfrac_sum; v[4] = (float)g.acc.clipfrac_lower_sum; v[5] = (float)g.acc.kl_sum;
     v[6] = (float)g.acc.n_tokens; v[7] = (float)g.nonfinite;
-    if (g.nonfinite)                                     /* every rank must skip: poison the shared gradient */
-        for (long i = 0; i < L->m->n_params; i++) L->m->grads[i] = NAN;
     double t0 = clock_s();
-    if (L->coll) {
-        rc = coll_allreduce_sum(L->coll, L->m->grads, L->m->n_params, err);
-        if (!rc) rc = coll_allreduce_sum(L->coll, v, 8, err);
-    }
+    rc = grads_allreduce(L, g.nonfinite, err);
+    if (!rc && L->coll) rc = coll_allreduce_sum(L->coll, v, 8, err);
     st->t_comm = clock_s() - t0;
     if (rc) return rc;
     double nt = v[6];

@@ -73,6 +73,14 @@ int wsrv_publish(WeightServer *ws, const Model *m, int64_t version, char err[ERR
     ws->n_tensors = m->n_tensors;
     ws->total_bytes = total;
     ws->n_chunks = nchunks;
+    const float *params = m->params;
+    float *staged = NULL;             /* a device backend's slab, read back once */
+    if (!m->be->host_memory) {
+        staged = xmalloc((size_t)m->n_params * sizeof(float));
+        int rc = model_read(m, MODEL_PARAMS, staged, err);
+        if (rc) { xfree(staged); return rc; }
+        params = staged;
+    }
     uint64_t off = 0;
     int c = 0;
     for (int i = 0; i < m->n_tensors; i++) {
@@ -82,7 +90,7 @@ int wsrv_publish(WeightServer *ws, const Model *m, int64_t version, char err[ERR
         w->ndim = t->ndim;
         for (int d = 0; d < t->ndim && d < 2; d++) w->shape[d] = (uint64_t)t->shape[d];
         uint64_t b = (uint64_t)t->numel * 4;
-        memcpy(ws->snap + off, m->params + t->offset, b);
+        memcpy(ws->snap + off, params + t->offset, b);
         uint64_t o = 0;
         do {
             uint32_t n = (uint32_t)(b - o < WSRV_CHUNK_BYTES ? b - o : WSRV_CHUNK_BYTES);
@@ -93,6 +101,7 @@ int wsrv_publish(WeightServer *ws, const Model *m, int64_t version, char err[ERR
         } while (o < b);
         off += b;
     }
+    xfree(staged);
     ws->version = version;
     log_info("weights: version %lld published (%d tensors, %d chunks, %.1f MB)", (long long)version, ws->n_tensors,
              ws->n_chunks, (double)total / 1e6);

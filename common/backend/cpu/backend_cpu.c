@@ -43,9 +43,9 @@ static void c_pack_weights(BackendCtx *bc, float *prep, const float *w, int N, i
 static long c_att_scratch(int nk, int hd) { return cpu_attention_scratch_floats(nk, hd); }
 static long c_paged_scratch(int group, long ctx_max) { return (long)omp_get_max_threads() * group * ctx_max; }
 
-static void c_embed(BackendCtx *bc, float *x, const int32_t *tok, const float *emb, int N, int H) {
+static void c_embed(BackendCtx *bc, float *x, const int32_t *tok, BkWeight emb, int N, int H) {
     (void)bc;
-    for (int i = 0; i < N; i++) memcpy(x + (long)i * H, emb + (long)tok[i] * H, (size_t)H * sizeof(float));
+    for (int i = 0; i < N; i++) memcpy(x + (long)i * H, emb.w + (long)tok[i] * H, (size_t)H * sizeof(float));
 }
 static void c_rope_tables(BackendCtx *bc, float *cs, float *sn, const int32_t *pos, int M, const float *inv_freq,
                           int half) {
@@ -194,6 +194,7 @@ static void c_scale(BackendCtx *bc, float *x, float s, long n) {
 const Backend backend_cpu = {
     .name = "cpu",
     .act_dtype = BK_F32,
+    .host_memory = 1,
     .ctx_new = c_ctx_new,
     .ctx_free = c_ctx_free,
     .alloc = c_alloc,

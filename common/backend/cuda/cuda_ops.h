@@ -29,6 +29,9 @@ void cuda_cast_bf16_f32(float *dst, const uint16_t *src, long n, cudaStream_t st
  *   dx:  dx[M, K] = dy[M, N] @ w[N, K] + beta * dx
  *   dw:  dw[N, K] += dy[M, N]^T @ x[M, K]            (gradient accumulation into the fp32 slab) */
 void cuda_gemm_fwd(void *handle, float *y, const uint16_t *x, const uint16_t *w, int M, int N, int K, float beta);
+/*   fwd_ld: fwd with y rows at stride ldy >= N (a column slice of a wider output, e.g. a vocabulary slice) */
+void cuda_gemm_fwd_ld(void *handle, float *y, long ldy, const uint16_t *x, const uint16_t *w, int M, int N, int K,
+                      float beta);
 void cuda_gemm_dx(void *handle, float *dx, const uint16_t *dy, const uint16_t *w, int M, int N, int K, float beta);
 void cuda_gemm_dw(void *handle, float *dw, const uint16_t *dy, const uint16_t *x, int M, int N, int K);
 

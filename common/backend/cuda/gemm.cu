@@ -20,9 +20,13 @@ static void gemm(void *h, cublasOperation_t ta, cublasOperation_t tb, int m, int
 }
 
 // y^T [N, M] = w [K, N]^T-as-stored... : C(N x M) = op(W col-major K x N)^T * X(col-major K x M)
+extern "C" void cuda_gemm_fwd_ld(void *h, float *y, long ldy, const uint16_t *x, const uint16_t *w, int M, int N, int K,
+                                 float beta) {
+    CUDA_REQUIRE(h && y && x && w && M > 0 && N > 0 && K > 0 && ldy >= N && ldy <= 2147483647L);
+    gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, w, K, x, K, y, (int)ldy, beta);
+}
 extern "C" void cuda_gemm_fwd(void *h, float *y, const uint16_t *x, const uint16_t *w, int M, int N, int K, float beta) {
-    CUDA_REQUIRE(h && y && x && w && M > 0 && N > 0 && K > 0);
-    gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, w, K, x, K, y, N, beta);
+    cuda_gemm_fwd_ld(h, y, N, x, w, M, N, K, beta);
 }
 // dx^T [K, M] = W(col-major K x N) * dy^T(col-major N x M)
 extern "C" void cuda_gemm_dx(void *h, float *dx, const uint16_t *dy, const uint16_t *w, int M, int N, int K, float beta) {
