@@ -3,9 +3,12 @@
 # with an NVIDIA GPU (written for one H200; budget < 8 minutes including the build):
 #   1. builds everything with `make CUDA=1` (into $BUILD, default build-gpu), nvcc sm_90 + PTX;
 #   2. build/bin/dapo-gpu-check kernels : every CUDA kernel vs the CPU backend on fresh random inputs (bf16 tolerances);
-#   3. build/bin/dapo-gpu-check model   : whole forward, backward, grad norm, AdamW step, paged-KV generation (greedy
-#                                         and sampled) of a small random Qwen2 vs the CPU model; one-rank NCCL;
-#   4. build/bin/dapo-gpu-check bench   : Qwen2.5-0.5B-shaped random weights: training tokens/s + MFU, decode tokens/s;
+#   3. tests/unit/test_backend_conformance: the backend conformance suite of `make test`, which on this machine also
+#                                         runs for backend_cuda (forward, gradients, AdamW, save/load vs transformers);
+#      build/bin/dapo-gpu-check model   : whole forward, backward, grad norm, AdamW step of a small random Qwen2,
+#                                         the one model loop on backend_cuda vs backend_cpu; one-rank NCCL;
+#   4. build/bin/dapo-gpu-check bench   : Qwen2.5-0.5B-shaped random weights: training tokens/s + MFU (decode tokens/s
+#                                         needs the rollout engine on CUDA: the GPU issue);
 #   5. bench/gpu/baseline_torch.py      : PyTorch (transformers, sdpa, autocast bf16, fused AdamW; generate) on the same
 #                                         GPU, same shapes, same run;
 #   6. prints a table (ours vs PyTorch) and writes everything under $OUT/gpu_check (the device tool's output folder;
@@ -30,7 +33,7 @@ say "device"
 (nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1; nvcc --version 2>&1 | tail -2) | tee "$DEST/device.txt"
 
 say "build: make CUDA=1 -j$(nproc) BUILD=$BUILD all"
-if ! make CUDA=1 -j"$(nproc)" BUILD="$BUILD" all > "$DEST/build.log" 2>&1; then
+if ! make CUDA=1 -j"$(nproc)" BUILD="$BUILD" all "$BUILD/tests/test_backend_conformance" > "$DEST/build.log" 2>&1; then
     tail -30 "$DEST/build.log"
     say "BUILD FAILED (full log: $DEST/build.log)"
     exit 1
@@ -46,6 +49,10 @@ run_part() {   # part, timeout seconds
     [ "$rc" = 0 ] || { say "part $1: exit status $rc"; status=1; }
 }
 run_part kernels 120
+say "backend conformance suite (CPU and CUDA)"
+DAPO_ROOT=$ROOT timeout 120 "$BUILD/tests/test_backend_conformance" > "$DEST/conformance.log" 2>&1 ||
+    { say "conformance suite failed"; status=1; }
+grep -E "^\[  (PASSED|FAILED)|not run|relative L2|outside" "$DEST/conformance.log" | head -20
 run_part model 120
 run_part bench 200
 

@@ -256,6 +256,12 @@ static int cpu_join(CpuColl *c, char err[ERR_LEN]) {
     return rc;
 }
 
+/* zmq_setsockopt, checked: 0 or ERR_IO naming the option. */
+static int sockopt(void *s, int opt, const char *name, const void *v, size_t n, char err[ERR_LEN]) {
+    if (zmq_setsockopt(s, opt, v, n) == 0) return 0;
+    return err_set(err, ERR_IO, "collective: zmq_setsockopt(%s): %s", name, zmq_strerror(zmq_errno()));
+}
+
 Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
     if (!o || o->world < 1 || o->rank < 0 || o->rank >= o->world || o->timeout_s <= 0 ||
         (o->world > 1 && (!o->endpoint || !o->endpoint[0]))) {
@@ -287,19 +293,20 @@ Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
         int64_t maxmsg = -1;
         char id[32];
         snprintf(id, sizeof id, "coll-rank-%d", o->rank);
-        zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
-        zmq_setsockopt(c->sock, ZMQ_SNDHWM, &zero, sizeof zero);
-        zmq_setsockopt(c->sock, ZMQ_RCVHWM, &zero, sizeof zero);
-        zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-        if (o->rank == 0) {
-            zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-            zmq_setsockopt(c->sock, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
-            if (zmq_bind(c->sock, o->endpoint))
+        rc = sockopt(c->sock, ZMQ_LINGER, "ZMQ_LINGER", &zero, sizeof zero, err);
+        if (!rc) rc = sockopt(c->sock, ZMQ_SNDHWM, "ZMQ_SNDHWM", &zero, sizeof zero, err);
+        if (!rc) rc = sockopt(c->sock, ZMQ_RCVHWM, "ZMQ_RCVHWM", &zero, sizeof zero, err);
+        if (!rc) rc = sockopt(c->sock, ZMQ_MAXMSGSIZE, "ZMQ_MAXMSGSIZE", &maxmsg, sizeof maxmsg, err);
+        if (rc) {
+        } else if (o->rank == 0) {
+            rc = sockopt(c->sock, ZMQ_ROUTER_MANDATORY, "ZMQ_ROUTER_MANDATORY", &one, sizeof one, err);
+            if (!rc) rc = sockopt(c->sock, ZMQ_ROUTER_HANDOVER, "ZMQ_ROUTER_HANDOVER", &one, sizeof one, err);
+            if (!rc && zmq_bind(c->sock, o->endpoint))
                 rc = err_set(err, ERR_IO, "collective: rank 0 cannot bind %s: %s (cluster.collective)", o->endpoint,
                              zmq_strerror(zmq_errno()));
         } else {
-            zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, id, strlen(id));
-            if (zmq_connect(c->sock, o->endpoint))
+            rc = sockopt(c->sock, ZMQ_ROUTING_ID, "ZMQ_ROUTING_ID", id, strlen(id), err);
+            if (!rc && zmq_connect(c->sock, o->endpoint))
                 rc = err_set(err, ERR_IO, "collective: rank %d cannot connect to %s: %s", o->rank, o->endpoint,
                              zmq_strerror(zmq_errno()));
         }

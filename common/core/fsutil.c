@@ -58,7 +58,10 @@ int fs_write_atomic(const char *path, const void *data, size_t len, char err[ERR
     }
     snprintf(dir, sizeof dir, "%s", path);
     int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) { fsync(dfd); close(dfd); }
+    int drc = dfd >= 0 && fsync(dfd) == 0 ? 0 : errno;   /* the rename is durable only once its directory is */
+    if (dfd >= 0) close(dfd);
+    if (drc && drc != EINVAL)   /* EINVAL: a file system without directory fsync; the file itself is synced */
+        return err_set(err, ERR_IO, "%s is in place but its directory could not be synced: %s", path, strerror(drc));
     return 0;
 }
 

@@ -6,7 +6,10 @@
  * Then RMSNorm, lm_head, log-softmax of logits / temperature: log-prob of the target and the entropy,
  * computed in row chunks so the [N, V] logits need not exist at once. Backward retraces it in reverse
  * with the saved activations; attention probabilities are recomputed from the saved log-sum-exp.
- * Sequence invariance (model.h): every forward product (the layers' linears and the LM head) goes through the
+ * The one layer loop: every kernel, copy and allocation goes through m->be (backend/backend.h), so the same code runs
+ * on the CPU table and the CUDA one; bookkeeping (positions, LM-head pieces) stays on the host and the backend stages
+ * what it needs.
+ * Sequence invariance (model.h; the CPU table's property, CUDA's GEMMs are whole-batch): every forward product (the layers' linears and the LM head) goes through the
  * fixed-order packed kernel (fwd_linear, lm_head_rows: one FMA chain per output element over k in order, whatever
  * the rows around it); backward through cpu_linear_backward_varlen (one sequence per GEMM, weight gradients added
  * sequence by sequence), the norms' weight gradients through cpu_rmsnorm_backward_varlen, the LM head's through

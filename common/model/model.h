@@ -1,4 +1,6 @@
-/* common/model/model.h: a Qwen2 / Qwen3 / Llama causal LM in fp32 on the CPU: weight layout, load/save
+/* common/model/model.h: a Qwen2 / Qwen3 / Llama causal LM behind one handle, on the backend chosen at load
+ * (ModelOptions.backend, backend/backend.h: the CPU table, fp32, or in CUDA builds the CUDA table, bf16 GEMMs with fp32
+ * master weights; backend_select maps trainer.device to one): weight layout, load/save
  * (Hugging Face directory: config.json + safetensors), forward over a packed batch of variable-length
  * sequences giving per-token log-probs and entropies, backward to parameter gradients, gradient utilities.
  * Math: transformers modeling_qwen2.py / modeling_qwen3.py / modeling_llama.py (v5.24), eager attention.
@@ -9,8 +11,11 @@
  * each is one GEMM; the HF tensor names map onto slices of them (model_tensor_*).
  * A Model is not thread-safe: one forward/backward at a time (the activation slab is shared); parallelism is
  * inside the kernels (OpenMP threads).
- * Not here: AdamW and LR schedules (adamw.h), sampling (sample.h), the rollout's paged KV cache and
- * continuous batching (model/generate.c builds them from backend/cpu kernels), CUDA. */
+ * Every slab lives in the backend's memory: code outside the model reads and writes it with model_read /
+ * model_write (the m->params ... pointers are backend pointers; host pointers only on the CPU backend, where
+ * Backend.host_memory is 1). The layer loop (forward.c) is written once against the backend table.
+ * Not here: AdamW and LR schedules (adamw.h), sampling (sample.h), the rollout's paged KV cache and continuous
+ * batching (generate.h, CPU backend only so far), the kernels (backend/). */
 #ifndef DAPO_MODEL_H
 #define DAPO_MODEL_H
 

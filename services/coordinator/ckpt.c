@@ -202,14 +202,20 @@ static int reload_history(Coord *c, long step) {
             metrics_free(&m);
             n++;
         }
-        if (!later && out) fputs(line, out);
+        if (!later && out && fputs(line, out) == EOF) {   /* out of memory: keep the file as it is */
+            fclose(out);
+            out = NULL;
+        }
         json_decref(j);
     }
     free(line);
     fclose(f);
-    if (out) fclose(out);
+    int kept_ok = out != NULL;
+    if (out && fclose(out) != 0) kept_ok = 0;
     log_info("resume: %d history entries from %s", n, path);
-    if (dropped && kept) {
+    if (dropped && !kept_ok) {
+        log_error("resume: %d rows of steps after %ld stay in %s: out of memory while rewriting it", dropped, step, path);
+    } else if (dropped && kept) {
         if (fs_write_atomic(path, kept, kept_len, err)) {
             log_error("resume: %d rows of steps after %ld stay in %s: %s", dropped, step, path, err);
         } else {

@@ -400,7 +400,12 @@ HttpServer *http_listen(uv_loop_t *loop, const char *hostport, HttpHandler h, vo
     uv_unref((uv_handle_t *)&s->sweep);
     struct sockaddr_storage bound;
     int blen = sizeof bound;
-    uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&bound, &blen);
+    rc = uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&bound, &blen);
+    if (rc) {
+        err_set(err, ERR_IO, "dashboard on %s: getsockname: %s", hostport, uv_strerror(rc));
+        http_close(s);
+        return NULL;
+    }
     s->port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
                                           : ntohs(((struct sockaddr_in *)&bound)->sin_port);
     return s;

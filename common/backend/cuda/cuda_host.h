@@ -6,8 +6,7 @@
  *   - the lm_head chunk plan: how many vocabulary columns (and rows) of fp32 logits exist at once, so a
  *     [tokens, V] fp32 logits tensor never does;
  *   - the paged KV-cache block allocator (block tables per sequence, a free stack), as vLLM's BlockSpaceManager.
- * Not here: anything that touches a device (cuda_ops.h; CUDA builds only), the CUDA model's memory plan
- * (model/cuda_plan.h: it is sized from the model config). */
+ * Not here: anything that touches a device (cuda_ops.h, backend_cuda.c; CUDA builds only). */
 #ifndef DAPO_CUDA_HOST_H
 #define DAPO_CUDA_HOST_H
 

@@ -5,7 +5,8 @@
  * row-major, "[M, N]" = M rows of N elements. bf16 tensors are passed as uint16_t * (bit patterns, as
  * cuda_host.h converts them). Math is the CPU backend's (backend/cpu/cpu_ops.h, transformers Qwen2 / Llama);
  * reductions (RMSNorm statistics, softmax, log-prob / entropy, norms) are fp32 or wider.
- * Not here: the model (cuda_model.h), host logic (cuda_host.h), collectives (collective/collective.h). */
+ * Not here: the operation table over these launchers (backend_cuda.c), the model (model/model.h), host logic
+ * (cuda_host.h), collectives (collective/collective.h). */
 #ifndef DAPO_CUDA_OPS_H
 #define DAPO_CUDA_OPS_H
 

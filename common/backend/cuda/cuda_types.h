@@ -1,4 +1,4 @@
-/* common/backend/cuda/cuda_types.h: plain-data types shared by the C11 side (cuda_host.h, cuda_model.h) and the
+/* common/backend/cuda/cuda_types.h: plain-data types shared by the C11 side (cuda_host.h, backend_cuda.c) and the
  * kernels' launcher header (cuda_ops.h), with no other includes so nvcc's C++ can read it too.
  * Not here: functions. */
 #ifndef DAPO_CUDA_TYPES_H
