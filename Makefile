@@ -74,6 +74,7 @@ CUDA_SRC   := $(if $(NVCC),$(sort $(wildcard common/backend/cuda/*.cu)))
 SERVICES   := $(notdir $(patsubst %/,%,$(sort $(dir $(wildcard services/*/main.c)))))
 TOOLS_SRC  := $(sort $(wildcard tools/*.c))
 TEST_SRC   := $(sort $(wildcard tests/unit/test_*.c tests/integration/test_*.c))
+TESTSUP_SRC := $(sort $(wildcard tests/support/*.c))
 LONGTEST_SRC := $(sort $(wildcard tests/integration/longtest_*.c))
 FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 BENCH_SRC  := $(sort $(wildcard bench/*/bench_*.c))
@@ -149,12 +150,17 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(ALL_LIBS)
+# test support code (tests/support/: the fake coordinator), linked into the test programs only
+TESTSUP_LIB := $(BUILD)/lib/libdapo_testsup.a
+$(TESTSUP_LIB): $(call obj,$(TESTSUP_SRC))
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -lcmocka -o $@
-$(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(ALL_LIBS)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TESTSUP_LIB) $(ALL_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -lcmocka -o $@
+	$(CC) $(LDFLAGS) $< $(TESTSUP_LIB) $(LINK_LIBS) -lcmocka -o $@
+$(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(TESTSUP_LIB) $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< $(TESTSUP_LIB) $(LINK_LIBS) -lcmocka -o $@
 
 $(BUILD)/bench/%: $(ALL_LIBS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)

@@ -17,7 +17,7 @@
 
 #include "model/checkpoint.h"
 #include "io/safetensors.h"
-#include "net/fake_coord.h"
+#include "tests/support/fake_coord.h"
 #include "tests/testutil.h"
 
 typedef struct {

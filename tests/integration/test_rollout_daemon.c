@@ -18,7 +18,7 @@
 
 #include "core/clock.h"
 #include "model/generate.h"
-#include "net/fake_coord.h"
+#include "tests/support/fake_coord.h"
 #include "tests/testutil.h"
 #include "tokenizer/tokenizer.h"
 

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <zmq.h>
 
-#include "net/fake_coord.h"
+#include "tests/support/fake_coord.h"
 #include "tests/testutil.h"
 
 typedef struct { void *ctx; FakeCoord fc; pid_t pid; } Fix;

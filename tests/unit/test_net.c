@@ -10,7 +10,7 @@
 #include <zmq.h>
 
 #include "core/clock.h"
-#include "net/fake_coord.h"
+#include "tests/support/fake_coord.h"
 #include "net/net.h"
 #include "net/worker.h"
 

@@ -1,7 +1,7 @@
-/* common/net/fake_coord.h: a scripted fake coordinator for tests of workers and the worker state machine.
+/* tests/support/fake_coord.h: a scripted fake coordinator for tests of workers and the worker state machine.
  * A ROUTER bound on loopback that the test drives step by step from its own thread: expect a message of a
  * type, reply to its sender, send anything to a peer, or send raw (malformed) frames.
- * Not for production use; lives in common/net so every service's tests can use it. */
+ * Test support only (libdapo_testsup.a, linked into the test programs, never into a daemon). */
 #ifndef DAPO_FAKE_COORD_H
 #define DAPO_FAKE_COORD_H
 

@@ -1,5 +1,5 @@
-/* common/net/fake_coord.c: the scripted fake coordinator (see fake_coord.h). */
-#include "net/fake_coord.h"
+/* tests/support/fake_coord.c: the scripted fake coordinator (see fake_coord.h). */
+#include "tests/support/fake_coord.h"
 
 #include <string.h>
 #include <zmq.h>
