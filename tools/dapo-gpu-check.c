@@ -46,6 +46,7 @@ int main(int argc, char **argv) {
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
 #include "collective/collective.h"
+#include "core/dtype.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "model/adamw.h"
@@ -71,7 +72,7 @@ static uint64_t xs(void) { g_rs ^= g_rs << 13; g_rs ^= g_rs >> 7; g_rs ^= g_rs <
 static double unif(void) { return ((xs() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 static float gauss(void) { return (float)(sqrt(-2.0 * log(unif())) * cos(6.283185307179586 * unif())); }
 static void fill(float *x, long n, float s) { for (long i = 0; i < n; i++) x[i] = gauss() * s; }
-static void round_bf16(float *x, long n) { for (long i = 0; i < n; i++) x[i] = cuda_bf16_to_f32(cuda_bf16_from_f32(x[i])); }
+static void round_bf16(float *x, long n) { for (long i = 0; i < n; i++) x[i] = dtype_bf16_to_f32(dtype_bf16_from_f32(x[i])); }
 
 static double rel_err(const float *a, const float *b, long n) {
     double d = 0, r = 0;
@@ -108,7 +109,7 @@ static void *dup_h(const void *h, size_t b) { void *d = dnew(b); CK(cudaMemcpy(d
 static void get(void *h, const void *d, size_t b) { CK(cudaDeviceSynchronize()); CK(cudaMemcpy(h, d, b, cudaMemcpyDeviceToHost)); }
 static uint16_t *dup_bf16(const float *h, long n) {
     uint16_t *t = xmalloc((size_t)n * 2);
-    cuda_bf16_from_f32_n(t, h, n);
+    dtype_bf16_from_f32_n(t, h, n);
     uint16_t *d = dup_h(t, (size_t)n * 2);
     xfree(t);
     return d;
@@ -117,7 +118,7 @@ static float *get_bf16(const uint16_t *d, long n) {
     uint16_t *t = xmalloc((size_t)n * 2);
     get(t, d, (size_t)n * 2);
     float *f = xmalloc((size_t)n * 4);
-    cuda_bf16_to_f32_n(f, t, n);
+    dtype_bf16_to_f32_n(f, t, n);
     xfree(t);
     return f;
 }
@@ -137,7 +138,7 @@ static void k_cast(void) {
     get(hb, db, n * 2);
     long bad = 0;
     for (long i = 0; i < n; i++) {
-        uint16_t r = cuda_bf16_from_f32(x[i]);
+        uint16_t r = dtype_bf16_from_f32(x[i]);
         if (hb[i] != r && !(isnan(x[i]) && (hb[i] & 0x7f80) == 0x7f80 && (hb[i] & 0x7f))) bad++;
     }
     check("kernels", "cast f32->bf16 (bits vs host RNE)", (double)bad, 0, "mismatches");

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/dtype.h"
+
 #define ST_MAX_HEADER (100u << 20)   /* the format's own bound on the JSON header (100 MB) */
 #define ST_MAX_FILES  4096
 
@@ -30,38 +32,6 @@ struct SafeTensors {
 };
 
 /* ------------------------------------------------------------------------------------ conversions */
-float st_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-uint16_t st_f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);   /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-float st_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
-    if (exp == 0) {
-        if (man == 0) u = sign;
-        else {                                   /* subnormal: normalise */
-            exp = 127 - 15 + 1;
-            while (!(man & 0x400u)) { man <<= 1; exp--; }
-            man &= 0x3ffu;
-            u = sign | (exp << 23) | (man << 13);
-        }
-    } else if (exp == 31) u = sign | 0x7f800000u | (man << 13);
-    else u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static int dtype_size(StDtype d) {
     switch (d) {
     case ST_F32: case ST_I32: return 4;
@@ -281,10 +251,10 @@ int st_read_f32(const SafeTensors *st, const char *name, float *dst, size_t n, c
     switch (t->dtype) {
     case ST_F32: memcpy(dst, p, n * 4); break;
     case ST_BF16:
-        for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = st_bf16_to_f32(h); }
+        for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = dtype_bf16_to_f32(h); }
         break;
     case ST_F16:
-        for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = st_f16_to_f32(h); }
+        for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = dtype_f16_to_f32(h); }
         break;
     case ST_F64:
         for (size_t i = 0; i < n; i++) { double d; memcpy(&d, p + 8 * i, 8); dst[i] = (float)d; }
@@ -368,7 +338,7 @@ int st_write(const char *path, const StWriteTensor *t, int n, StDtype dtype, con
         else
             for (size_t o = 0; o < numel && !bad; o += CH) {
                 size_t m = numel - o < CH ? numel - o : CH;
-                for (size_t k = 0; k < m; k++) buf16[k] = st_f32_to_bf16(t[i].f32[o + k]);
+                for (size_t k = 0; k < m; k++) buf16[k] = dtype_bf16_from_f32(t[i].f32[o + k]);
                 bad = write_all(f, buf16, m * 2);
             }
     }

@@ -70,8 +70,5 @@ int st_write(const char *path, const StWriteTensor *t, int n, StDtype dtype, con
              int n_meta, char err[ERR_LEN]);
 
 /* Element converters (exposed for tests and the CUDA upload path). */
-float st_bf16_to_f32(uint16_t h);
-uint16_t st_f32_to_bf16(float f);              /* round to nearest even; NaN stays NaN */
-float st_f16_to_f32(uint16_t h);
 
 #endif

@@ -6,6 +6,7 @@
 #include <zmq.h>
 
 #include "core/clock.h"
+#include "core/dtype.h"
 #include "core/log.h"
 
 struct WeightFetch {
@@ -89,21 +90,6 @@ void wfetch_want(WeightFetch *f, int64_t v, int64_t loaded) {
     send_request(f);
 }
 
-static float f16_to_f32(uint16_t h) {
-    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;
-    if (e == 0) {
-        if (!m) bits = s;
-        else {                                   /* subnormal: normalise */
-            e = 113;
-            while (!(m & 1024)) { m <<= 1; e--; }
-            bits = s | e << 23 | (m & 1023) << 13;
-        }
-    } else if (e == 31) bits = s | 0x7f800000u | m << 13;
-    else bits = s | (e + 112) << 23 | m << 13;
-    float x;
-    memcpy(&x, &bits, 4);
-    return x;
-}
 
 static int is_complete(WeightFetch *f) {
     if (!f->chunk_count || f->n_have < f->chunk_count) return 0;
@@ -165,7 +151,7 @@ int wfetch_chunk(WeightFetch *f, const Dapo__WeightUpdate *u, char err[ERR_LEN])
             memcpy(dst + i, &b, 4);
         }
     else
-        for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
+        for (size_t i = 0; i < n; i++) dst[i] = dtype_f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
     f->have[u->chunk_index] = 1;
     f->n_have++;
     f->elems[t - f->m->tensors] += (long)n;

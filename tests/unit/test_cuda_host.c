@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "backend/cuda/cuda_host.h"
+#include "core/dtype.h"
 #include "dapo_fixture.h"
 #include "model/model_config.h"
 #include "tests/testutil.h"
@@ -31,20 +32,20 @@ static void test_bf16_matches_torch(void **state) {
     const int32_t *bb = bits->data;
     int bad = 0;
     for (uint32_t i = 0; i < x->n; i++) {
-        uint16_t h = cuda_bf16_from_f32(xv[i]);
+        uint16_t h = dtype_bf16_from_f32(xv[i]);
         if (h != (uint16_t)bb[i]) {
             if (bad++ < 5) fprintf(stderr, "bf16(%a) = %04x, torch %04x\n", (double)xv[i], h, (unsigned)bb[i]);
             continue;
         }
-        float y = cuda_bf16_to_f32(h);
+        float y = dtype_bf16_to_f32(h);
         if (memcmp(&y, &bv[i], 4) != 0) bad++;
     }
     assert_int_equal(bad, 0);
     /* array forms agree with the scalar ones */
     uint16_t h[16];
     float y[16];
-    cuda_bf16_from_f32_n(h, xv, 16);
-    cuda_bf16_to_f32_n(y, h, 16);
+    dtype_bf16_from_f32_n(h, xv, 16);
+    dtype_bf16_to_f32_n(y, h, 16);
     for (int i = 0; i < 16; i++) {
         assert_int_equal(h[i], (uint16_t)bb[i]);
         assert_memory_equal(&y[i], &bv[i], 4);
@@ -54,21 +55,21 @@ static void test_bf16_matches_torch(void **state) {
 
 static void test_bf16_nan_and_known(void **state) {
     (void)state;
-    assert_int_equal(cuda_bf16_from_f32(1.0f), 0x3f80);
-    assert_int_equal(cuda_bf16_from_f32(-2.0f), 0xc000);
-    assert_int_equal(cuda_bf16_from_f32(INFINITY), 0x7f80);
-    assert_int_equal(cuda_bf16_from_f32(3.4028235e38f), 0x7f80);   /* rounds past the largest bf16 */
-    uint16_t n = cuda_bf16_from_f32(NAN);
+    assert_int_equal(dtype_bf16_from_f32(1.0f), 0x3f80);
+    assert_int_equal(dtype_bf16_from_f32(-2.0f), 0xc000);
+    assert_int_equal(dtype_bf16_from_f32(INFINITY), 0x7f80);
+    assert_int_equal(dtype_bf16_from_f32(3.4028235e38f), 0x7f80);   /* rounds past the largest bf16 */
+    uint16_t n = dtype_bf16_from_f32(NAN);
     assert_true((n & 0x7f80) == 0x7f80 && (n & 0x7f) != 0);
     uint32_t u = 0x7f800001u;   /* signalling NaN with a payload that would round away */
     float sn;
     memcpy(&sn, &u, 4);
-    assert_true(isnan(cuda_bf16_to_f32(cuda_bf16_from_f32(sn))));
+    assert_true(isnan(dtype_bf16_to_f32(dtype_bf16_from_f32(sn))));
     u = 0xffffffffu;
     memcpy(&sn, &u, 4);
-    uint16_t m = cuda_bf16_from_f32(sn);
-    assert_true(isnan(cuda_bf16_to_f32(m)) && (m & 0x8000));
-    assert_true(cuda_bf16_to_f32(0x3f80) == 1.0f);
+    uint16_t m = dtype_bf16_from_f32(sn);
+    assert_true(isnan(dtype_bf16_to_f32(m)) && (m & 0x8000));
+    assert_true(dtype_bf16_to_f32(0x3f80) == 1.0f);
 }
 
 static void test_pack_index(void **state) {

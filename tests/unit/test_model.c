@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "core/dtype.h"
 #include "io/safetensors.h"
 #include "model/adamw.h"
 #include "model/model.h"
@@ -258,7 +259,7 @@ static void test_save_load_roundtrip(void **state) {
         r = model_load(sub, &o, err);
         if (!r) fail_msg("%s", err);
         for (long i = 0; i < m->n_params; i++)
-            assert_true(r->params[i] == st_bf16_to_f32(st_f32_to_bf16(m->params[i])));
+            assert_true(r->params[i] == dtype_bf16_to_f32(dtype_bf16_from_f32(m->params[i])));
         model_free(r);
         rm_dir(sub);
         model_free(m);
@@ -489,7 +490,7 @@ static void test_sharded_checkpoint(void **state) {
         const ModelTensor *mt = &m->tensors[i];
         for (long j = 0; j < mt->numel; j++) {
             float want = m->params[mt->offset + j];
-            if (i < half) want = st_bf16_to_f32(st_f32_to_bf16(want));
+            if (i < half) want = dtype_bf16_to_f32(dtype_bf16_from_f32(want));
             assert_true(r->params[mt->offset + j] == want);
         }
     }
@@ -617,14 +618,14 @@ static void test_cpu_linear_split(void **state) {
 
 static void test_safetensors_formats(void **state) {
     (void)state;
-    assert_true(st_bf16_to_f32(0x3f80) == 1.0f);
-    assert_true(st_f32_to_bf16(1.0f) == 0x3f80);
-    assert_true(st_f32_to_bf16(1.00390625f) == 0x3f80);        /* tie rounds to even */
-    assert_true(st_f32_to_bf16(1.01171875f) == 0x3f82);
-    assert_true(st_f16_to_f32(0x3c00) == 1.0f);
-    assert_true(st_f16_to_f32(0xc000) == -2.0f);
-    assert_true(st_f16_to_f32(0x0001) == ldexpf(1.0f, -24));    /* subnormal */
-    assert_true(isinf(st_f16_to_f32(0x7c00)));
+    assert_true(dtype_bf16_to_f32(0x3f80) == 1.0f);
+    assert_true(dtype_bf16_from_f32(1.0f) == 0x3f80);
+    assert_true(dtype_bf16_from_f32(1.00390625f) == 0x3f80);        /* tie rounds to even */
+    assert_true(dtype_bf16_from_f32(1.01171875f) == 0x3f82);
+    assert_true(dtype_f16_to_f32(0x3c00) == 1.0f);
+    assert_true(dtype_f16_to_f32(0xc000) == -2.0f);
+    assert_true(dtype_f16_to_f32(0x0001) == ldexpf(1.0f, -24));    /* subnormal */
+    assert_true(isinf(dtype_f16_to_f32(0x7c00)));
     /* corrupt files are refused, not crashed on */
     char p[] = "/tmp/dapo_st_XXXXXX", err[ERR_LEN];
     int fd = mkstemp(p);

@@ -1,5 +1,5 @@
 // common/backend/cuda/cast.cu: fp32 <-> bf16 conversion of whole arrays (round to nearest even, as
-// cuda_bf16_from_f32 on the host). Not here: fused casts inside other kernels.
+// dtype_bf16_from_f32 on the host). Not here: fused casts inside other kernels.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 

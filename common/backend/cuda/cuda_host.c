@@ -1,35 +1,11 @@
 /* common/backend/cuda/cuda_host.c: host-side logic of the CUDA backend (cuda_host.h): bf16 conversion, packing
- * index, lm_head chunk plan, device memory plan, paged KV block allocator. Plain C11, no CUDA headers.
+ * index, lm_head chunk plan, paged KV block allocator (bf16 conversion: core/dtype.h). Plain C11, no CUDA headers.
  * Not here: device code (the .cu files beside it). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_host.h"
-
-uint16_t cuda_bf16_from_f32(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(((u >> 16) & 0x8000u) | 0x7fc0u);   /* NaN */
-    uint32_t lsb = (u >> 16) & 1u;
-    u += 0x7fffu + lsb;        /* round to nearest even; overflows into inf correctly */
-    return (uint16_t)(u >> 16);
-}
-
-float cuda_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-void cuda_bf16_from_f32_n(uint16_t *dst, const float *src, long n) {
-    for (long i = 0; i < n; i++) dst[i] = cuda_bf16_from_f32(src[i]);
-}
-
-void cuda_bf16_to_f32_n(float *dst, const uint16_t *src, long n) {
-    for (long i = 0; i < n; i++) dst[i] = cuda_bf16_to_f32(src[i]);
-}
 
 int cuda_pack_index(const int32_t *cu, int S, int N, int32_t *pos, int32_t *start, int32_t *end, int *max_len,
                     char err[ERR_LEN]) {

@@ -1,6 +1,5 @@
 /* common/backend/cuda/cuda_host.h: the host-side logic of the CUDA backend, plain C11 (compiled in every build,
  * CUDA or not, and unit-tested on the CPU by tests/unit/test_cuda_host.c):
- *   - bf16 <-> fp32 conversion (round to nearest even, NaN kept quiet; torch's Tensor.to(torch.bfloat16));
  *   - packing: per-token position / sequence start / sequence end from cu_seqlens (what the varlen attention
  *     kernels index by), validated;
  *   - the lm_head chunk plan: how many vocabulary columns (and rows) of fp32 logits exist at once, so a
@@ -14,17 +13,8 @@
 #include <stdint.h>
 
 #include "backend/cuda/cuda_types.h"
+#include "core/dtype.h"   /* bf16 <-> fp32 (dtype_bf16_from_f32 ...), used with these */
 #include "core/err.h"
-
-/* ---- bf16 ---------------------------------------------------------------------------------------------- */
-/* fp32 -> bf16 bits: round to nearest, ties to even (torch / __float2bfloat16_rn); NaN -> a quiet NaN with the
- * sign kept (0x7fc0 | sign); +-inf and values that round past the largest bf16 -> +-inf. */
-uint16_t cuda_bf16_from_f32(float x);
-/* bf16 bits -> fp32 (exact). */
-float    cuda_bf16_to_f32(uint16_t h);
-/* Arrays of n elements (dst, src may not overlap). */
-void     cuda_bf16_from_f32_n(uint16_t *dst, const float *src, long n);
-void     cuda_bf16_to_f32_n(float *dst, const uint16_t *src, long n);
 
 /* ---- packing ------------------------------------------------------------------------------------------- */
 /* From cu_seqlens[S + 1] (0 = cu[0] < cu[1] < ... < cu[S] = N; every sequence >= 1 token) writes, for each
