@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/utf8.h"
+
 /* Ground truths longer than this are refused (ERR_TOO_BIG) so scratch stays bounded (at most ~9x of it). */
 #define MATH_DAPO_MAX_GT_BYTES ((size_t)64 << 20)
 /* Scratch buffers above this size are released at the start of the next call (bounded idle memory). */
@@ -189,54 +191,7 @@ static inline char *copy_out(char *o, const char *src, size_t n) {
 
 static bool is_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
 
-size_t math_dapo_utf8_repair(const char *in, size_t n, char *out) {
-    const unsigned char *s = (const unsigned char *)in;
-    unsigned char *o = (unsigned char *)out;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            size_t j = i;   /* ASCII run */
-            while (j < n && s[j] < 0x80) j++;
-            copy_out((char *)o, (const char *)s + i, j - i);
-            o += j - i;
-            i = j;
-            continue;
-        }
-        /* Valid length of the sequence at i, or the length of its maximal invalid subpart (CPython
-         * Objects/stringlib/codecs.h: InvalidStart = 1 byte, InvalidContinuationK = K bytes, a truncated
-         * valid prefix at the end = all of it). */
-        size_t need = 0, good = 0;
-        unsigned char lo2 = 0x80, hi2 = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) need = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            need = 3;
-            if (c == 0xE0) lo2 = 0xA0;
-            if (c == 0xED) hi2 = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            need = 4;
-            if (c == 0xF0) lo2 = 0x90;
-            if (c == 0xF4) hi2 = 0x8F;
-        }
-        if (need) {
-            good = 1;
-            if (i + 1 < n && s[i + 1] >= lo2 && s[i + 1] <= hi2) {
-                good = 2;
-                while (good < need && i + good < n && is_cont(s[i + good])) good++;
-            }
-        }
-        if (need && good == need) {
-            for (size_t k = 0; k < need; k++) o[k] = s[i + k];
-            o += need;
-            i += need;
-        } else {
-            o[0] = 0xEF, o[1] = 0xBF, o[2] = 0xBD;   /* U+FFFD for the maximal subpart */
-            o += 3;
-            i += good ? good : 1;
-        }
-    }
-    return (size_t)(o - (unsigned char *)out);
-}
+size_t math_dapo_utf8_repair(const char *in, size_t n, char *out) { return utf8_repair(in, n, out); }
 
 /* Offset in s[0..n) from which decoding gives the same units as decoding all of s (a unit boundary of the
  * full decode) and still covers the last MATH_DAPO_WINDOW code points: every non-continuation byte starts

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "core/log.h"
+#include "core/utf8.h"
 
 #define TOK_MAX_IDS         (1 << 24)        /* refuse vocabularies with ids beyond this (16.7M) */
 #define TOK_MAX_TEXT        (1u << 30)       /* encode refuses longer inputs (ERR_TOO_BIG) */
@@ -133,30 +134,7 @@ void tok_buf_append(TokBuf *b, const void *p, size_t n) {
 
 /* ------------------------------------------------------------------------------------------ UTF-8 */
 
-/* Classifies the UTF-8 sequence at s[0..n), n >= 1: >0 length of one valid character; 0 when s is a proper
- * prefix of a valid sequence (more bytes needed); -k when the first k bytes are a maximal invalid subpart
- * (one U+FFFD each, as CPython's and Rust's lossy decoders do). */
-static int utf8_step(const uint8_t *s, size_t n) {
-    uint8_t b = s[0];
-    if (b < 0x80) return 1;
-    int need; uint8_t lo = 0x80, hi = 0xBF;
-    if (b < 0xC2) return -1;
-    else if (b <= 0xDF) need = 1;
-    else if (b == 0xE0) { need = 2; lo = 0xA0; }
-    else if (b == 0xED) { need = 2; hi = 0x9F; }
-    else if (b <= 0xEF) need = 2;
-    else if (b == 0xF0) { need = 3; lo = 0x90; }
-    else if (b <= 0xF3) need = 3;
-    else if (b == 0xF4) { need = 3; hi = 0x8F; }
-    else return -1;
-    for (int k = 1; k <= need; k++) {
-        if ((size_t)k >= n) return 0;
-        uint8_t c = s[k];
-        if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return -k;
-    }
-    return need + 1;
-}
-
+/* utf8_step: core/utf8.h (one rule for the tokenizer and the verifier) */
 size_t tok_utf8_valid_prefix(const char *s, size_t len) {
     const uint8_t *u = (const uint8_t *)s;
     size_t i = 0;

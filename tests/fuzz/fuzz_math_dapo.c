@@ -4,7 +4,7 @@
  * invariants: score is +-1 and agrees with acc, pred is valid UTF-8 (repair is the identity on it), pred is
  * NUL-terminated, the default mode always has a pred, and normalize / answer_find / boxed_last stay in bounds.
  * Not here: expected values (tests/unit/test_verifier_*.c). */
-// fuzz-sources: common/reward/math_dapo.c common/reward/reward.c common/core/err.c common/core/log.c
+// fuzz-sources: common/reward/math_dapo.c common/reward/reward.c common/core/utf8.c common/core/err.c common/core/log.c
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
