@@ -6,7 +6,7 @@
  *   2 the input as one dataset JSONL line (dataset_parse_line) with options from byte 1;
  *   3 chat_render of NUL-separated messages (roles cycle system/user/assistant) in every family.
  * Besides crashes/UB/leaks (ASan+UBSan) it aborts when an invariant fails. Expected values: tests/unit/. */
-// fuzz-sources: common/tokenizer/tokenizer.c common/tokenizer/chat.c common/core/utf8.c common/io/dataset.c common/core/err.c common/core/log.c
+// fuzz-sources: common/tokenizer/tokenizer.c common/tokenizer/tokenizer_load.c common/tokenizer/tokenizer_bpe.c common/tokenizer/chat.c common/core/utf8.c common/io/dataset.c common/core/err.c common/core/log.c
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
