@@ -15,8 +15,8 @@
  *      {"text": decoded with special tokens skipped, "token_ids": [...], "logprobs": [...],
  *       "finish_reason": "stop"|"length", ("score", "acc", "pred" with --verify)}, ...]}
  * --verify scores each response with reward/reward.h (math_dapo rules by data_source, no overlong penalty) and
- * prints per data_source mean@n (mean accuracy over all responses) and best@n (fraction of prompts with at least
- * one correct response), verl's val-core names, to stderr. Exit status: 0, 1 on bad arguments or files.
+ * prints per data_source mean@n, best@n/mean and maj@n/mean with verl's val-core names to stderr, aggregated as the
+ * coordinator's validation does (dapo/val_metrics.h). Exit status: 0, 1 on bad arguments or files.
  * Not here: the daemon (services/rollout), maj@k. */
 #include <cblas.h>
 #include <jansson.h>
@@ -28,6 +28,8 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/metrics.h"
+#include "dapo/val_metrics.h"
 #include "io/dataset.h"
 #include "model/generate.h"
 #include "reward/reward.h"
@@ -97,20 +99,6 @@ static int parse_args(int argc, char **argv, Args *a) {
     return 0;
 }
 
-typedef struct {
-    char  *source;
-    long   prompts, hit;       /* prompts with >= 1 correct response */
-    double acc_sum;            /* over responses */
-    long   responses;
-} SourceStat;
-
-static SourceStat *source_stat(SourceStat **tab, int *n, const char *src) {
-    for (int i = 0; i < *n; i++) if (!strcmp((*tab)[i].source, src)) return &(*tab)[i];
-    *tab = xrealloc(*tab, (size_t)(*n + 1) * sizeof(SourceStat));
-    (*tab)[*n] = (SourceStat){ .source = xstrdup(src) };
-    return &(*tab)[(*n)++];
-}
-
 static json_t *bytes_json(const char *s, size_t n) {
     json_t *j = json_stringn_nocheck(s, n);
     return j ? j : json_string("");
@@ -131,8 +119,10 @@ int main(int argc, char **argv) {
     Dataset ds = { 0 };
     FILE *out = stdout;
     GenResult *res = NULL;
-    SourceStat *stats = NULL;
-    int n_stats = 0;
+    ValAgg agg;                       /* --verify: mean@n / best@n / maj@n per data source (dapo/val_metrics.h) */
+    val_agg_init(&agg, a.n);
+    float *acc = xcalloc((size_t)a.n, sizeof *acc);
+    char **pred = xcalloc((size_t)a.n, sizeof *pred);
     RewardWs *ws = NULL;
 
     const Backend *be = backend_select(a.device, err);
@@ -204,8 +194,6 @@ int main(int argc, char **argv) {
         json_object_set_new(o, "data_source", json_string(it->data_source));
         json_object_set_new(o, "prompt", bytes_json(it->prompt_text, strlen(it->prompt_text)));
         json_object_set_new(o, "ground_truth", json_string(it->ground_truth));
-        SourceStat *st = a.verify ? source_stat(&stats, &n_stats, it->data_source) : NULL;
-        int any = 0;
         for (int j = 0; j < a.n; j++) {
             GenResult *r = &res[i * (size_t)a.n + j];
             TokBuf text = { 0 };
@@ -219,20 +207,23 @@ int main(int argc, char **argv) {
             json_object_set_new(ro, "token_ids", ids);
             json_object_set_new(ro, "logprobs", lps);
             json_object_set_new(ro, "finish_reason", json_string(gen_finish_name(r->finish)));
-            if (st) {
+            if (a.verify) {
                 RewardResult rr;
                 reward_score(ws, it->data_source, text.v, text.n, it->ground_truth, strlen(it->ground_truth), false, 0, &rr);
                 json_object_set_new(ro, "score", json_real(rr.score));
                 json_object_set_new(ro, "acc", json_boolean(rr.acc));
                 json_object_set_new(ro, "pred", rr.has_pred ? bytes_json(rr.pred, rr.pred_len) : json_null());
-                st->acc_sum += rr.acc;
-                st->responses++;
-                any |= rr.acc;
+                acc[j] = rr.acc ? 1.0f : 0.0f;
+                size_t pl = rr.has_pred ? rr.pred_len : 0;
+                pred[j] = xmalloc(pl + 1);
+                if (pl) memcpy(pred[j], rr.pred, pl);
+                pred[j][pl] = 0;
             }
             json_array_append_new(arr, ro);
             tok_buf_free(&text);
         }
-        if (st) { st->prompts++; st->hit += any; }
+        if (a.verify) val_agg_add(&agg, it->data_source, acc, (const char *const *)pred, a.n);
+        for (int j = 0; a.verify && j < a.n; j++) xfree(pred[j]);
         json_object_set_new(o, "responses", arr);
         char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
         fprintf(out, "%s\n", line);
@@ -241,18 +232,20 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "dapo-generate: %zu prompts x %d: %ld response tokens in %.2f s (%.1f tok/s, %d threads, %s)\n",
             ds.n, a.n, n_tok, dt, dt > 0 ? n_tok / dt : 0.0, threads, openblas_get_corename());
-    for (int i = 0; i < n_stats; i++)
-        fprintf(stderr, "val-core/%s/acc/mean@%d = %.4f  val-core/%s/acc/best@%d = %.4f  (%ld prompts)\n",
-                stats[i].source, a.n, stats[i].responses ? stats[i].acc_sum / stats[i].responses : 0.0,
-                stats[i].source, a.n, stats[i].prompts ? (double)stats[i].hit / stats[i].prompts : 0.0,
-                stats[i].prompts);
+    Metrics vm = { 0 };
+    val_agg_metrics(&agg, &vm);
+    for (int i = 0; i < vm.n; i++) fprintf(stderr, "%s = %.4f\n", vm.m[i].name, vm.m[i].value);
+    for (int i = 0; i < agg.n_src; i++)
+        fprintf(stderr, "val-core/%s: (%ld prompts)\n", agg.src[i].data_source, agg.src[i].prompts);
+    metrics_free(&vm);
     rc = 0;
 done:
     if (out && out != stdout && fclose(out)) { fprintf(stderr, "dapo-generate: writing %s failed\n", a.output); rc = 1; }
     for (size_t i = 0; res && i < ds.n * (size_t)a.n; i++) gen_result_free(&res[i]);
     xfree(res);
-    for (int i = 0; i < n_stats; i++) xfree(stats[i].source);
-    xfree(stats);
+    val_agg_free(&agg);
+    xfree(acc);
+    xfree(pred);
     reward_ws_free(ws);
     gen_engine_free(e);
     dataset_free(&ds);

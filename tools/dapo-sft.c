@@ -31,11 +31,12 @@
 #include "core/config.h"
 #include "core/fsutil.h"
 #include "core/log.h"
-#include "core/threads_env.h"
 #include "core/rng.h"
-#include "model/checkpoint.h"
+#include "core/threads_env.h"
+#include "dapo/val_metrics.h"
 #include "io/dataset.h"
 #include "model/adamw.h"
+#include "model/checkpoint.h"
 #include "model/generate.h"
 #include "model/model.h"
 #include "reward/reward.h"
@@ -214,7 +215,9 @@ static int evaluate(Model *m, Scratch *s, Tokenizer *tok, const Examples *val, i
                      .max_batch_tokens = 1024};
     GenEngine *g = gen_engine_new(m, &go, err);
     if (!g) return ERR_INVAL;
-    int added = 0, right = 0, done = 0;
+    int added = 0, done = 0;
+    ValAgg agg;                 /* greedy = one response per prompt: mean@1 over every held-out prompt */
+    val_agg_init(&agg, 1);
     for (int i = 0; i < val->n && added < n; i++) {
         const Example *e = &val->v[i];
         if (!e->gt[0]) continue;
@@ -235,7 +238,8 @@ static int evaluate(Model *m, Scratch *s, Tokenizer *tok, const Examples *val, i
             tokenizer_decode(tok, res.tokens, (size_t)res.n, true, &text);
             RewardResult rr;
             reward_score(ws, e->src, text.v ? text.v : "", text.n, e->gt, strlen(e->gt), false, 0, &rr);
-            right += rr.acc;
+            float a1 = rr.acc ? 1.0f : 0.0f;
+            val_agg_add(&agg, "", &a1, NULL, 1);
             tok_buf_free(&text);
             gen_result_free(&res);
             done++;
@@ -243,7 +247,8 @@ static int evaluate(Model *m, Scratch *s, Tokenizer *tok, const Examples *val, i
     }
     reward_ws_free(ws);
     gen_engine_free(g);
-    if (!rc) *acc = added ? (double)right / added : -1;
+    if (!rc) *acc = added ? val_agg_overall_mean(&agg) : -1;
+    val_agg_free(&agg);
     return rc;
 }
 

@@ -32,6 +32,7 @@
 #include "dapo/layout.h"
 #include "dapo/overlong.h"
 #include "dapo/rollout_corr.h"
+#include "dapo/val_metrics.h"
 #include "io/dataset.h"
 #include "tokenizer/tokenizer.h"
 #include "tbwire.h"
@@ -727,54 +728,25 @@ static int round_settled(Engine *e) {
     return 1;
 }
 
-/* Validation metrics as verl names them: val-core/<data_source>/acc/mean@k, best@k/mean, maj@k/mean. */
+/* Validation metrics as verl names them (dapo/val_metrics.h): val-core/<data_source>/acc/mean@k, best@k/mean,
+ * maj@k/mean, over the validated groups in group order. */
 static void finish_validation(Coord *c) {
     Engine *e = c->engine;
-    Metrics vm = {0};
-    int k = c->cfg.val_n;
-    char name[METRIC_NAME_MAX];
-    /* Per data_source sums over prompts. */
+    ValAgg agg;
+    val_agg_init(&agg, c->cfg.val_n);
     for (int i = 0; i < e->ngroups; i++) {
         const Group *g = &e->groups[i];
         if (g->state != GS_VALIDATED) continue;
-        const char *ds = group_item(e, g)->data_source;
-        double mean = 0, best = 0;
-        for (int j = 0; j < g->n; j++) { mean += g->acc[j]; best = fmax(best, g->acc[j]); }
-        mean /= g->n;
-        /* majority vote over predictions (ties: the earliest); its accuracy */
-        int bestj = 0, bestc = 0;
-        for (int j = 0; j < g->n; j++) {
-            int cnt = 0;
-            for (int q = 0; q < g->n; q++) cnt += strcmp(g->pred[j], g->pred[q]) == 0;
-            if (cnt > bestc) { bestc = cnt; bestj = j; }
-        }
-        double maj = g->acc[bestj];
-        snprintf(name, sizeof name, "val-core/%s/acc/mean@%d#sum", ds, k);
-        metrics_set(&vm, name, metrics_get(&vm, name, 0) + mean);
-        snprintf(name, sizeof name, "val-core/%s/acc/best@%d/mean#sum", ds, k);
-        metrics_set(&vm, name, metrics_get(&vm, name, 0) + best);
-        snprintf(name, sizeof name, "val-core/%s/acc/maj@%d/mean#sum", ds, k);
-        metrics_set(&vm, name, metrics_get(&vm, name, 0) + maj);
-        snprintf(name, sizeof name, "val-core/%s/count#", ds);
-        metrics_set(&vm, name, metrics_get(&vm, name, 0) + 1);
+        val_agg_add(&agg, group_item(e, g)->data_source, g->acc, (const char *const *)g->pred, g->n);
     }
     Metrics out = {0};
-    for (int i = 0; i < vm.n; i++) {
-        char *hash = strstr(vm.m[i].name, "#sum");
-        if (!hash) continue;
-        char ds[METRIC_NAME_MAX];
-        const char *p = vm.m[i].name + strlen("val-core/");
-        const char *slash = strstr(p, "/acc/");
-        snprintf(ds, sizeof ds, "val-core/%.*s/count#", (int)(slash - p), p);
-        snprintf(name, sizeof name, "%.*s", (int)(hash - vm.m[i].name), vm.m[i].name);
-        metrics_set(&out, name, vm.m[i].value / metrics_get(&vm, ds, 1));
-    }
+    val_agg_metrics(&agg, &out);
+    val_agg_free(&agg);
     metrics_set(&out, "training/global_step", (double)e->done_steps);
     metrics_set(&out, "timing_s/testing", clock_s() - e->t_step);
     coord_record_step(c, e->done_steps, &out);
     e->last_val_step = e->done_steps;
     for (int i = 0; i < out.n; i++) log_info("validation %s = %.4f", out.m[i].name, out.m[i].value);
-    metrics_free(&vm);
     metrics_free(&out);
     if (e->val_after) {
         e->phase = PH_DONE;

@@ -78,7 +78,8 @@ static void test_generate_jsonl(void **state) {
     snprintf(out, sizeof out, "%s/out3.jsonl", g_dir);
     assert_int_equal(run_gen("--n 3 --verify --temperature 1.0", out, log, sizeof log), 0);
     assert_non_null(strstr(log, "val-core/openai/gsm8k/acc/mean@3 = "));
-    assert_non_null(strstr(log, "val-core/openai/gsm8k/acc/best@3 = "));
+    assert_non_null(strstr(log, "val-core/openai/gsm8k/acc/best@3/mean = "));
+    assert_non_null(strstr(log, "val-core/openai/gsm8k/acc/maj@3/mean = "));
     assert_non_null(strstr(log, "val-core/math_dapo/acc/mean@3 = "));
     assert_non_null(strstr(log, "(2 prompts)"));
     snprintf(tp, sizeof tp, "%s/data/tokenizers/tiny", tu_root());

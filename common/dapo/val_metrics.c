@@ -1,0 +1,67 @@
+/* common/dapo/val_metrics.c: per-data-source validation metrics (val_metrics.h). */
+#include "dapo/val_metrics.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/err.h"
+
+void val_agg_init(ValAgg *a, int n) { *a = (ValAgg){ .n = n }; }
+
+void val_agg_free(ValAgg *a) {
+    if (!a) return;
+    for (int i = 0; i < a->n_src; i++) xfree(a->src[i].data_source);
+    xfree(a->src);
+    *a = (ValAgg){ 0 };
+}
+
+static ValSource *source_of(ValAgg *a, const char *ds) {
+    for (int i = 0; i < a->n_src; i++)
+        if (!strcmp(a->src[i].data_source, ds)) return &a->src[i];
+    if (a->n_src == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 4;
+        a->src = xrealloc(a->src, (size_t)a->cap * sizeof *a->src);
+    }
+    a->src[a->n_src] = (ValSource){ .data_source = xstrdup(ds) };
+    return &a->src[a->n_src++];
+}
+
+void val_agg_add(ValAgg *a, const char *data_source, const float *acc, const char *const *pred, int k) {
+    if (k < 1) return;
+    double mean = 0, best = 0;
+    for (int j = 0; j < k; j++) { mean += acc[j]; best = fmax(best, acc[j]); }
+    mean /= k;
+    int bestj = 0, bestc = 0;       /* majority vote over predictions, ties: the earliest */
+    for (int j = 0; pred && j < k; j++) {
+        int cnt = 0;
+        for (int q = 0; q < k; q++) cnt += strcmp(pred[j], pred[q]) == 0;
+        if (cnt > bestc) { bestc = cnt; bestj = j; }
+    }
+    ValSource *s = source_of(a, data_source ? data_source : "");
+    s->prompts++;
+    s->mean_sum += mean;
+    s->best_sum += best;
+    s->maj_sum += acc[bestj];
+}
+
+void val_agg_metrics(const ValAgg *a, Metrics *m) {
+    char name[METRIC_NAME_MAX];
+    for (int i = 0; i < a->n_src; i++) {
+        const ValSource *s = &a->src[i];
+        double p = (double)s->prompts;
+        snprintf(name, sizeof name, "val-core/%s/acc/mean@%d", s->data_source, a->n);
+        metrics_set(m, name, s->mean_sum / p);
+        snprintf(name, sizeof name, "val-core/%s/acc/best@%d/mean", s->data_source, a->n);
+        metrics_set(m, name, s->best_sum / p);
+        snprintf(name, sizeof name, "val-core/%s/acc/maj@%d/mean", s->data_source, a->n);
+        metrics_set(m, name, s->maj_sum / p);
+    }
+}
+
+double val_agg_overall_mean(const ValAgg *a) {
+    double sum = 0;
+    long n = 0;
+    for (int i = 0; i < a->n_src; i++) { sum += a->src[i].mean_sum; n += a->src[i].prompts; }
+    return n ? sum / (double)n : 0;
+}

@@ -1,0 +1,34 @@
+/* common/dapo/val_metrics.h: validation metrics per data source, verl's way (ray_trainer._validate ->
+ * process_validation_metrics): for each prompt's n responses, mean@n (mean accuracy), best@n (any correct) and maj@n
+ * (the accuracy of the majority-voted prediction; ties: the earliest), averaged over the data source's prompts and
+ * named val-core/<data_source>/acc/mean@n, .../best@n/mean, .../maj@n/mean. One aggregation for the coordinator's
+ * validation runs, `dapo-generate --verify` and `dapo-sft`'s held-out accuracy.
+ * Not here: scoring a response (reward/reward.h), the metrics table (core/metrics.h). */
+#ifndef DAPO_VAL_METRICS_H
+#define DAPO_VAL_METRICS_H
+
+#include "core/metrics.h"
+
+typedef struct {
+    char  *data_source;                /* owned */
+    long   prompts;
+    double mean_sum, best_sum, maj_sum;   /* sums over prompts, in the order they were added */
+} ValSource;
+
+typedef struct {
+    int        n;          /* responses per prompt (the @n of the names) */
+    ValSource *src;        /* [n_src], first-seen order */
+    int        n_src, cap;
+} ValAgg;
+
+void val_agg_init(ValAgg *a, int n);
+void val_agg_free(ValAgg *a);   /* NULL-safe */
+/* One prompt of data_source: acc[k] (1 correct, 0 not) of its k >= 1 responses and their predictions pred[k] (the
+ * extracted answers, voted on for maj@n; NULL when there are none: maj@n then takes the first response's acc). */
+void val_agg_add(ValAgg *a, const char *data_source, const float *acc, const char *const *pred, int k);
+/* Writes the three metrics of every data source into m (source by source, in first-seen order). */
+void val_agg_metrics(const ValAgg *a, Metrics *m);
+/* mean@n over all prompts of all sources (sum of the sources' sums / prompts); 0 when empty. */
+double val_agg_overall_mean(const ValAgg *a);
+
+#endif
