@@ -26,11 +26,9 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "batch.h"
 #include "coord.h"
-#include "dapo/advantages.h"
 #include "dapo/filter.h"
-#include "dapo/layout.h"
-#include "dapo/overlong.h"
 #include "dapo/rollout_corr.h"
 #include "dapo/val_metrics.h"
 #include "io/dataset.h"
@@ -458,123 +456,86 @@ static int cmp_order(const void *a, const void *b) {
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* The policy version that generated response r of group g: its own (rollouts set it), or the group's (the oldest of
- * its responses) where a sender left it out. */
-static int64_t behaviour_version(const Group *g, const Dapo__Response *r) {
-    return r->policy_version > g->version ? r->policy_version : g->version;
-}
-
-/* Builds and sends the TrainBatch shards of one assembled batch (DESIGN.md §1 steps 4-5). */
-static int send_batch(Coord *c, Group **batch, int nb) {
-    Engine *e = c->engine;
-    char err[ERR_LEN];
-    int nseq = nb * c->cfg.rollout_n;
-    int *gsize = xmalloc((size_t)nb * sizeof(int));
-    float *reward = xmalloc((size_t)nseq * sizeof(float)), *adv = xmalloc((size_t)nseq * sizeof(float));
-    int *resp_tok = xmalloc((size_t)nseq * sizeof(int)), *cost = xmalloc((size_t)nseq * sizeof(int));
-    const Dapo__Response **resp = xmalloc((size_t)nseq * sizeof *resp);
-    const DatasetItem **item = xmalloc((size_t)nseq * sizeof *item);
-    int W = c->cfg.num_learners, *rank_worker = xmalloc((size_t)W * sizeof(int));
-    TbwSeq *tsq = xmalloc((size_t)(nseq ? nseq : 1) * sizeof *tsq);    /* one shard's sequences */
-    for (int b = 0, s = 0; b < nb; b++) {
-        gsize[b] = batch[b]->n;
-        for (int i = 0; i < batch[b]->n; i++, s++) {
-            resp[s] = batch[b]->result->responses[i];
-            item[s] = group_item(e, batch[b]);
-            reward[s] = batch[b]->score[i];
-            int masked = overlong_filter_masked(c->cfg.overlong_filtering, resp[s]->finish_reason);
-            resp_tok[s] = masked ? 0 : (int)resp[s]->n_token_ids;
-            cost[s] = item[s]->n_ids + (int)resp[s]->n_token_ids;
-        }
-    }
-    int rc = adv_grpo(reward, gsize, nb, c->cfg.norm_adv_by_std_in_grpo, ADV_GRPO_EPS, adv, err);
-    Layout lay = {0};
-    if (!rc) rc = layout_build(gsize, nb, resp_tok, cost, c->cfg.ppo_mini_batch_size, c->cfg.num_learners, &lay, err);
-    if (rc) {
-        engine_fail(c, "step %ld: cannot lay out the batch: %s", e->step, err);
-        goto out;
-    }
-    /* learner rank -> worker index */
+/* Which worker holds each learner rank (-1: none registered alive): rank_worker[W]. */
+static void learner_workers(const Coord *c, int *rank_worker, int W) {
     for (int r = 0; r < W; r++) rank_worker[r] = -1;
     for (int i = 0; i < c->nworkers; i++)
         if (c->workers[i].role == DAPO__ROLE__ROLE_LEARNER && c->workers[i].life == WORKER_ALIVE &&
             (int)c->workers[i].rank < W)
             rank_worker[c->workers[i].rank] = i;
-    double adv_sum = 0, adv_min = INFINITY, adv_max = -INFINITY;
-    long long adv_n = 0;
-    e->job.batch_tokens = 0;
+}
+
+/* Encodes shard k of the plan for epoch ep (tbwire.h: the TrainBatch's wire bytes straight from the responses, into
+ * a reused buffer handed to ZeroMQ without a copy) and sends it to its learner. 0 or an ERR_* with err set. */
+static int send_shard(Coord *c, const BatchPlan *p, int k, int ep, const int *rank_worker, TbwSeq *rows,
+                      char err[ERR_LEN]) {
+    Engine *e = c->engine;
+    const LayoutShard *sh = &p->lay.shard[k];
+    int W = p->world;
+    if (rank_worker[sh->rank] < 0) return err_set(err, ERR_CLOSED, "learner rank %d is not registered", sh->rank);
+    batch_plan_shard_rows(p, k, rows);
+    TbwHead h = {.run_id = c->run_id, .step = e->step, .policy_version = c->policy_version,
+                 .mini_batch_index = (uint32_t)sh->mini, .num_mini_batches = (uint32_t)p->lay.n_mini,
+                 .ppo_epoch = (uint32_t)ep, .global_response_tokens = (uint64_t)sh->global_tokens,
+                 .global_num_seqs = (uint32_t)sh->global_seqs, .rank = (uint32_t)sh->rank, .world_size = (uint32_t)W,
+                 .last_of_step = ep == c->cfg.ppo_epochs - 1 && sh->mini == p->lay.n_mini - 1,
+                 .total_training_steps = (uint64_t)(e->total_steps > 0 ? e->total_steps : 0)};
+    TbwSizes tsz;
+    size_t n = tbwire_size(&h, rows, sh->n_seq, &tsz);
+    if (n > UINT32_MAX || p->shard_tokens[k] > UINT32_MAX)
+        return err_set(err, ERR_TOO_BIG, "the shard of rank %d mini-batch %d is %zu bytes (%lld tokens): over the 4 GiB "
+                       "a message can hold", sh->rank, sh->mini, n, p->shard_tokens[k]);
+    ZcBuf *zb;
+    uint8_t *frame = coord_zc_frame(c, NET_HEADER_BYTES + n, &zb);
+    net_encode_into(DAPO__MSG_TYPE__MSG_TRAIN_BATCH, NULL, n, frame);
+    tbwire_write(&h, rows, sh->n_seq, &tsz, frame + NET_HEADER_BYTES);
+    const WorkerEntry *lw = &c->workers[rank_worker[sh->rank]];
+    int src = coord_zc_send(c, lw, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, frame, NET_HEADER_BYTES + n, zb);
+    if (src == ERR_AGAIN)
+        return err_set(err, src, "the send queue to learner %s (rank %d) is full: it has not read its earlier shards",
+                       lw->id, sh->rank);
+    if (src)
+        return err_set(err, src, "learner %s (rank %d) vanished while its shards were sent: %s", lw->id, sh->rank,
+                       err_str(src));
+    return 0;
+}
+
+/* The batch of one step: its plan first (batch.h: advantages, layout, every row), then a loop that only sends the
+ * shards, ppo_epochs x mini-batches x ranks (DESIGN.md §1 steps 4-5). A failure fails the run with the first error;
+ * the other shards are still tried so every learner hears of the step. */
+static int send_batch(Coord *c, Group **batch, int nb) {
+    Engine *e = c->engine;
+    char err[ERR_LEN], first[ERR_LEN] = "";
+    const DatasetItem **items = xmalloc((size_t)(nb ? nb : 1) * sizeof *items);
+    for (int b = 0; b < nb; b++) items[b] = group_item(e, batch[b]);
+    BatchPlan p;
+    int rc = batch_plan_build(&c->cfg, batch, items, nb, &p, err);
+    xfree(items);
+    if (rc) {
+        engine_fail(c, "step %ld: cannot lay out the batch: %s", e->step, err);
+        return rc;
+    }
+    int W = p.world, *rank_worker = xmalloc((size_t)W * sizeof(int));
+    learner_workers(c, rank_worker, W);
+    TbwSeq *rows = xmalloc((size_t)(p.nseq ? p.nseq : 1) * sizeof *rows);
+    e->job.batch_tokens = p.batch_tokens;
     for (int ep = 0; ep < c->cfg.ppo_epochs; ep++)
-        for (int k = 0; k < lay.n_mini * W; k++) {
-            LayoutShard *sh = &lay.shard[k];
-            long long t = 0;
-            for (int j = 0; j < sh->n_seq; j++) {
-                int s = sh->seq[j];
-                size_t nt = resp[s]->n_token_ids;
-                int masked = resp_tok[s] == 0 && nt > 0;          /* overlong_filter_masked above */
-                tsq[j] = (TbwSeq){.prompt = item[s]->ids, .n_prompt = (uint32_t)item[s]->n_ids,
-                                  .resp = resp[s]->token_ids, .n_resp = (uint32_t)nt,
-                                  .logprobs = resp[s]->logprobs, .n_logprobs = (uint32_t)resp[s]->n_logprobs,
-                                  .mask = masked ? 0.0f : 1.0f, .adv = adv[s],
-                                  .group_id = batch[s / c->cfg.rollout_n]->id,
-                                  .behaviour_version = behaviour_version(batch[s / c->cfg.rollout_n], resp[s])};
-                t += item[s]->n_ids + (long long)nt;
-                if (!masked && ep == 0 && nt) {
-                    adv_sum += (double)adv[s] * (double)nt;
-                    adv_n += (long long)nt;
-                    if (adv[s] < adv_min) adv_min = adv[s];
-                    if (adv[s] > adv_max) adv_max = adv[s];
-                }
-            }
-            if (ep == 0) e->job.batch_tokens += t;
-            if (rank_worker[sh->rank] < 0) {
-                if (!rc) snprintf(err, sizeof err, "learner rank %d is not registered", sh->rank);
-                rc = ERR_CLOSED;
-                continue;
-            }
-            TbwHead h = {.run_id = c->run_id, .step = e->step, .policy_version = c->policy_version,
-                         .mini_batch_index = (uint32_t)sh->mini, .num_mini_batches = (uint32_t)lay.n_mini,
-                         .ppo_epoch = (uint32_t)ep, .global_response_tokens = (uint64_t)sh->global_tokens,
-                         .global_num_seqs = (uint32_t)sh->global_seqs, .rank = (uint32_t)sh->rank,
-                         .world_size = (uint32_t)W,
-                         .last_of_step = ep == c->cfg.ppo_epochs - 1 && sh->mini == lay.n_mini - 1,
-                         .total_training_steps = (uint64_t)(e->total_steps > 0 ? e->total_steps : 0)};
-            /* the TrainBatch's wire bytes straight from the responses (tbwire.h: what protobuf-c would pack),
-             * into a reused buffer handed to ZeroMQ without a copy */
-            TbwSizes tsz;
-            size_t n = tbwire_size(&h, tsq, sh->n_seq, &tsz);
-            if (n > UINT32_MAX || t > UINT32_MAX) {
-                if (!rc) snprintf(err, sizeof err, "the shard of rank %d mini-batch %d is %zu bytes (%lld tokens): "
-                                  "over the 4 GiB a message can hold", sh->rank, sh->mini, n, t);
-                rc = ERR_TOO_BIG;
-                continue;
-            }
-            ZcBuf *zb;
-            uint8_t *frame = coord_zc_frame(c, NET_HEADER_BYTES + n, &zb);
-            net_encode_into(DAPO__MSG_TYPE__MSG_TRAIN_BATCH, NULL, n, frame);
-            tbwire_write(&h, tsq, sh->n_seq, &tsz, frame + NET_HEADER_BYTES);
-            const WorkerEntry *lw = &c->workers[rank_worker[sh->rank]];
-            int src = coord_zc_send(c, lw, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, frame, NET_HEADER_BYTES + n, zb);
-            if (src && !rc && src == ERR_AGAIN)
-                snprintf(err, sizeof err, "the send queue to learner %s (rank %d) is full: it has not read its "
-                         "earlier shards", lw->id, sh->rank);
-            else if (src && !rc)
-                snprintf(err, sizeof err, "learner %s (rank %d) vanished while its shards were sent: %s", lw->id,
-                         sh->rank, err_str(src));
+        for (int k = 0; k < p.lay.n_mini * W; k++) {
+            int src = send_shard(c, &p, k, ep, rank_worker, rows, err);
+            if (src && !rc) snprintf(first, sizeof first, "%s", err);
             if (src) rc = src;
         }
     if (rc) {
-        engine_fail(c, "step %ld: TrainBatch not sent: %s", e->step, err);
-        goto out;
+        engine_fail(c, "step %ld: TrainBatch not sent: %s", e->step, first);
+    } else {
+        e->job.expected = c->cfg.ppo_epochs * p.lay.n_mini * W;
+        metrics_set(&e->m, "critic/advantages/mean", p.adv_mean);
+        metrics_set(&e->m, "critic/advantages/max", p.adv_max);
+        metrics_set(&e->m, "critic/advantages/min", p.adv_min);
     }
-    e->job.expected = c->cfg.ppo_epochs * lay.n_mini * W;
-    metrics_set(&e->m, "critic/advantages/mean", adv_n ? adv_sum / (double)adv_n : 0);
-    metrics_set(&e->m, "critic/advantages/max", adv_n ? adv_max : 0);
-    metrics_set(&e->m, "critic/advantages/min", adv_n ? adv_min : 0);
-out:
-    layout_free(&lay);
-    xfree(gsize); xfree(reward); xfree(adv); xfree(resp_tok); xfree(cost); xfree(resp); xfree(item);
+    batch_plan_free(&p);
     xfree(rank_worker);
-    xfree(tsq);
+    xfree(rows);
     return rc;
 }
 
