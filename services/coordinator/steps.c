@@ -15,81 +15,10 @@
  * response is more than trainer.staleness behind the version the learners will train it with is dropped (GS_STALE)
  * and its prompt generated again (drop_stale_groups, run whenever the version moves and before a batch goes out),
  * so no stale row is ever sent. The learners correct the rest (issue 15: services/learner/offpolicy.h).
+ * This file: groups, epochs, the step state machine and the tick; the engine's other files are listed in engine.h
+ * (dispatch.c, results.c, setup.c; the batch plan is batch.h).
  * Not here: coordinator checkpoints and resume (ckpt.c). */
-#include <jansson.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "core/clock.h"
-#include "core/log.h"
-#include "core/rng.h"
-#include "batch.h"
-#include "coord.h"
-#include "dapo/filter.h"
-#include "dapo/rollout_corr.h"
-#include "dapo/val_metrics.h"
-#include "io/dataset.h"
-#include "tokenizer/tokenizer.h"
-#include "tbwire.h"
-
-#define MAX_ATTEMPTS 5           /* a group whose generation failed this often is cancelled */
-
-/* The step whose batch is with the learners. In sync mode it is the step just generated; in async mode
- * (trainer.staleness 1) the next step's generation runs meanwhile, with rollouts at most one version behind. */
-typedef struct {
-    int            active;
-    long           step;
-    int            expected, results;        /* StepResults: ppo_epochs x mini-batches x ranks */
-    int64_t        new_version;
-    Metrics        m, learner;               /* coordinator metrics of the step; learner metric sums */
-    double         t_step, t_gen, t_reward, t_sent, t_trained;
-    long long      batch_tokens;
-    EngineSnapshot snap;                     /* cursor etc. as of the end of the step's generation */
-} TrainJob;
-
-struct Engine {
-    Tokenizer     *tok;
-    Dataset        train, val;
-    int32_t        stop_ids[4];
-    int            n_stop;
-    FilterMetric   fmetric;
-
-    int           *order;        /* [train.n] the epoch's shuffled order */
-    int            epoch;        /* 0-based */
-    long           cursor;       /* next position in order */
-    long           consumed;     /* prompts drawn over the run */
-
-    Phase          phase;
-    long           step;         /* global step being worked on, 1-based (verl's global_steps) */
-    long           done_steps;
-    uint64_t       next_group_id;
-    Group         *groups;       /* the current step's (or validation's) groups, ids consecutive */
-    int            ngroups, capgroups;
-    int            round, round_first;       /* current round and its first group index */
-    int            first_open;   /* no group before it is queued or generated (dispatch starts here) */
-    int            kept;         /* kept groups in this step */
-    int            val_after;    /* after this validation: 0 start a step, 1 finish (val_only / end) */
-    int            val_started;  /* the validation before training has run */
-
-    /* the step being generated: timing and metrics */
-    double         t_step, t_gen, t_reward_busy;
-    uint64_t       wasted_tokens, generated_tokens;
-    int            solve_none, solve_all, n_scored_groups, n_filtered;
-    int            n_stale;      /* groups of the step dropped as too stale and regenerated */
-    long           total_steps;  /* trainer.total_training_steps, or verl's derivation from the data (engine_start) */
-    Metrics        m;            /* coordinator-side metrics of the step being generated */
-    int            val_pending;  /* a validation is due (test_freq) before the next step's generation */
-    long           last_val_step;   /* done_steps of the latest validation (-1: none yet) */
-    int            data_done;    /* the last epoch is used up: nothing more to generate */
-    TrainJob       job;          /* the step whose batch is at the learners (at most one) */
-    char           fail[ERR_LEN];
-    EngineSnapshot snap;         /* as of the last finished step */
-    uint64_t       leases_reclaimed;         /* leases taken back past cluster.max_lease_s / max_score_lease_s */
-    char           last_reclaim[256];        /* the latest of them, in words (/api/status) */
-};
+#include "engine.h"
 
 const char *group_state_name(GroupState s) {
     static const char *names[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus",
@@ -102,7 +31,7 @@ const char *phase_name(Phase p) {
     return (unsigned)p <= PH_FAILED ? names[p] : "?";
 }
 
-static void set_state(Coord *c, Group *g, GroupState s) {
+void eng__set_state(Coord *c, Group *g, GroupState s) {
     c->group_counts[g->state]--;
     c->group_counts[s]++;
     g->state = s;
@@ -112,8 +41,7 @@ static void set_state(Coord *c, Group *g, GroupState s) {
     }
 }
 
-static void status(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void status(Coord *c, const char *fmt, ...) {
+void eng__status(Coord *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     char line[sizeof c->status_line];
@@ -149,13 +77,13 @@ static void group_free(Group *g) {
     memset(g, 0, sizeof *g);
 }
 
-static void groups_reset(Engine *e) {
+void eng__groups_reset(Engine *e) {
     for (int i = 0; i < e->ngroups; i++) group_free(&e->groups[i]);
     e->ngroups = 0;
     e->first_open = 0;
 }
 
-static Group *group_new(Coord *c, int item, long order, int validation) {
+Group *eng__group_new(Coord *c, int item, long order, int validation) {
     Engine *e = c->engine;
     if (e->ngroups == e->capgroups) {
         e->capgroups = e->capgroups ? 2 * e->capgroups : 256;
@@ -176,20 +104,20 @@ static Group *group_new(Coord *c, int item, long order, int validation) {
     return g;
 }
 
-static Group *group_by_id(Engine *e, uint64_t id) {
+Group *eng__group_by_id(Engine *e, uint64_t id) {
     if (!e->ngroups || id < e->groups[0].id) return NULL;
     uint64_t i = id - e->groups[0].id;
     return i < (uint64_t)e->ngroups ? &e->groups[i] : NULL;
 }
 
-static const DatasetItem *group_item(Engine *e, const Group *g) {
+const DatasetItem *eng__group_item(Engine *e, const Group *g) {
     return g->validation ? &e->val.items[g->item] : &e->train.items[g->item];
 }
 
 /* ------------------------------------------------------------------------------------------------ epochs */
 
 /* Fisher-Yates with Philox draws keyed by (data.seed, epoch): the same order for the same seed and epoch. */
-static void shuffle_epoch(Coord *c) {
+void eng__shuffle_epoch(Coord *c) {
     Engine *e = c->engine;
     for (size_t i = 0; i < e->train.n; i++) e->order[i] = (int)i;
     if (!c->cfg.shuffle) return;
@@ -212,173 +140,11 @@ static int draw_prompt(Coord *c, long *order) {
         e->epoch++;
         e->cursor = 0;
         if (e->epoch >= c->cfg.total_epochs) return -1;
-        shuffle_epoch(c);
+        eng__shuffle_epoch(c);
     }
     *order = (long)e->epoch * (long)e->train.n + e->cursor;
     e->consumed++;
     return e->order[e->cursor++];
-}
-
-/* ------------------------------------------------------------------------------------------------ dispatch */
-
-/* A policy version the learner may train on: at most trainer.staleness behind the current one (the learner holds the
- * current version when the next batch reaches it: a batch goes out only when no update is in flight). */
-static int version_ok(Coord *c, int64_t v) { return v >= c->policy_version - c->cfg.staleness && v <= c->policy_version; }
-
-static void send_cancel(Coord *c, const Group *g, const char *reason);
-
-/* g (generated, scoring, kept or surplus; its results held) came from a policy too far behind: it becomes GS_STALE
- * (its responses are never trained; a verifier holding it is told to drop it) and its prompt is generated again as
- * a new group in the same round, at the same epoch position (batch alignment is unchanged). */
-static void drop_stale(Coord *c, Group *g) {
-    Engine *e = c->engine;
-    if (g->state == GS_SCORING) send_cancel(c, g, "stale policy version");
-    if (g->state == GS_KEPT) e->kept--;
-    log_info("step %ld: group %llu came from policy version %lld, more than trainer.staleness %d behind version %lld: "
-             "dropped, its prompt generated again", e->step, (unsigned long long)g->id, (long long)g->version,
-             c->cfg.staleness, (long long)c->policy_version);
-    int item = g->item, round = g->round;
-    long order = g->order;
-    g->worker = -1;
-    set_state(c, g, GS_STALE);
-    e->n_stale++;
-    Group *ng = group_new(c, item, order, 0);          /* may move e->groups: g is not used after this */
-    ng->round = round;
-}
-
-/* The policy version moved on: every group of the step being generated whose results are now too stale is dropped
- * and regenerated (drop_stale). A ready batch with such a group goes back to generation, its surplus groups count as
- * kept again, and after_round aligns the batch anew once the replacements are settled. Returns the groups dropped. */
-static int drop_stale_groups(Coord *c) {
-    Engine *e = c->engine;
-    if (!e || (e->phase != PH_GENERATE && e->phase != PH_BATCH_READY)) return 0;
-    int n = e->ngroups, stale = 0;
-    for (int i = 0; i < n; i++) {
-        GroupState st = e->groups[i].state;
-        stale += (st == GS_GENERATED || st == GS_SCORING || st == GS_KEPT || st == GS_SURPLUS) &&
-                 !version_ok(c, e->groups[i].version);
-    }
-    if (!stale) return 0;
-    if (e->phase == PH_BATCH_READY) {
-        for (int i = 0; i < n; i++)
-            if (e->groups[i].state == GS_SURPLUS) set_state(c, &e->groups[i], GS_KEPT);   /* e->kept counts them */
-        e->phase = PH_GENERATE;
-    }
-    for (int i = 0; i < n; i++) {
-        GroupState st = e->groups[i].state;
-        if ((st == GS_GENERATED || st == GS_SCORING || st == GS_KEPT) && !version_ok(c, e->groups[i].version))
-            drop_stale(c, &e->groups[i]);
-    }
-    return stale;
-}
-
-/* The alive worker of `role` with the most credit that has at least `need`; -1 when none. */
-static int pick_worker(Coord *c, Dapo__Role role, uint32_t need, int check_version) {
-    int best = -1;
-    for (int i = 0; i < c->nworkers; i++) {
-        WorkerEntry *w = &c->workers[i];
-        if (w->role != role || w->life != WORKER_ALIVE || w->credit < need) continue;
-        if (check_version && !version_ok(c, w->policy_version)) continue;
-        if (best < 0 || w->credit > c->workers[best].credit) best = i;
-    }
-    return best;
-}
-
-static void send_generate(Coord *c, Group *g, int wi) {
-    Engine *e = c->engine;
-    const DatasetItem *it = group_item(e, g);
-    Dapo__SamplingParams sp = DAPO__SAMPLING_PARAMS__INIT;
-    sp.temperature = (float)(g->validation ? c->cfg.val_temperature : c->cfg.temperature);
-    sp.top_p = (float)(g->validation ? c->cfg.val_top_p : c->cfg.top_p);
-    sp.top_k = g->validation ? c->cfg.val_top_k : c->cfg.top_k;
-    sp.greedy = g->validation && !c->cfg.val_do_sample;
-    sp.max_tokens = (uint32_t)c->cfg.max_response_length;
-    sp.stop_token_ids = e->stop_ids;
-    sp.n_stop_token_ids = (size_t)e->n_stop;
-    Dapo__GenerateGroup m = DAPO__GENERATE_GROUP__INIT;
-    m.run_id = c->run_id;
-    m.step = e->step;
-    m.policy_version = c->policy_version;
-    m.group_id = g->id;
-    m.attempt = g->attempt;
-    m.prompt_token_ids = it->ids;
-    m.n_prompt_token_ids = (size_t)it->n_ids;
-    m.n = (uint32_t)g->n;
-    m.sampling = &sp;
-    m.seed = (uint64_t)c->cfg.trainer_seed;
-    m.validation = g->validation;
-    WorkerEntry *w = &c->workers[wi];
-    if (coord_send(c, w, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, &m.base)) return;   /* stays queued */
-    w->credit -= (uint32_t)g->n;
-    g->worker = wi;
-    g->lease_ms = clock_ms();
-    set_state(c, g, GS_LEASED);
-}
-
-static void send_score(Coord *c, Group *g, int wi) {
-    Engine *e = c->engine;
-    const DatasetItem *it = group_item(e, g);
-    Dapo__ScoreItem items[g->n], *ptrs[g->n];
-    for (int i = 0; i < g->n; i++) {
-        Dapo__Response *r = g->result->responses[i];
-        dapo__score_item__init(&items[i]);
-        items[i].item_id = (uint64_t)i;
-        items[i].attempt = g->score_attempt;
-        items[i].response_text = r->text;
-        items[i].response_length = (uint32_t)r->n_token_ids;
-        items[i].ground_truth.data = (uint8_t *)it->ground_truth;
-        items[i].ground_truth.len = strlen(it->ground_truth);
-        items[i].data_source = it->data_source;
-        ptrs[i] = &items[i];
-    }
-    Dapo__ScoreRequest m = DAPO__SCORE_REQUEST__INIT;
-    m.run_id = c->run_id;
-    m.step = e->step;
-    m.request_id = g->id;
-    m.attempt = g->score_attempt;
-    m.n_items = (size_t)g->n;
-    m.items = ptrs;
-    m.max_response_length = (uint32_t)c->cfg.max_response_length;
-    m.overlong_buffer_enable = c->cfg.overlong_buffer_enable && !g->validation;
-    m.overlong_buffer_len = (uint32_t)c->cfg.overlong_buffer_len;
-    m.overlong_penalty_factor = (float)c->cfg.overlong_penalty_factor;
-    WorkerEntry *w = &c->workers[wi];
-    if (coord_send(c, w, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, &m.base)) return;
-    w->credit -= (uint32_t)g->n;
-    g->worker = wi;
-    g->lease_ms = clock_ms();
-    set_state(c, g, GS_SCORING);
-}
-
-/* Hands queued groups to rollouts and generated ones to verifiers, in group order, while credit lasts. Groups
- * before e->first_open are settled or leased, so the scan starts there (it moves back when a lease returns). */
-static void dispatch(Coord *c) {
-    Engine *e = c->engine;
-    int stuck_n = 0, roll_ok = 1, ver_ok = 1;
-    while (e->first_open < e->ngroups && e->groups[e->first_open].state != GS_QUEUED &&
-           e->groups[e->first_open].state != GS_GENERATED)
-        e->first_open++;
-    /* Queued / generated groups not yet passed by the scan: the run's counts of those states are never below
-     * what this step holds (groups_reset drops groups without counting them out), so the scan stops once neither
-     * kind can still be dispatched instead of walking every leased group behind them on every call. */
-    uint64_t left_q = c->group_counts[GS_QUEUED], left_g = c->group_counts[GS_GENERATED];
-    if (c->paused) roll_ok = 0;
-    for (int i = e->first_open; i < e->ngroups && ((roll_ok && left_q) || (ver_ok && left_g)); i++) {
-        Group *g = &e->groups[i];
-        if (g->state == GS_QUEUED && left_q) left_q--;
-        else if (g->state == GS_GENERATED && left_g) left_g--;
-        if (g->state == GS_QUEUED && !c->paused && roll_ok) {
-            int wi = pick_worker(c, DAPO__ROLE__ROLE_ROLLOUT, (uint32_t)g->n, 1);
-            if (wi >= 0) send_generate(c, g, wi);
-            else { stuck_n = g->n; roll_ok = 0; }       /* no rollout has room: the rest waits too */
-        } else if (g->state == GS_GENERATED && ver_ok) {
-            int wi = pick_worker(c, DAPO__ROLE__ROLE_VERIFIER, (uint32_t)g->n, 0);
-            if (wi >= 0) send_score(c, g, wi);
-            else ver_ok = 0;
-        }
-    }
-    if (stuck_n && !registry_count(c, DAPO__ROLE__ROLE_ROLLOUT, WORKER_ALIVE))
-        status(c, "step %ld: waiting for a rollout worker", e->step);
 }
 
 /* ------------------------------------------------------------------------------------------------ steps */
@@ -391,9 +157,9 @@ static void start_round(Coord *c) {
         long order;
         int item = draw_prompt(c, &order);
         if (item < 0) break;
-        group_new(c, item, order, 0);
+        eng__group_new(c, item, order, 0);
     }
-    status(c, "step %ld: generation round %d (%d prompts x %d)", e->step, e->round, e->ngroups - e->round_first,
+    eng__status(c, "step %ld: generation round %d (%d prompts x %d)", e->step, e->round, e->ngroups - e->round_first,
            c->cfg.rollout_n);
 }
 
@@ -403,7 +169,7 @@ static void start_round(Coord *c) {
 static void data_used_up(Coord *c, const char *why) {
     Engine *e = c->engine;
     for (int i = 0; i < e->ngroups; i++)
-        if (e->groups[i].state == GS_KEPT) set_state(c, &e->groups[i], GS_SURPLUS);
+        if (e->groups[i].state == GS_KEPT) eng__set_state(c, &e->groups[i], GS_SURPLUS);
     long partial = e->step;
     e->step--;
     c->step = e->step;
@@ -411,12 +177,12 @@ static void data_used_up(Coord *c, const char *why) {
     e->phase = PH_IDLE;               /* idle(): the last step's validation if due, then done */
     e->data_done = 1;
     if (why) log_warn("step %ld not trained: %s", partial, why);
-    status(c, "training finished: the data is used up (%d epochs)", c->cfg.total_epochs);
+    eng__status(c, "training finished: the data is used up (%d epochs)", c->cfg.total_epochs);
 }
 
 static void start_step(Coord *c) {
     Engine *e = c->engine;
-    groups_reset(e);
+    eng__groups_reset(e);
     e->step++;
     log_set_step(e->step);
     c->step = e->step;
@@ -434,18 +200,18 @@ static void start_step(Coord *c) {
 
 static void start_validation(Coord *c, int after) {
     Engine *e = c->engine;
-    groups_reset(e);
+    eng__groups_reset(e);
     e->val_after = after;
     e->phase = PH_VALIDATE;
     e->t_step = clock_s();
     e->round = 0;
-    for (size_t i = 0; i < e->val.n; i++) group_new(c, (int)i, (long)i, 1);
-    status(c, "validation at step %ld: %zu prompts x %d", e->done_steps, e->val.n, c->cfg.val_n);
+    for (size_t i = 0; i < e->val.n; i++) eng__group_new(c, (int)i, (long)i, 1);
+    eng__status(c, "validation at step %ld: %zu prompts x %d", e->done_steps, e->val.n, c->cfg.val_n);
 }
 
 /* ------------------------------------------------------------------------------------------------ batch */
 
-static uint64_t response_tokens(const Group *g) {
+uint64_t eng__response_tokens(const Group *g) {
     uint64_t n = 0;
     for (int i = 0; g->result && i < g->n; i++) n += g->result->responses[i]->n_token_ids;
     return n;
@@ -507,7 +273,7 @@ static int send_batch(Coord *c, Group **batch, int nb) {
     Engine *e = c->engine;
     char err[ERR_LEN], first[ERR_LEN] = "";
     const DatasetItem **items = xmalloc((size_t)(nb ? nb : 1) * sizeof *items);
-    for (int b = 0; b < nb; b++) items[b] = group_item(e, batch[b]);
+    for (int b = 0; b < nb; b++) items[b] = eng__group_item(e, batch[b]);
     BatchPlan p;
     int rc = batch_plan_build(&c->cfg, batch, items, nb, &p, err);
     xfree(items);
@@ -546,7 +312,7 @@ static void batch_metrics(Coord *c, Group **batch, int nb) {
     double psum = 0, pmax = 0, pmin = INFINITY, accsum = 0;
     int n = 0;
     for (int b = 0; b < nb; b++) {
-        const DatasetItem *it = group_item(e, batch[b]);
+        const DatasetItem *it = eng__group_item(e, batch[b]);
         for (int i = 0; i < batch[b]->n; i++, n++) {
             double s = batch[b]->score[i], len = (double)batch[b]->result->responses[i]->n_token_ids;
             ssum += s; smax = fmax(smax, s); smin = fmin(smin, s);
@@ -572,7 +338,7 @@ static void batch_metrics(Coord *c, Group **batch, int nb) {
 }
 
 /* Every group of the round is settled: assemble the batch, or draw another round, or fail (verl's rule). */
-static void after_round(Coord *c) {
+void eng__after_round(Coord *c) {
     Engine *e = c->engine;
     int T = c->cfg.train_batch_size;
     if (e->kept < T) {
@@ -600,7 +366,7 @@ static void after_round(Coord *c) {
     for (int i = 0; i < e->ngroups; i++)
         if (e->groups[i].state == GS_KEPT) kept[nk++] = &e->groups[i];
     qsort(kept, (size_t)nk, sizeof *kept, cmp_order);
-    for (int i = T; i < nk; i++) set_state(c, kept[i], GS_SURPLUS);
+    for (int i = T; i < nk; i++) eng__set_state(c, kept[i], GS_SURPLUS);
     e->t_gen = clock_s() - e->t_step;
     batch_metrics(c, kept, T);
     xfree(kept);
@@ -608,23 +374,23 @@ static void after_round(Coord *c) {
     metrics_set(&e->m, "batch/solve_none", e->n_scored_groups ? (double)e->solve_none / e->n_scored_groups : 0);
     metrics_set(&e->m, "batch/solve_all", e->n_scored_groups ? (double)e->solve_all / e->n_scored_groups : 0);
     metrics_set(&e->m, "batch/filtered_ratio", e->n_scored_groups ? (double)e->n_filtered / e->n_scored_groups : 0);
-    e->wasted_tokens = 0;            /* from scratch: a stale drop can bring the step back here (drop_stale) */
+    e->wasted_tokens = 0;            /* from scratch: a stale drop can bring the step back here (eng__drop_stale) */
     for (int i = 0; i < e->ngroups; i++) {
         GroupState st = e->groups[i].state;
         if (st == GS_FILTERED || st == GS_CANCELLED || st == GS_SURPLUS || st == GS_STALE)
-            e->wasted_tokens += response_tokens(&e->groups[i]);
+            e->wasted_tokens += eng__response_tokens(&e->groups[i]);
     }
     metrics_set(&e->m, "batch/wasted_tokens", (double)e->wasted_tokens);
     metrics_set(&e->m, "batch/stale_regenerated", (double)e->n_stale);
     e->phase = PH_BATCH_READY;
-    status(c, "step %ld: batch ready (%d rounds, %d kept)", e->step, e->round, nk);
+    eng__status(c, "step %ld: batch ready (%d rounds, %d kept)", e->step, e->round, nk);
 }
 
 /* Sends the assembled batch of the step being generated to the learners and makes it the training job. In sync
  * mode the engine then waits for the update; in async mode it goes on to generate the next step. */
 static void send_ready_batch(Coord *c) {
     Engine *e = c->engine;
-    if (drop_stale_groups(c)) return;              /* back to generation: no stale row reaches a learner */
+    if (eng__drop_stale_groups(c)) return;              /* back to generation: no stale row reaches a learner */
     int T = c->cfg.train_batch_size, nb = 0;
     Group **batch = xmalloc((size_t)T * sizeof *batch);
     for (int i = 0; i < e->ngroups && nb < T; i++)
@@ -633,7 +399,7 @@ static void send_ready_batch(Coord *c) {
     TrainJob *t = &e->job;
     metrics_clear(&t->learner);
     if (send_batch(c, batch, nb) == 0) {
-        for (int i = 0; i < nb; i++) set_state(c, batch[i], GS_TRAINED);   /* handed to the learners */
+        for (int i = 0; i < nb; i++) eng__set_state(c, batch[i], GS_TRAINED);   /* handed to the learners */
         Metrics swap = t->m;
         t->m = e->m;
         e->m = swap;
@@ -651,13 +417,13 @@ static void send_ready_batch(Coord *c) {
                                    .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
         memcpy(t->snap.group_counts, c->group_counts, sizeof c->group_counts);
         e->phase = c->cfg.staleness > 0 ? PH_IDLE : PH_TRAIN;
-        status(c, "step %ld: training on %d groups", e->step, nb);
+        eng__status(c, "step %ld: training on %d groups", e->step, nb);
     }
     xfree(batch);
 }
 
 /* Tells the worker holding g's lease (LEASED or SCORING) to drop it. */
-static void send_cancel(Coord *c, const Group *g, const char *reason) {
+void eng__send_cancel(Coord *c, const Group *g, const char *reason) {
     if (g->worker < 0 || c->workers[g->worker].life != WORKER_ALIVE) return;
     Dapo__ItemRef ref = DAPO__ITEM_REF__INIT, *refs[1] = {&ref};
     ref.item_id = g->id;
@@ -670,14 +436,14 @@ static void send_cancel(Coord *c, const Group *g, const char *reason) {
 }
 
 /* Cancels every group still in flight (streaming mode, once the batch is full). */
-static void cancel_in_flight(Coord *c) {
+void eng__cancel_in_flight(Coord *c) {
     Engine *e = c->engine;
     for (int i = 0; i < e->ngroups; i++) {
         Group *g = &e->groups[i];
         if (g->state != GS_QUEUED && g->state != GS_LEASED && g->state != GS_GENERATED && g->state != GS_SCORING)
             continue;
-        if (g->state == GS_LEASED || g->state == GS_SCORING) send_cancel(c, g, "batch full");
-        set_state(c, g, GS_CANCELLED);
+        if (g->state == GS_LEASED || g->state == GS_SCORING) eng__send_cancel(c, g, "batch full");
+        eng__set_state(c, g, GS_CANCELLED);
     }
 }
 
@@ -698,7 +464,7 @@ static void finish_validation(Coord *c) {
     for (int i = 0; i < e->ngroups; i++) {
         const Group *g = &e->groups[i];
         if (g->state != GS_VALIDATED) continue;
-        val_agg_add(&agg, group_item(e, g)->data_source, g->acc, (const char *const *)g->pred, g->n);
+        val_agg_add(&agg, eng__group_item(e, g)->data_source, g->acc, (const char *const *)g->pred, g->n);
     }
     Metrics out = {0};
     val_agg_metrics(&agg, &out);
@@ -711,251 +477,9 @@ static void finish_validation(Coord *c) {
     metrics_free(&out);
     if (e->val_after) {
         e->phase = PH_DONE;
-        status(c, c->cfg.val_only ? "finished (validation only)" : "training finished after %ld steps", e->done_steps);
+        eng__status(c, c->cfg.val_only ? "finished (validation only)" : "training finished after %ld steps", e->done_steps);
     } else {
         e->phase = PH_IDLE;
-    }
-}
-
-/* ------------------------------------------------------------------------------------------------ results */
-
-/* Returns 1 when the group kept r and its arena (the caller must not free them). */
-static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetArena *arena) {
-    Engine *e = c->engine;
-    Group *g = group_by_id(e, r->group_id);
-    if (!g || g->attempt != r->attempt || g->state != GS_LEASED || strcmp(r->run_id, c->run_id) != 0) {
-        log_debug("dropped a stale or duplicate result for group %llu attempt %u",
-                  (unsigned long long)r->group_id, r->attempt);
-        return 0;
-    }
-    const char *bad = r->error[0] ? r->error : NULL;
-    if (!bad && r->policy_version > c->policy_version) bad = "policy version newer than the coordinator's";
-    if (!bad && r->n_responses != (size_t)g->n) bad = "wrong number of responses";
-    for (size_t i = 0; !bad && i < r->n_responses; i++) {
-        Dapo__Response *x = r->responses[i];
-        if (x->policy_version > c->policy_version) bad = "a response's policy version is newer than the coordinator's";
-        else if (x->n_token_ids > (size_t)c->cfg.max_response_length) bad = "response longer than max_response_length";
-        else if (x->n_logprobs != x->n_token_ids) bad = "logprobs and token ids differ in length";
-        else if (strcmp(x->finish_reason, "stop") && strcmp(x->finish_reason, "length")) bad = "bad finish reason";
-    }
-    g->worker = -1;
-    if (bad) {
-        log_warn("group %llu attempt %u from %s rejected: %s", (unsigned long long)g->id, g->attempt, w->id, bad);
-        if (++g->attempt > MAX_ATTEMPTS) set_state(c, g, GS_CANCELLED);
-        else set_state(c, g, GS_QUEUED);
-        return 0;
-    }
-    g->result = r;
-    g->result_arena = arena;
-    g->version = r->policy_version;
-    for (size_t i = 0; i < r->n_responses; i++) e->generated_tokens += r->responses[i]->n_token_ids;
-    g->score_attempt = 1;
-    set_state(c, g, GS_GENERATED);
-    if (!version_ok(c, g->version)) {
-        if (g->validation) {                           /* validation runs on the current weights: generate again */
-            log_warn("validation group %llu from %s: policy version %lld is not current; generating it again",
-                     (unsigned long long)g->id, w->id, (long long)g->version);
-            g->result = NULL;
-            g->result_arena = NULL;
-            g->attempt++;
-            set_state(c, g, GS_QUEUED);
-            return 0;
-        }
-        drop_stale(c, g);
-    }
-    return 1;
-}
-
-static void settle_scored(Coord *c, Group *g) {
-    Engine *e = c->engine;
-    if (g->validation) { set_state(c, g, GS_VALIDATED); return; }
-    double val[g->n], acc[g->n];
-    for (int i = 0; i < g->n; i++) {
-        val[i] = filter_metric_value(e->fmetric, g->score[i] - g->penalty[i], g->acc[i], g->penalty[i]);
-        acc[i] = g->acc[i];
-    }
-    uint8_t keep = 1;
-    char err[ERR_LEN];
-    int size = g->n, none = 0, all = 0;
-    if (c->cfg.filter_groups_enable) filter_groups(val, &size, 1, &keep, NULL, err);
-    filter_solve_counts(acc, &size, 1, &none, &all, err);
-    e->solve_none += none;
-    e->solve_all += all;
-    e->n_scored_groups++;
-    if (keep) { set_state(c, g, GS_KEPT); e->kept++; }
-    else { set_state(c, g, GS_FILTERED); e->n_filtered++; }
-    /* one sample per scored group for the dashboard */
-    const DatasetItem *it = group_item(e, g);
-    Dapo__Response *r0 = g->result->responses[0];
-    char *text = xmalloc(r0->text.len + 1);
-    memcpy(text, r0->text.data, r0->text.len);
-    text[r0->text.len] = 0;
-    SampleView sv = {.step = e->step, .data_source = it->data_source, .prompt = it->prompt_text, .response = text,
-                      .ground_truth = it->ground_truth, .pred = g->pred[0], .score = g->score[0],
-                      .acc = g->acc[0] > 0, .response_tokens = (int)r0->n_token_ids};
-    snprintf(sv.finish_reason, sizeof sv.finish_reason, "%s", r0->finish_reason);
-    coord_record_sample(c, &sv);
-    xfree(text);
-}
-
-static void on_score_result(Coord *c, WorkerEntry *w, Dapo__ScoreResult *r) {
-    Engine *e = c->engine;
-    Group *g = group_by_id(e, r->request_id);
-    if (!g || g->score_attempt != r->attempt || g->state != GS_SCORING) {
-        log_debug("dropped a stale or duplicate score for group %llu", (unsigned long long)r->request_id);
-        return;
-    }
-    g->worker = -1;
-    if (r->n_scores != (size_t)g->n) {
-        log_warn("scores for group %llu from %s: %zu scores for %d responses; re-scoring",
-                 (unsigned long long)g->id, w->id, r->n_scores, g->n);
-        g->score_attempt++;
-        set_state(c, g, GS_GENERATED);
-        return;
-    }
-    e->t_reward_busy += (clock_ms() - g->lease_ms) / 1000.0;
-    g->score = xcalloc((size_t)g->n, sizeof(float));
-    g->acc = xcalloc((size_t)g->n, sizeof(float));
-    g->penalty = xcalloc((size_t)g->n, sizeof(float));
-    g->pred = xcalloc((size_t)g->n, sizeof(char *));
-    for (size_t i = 0; i < r->n_scores; i++) {
-        Dapo__Score *s = r->scores[i];
-        size_t k = s->item_id < (uint64_t)g->n ? (size_t)s->item_id : i;
-        g->score[k] = isfinite(s->score) ? s->score : -1.0f;
-        g->acc[k] = s->acc ? 1.0f : 0.0f;
-        g->penalty[k] = isfinite(s->overlong_penalty) ? s->overlong_penalty : 0.0f;
-        xfree(g->pred[k]);
-        g->pred[k] = xmalloc(s->pred.len + 1);
-        if (s->pred.len) memcpy(g->pred[k], s->pred.data, s->pred.len);     /* an empty pred may have data NULL */
-        g->pred[k][s->pred.len] = 0;
-    }
-    for (int i = 0; i < g->n; i++) if (!g->pred[i]) g->pred[i] = xstrdup("");
-    settle_scored(c, g);
-    if (e->phase == PH_GENERATE && c->cfg.filter_groups_streaming && e->kept >= c->cfg.train_batch_size)
-        cancel_in_flight(c);
-}
-
-static void finish_step(Coord *c);
-static void announce_version(Coord *c);
-
-static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
-    Engine *e = c->engine;
-    TrainJob *t = &e->job;
-    if (!t->active || r->step != t->step || strcmp(r->run_id, c->run_id) != 0) {
-        log_debug("dropped a step result for step %lld from %s", (long long)r->step, w->id);
-        return;
-    }
-    if (r->error[0]) {
-        engine_fail(c, "step %ld: learner %s (rank %u) failed: %s", t->step, w->id, r->rank, r->error);
-        return;
-    }
-    for (size_t i = 0; i < r->n_metrics; i++)
-        metrics_set(&t->learner, r->metrics[i]->key, metrics_get(&t->learner, r->metrics[i]->key, 0) + r->metrics[i]->value);
-    t->results++;
-    if (r->new_policy_version > 0) t->new_version = r->new_policy_version;
-    if (t->results >= t->expected && t->new_version > c->policy_version) {
-        t->t_trained = clock_s();
-        c->policy_version = t->new_version;
-        announce_version(c);
-        drop_stale_groups(c);                       /* async: groups of the step being generated may be too old now */
-        if (c->cfg.staleness > 0) {
-            finish_step(c);                         /* async: rollouts catch up while they generate */
-        } else {
-            e->phase = PH_WEIGHTS;
-            status(c, "step %ld: waiting for rollouts to load policy version %lld", t->step, (long long)c->policy_version);
-        }
-    }
-}
-
-void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m) {
-    if (!c->engine) {
-        coord_send_error(c, w->rid, w->rid_len, ERR_UNSUPPORTED, m->type, "no training run configured");
-        return;
-    }
-    switch (m->type) {
-    case DAPO__MSG_TYPE__MSG_GROUP_RESULT:
-        if (on_group_result(c, w, (Dapo__GroupResult *)m->msg, m->arena)) {   /* kept by the group */
-            m->msg = NULL;
-            m->arena = NULL;
-        }
-        break;
-    case DAPO__MSG_TYPE__MSG_SCORE_RESULT: on_score_result(c, w, (Dapo__ScoreResult *)m->msg); break;
-    case DAPO__MSG_TYPE__MSG_STEP_RESULT: on_step_result(c, w, (Dapo__StepResult *)m->msg); break;
-    case DAPO__MSG_TYPE__MSG_WEIGHT_ACK:
-        w->policy_version = ((Dapo__WeightAck *)m->msg)->version;
-        break;
-    case DAPO__MSG_TYPE__MSG_CONTROL: ckpt_on_control(c, w, (Dapo__Control *)m->msg); break;
-    default:
-        coord_send_error(c, w->rid, w->rid_len, ERR_UNSUPPORTED, m->type, "message not handled by the coordinator");
-    }
-    engine_tick(c);
-}
-
-void engine_on_worker_lost(Coord *c, int wi) {
-    Engine *e = c->engine;
-    if (!e) return;
-    int requeued = 0;
-    for (int i = 0; i < e->ngroups; i++) {
-        Group *g = &e->groups[i];
-        if (g->worker != wi) continue;
-        if (g->state == GS_LEASED) {
-            g->attempt++;
-            set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
-            requeued++;
-        } else if (g->state == GS_SCORING) {
-            g->score_attempt++;
-            set_state(c, g, GS_GENERATED);
-            requeued++;
-        }
-        g->worker = -1;
-    }
-    if (requeued) log_warn("%d groups of %s returned to the queue", requeued, c->workers[wi].id);
-    if (c->workers[wi].role == DAPO__ROLE__ROLE_LEARNER && e->job.active)
-        engine_fail(c, "step %ld: learner rank %u (%s) was lost during the update; restart it and resume from the last "
-             "checkpoint", e->step, c->workers[wi].rank, c->workers[wi].id);
-}
-
-/* A lease lives while its worker heartbeats, but not for ever: one older than cluster.max_lease_s (generation)
- * or cluster.max_score_lease_s (scoring) is taken back even from a worker that still heartbeats — one that lost a
- * result (a send dropped on a full queue, a bug) or hangs on one item while its loop runs would otherwise stall
- * the step silently (DESIGN.md §7: no input may lose data). The group goes back to the queue with attempt + 1
- * (a group past MAX_ATTEMPTS is cancelled), the worker is told to drop it (Cancel), a late result of the old
- * attempt is dropped as stale, and /api/status counts it ("leases"). */
-void engine_reclaim_leases(Coord *c) {
-    Engine *e = c->engine;
-    if (!e) return;
-    int64_t now = clock_ms();
-    int64_t lim_gen = (int64_t)(c->cfg.max_lease_s * 1000), lim_score = (int64_t)(c->cfg.max_score_lease_s * 1000);
-    /* the update is bounded the same way: learners that heartbeat but never send all their results stop the run
-     * with the counts instead of a silent wait */
-    TrainJob *t = &e->job;
-    if (t->active && e->phase != PH_FAILED && lim_gen > 0 && (clock_s() - t->t_sent) * 1000 > lim_gen) {
-        engine_fail(c, "step %ld: the learners sent %d of the %d step results in %.0f s (cluster.max_lease_s): a learner "
-             "stopped answering while it heartbeats; see the learner logs", t->step, t->results, t->expected,
-             clock_s() - t->t_sent);
-        return;
-    }
-    for (int i = 0; i < e->ngroups; i++) {
-        Group *g = &e->groups[i];
-        int64_t lim = g->state == GS_LEASED ? lim_gen : g->state == GS_SCORING ? lim_score : 0;
-        if (lim <= 0 || now - g->lease_ms <= lim) continue;
-        const char *wid = g->worker >= 0 ? c->workers[g->worker].id : "?";
-        int gen = g->state == GS_LEASED;
-        snprintf(e->last_reclaim, sizeof e->last_reclaim, "step %ld: group %llu (%s attempt %u) held by %s for %.1f s, "
-                 "over cluster.%s %g s: back to the queue", e->step, (unsigned long long)g->id,
-                 gen ? "generation" : "scoring", gen ? g->attempt : g->score_attempt, wid, (now - g->lease_ms) / 1000.0,
-                 gen ? "max_lease_s" : "max_score_lease_s", gen ? c->cfg.max_lease_s : c->cfg.max_score_lease_s);
-        log_warn("%s", e->last_reclaim);
-        send_cancel(c, g, "lease reclaimed: held past the coordinator's lease limit");
-        if (gen) {
-            g->attempt++;
-            set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
-        } else {
-            g->score_attempt++;
-            set_state(c, g, GS_GENERATED);
-        }
-        g->worker = -1;
-        e->leases_reclaimed++;
     }
 }
 
@@ -984,7 +508,7 @@ static int learners_ready(Coord *c) {
 
 /* The training job's update is done (and in sync mode every rollout holds the new version): record the step's
  * metrics, checkpoint at save_freq, schedule validation at test_freq. */
-static void finish_step(Coord *c) {
+void eng__finish_step(Coord *c) {
     Engine *e = c->engine;
     TrainJob *t = &e->job;
     double now = clock_s(), step_s = now - t->t_step;
@@ -1021,7 +545,7 @@ static void finish_step(Coord *c) {
 
 /* Tells every rollout at once that a new policy version is out (a Heartbeat carries the version), so they fetch
  * it now rather than at their next heartbeat. */
-static void announce_version(Coord *c) {
+void eng__announce_version(Coord *c) {
     Dapo__Heartbeat hb = DAPO__HEARTBEAT__INIT;
     hb.policy_version = c->policy_version;
     for (int i = 0; i < c->nworkers; i++)
@@ -1033,7 +557,7 @@ static void announce_version(Coord *c) {
 static int rollouts_usable(Coord *c) {
     for (int i = 0; i < c->nworkers; i++)
         if (c->workers[i].role == DAPO__ROLE__ROLE_ROLLOUT && c->workers[i].life == WORKER_ALIVE &&
-            version_ok(c, c->workers[i].policy_version))
+            eng__version_ok(c, c->workers[i].policy_version))
             return 1;
     return 0;
 }
@@ -1044,7 +568,7 @@ static void idle(Coord *c) {
     int initial_val = !e->val_started && e->done_steps == 0 && e->val.n && (c->cfg.val_before_train || c->cfg.val_only);
     if (initial_val || (e->val_pending && !e->job.active)) {
         if (!rollouts_current(c)) {
-            status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
+            eng__status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
             return;
         }
         e->val_started = 1;
@@ -1058,7 +582,7 @@ static void idle(Coord *c) {
         if (!e->job.active && c->cfg.test_freq > 0 && e->val.n && e->done_steps > 0 && e->last_val_step != e->done_steps) {
             /* verl validates after the last step whatever test_freq says (also when the data ran out first) */
             if (!rollouts_current(c)) {
-                status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
+                eng__status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
                 return;
             }
             start_validation(c, 1);
@@ -1066,7 +590,7 @@ static void idle(Coord *c) {
         }
         if (!e->job.active) {
             e->phase = PH_DONE;
-            status(c, "training finished after %ld steps", e->done_steps);
+            eng__status(c, "training finished after %ld steps", e->done_steps);
         }
         return;
     }
@@ -1075,15 +599,15 @@ static void idle(Coord *c) {
     TrainJob *t = &e->job;
     if (t->active && c->cfg.test_freq > 0 && e->val.n &&
         (t->step % c->cfg.test_freq == 0 || (e->total_steps > 0 && t->step >= e->total_steps))) {
-        status(c, "step %ld: waiting for its update, then validation", t->step);
+        eng__status(c, "step %ld: waiting for its update, then validation", t->step);
         return;
     }
     if (!learners_ready(c))
-        status(c, "waiting for all %d learner ranks to register", c->cfg.num_learners);
+        eng__status(c, "waiting for all %d learner ranks to register", c->cfg.num_learners);
     else if (c->cfg.staleness > 0 ? rollouts_usable(c) : rollouts_current(c))
         start_step(c);
     else
-        status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
+        eng__status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);
 }
 
 /* One pass of the state machine; returns 1 when the phase changed (the caller runs another pass). */
@@ -1096,16 +620,16 @@ static int tick_once(Coord *c) {
         break;
     case PH_VALIDATE:
     case PH_GENERATE:
-        dispatch(c);
+        eng__dispatch(c);
         if (e->phase == PH_VALIDATE && round_settled(e)) finish_validation(c);
-        else if (e->phase == PH_GENERATE && round_settled(e)) after_round(c);
-        if (e->phase == PH_GENERATE) dispatch(c);
+        else if (e->phase == PH_GENERATE && round_settled(e)) eng__after_round(c);
+        if (e->phase == PH_GENERATE) eng__dispatch(c);
         break;
     case PH_BATCH_READY:
         if (!e->job.active && learners_ready(c)) send_ready_batch(c);
         break;
     case PH_WEIGHTS:
-        if (rollouts_current(c)) finish_step(c);
+        if (rollouts_current(c)) eng__finish_step(c);
         break;
     default:
         break;
@@ -1118,10 +642,10 @@ static int tick_once(Coord *c) {
  * coordinator exits. The cron bounds all of it by cluster.stop_timeout_s. */
 static void stop_tick(Coord *c) {
     Engine *e = c->engine;
-    if (e->phase == PH_WEIGHTS) finish_step(c);
+    if (e->phase == PH_WEIGHTS) eng__finish_step(c);
     if (e->phase == PH_FAILED) { coord_exit(c); return; }
     if (e->job.active) {
-        status(c, "stopping: waiting for the learner to finish step %ld", e->job.step);
+        eng__status(c, "stopping: waiting for the learner to finish step %ld", e->job.step);
         return;
     }
     char err[ERR_LEN];
@@ -1131,191 +655,11 @@ static void stop_tick(Coord *c) {
         coord_exit(c);
         return;
     }
-    status(c, "stopping: waiting for the learner's checkpoint of step %ld", e->done_steps);
+    eng__status(c, "stopping: waiting for the learner's checkpoint of step %ld", e->done_steps);
 }
 
 void engine_tick(Coord *c) {
     if (!c->engine || c->stopping > 1) return;
     if (c->stopping) { stop_tick(c); return; }
     for (int i = 0; i < 8 && tick_once(c); i++) {}
-}
-
-/* ------------------------------------------------------------------------------------------------ setup */
-
-static int load_files(Engine *e, Dataset *ds, const StrList *files, const DatasetOptions *o, char err[ERR_LEN]) {
-    for (int i = 0; i < files->n; i++) {
-        int rc = dataset_load(ds, files->v[i], e->tok, o, err);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-int engine_start(Coord *c, char err[ERR_LEN]) {
-    if (!c->cfg.train_files.n) {
-        status(c, "no data.train_files configured: serving the worker registry only");
-        return 0;
-    }
-    Engine *e = c->engine = xcalloc(1, sizeof *e);
-    const char *tdir = c->cfg.tokenizer_path[0] ? c->cfg.tokenizer_path : c->cfg.model_path;
-    if (!tdir[0]) return err_set(err, ERR_INVAL, "data.tokenizer (or actor_rollout_ref.model.path) is needed to read prompts");
-    e->tok = tokenizer_load(tdir, err);
-    if (!e->tok) return ERR_INVAL;
-    const TokenizerSpecial *sp = tokenizer_special(e->tok);
-    int32_t cand[] = {sp->eos, sp->im_end, sp->endoftext};
-    for (int i = 0; i < 3; i++) {
-        int dup = 0;
-        for (int j = 0; j < e->n_stop; j++) dup |= e->stop_ids[j] == cand[i];
-        if (cand[i] >= 0 && !dup) e->stop_ids[e->n_stop++] = cand[i];
-    }
-    DatasetOptions o;
-    int rc = dataset_options_init(&o, c->cfg.max_prompt_length, c->cfg.filter_overlong_prompts, c->cfg.truncation,
-                                  c->cfg.chat_template, c->cfg.on_malformed, e->tok, err);
-    if (!rc) rc = load_files(e, &e->train, &c->cfg.train_files, &o, err);
-    if (!rc) {
-        o.max_items = c->cfg.val_max_samples;
-        rc = load_files(e, &e->val, &c->cfg.val_files, &o, err);
-    }
-    if (!rc) rc = filter_metric_parse(c->cfg.filter_groups_metric, &e->fmetric, err);
-    RolloutCorrConfig corr;
-    if (!rc) rc = rollout_corr_config_from(&c->cfg, &corr, err);   /* the learners apply it; refused here at start */
-    if (rc) return rc;
-    if (c->cfg.staleness >= 1 && !corr.bypass && !corr.is_on && !corr.n_rs)
-        log_warn("trainer.staleness %d with algorithm.rollout_correction.rollout_is and rollout_rs off: rows up to %d "
-                 "policy versions old are trained as if on-policy (no importance weight corrects the behaviour policy); "
-                 "remove rollout_is: null to get token-level truncated IS at 2.0", c->cfg.staleness, c->cfg.staleness);
-    else if (corr.bypass)
-        log_info("rollout correction: bypass mode (the rollout log-probs are the old policy; no IS weight, as verl's "
-                 "ppo_clip), %d rejection criteria", corr.n_rs);
-    else if (corr.is_on || corr.n_rs)
-        log_info("rollout correction: %s%s IS%s%s, %d rejection criteria", corr.is_on ? "" : "no",
-                 corr.is_on ? (corr.is_level == ROLLOUT_IS_TOKEN ? "token-level" : "sequence-level") : "",
-                 corr.is_on ? (corr.is_lower > 0 ? " (IcePop)" : " (truncated)") : "", corr.is_auto ? " (auto: async)" : "",
-                 corr.n_rs);
-    if (!e->train.n) return err_set(err, ERR_INVAL, "data.train_files: no usable prompts");
-    e->order = xmalloc(e->train.n * sizeof *e->order);
-    shuffle_epoch(c);
-    e->next_group_id = 1;
-    e->last_val_step = -1;
-    /* verl (ray_trainer._create_dataloader): total_training_steps = len(train_dataloader) * total_epochs, the
-     * dataloader yielding whole batches of gen_batch_size prompts (drop_last); the lr schedule and "the last step"
-     * (its checkpoint and validation) use it; the data may run out before it when groups are filtered */
-    e->total_steps = c->cfg.total_training_steps > 0 ? c->cfg.total_training_steps
-                   : (long)(e->train.n / (size_t)c->cfg.gen_batch_size) * c->cfg.total_epochs;
-    if (e->total_steps <= 0)       /* verl would train nothing; we train until the data runs out (no schedule length) */
-        log_warn("data.train_files: %zu usable prompts are fewer than data.gen_batch_size (%d): no step count can be "
-                 "derived; training runs until the data is used up (set trainer.total_training_steps for a decaying "
-                 "lr schedule)", e->train.n, c->cfg.gen_batch_size);
-    e->snap = (EngineSnapshot){.next_group_id = 1, .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
-    log_info("data: %zu train prompts (%zu malformed, %zu filtered as overlong), %zu validation prompts; "
-             "stop ids %d", e->train.n, e->train.n_malformed, e->train.n_filtered, e->val.n, e->n_stop);
-    return 0;
-}
-
-int engine_snapshot(const Coord *c, EngineSnapshot *out) {
-    if (!c->engine) return ERR_NOTFOUND;
-    *out = c->engine->snap;
-    return 0;
-}
-
-int engine_check_snapshot(const Coord *c, const EngineSnapshot *s, char err[ERR_LEN]) {
-    const Engine *e = c->engine;
-    if (!e) return err_set(err, ERR_NOTFOUND, "no training data configured");
-    if (s->n_train != (long)e->train.n || s->data_seed != c->cfg.data_seed)
-        return err_set(err, ERR_INVAL, "the checkpoint was taken with %ld training prompts and data.seed %d; now there "
-                       "are %zu and data.seed is %d: resume with the same data, or set trainer.resume_mode=disable",
-                       s->n_train, s->data_seed, e->train.n, c->cfg.data_seed);
-    return 0;
-}
-
-void engine_set_last_validation(Coord *c, long step) {
-    if (c->engine) c->engine->last_val_step = step;
-}
-
-void engine_validate_next(Coord *c) {
-    if (c->engine && c->engine->val.n) c->engine->val_pending = 1;
-}
-
-void engine_hold_resume(Coord *c) {
-    if (c->engine) c->engine->val_started = 1;          /* validation before training belongs to a fresh run */
-}
-
-int engine_restore(Coord *c, const EngineSnapshot *s, char err[ERR_LEN]) {
-    Engine *e = c->engine;
-    int rc = engine_check_snapshot(c, s, err);
-    if (rc) return rc;
-    e->done_steps = e->step = s->step;
-    c->step = s->step;
-    c->policy_version = s->policy_version;
-    e->epoch = s->epoch;
-    e->cursor = s->cursor;
-    e->consumed = s->consumed;
-    e->next_group_id = s->next_group_id;
-    memcpy(c->group_counts, s->group_counts, sizeof c->group_counts);
-    /* Groups of the interrupted step were never trained: they are re-drawn from the restored cursor. */
-    for (int g = GS_QUEUED; g <= GS_SCORING; g++) c->group_counts[g] = 0;
-    c->group_counts[GS_KEPT] = 0;
-    e->snap = *s;
-    e->val_started = 1;               /* validation before training belongs to a fresh run */
-    if (e->epoch < c->cfg.total_epochs) shuffle_epoch(c);
-    log_set_step(s->step);
-    return 0;
-}
-
-Phase engine_phase(const Coord *c) { return c->engine ? c->engine->phase : PH_IDLE; }
-
-/* Group accounting (DESIGN.md §7): every group in exactly one state; the states add up to "created". */
-void engine_status_fill(Coord *c, json_t *status) {
-    json_t *groups = json_object();
-    json_int_t created = 0;
-    for (int s = 0; s < GS_COUNT; s++) {
-        json_object_set_new(groups, group_state_name((GroupState)s), json_integer((json_int_t)c->group_counts[s]));
-        created += (json_int_t)c->group_counts[s];
-    }
-    json_object_set_new(groups, "created", json_integer(created));
-    json_object_set_new(status, "groups", groups);
-    json_object_set_new(status, "phase", json_string(phase_name(engine_phase(c))));
-    if (c->engine) {
-        Engine *e = c->engine;
-        json_object_set_new(status, "epoch", json_integer(e->epoch));
-        json_object_set_new(status, "prompts_consumed", json_integer(e->consumed));
-        /* leases held now, the oldest (a stall shows here as an age that keeps growing), and those taken back */
-        int64_t now = clock_ms(), oldest_ms = -1;
-        const Group *old = NULL;
-        int held = 0;
-        for (int i = 0; i < e->ngroups; i++) {
-            const Group *g = &e->groups[i];
-            if (g->state != GS_LEASED && g->state != GS_SCORING) continue;
-            held++;
-            if (now - g->lease_ms > oldest_ms) { oldest_ms = now - g->lease_ms; old = g; }
-        }
-        json_t *l = json_object();
-        json_object_set_new(l, "held", json_integer(held));
-        json_object_set_new(l, "oldest_s", json_real(old ? oldest_ms / 1000.0 : 0.0));
-        json_object_set_new(l, "oldest_group", old ? json_integer((json_int_t)old->id) : json_null());
-        json_object_set_new(l, "oldest_kind", old ? json_string(old->state == GS_LEASED ? "generation" : "scoring")
-                                                  : json_null());
-        json_object_set_new(l, "oldest_worker", old && old->worker >= 0 ? json_string(c->workers[old->worker].id)
-                                                                        : json_null());
-        json_object_set_new(l, "max_lease_s", json_real(c->cfg.max_lease_s));
-        json_object_set_new(l, "max_score_lease_s", json_real(c->cfg.max_score_lease_s));
-        json_object_set_new(l, "reclaimed", json_integer((json_int_t)e->leases_reclaimed));
-        json_object_set_new(l, "last_reclaimed", json_string(e->last_reclaim));
-        json_object_set_new(status, "leases", l);
-    }
-}
-
-void engine_free(Coord *c) {
-    Engine *e = c->engine;
-    if (!e) return;
-    groups_reset(e);
-    xfree(e->groups);
-    xfree(e->order);
-    dataset_free(&e->train);
-    dataset_free(&e->val);
-    tokenizer_free(e->tok);
-    metrics_free(&e->m);
-    metrics_free(&e->job.m);
-    metrics_free(&e->job.learner);
-    xfree(e);
-    c->engine = NULL;
 }

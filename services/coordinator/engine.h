@@ -1,0 +1,104 @@
+/* services/coordinator/engine.h: the training engine's state and the helpers its four files share (internal to the
+ * coordinator; coord.h is the engine's interface to the rest of it):
+ *   steps.c     groups, epochs, the step state machine (rounds, batch assembly and send), the tick
+ *   dispatch.c  leases: stale drops, choosing workers, GenerateGroup / ScoreGroup sends, dispatch
+ *   results.c   GroupResult / ScoreResult / StepResult handlers, lost workers, lease reclaim
+ *   setup.c     engine_start (data, tokenizer, total steps), snapshots and restore, /api/status, free
+ * Not here: checkpoints (ckpt.c), the registry (registry.c), the batch plan (batch.h). */
+#ifndef DAPO_COORD_ENGINE_H
+#define DAPO_COORD_ENGINE_H
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "batch.h"
+#include "coord.h"
+#include "dapo/filter.h"
+#include "dapo/rollout_corr.h"
+#include "dapo/val_metrics.h"
+#include "io/dataset.h"
+#include "tokenizer/tokenizer.h"
+#include "tbwire.h"
+
+#define MAX_ATTEMPTS 5           /* a group whose generation failed this often is cancelled */
+
+/* The step whose batch is with the learners. In sync mode it is the step just generated; in async mode
+ * (trainer.staleness 1) the next step's generation runs meanwhile, with rollouts at most one version behind. */
+typedef struct {
+    int            active;
+    long           step;
+    int            expected, results;        /* StepResults: ppo_epochs x mini-batches x ranks */
+    int64_t        new_version;
+    Metrics        m, learner;               /* coordinator metrics of the step; learner metric sums */
+    double         t_step, t_gen, t_reward, t_sent, t_trained;
+    long long      batch_tokens;
+    EngineSnapshot snap;                     /* cursor etc. as of the end of the step's generation */
+} TrainJob;
+
+struct Engine {
+    Tokenizer     *tok;
+    Dataset        train, val;
+    int32_t        stop_ids[4];
+    int            n_stop;
+    FilterMetric   fmetric;
+
+    int           *order;        /* [train.n] the epoch's shuffled order */
+    int            epoch;        /* 0-based */
+    long           cursor;       /* next position in order */
+    long           consumed;     /* prompts drawn over the run */
+
+    Phase          phase;
+    long           step;         /* global step being worked on, 1-based (verl's global_steps) */
+    long           done_steps;
+    uint64_t       next_group_id;
+    Group         *groups;       /* the current step's (or validation's) groups, ids consecutive */
+    int            ngroups, capgroups;
+    int            round, round_first;       /* current round and its first group index */
+    int            first_open;   /* no group before it is queued or generated (dispatch starts here) */
+    int            kept;         /* kept groups in this step */
+    int            val_after;    /* after this validation: 0 start a step, 1 finish (val_only / end) */
+    int            val_started;  /* the validation before training has run */
+
+    /* the step being generated: timing and metrics */
+    double         t_step, t_gen, t_reward_busy;
+    uint64_t       wasted_tokens, generated_tokens;
+    int            solve_none, solve_all, n_scored_groups, n_filtered;
+    int            n_stale;      /* groups of the step dropped as too stale and regenerated */
+    long           total_steps;  /* trainer.total_training_steps, or verl's derivation from the data (engine_start) */
+    Metrics        m;            /* coordinator-side metrics of the step being generated */
+    int            val_pending;  /* a validation is due (test_freq) before the next step's generation */
+    long           last_val_step;   /* done_steps of the latest validation (-1: none yet) */
+    int            data_done;    /* the last epoch is used up: nothing more to generate */
+    TrainJob       job;          /* the step whose batch is at the learners (at most one) */
+    char           fail[ERR_LEN];
+    EngineSnapshot snap;         /* as of the last finished step */
+    uint64_t       leases_reclaimed;         /* leases taken back past cluster.max_lease_s / max_score_lease_s */
+    char           last_reclaim[256];        /* the latest of them, in words (/api/status) */
+};
+
+void eng__set_state(Coord *c, Group *g, GroupState s);
+void eng__status(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void eng__groups_reset(Engine *e);
+Group *eng__group_new(Coord *c, int item, long order, int validation);
+Group *eng__group_by_id(Engine *e, uint64_t id);
+const DatasetItem *eng__group_item(Engine *e, const Group *g);
+void eng__shuffle_epoch(Coord *c);
+uint64_t eng__response_tokens(const Group *g);
+void eng__after_round(Coord *c);
+void eng__send_cancel(Coord *c, const Group *g, const char *reason);
+void eng__cancel_in_flight(Coord *c);
+void eng__finish_step(Coord *c);
+void eng__announce_version(Coord *c);
+int eng__version_ok(Coord *c, int64_t v);
+void eng__drop_stale(Coord *c, Group *g);
+int eng__drop_stale_groups(Coord *c);
+void eng__dispatch(Coord *c);
+
+#endif

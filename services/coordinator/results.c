@@ -1,0 +1,243 @@
+/* services/coordinator/results.c: the training engine's result handlers (engine.h): GroupResult (a group generated),
+ * ScoreResult (scored, then filtered or kept), StepResult (a learner shard trained), lost workers and lease reclaim. */
+#include "engine.h"
+
+/* ------------------------------------------------------------------------------------------------ results */
+
+/* Returns 1 when the group kept r and its arena (the caller must not free them). */
+static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetArena *arena) {
+    Engine *e = c->engine;
+    Group *g = eng__group_by_id(e, r->group_id);
+    if (!g || g->attempt != r->attempt || g->state != GS_LEASED || strcmp(r->run_id, c->run_id) != 0) {
+        log_debug("dropped a stale or duplicate result for group %llu attempt %u",
+                  (unsigned long long)r->group_id, r->attempt);
+        return 0;
+    }
+    const char *bad = r->error[0] ? r->error : NULL;
+    if (!bad && r->policy_version > c->policy_version) bad = "policy version newer than the coordinator's";
+    if (!bad && r->n_responses != (size_t)g->n) bad = "wrong number of responses";
+    for (size_t i = 0; !bad && i < r->n_responses; i++) {
+        Dapo__Response *x = r->responses[i];
+        if (x->policy_version > c->policy_version) bad = "a response's policy version is newer than the coordinator's";
+        else if (x->n_token_ids > (size_t)c->cfg.max_response_length) bad = "response longer than max_response_length";
+        else if (x->n_logprobs != x->n_token_ids) bad = "logprobs and token ids differ in length";
+        else if (strcmp(x->finish_reason, "stop") && strcmp(x->finish_reason, "length")) bad = "bad finish reason";
+    }
+    g->worker = -1;
+    if (bad) {
+        log_warn("group %llu attempt %u from %s rejected: %s", (unsigned long long)g->id, g->attempt, w->id, bad);
+        if (++g->attempt > MAX_ATTEMPTS) eng__set_state(c, g, GS_CANCELLED);
+        else eng__set_state(c, g, GS_QUEUED);
+        return 0;
+    }
+    g->result = r;
+    g->result_arena = arena;
+    g->version = r->policy_version;
+    for (size_t i = 0; i < r->n_responses; i++) e->generated_tokens += r->responses[i]->n_token_ids;
+    g->score_attempt = 1;
+    eng__set_state(c, g, GS_GENERATED);
+    if (!eng__version_ok(c, g->version)) {
+        if (g->validation) {                           /* validation runs on the current weights: generate again */
+            log_warn("validation group %llu from %s: policy version %lld is not current; generating it again",
+                     (unsigned long long)g->id, w->id, (long long)g->version);
+            g->result = NULL;
+            g->result_arena = NULL;
+            g->attempt++;
+            eng__set_state(c, g, GS_QUEUED);
+            return 0;
+        }
+        eng__drop_stale(c, g);
+    }
+    return 1;
+}
+
+static void settle_scored(Coord *c, Group *g) {
+    Engine *e = c->engine;
+    if (g->validation) { eng__set_state(c, g, GS_VALIDATED); return; }
+    double val[g->n], acc[g->n];
+    for (int i = 0; i < g->n; i++) {
+        val[i] = filter_metric_value(e->fmetric, g->score[i] - g->penalty[i], g->acc[i], g->penalty[i]);
+        acc[i] = g->acc[i];
+    }
+    uint8_t keep = 1;
+    char err[ERR_LEN];
+    int size = g->n, none = 0, all = 0;
+    if (c->cfg.filter_groups_enable) filter_groups(val, &size, 1, &keep, NULL, err);
+    filter_solve_counts(acc, &size, 1, &none, &all, err);
+    e->solve_none += none;
+    e->solve_all += all;
+    e->n_scored_groups++;
+    if (keep) { eng__set_state(c, g, GS_KEPT); e->kept++; }
+    else { eng__set_state(c, g, GS_FILTERED); e->n_filtered++; }
+    /* one sample per scored group for the dashboard */
+    const DatasetItem *it = eng__group_item(e, g);
+    Dapo__Response *r0 = g->result->responses[0];
+    char *text = xmalloc(r0->text.len + 1);
+    memcpy(text, r0->text.data, r0->text.len);
+    text[r0->text.len] = 0;
+    SampleView sv = {.step = e->step, .data_source = it->data_source, .prompt = it->prompt_text, .response = text,
+                      .ground_truth = it->ground_truth, .pred = g->pred[0], .score = g->score[0],
+                      .acc = g->acc[0] > 0, .response_tokens = (int)r0->n_token_ids};
+    snprintf(sv.finish_reason, sizeof sv.finish_reason, "%s", r0->finish_reason);
+    coord_record_sample(c, &sv);
+    xfree(text);
+}
+
+static void on_score_result(Coord *c, WorkerEntry *w, Dapo__ScoreResult *r) {
+    Engine *e = c->engine;
+    Group *g = eng__group_by_id(e, r->request_id);
+    if (!g || g->score_attempt != r->attempt || g->state != GS_SCORING) {
+        log_debug("dropped a stale or duplicate score for group %llu", (unsigned long long)r->request_id);
+        return;
+    }
+    g->worker = -1;
+    if (r->n_scores != (size_t)g->n) {
+        log_warn("scores for group %llu from %s: %zu scores for %d responses; re-scoring",
+                 (unsigned long long)g->id, w->id, r->n_scores, g->n);
+        g->score_attempt++;
+        eng__set_state(c, g, GS_GENERATED);
+        return;
+    }
+    e->t_reward_busy += (clock_ms() - g->lease_ms) / 1000.0;
+    g->score = xcalloc((size_t)g->n, sizeof(float));
+    g->acc = xcalloc((size_t)g->n, sizeof(float));
+    g->penalty = xcalloc((size_t)g->n, sizeof(float));
+    g->pred = xcalloc((size_t)g->n, sizeof(char *));
+    for (size_t i = 0; i < r->n_scores; i++) {
+        Dapo__Score *s = r->scores[i];
+        size_t k = s->item_id < (uint64_t)g->n ? (size_t)s->item_id : i;
+        g->score[k] = isfinite(s->score) ? s->score : -1.0f;
+        g->acc[k] = s->acc ? 1.0f : 0.0f;
+        g->penalty[k] = isfinite(s->overlong_penalty) ? s->overlong_penalty : 0.0f;
+        xfree(g->pred[k]);
+        g->pred[k] = xmalloc(s->pred.len + 1);
+        if (s->pred.len) memcpy(g->pred[k], s->pred.data, s->pred.len);     /* an empty pred may have data NULL */
+        g->pred[k][s->pred.len] = 0;
+    }
+    for (int i = 0; i < g->n; i++) if (!g->pred[i]) g->pred[i] = xstrdup("");
+    settle_scored(c, g);
+    if (e->phase == PH_GENERATE && c->cfg.filter_groups_streaming && e->kept >= c->cfg.train_batch_size)
+        eng__cancel_in_flight(c);
+}
+
+
+static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
+    Engine *e = c->engine;
+    TrainJob *t = &e->job;
+    if (!t->active || r->step != t->step || strcmp(r->run_id, c->run_id) != 0) {
+        log_debug("dropped a step result for step %lld from %s", (long long)r->step, w->id);
+        return;
+    }
+    if (r->error[0]) {
+        engine_fail(c, "step %ld: learner %s (rank %u) failed: %s", t->step, w->id, r->rank, r->error);
+        return;
+    }
+    for (size_t i = 0; i < r->n_metrics; i++)
+        metrics_set(&t->learner, r->metrics[i]->key, metrics_get(&t->learner, r->metrics[i]->key, 0) + r->metrics[i]->value);
+    t->results++;
+    if (r->new_policy_version > 0) t->new_version = r->new_policy_version;
+    if (t->results >= t->expected && t->new_version > c->policy_version) {
+        t->t_trained = clock_s();
+        c->policy_version = t->new_version;
+        eng__announce_version(c);
+        eng__drop_stale_groups(c);                       /* async: groups of the step being generated may be too old now */
+        if (c->cfg.staleness > 0) {
+            eng__finish_step(c);                         /* async: rollouts catch up while they generate */
+        } else {
+            e->phase = PH_WEIGHTS;
+            eng__status(c, "step %ld: waiting for rollouts to load policy version %lld", t->step, (long long)c->policy_version);
+        }
+    }
+}
+
+void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m) {
+    if (!c->engine) {
+        coord_send_error(c, w->rid, w->rid_len, ERR_UNSUPPORTED, m->type, "no training run configured");
+        return;
+    }
+    switch (m->type) {
+    case DAPO__MSG_TYPE__MSG_GROUP_RESULT:
+        if (on_group_result(c, w, (Dapo__GroupResult *)m->msg, m->arena)) {   /* kept by the group */
+            m->msg = NULL;
+            m->arena = NULL;
+        }
+        break;
+    case DAPO__MSG_TYPE__MSG_SCORE_RESULT: on_score_result(c, w, (Dapo__ScoreResult *)m->msg); break;
+    case DAPO__MSG_TYPE__MSG_STEP_RESULT: on_step_result(c, w, (Dapo__StepResult *)m->msg); break;
+    case DAPO__MSG_TYPE__MSG_WEIGHT_ACK:
+        w->policy_version = ((Dapo__WeightAck *)m->msg)->version;
+        break;
+    case DAPO__MSG_TYPE__MSG_CONTROL: ckpt_on_control(c, w, (Dapo__Control *)m->msg); break;
+    default:
+        coord_send_error(c, w->rid, w->rid_len, ERR_UNSUPPORTED, m->type, "message not handled by the coordinator");
+    }
+    engine_tick(c);
+}
+
+void engine_on_worker_lost(Coord *c, int wi) {
+    Engine *e = c->engine;
+    if (!e) return;
+    int requeued = 0;
+    for (int i = 0; i < e->ngroups; i++) {
+        Group *g = &e->groups[i];
+        if (g->worker != wi) continue;
+        if (g->state == GS_LEASED) {
+            g->attempt++;
+            eng__set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
+            requeued++;
+        } else if (g->state == GS_SCORING) {
+            g->score_attempt++;
+            eng__set_state(c, g, GS_GENERATED);
+            requeued++;
+        }
+        g->worker = -1;
+    }
+    if (requeued) log_warn("%d groups of %s returned to the queue", requeued, c->workers[wi].id);
+    if (c->workers[wi].role == DAPO__ROLE__ROLE_LEARNER && e->job.active)
+        engine_fail(c, "step %ld: learner rank %u (%s) was lost during the update; restart it and resume from the last "
+             "checkpoint", e->step, c->workers[wi].rank, c->workers[wi].id);
+}
+
+/* A lease lives while its worker heartbeats, but not for ever: one older than cluster.max_lease_s (generation)
+ * or cluster.max_score_lease_s (scoring) is taken back even from a worker that still heartbeats — one that lost a
+ * result (a send dropped on a full queue, a bug) or hangs on one item while its loop runs would otherwise stall
+ * the step silently (DESIGN.md §7: no input may lose data). The group goes back to the queue with attempt + 1
+ * (a group past MAX_ATTEMPTS is cancelled), the worker is told to drop it (Cancel), a late result of the old
+ * attempt is dropped as stale, and /api/status counts it ("leases"). */
+void engine_reclaim_leases(Coord *c) {
+    Engine *e = c->engine;
+    if (!e) return;
+    int64_t now = clock_ms();
+    int64_t lim_gen = (int64_t)(c->cfg.max_lease_s * 1000), lim_score = (int64_t)(c->cfg.max_score_lease_s * 1000);
+    /* the update is bounded the same way: learners that heartbeat but never send all their results stop the run
+     * with the counts instead of a silent wait */
+    TrainJob *t = &e->job;
+    if (t->active && e->phase != PH_FAILED && lim_gen > 0 && (clock_s() - t->t_sent) * 1000 > lim_gen) {
+        engine_fail(c, "step %ld: the learners sent %d of the %d step results in %.0f s (cluster.max_lease_s): a learner "
+             "stopped answering while it heartbeats; see the learner logs", t->step, t->results, t->expected,
+             clock_s() - t->t_sent);
+        return;
+    }
+    for (int i = 0; i < e->ngroups; i++) {
+        Group *g = &e->groups[i];
+        int64_t lim = g->state == GS_LEASED ? lim_gen : g->state == GS_SCORING ? lim_score : 0;
+        if (lim <= 0 || now - g->lease_ms <= lim) continue;
+        const char *wid = g->worker >= 0 ? c->workers[g->worker].id : "?";
+        int gen = g->state == GS_LEASED;
+        snprintf(e->last_reclaim, sizeof e->last_reclaim, "step %ld: group %llu (%s attempt %u) held by %s for %.1f s, "
+                 "over cluster.%s %g s: back to the queue", e->step, (unsigned long long)g->id,
+                 gen ? "generation" : "scoring", gen ? g->attempt : g->score_attempt, wid, (now - g->lease_ms) / 1000.0,
+                 gen ? "max_lease_s" : "max_score_lease_s", gen ? c->cfg.max_lease_s : c->cfg.max_score_lease_s);
+        log_warn("%s", e->last_reclaim);
+        eng__send_cancel(c, g, "lease reclaimed: held past the coordinator's lease limit");
+        if (gen) {
+            g->attempt++;
+            eng__set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
+        } else {
+            g->score_attempt++;
+            eng__set_state(c, g, GS_GENERATED);
+        }
+        g->worker = -1;
+        e->leases_reclaimed++;
+    }
+}

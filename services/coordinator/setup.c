@@ -1,0 +1,183 @@
+/* services/coordinator/setup.c: the training engine's setup and state (engine.h): engine_start (datasets, tokenizer,
+ * total steps as verl derives them), snapshots for checkpoints and restore, the /api/status fields, engine_free. */
+#include "engine.h"
+
+/* ------------------------------------------------------------------------------------------------ setup */
+
+static int load_files(Engine *e, Dataset *ds, const StrList *files, const DatasetOptions *o, char err[ERR_LEN]) {
+    for (int i = 0; i < files->n; i++) {
+        int rc = dataset_load(ds, files->v[i], e->tok, o, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int engine_start(Coord *c, char err[ERR_LEN]) {
+    if (!c->cfg.train_files.n) {
+        eng__status(c, "no data.train_files configured: serving the worker registry only");
+        return 0;
+    }
+    Engine *e = c->engine = xcalloc(1, sizeof *e);
+    const char *tdir = c->cfg.tokenizer_path[0] ? c->cfg.tokenizer_path : c->cfg.model_path;
+    if (!tdir[0]) return err_set(err, ERR_INVAL, "data.tokenizer (or actor_rollout_ref.model.path) is needed to read prompts");
+    e->tok = tokenizer_load(tdir, err);
+    if (!e->tok) return ERR_INVAL;
+    const TokenizerSpecial *sp = tokenizer_special(e->tok);
+    int32_t cand[] = {sp->eos, sp->im_end, sp->endoftext};
+    for (int i = 0; i < 3; i++) {
+        int dup = 0;
+        for (int j = 0; j < e->n_stop; j++) dup |= e->stop_ids[j] == cand[i];
+        if (cand[i] >= 0 && !dup) e->stop_ids[e->n_stop++] = cand[i];
+    }
+    DatasetOptions o;
+    int rc = dataset_options_init(&o, c->cfg.max_prompt_length, c->cfg.filter_overlong_prompts, c->cfg.truncation,
+                                  c->cfg.chat_template, c->cfg.on_malformed, e->tok, err);
+    if (!rc) rc = load_files(e, &e->train, &c->cfg.train_files, &o, err);
+    if (!rc) {
+        o.max_items = c->cfg.val_max_samples;
+        rc = load_files(e, &e->val, &c->cfg.val_files, &o, err);
+    }
+    if (!rc) rc = filter_metric_parse(c->cfg.filter_groups_metric, &e->fmetric, err);
+    RolloutCorrConfig corr;
+    if (!rc) rc = rollout_corr_config_from(&c->cfg, &corr, err);   /* the learners apply it; refused here at start */
+    if (rc) return rc;
+    if (c->cfg.staleness >= 1 && !corr.bypass && !corr.is_on && !corr.n_rs)
+        log_warn("trainer.staleness %d with algorithm.rollout_correction.rollout_is and rollout_rs off: rows up to %d "
+                 "policy versions old are trained as if on-policy (no importance weight corrects the behaviour policy); "
+                 "remove rollout_is: null to get token-level truncated IS at 2.0", c->cfg.staleness, c->cfg.staleness);
+    else if (corr.bypass)
+        log_info("rollout correction: bypass mode (the rollout log-probs are the old policy; no IS weight, as verl's "
+                 "ppo_clip), %d rejection criteria", corr.n_rs);
+    else if (corr.is_on || corr.n_rs)
+        log_info("rollout correction: %s%s IS%s%s, %d rejection criteria", corr.is_on ? "" : "no",
+                 corr.is_on ? (corr.is_level == ROLLOUT_IS_TOKEN ? "token-level" : "sequence-level") : "",
+                 corr.is_on ? (corr.is_lower > 0 ? " (IcePop)" : " (truncated)") : "", corr.is_auto ? " (auto: async)" : "",
+                 corr.n_rs);
+    if (!e->train.n) return err_set(err, ERR_INVAL, "data.train_files: no usable prompts");
+    e->order = xmalloc(e->train.n * sizeof *e->order);
+    eng__shuffle_epoch(c);
+    e->next_group_id = 1;
+    e->last_val_step = -1;
+    /* verl (ray_trainer._create_dataloader): total_training_steps = len(train_dataloader) * total_epochs, the
+     * dataloader yielding whole batches of gen_batch_size prompts (drop_last); the lr schedule and "the last step"
+     * (its checkpoint and validation) use it; the data may run out before it when groups are filtered */
+    e->total_steps = c->cfg.total_training_steps > 0 ? c->cfg.total_training_steps
+                   : (long)(e->train.n / (size_t)c->cfg.gen_batch_size) * c->cfg.total_epochs;
+    if (e->total_steps <= 0)       /* verl would train nothing; we train until the data runs out (no schedule length) */
+        log_warn("data.train_files: %zu usable prompts are fewer than data.gen_batch_size (%d): no step count can be "
+                 "derived; training runs until the data is used up (set trainer.total_training_steps for a decaying "
+                 "lr schedule)", e->train.n, c->cfg.gen_batch_size);
+    e->snap = (EngineSnapshot){.next_group_id = 1, .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
+    log_info("data: %zu train prompts (%zu malformed, %zu filtered as overlong), %zu validation prompts; "
+             "stop ids %d", e->train.n, e->train.n_malformed, e->train.n_filtered, e->val.n, e->n_stop);
+    return 0;
+}
+
+int engine_snapshot(const Coord *c, EngineSnapshot *out) {
+    if (!c->engine) return ERR_NOTFOUND;
+    *out = c->engine->snap;
+    return 0;
+}
+
+int engine_check_snapshot(const Coord *c, const EngineSnapshot *s, char err[ERR_LEN]) {
+    const Engine *e = c->engine;
+    if (!e) return err_set(err, ERR_NOTFOUND, "no training data configured");
+    if (s->n_train != (long)e->train.n || s->data_seed != c->cfg.data_seed)
+        return err_set(err, ERR_INVAL, "the checkpoint was taken with %ld training prompts and data.seed %d; now there "
+                       "are %zu and data.seed is %d: resume with the same data, or set trainer.resume_mode=disable",
+                       s->n_train, s->data_seed, e->train.n, c->cfg.data_seed);
+    return 0;
+}
+
+void engine_set_last_validation(Coord *c, long step) {
+    if (c->engine) c->engine->last_val_step = step;
+}
+
+void engine_validate_next(Coord *c) {
+    if (c->engine && c->engine->val.n) c->engine->val_pending = 1;
+}
+
+void engine_hold_resume(Coord *c) {
+    if (c->engine) c->engine->val_started = 1;          /* validation before training belongs to a fresh run */
+}
+
+int engine_restore(Coord *c, const EngineSnapshot *s, char err[ERR_LEN]) {
+    Engine *e = c->engine;
+    int rc = engine_check_snapshot(c, s, err);
+    if (rc) return rc;
+    e->done_steps = e->step = s->step;
+    c->step = s->step;
+    c->policy_version = s->policy_version;
+    e->epoch = s->epoch;
+    e->cursor = s->cursor;
+    e->consumed = s->consumed;
+    e->next_group_id = s->next_group_id;
+    memcpy(c->group_counts, s->group_counts, sizeof c->group_counts);
+    /* Groups of the interrupted step were never trained: they are re-drawn from the restored cursor. */
+    for (int g = GS_QUEUED; g <= GS_SCORING; g++) c->group_counts[g] = 0;
+    c->group_counts[GS_KEPT] = 0;
+    e->snap = *s;
+    e->val_started = 1;               /* validation before training belongs to a fresh run */
+    if (e->epoch < c->cfg.total_epochs) eng__shuffle_epoch(c);
+    log_set_step(s->step);
+    return 0;
+}
+
+Phase engine_phase(const Coord *c) { return c->engine ? c->engine->phase : PH_IDLE; }
+
+/* Group accounting (DESIGN.md §7): every group in exactly one state; the states add up to "created". */
+void engine_status_fill(Coord *c, json_t *status) {
+    json_t *groups = json_object();
+    json_int_t created = 0;
+    for (int s = 0; s < GS_COUNT; s++) {
+        json_object_set_new(groups, group_state_name((GroupState)s), json_integer((json_int_t)c->group_counts[s]));
+        created += (json_int_t)c->group_counts[s];
+    }
+    json_object_set_new(groups, "created", json_integer(created));
+    json_object_set_new(status, "groups", groups);
+    json_object_set_new(status, "phase", json_string(phase_name(engine_phase(c))));
+    if (c->engine) {
+        Engine *e = c->engine;
+        json_object_set_new(status, "epoch", json_integer(e->epoch));
+        json_object_set_new(status, "prompts_consumed", json_integer(e->consumed));
+        /* leases held now, the oldest (a stall shows here as an age that keeps growing), and those taken back */
+        int64_t now = clock_ms(), oldest_ms = -1;
+        const Group *old = NULL;
+        int held = 0;
+        for (int i = 0; i < e->ngroups; i++) {
+            const Group *g = &e->groups[i];
+            if (g->state != GS_LEASED && g->state != GS_SCORING) continue;
+            held++;
+            if (now - g->lease_ms > oldest_ms) { oldest_ms = now - g->lease_ms; old = g; }
+        }
+        json_t *l = json_object();
+        json_object_set_new(l, "held", json_integer(held));
+        json_object_set_new(l, "oldest_s", json_real(old ? oldest_ms / 1000.0 : 0.0));
+        json_object_set_new(l, "oldest_group", old ? json_integer((json_int_t)old->id) : json_null());
+        json_object_set_new(l, "oldest_kind", old ? json_string(old->state == GS_LEASED ? "generation" : "scoring")
+                                                  : json_null());
+        json_object_set_new(l, "oldest_worker", old && old->worker >= 0 ? json_string(c->workers[old->worker].id)
+                                                                        : json_null());
+        json_object_set_new(l, "max_lease_s", json_real(c->cfg.max_lease_s));
+        json_object_set_new(l, "max_score_lease_s", json_real(c->cfg.max_score_lease_s));
+        json_object_set_new(l, "reclaimed", json_integer((json_int_t)e->leases_reclaimed));
+        json_object_set_new(l, "last_reclaimed", json_string(e->last_reclaim));
+        json_object_set_new(status, "leases", l);
+    }
+}
+
+void engine_free(Coord *c) {
+    Engine *e = c->engine;
+    if (!e) return;
+    eng__groups_reset(e);
+    xfree(e->groups);
+    xfree(e->order);
+    dataset_free(&e->train);
+    dataset_free(&e->val);
+    tokenizer_free(e->tok);
+    metrics_free(&e->m);
+    metrics_free(&e->job.m);
+    metrics_free(&e->job.learner);
+    xfree(e);
+    c->engine = NULL;
+}
