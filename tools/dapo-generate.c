@@ -104,6 +104,70 @@ static json_t *bytes_json(const char *s, size_t n) {
     return j ? j : json_string("");
 }
 
+/* One output line: prompt `it` with its a->n responses res[0..n) (and with --verify their scores, and its prompt
+ * added to agg). */
+static void write_prompt(FILE *out, const Args *a, const Tokenizer *tok, const DatasetItem *it, GenResult *res,
+                         RewardWs *ws, ValAgg *agg) {
+    json_t *o = json_object(), *arr = json_array();
+    float *acc = xcalloc((size_t)a->n, sizeof *acc);
+    char **pred = xcalloc((size_t)a->n, sizeof *pred);
+    json_object_set_new(o, "index", json_integer((json_int_t)it->index));
+    json_object_set_new(o, "data_source", json_string(it->data_source));
+    json_object_set_new(o, "prompt", bytes_json(it->prompt_text, strlen(it->prompt_text)));
+    json_object_set_new(o, "ground_truth", json_string(it->ground_truth));
+    for (int j = 0; j < a->n; j++) {
+        GenResult *r = &res[j];
+        TokBuf text = { 0 };
+        tokenizer_decode(tok, r->tokens, (size_t)r->n, true, &text);
+        json_t *ro = json_object(), *ids = json_array(), *lps = json_array();
+        for (int k = 0; k < r->n; k++) {
+            json_array_append_new(ids, json_integer(r->tokens[k]));
+            json_array_append_new(lps, json_real(r->logprobs[k]));
+        }
+        json_object_set_new(ro, "text", bytes_json(text.v ? text.v : "", text.n));
+        json_object_set_new(ro, "token_ids", ids);
+        json_object_set_new(ro, "logprobs", lps);
+        json_object_set_new(ro, "finish_reason", json_string(gen_finish_name(r->finish)));
+        if (a->verify) {
+            RewardResult rr;
+            reward_score(ws, it->data_source, text.v, text.n, it->ground_truth, strlen(it->ground_truth), false, 0, &rr);
+            json_object_set_new(ro, "score", json_real(rr.score));
+            json_object_set_new(ro, "acc", json_boolean(rr.acc));
+            json_object_set_new(ro, "pred", rr.has_pred ? bytes_json(rr.pred, rr.pred_len) : json_null());
+            acc[j] = rr.acc ? 1.0f : 0.0f;
+            size_t pl = rr.has_pred ? rr.pred_len : 0;
+            pred[j] = xmalloc(pl + 1);
+            if (pl) memcpy(pred[j], rr.pred, pl);
+            pred[j][pl] = 0;
+        }
+        json_array_append_new(arr, ro);
+        tok_buf_free(&text);
+    }
+    if (a->verify) val_agg_add(agg, it->data_source, acc, (const char *const *)pred, a->n);
+    for (int j = 0; j < a->n; j++) xfree(pred[j]);
+    xfree(pred);
+    xfree(acc);
+    json_object_set_new(o, "responses", arr);
+    char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+    fprintf(out, "%s\n", line);
+    free(line);
+    json_decref(o);
+}
+
+/* Stop ids of every request: the tokenizer's eos, <|im_end|> and <|endoftext|>, each once (the model's EOS ids are
+ * the engine's own). Returns how many of out[3] are set. */
+static int stop_ids(const Tokenizer *tok, int32_t out[3]) {
+    const TokenizerSpecial *sp = tokenizer_special(tok);
+    int n = 0;
+    int32_t cand[3] = { sp->eos, sp->im_end, sp->endoftext };
+    for (int k = 0; k < 3; k++) {
+        int dup = 0;
+        for (int j = 0; j < n; j++) dup |= out[j] == cand[k];
+        if (cand[k] >= 0 && !dup) out[n++] = cand[k];
+    }
+    return n;
+}
+
 int main(int argc, char **argv) {
     log_init("generate", LL_WARN);
     Args a;
@@ -121,8 +185,6 @@ int main(int argc, char **argv) {
     GenResult *res = NULL;
     ValAgg agg;                       /* --verify: mean@n / best@n / maj@n per data source (dapo/val_metrics.h) */
     val_agg_init(&agg, a.n);
-    float *acc = xcalloc((size_t)a.n, sizeof *acc);
-    char **pred = xcalloc((size_t)a.n, sizeof *pred);
     RewardWs *ws = NULL;
 
     const Backend *be = backend_select(a.device, err);
@@ -149,15 +211,8 @@ int main(int argc, char **argv) {
     GenOptions go = { .max_num_seqs = a.max_seqs, .kv_cache_tokens = kv, .max_batch_tokens = a.batch_tokens,
                       .batch_invariant = a.invariant, .no_prefix_sharing = a.no_share };
     if (!(e = gen_engine_new(m, &go, err))) { fprintf(stderr, "dapo-generate: %s\n", err); goto done; }
-    const TokenizerSpecial *sp = tokenizer_special(tok);
     int32_t stops[3];
-    int n_stop = 0;
-    int32_t cand[3] = { sp->eos, sp->im_end, sp->endoftext };
-    for (int k = 0; k < 3; k++) {
-        int dup = 0;
-        for (int j = 0; j < n_stop; j++) dup |= stops[j] == cand[k];
-        if (cand[k] >= 0 && !dup) stops[n_stop++] = cand[k];
-    }
+    int n_stop = stop_ids(tok, stops);
     /* every prompt x n sequences go in at once; the engine's continuous batching takes them max_seqs at a time */
     size_t total = ds.n * (size_t)a.n;
     res = xcalloc(total ? total : 1, sizeof(GenResult));
@@ -187,49 +242,8 @@ int main(int argc, char **argv) {
     while (gen_engine_take(e, &x)) { res[x.tag * (size_t)a.n + x.sample] = x; n_tok += x.n; }
     double dt = clock_s() - t0;
     if (a.verify) ws = reward_ws_new();
-    for (size_t i = 0; i < ds.n; i++) {
-        const DatasetItem *it = &ds.items[i];
-        json_t *o = json_object(), *arr = json_array();
-        json_object_set_new(o, "index", json_integer((json_int_t)it->index));
-        json_object_set_new(o, "data_source", json_string(it->data_source));
-        json_object_set_new(o, "prompt", bytes_json(it->prompt_text, strlen(it->prompt_text)));
-        json_object_set_new(o, "ground_truth", json_string(it->ground_truth));
-        for (int j = 0; j < a.n; j++) {
-            GenResult *r = &res[i * (size_t)a.n + j];
-            TokBuf text = { 0 };
-            tokenizer_decode(tok, r->tokens, (size_t)r->n, true, &text);
-            json_t *ro = json_object(), *ids = json_array(), *lps = json_array();
-            for (int k = 0; k < r->n; k++) {
-                json_array_append_new(ids, json_integer(r->tokens[k]));
-                json_array_append_new(lps, json_real(r->logprobs[k]));
-            }
-            json_object_set_new(ro, "text", bytes_json(text.v ? text.v : "", text.n));
-            json_object_set_new(ro, "token_ids", ids);
-            json_object_set_new(ro, "logprobs", lps);
-            json_object_set_new(ro, "finish_reason", json_string(gen_finish_name(r->finish)));
-            if (a.verify) {
-                RewardResult rr;
-                reward_score(ws, it->data_source, text.v, text.n, it->ground_truth, strlen(it->ground_truth), false, 0, &rr);
-                json_object_set_new(ro, "score", json_real(rr.score));
-                json_object_set_new(ro, "acc", json_boolean(rr.acc));
-                json_object_set_new(ro, "pred", rr.has_pred ? bytes_json(rr.pred, rr.pred_len) : json_null());
-                acc[j] = rr.acc ? 1.0f : 0.0f;
-                size_t pl = rr.has_pred ? rr.pred_len : 0;
-                pred[j] = xmalloc(pl + 1);
-                if (pl) memcpy(pred[j], rr.pred, pl);
-                pred[j][pl] = 0;
-            }
-            json_array_append_new(arr, ro);
-            tok_buf_free(&text);
-        }
-        if (a.verify) val_agg_add(&agg, it->data_source, acc, (const char *const *)pred, a.n);
-        for (int j = 0; a.verify && j < a.n; j++) xfree(pred[j]);
-        json_object_set_new(o, "responses", arr);
-        char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
-        fprintf(out, "%s\n", line);
-        free(line);
-        json_decref(o);
-    }
+    for (size_t i = 0; i < ds.n; i++)
+        write_prompt(out, &a, tok, &ds.items[i], res + i * (size_t)a.n, ws, &agg);
     fprintf(stderr, "dapo-generate: %zu prompts x %d: %ld response tokens in %.2f s (%.1f tok/s, %d threads, %s)\n",
             ds.n, a.n, n_tok, dt, dt > 0 ? n_tok / dt : 0.0, threads, openblas_get_corename());
     Metrics vm = { 0 };
@@ -244,8 +258,6 @@ done:
     for (size_t i = 0; res && i < ds.n * (size_t)a.n; i++) gen_result_free(&res[i]);
     xfree(res);
     val_agg_free(&agg);
-    xfree(acc);
-    xfree(pred);
     reward_ws_free(ws);
     gen_engine_free(e);
     dataset_free(&ds);
