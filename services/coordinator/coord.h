@@ -79,7 +79,7 @@ typedef struct {
 
 typedef enum { PH_IDLE = 0, PH_VALIDATE, PH_GENERATE, PH_BATCH_READY, PH_TRAIN, PH_WEIGHTS, PH_DONE, PH_FAILED } Phase;
 
-typedef struct Engine Engine;     /* steps.c */
+typedef struct Engine Engine;     /* engine.h (steps.c, dispatch.c, results.c, setup.c) */
 
 /* A send buffer handed to ZeroMQ without a copy (zmq_msg_init_data) and reused once ZeroMQ lets go of it: the
  * multi-MB TrainBatch shards of every step go out without a fresh allocation (page faults) and a copy each. busy is
@@ -132,7 +132,7 @@ typedef struct Coord {
     int64_t      stop_deadline_ms;     /* monotonic; cluster.stop_timeout_s after the stop request */
     uint64_t     msgs_in, msgs_bad;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */
-    ZcBuf        zc[COORD_ZC_BUFS];    /* coord_send_zc's buffers, freed after zmq_ctx_term */
+    ZcBuf        zc[COORD_ZC_BUFS];    /* coord_zc_frame / coord_zc_send buffers, freed after zmq_ctx_term */
 
     /* What the dashboard shows (history.c). */
     Metrics     *history;              /* one metric set per finished step (or validation), in order */
@@ -145,7 +145,7 @@ typedef struct Coord {
     int          paused;
     char         status_line[256];     /* what the coordinator is doing now, in words (shown on the page) */
 
-    /* The training loop (steps.c). */
+    /* The training loop (engine.h: steps.c and its siblings). */
     Engine      *engine;               /* NULL when no data.train_files: registry and dashboard only */
     uint64_t     group_counts[GS_COUNT];
     CkptState    ckpt;
@@ -173,7 +173,8 @@ int  coord_zc_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, uint8_t *
 void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
                       const char *msg);
 
-/* steps.c: dataset, dispatch, dynamic sampling, batches, validation (DESIGN.md §1 steps 1-5). */
+/* The training engine (engine.h; steps.c, dispatch.c, results.c, setup.c): dataset, dispatch, dynamic sampling,
+ * batches, validation (DESIGN.md §1 steps 1-5). */
 int  engine_start(Coord *c, char err[ERR_LEN]);        /* loads the data; NULL engine when none configured */
 void engine_tick(Coord *c);                            /* advances the state machine; called from cron and after messages */
 void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m);   /* GroupResult, ScoreResult, StepResult, WeightAck */

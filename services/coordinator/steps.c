@@ -13,7 +13,7 @@
  * next step generates while the learners train, with rollouts at most trainer.staleness versions behind; every
  * response carries the version that generated it (each TrainBatch row's behaviour_version), and a group whose oldest
  * response is more than trainer.staleness behind the version the learners will train it with is dropped (GS_STALE)
- * and its prompt generated again (drop_stale_groups, run whenever the version moves and before a batch goes out),
+ * and its prompt generated again (eng__drop_stale_groups in dispatch.c, run whenever the version moves and before a batch goes out),
  * so no stale row is ever sent. The learners correct the rest (issue 15: services/learner/offpolicy.h).
  * This file: groups, epochs, the step state machine and the tick; the engine's other files are listed in engine.h
  * (dispatch.c, results.c, setup.c; the batch plan is batch.h).

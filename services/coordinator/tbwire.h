@@ -5,8 +5,8 @@
  * strings / repeated fields left out, fields in number order, packed repeated fields, int32 < 0 as ten-byte
  * varints); tests/unit/test_coord_tbwire.c checks that byte for byte against protobuf-c.
  * Little-endian hosts only (floats are copied as they lie in memory, as protobuf-c does there).
- * Not here: the layout (common/dapo/layout.h), advantages (common/dapo/advantages.h), the frame header
- * (net_encode_into) and the send (coord_send_zc_frame). */
+ * Not here: the batch plan (batch.h: layout, advantages, the rows), the frame header
+ * (net_encode_into) and the send (coord_zc_frame, coord_zc_send). */
 #ifndef DAPO_COORD_TBWIRE_H
 #define DAPO_COORD_TBWIRE_H
 
