@@ -3,7 +3,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <xxhash.h>
 #include <zmq.h>
 
 #include "core/log.h"
@@ -13,7 +12,7 @@ typedef struct {
     int      tensor;        /* index into tensors */
     uint64_t offset;        /* bytes into the tensor */
     uint32_t bytes;
-    uint64_t checksum;      /* XXH64(data, 0) */
+    uint64_t checksum;      /* wchunk_checksum(data) */
     uint64_t snap_off;      /* bytes into the snapshot */
 } Chunk;
 
@@ -62,7 +61,7 @@ int wsrv_publish(WeightServer *ws, const Model *m, int64_t version, char err[ERR
     for (int i = 0; i < m->n_tensors; i++) {
         uint64_t b = (uint64_t)m->tensors[i].numel * 4;
         total += b;
-        nchunks += b ? (int)((b + WSRV_CHUNK_BYTES - 1) / WSRV_CHUNK_BYTES) : 1;
+        nchunks += (int)wchunk_pieces(b);
     }
     if (ws->n_tensors != m->n_tensors || ws->total_bytes != total) {
         xfree(ws->snap); xfree(ws->tensors); xfree(ws->chunks);
@@ -93,9 +92,9 @@ int wsrv_publish(WeightServer *ws, const Model *m, int64_t version, char err[ERR
         memcpy(ws->snap + off, params + t->offset, b);
         uint64_t o = 0;
         do {
-            uint32_t n = (uint32_t)(b - o < WSRV_CHUNK_BYTES ? b - o : WSRV_CHUNK_BYTES);
+            uint32_t n = (uint32_t)(b - o < WCHUNK_BYTES ? b - o : WCHUNK_BYTES);
             ws->chunks[c] = (Chunk){.tensor = i, .offset = o, .bytes = n, .snap_off = off + o,
-                                    .checksum = XXH64(ws->snap + off + o, n, 0)};
+                                    .checksum = wchunk_checksum(ws->snap + off + o, n)};
             c++;
             o += n;
         } while (o < b);

@@ -1,13 +1,7 @@
-/* services/learner/weights.h: learner rank 0's weight server (DESIGN.md §1, issue 7). It keeps the latest published
- * version's weights and hands them out in checksummed chunks over a ZeroMQ ROUTER bound at cluster.weights_bind:
- *   chunks  = every tensor in the model's Hugging Face tensor order (Model.tensors; a tied lm_head is not sent), each
- *             cut into pieces of at most WSRV_CHUNK_BYTES; chunk_index counts over all tensors, chunk_count is the total;
- *   message = WeightUpdate{run_id, version, chunk_index, chunk_count, tensor_name, dtype "F32", shape, offset (bytes
- *             into the tensor), data (little-endian fp32), checksum = XXH64(data, seed 0), total_bytes (all chunks)}.
- * A rollout asks with WeightResend{version, chunk_indices (empty: all), worker_id}: when the server holds that version
- * or a newer one it sends the requested chunks of the version it holds (the newer one) to that peer; a request for a
- * version it does not have yet gets no answer (the rollout asks again after the coordinator announces it).
- * Version 0 is the initial model. The snapshot is a copy, so training may change the model right after publishing.
+/* services/learner/weights.h: learner rank 0's weight server (DESIGN.md §1, issue 7): the server side of the
+ * weight-chunk protocol (common/net/wchunk.h: chunks, messages, checksums). It keeps the latest published version's
+ * weights (F32) and sends the chunks a rollout's WeightResend asks for, of the version it holds; a request for a
+ * version it does not have yet gets no answer (the rollout asks again after the coordinator announces it). The snapshot is a copy, so training may change the model right after publishing.
  * Not here: pushing unrequested updates, bf16 transfer, NCCL broadcast of weights to GPU rollouts. */
 #ifndef DAPO_LEARNER_WEIGHTS_H
 #define DAPO_LEARNER_WEIGHTS_H
@@ -16,8 +10,8 @@
 
 #include "core/err.h"
 #include "model/model.h"
+#include "net/wchunk.h"
 
-#define WSRV_CHUNK_BYTES (4u << 20)
 
 typedef struct WeightServer WeightServer;
 

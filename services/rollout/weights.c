@@ -2,12 +2,11 @@
 #include "weights.h"
 
 #include <string.h>
-#include <xxhash.h>
 #include <zmq.h>
 
 #include "core/clock.h"
-#include "core/dtype.h"
 #include "core/log.h"
+#include "net/wchunk.h"
 
 struct WeightFetch {
     void        *sock;
@@ -113,12 +112,8 @@ int wfetch_chunk(WeightFetch *f, const Dapo__WeightUpdate *u, char err[ERR_LEN])
                  (long long)f->version);
         reset_stage(f, u->version);
     }
-    if (u->chunk_count == 0 || u->chunk_count > (1u << 24) || u->chunk_index >= u->chunk_count)
-        return err_set(err, ERR_INVAL, "chunk %u of %u: bad chunk index/count", u->chunk_index, u->chunk_count);
-    if (f->chunk_count && u->chunk_count != f->chunk_count)
-        return err_set(err, ERR_INVAL, "chunk count %u differs from the %u seen before", u->chunk_count, f->chunk_count);
-    if (XXH64(u->data.data, u->data.len, 0) != u->checksum)
-        return err_set(err, ERR_DECODE, "chunk %u (%s): checksum mismatch", u->chunk_index, u->tensor_name);
+    int rc = wchunk_check(u, f->chunk_count, err);
+    if (rc) return rc;
     if (!f->chunk_count) {
         f->chunk_count = u->chunk_count;
         f->have = xcalloc(u->chunk_count, 1);
@@ -131,7 +126,7 @@ int wfetch_chunk(WeightFetch *f, const Dapo__WeightUpdate *u, char err[ERR_LEN])
         return 0;
     }
     if (!t) return err_set(err, ERR_NOTFOUND, "chunk %u: tensor '%s' is not in the model", u->chunk_index, u->tensor_name);
-    size_t es = strcmp(u->dtype, "F32") == 0 ? 4 : (strcmp(u->dtype, "BF16") == 0 || strcmp(u->dtype, "F16") == 0) ? 2 : 0;
+    size_t es = wchunk_dtype_size(u->dtype);
     if (!es) return err_set(err, ERR_INVAL, "chunk %u (%s): dtype '%s' not F32/BF16/F16", u->chunk_index, t->name, u->dtype);
     if ((int)u->n_shape != t->ndim) return err_set(err, ERR_INVAL, "chunk %u (%s): %zu dims, model has %d", u->chunk_index, t->name, u->n_shape, t->ndim);
     for (int d = 0; d < t->ndim; d++)
@@ -143,15 +138,7 @@ int wfetch_chunk(WeightFetch *f, const Dapo__WeightUpdate *u, char err[ERR_LEN])
                        (unsigned long long)u->offset, u->data.len);
     float *dst = f->stage + t->offset + u->offset / es;
     size_t n = u->data.len / es;
-    const uint8_t *src = u->data.data;
-    if (es == 4) memcpy(dst, src, n * 4);
-    else if (u->dtype[0] == 'B')
-        for (size_t i = 0; i < n; i++) {
-            uint32_t b = (uint32_t)(src[2 * i] | src[2 * i + 1] << 8) << 16;
-            memcpy(dst + i, &b, 4);
-        }
-    else
-        for (size_t i = 0; i < n; i++) dst[i] = dtype_f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
+    wchunk_decode(dst, u->data.data, n, u->dtype);
     f->have[u->chunk_index] = 1;
     f->n_have++;
     f->elems[t - f->m->tensors] += (long)n;

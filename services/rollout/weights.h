@@ -1,11 +1,7 @@
 /* services/rollout/weights.h: the rollout side of the weight protocol (issue 6/7): fetch version v of the policy
  * from learner rank 0 over ZeroMQ, stage it beside the live weights, and hand it over when complete.
  *
- * Protocol: a DEALER connected to cluster.weights (learner rank 0's ROUTER at cluster.weights_bind).
- *   rollout -> learner  WeightResend{version, chunk_indices = [] (all) or the missing ones, worker_id}
- *   learner -> rollout  WeightUpdate{version, chunk_index, chunk_count, tensor_name (HF), dtype F32|BF16|F16,
- *                        shape, offset (bytes within the tensor), data, checksum = XXH64(data, seed 0),
- *                        total_bytes} for every requested chunk (<= 4 MiB each; a tensor may span several).
+ * Protocol: common/net/wchunk.h (a DEALER connected to cluster.weights, learner rank 0's ROUTER).
  * A chunk is accepted when its checksum matches and its tensor, shape, dtype and byte range fit the model;
  * anything else is dropped with a warning and asked for again. After WFETCH_RETRY_MS without progress the
  * missing chunk indices are requested again (all of them when the chunk count is not known yet: the learner
