@@ -10,7 +10,7 @@
  * on the CPU table and the CUDA one; bookkeeping (positions, LM-head pieces) stays on the host and the backend stages
  * what it needs.
  * Sequence invariance (model.h; the CPU table's property, CUDA's GEMMs are whole-batch): every forward product (the layers' linears and the LM head) goes through the
- * fixed-order packed kernel (fwd_linear, lm_head_rows: one FMA chain per output element over k in order, whatever
+ * fixed-order packed kernel (model__layer_forward with lin_flags 0, lm_head_rows: one FMA chain per output element over k in order, whatever
  * the rows around it); backward through cpu_linear_backward_varlen (one sequence per GEMM, weight gradients added
  * sequence by sequence), the norms' weight gradients through cpu_rmsnorm_backward_varlen, the LM head's through
  * lm_chunk's per-sequence pieces; the rest is per row or per sequence already (norms, RoPE, attention, SwiGLU,
@@ -56,16 +56,6 @@ static int batch_check(const Model *m, const ModelBatch *b, char err[ERR_LEN]) {
     return 0;
 }
 
-/* Linear layers of the decoder: y (=|+=) x W^T (+ b) over the whole packed batch in ONE product with the fixed-order
- * packed kernel (cpu_linear_packed_ex: each output element one FMA chain over k = 0 .. K-1, whatever the rows around
- * it, so the forward is sequence-invariant by construction) on W packed here per call into a->wpack (the weights may
- * change between calls). The += form (residual adds) continues each chain from the old y: no product buffer, no add
- * pass. */
-static void fwd_linear(const Model *m, ModelActs *a, float *y, const float *x, const float *w, const float *prep,
-                       const float *bias, int M, int N, int K, int accumulate) {
-    m->be->linear(m->bc, y, N, x, (BkWeight){ w, prep }, bias, M, N, K, accumulate ? BK_ACCUM : 0, a->wpack);
-}
-
 /* The LM head runs in chunks of at most R = logits_rows rows made of whole sequence PIECES: each sequence is cut
  * into pieces of at most R rows from its own start, and consecutive pieces are grouped while they fit. A piece's
  * backward GEMMs are its own (cpu_linear_backward_varlen), so its lm_head gradient does not depend on the packing
@@ -109,14 +99,71 @@ static void lm_head_rows(Model *m, ModelActs *a, int r0, int rows) {
     }
 }
 
+/* y = x W^T (+ b) as the layer mode asks: a residual product (res != NULL) accumulates onto res's copy in y, or is added
+ * after the product (mode->res_add). */
+static void layer_linear(const Model *m, const LayerMode *mode, float *y, const void *x, BkWeight w, const float *b,
+                         const float *res, int M, int N, int K) {
+    const Backend *be = m->be;
+    if (res && !mode->res_add) {
+        if (y != res) be->copy(m->bc, y, res, (size_t)M * N * sizeof(float));
+        be->linear(m->bc, y, N, x, w, b, M, N, K, mode->lin_flags | BK_ACCUM, mode->scratch);
+        return;
+    }
+    be->linear(m->bc, y, N, x, w, b, M, N, K, mode->lin_flags, mode->scratch);
+    if (res) be->add(m->bc, y, res, (long)M * N);
+}
+
+void model__layer_forward(const Model *m, int l, const LayerIO *io, const BkWeight w[4], const LayerMode *mode,
+                          const BkRope *rope) {
+    const ModelConfig *c = &m->cfg;
+    const Backend *be = m->be;
+    BackendCtx *bc = m->bc;
+    const LayerWeights *W = &m->w.layer[l];
+    int N = io->n, H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    int qd = nh * hd, kvd = nkv * hd, qkvd = qd + 2 * kvd;
+    be->rmsnorm(bc, io->xn1, io->rstd1, io->x_in, W->ln1, N, H, c->rms_eps);
+    layer_linear(m, mode, io->qkv, io->xn1, w[0], W->bqkv, NULL, N, qkvd, H);
+    if (c->qk_norm && io->qpre) {      /* keep the pre-norm q/k for backward */
+        for (int i = 0; i < N; i++) {
+            be->copy(bc, io->qpre + (long)i * qd, io->qkv + (long)i * qkvd, (size_t)qd * sizeof(float));
+            be->copy(bc, io->kpre + (long)i * kvd, io->qkv + (long)i * qkvd + qd, (size_t)kvd * sizeof(float));
+        }
+        be->rmsnorm_heads(bc, io->qkv, qkvd, io->rstdq, io->qpre, qd, W->qn, N, nh, hd, c->rms_eps);
+        be->rmsnorm_heads(bc, io->qkv + qd, qkvd, io->rstdk, io->kpre, kvd, W->kn, N, nkv, hd, c->rms_eps);
+    } else if (c->qk_norm) {
+        be->rmsnorm_heads(bc, io->qkv, qkvd, NULL, io->qkv, qkvd, W->qn, N, nh, hd, c->rms_eps);
+        be->rmsnorm_heads(bc, io->qkv + qd, qkvd, NULL, io->qkv + qd, qkvd, W->kn, N, nkv, hd, c->rms_eps);
+    }
+    be->rope(bc, io->qkv, qkvd, rope, N, nh + nkv, hd, 0);     /* q and k heads are adjacent: one pass */
+    mode->attend(m, l, io, mode->ud);
+    layer_linear(m, mode, io->x_mid, io->att, w[1], NULL, io->x_in, N, H, qd);
+    be->rmsnorm(bc, io->xn2, io->rstd2, io->x_mid, W->ln2, N, H, c->rms_eps);
+    if (mode->glu_fused) {
+        be->linear_swiglu(bc, io->hm, io->gu, io->xn2, w[2], N, I, H, mode->scratch);
+    } else {
+        layer_linear(m, mode, io->gu, io->xn2, w[2], NULL, NULL, N, 2 * I, H);
+        be->swiglu(bc, io->hm, io->gu, N, I);
+    }
+    layer_linear(m, mode, io->x_out, io->hm, w[3], NULL, io->x_mid, N, H, I);
+}
+
+/* model_forward's attention: causal within each packed sequence, log-sum-exp kept for backward */
+typedef struct { const ModelBatch *b; ModelActs *a; } PackedAttend;
+static void attend_packed(const Model *m, int l, const LayerIO *io, void *ud) {
+    const PackedAttend *p = ud;
+    const ModelConfig *c = &m->cfg;
+    int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd, kvd = nkv * hd, qkvd = qd + 2 * kvd;
+    m->be->attention_varlen(m->bc, io->att, p->a->layer[l].lse, io->qkv, io->qkv + qd, io->qkv + qd + kvd,
+                            p->b->cu_seqlens, p->b->n_seqs, nh, nkv, hd, qkvd, qkvd, qd, 1.0f / sqrtf((float)hd),
+                            p->a->att_scratch);
+}
+
 int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]) {
     int rc = batch_check(m, b, err);
     if (rc) return rc;
     const ModelConfig *c = &m->cfg;
     ModelActs *a = m->priv;
-    int N = b->n_tokens, H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-    int qd = nh * hd, kvd = nkv * hd, qkvd = qd + 2 * kvd, V = c->vocab;
-    float scale = 1.0f / sqrtf((float)hd);
+    int N = b->n_tokens, H = c->hidden, hd = c->head_dim, V = c->vocab;
     const int32_t *cu = b->cu_seqlens;
     int S = b->n_seqs;
     const Backend *be = m->be;
@@ -130,34 +177,22 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
     float *x0 = a->layer[0].x_in;
     be->embed(bc, x0, b->tokens, BW(m->w.embed), N, H);
 
+    PackedAttend pa = { b, a };
+    LayerMode mode = { .lin_flags = 0, .res_add = 0, .glu_fused = 1, .scratch = a->wpack, .attend = attend_packed,
+                       .ud = &pa };
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs *A = &a->layer[l];
         const LayerWeights *W = &m->w.layer[l];
-        be->rmsnorm(bc, A->xn1, A->rstd1, A->x_in, W->ln1, N, H, c->rms_eps);
         float *const *P = a->pk ? a->pk + l * 4 : NULL;    /* model_pack_weights' snapshot, or pack per call */
-        fwd_linear(m, a, A->qkv, A->xn1, W->wqkv, P ? P[0] : NULL, W->bqkv, N, qkvd, H, 0);
-        if (c->qk_norm && m->train) {      /* keep the pre-norm q/k for backward */
-            for (int i = 0; i < N; i++) {
-                be->copy(bc, A->qpre + (long)i * qd, A->qkv + (long)i * qkvd, (size_t)qd * sizeof(float));
-                be->copy(bc, A->kpre + (long)i * kvd, A->qkv + (long)i * qkvd + qd, (size_t)kvd * sizeof(float));
-            }
-            be->rmsnorm_heads(bc, A->qkv, qkvd, A->rstdq, A->qpre, qd, W->qn, N, nh, hd, c->rms_eps);
-            be->rmsnorm_heads(bc, A->qkv + qd, qkvd, A->rstdk, A->kpre, kvd, W->kn, N, nkv, hd, c->rms_eps);
-        } else if (c->qk_norm) {
-            be->rmsnorm_heads(bc, A->qkv, qkvd, NULL, A->qkv, qkvd, W->qn, N, nh, hd, c->rms_eps);
-            be->rmsnorm_heads(bc, A->qkv + qd, qkvd, NULL, A->qkv + qd, qkvd, W->kn, N, nkv, hd, c->rms_eps);
-        }
-        be->rope(bc, A->qkv, qkvd, &rope, N, nh + nkv, hd, 0);     /* q and k heads are adjacent: one pass */
-        be->attention_varlen(bc, A->att, A->lse, A->qkv, A->qkv + qd, A->qkv + qd + kvd, b->cu_seqlens, b->n_seqs, nh,
-                             nkv, hd, qkvd, qkvd, qd, scale, a->att_scratch);
-        /* residual adds ride on the GEMM (beta = 1). In inference mode x_mid and next alias x_in. */
-        if (A->x_mid != A->x_in) be->copy(bc, A->x_mid, A->x_in, (size_t)N * H * sizeof(float));
-        fwd_linear(m, a, A->x_mid, A->att, W->wo, P ? P[1] : NULL, NULL, N, H, qd, 1);
-        be->rmsnorm(bc, A->xn2, A->rstd2, A->x_mid, W->ln2, N, H, c->rms_eps);
-        be->linear_swiglu(bc, A->hm, A->gu, A->xn2, (BkWeight){ W->wgu, P ? P[2] : NULL }, N, I, H, a->wpack);
-        float *next = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final;
-        if (next != A->x_mid) be->copy(bc, next, A->x_mid, (size_t)N * H * sizeof(float));
-        fwd_linear(m, a, next, A->hm, W->wd, P ? P[3] : NULL, NULL, N, H, I, 1);
+        BkWeight w[4] = { { W->wqkv, P ? P[0] : NULL }, { W->wo, P ? P[1] : NULL }, { W->wgu, P ? P[2] : NULL },
+                          { W->wd, P ? P[3] : NULL } };
+        int keep = c->qk_norm && m->train;
+        LayerIO io = { .n = N, .x_in = A->x_in, .x_mid = A->x_mid,
+                       .x_out = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final, .rstd1 = A->rstd1,
+                       .rstd2 = A->rstd2, .xn1 = A->xn1, .xn2 = A->xn2, .qkv = A->qkv, .qpre = keep ? A->qpre : NULL,
+                       .kpre = keep ? A->kpre : NULL, .rstdq = A->rstdq, .rstdk = A->rstdk, .att = A->att, .gu = A->gu,
+                       .hm = A->hm };
+        model__layer_forward(m, l, &io, w, &mode, &rope);   /* inference: x_mid and x_out alias x_in */
     }
     be->rmsnorm(bc, a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
 
@@ -237,6 +272,26 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
     return 0;
 }
 
+/* model_forward_cached's attention: each sequence's new K/V rows into its contiguous cache, then its queries over it */
+static void attend_cached(const Model *m, int l, const LayerIO *io, void *ud) {
+    const ModelCacheBatch *b = ud;
+    const ModelConfig *c = &m->cfg;
+    const ModelActs *a = m->priv;
+    int L = c->n_layers, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd, kvd = nkv * hd;
+    int qkvd = qd + 2 * kvd;
+    for (int s = 0; s < b->n_seqs; s++) {
+        int s0 = b->cu_seqlens[s], n = b->cu_seqlens[s + 1] - s0, p0 = b->p0[s];
+        float *kc = b->k_cache[(long)s * L + l], *vc = b->v_cache[(long)s * L + l];
+        for (int j = 0; j < n; j++) {
+            const float *row = io->qkv + (long)(s0 + j) * qkvd;
+            m->be->copy(m->bc, kc + (long)(p0 + j) * kvd, row + qd, (size_t)kvd * sizeof(float));
+            m->be->copy(m->bc, vc + (long)(p0 + j) * kvd, row + qd + kvd, (size_t)kvd * sizeof(float));
+        }
+        m->be->attention(m->bc, (float *)io->att + (long)s0 * qd, NULL, io->qkv + (long)s0 * qkvd, kc, vc, n, p0, p0 + n,
+                         nh, nkv, hd, qkvd, kvd, qd, 1.0f / sqrtf((float)hd), a->att_scratch);
+    }
+}
+
 int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char err[ERR_LEN]) {
     const ModelConfig *c = &m->cfg;
     if (!m->be->host_memory || !m->be->attention)   /* the caches are the caller's host arrays */
@@ -258,8 +313,7 @@ int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char
     }
     int N = b->cu_seqlens[b->n_seqs];
     if (N > m->max_tokens) return err_set(err, ERR_INVAL, "cached batch: %d tokens exceed max_tokens %d", N, m->max_tokens);
-    int V = c->vocab, H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, L = c->n_layers;
-    int qd = nh * hd, kvd = nkv * hd, qkvd = qd + 2 * kvd;
+    int V = c->vocab, H = c->hidden, hd = c->head_dim, L = c->n_layers;
     for (int i = 0; i < N; i++)
         if (b->tokens[i] < 0 || b->tokens[i] >= V)
             return err_set(err, ERR_INVAL, "cached batch: tokens[%d] = %d outside the vocabulary [0, %d)", i, b->tokens[i], V);
@@ -268,39 +322,19 @@ int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char
     BackendCtx *bc = m->bc;
     BkRope rope = { a->cs, a->sn, a->pos, m->inv_freq };
     a->logits_full = 0;
-    float scale = 1.0f / sqrtf((float)hd);
     for (int s = 0; s < b->n_seqs; s++)
         for (int i = b->cu_seqlens[s]; i < b->cu_seqlens[s + 1]; i++) a->pos[i] = b->p0[s] + i - b->cu_seqlens[s];
     be->rope_tables(bc, a->cs, a->sn, a->pos, N, m->inv_freq, hd / 2);
     LayerActs *A = &a->layer[0];          /* one set of buffers for every layer: nothing is kept */
     float *x = A->x_in;
     be->embed(bc, x, b->tokens, BW(m->w.embed), N, H);
+    LayerMode mode = { .lin_flags = BK_FAST, .res_add = 0, .glu_fused = 0, .attend = attend_cached, .ud = (void *)b };
+    LayerIO io = { .n = N, .x_in = x, .x_mid = x, .x_out = x, .xn1 = A->xn1, .xn2 = A->xn2, .qkv = A->qkv,
+                   .att = A->att, .gu = A->gu, .hm = A->hm };
     for (int l = 0; l < L; l++) {
         const LayerWeights *W = &m->w.layer[l];
-        be->rmsnorm(bc, A->xn1, NULL, x, W->ln1, N, H, c->rms_eps);
-        be->linear(bc, A->qkv, qkvd, A->xn1, BW(W->wqkv), W->bqkv, N, qkvd, H, BK_FAST, NULL);
-        if (c->qk_norm) {
-            be->rmsnorm_heads(bc, A->qkv, qkvd, NULL, A->qkv, qkvd, W->qn, N, nh, hd, c->rms_eps);
-            be->rmsnorm_heads(bc, A->qkv + qd, qkvd, NULL, A->qkv + qd, qkvd, W->kn, N, nkv, hd, c->rms_eps);
-        }
-        be->rope(bc, A->qkv, qkvd, &rope, N, nh, hd, 0);
-        be->rope(bc, A->qkv + qd, qkvd, &rope, N, nkv, hd, 0);
-        for (int s = 0; s < b->n_seqs; s++) {
-            int s0 = b->cu_seqlens[s], n = b->cu_seqlens[s + 1] - s0, p0 = b->p0[s];
-            float *kc = b->k_cache[(long)s * L + l], *vc = b->v_cache[(long)s * L + l];
-            for (int j = 0; j < n; j++) {
-                const float *row = A->qkv + (long)(s0 + j) * qkvd;
-                be->copy(bc, kc + (long)(p0 + j) * kvd, row + qd, (size_t)kvd * sizeof(float));
-                be->copy(bc, vc + (long)(p0 + j) * kvd, row + qd + kvd, (size_t)kvd * sizeof(float));
-            }
-            be->attention(bc, A->att + (long)s0 * qd, NULL, A->qkv + (long)s0 * qkvd, kc, vc, n, p0, p0 + n, nh, nkv, hd,
-                          qkvd, kvd, qd, scale, a->att_scratch);
-        }
-        be->linear(bc, x, H, A->att, BW(W->wo), NULL, N, H, qd, BK_FAST | BK_ACCUM, NULL);
-        be->rmsnorm(bc, A->xn2, NULL, x, W->ln2, N, H, c->rms_eps);
-        be->linear(bc, A->gu, 2 * I, A->xn2, BW(W->wgu), NULL, N, 2 * I, H, BK_FAST, NULL);
-        be->swiglu(bc, A->hm, A->gu, N, I);
-        be->linear(bc, x, H, A->hm, BW(W->wd), NULL, N, H, I, BK_FAST | BK_ACCUM, NULL);
+        BkWeight w[4] = { BW(W->wqkv), BW(W->wo), BW(W->wgu), BW(W->wd) };
+        model__layer_forward(m, l, &io, w, &mode, &rope);     /* the residual is updated in place */
     }
     for (int s = 0; s < b->n_seqs; s++)      /* last new row of each sequence */
         be->copy(bc, A->xn1 + (long)s * H, x + (long)(b->cu_seqlens[s + 1] - 1) * H, (size_t)H * sizeof(float));

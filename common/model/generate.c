@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "core/rng.h"
+#include "model/model_internal.h"
 
 enum { SEQ_WAITING = 0, SEQ_RUNNING, SEQ_DONE };
 #define GEN_PACKED_MAX_ROWS 64   /* default mode: more rows than this in a step go to sgemm */
@@ -367,45 +368,42 @@ static void copy_prefix(const GenEngine *e, float *kc, float *vc, const Seq *src
     memcpy(vc + dst->blocks[full] * blk, vc + src->blocks[full] * blk, (size_t)rem * kvd * sizeof(float));
 }
 
-/* The decoder over R packed rows (row_tok/row_pos/row_tab set); writes K/V of every row into the cache and
- * leaves the last-layer residual stream in e->x. */
+/* The engine's attention for layer l: this step's K/V rows into the paged cache, the prefix copies the step makes
+ * (after the donor's rows of this layer are stored), then every row's query over its sequence's cache. */
+static void attend_paged(const Model *m, int l, const LayerIO *io, void *ud) {
+    const GenEngine *e = ud;
+    const ModelConfig *c = &m->cfg;
+    int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd, kvd = e->kvd, qkvd = e->qkvd, BS = e->BS;
+    size_t layer_floats = (size_t)e->n_blocks * BS * kvd;
+    float *kc = e->kc + l * layer_floats, *vc = e->vc + l * layer_floats;
+    for (int r = 0; r < io->n; r++) {
+        const float *kr = io->qkv + (long)r * qkvd + qd;
+        m->be->kv_store(m->bc, kc, vc, e->row_tab[r], e->row_pos[r], kr, kr + kvd, BS, nkv, hd);
+    }
+    for (int k = 0; k < e->n_cp; k++) copy_prefix(e, kc, vc, e->cp_src[k], e->cp_dst[k], e->cp_len[k]);
+    m->be->paged_attention(m->bc, io->att, qd, io->qkv, qkvd, io->n, e->row_pos, e->row_tab, kc, vc, BS, nh, nkv, hd,
+                           1.0f / sqrtf((float)hd), e->att_scratch, e->ctx_max);
+}
+
+/* The decoder over R packed rows (row_tok/row_pos/row_tab set): model/forward.c's one layer loop with the paged
+ * attention above, the packed kernel for decode-sized batches (always in batch-invariant mode) and sgemm for big
+ * prefill chunks; writes K/V of every row into the cache and leaves the last-layer residual stream in e->x. */
 static void forward_rows(GenEngine *e, int R) {
     const Model *m = e->m;
     const ModelConfig *c = &m->cfg;
-    int H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-    int qd = nh * hd, kvd = e->kvd, qkvd = e->qkvd, BS = e->BS;
-    float scale = 1.0f / sqrtf((float)hd);
-    size_t layer_floats = (size_t)e->n_blocks * BS * kvd;
-    const Backend *be = m->be;
-    BackendCtx *bc = m->bc;
+    int H = c->hidden;
     BkRope rope = { e->cs, e->sn, e->row_pos, m->inv_freq };
-    be->embed(bc, e->x, e->row_tok, (BkWeight){ m->w.embed, NULL }, R, H);
-    be->rope_tables(bc, e->cs, e->sn, e->row_pos, R, m->inv_freq, hd / 2);
+    m->be->embed(m->bc, e->x, e->row_tok, (BkWeight){ m->w.embed, NULL }, R, H);
+    m->be->rope_tables(m->bc, e->cs, e->sn, e->row_pos, R, m->inv_freq, c->head_dim / 2);
+    int fast = !e->o.batch_invariant && R > GEN_PACKED_MAX_ROWS;
+    LayerMode mode = { .lin_flags = fast ? BK_FAST : 0, .res_add = 1, .glu_fused = 0, .attend = attend_paged,
+                       .ud = e };
+    LayerIO io = { .n = R, .x_in = e->x, .x_mid = e->mid, .x_out = e->x, .xn1 = e->xn, .xn2 = e->xn, .qkv = e->qkv,
+                   .att = e->att, .gu = e->gu, .hm = e->hm };
     for (int l = 0; l < c->n_layers; l++) {
-        const LayerWeights *W = &m->w.layer[l];
-        float *kc = e->kc + l * layer_floats, *vc = e->vc + l * layer_floats;
-        be->rmsnorm(bc, e->xn, NULL, e->x, W->ln1, R, H, c->rms_eps);
-        linear(e, 4 * l, e->qkv, e->xn, W->bqkv, R);
-        if (c->qk_norm) {
-            be->rmsnorm_heads(bc, e->qkv, qkvd, NULL, e->qkv, qkvd, W->qn, R, nh, hd, c->rms_eps);
-            be->rmsnorm_heads(bc, e->qkv + qd, qkvd, NULL, e->qkv + qd, qkvd, W->kn, R, nkv, hd, c->rms_eps);
-        }
-        be->rope(bc, e->qkv, qkvd, &rope, R, nh, hd, 0);
-        be->rope(bc, e->qkv + qd, qkvd, &rope, R, nkv, hd, 0);
-        for (int r = 0; r < R; r++) {
-            const float *kr = e->qkv + (long)r * qkvd + qd;
-            be->kv_store(bc, kc, vc, e->row_tab[r], e->row_pos[r], kr, kr + kvd, BS, nkv, hd);
-        }
-        for (int k = 0; k < e->n_cp; k++) copy_prefix(e, kc, vc, e->cp_src[k], e->cp_dst[k], e->cp_len[k]);
-        be->paged_attention(bc, e->att, qd, e->qkv, qkvd, R, e->row_pos, e->row_tab, kc, vc, BS, nh, nkv, hd, scale,
-                            e->att_scratch, e->ctx_max);
-        linear(e, 4 * l + 1, e->mid, e->att, NULL, R);
-        be->add(bc, e->mid, e->x, (long)R * H);
-        be->rmsnorm(bc, e->xn, NULL, e->mid, W->ln2, R, H, c->rms_eps);
-        linear(e, 4 * l + 2, e->gu, e->xn, NULL, R);
-        be->swiglu(bc, e->hm, e->gu, R, I);
-        linear(e, 4 * l + 3, e->x, e->hm, NULL, R);
-        be->add(bc, e->x, e->mid, (long)R * H);
+        BkWeight w[4];
+        for (int k = 0; k < 4; k++) w[k] = (BkWeight){ pk_source(m, 4 * l + k), e->pk[4 * l + k] };
+        model__layer_forward(m, l, &io, w, &mode, &rope);
     }
 }
 

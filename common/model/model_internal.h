@@ -56,6 +56,41 @@ typedef struct {
     int        logits_full;  /* the last forward kept all N rows of logits */
 } ModelActs;
 
+/* ---- the one decoder layer (forward.c), shared by model_forward, model_forward_cached and the rollout engine ---- */
+
+/* One layer's buffers over N rows (backend memory; "(act)" as backend.h). */
+typedef struct {
+    int    n;                             /* rows */
+    float *x_in, *x_mid, *x_out;          /* residual stream into the layer, after attention, out of it (may alias) */
+    float *rstd1, *rstd2;                 /* [N] RMSNorm 1/rms saved for backward, or NULL */
+    void  *xn1, *xn2;                     /* (act) [N, H] normed inputs (may be one buffer) */
+    float *qkv;                           /* [N, qd + 2 kvd] q | k | v after bias, q/k norm and RoPE */
+    float *qpre, *kpre, *rstdq, *rstdk;   /* Qwen3 in train mode: pre-norm q / k and their 1/rms; NULL: normed in place */
+    void  *att;                           /* (act) [N, qd] attention output */
+    float *gu;                            /* [N, 2I] gate | up */
+    void  *hm;                            /* (act) [N, I] silu(gate) * up */
+} LayerIO;
+
+/* How the caller runs the layer; everything else is the same for all of them. */
+typedef struct {
+    int    lin_flags;     /* BK_FAST or 0 (batch-invariant), for every linear of the layer */
+    int    res_add;       /* 0: each residual product accumulates onto a copy of the residual (BK_ACCUM: one chain per
+                             element starting from it); 1: product first, then y += residual (the rollout engine's
+                             order, kept so its numbers stay what they were) */
+    int    glu_fused;     /* 1: gate|up and SwiGLU in one product (linear_swiglu, the packed GLU layout) */
+    float *scratch;       /* linear pack scratch (Backend.pack_floats of the largest weight), or NULL */
+    /* writes io->att from io->qkv (q, k with RoPE applied) for layer l: packed sequences, a contiguous cache, or the
+     * paged cache (storing this step's K/V first) */
+    void (*attend)(const Model *m, int l, const LayerIO *io, void *ud);
+    void  *ud;
+} LayerMode;
+
+/* Layer l over io->n rows: RMSNorm, q|k|v (+ bias), [q/k norm], RoPE (rope: the rows' angles), attention (mode->attend),
+ * o_proj + residual, RMSNorm, gate|up, SwiGLU, down_proj + residual (transformers Qwen2/Qwen3/LlamaDecoderLayer).
+ * w[4]: q|k|v, o, gate|up, down as BkWeight (the caller's prepared copies). */
+void model__layer_forward(const Model *m, int l, const LayerIO *io, const BkWeight w[4], const LayerMode *mode,
+                          const BkRope *rope);
+
 /* Host view of one parameter-shaped slab for the load / save paths (model.c, checkpoint.c): the slab itself when the
  * backend's memory is host memory, else a host copy (downloaded first when fetch). model__host_slab_done uploads it
  * when dirty (and re-derives the backend's weight copy for MODEL_PARAMS), then frees a copy. NULL for an absent slab. */
