@@ -33,6 +33,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/threads_env.h"
+#include "dapo/layout.h"
 #include "dapo/val_metrics.h"
 #include "io/dataset.h"
 #include "model/adamw.h"
@@ -151,13 +152,9 @@ static int load_examples(const char *paths, Tokenizer *tok, const DatasetOptions
     return rc;
 }
 
-/* Epoch permutation from the seed (Fisher-Yates with Philox draws keyed by epoch and position). */
+/* Epoch permutation from the seed (core/rng.h rng_permutation: the coordinator's shuffle, another tag). */
 static void shuffle(int *perm, int n, unsigned long seed, long epoch) {
-    for (int i = 0; i < n; i++) perm[i] = i;
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)(rng_uniform((uint64_t)seed, (uint64_t)epoch, 0, (uint32_t)i) * (i + 1));
-        int t = perm[i]; perm[i] = perm[j]; perm[j] = t;
-    }
+    rng_permutation(perm, n, (uint64_t)seed, (uint64_t)epoch, 0x5f7);
 }
 
 typedef struct {
@@ -169,11 +166,13 @@ typedef struct {
  * and adds the response-token count to *ntok. scale = d loss / d logp for every response token (train only). */
 static int run_examples(Model *m, Scratch *s, const Examples *ex, const int *idx, int n, int train, double scale,
                         double *nll, long *ntok, char err[ERR_LEN]) {
-    int a = 0;
-    while (a < n) {
-        int N = 0, k = 0;
+    long *len = xmalloc((size_t)(n ? n : 1) * sizeof(long));
+    for (int k = 0; k < n; k++) len[k] = ex->v[idx[k]].n;
+    int a = 0, rc = 0;
+    while (a < n && !rc) {
+        int N = 0, k = 0, end = layout_chunk_end(len, a, n, m->max_tokens);
         s->cu[0] = 0;
-        while (a + k < n && (k == 0 || N + ex->v[idx[a + k]].n <= m->max_tokens)) {
+        while (a + k < end) {
             const Example *e = &ex->v[idx[a + k]];
             memcpy(s->tok + N, e->ids, (size_t)e->n * sizeof(int32_t));
             for (int p = 0; p < e->n; p++) {
@@ -186,14 +185,15 @@ static int run_examples(Model *m, Scratch *s, const Examples *ex, const int *idx
         }
         ModelBatch b = {.n_tokens = N, .n_seqs = k, .tokens = s->tok, .targets = s->tgt, .cu_seqlens = s->cu,
                         .temperature = 1.0f};
-        int rc = model_forward(m, &b, s->logp, NULL, err);
-        if (rc) return rc;
+        rc = model_forward(m, &b, s->logp, NULL, err);
+        if (rc) break;
         for (int p = 0; p < N; p++)
             if (s->tgt[p] >= 0) { *nll -= s->logp[p]; (*ntok)++; }
-        if (train && (rc = model_backward(m, &b, s->dlogp, NULL, err))) return rc;
+        if (train) rc = model_backward(m, &b, s->dlogp, NULL, err);
         a += k;
     }
-    return 0;
+    xfree(len);
+    return rc;
 }
 
 /* Held-out NLL per response token, and greedy accuracy on up to max_acc examples with a ground truth (-1: none). */

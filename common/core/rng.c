@@ -57,3 +57,15 @@ void rng_uniform4f(uint64_t seed, uint64_t group_id, uint32_t sample, uint32_t p
     rng_words(seed, group_id, sample, pos, w);
     for (int i = 0; i < 4; i++) u[i] = rng_u32_to_float(w[i]);
 }
+
+void rng_permutation(int *perm, long n, uint64_t seed, uint64_t stream, uint32_t tag) {
+    for (long i = 0; i < n; i++) perm[i] = (int)i;
+    for (long k = n; k > 1; k--) {
+        double u = rng_uniform(seed, stream, tag, (uint32_t)k);
+        long j = (long)(u * (double)k);
+        if (j >= k) j = k - 1;
+        int t = perm[k - 1];
+        perm[k - 1] = perm[j];
+        perm[j] = t;
+    }
+}

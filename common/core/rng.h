@@ -32,6 +32,11 @@ double rng_uniform(uint64_t seed, uint64_t group_id, uint32_t sample, uint32_t p
  * need several independent draws at one position. */
 void rng_uniform4f(uint64_t seed, uint64_t group_id, uint32_t sample, uint32_t pos, float u[4]);
 
+/* perm[0..n) = a permutation of 0..n-1 by Fisher-Yates, the swap of position k-1 (k = n .. 2) drawn as
+ * floor(rng_uniform(seed, stream, tag, k) * k): the same order for the same (seed, stream, tag), whoever asks (the
+ * coordinator's epoch order: stream = epoch, tag 0x5eed; dapo-sft's: stream = epoch, tag 0x5f7). */
+void rng_permutation(int *perm, long n, uint64_t seed, uint64_t stream, uint32_t tag);
+
 /* Word -> float in [0, 1): (x >> 8) * 2^-24 (exactly representable, never 1.0). */
 float rng_u32_to_float(uint32_t x);
 

@@ -119,16 +119,11 @@ const DatasetItem *eng__group_item(Engine *e, const Group *g) {
 /* Fisher-Yates with Philox draws keyed by (data.seed, epoch): the same order for the same seed and epoch. */
 void eng__shuffle_epoch(Coord *c) {
     Engine *e = c->engine;
-    for (size_t i = 0; i < e->train.n; i++) e->order[i] = (int)i;
-    if (!c->cfg.shuffle) return;
-    for (size_t i = e->train.n; i > 1; i--) {
-        double u = rng_uniform((uint64_t)c->cfg.data_seed, (uint64_t)e->epoch, 0x5eed, (uint32_t)i);
-        size_t j = (size_t)(u * (double)i);
-        if (j >= i) j = i - 1;
-        int t = e->order[i - 1];
-        e->order[i - 1] = e->order[j];
-        e->order[j] = t;
+    if (!c->cfg.shuffle) {
+        for (size_t i = 0; i < e->train.n; i++) e->order[i] = (int)i;
+        return;
     }
+    rng_permutation(e->order, (long)e->train.n, (uint64_t)c->cfg.data_seed, (uint64_t)e->epoch, 0x5eed);
 }
 
 /* Draws the next prompt; returns its dataset index and writes its global order position. -1 when the last

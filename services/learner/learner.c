@@ -229,24 +229,22 @@ typedef int (*ChunkFn)(Learner *L, const Dapo__TrainBatch *tb, const int *seq, i
                        char err[ERR_LEN]);
 static int for_chunks(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, const long *rs, ChunkFn fn,
                       void *ud, int *chunks, char err[ERR_LEN]) {
-    int a = 0;
-    while (a < n) {
+    long *len = xmalloc((size_t)(n ? n : 1) * sizeof(long));
+    for (int k = 0; k < n; k++) len[k] = (long)(tb->offsets[seq[k] + 1] - tb->offsets[seq[k]]);
+    int a = 0, rc = 0;
+    while (a < n && !rc) {
+        int b = layout_chunk_end(len, a, n, L->m->max_tokens);
         long tok = 0;
-        int b = a;
-        while (b < n) {
-            long len = (long)(tb->offsets[seq[b] + 1] - tb->offsets[seq[b]]);
-            if (b > a && tok + len > L->m->max_tokens) break;
-            tok += len;
-            b++;
-        }
+        for (int k = a; k < b; k++) tok += len[k];
         if (tok == 0) { a = b; continue; }          /* empty sequences only */
-        int rc = fn(L, tb, seq + a, b - a, rs, ud, err);
-        if (rc) return rc;
+        rc = fn(L, tb, seq + a, b - a, rs, ud, err);
+        if (rc) break;
         if (chunks) (*chunks)++;
-        if ((rc = keepalive(L)) < 0) return err_set(err, rc, "shard aborted: %s", err_str(rc));
+        if ((rc = keepalive(L)) < 0) rc = err_set(err, rc, "shard aborted: %s", err_str(rc));
         a = b;
     }
-    return 0;
+    xfree(len);
+    return rc;
 }
 
 static int chunk_logprobs(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, const long *rs, void *ud,

@@ -100,9 +100,33 @@ static void test_uniformity(void **state) {
     assert_true(chi < 50.4);
 }
 
+/* rng_permutation: a permutation, the same for the same key, another for another tag, and exactly Fisher-Yates with
+ * the documented draws (recomputed here by hand for n = 5). */
+static void test_permutation(void **state) {
+    (void)state;
+    int p[100], q[100], seen[100] = { 0 };
+    rng_permutation(p, 100, 7, 3, 0x5eed);
+    for (int i = 0; i < 100; i++) seen[p[i]]++;
+    for (int i = 0; i < 100; i++) assert_int_equal(seen[i], 1);
+    rng_permutation(q, 100, 7, 3, 0x5eed);
+    assert_memory_equal(p, q, sizeof p);
+    rng_permutation(q, 100, 7, 3, 0x5f7);
+    assert_true(memcmp(p, q, sizeof p) != 0);
+    int r[5] = { 0, 1, 2, 3, 4 };
+    for (int k = 5; k > 1; k--) {
+        int j = (int)(rng_uniform(11, 2, 9, (uint32_t)k) * k);
+        int t = r[k - 1]; r[k - 1] = r[j]; r[j] = t;
+    }
+    rng_permutation(q, 5, 11, 2, 9);
+    assert_memory_equal(q, r, sizeof r);
+    rng_permutation(q, 1, 11, 2, 9);
+    assert_int_equal(q[0], 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_answers),
+        cmocka_unit_test(test_permutation),
         cmocka_unit_test(test_mapping),
         cmocka_unit_test(test_conversions),
         cmocka_unit_test(test_uniformity),
