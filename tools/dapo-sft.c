@@ -322,83 +322,34 @@ static Model *open_model(const char *dir, const ModelOptions *mo, unsigned long 
     return m;
 }
 
-int main(int argc, char **argv) {
-    threads_env_ensure(argv);
-    log_init("sft", LL_INFO);
-    Config c;
-    bool print = false;
-    char err[ERR_LEN];
-    memset(&c, 0, sizeof c);
-    if (config_help_wanted(argc, argv)) { usage(argv[0], stdout); return 0; }
-    if (config_from_cli(&c, &argc, argv, &print, err)) { log_error("%s", err); config_free(&c); return 2; }
-    if (print) { config_print_yaml(&c, stdout); config_free(&c); return 0; }
-    Opts o = {.batch = 128, .lr = c.lr, .warmup = c.lr_warmup_steps > 0 ? c.lr_warmup_steps : 0,
-              .clip = c.grad_clip, .wd = c.weight_decay, .beta2 = c.adam_beta2, .eval_max = 200, .log_every = 10,
-              .min_lr_ratio = c.min_lr_ratio, .seed = (unsigned long)c.trainer_seed,
-              .schedule_cosine = !strcmp(c.warmup_style, "cosine")};
-    int rc = parse_opts(argc, argv, &o, err);
-    const char *mdir = o.model ? o.model : c.model_path;
-    struct stat msb;
-    /* the model directory gives the weights (or config.json) and, unless data.tokenizer is set, the tokenizer; a
-     * --resume with data.tokenizer set can do without it (the checkpoint holds the model) */
-    if (!rc && !mdir[0] && (!o.resume || !c.tokenizer_path[0]))
-        rc = err_set(err, ERR_INVAL, "--model DIR is required (or actor_rollout_ref.model.path=DIR): a Hugging Face "
-                     "model directory, or one with only config.json for a random start");
-    else if (!rc && mdir[0] && (stat(mdir, &msb) != 0 || !S_ISDIR(msb.st_mode)))
-        rc = err_set(err, ERR_INVAL, "--model: '%s' is not a directory", mdir);
-    const Backend *be = rc ? NULL : backend_select(c.device, err);   /* trainer.device, refused here when unusable */
-    if (!rc && !be) { log_error("%s", err); config_free(&c); return 2; }
-    if (!rc && be != &backend_cpu && o.val) {          /* evaluation generates with the engine (generate.h) */
-        log_error("trainer.device=%s: the held-out evaluation (--val) generates with the rollout engine, which runs on "
-                  "the cpu backend only so far; drop --val or use trainer.device=cpu", be->name);
-        config_free(&c);
-        return 2;
-    }
-    if (rc) { usage(argv[0], stderr); log_error("%s", err); config_free(&c); return 2; }
-    const char *tdir = c.tokenizer_path[0] ? c.tokenizer_path : mdir;
-    Tokenizer *tok = tokenizer_load(tdir, err);
-    DatasetOptions dopt;
-    Examples tr = {0}, val = {0};
-    Model *m = NULL;
-    Scratch s = {0};
-    int max_len = c.max_prompt_length + c.max_response_length;
-    if (!tok) rc = ERR_IO;
-    if (!rc) rc = dataset_options_init(&dopt, c.max_prompt_length, c.filter_overlong_prompts, c.truncation,
-                                       c.chat_template, c.on_malformed, tok, err);
-    int32_t eos = tok ? tokenizer_special(tok)->eos : -1;
-    /* the model's sizes come first: its slab holds a whole batch when it fits (up to 8192 tokens) */
-    long want = (long)o.batch * max_len;
-    if (want > 8192) want = 8192;
-    if (want < max_len) want = max_len;
-    ModelOptions mo = {.max_tokens = (int)want, .train = 1, .backend = be};
-    CheckpointState st = {0};
-    char ckdir[4200], path[4400];
-    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", o.out);
-    if (!rc) {
-        long have;
-        if (o.resume && checkpoint_find_latest(ckdir, path, sizeof path, &have, err) == 0) {
-            m = checkpoint_load(path, &mo, &st, err);
-            if (m) log_info("sft: resumed %s (step %ld, epoch %ld, cursor %ld)", path, st.step, st.data_epoch, st.data_cursor);
-        } else {
-            m = open_model(mdir, &mo, o.seed, err);
-        }
-        if (!m) rc = ERR_INVAL;
-    }
-    if (!rc && eos < 0) eos = m->cfg.n_eos ? m->cfg.eos_ids[0] : -1;
-    if (!rc && eos < 0) rc = err_set(err, ERR_INVAL, "no EOS token: neither the tokenizer config nor the model config names one");
-    if (!rc) rc = load_examples(o.data, tok, &dopt, max_len, eos, &tr, err);
-    if (!rc && o.val) rc = load_examples(o.val, tok, &dopt, max_len, eos, &val, err);
-    if (!rc && tr.n == 0) rc = err_set(err, ERR_INVAL, "%s: no usable example (%ld malformed, %ld too long)", o.data,
-                                       tr.dropped_bad, tr.dropped_long);
-    if (rc) goto out;
-    log_info("sft: %d training examples (%ld malformed, %ld longer than %d tokens dropped), %d held-out", tr.n,
-             tr.dropped_bad, tr.dropped_long, max_len, val.n);
+/* What one SFT run works on (main builds it; sft_train reads it). */
+typedef struct {
+    const Opts   *o;
+    const Config *c;
+    Model        *m;
+    Scratch      *s;
+    const Examples *tr, *val;
+    Tokenizer    *tok;
+    int           max_len;
+    const char   *ckdir;
+    CheckpointState st;       /* where a resume starts (step, epoch, cursor) */
+} SftRun;
+
+/* The training loop: batches of --batch examples in the epoch's shuffled order, mean response NLL, grad clip, AdamW
+ * with the LR schedule, a JSON log line every --log-every steps, evaluation every --eval-every steps (and at the end;
+ * --stop-acc stops early), checkpoints every --save-every steps. */
+static int sft_train(const SftRun *r, char err[ERR_LEN]) {
+    const Opts o = *r->o;
+    const Config c = *r->c;
+    Model *m = r->m;
+    Scratch s = *r->s;                /* the buffers are main's; run_examples fills them */
+    const Examples tr = *r->tr, val = *r->val;
+    Tokenizer *tok = r->tok;
+    int max_len = r->max_len, rc = 0;
+    const char *ckdir = r->ckdir;
+    CheckpointState st = r->st;
     long per_epoch = (tr.n + o.batch - 1) / o.batch;
     long total = o.steps > 0 ? o.steps : (long)(o.epochs > 0 ? o.epochs : 1) * per_epoch;
-    long T = m->max_tokens;
-    s.tok = xmalloc((size_t)T * sizeof(int32_t)); s.tgt = xmalloc((size_t)T * sizeof(int32_t));
-    s.cu = xmalloc((size_t)(T + 1) * sizeof(int32_t));
-    s.logp = xmalloc((size_t)T * sizeof(float)); s.dlogp = xmalloc((size_t)T * sizeof(float));
     AdamWConfig ac = adamw_defaults();
     ac.beta1 = (float)c.adam_beta1;
     ac.beta2 = (float)o.beta2;
@@ -470,17 +421,104 @@ int main(int argc, char **argv) {
     }
     xfree(perm);
     xfree(bidx);
-    if (!rc) rc = model_save(m, o.out, ST_F32, err);
+    return rc;
+}
+
+/* The trained model and the tokenizer files beside it in out (transformers loads the directory). */
+static int write_outputs(const char *out, const char *tdir, Model *m, char err[ERR_LEN]) {
+    int rc = model_save(m, out, ST_F32, err);
     if (!rc) {
         const char *files[] = {"tokenizer.json", "tokenizer_config.json"};
         for (int i = 0; i < 2 && !rc; i++) {
             char from[4200], to[4200];
             snprintf(from, sizeof from, "%s/%s", tdir, files[i]);
-            snprintf(to, sizeof to, "%s/%s", o.out, files[i]);
+            snprintf(to, sizeof to, "%s/%s", out, files[i]);
             struct stat sb;
             if (stat(from, &sb) == 0) rc = copy_file(from, to, err);
         }
     }
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    threads_env_ensure(argv);
+    log_init("sft", LL_INFO);
+    Config c;
+    bool print = false;
+    char err[ERR_LEN];
+    memset(&c, 0, sizeof c);
+    if (config_help_wanted(argc, argv)) { usage(argv[0], stdout); return 0; }
+    if (config_from_cli(&c, &argc, argv, &print, err)) { log_error("%s", err); config_free(&c); return 2; }
+    if (print) { config_print_yaml(&c, stdout); config_free(&c); return 0; }
+    Opts o = {.batch = 128, .lr = c.lr, .warmup = c.lr_warmup_steps > 0 ? c.lr_warmup_steps : 0,
+              .clip = c.grad_clip, .wd = c.weight_decay, .beta2 = c.adam_beta2, .eval_max = 200, .log_every = 10,
+              .min_lr_ratio = c.min_lr_ratio, .seed = (unsigned long)c.trainer_seed,
+              .schedule_cosine = !strcmp(c.warmup_style, "cosine")};
+    int rc = parse_opts(argc, argv, &o, err);
+    const char *mdir = o.model ? o.model : c.model_path;
+    struct stat msb;
+    /* the model directory gives the weights (or config.json) and, unless data.tokenizer is set, the tokenizer; a
+     * --resume with data.tokenizer set can do without it (the checkpoint holds the model) */
+    if (!rc && !mdir[0] && (!o.resume || !c.tokenizer_path[0]))
+        rc = err_set(err, ERR_INVAL, "--model DIR is required (or actor_rollout_ref.model.path=DIR): a Hugging Face "
+                     "model directory, or one with only config.json for a random start");
+    else if (!rc && mdir[0] && (stat(mdir, &msb) != 0 || !S_ISDIR(msb.st_mode)))
+        rc = err_set(err, ERR_INVAL, "--model: '%s' is not a directory", mdir);
+    const Backend *be = rc ? NULL : backend_select(c.device, err);   /* trainer.device, refused here when unusable */
+    if (!rc && !be) { log_error("%s", err); config_free(&c); return 2; }
+    if (!rc && be != &backend_cpu && o.val) {          /* evaluation generates with the engine (generate.h) */
+        log_error("trainer.device=%s: the held-out evaluation (--val) generates with the rollout engine, which runs on "
+                  "the cpu backend only so far; drop --val or use trainer.device=cpu", be->name);
+        config_free(&c);
+        return 2;
+    }
+    if (rc) { usage(argv[0], stderr); log_error("%s", err); config_free(&c); return 2; }
+    const char *tdir = c.tokenizer_path[0] ? c.tokenizer_path : mdir;
+    Tokenizer *tok = tokenizer_load(tdir, err);
+    DatasetOptions dopt;
+    Examples tr = {0}, val = {0};
+    Model *m = NULL;
+    Scratch s = {0};
+    int max_len = c.max_prompt_length + c.max_response_length;
+    if (!tok) rc = ERR_IO;
+    if (!rc) rc = dataset_options_init(&dopt, c.max_prompt_length, c.filter_overlong_prompts, c.truncation,
+                                       c.chat_template, c.on_malformed, tok, err);
+    int32_t eos = tok ? tokenizer_special(tok)->eos : -1;
+    /* the model's sizes come first: its slab holds a whole batch when it fits (up to 8192 tokens) */
+    long want = (long)o.batch * max_len;
+    if (want > 8192) want = 8192;
+    if (want < max_len) want = max_len;
+    ModelOptions mo = {.max_tokens = (int)want, .train = 1, .backend = be};
+    CheckpointState st = {0};
+    char ckdir[4200], path[4400];
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", o.out);
+    if (!rc) {
+        long have;
+        if (o.resume && checkpoint_find_latest(ckdir, path, sizeof path, &have, err) == 0) {
+            m = checkpoint_load(path, &mo, &st, err);
+            if (m) log_info("sft: resumed %s (step %ld, epoch %ld, cursor %ld)", path, st.step, st.data_epoch, st.data_cursor);
+        } else {
+            m = open_model(mdir, &mo, o.seed, err);
+        }
+        if (!m) rc = ERR_INVAL;
+    }
+    if (!rc && eos < 0) eos = m->cfg.n_eos ? m->cfg.eos_ids[0] : -1;
+    if (!rc && eos < 0) rc = err_set(err, ERR_INVAL, "no EOS token: neither the tokenizer config nor the model config names one");
+    if (!rc) rc = load_examples(o.data, tok, &dopt, max_len, eos, &tr, err);
+    if (!rc && o.val) rc = load_examples(o.val, tok, &dopt, max_len, eos, &val, err);
+    if (!rc && tr.n == 0) rc = err_set(err, ERR_INVAL, "%s: no usable example (%ld malformed, %ld too long)", o.data,
+                                       tr.dropped_bad, tr.dropped_long);
+    if (rc) goto out;
+    log_info("sft: %d training examples (%ld malformed, %ld longer than %d tokens dropped), %d held-out", tr.n,
+             tr.dropped_bad, tr.dropped_long, max_len, val.n);
+    long T = m->max_tokens;           /* the scratch of one chunk (run_examples) */
+    s.tok = xmalloc((size_t)T * sizeof(int32_t)); s.tgt = xmalloc((size_t)T * sizeof(int32_t));
+    s.cu = xmalloc((size_t)(T + 1) * sizeof(int32_t));
+    s.logp = xmalloc((size_t)T * sizeof(float)); s.dlogp = xmalloc((size_t)T * sizeof(float));
+    double t_start = clock_s();
+    rc = sft_train(&(SftRun){ .o = &o, .c = &c, .m = m, .s = &s, .tr = &tr, .val = &val, .tok = tok,
+                              .max_len = max_len, .ckdir = ckdir, .st = st }, err);
+    if (!rc) rc = write_outputs(o.out, tdir, m, err);
     if (!rc) log_info("sft: model written to %s (%.1f s)", o.out, clock_s() - t_start);
 out:
     if (rc) log_error("sft: %s", err);
