@@ -110,7 +110,7 @@ static int parse_example(const char *line, size_t len, Tokenizer *tok, const Dat
     if (!rc) tok_ids_push(&resp, eos);
     if (!rc && it.n_ids + (int)resp.n > max_len) { out->dropped_long++; rc = 1; }
     if (!rc) {
-        if (out->n == out->cap) { out->cap = out->cap ? 2 * out->cap : 256; out->v = xrealloc(out->v, (size_t)out->cap * sizeof *out->v); }
+        XGROW(out->v, out->n, out->cap, 256);
         Example *e = &out->v[out->n++];
         e->n = it.n_ids + (int)resp.n;
         e->prompt_len = it.n_ids;

@@ -42,6 +42,15 @@ void  *xcalloc(size_t n, size_t size);
 void  *xrealloc(void *p, size_t n);
 char  *xstrdup(const char *s);
 void   xfree(void *p);
+/* Growable arrays: makes room for element n of p (capacity cap, any integer types; p NULL when cap is 0), doubling
+ * cap (from min_cap) by xrealloc when it is full. Use: XGROW(v, n, cap, 64); v[n++] = x; */
+#define XGROW(p, n, cap, min_cap)                                                                              \
+    do {                                                                                                       \
+        if ((size_t)(n) >= (size_t)(cap)) {                                                                    \
+            (cap) = (cap) ? 2 * (cap) : (min_cap);                                                             \
+            (p) = xrealloc((p), (size_t)(cap) * sizeof *(p));                                                  \
+        }                                                                                                      \
+    } while (0)
 size_t xmalloc_used(void);
 
 #endif

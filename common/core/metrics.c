@@ -8,10 +8,7 @@
 void metrics_set(Metrics *ms, const char *name, double value) {
     for (int i = 0; i < ms->n; i++)
         if (strncmp(ms->m[i].name, name, METRIC_NAME_MAX - 1) == 0) { ms->m[i].value = value; return; }
-    if (ms->n == ms->cap) {
-        ms->cap = ms->cap ? 2 * ms->cap : 32;
-        ms->m = xrealloc(ms->m, (size_t)ms->cap * sizeof *ms->m);
-    }
+    XGROW(ms->m, ms->n, ms->cap, 32);
     snprintf(ms->m[ms->n].name, METRIC_NAME_MAX, "%s", name);
     ms->m[ms->n++].value = value;
 }

@@ -19,10 +19,7 @@ void val_agg_free(ValAgg *a) {
 static ValSource *source_of(ValAgg *a, const char *ds) {
     for (int i = 0; i < a->n_src; i++)
         if (!strcmp(a->src[i].data_source, ds)) return &a->src[i];
-    if (a->n_src == a->cap) {
-        a->cap = a->cap ? 2 * a->cap : 4;
-        a->src = xrealloc(a->src, (size_t)a->cap * sizeof *a->src);
-    }
+    XGROW(a->src, a->n_src, a->cap, 4);
     a->src[a->n_src] = (ValSource){ .data_source = xstrdup(ds) };
     return &a->src[a->n_src++];
 }

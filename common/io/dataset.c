@@ -186,10 +186,7 @@ int dataset_load(Dataset *ds, const char *path, Tokenizer *tok, const DatasetOpt
         it.file = file;
         if (it.index < 0) it.index = lineno - 1;
         if (it.n_ids < it.n_ids_full) ds->n_truncated++;
-        if (ds->n == ds->cap) {
-            ds->cap = ds->cap ? ds->cap * 2 : 1024;
-            ds->items = xrealloc(ds->items, ds->cap * sizeof *ds->items);
-        }
+        XGROW(ds->items, ds->n, ds->cap, 1024);
         ds->items[ds->n++] = it;
         added++;
     }

@@ -137,10 +137,7 @@ static int add_file(SafeTensors *st, const char *path, const char *only_names_fr
         for (int i = 0; i < st->n; i++)
             if (!strcmp(st->t[i].name, key)) { rc = err_set(err, ERR_DECODE, "%s: tensor '%s' appears twice", path, key); break; }
         if (rc) break;
-        if (st->n == st->cap) {
-            st->cap = st->cap ? st->cap * 2 : 64;
-            st->t = xrealloc(st->t, (size_t)st->cap * sizeof *st->t);
-        }
+        XGROW(st->t, st->n, st->cap, 64);
         t.name = xstrdup(key);
         st->t[st->n++] = t;
     }

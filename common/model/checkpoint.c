@@ -112,7 +112,7 @@ static long *list_steps(const char *root, int *n) {
     while ((e = readdir(d))) {
         long s;
         if (!parse_step_dir(e->d_name, &s) || !complete(root, e->d_name)) continue;
-        if (*n == cap) { cap = cap ? 2 * cap : 16; v = xrealloc(v, (size_t)cap * sizeof *v); }
+        XGROW(v, *n, cap, 16);
         v[(*n)++] = s;
     }
     closedir(d);

@@ -217,10 +217,7 @@ void gen_engine_free(GenEngine *e) {
 }
 
 static void push_wait(GenEngine *e, Seq *s, int front) {
-    if (e->n_wait == e->cap_wait) {
-        e->cap_wait = e->cap_wait ? 2 * e->cap_wait : 64;
-        e->wait = xrealloc(e->wait, (size_t)e->cap_wait * sizeof(Seq *));
-    }
+    XGROW(e->wait, e->n_wait, e->cap_wait, 64);
     if (front) {
         memmove(e->wait + 1, e->wait, (size_t)e->n_wait * sizeof(Seq *));
         e->wait[0] = s;
@@ -232,10 +229,7 @@ static void push_wait(GenEngine *e, Seq *s, int front) {
 }
 
 static void push_done(GenEngine *e, Seq *s) {
-    if (e->n_done == e->cap_done) {
-        e->cap_done = e->cap_done ? 2 * e->cap_done : 64;
-        e->done = xrealloc(e->done, (size_t)e->cap_done * sizeof(Seq *));
-    }
+    XGROW(e->done, e->n_done, e->cap_done, 64);
     e->done[e->n_done++] = s;
     s->state = SEQ_DONE;
 }

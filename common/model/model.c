@@ -18,10 +18,7 @@
 
 /* ------------------------------------------------------------------------------------ layout */
 static void add_tensor(Model *m, int *cap, const char *name, long r, long c, long off) {
-    if (m->n_tensors == *cap) {
-        *cap = *cap ? *cap * 2 : 64;
-        m->tensors = xrealloc(m->tensors, (size_t)*cap * sizeof *m->tensors);
-    }
+    XGROW(m->tensors, m->n_tensors, *cap, 64);
     ModelTensor *t = &m->tensors[m->n_tensors++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);

@@ -19,10 +19,7 @@ static inline bool heap_less(const HeapEnt *a, const HeapEnt *b) {
 }
 
 static void heap_push(Tokenizer *t, size_t *n, HeapEnt e) {
-    if (*n == t->heap_cap) {
-        t->heap_cap = t->heap_cap ? t->heap_cap * 2 : 256;
-        t->heap = xrealloc(t->heap, t->heap_cap * sizeof *t->heap);
-    }
+    XGROW(t->heap, *n, t->heap_cap, 256);
     size_t i = (*n)++;
     while (i > 0) {
         size_t p = (i - 1) / 2;

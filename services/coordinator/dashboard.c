@@ -424,10 +424,7 @@ static void latest_update(Coord *c) {
             prom_name(m->m[k].name, prom, sizeof prom);
             int idx = strmap_get(&g_dash.latest_index, prom);
             if (idx < 0) {
-                if (g_dash.nlatest == g_dash.cap_latest) {
-                    g_dash.cap_latest = g_dash.cap_latest ? 2 * g_dash.cap_latest : 64;
-                    g_dash.latest = xrealloc(g_dash.latest, (size_t)g_dash.cap_latest * sizeof *g_dash.latest);
-                }
+                XGROW(g_dash.latest, g_dash.nlatest, g_dash.cap_latest, 64);
                 idx = g_dash.nlatest++;
                 strmap_put(&g_dash.latest_index, prom, idx);
                 snprintf(g_dash.latest[idx].prom, sizeof g_dash.latest[idx].prom, "%s", prom);

@@ -12,10 +12,7 @@ void coord_record_step(Coord *c, long step, const Metrics *m) {
 }
 
 void coord_history_append(Coord *c, long step, const Metrics *m) {
-    if (c->nhistory == c->cap_history) {
-        c->cap_history = c->cap_history ? 2 * c->cap_history : 64;
-        c->history = xrealloc(c->history, (size_t)c->cap_history * sizeof *c->history);
-    }
+    XGROW(c->history, c->nhistory, c->cap_history, 64);
     Metrics *h = &c->history[c->nhistory++];
     memset(h, 0, sizeof *h);
     metrics_set(h, "step", (double)step);

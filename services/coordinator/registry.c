@@ -68,10 +68,7 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     }
     WorkerEntry *w = registry_find(c, m->peer, m->peer_len);
     if (!w) {
-        if (c->nworkers == c->cap_workers) {
-            c->cap_workers = c->cap_workers ? 2 * c->cap_workers : 16;
-            c->workers = xrealloc(c->workers, (size_t)c->cap_workers * sizeof *c->workers);
-        }
+        XGROW(c->workers, c->nworkers, c->cap_workers, 16);
         w = &c->workers[c->nworkers++];
         memset(w, 0, sizeof *w);
         memcpy(w->rid, m->peer, m->peer_len);

@@ -85,10 +85,7 @@ void eng__groups_reset(Engine *e) {
 
 Group *eng__group_new(Coord *c, int item, long order, int validation) {
     Engine *e = c->engine;
-    if (e->ngroups == e->capgroups) {
-        e->capgroups = e->capgroups ? 2 * e->capgroups : 256;
-        e->groups = xrealloc(e->groups, (size_t)e->capgroups * sizeof *e->groups);
-    }
+    XGROW(e->groups, e->ngroups, e->capgroups, 256);
     Group *g = &e->groups[e->ngroups++];
     memset(g, 0, sizeof *g);
     g->id = e->next_group_id++;

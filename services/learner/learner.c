@@ -426,10 +426,7 @@ int learner_submit(Learner *L, Dapo__TrainBatch *tb) {
         step_reset(L);
         L->cur_step = tb->step;
     }
-    if (L->n_pending == L->cap_pending) {
-        L->cap_pending = L->cap_pending ? 2 * L->cap_pending : 16;
-        L->pending = xrealloc(L->pending, (size_t)L->cap_pending * sizeof *L->pending);
-    }
+    XGROW(L->pending, L->n_pending, L->cap_pending, 16);
     L->pending[L->n_pending++] = tb;
     return 0;
 }

@@ -37,10 +37,7 @@ typedef struct {
 static int on_work(void *ud, NetMsg *m);
 
 static void defer(Svc *s, NetMsg *m) {
-    if (s->n_deferred == s->cap_deferred) {
-        s->cap_deferred = s->cap_deferred ? 2 * s->cap_deferred : 16;
-        s->deferred = xrealloc(s->deferred, (size_t)s->cap_deferred * sizeof *s->deferred);
-    }
+    XGROW(s->deferred, s->n_deferred, s->cap_deferred, 16);
     s->deferred[s->n_deferred++] = *m;
     m->msg = NULL;
 }

@@ -149,10 +149,7 @@ static void on_generate(Rollout *r, const Dapo__GenerateGroup *gg) {
             return;
         }
     }
-    if (r->ng == r->capg) {
-        r->capg = r->capg ? 2 * r->capg : 16;
-        r->g = xrealloc(r->g, (size_t)r->capg * sizeof(Group *));
-    }
+    XGROW(r->g, r->ng, r->capg, 16);
     r->g[r->ng++] = g;
     log_debug("group %llu attempt %u: %u x %zu-token prompt", (unsigned long long)g->group_id, g->attempt, n,
               gg->n_prompt_token_ids);
