@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "backend/backend.h"
 #include "io/safetensors.h"
 #include "tests/testutil.h"
 
@@ -133,8 +134,40 @@ static void test_cli_help(void **state) {
     assert_string_equal(out, "");
 }
 
+/* trainer.device=cuda on a machine or build without CUDA: every program that loads a model, and the coordinator,
+ * refuses at start (non-zero exit, nothing started) naming what is missing: the build flag in a CPU-only build, the
+ * device otherwise. Skipped where CUDA is usable (a GPU machine runs the CUDA path instead). */
+static void test_device_cuda_refused(void **state) {
+    (void)state;
+    char err[ERR_LEN];
+    if (backend_select("cuda", err)) skip();
+    const char *root = getenv("DAPO_ROOT");
+    if (!root || !*root) root = ".";
+    char model[4096];
+    snprintf(model, sizeof model, "%s/tests/data/model/qwen2_gqa", root);
+    const char *prog[][2] = {
+        { "dapo-logprobs", "--device cuda --model '%s' < /dev/null" },
+        { "dapo-generate", "--device cuda --model '%s' --input /dev/null" },
+        { "dapo-coordinator", "trainer.device=cuda actor_rollout_ref.model.path='%s' --print-config" },
+        { "dapo-learner", "trainer.device=cuda actor_rollout_ref.model.path='%s'" },
+        { "dapo-rollout", "trainer.device=cuda actor_rollout_ref.model.path='%s'" },
+        { "dapo-sft", "trainer.device=cuda --model '%s' --data /dev/null --out /tmp/dapo-sft-cuda-refused" },
+    };
+    for (size_t i = 0; i < sizeof prog / sizeof prog[0]; i++) {
+        char bin[4096], args[4600], cmd[9000], out[8192];
+        bin_path(bin, sizeof bin, prog[i][0]);
+        snprintf(args, sizeof args, prog[i][1], model);
+        snprintf(cmd, sizeof cmd, "timeout 30 '%s' %s 2>&1", bin, args);
+        int rc = tu_run(cmd, out, sizeof out);
+        if (rc == 0 || !strstr(out, "trainer.device=cuda") ||
+            !(strstr(out, "make CUDA=1") || strstr(out, "no CUDA device")))
+            fail_msg("%s: exit %d, output:\n%s", prog[i][0], rc, out);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = { cmocka_unit_test(test_cli_matches_fixture),
-                                        cmocka_unit_test(test_cli_exit_status), cmocka_unit_test(test_cli_help) };
+                                        cmocka_unit_test(test_cli_exit_status), cmocka_unit_test(test_cli_help),
+                                        cmocka_unit_test(test_device_cuda_refused) };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
