@@ -1,7 +1,8 @@
 /* common/model/generate.c: the rollout engine (see generate.h): paged KV cache, continuous batching with
  * chunked prefill, preemption + recompute, batched forward over packed rows, per-row sampling.
- * The layer math is model/forward.c's (same cpu_ops kernels) with attention against the cache instead of
- * within a packed sequence. Not here: the wire protocol and weight loading (services/rollout). */
+ * Every layer runs model/forward.c's one layer loop (model__layer_forward) through the model's backend table, with the
+ * paged-cache attention of attend_paged. The cache and step buffers are host memory: CPU backend only (the GPU
+ * issue brings them to device memory). Not here: the wire protocol and weight loading (services/rollout). */
 #include "model/generate.h"
 
 #include <math.h>
