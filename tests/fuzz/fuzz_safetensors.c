@@ -2,7 +2,7 @@
  * arbitrary file bytes: header length, JSON header, dtypes, shapes, offsets. A file that opens must have
  * every tensor inside the mapping with nbytes = numel x dtype size, and reading each one must not crash.
  * Not here: model-level checks (tests/unit/test_model.c). */
-// fuzz-sources: common/io/safetensors.c common/core/err.c common/core/log.c
+// fuzz-sources: common/io/safetensors.c common/core/dtype.c common/core/err.c common/core/log.c
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
