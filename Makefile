@@ -175,6 +175,8 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FLAGS_STAMP) | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $$(sed -n 's|^// fuzz-sources:||p' $<) $(PKG_LIBS) -lpthread -lm -o $@
+# ... and each target is rebuilt when one of its listed sources changes
+$(foreach f,$(FUZZ_SRC),$(eval $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(f)): $(shell sed -n 's|^// fuzz-sources:||p' $(f))))
 fuzz: $(FUZZ_BINS)
 
 # ---------------------------------------------------------------------------------------------- targets

@@ -21,14 +21,30 @@ declare -A allow=(
 )
 bad=0
 report() { echo "layering: $1"; bad=1; }
+folders=" ${!allow[*]} "
+# every include line: quotes or angle brackets, any spacing; the header path normalised (a/b/../c -> a/c) so that
+# ".." cannot hide an upward include; angle-bracket includes count when they name a project folder
 while IFS=: read -r file line text; do
-  inc=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$text")
-  top=${inc%%/*}
+  inc=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^>"]+)[>"].*/\1/' <<<"$text")
+  angle=0; [[ "$text" =~ include[[:space:]]*\< ]] && angle=1
+  if [[ "$inc" == */* ]]; then
+    dir=$(dirname "$file")
+    # relative to the including file's folder when it exists there, else to the include roots (. and common/)
+    if [[ "$inc" == ../* || "$inc" == ./* ]]; then norm=$(realpath -m --relative-to=. "$dir/$inc")
+    else norm=$(realpath -m "/$inc"); norm=${norm#/}; fi
+    norm=${norm#common/}
+  else
+    norm=$inc
+  fi
+  top=${norm%%/*}
+  if [ "$angle" = 1 ] && [[ "$folders" != *" $top "* ]] && [ "$top" != services ] && [ "$top" != tests ]; then
+    continue                                             # a system or library header
+  fi
   case "$file" in
     common/*)
       folder=$(cut -d/ -f2 <<<"$file")
-      [ "$inc" = "$top" ] && continue                      # same-folder header without a path (generated protobuf)
-      [ "$inc" = "dapo.pb-c.h" ] && continue
+      [ "$norm" = "$top" ] && [ "$angle" = 0 ] && continue   # same-folder header without a path (generated protobuf)
+      [ "$norm" = "dapo.pb-c.h" ] && continue
       [ -z "${allow[$folder]+x}" ] && { report "$file:$line: folder common/$folder has no rule in tests/check_layers.sh"; continue; }
       [ "$top" = tests ] && { report "$file:$line: product code includes a test header ($inc)"; continue; }
       [[ " ${allow[$folder]} " == *" $top "* ]] ||
@@ -39,14 +55,20 @@ while IFS=: read -r file line text; do
       if [[ "$inc" != */* ]]; then
         [ -f "services/$svc/$inc" ] || [ "$inc" = "dapo.pb-c.h" ] || [[ "$inc" == static_* ]] ||
           report "$file:$line: $inc is not a header of services/$svc"
+      elif [[ "$norm" == services/$svc/* ]]; then
+        :                                                    # its own header, named by path
       elif [ "$top" = services ] || [ "$top" = tests ] || [ -z "${allow[$top]+x}" ]; then
         report "$file:$line: a service includes common/ and its own headers only, not $inc"
       fi
       ;;
     tools/*)
-      [ "$top" = tests ] || [ "$top" = services ] && report "$file:$line: a tool includes common/ only, not $inc"
+      { [ "$top" = tests ] || [ "$top" = services ]; } && report "$file:$line: a tool includes common/ only, not $inc"
       ;;
   esac
-done < <(grep -rn --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' common services tools)
+done < <(grep -rnE --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]' common services tools)
+# an include of a macro (#include NAME) cannot be checked: refuse it
+while IFS=: read -r file line text; do
+  report "$file:$line: #include of a macro is not allowed (the layering check cannot see through it)"
+done < <(grep -rnE --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' '^[[:space:]]*#[[:space:]]*include[[:space:]]+[A-Za-z_]' common services tools)
 [ "$bad" -eq 0 ] && echo "layering: every include in common/, services/ and tools/ follows the rules"
 exit "$bad"
