@@ -49,7 +49,7 @@ static void usage(FILE *f) {
             "         [--temperature T] [--top-p P] [--top-k K] [--greedy] [--max-tokens N] [--seed S]\n"
             "         [--max-prompt-length N] [--chat-template NAME] [--max-num-seqs N] [--kv-cache-tokens N]\n"
             "         [--batch-tokens N] [--batch-invariant] [--no-prefix-caching] [--threads N] [--verify]\n"
-            "         [--device cpu|cuda]   (cuda needs a CUDA build, make CUDA=1, and a visible GPU)\n");
+            "         [--device cpu|cuda]   (cuda: a build with the CUDA backend and a visible GPU)\n");
 }
 
 static int parse_num(const char *flag, const char *s, double lo, double hi, double *out) {

@@ -7,7 +7,7 @@
 #endif
 
 const Backend *backend_select(const char *device, char err[ERR_LEN]) {
-    if (!device || !*device || !strcmp(device, "cpu")) return &backend_cpu;
+    if (!device || !strcmp(device, "cpu")) return &backend_cpu;
     if (strcmp(device, "cuda") != 0) {
         err_set(err, ERR_INVAL, "trainer.device: \"%s\" is neither cpu nor cuda", device);
         return NULL;

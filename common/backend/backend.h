@@ -156,7 +156,8 @@ extern const Backend backend_cpu;
 extern const Backend backend_cuda;
 #endif
 
-/* The backend for trainer.device ("cpu" or "cuda"). "cuda" needs a CUDA build (make CUDA=1) and a visible device;
+/* The backend for trainer.device ("cpu" or "cuda"; NULL means cpu, "" and anything else are refused). "cuda" needs
+ * a build with the CUDA backend (the default when nvcc is found; make CUDA=1 requires it) and a visible device;
  * otherwise NULL with err naming what is missing. Never NULL for "cpu". */
 const Backend *backend_select(const char *device, char err[ERR_LEN]);
 

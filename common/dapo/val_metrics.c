@@ -49,6 +49,7 @@ void val_agg_metrics(const ValAgg *a, Metrics *m) {
         double p = (double)s->prompts;
         snprintf(name, sizeof name, "val-core/%s/acc/mean@%d", s->data_source, a->n);
         metrics_set(m, name, s->mean_sum / p);
+        if (a->n < 2) continue;       /* verl: best@n and maj@n only for n > 1 */
         snprintf(name, sizeof name, "val-core/%s/acc/best@%d/mean", s->data_source, a->n);
         metrics_set(m, name, s->best_sum / p);
         snprintf(name, sizeof name, "val-core/%s/acc/maj@%d/mean", s->data_source, a->n);

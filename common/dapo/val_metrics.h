@@ -1,7 +1,9 @@
 /* common/dapo/val_metrics.h: validation metrics per data source, verl's way (ray_trainer._validate ->
  * process_validation_metrics): for each prompt's n responses, mean@n (mean accuracy), best@n (any correct) and maj@n
  * (the accuracy of the majority-voted prediction; ties: the earliest), averaged over the data source's prompts and
- * named val-core/<data_source>/acc/mean@n, .../best@n/mean, .../maj@n/mean. One aggregation for the coordinator's
+ * named val-core/<data_source>/acc/mean@n, .../best@n/mean, .../maj@n/mean (the last two only for n > 1, as verl).
+ * best and maj are exact over the n responses (verl estimates them by bootstrap resampling; equal in expectation
+ * for best@n over all n, not bit for bit). One aggregation for the coordinator's
  * validation runs, `dapo-generate --verify` and `dapo-sft`'s held-out accuracy.
  * Not here: scoring a response (reward/reward.h), the metrics table (core/metrics.h). */
 #ifndef DAPO_VAL_METRICS_H
@@ -26,7 +28,7 @@ void val_agg_free(ValAgg *a);   /* NULL-safe */
 /* One prompt of data_source: acc[k] (1 correct, 0 not) of its k >= 1 responses and their predictions pred[k] (the
  * extracted answers, voted on for maj@n; NULL when there are none: maj@n then takes the first response's acc). */
 void val_agg_add(ValAgg *a, const char *data_source, const float *acc, const char *const *pred, int k);
-/* Writes the three metrics of every data source into m (source by source, in first-seen order). */
+/* Writes the metrics of every data source into m (source by source, in first-seen order). */
 void val_agg_metrics(const ValAgg *a, Metrics *m);
 /* mean@n over all prompts of all sources (sum of the sources' sums / prompts); 0 when empty. */
 double val_agg_overall_mean(const ValAgg *a);

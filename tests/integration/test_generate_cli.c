@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <sys/stat.h>
 
+#include "core/fsutil.h"
 #include "model/model.h"
 #include "tests/testutil.h"
 #include "tokenizer/tokenizer.h"
@@ -28,7 +29,7 @@ static int setup(void **state) {
     (void)state;
     char err[ERR_LEN];
     snprintf(g_dir, sizeof g_dir, "%s/test-logs/generate-cli", tu_build());
-    mkdir(g_dir, 0755);
+    if (fs_mkdir_p(g_dir, err)) { fprintf(stderr, "%s\n", err); return -1; }   /* run alone, test-logs may not exist */
     snprintf(g_model, sizeof g_model, "%s/model", g_dir);
     ModelOptions o = { .max_tokens = 8 };
     Model *m = model_create(CONFIG, &o, err);

@@ -314,7 +314,8 @@ static void test_backend_select(void **state) {
     (void)state;
     char err[ERR_LEN] = "";
     assert_ptr_equal(backend_select("cpu", err), &backend_cpu);
-    assert_ptr_equal(backend_select("", err), &backend_cpu);
+    assert_ptr_equal(backend_select(NULL, err), &backend_cpu);
+    assert_null(backend_select("", err));
     assert_null(backend_select("tpu", err));
     assert_non_null(strstr(err, "neither cpu nor cuda"));
     const Backend *cu = backend_select("cuda", err);

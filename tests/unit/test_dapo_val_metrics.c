@@ -57,8 +57,9 @@ static void test_greedy_without_predictions(void **state) {
     assert_true(val_agg_overall_mean(&a) == 3.0 / 5);
     Metrics m = { 0 };
     val_agg_metrics(&a, &m);
-    assert_string_equal(m.m[2].name, "val-core//acc/maj@1/mean");
-    assert_true(m.m[2].value == 3.0 / 5);
+    assert_int_equal(m.n, 1);                          /* n = 1: mean@1 only (verl) */
+    assert_string_equal(m.m[0].name, "val-core//acc/mean@1");
+    assert_true(m.m[0].value == 3.0 / 5);
     metrics_free(&m);
     val_agg_free(&a);
 }
