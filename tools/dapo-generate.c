@@ -74,7 +74,14 @@ static int parse_args(int argc, char **argv, Args *a) {
         if (!strcmp(f, "--no-prefix-caching")) { a->no_share = 1; continue; }
         if (!strcmp(f, "--verify")) { a->verify = 1; continue; }
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) { usage(stdout); exit(0); }
-        if (!v) { fprintf(stderr, "dapo-generate: %s needs a value\n", f); return -1; }
+        static const char *const valued[] = { "--model", "--tokenizer", "--input", "--output", "--chat-template",
+                                              "--device", "--n", "--temperature", "--top-p", "--top-k", "--max-tokens",
+                                              "--max-prompt-length", "--max-num-seqs", "--kv-cache-tokens",
+                                              "--batch-tokens", "--threads", "--seed" };
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
+        if (!known) { fprintf(stderr, "dapo-generate: unknown argument '%s'\n", f); return -1; }
+        if (!v || !strncmp(v, "--", 2)) { fprintf(stderr, "dapo-generate: %s needs a value\n", f); return -1; }
         i++;
         if (!strcmp(f, "--model")) a->model = v;
         else if (!strcmp(f, "--tokenizer")) a->tokenizer = v;
