@@ -71,28 +71,12 @@ size_t sample_scratch_bytes(int V) {
 #pragma GCC optimize("no-trapping-math")
 #endif
 
-/* exp(x) for x <= 0 in fp32 (Cephes expf: Cody-Waite reduction, degree-6 polynomial, about 1 ulp), written
- * so the compiler vectorises it; exactly 1 at x = 0 and exactly 0 below -87 (and for -inf), so masked tokens
- * keep weight 0. glibc's expf does not vectorise and dominated the cost of a row. */
-static inline float exp_nonpos(float x) {
-    const float xc = x < -87.0f ? -87.0f : x;
-    const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;   /* round to nearest */
-    const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-    float q = 1.9875691500e-4f;
-    q = q * r + 1.3981999507e-3f;
-    q = q * r + 8.3334519073e-3f;
-    q = q * r + 4.1665795894e-2f;
-    q = q * r + 1.6666665459e-1f;
-    q = q * r + 5.0000001201e-1f;
-    q = q * r * r + r + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) * (1 << 23);
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return x < -87.0f ? 0.0f : q * scale;
-}
+/* exp(x) for x <= 0: core/fexp.h's fexp_nonpos (the rounding that vectorises; exactly 0 below -87, so masked tokens
+ * keep weight 0). glibc's expf does not vectorise and dominated the cost of a row. */
+#include "core/fexp.h"
 
 /* Weight of one scaled logit x = logits[i] / t: exp(x - m). Scalar and vector uses give the same bits. */
-static inline float weight(float x, float m) { return exp_nonpos(x - m); }
+static inline float weight(float x, float m) { return fexp_nonpos(x - m); }
 
 /* Pass 1 over the raw row: its max, and whether anything is NaN or +inf. Vectorised. */
 static int check_row_max(const float *logits, int V, float *lmax, char err[ERR_LEN]) {

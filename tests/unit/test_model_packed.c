@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "backend/cpu/cpu_decode.h"
-#include "backend/cpu/cpu_fexp.h"
+#include "core/fexp.h"
 #include "core/err.h"
 #include "model/model.h"
 

@@ -22,7 +22,7 @@
  * microseconds (more on a loaded machine) and decode steps are many small kernels. */
 #define PAR_MIN_MACS 4000000L
 
-#include "backend/cpu/cpu_fexp.h"
+#include "core/fexp.h"
 
 void cpu_kv_store(float *kc, float *vc, const int32_t *table, int p, const float *k, const float *v, int BS, int nkv,
                   int hd) {
@@ -328,7 +328,7 @@ void cpu_pack_weights_glu(float *dst, const float *w, int I, int K) { pack_any(d
 #define PK_MC 128
 
 #if HAVE_X86
-/* fexp (cpu_fexp.h) on 16 lanes with the same operations in the same order (multiplies and adds kept separate, as
+/* fexp (core/fexp.h) on 16 lanes with the same operations in the same order (multiplies and adds kept separate, as
  * this file compiles without FP contraction), so it is bitwise the scalar fexp. */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512 fexp16(__m512 x) {
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));

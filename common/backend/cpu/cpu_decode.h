@@ -37,7 +37,7 @@ void cpu_linear_packed_ex(float *y, long ldy, const float *x, const float *wp, c
  * up_proj rows, as model.h stores wgu) packed by cpu_pack_weights_glu (panel p = gate rows 16p..16p+15 beside the
  * matching up rows 16p..16p+15 of up_proj; cpu_pack_floats_glu(I, K) floats). Writes gu[M, 2I] = x @ w^T (gate | up, each element the same
  * fixed-order FMA chain as cpu_linear_packed) and h[M, I] = silu(gate) * up = g / (1 + exp(-g)) * u (cpu_swiglu's
- * formula, exp as cpu_fexp.h) from each block while it is still in cache: no separate pass over gu.
+ * formula, exp as core/fexp.h) from each block while it is still in cache: no separate pass over gu.
  * Batch-invariant like cpu_linear_packed. Source: transformers Qwen2MLP (down_proj(act_fn(gate_proj(x)) * up_proj(x))). */
 long cpu_pack_floats_glu(int I, int K);
 void cpu_pack_weights_glu(float *dst, const float *w, int I, int K);

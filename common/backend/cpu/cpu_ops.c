@@ -21,7 +21,7 @@
 
 const char *cpu_blas_corename(void) { return openblas_get_corename(); }
 
-#include "backend/cpu/cpu_fexp.h"
+#include "core/fexp.h"
 
 /* Reductions written as 16 independent lanes so they vectorise without -ffast-math; partial sums are
  * kept in double (the gradient fixtures need better than serial fp32 accumulation). */
