@@ -155,6 +155,12 @@ TESTSUP_LIB := $(BUILD)/lib/libdapo_testsup.a
 $(TESTSUP_LIB): $(call obj,$(TESTSUP_SRC))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+# test-only programs (tests/support/bin/*.c: the dashboard tests' demo coordinator)
+TESTPROG_SRC := $(sort $(wildcard tests/support/bin/*.c))
+TESTPROG_BINS := $(patsubst tests/support/bin/%.c,$(BUILD)/tests/%,$(TESTPROG_SRC))
+$(BUILD)/tests/%: $(BUILD)/obj/tests/support/bin/%.o $(TESTSUP_LIB) $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< $(TESTSUP_LIB) $(LINK_LIBS) -o $@
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TESTSUP_LIB) $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $< $(TESTSUP_LIB) $(LINK_LIBS) -lcmocka -o $@
@@ -190,7 +196,7 @@ test: deps
 	@$(MAKE) --no-print-directory test-build
 	@BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh
 
-test-build: all $(TEST_BINS) $(FUZZ_BINS)
+test-build: all $(TEST_BINS) $(TESTPROG_BINS) $(FUZZ_BINS)
 
 # check-long: everything in make test with 10-minute fuzzing, plus tests/integration/longtest_* (headless
 # Chromium: installed here only, it is too heavy for make test).

@@ -132,7 +132,6 @@ static const CfgEntry cfg_table[] = {
     { "cluster.weights",                     CFG_STR,   0, 0,       "tcp://127.0.0.1:5556", O(weights), NULL, EP_ZMQ },
     { "cluster.run_id",                      CFG_STR,   0, 0,       "",        O(run_id), NULL, 0 },
     { "cluster.token_file",                  CFG_STR,   0, 0,       "",        O(token_file), NULL, 0 },
-    { "cluster.dashboard_demo_steps",        CFG_INT,   0, 100000,  "0",       O(dashboard_demo_steps), NULL, 0 },
     { "cluster.heartbeat_ms",                CFG_INT,   10, 600000, "1000",    O(heartbeat_ms), NULL, 0 },
     { "cluster.lease_timeout_s",             CFG_FLOAT, 0, 86400,   "10",      O(lease_timeout_s), NULL, MIN_EXCL },
     { "cluster.max_lease_s",                 CFG_FLOAT, 0, 1e7,     "3600",    O(max_lease_s), NULL, 0 },

@@ -118,7 +118,6 @@ typedef struct Config {
     char   *weights;                  /* where rollouts fetch weights from */
     char   *run_id;
     char   *token_file;               /* bearer token for control endpoints */
-    int     dashboard_demo_steps;     /* test hook: N synthetic dashboard steps, one per 200 ms (0: off) */
     int     heartbeat_ms;
     double  lease_timeout_s;
     double  max_lease_s;              /* a generation lease older than this is reclaimed even while its worker

@@ -231,9 +231,16 @@ int  coord_checkpoint_now(Coord *c, char err[ERR_LEN]);       /* ckpt_request */
 void coord_stop(Coord *c);
 void coord_exit(Coord *c);                                    /* tells the workers, closes the dashboard, ends the loop */
 
-/* dashboard.c: the HTTP routes (the handler given to http_listen; coord is the Coord) and, from dashboard_init
- * (called once after http_listen), the cluster.dashboard_demo_steps test hook's timer. 0 or ERR_IO. */
+/* dashboard.c: the HTTP routes (the handler given to http_listen; coord is the Coord). */
 void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp);
-int  dashboard_init(Coord *c, char err[ERR_LEN]);
+
+/* run.c: the whole dapo-coordinator (config, sockets, loop, shutdown); its exit status. hooks may be NULL: a program
+ * that embeds the coordinator (the dashboard tests' demo, tests/support/dashboard_demo.h) adds work after the
+ * dashboard listens, before the engine starts (after_listen: 0, or non-zero with err set to stop). */
+typedef struct {
+    int  (*after_listen)(Coord *c, void *ud, char err[ERR_LEN]);
+    void  *ud;
+} CoordHooks;
+int coord_run(int argc, char **argv, const CoordHooks *hooks);
 
 #endif

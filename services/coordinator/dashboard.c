@@ -13,8 +13,7 @@
  *                                 (dapo_<sanitized name>), coordinator gauges and per-worker gauges
  *   POST /api/control/{pause,resume,checkpoint,stop}  with `Authorization: Bearer <token>` (cluster.token_file):
  *                                 403 when no token is configured, 401 without / with a wrong token
- * and the test hook cluster.dashboard_demo_steps (N > 0: N synthetic steps of metrics and samples, one every
- * DASH_DEMO_MS, each with `demo/synthetic: 1`; used only by the dashboard tests, never by a real run).
+ * (The dashboard tests' synthetic steps are test code: tests/support/dashboard_demo.c through coord_run's hooks.)
  * Every string that reaches JSON goes through jansson after invalid UTF-8 is replaced by U+FFFD.
  * Not here: the HTTP server (http.c), what the metrics mean (their producers), the page's logic (static/). */
 #include <errno.h>
@@ -33,7 +32,6 @@
 #include "coord.h"
 #include "reward/math_dapo.h"
 
-#define DASH_DEMO_MS         200
 #define DASH_METRICS_LIMIT   1000          /* history entries per /api/metrics answer */
 #define DASH_TEXT_MAX        (64 << 10)    /* bytes of each sample text put in JSON */
 #define DASH_CHARTJS_DEFAULT "/usr/share/javascript/chart.js/chart.min.js"
@@ -57,8 +55,6 @@ typedef struct {
  * the (append-only) history on each /metrics request, so a scrape costs the new entries, not the whole run;
  * it lives as long as the process (reachable, so not a leak). */
 static struct {
-    uv_timer_t    demo;
-    int           demo_total, demo_done;
     LatestMetric *latest;
     int           nlatest, cap_latest, latest_upto;   /* history entries [0, latest_upto) are in it */
     StrMap        latest_index;                        /* prom name -> index into latest */
@@ -204,7 +200,6 @@ static json_t *status_json(Coord *c) {
     json_object_set_new(j, "history", json_integer(c->nhistory));
     json_object_set_new(j, "control", json_boolean(c->token != NULL));
     engine_status_fill(c, j);             /* phase and group accounting (steps.c) */
-    if (g_dash.demo_total) json_object_set_new(j, "demo_steps", json_integer(g_dash.demo_total));
     return j;
 }
 
@@ -601,90 +596,4 @@ void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
     else if (!strcmp(p, "/api/config")) http_reply(resp, 200, "text/plain; charset=utf-8", c->config_yaml ? c->config_yaml : "");
     else if (!strcmp(p, "/metrics")) route_prometheus(c, resp);
     else route_chartjs(resp);
-}
-
-/* ------------------------------------------------------------------------------------------ demo steps */
-
-/* Synthetic step k of the test hook: smooth curves with verl's metric names, a validation score every 5 steps,
- * `demo/nan` = NaN at step 2 only (null in JSON, NaN in /metrics), a metric whose name needs escaping everywhere
- * (`demo/odd "name"\ é` + byte 0xFF, value 7), and one sample whose response holds an invalid
- * UTF-8 byte and HTML. train/num_gen_batches = 1 + k % 3 and demo/synthetic = 1 (the tests check them). */
-static void demo_step(Coord *c, int k) {
-    Metrics m = {0};
-    double x = k;
-    double score = -1 + 1.6 * (1 - exp(-x / 8)) + 0.05 * sin(x);
-    metrics_set(&m, "demo/synthetic", 1);
-    metrics_set(&m, "critic/score/mean", score);
-    metrics_set(&m, "critic/score/max", 1);
-    metrics_set(&m, "critic/score/min", -1);
-    metrics_set(&m, "critic/rewards/mean", score);
-    metrics_set(&m, "critic/advantages/mean", 0);
-    metrics_set(&m, "critic/advantages/max", 1.7 + 0.1 * sin(x));
-    metrics_set(&m, "actor/entropy", 0.2 + 0.9 * exp(-x / 30));
-    metrics_set(&m, "actor/pg_loss", 0.01 * sin(x / 2));
-    metrics_set(&m, "actor/pg_clipfrac", 0.002 + 0.001 * sin(x / 3));
-    metrics_set(&m, "actor/pg_clipfrac_lower", 0.0004 + 0.0002 * cos(x / 3));
-    metrics_set(&m, "actor/ppo_kl", 1e-4 * x);
-    metrics_set(&m, "actor/grad_norm", 0.3 + 0.1 * cos(x));
-    metrics_set(&m, "actor/lr", 1e-6);
-    metrics_set(&m, "response_length/mean", 800 + 20 * x);
-    metrics_set(&m, "response_length/max", fmin(20480, 4000 + 300 * x));
-    metrics_set(&m, "response_length/min", 30 + x);
-    metrics_set(&m, "response_length/clip_ratio", 0.01 * (k % 7));
-    metrics_set(&m, "prompt_length/mean", 120);
-    metrics_set(&m, "train/num_gen_batches", 1 + k % 3);
-    metrics_set(&m, "batch/filtered_ratio", 0.3 + 0.1 * sin(x));
-    metrics_set(&m, "batch/solve_none", 0.2 - 0.1 * (1 - exp(-x / 10)));
-    metrics_set(&m, "batch/solve_all", 0.1 + 0.2 * (1 - exp(-x / 10)));
-    metrics_set(&m, "batch/wasted_tokens", 1e5 * (1 + sin(x)));
-    metrics_set(&m, "perf/throughput", 1500 + 50 * sin(x));
-    metrics_set(&m, "perf/total_num_tokens", 5e5 + 1e4 * x);
-    metrics_set(&m, "timing_s/gen", 40 + 2 * sin(x));
-    metrics_set(&m, "timing_s/reward", 3 + 0.2 * cos(x));
-    metrics_set(&m, "timing_s/old_log_prob", 6);
-    metrics_set(&m, "timing_s/update_actor", 20 + cos(x));
-    metrics_set(&m, "timing_s/step", 69 + 2 * sin(x) + 0.2 * cos(x) + cos(x));
-    if (k % 5 == 0) metrics_set(&m, "val-core/math_dapo/acc/mean@4", 0.1 + 0.3 * (1 - exp(-x / 20)));
-    if (k == 2) metrics_set(&m, "demo/nan", NAN);
-    metrics_set(&m, "demo/odd \"name\"\\ \xc3\xa9\xff", 7);      /* quotes, backslash, UTF-8, an invalid byte */
-    c->step = k;
-    coord_record_step(c, k, &m);
-    metrics_free(&m);
-
-    char prompt[160], response[256], truth[32], pred[32];
-    snprintf(prompt, sizeof prompt, "Demo prompt %d: what is %d + %d? Answer in <b>bold</b> & \"quotes\".", k, k, k);
-    snprintf(truth, sizeof truth, "%d", 2 * k);
-    snprintf(pred, sizeof pred, "%d", k % 3 ? 2 * k : 2 * k + 1);
-    snprintf(response, sizeof response, "Synthetic response for step %d. Invalid byte: \xff here. "
-             "<script>document.title='pwned'</script>\nAnswer: \\boxed{%s}", k, pred);
-    SampleView s = {.step = k, .data_source = "math_dapo", .prompt = prompt, .response = response,
-                    .ground_truth = truth, .pred = pred, .acc = k % 3 != 0, .response_tokens = 40 + k};
-    s.score = s.acc ? 1.0f : -1.0f;
-    memcpy(s.finish_reason, "stop", 5);
-    coord_record_sample(c, &s);
-    snprintf(c->status_line, sizeof c->status_line, "demo: synthetic step %d of %d (cluster.dashboard_demo_steps)",
-             k, g_dash.demo_total);
-}
-
-static void on_demo_timer(uv_timer_t *t) {
-    Coord *c = t->data;
-    demo_step(c, ++g_dash.demo_done);
-    if (g_dash.demo_done >= g_dash.demo_total) {
-        uv_timer_stop(t);
-        snprintf(c->status_line, sizeof c->status_line, "demo: all %d synthetic steps recorded", g_dash.demo_total);
-    }
-}
-
-int dashboard_init(Coord *c, char err[ERR_LEN]) {
-    g_dash.demo_total = c->cfg.dashboard_demo_steps;
-    g_dash.demo_done = 0;
-    if (g_dash.demo_total <= 0) return 0;
-    log_warn("cluster.dashboard_demo_steps=%d: recording synthetic metrics (a test hook, not a training run)",
-             g_dash.demo_total);
-    snprintf(c->status_line, sizeof c->status_line, "demo: waiting for the first synthetic step");
-    int rc = uv_timer_init(c->loop, &g_dash.demo);
-    g_dash.demo.data = c;
-    if (!rc) rc = uv_timer_start(&g_dash.demo, on_demo_timer, DASH_DEMO_MS, DASH_DEMO_MS);
-    if (rc) return err_set(err, ERR_IO, "dashboard demo timer: %s", uv_strerror(rc));
-    return 0;
 }

@@ -1,7 +1,8 @@
-/* tests/integration/longtest_dashboard_browser.c: the dashboard page in a real browser. A dapo-coordinator records
- * DEMO_STEPS synthetic steps (cluster.dashboard_demo_steps, one per 200 ms) while headless Chromium (Debian's
- * chromium package) shows the page, driven through the DevTools protocol over --remote-debugging-pipe (fd 3: our
- * commands, fd 4: its answers; JSON messages ended by NUL; no websocket, no Python). Checked, on the live page:
+/* tests/integration/longtest_dashboard_browser.c: the dashboard page in a real browser. A coordinator records
+ * DEMO_STEPS synthetic steps (tests/support/bin/dapo-coordinator-demo --demo-steps, one per 200 ms) while headless
+ * Chromium (Debian's chromium package) shows the page, driven through the DevTools protocol over
+ * --remote-debugging-pipe (fd 3: our commands, fd 4: its answers; JSON messages ended by NUL; no websocket, no
+ * Python). Checked, on the live page:
  * Chart.js loaded, one canvas per chart, the plots hold points and their count grows when a step completes
  * (#steps-seen, #points-plotted and the Chart.js datasets themselves), pixels were drawn, the final point count
  * equals the finite values in /api/metrics exactly, every metric got a chart, the worker-free table and the
@@ -189,12 +190,13 @@ static int setup(void **state) {
     g.hport = tu_free_port();
     snprintf(bind, sizeof bind, "cluster.bind=tcp://127.0.0.1:%d", tu_free_port());
     snprintf(http, sizeof http, "cluster.http=127.0.0.1:%d", g.hport);
-    snprintf(demo, sizeof demo, "cluster.dashboard_demo_steps=%d", DEMO_STEPS);
+    snprintf(demo, sizeof demo, "%d", DEMO_STEPS);
     snprintf(tokarg, sizeof tokarg, "cluster.token_file=%s", tokfile);
     snprintf(log, sizeof log, "%s/coordinator.log", g.logdir);
     char dir[260];
     snprintf(dir, sizeof dir, "trainer.default_local_dir=%s/ckpt", g.logdir);
-    char *cargv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), bind, http, demo, tokarg, dir, NULL};
+    snprintf(bin, sizeof bin, "%s/tests/dapo-coordinator-demo", tu_build());
+    char *cargv[] = {bin, "--demo-steps", demo, bind, http, tokarg, dir, NULL};
     g.coord = tu_spawn(cargv, log);
     if (g.coord <= 0) return -1;
 
@@ -379,8 +381,8 @@ static void test_page_renders_and_updates(void **state) {
     snprintf(http, sizeof http, "cluster.http=127.0.0.1:%d", bport);
     snprintf(dir, sizeof dir, "trainer.default_local_dir=%s/ckpt-bare", g.logdir);
     snprintf(log, sizeof log, "%s/coordinator-bare.log", g.logdir);
-    char *bargv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), bind, http, dir,
-                     "cluster.dashboard_demo_steps=3", NULL};
+    snprintf(bin, sizeof bin, "%s/tests/dapo-coordinator-demo", tu_build());
+    char *bargv[] = {bin, bind, http, dir, "--demo-steps", "3", NULL};
     setenv("DAPO_CHARTJS", "/nonexistent/chart.min.js", 1);
     g.bare = tu_spawn(bargv, log);
     unsetenv("DAPO_CHARTJS");

@@ -1,6 +1,6 @@
 /* tests/integration/test_dashboard.c: the coordinator's HTTP dashboard, against real dapo-coordinator processes on
  * ephemeral ports. Coordinator A has a bearer token and records 10 synthetic steps (the test hook
- * cluster.dashboard_demo_steps, one step per 200 ms); coordinator B has no token and a Chart.js path that does not
+ * tests/support/bin/dapo-coordinator-demo --demo-steps, one step per 200 ms); coordinator B has no token and a Chart.js path that does not
  * exist (DAPO_CHARTJS). Checked: every route's status, content type and content (the embedded page and assets
  * byte for byte against services/coordinator/static/, Chart.js against Debian's file), /api/metrics paging and
  * the exact synthetic values, /api/samples newest first with invalid UTF-8 replaced by U+FFFD (jansson refuses
@@ -123,14 +123,19 @@ static char *slurp(const char *path, size_t *n) {
 
 /* ------------------------------------------------------------------------------------------ setup */
 
-static pid_t start_coord(int zport, int hport, const char *name, const char *extra1, const char *extra2) {
-    char bin[256], log[256], bind[96], http[96], dir[256];
+/* dapo-coordinator, or with demo_steps > 0 the same coordinator with the synthetic steps of tests/support/dashboard_demo.h
+ * ($DAPO_BUILD/tests/dapo-coordinator-demo --demo-steps N). */
+static pid_t start_coord(int zport, int hport, const char *name, const char *extra1, int demo_steps) {
+    char bin[256], log[256], bind[96], http[96], dir[256], steps[16];
     snprintf(dir, sizeof dir, "trainer.default_local_dir=%s/%s-ckpt", g.logdir, name);   /* never the repo's cwd */
     snprintf(bind, sizeof bind, "cluster.bind=tcp://127.0.0.1:%d", zport);
     snprintf(http, sizeof http, "cluster.http=127.0.0.1:%d", hport);
     snprintf(log, sizeof log, "%s/%s.log", g.logdir, name);
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), bind, http, "cluster.lease_timeout_s=60", dir,
-                    (char *)extra1, (char *)extra2, NULL};
+    snprintf(steps, sizeof steps, "%d", demo_steps);
+    if (demo_steps > 0) snprintf(bin, sizeof bin, "%s/tests/dapo-coordinator-demo", tu_build());
+    else tu_bin(bin, sizeof bin, "dapo-coordinator");
+    char *argv[] = {bin, bind, http, "cluster.lease_timeout_s=60", dir, (char *)extra1, NULL, NULL, NULL};
+    if (demo_steps > 0) { argv[6] = "--demo-steps"; argv[7] = steps; }
     return tu_spawn(argv, log);
 }
 
@@ -148,7 +153,7 @@ static int wait_for(int port, const char *needle, int ms) {
 static int setup(void **state) {
     (void)state;
     snprintf(g.logdir, sizeof g.logdir, "%s/test-logs/dashboard", tu_build());
-    char cmd[512], tokfile[256], tokarg[300], demo[64];
+    char cmd[512], tokfile[256], tokarg[300];
     snprintf(cmd, sizeof cmd, "mkdir -p %s && rm -f %s/*.log", g.logdir, g.logdir);
     if (system(cmd)) return -1;
     snprintf(tokfile, sizeof tokfile, "%s/token", g.logdir);
@@ -157,11 +162,10 @@ static int setup(void **state) {
     fprintf(f, "%s\n", TOKEN);
     fclose(f);
     snprintf(tokarg, sizeof tokarg, "cluster.token_file=%s", tokfile);
-    snprintf(demo, sizeof demo, "cluster.dashboard_demo_steps=%d", DEMO_STEPS);
     g.ha = tu_free_port(); g.hb = tu_free_port(); g.za = tu_free_port(); g.zb = tu_free_port();
-    g.a = start_coord(g.za, g.ha, "coordinator-a", tokarg, demo);
+    g.a = start_coord(g.za, g.ha, "coordinator-a", tokarg, DEMO_STEPS);
     setenv("DAPO_CHARTJS", "/nonexistent/chart.min.js", 1);
-    g.b = start_coord(g.zb, g.hb, "coordinator-b", "cluster.run_id=dash-b", NULL);
+    g.b = start_coord(g.zb, g.hb, "coordinator-b", "cluster.run_id=dash-b", 0);
     unsetenv("DAPO_CHARTJS");
     if (g.a <= 0 || g.b <= 0) return -1;
     return wait_for(g.ha, "\"run_id\"", 10000) && wait_for(g.hb, "\"run_id\":\"dash-b\"", 10000) ? 0 : -1;
@@ -256,7 +260,6 @@ static void test_status_and_metrics(void **state) {
     assert_int_equal((int)num(st, "step"), DEMO_STEPS);
     assert_true(json_is_false(json_object_get(st, "paused")));
     assert_true(json_is_true(json_object_get(st, "control")));
-    assert_int_equal((int)num(st, "demo_steps"), DEMO_STEPS);
     assert_string_equal(json_string_value(json_object_get(st, "status_line")), "demo: all 10 synthetic steps recorded");
     assert_true(json_is_array(json_object_get(st, "workers")));
     assert_true(num(st, "heap_bytes") > 0);
@@ -358,7 +361,7 @@ static void test_samples_and_config(void **state) {
     assert_int_equal(http_req(g.ha, "GET", "/api/config", NULL, &r), 200);
     assert_non_null(strstr(r.head, "Content-Type: text/plain; charset=utf-8\r\n"));
     assert_non_null(strstr(r.body, "\ncluster:\n"));
-    assert_non_null(strstr(r.body, "\n  dashboard_demo_steps: 10\n"));
+    assert_non_null(strstr(r.body, "\n  token_file: "));
     assert_non_null(strstr(r.body, "\n    clip_ratio_high: 0.28\n"));
     assert_null(strstr(r.body, TOKEN));                  /* the file name is shown, never the token */
 }

@@ -1,0 +1,325 @@
+/* services/coordinator/run.c: dapo-coordinator's body, coord_run (coord.h; main.c calls it) — the control plane
+ * (DESIGN.md §1). One libuv loop: the ZeroMQ
+ * ROUTER every worker connects to (through uv_poll on ZMQ_FD, drained until ZMQ_EVENTS has no POLLIN on every
+ * wake-up and after every send, since ZMQ_FD is edge-triggered), a 100 ms cron (leases, the stop deadline), the HTTP
+ * dashboard and SIGTERM/SIGINT: a stop lets the step in training finish and checkpoints it on both sides (ckpt.c)
+ * before exiting; a second one exits at once. Exit status 1 when the run failed.
+ * Not here: the training loop (steps.c), the worker registry (registry.c), checkpoints (ckpt.c), HTTP (dashboard.c). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "backend/backend.h"
+#include "core/clock.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "coord.h"
+#include "dapo/rollout_corr.h"
+
+int coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m) {
+    int rc = net_send(c->router, w->rid, w->rid_len, type, m, true);
+    c->need_drain = 1;
+    if (rc) log_debug("send %s to %s: %s", net_type_name(type), w->id, err_str(rc));
+    return rc;
+}
+
+/* ZeroMQ's free callback for a zero-copy frame (runs on its I/O thread, or in zmq_msg_close on a failed send):
+ * a pool buffer becomes free again, a one-off buffer is freed. */
+static void zc_release(void *data, void *hint) {
+    if (hint) atomic_store_explicit(&((ZcBuf *)hint)->busy, 0, memory_order_release);
+    else xfree(data);
+}
+
+uint8_t *coord_zc_frame(Coord *c, size_t len, ZcBuf **zb) {
+    *zb = NULL;
+    for (int i = 0; i < COORD_ZC_BUFS && !*zb; i++)
+        if (!atomic_load_explicit(&c->zc[i].busy, memory_order_acquire)) *zb = &c->zc[i];
+    if (!*zb) return xmalloc(len ? len : 1);            /* all in flight: a one-off buffer */
+    ZcBuf *b = *zb;
+    if (b->cap < len) {                                 /* grow (contents need not survive) */
+        xfree(b->p);
+        b->cap = len + len / 8;
+        b->p = xmalloc(b->cap);
+    }
+    atomic_store_explicit(&b->busy, 1, memory_order_relaxed);   /* ours until sent (or released on failure) */
+    return b->p;
+}
+
+int coord_zc_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, uint8_t *frame, size_t len, ZcBuf *zb) {
+    c->need_drain = 1;
+    int rc = 0;
+    zmq_msg_t f;
+    if (zmq_msg_init_data(&f, frame, len, zc_release, zb)) {
+        rc = -zmq_errno();
+        zc_release(frame, zb);
+    } else {
+        if (zmq_send(c->router, w->rid, w->rid_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) rc = -zmq_errno();
+        else if (zmq_msg_send(&f, c->router, ZMQ_DONTWAIT) < 0) rc = -zmq_errno();
+        if (rc) zmq_msg_close(&f);                      /* calls zc_release */
+    }
+    if (rc == -EAGAIN) rc = ERR_AGAIN;
+    else if (rc == -EHOSTUNREACH) rc = ERR_CLOSED;
+    if (rc) log_debug("send %s to %s: %s", net_type_name(type), w->id, err_str(rc));
+    return rc;
+}
+
+void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
+                      const char *msg) {
+    Dapo__ErrorReply e = DAPO__ERROR_REPLY__INIT;
+    e.code = code;
+    e.message = (char *)msg;
+    e.in_reply_to = (uint32_t)in_reply_to;
+    net_send(c->router, rid, rid_len, DAPO__MSG_TYPE__MSG_ERROR, &e.base, true);
+    c->need_drain = 1;
+}
+
+void coord_drain(Coord *c) {
+    size_t maxb = (size_t)c->cfg.max_msg_mb << 20;
+    do {
+        c->need_drain = 0;
+        for (;;) {
+            int ev = 0;
+            size_t sz = sizeof ev;
+            if (zmq_getsockopt(c->router, ZMQ_EVENTS, &ev, &sz) || !(ev & ZMQ_POLLIN)) break;
+            NetMsg m;
+            char err[ERR_LEN];
+            int rc = net_recv_arena(c->router, &m, 0, maxb, err);
+            if (rc == ERR_AGAIN) break;
+            if (rc == 0) {
+                c->msgs_in++;
+                registry_on_message(c, &m);
+            } else if (rc == ERR_VERSION && m.type == DAPO__MSG_TYPE__MSG_HELLO && m.msg) {
+                registry_on_bad_version_hello(c, &m);
+            } else {
+                c->msgs_bad++;
+                log_warn("dropped a bad message (%zu bytes): %s", m.bytes, err);
+                if (m.peer_len) coord_send_error(c, m.peer, m.peer_len, rc, m.type, err);
+            }
+            net_msg_free(&m);
+        }
+    } while (c->need_drain);
+}
+
+static void on_zmq_readable(uv_poll_t *h, int status, int events) {
+    (void)events;
+    Coord *c = h->data;
+    if (status < 0) log_warn("uv_poll on ZMQ_FD: %s", uv_strerror(status));
+    coord_drain(c);
+}
+
+static void check_stop_deadline(Coord *c);
+
+static void on_cron(uv_timer_t *t) {
+    Coord *c = t->data;
+    registry_cron(c);
+    if (!c->stopping) engine_reclaim_leases(c);
+    engine_tick(c);
+    check_stop_deadline(c);
+    coord_drain(c);
+}
+
+static void close_all(uv_handle_t *h, void *arg) {
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void on_signal(uv_signal_t *s, int signum) {
+    Coord *c = s->data;
+    if (signum == SIGINT && ++c->sigints > 1) {
+        log_warn("second SIGINT: exiting now");
+        _exit(130);
+    }
+    log_info("%s", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    coord_stop(c);
+}
+
+
+int coord_checkpoint_now(Coord *c, char err[ERR_LEN]) {
+    if (!c->engine) return err_set(err, ERR_UNSUPPORTED, "no training run configured: nothing to checkpoint");
+    return ckpt_request(c, err);
+}
+
+/* Tells the workers (learners too, or not) that the coordinator is going away: work in flight is dropped, and they
+ * register again when it comes back (their state machine does that on its own). */
+static void tell_workers_stopping(Coord *c, int learners) {
+    Dapo__Control m = DAPO__CONTROL__INIT;
+    m.cmd = DAPO__CONTROL_CMD__CONTROL_PAUSE;
+    m.reason = "coordinator stopping: drop work in flight; register again when it is back";
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].life == WORKER_ALIVE && (learners || c->workers[i].role != DAPO__ROLE__ROLE_LEARNER))
+            coord_send(c, &c->workers[i], DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
+}
+
+void coord_exit(Coord *c) {
+    if (c->stopping > 1) return;
+    c->stopping = 2;
+    tell_workers_stopping(c, 1);
+    http_close(c->http);
+    c->http = NULL;
+    uv_stop(c->loop);
+}
+
+void coord_stop(Coord *c) {
+    if (c->stopping) {
+        if (ckpt_done(c)) {
+            log_info("stop requested again: exiting now");
+        } else {
+            EngineSnapshot s = {0};
+            engine_snapshot(c, &s);
+            log_error("stop requested again: exiting now, without a checkpoint of step %ld; the next start resumes "
+                      "step %ld, the last checkpoint both sides hold", s.step, c->ckpt.has_saved ? c->ckpt.saved.step : 0L);
+            c->stop_failed = 1;
+        }
+        coord_exit(c);
+        return;
+    }
+    c->stopping = 1;
+    c->stop_deadline_ms = clock_ms() + (int64_t)(c->cfg.stop_timeout_s * 1000);
+    if (!c->engine) { log_info("stop requested"); coord_exit(c); return; }
+    log_info("stop requested: generation stops; the step in training finishes and is checkpointed on both sides "
+             "(at most %g s, cluster.stop_timeout_s; stop again to exit at once)", c->cfg.stop_timeout_s);
+    tell_workers_stopping(c, 0);
+    engine_tick(c);
+}
+
+/* A stop that has waited cluster.stop_timeout_s for the learner exits without the checkpoint: coordinator.json keeps
+ * the last checkpoint both sides confirmed (and the one asked for, as pending), so a resume still agrees. */
+static void check_stop_deadline(Coord *c) {
+    if (c->stopping != 1 || clock_ms() < c->stop_deadline_ms) return;
+    log_error("stopping: no checkpoint confirmed by the learner within %g s (cluster.stop_timeout_s); exiting with "
+              "the last confirmed one (%s)", c->cfg.stop_timeout_s,
+              c->ckpt.has_saved ? "see coordinator.json \"saved\"" : "none: a resume starts over");
+    c->stop_failed = 1;
+    coord_exit(c);
+}
+
+/* The resolved config as YAML text, for the dashboard. */
+static char *config_text(const Config *cfg) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return xstrdup("");
+    config_print_yaml(cfg, f);
+    fclose(f);
+    char *s = xstrdup(buf ? buf : "");
+    free(buf);
+    return s;
+}
+
+/* The dashboard's bearer token from cluster.token_file (first line, trimmed); NULL when unset. */
+static int load_token(Coord *c, char err[ERR_LEN]) {
+    if (!c->cfg.token_file[0]) return 0;
+    FILE *f = fopen(c->cfg.token_file, "r");
+    if (!f) return err_set(err, ERR_IO, "cluster.token_file: cannot read '%s'", c->cfg.token_file);
+    char line[512] = "";
+    if (!fgets(line, sizeof line, f)) line[0] = 0;
+    fclose(f);
+    line[strcspn(line, "\r\n")] = 0;
+    if (strlen(line) < 8) return err_set(err, ERR_INVAL, "cluster.token_file: '%s' holds no token of 8+ characters", c->cfg.token_file);
+    c->token = xstrdup(line);
+    return 0;
+}
+
+static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
+    c->config_yaml = config_text(&c->cfg);
+    if (load_token(c, err)) return ERR_INVAL;
+    c->started_ms = clock_ms();
+    if (c->cfg.run_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", c->cfg.run_id);
+    else snprintf(c->run_id, sizeof c->run_id, "run-%ld-%d", (long)time(NULL), (int)getpid());
+    c->zctx = zmq_ctx_new();
+    if (!c->zctx) return err_set(err, ERR_IO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    NetOpts o = {.bind = true, .max_msg_bytes = (int64_t)c->cfg.max_msg_mb << 20};
+    c->router = net_socket(c->zctx, ZMQ_ROUTER, c->cfg.bind, &o, err);
+    if (!c->router) return ERR_IO;
+    net_last_endpoint(c->router, c->endpoint, sizeof c->endpoint);
+    int fd;
+    size_t fdsz = sizeof fd;
+    if (zmq_getsockopt(c->router, ZMQ_FD, &fd, &fdsz)) return err_set(err, ERR_IO, "ZMQ_FD: %s", zmq_strerror(zmq_errno()));
+    c->loop = uv_default_loop();
+    int rc = uv_poll_init(c->loop, &c->zpoll, fd);
+    if (!rc) { c->zpoll.data = c; rc = uv_poll_start(&c->zpoll, UV_READABLE, on_zmq_readable); }
+    if (!rc) { rc = uv_timer_init(c->loop, &c->cron); c->cron.data = c; }
+    if (!rc) rc = uv_timer_start(&c->cron, on_cron, 100, 100);
+    if (!rc) { rc = uv_signal_init(c->loop, &c->sigterm); c->sigterm.data = c; }
+    if (!rc) rc = uv_signal_start(&c->sigterm, on_signal, SIGTERM);
+    if (!rc) { rc = uv_signal_init(c->loop, &c->sigint); c->sigint.data = c; }
+    if (!rc) rc = uv_signal_start(&c->sigint, on_signal, SIGINT);
+    if (rc) return err_set(err, ERR_IO, "libuv setup: %s", uv_strerror(rc));
+    c->http = http_listen(c->loop, c->cfg.http, dashboard_handle, c, err);
+    if (!c->http) return ERR_IO;
+    if (hooks && hooks->after_listen && hooks->after_listen(c, hooks->ud, err)) return ERR_IO;
+    log_info("run %s: workers connect to %s; dashboard http://%s:%d/", c->run_id, c->endpoint, c->cfg.http[0] == '[' ? "[::1]" : "127.0.0.1", http_port(c->http));
+    int rc2 = engine_start(c, err);
+    if (!rc2 && c->engine) rc2 = ckpt_lock(c, err);
+    if (!rc2) rc2 = ckpt_resume(c, err);
+    if (rc2) return rc2;
+    if (c->engine && !c->ckpt.has_saved && !c->ckpt.has_pending) ckpt_set_aside_metrics(c);
+    if (c->engine) {
+        char path[1024];
+        if (fs_mkdir_p(c->cfg.default_local_dir, err)) return ERR_IO;
+        snprintf(path, sizeof path, "%s/metrics.jsonl", c->cfg.default_local_dir);
+        c->metrics_file = fopen(path, "a");
+        if (!c->metrics_file) return err_set(err, ERR_IO, "cannot open %s: %s", path, strerror(errno));
+        log_info("metrics: %s", path);
+    }
+    coord_drain(c);        /* messages that arrived before the poll was registered */
+    return 0;
+}
+
+int coord_run(int argc, char **argv, const CoordHooks *hooks) {
+    log_init("coordinator", LL_INFO);
+    signal(SIGPIPE, SIG_IGN);
+    static Coord c;
+    bool print = false;
+    char err[ERR_LEN];
+    if (config_help_wanted(argc, argv)) {
+        config_usage_print(stdout, argv[0], NULL);
+        return 0;
+    }
+    int rc = config_from_cli(&c.cfg, &argc, argv, &print, err);
+    if (!rc && argc > 1) rc = err_set(err, ERR_INVAL, "unknown argument '%s' (usage: dapo-coordinator [--config FILE] [key.path=value ...] [--print-config])", argv[1]);
+    RolloutCorrConfig corr;              /* the values of algorithm.rollout_correction, checked before anything starts */
+    if (!rc) rc = rollout_corr_config_from(&c.cfg, &corr, err);
+    if (!rc && !backend_select(c.cfg.device, err)) rc = ERR_UNSUPPORTED;   /* trainer.device, before any worker starts */
+    if (rc) {
+        log_error("%s", err);
+        config_free(&c.cfg);
+        return 2;
+    }
+    if (print) {
+        config_print_yaml(&c.cfg, stdout);
+        config_free(&c.cfg);
+        return 0;
+    }
+    c.lock_fd = -1;
+    rc = coord_start(&c, hooks, err);
+    if (rc) log_error("%s", err);
+    else uv_run(c.loop, UV_RUN_DEFAULT);
+    int failed = c.stop_failed || engine_phase(&c) == PH_FAILED;     /* exit status 1: the run did not end well */
+    if (c.loop) {
+        http_close(c.http);
+        uv_walk(c.loop, close_all, NULL);
+        uv_run(c.loop, UV_RUN_DEFAULT);
+        uv_loop_close(c.loop);
+    }
+    if (c.router) {
+        int linger = 500;                     /* let the last sends (stop notices) leave */
+        zmq_setsockopt(c.router, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(c.router);
+    }
+    if (c.zctx) zmq_ctx_term(c.zctx);     /* releases every zero-copy buffer still held */
+    for (int i = 0; i < COORD_ZC_BUFS; i++) xfree(c.zc[i].p);
+    xfree(c.workers);
+    engine_free(&c);
+    if (c.lock_fd >= 0) close(c.lock_fd);
+    if (c.metrics_file) fclose(c.metrics_file);
+    coord_history_free(&c);
+    config_free(&c.cfg);
+    log_info("stopped%s", failed ? " (the run had failed: exit status 1)" : "");
+    return rc || failed ? 1 : 0;
+}
