@@ -180,7 +180,11 @@ int wfetch_busy(const WeightFetch *f) { return f && f->state == 1; }
 
 int64_t wfetch_swap(WeightFetch *f, Model *m) {
     if (!f || f->state != 2 || m->n_params != f->m->n_params) return -1;
-    memcpy(m->params, f->stage, (size_t)m->n_params * sizeof(float));
+    char err[ERR_LEN];
+    if (model_write(m, MODEL_PARAMS, f->stage, err)) {   /* through the model's backend, wherever its slab lives */
+        log_error("weights: version %lld not swapped in: %s", (long long)f->version, err);
+        return -1;
+    }
     f->state = 0;
     f->chunk_count = 0;
     f->n_have = 0;
