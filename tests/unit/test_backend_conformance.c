@@ -29,6 +29,7 @@
 #include "model/adamw.h"
 #include "model/generate.h"
 #include "model/model.h"
+#include "tests/model_fixture.h"
 
 static const char *FIXTURES[] = { "qwen2_gqa", "qwen3" };
 #define NFIX 2
@@ -53,10 +54,6 @@ static int supported(const Backend *be, const char *fixture) {
 
 static double tol_of(const Backend *be) { return be->act_dtype == BK_F32 ? 1e-4 : 5e-2; }
 
-static void path_of(char *out, size_t n, const char *rel) {
-    const char *root = getenv("DAPO_ROOT");
-    snprintf(out, n, "%s/tests/data/model/%s", root && *root ? root : ".", rel);
-}
 
 static Model *open_model(const char *name, const Backend *be, int train) {
     char p[4096], err[ERR_LEN];
@@ -90,47 +87,6 @@ static int compare(const char *what, const float *ours, const float *ref, long n
     return bad;
 }
 
-typedef struct {
-    SafeTensors *st;
-    int N, S;
-    int32_t *tokens, *targets, *cu;
-    float *w, *u, *logp, *ent, temperature;
-} Fixture;
-
-static void fixture_open(Fixture *f, const char *name) {
-    char p[4096], rel[256], err[ERR_LEN];
-    snprintf(rel, sizeof rel, "%s.fixture.safetensors", name);
-    path_of(p, sizeof p, rel);
-    if (!(f->st = st_open(p, err))) fail_msg("%s: %s", p, err);
-    f->N = (int)st_find(f->st, "tokens")->numel;
-    f->S = (int)st_find(f->st, "cu_seqlens")->numel - 1;
-    f->tokens = malloc(f->N * sizeof(int32_t));
-    f->targets = malloc(f->N * sizeof(int32_t));
-    f->cu = malloc((f->S + 1) * sizeof(int32_t));
-    f->w = malloc(f->N * sizeof(float));
-    f->u = malloc(f->N * sizeof(float));
-    f->logp = malloc(f->N * sizeof(float));
-    f->ent = malloc(f->N * sizeof(float));
-    assert_int_equal(st_read_i32(f->st, "tokens", f->tokens, f->N, err), 0);
-    assert_int_equal(st_read_i32(f->st, "targets", f->targets, f->N, err), 0);
-    assert_int_equal(st_read_i32(f->st, "cu_seqlens", f->cu, f->S + 1, err), 0);
-    assert_int_equal(st_read_f32(f->st, "w", f->w, f->N, err), 0);
-    assert_int_equal(st_read_f32(f->st, "u", f->u, f->N, err), 0);
-    assert_int_equal(st_read_f32(f->st, "logp", f->logp, f->N, err), 0);
-    assert_int_equal(st_read_f32(f->st, "entropy", f->ent, f->N, err), 0);
-    f->temperature = strtof(st_metadata(f->st, "temperature"), NULL);
-}
-
-static void fixture_close(Fixture *f) {
-    st_close(f->st);
-    free(f->tokens); free(f->targets); free(f->cu); free(f->w); free(f->u); free(f->logp); free(f->ent);
-}
-
-static ModelBatch batch_of(const Fixture *f) {
-    return (ModelBatch){ .n_tokens = f->N, .n_seqs = f->S, .tokens = f->tokens, .targets = f->targets,
-                         .cu_seqlens = f->cu, .temperature = f->temperature };
-}
-
 /* reads fixture tensors "<prefix>.<hf name>" into a host slab in the model's layout */
 static void fixture_slab(const Fixture *f, const Model *m, const char *prefix, float *slab) {
     char key[160], err[ERR_LEN];
@@ -160,9 +116,9 @@ static void test_forward_backward(void **state) {
         for (int i = 0; i < NFIX; i++) {
             if (!supported(bes[k], FIXTURES[i])) continue;
             Fixture f;
-            fixture_open(&f, FIXTURES[i]);
+            fixture_load(&f, FIXTURES[i]);
             Model *m = open_model(FIXTURES[i], bes[k], 1);
-            ModelBatch b = batch_of(&f);
+            ModelBatch b = fixture_batch(&f);
             float *lp = calloc(f.N, sizeof(float)), *en = calloc(f.N, sizeof(float));
             assert_int_equal(model_forward(m, &b, lp, en, err), 0);
             double tol = tol_of(bes[k]);
@@ -176,7 +132,7 @@ static void test_forward_backward(void **state) {
             if (bad) fail_msg("%s on %s: %d values outside tolerance", FIXTURES[i], bes[k]->name, bad);
             free(g); free(ref); free(lp); free(en);
             model_free(m);
-            fixture_close(&f);
+            fixture_free(&f);
         }
 }
 
@@ -189,7 +145,7 @@ static void test_adamw(void **state) {
         for (int i = 0; i < NFIX; i++) {
             if (!supported(bes[k], FIXTURES[i])) continue;
             Fixture f;
-            fixture_open(&f, FIXTURES[i]);
+            fixture_load(&f, FIXTURES[i]);
             Model *m = open_model(FIXTURES[i], bes[k], 1);
             float *g = malloc(m->n_params * sizeof(float)), *p = malloc(m->n_params * sizeof(float));
             fixture_slab(&f, m, "grad", g);
@@ -205,7 +161,7 @@ static void test_adamw(void **state) {
             if (bad) fail_msg("%s adamw on %s: %d mismatches", FIXTURES[i], bes[k]->name, bad);
             free(g); free(p);
             model_free(m);
-            fixture_close(&f);
+            fixture_free(&f);
         }
 }
 
@@ -284,7 +240,7 @@ static void test_save_load_round_trip(void **state) {
     assert_non_null(mkdtemp(dir));
     for (int k = 0; k < nb; k++) {
         Fixture f;
-        fixture_open(&f, "qwen2_tied");
+        fixture_load(&f, "qwen2_tied");
         Model *a = open_model("qwen2_tied", bes[k], 0);
         assert_int_equal(model_save(a, dir, ST_F32, err), 0);
         ModelOptions o = { .max_tokens = 64, .backend = bes[k] };
@@ -295,7 +251,7 @@ static void test_save_load_round_trip(void **state) {
         assert_int_equal(model_read(a, MODEL_PARAMS, pa, err), 0);
         assert_int_equal(model_read(b, MODEL_PARAMS, pb, err), 0);
         assert_memory_equal(pa, pb, a->n_params * sizeof(float));
-        ModelBatch bt = batch_of(&f);
+        ModelBatch bt = fixture_batch(&f);
         float *la = calloc(f.N, sizeof(float)), *lb = calloc(f.N, sizeof(float));
         assert_int_equal(model_forward(a, &bt, la, NULL, err), 0);
         assert_int_equal(model_forward(b, &bt, lb, NULL, err), 0);
@@ -303,7 +259,7 @@ static void test_save_load_round_trip(void **state) {
         free(pa); free(pb); free(la); free(lb);
         model_free(a);
         model_free(b);
-        fixture_close(&f);
+        fixture_free(&f);
     }
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
