@@ -74,33 +74,32 @@ static int parse_args(int argc, char **argv, Args *a) {
         if (!strcmp(f, "--no-prefix-caching")) { a->no_share = 1; continue; }
         if (!strcmp(f, "--verify")) { a->verify = 1; continue; }
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) { usage(stdout); exit(0); }
-        static const char *const valued[] = { "--model", "--tokenizer", "--input", "--output", "--chat-template",
-                                              "--device", "--n", "--temperature", "--top-p", "--top-k", "--max-tokens",
-                                              "--max-prompt-length", "--max-num-seqs", "--kv-cache-tokens",
-                                              "--batch-tokens", "--threads", "--seed" };
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
-        if (!known) { fprintf(stderr, "dapo-generate: unknown argument '%s'\n", f); return -1; }
-        if (!v || !strncmp(v, "--", 2)) { fprintf(stderr, "dapo-generate: %s needs a value\n", f); return -1; }
-        i++;
-        if (!strcmp(f, "--model")) a->model = v;
-        else if (!strcmp(f, "--tokenizer")) a->tokenizer = v;
-        else if (!strcmp(f, "--input")) a->input = v;
-        else if (!strcmp(f, "--output")) a->output = v;
-        else if (!strcmp(f, "--chat-template")) a->chat = v;
-        else if (!strcmp(f, "--device")) a->device = v;
-        else if (!strcmp(f, "--n")) { if (parse_num(f, v, 1, 65536, &x)) return -1; a->n = (int)x; }
-        else if (!strcmp(f, "--temperature")) { if (parse_num(f, v, 0, 100, &x)) return -1; a->temperature = (float)x; }
-        else if (!strcmp(f, "--top-p")) { if (parse_num(f, v, 1e-9, 1, &x)) return -1; a->top_p = (float)x; }
-        else if (!strcmp(f, "--top-k")) { if (parse_num(f, v, -1, 1e9, &x)) return -1; a->top_k = (int)x; }
-        else if (!strcmp(f, "--max-tokens")) { if (parse_num(f, v, 1, 1e7, &x)) return -1; a->max_tokens = (int)x; }
-        else if (!strcmp(f, "--max-prompt-length")) { if (parse_num(f, v, 1, 1e7, &x)) return -1; a->max_prompt = (int)x; }
-        else if (!strcmp(f, "--max-num-seqs")) { if (parse_num(f, v, 1, 1e6, &x)) return -1; a->max_seqs = (int)x; }
-        else if (!strcmp(f, "--kv-cache-tokens")) { if (parse_num(f, v, 16, 2147483647.0, &x)) return -1; a->kv_tokens = (long)x; }
-        else if (!strcmp(f, "--batch-tokens")) { if (parse_num(f, v, 1, 1e7, &x)) return -1; a->batch_tokens = (int)x; }
-        else if (!strcmp(f, "--threads")) { if (parse_num(f, v, 0, 1024, &x)) return -1; a->threads = (int)x; }
-        else if (!strcmp(f, "--seed")) { if (parse_num(f, v, 0, 1.8e19, &x)) return -1; a->seed = strtoull(v, NULL, 10); }
-        else { fprintf(stderr, "dapo-generate: unknown argument '%s'\n", f); return -1; }
+        /* a flag with a value: matches f and takes the next argument, which must not be a flag itself */
+        int no_value = !v || !strncmp(v, "--", 2), missing = 0;
+#define VALUE_FLAG(name) (!strcmp(f, name) && (no_value ? (missing = 1, 0) : (i++, 1)))
+        if (VALUE_FLAG("--model")) a->model = v;
+        else if (VALUE_FLAG("--tokenizer")) a->tokenizer = v;
+        else if (VALUE_FLAG("--input")) a->input = v;
+        else if (VALUE_FLAG("--output")) a->output = v;
+        else if (VALUE_FLAG("--chat-template")) a->chat = v;
+        else if (VALUE_FLAG("--device")) a->device = v;
+        else if (VALUE_FLAG("--n")) { if (parse_num(f, v, 1, 65536, &x)) return -1; a->n = (int)x; }
+        else if (VALUE_FLAG("--temperature")) { if (parse_num(f, v, 0, 100, &x)) return -1; a->temperature = (float)x; }
+        else if (VALUE_FLAG("--top-p")) { if (parse_num(f, v, 1e-9, 1, &x)) return -1; a->top_p = (float)x; }
+        else if (VALUE_FLAG("--top-k")) { if (parse_num(f, v, -1, 1e9, &x)) return -1; a->top_k = (int)x; }
+        else if (VALUE_FLAG("--max-tokens")) { if (parse_num(f, v, 1, 1e7, &x)) return -1; a->max_tokens = (int)x; }
+        else if (VALUE_FLAG("--max-prompt-length")) { if (parse_num(f, v, 1, 1e7, &x)) return -1; a->max_prompt = (int)x; }
+        else if (VALUE_FLAG("--max-num-seqs")) { if (parse_num(f, v, 1, 1e6, &x)) return -1; a->max_seqs = (int)x; }
+        else if (VALUE_FLAG("--kv-cache-tokens")) { if (parse_num(f, v, 16, 2147483647.0, &x)) return -1; a->kv_tokens = (long)x; }
+        else if (VALUE_FLAG("--batch-tokens")) { if (parse_num(f, v, 1, 1e7, &x)) return -1; a->batch_tokens = (int)x; }
+        else if (VALUE_FLAG("--threads")) { if (parse_num(f, v, 0, 1024, &x)) return -1; a->threads = (int)x; }
+        else if (VALUE_FLAG("--seed")) { if (parse_num(f, v, 0, 1.8e19, &x)) return -1; a->seed = strtoull(v, NULL, 10); }
+        else {
+            if (missing) fprintf(stderr, "dapo-generate: %s needs a value\n", f);
+            else fprintf(stderr, "dapo-generate: unknown argument '%s'\n", f);
+            return -1;
+        }
+#undef VALUE_FLAG
     }
     if (!a->model) { fprintf(stderr, "dapo-generate: --model DIR is required\n"); return -1; }
     return 0;
