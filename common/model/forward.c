@@ -9,8 +9,9 @@
  * The one layer loop: every kernel, copy and allocation goes through m->be (backend/backend.h), so the same code runs
  * on the CPU table and the CUDA one; bookkeeping (positions, LM-head pieces) stays on the host and the backend stages
  * what it needs.
- * Sequence invariance (model.h; the CPU table's property, CUDA's GEMMs are whole-batch): every forward product (the layers' linears and the LM head) goes through the
- * fixed-order packed kernel (model__layer_forward with lin_flags 0, lm_head_rows: one FMA chain per output element over k in order, whatever
+ * Sequence invariance (model.h; the CPU table's property, CUDA's GEMMs are whole-batch): every forward product (the
+ * layers' linears and the LM head) goes through the fixed-order packed kernel (model__layer_forward with lin_flags 0,
+ * lm_head_rows: one FMA chain per output element over k in order, whatever
  * the rows around it); backward through cpu_linear_backward_varlen (one sequence per GEMM, weight gradients added
  * sequence by sequence), the norms' weight gradients through cpu_rmsnorm_backward_varlen, the LM head's through
  * lm_chunk's per-sequence pieces; the rest is per row or per sequence already (norms, RoPE, attention, SwiGLU,

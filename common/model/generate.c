@@ -336,14 +336,17 @@ static int is_stop(const GenEngine *e, const Seq *s, int32_t t) {
     return 0;
 }
 
-/* Linear layer i of GenEngine.pk: the packed fixed-order kernel for decode-sized batches and always in
- * batch-invariant mode; sgemm for big prefill chunks in the default mode. */
+/* The linear flags of an M-row step: the packed fixed-order kernel for decode-sized batches and always in
+ * batch-invariant mode; sgemm (BK_FAST) for big prefill chunks in the default mode. */
+static int lin_flags(const GenEngine *e, int M) {
+    return !e->o.batch_invariant && M > GEN_PACKED_MAX_ROWS ? BK_FAST : 0;
+}
+
+/* Linear layer i of GenEngine.pk over M rows (lin_flags). */
 static void linear(const GenEngine *e, int i, float *y, const float *x, const float *b, int M) {
     int N, K;
     pk_shape(&e->m->cfg, i, &N, &K);
-    int fast = !e->o.batch_invariant && M > GEN_PACKED_MAX_ROWS;
-    e->m->be->linear(e->m->bc, y, N, x, (BkWeight){ pk_source(e->m, i), e->pk[i] }, b, M, N, K, fast ? BK_FAST : 0,
-                     NULL);
+    e->m->be->linear(e->m->bc, y, N, x, (BkWeight){ pk_source(e->m, i), e->pk[i] }, b, M, N, K, lin_flags(e, M), NULL);
 }
 
 /* Copies the K/V of positions [0, n) of src into dst's blocks in one layer's cache (kc, vc): whole blocks, then the
@@ -390,8 +393,7 @@ static void forward_rows(GenEngine *e, int R) {
     BkRope rope = { e->cs, e->sn, e->row_pos, m->inv_freq };
     m->be->embed(m->bc, e->x, e->row_tok, (BkWeight){ m->w.embed, NULL }, R, H);
     m->be->rope_tables(m->bc, e->cs, e->sn, e->row_pos, R, m->inv_freq, c->head_dim / 2);
-    int fast = !e->o.batch_invariant && R > GEN_PACKED_MAX_ROWS;
-    LayerMode mode = { .lin_flags = fast ? BK_FAST : 0, .res_add = 1, .glu_fused = 0, .attend = attend_paged,
+    LayerMode mode = { .lin_flags = lin_flags(e, R), .res_add = 1, .glu_fused = 0, .attend = attend_paged,
                        .ud = e };
     LayerIO io = { .n = R, .x_in = e->x, .x_mid = e->mid, .x_out = e->x, .xn1 = e->xn, .xn2 = e->xn, .qkv = e->qkv,
                    .att = e->att, .gu = e->gu, .hm = e->hm };
