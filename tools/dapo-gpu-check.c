@@ -484,7 +484,7 @@ static Model *cuda_twin(const char *config, const Model *m, int max_tokens, int 
     ModelOptions go = { .max_tokens = max_tokens, .train = train, .backend = &backend_cuda };
     Model *g = model_create(config, &go, err);
     if (!g) DIE("cuda model: %s", err);
-    if (m && model_write(g, MODEL_PARAMS, m->params, err)) DIE("%s", err);
+    if (m && model_write(g, MODEL_PARAMS, model_host_slab(m, MODEL_PARAMS), err)) DIE("%s", err);
     return g;
 }
 
@@ -494,8 +494,10 @@ static void run_model(void) {
     Model *m = model_create(TINY, &mo, err);
     if (!m) DIE("%s", err);
     model_init_random(m, xs(), 0.05f);
-    round_bf16(m->params, m->n_params);
-    const ModelConfig *c = &m->cfg;
+    long P = model_n_params(m);
+    float *hp = model_host_slab(m, MODEL_PARAMS), *hg = model_host_slab(m, MODEL_GRADS);   /* CPU model: host slabs */
+    round_bf16(hp, P);
+    const ModelConfig *c = model_config(m);
     Model *g = cuda_twin(TINY, m, 256, 1);
     /* packed batch: 3 sequences */
     const int S = 3, lens[3] = { 50, 1, 77 };
@@ -515,32 +517,32 @@ static void run_model(void) {
     model_grads_zero(m);
     model_grads_zero(g);
     if (model_backward(m, &b, dlp, den, err) || model_backward(g, &b, dlp, den, err)) DIE("%s", err);
-    float *gg = xmalloc((size_t)m->n_params * 4), *gp = xmalloc((size_t)m->n_params * 4);
+    float *gg = xmalloc((size_t)P * 4), *gp = xmalloc((size_t)P * 4);
     if (model_read(g, MODEL_GRADS, gg, err)) DIE("%s", err);
     double worst = 0;
     const char *wn = "";
-    for (int t = 0; t < m->n_tensors; t++) {
-        const ModelTensor *mt = &m->tensors[t];
-        double e = rel_err(gg + mt->offset, m->grads + mt->offset, mt->numel);
+    for (int t = 0; t < model_n_tensors(m); t++) {
+        const ModelTensor *mt = model_tensor(m, t);
+        double e = rel_err(gg + mt->offset, hg + mt->offset, mt->numel);
         if (!(e <= worst)) { worst = e; wn = mt->name; }
     }
     char name[160];
     snprintf(name, sizeof name, "backward grads (worst: %.40s)", wn);
     check("model", name, worst, 5e-2, "rel_l2");
-    check("model", "backward all grads", rel_err(gg, m->grads, m->n_params), 3e-2, "rel_l2");
+    check("model", "backward all grads", rel_err(gg, hg, P), 3e-2, "rel_l2");
     double n1 = model_grad_norm(m), n2 = model_grad_norm(g);
     check("model", "grad norm", fabs(n2 - n1) / n1, 3e-2, "rel");
     /* AdamW on identical gradients: upload the CPU ones */
-    if (model_write(g, MODEL_GRADS, m->grads, err)) DIE("%s", err);
+    if (model_write(g, MODEL_GRADS, hg, err)) DIE("%s", err);
     n2 = model_grad_norm(g);
     check("model", "grad norm (same grads)", fabs(n2 - n1) / n1, 1e-6, "rel");
     AdamWConfig ac = adamw_defaults();
     for (int k = 0; k < 2; k++)
         if (adamw_step(m, &ac, 1e-3f, err) || adamw_step(g, &ac, 1e-3f, err)) DIE("%s", err);
     if (model_read(g, MODEL_PARAMS, gp, err)) DIE("%s", err);
-    check("model", "adamw 2 steps: params", rel_err(gp, m->params, m->n_params), 1e-6, "rel_l2");
+    check("model", "adamw 2 steps: params", rel_err(gp, hp, P), 1e-6, "rel_l2");
     if (model_read(g, MODEL_ADAM_V, gp, err)) DIE("%s", err);
-    check("model", "adamw 2 steps: exp_avg_sq", rel_err(gp, m->adam_v, m->n_params), 1e-5, "rel_l2");
+    check("model", "adamw 2 steps: exp_avg_sq", rel_err(gp, model_host_slab(m, MODEL_ADAM_V), P), 1e-5, "rel_l2");
     /* NCCL one-rank communicator on the model's device slabs */
     CollOptions co = { .rank = 0, .world = 1, .endpoint = "ipc:///tmp/dapo-gpu-check-nccl", .timeout_s = 30 };
     Collective *cl = coll_open_nccl(&co, err);
@@ -549,14 +551,14 @@ static void run_model(void) {
         g_fail++;
     } else {
         if (model_read(g, MODEL_GRADS, gg, err)) DIE("%s", err);
-        int rc = coll_allreduce_sum(cl, g->grads, g->n_params, err);
+        int rc = coll_allreduce_sum(cl, model_slab(g, MODEL_GRADS), model_n_params(g), err);
         if (model_read(g, MODEL_GRADS, gp, err)) DIE("%s", err);
-        check("model", "nccl all-reduce (1 rank)", rc ? INFINITY : rel_err(gp, gg, m->n_params), 0, "rel_l2");
+        check("model", "nccl all-reduce (1 rank)", rc ? INFINITY : rel_err(gp, gg, P), 0, "rel_l2");
         if (model_read(g, MODEL_PARAMS, gg, err)) DIE("%s", err);
-        rc = coll_broadcast(cl, g->params, (size_t)g->n_params * 4, err);
-        if (!rc) g->be->params_refresh(g->bc);
+        rc = coll_broadcast(cl, model_slab(g, MODEL_PARAMS), (size_t)model_n_params(g) * 4, err);
+        if (!rc) model_params_changed(g);
         if (model_read(g, MODEL_PARAMS, gp, err)) DIE("%s", err);
-        check("model", "nccl broadcast (1 rank)", rc ? INFINITY : rel_err(gp, gg, m->n_params), 0, "rel_l2");
+        check("model", "nccl broadcast (1 rank)", rc ? INFINITY : rel_err(gp, gg, P), 0, "rel_l2");
         coll_close(cl);
     }
     /* Generation on CUDA goes through the rollout engine, which runs on the CPU backend so far (the GPU issue);
@@ -581,8 +583,8 @@ static void run_bench(double peak_tflops) {
     if (!m) DIE("%s", err);
     double t0 = now_s();
     model_init_random(m, 7, 0.02f);
-    printf("       bench    random Qwen2.5-0.5B-shaped weights: %ld params (%.1f s)\n", m->n_params, now_s() - t0);
-    const ModelConfig *c = &m->cfg;
+    printf("       bench    random Qwen2.5-0.5B-shaped weights: %ld params (%.1f s)\n", model_n_params(m), now_s() - t0);
+    const ModelConfig *c = model_config(m);
     int H = c->hidden, L = c->n_layers, I = c->inter, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     /* training: 8 sequences x 1024 tokens, packed, through the model interface on backend_cuda */
     int SQ = 8, T = 1024, N = SQ * T, STEPS = 4;
@@ -604,7 +606,7 @@ static void run_bench(double peak_tflops) {
         double cc = now_s();
         model_grads_clip(g, 1.0);
         if (adamw_step(g, &ac, 1e-6f, err)) DIE("%s", err);
-        g->be->sync(g->bc);
+        model_sync(g);
         double d = now_s();
         if (k) { ts[k - 1] = d - a; tf[k - 1] = bb - a; tb[k - 1] = cc - bb; }   /* step 0 is warm-up */
     }

@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     if (!rc) rc = copy_file(tok, "tokenizer.json", out, 1, err);
     if (!rc) rc = copy_file(tok, "tokenizer_config.json", out, 0, err);
     if (rc) log_error("%s", err);
-    else log_info("%s: %ld parameters, seed %llu, std %g", out, m->n_params, (unsigned long long)seed, std);
+    else log_info("%s: %ld parameters, seed %llu, std %g", out, model_n_params(m), (unsigned long long)seed, std);
     model_free(m);
     return rc ? 1 : 0;
 }

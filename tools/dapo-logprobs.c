@@ -184,7 +184,7 @@ int main(int argc, char **argv) {
     while (!rc && (len = getline(&line, &lcap, stdin)) >= 0) {
         if (len <= 1 && (len == 0 || line[0] == '\n')) continue;
         Item it;
-        item_parse(&it, line, m->cfg.vocab, max_tokens);
+        item_parse(&it, line, model_config(m)->vocab, max_tokens);
         nlines++;
         nbad += it.error != NULL;
         if (!it.error && (pending + it.n > max_tokens || n == cap_items)) {

@@ -6,8 +6,8 @@
  * tokens; the response is tokenized and ends with the tokenizer's EOS. Examples longer than
  * data.max_prompt_length + data.max_response_length are dropped (counted).
  * Loss: mean negative log-likelihood over the response tokens of the batch (verl's SFT trainer, token-mean), prompt
- * tokens get no loss. Batches: --batch sequences per optimizer step, packed back to back (no padding) and split into
- * chunks that fit the activation slab (gradients accumulate). Order: a Philox-seeded shuffle per epoch, so a run is
+ * tokens get no loss. Batches: --batch sequences per optimizer step, through the learner's training path
+ * (model/seqpack.h: chunks that fit the activation slab, packed back to back without padding; gradients accumulate). Order: a Philox-seeded shuffle per epoch, so a run is
  * reproducible and resumes exactly (the cursor is in the checkpoint). Optimizer: AdamW with
  * actor_rollout_ref.actor.optim.* (or the flags below), warm-up + constant/cosine schedule, grad clip.
  * Model: actor_rollout_ref.model.path (or --model); a directory with only config.json starts from random weights
@@ -33,27 +33,30 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/threads_env.h"
-#include "dapo/layout.h"
 #include "dapo/val_metrics.h"
 #include "io/dataset.h"
 #include "model/adamw.h"
 #include "model/checkpoint.h"
 #include "model/generate.h"
 #include "model/model.h"
+#include "model/seqpack.h"
 #include "reward/reward.h"
 #include "tokenizer/tokenizer.h"
 
+/* The examples as the learner's sequence set (model/seqpack.h): prompt + response (EOS included) back to back. */
 typedef struct {
-    int32_t *ids;          /* [n] prompt + response (EOS included) */
-    int      n, prompt_len;
-    char    *gt, *src;     /* ground truth / data source for the accuracy eval ("" when none) */
-} Example;
-
-typedef struct {
-    Example *v;
-    int      n, cap;
-    long     dropped_long, dropped_bad;
+    int32_t  *ids;             /* [n_ids] every example's tokens */
+    size_t    n_ids, cap_ids;
+    uint32_t *offsets;         /* [n + 1] example i is ids[offsets[i] .. offsets[i+1]) */
+    uint32_t *prompt_lengths;  /* [n] */
+    char    **gt, **src;       /* [n] ground truth / data source for the accuracy eval ("" when none) */
+    int       n, cap;
+    long      dropped_long, dropped_bad;
 } Examples;
+
+static SeqSet seqs_of(const Examples *e) {
+    return (SeqSet){ .input_ids = e->ids, .offsets = e->offsets, .prompt_lengths = e->prompt_lengths, .n_seqs = e->n };
+}
 
 typedef struct {
     const char *data, *val, *out, *model;
@@ -76,9 +79,38 @@ static void usage(const char *argv0, FILE *f) {
 }
 
 static void examples_free(Examples *e) {
-    for (int i = 0; i < e->n; i++) { xfree(e->v[i].ids); xfree(e->v[i].gt); xfree(e->v[i].src); }
-    xfree(e->v);
+    for (int i = 0; i < e->n; i++) { xfree(e->gt[i]); xfree(e->src[i]); }
+    xfree(e->ids); xfree(e->offsets); xfree(e->prompt_lengths); xfree(e->gt); xfree(e->src);
     memset(e, 0, sizeof *e);
+}
+
+/* Appends one example: prompt p[np] then response r[nr]. */
+static int examples_add(Examples *e, const int32_t *p, int np, const int32_t *r, size_t nr, const char *gt,
+                        const char *src, char err[ERR_LEN]) {
+    size_t len = (size_t)np + nr;
+    if (e->n_ids + len > UINT32_MAX)
+        return err_set(err, ERR_TOO_BIG, "more than %u tokens of examples in one file set", UINT32_MAX);
+    if (e->n + 1 >= e->cap) {
+        e->cap = e->cap ? 2 * e->cap : 256;
+        e->offsets = xrealloc(e->offsets, (size_t)(e->cap + 1) * sizeof *e->offsets);
+        e->prompt_lengths = xrealloc(e->prompt_lengths, (size_t)e->cap * sizeof *e->prompt_lengths);
+        e->gt = xrealloc(e->gt, (size_t)e->cap * sizeof *e->gt);
+        e->src = xrealloc(e->src, (size_t)e->cap * sizeof *e->src);
+    }
+    while (e->n_ids + len > e->cap_ids) {
+        e->cap_ids = e->cap_ids ? 2 * e->cap_ids : 65536;
+        e->ids = xrealloc(e->ids, e->cap_ids * sizeof *e->ids);
+    }
+    memcpy(e->ids + e->n_ids, p, (size_t)np * sizeof(int32_t));
+    memcpy(e->ids + e->n_ids + np, r, nr * sizeof(int32_t));
+    e->offsets[e->n] = (uint32_t)e->n_ids;
+    e->n_ids += len;
+    e->offsets[e->n + 1] = (uint32_t)e->n_ids;
+    e->prompt_lengths[e->n] = (uint32_t)np;
+    e->gt[e->n] = xstrdup(gt ? gt : "");
+    e->src[e->n] = xstrdup(src ? src : "");
+    e->n++;
+    return 0;
 }
 
 /* One JSONL line -> example. 0 added, 1 dropped (counted), < 0 fatal. */
@@ -109,17 +141,7 @@ static int parse_example(const char *line, size_t len, Tokenizer *tok, const Dat
     rc = tokenizer_encode(tok, json_string_value(r), json_string_length(r), &resp, err);
     if (!rc) tok_ids_push(&resp, eos);
     if (!rc && it.n_ids + (int)resp.n > max_len) { out->dropped_long++; rc = 1; }
-    if (!rc) {
-        XGROW(out->v, out->n, out->cap, 256);
-        Example *e = &out->v[out->n++];
-        e->n = it.n_ids + (int)resp.n;
-        e->prompt_len = it.n_ids;
-        e->ids = xmalloc((size_t)e->n * sizeof(int32_t));
-        memcpy(e->ids, it.ids, (size_t)it.n_ids * sizeof(int32_t));
-        memcpy(e->ids + it.n_ids, resp.v, resp.n * sizeof(int32_t));
-        e->gt = xstrdup(it.ground_truth ? it.ground_truth : "");
-        e->src = xstrdup(it.data_source ? it.data_source : "");
-    }
+    if (!rc) rc = examples_add(out, it.ids, it.n_ids, resp.v, resp.n, it.ground_truth, it.data_source, err);
     tok_ids_free(&resp);
     dataset_item_free(&it);
     json_decref(o);
@@ -157,59 +179,45 @@ static void shuffle(int *perm, int n, unsigned long seed, long epoch) {
     rng_permutation(perm, n, (uint64_t)seed, (uint64_t)epoch, 0x5f7);
 }
 
+/* One pass over examples through the learner's path (model/seqpack.h): response NLL summed, response tokens counted,
+ * and when train the gradient of scale * sum(logp) added (scale = -1 / (response tokens of the batch): token-mean NLL,
+ * verl's SFT loss). */
 typedef struct {
-    int32_t *tok, *tgt, *cu;
-    float   *logp, *dlogp;
-} Scratch;
+    int    train;
+    double scale, nll;
+    long   ntok;
+} NllPass;
 
-/* Forward (+ backward when train) of examples idx[0..n) in chunks that fit the model; returns summed response NLL
- * and adds the response-token count to *ntok. scale = d loss / d logp for every response token (train only). */
-static int run_examples(Model *m, Scratch *s, const Examples *ex, const int *idx, int n, int train, double scale,
-                        double *nll, long *ntok, char err[ERR_LEN]) {
-    long *len = xmalloc((size_t)(n ? n : 1) * sizeof(long));
-    for (int k = 0; k < n; k++) len[k] = ex->v[idx[k]].n;
-    int a = 0, rc = 0;
-    while (a < n && !rc) {
-        int N = 0, k = 0, end = layout_chunk_end(len, a, n, m->max_tokens);
-        s->cu[0] = 0;
-        while (a + k < end) {
-            const Example *e = &ex->v[idx[a + k]];
-            memcpy(s->tok + N, e->ids, (size_t)e->n * sizeof(int32_t));
-            for (int p = 0; p < e->n; p++) {
-                int resp = p + 1 < e->n && p + 1 >= e->prompt_len;
-                s->tgt[N + p] = resp ? e->ids[p + 1] : -1;
-                s->dlogp[N + p] = resp ? (float)scale : 0.0f;
-            }
-            N += e->n;
-            s->cu[++k] = N;
-        }
-        ModelBatch b = {.n_tokens = N, .n_seqs = k, .tokens = s->tok, .targets = s->tgt, .cu_seqlens = s->cu,
-                        .temperature = 1.0f};
-        rc = model_forward(m, &b, s->logp, NULL, err);
-        if (rc) break;
-        for (int p = 0; p < N; p++)
-            if (s->tgt[p] >= 0) { *nll -= s->logp[p]; (*ntok)++; }
-        if (train) rc = model_backward(m, &b, s->dlogp, NULL, err);
-        a += k;
+static int nll_chunk(SeqPack *p, SeqChunk *c, void *ud, char err[ERR_LEN]) {
+    NllPass *a = ud;
+    int rc = seqpack_forward(p, c, 0, err);
+    if (rc) return rc;
+    for (int j = 0; j < c->R; j++) {
+        a->nll -= c->logp[j];
+        c->dlogp[j] = (float)a->scale;
     }
-    xfree(len);
-    return rc;
+    a->ntok += c->R;
+    return a->train ? seqpack_backward(p, c, c->dlogp, NULL, err) : 0;
+}
+
+static int run_examples(SeqPack *p, const Examples *ex, const int *idx, int n, NllPass *a, char err[ERR_LEN]) {
+    SeqSet set = seqs_of(ex);
+    return seqpack_for_chunks(p, &set, idx, n, 1.0f, nll_chunk, a, NULL, err);
 }
 
 /* Held-out NLL per response token, and greedy accuracy on up to max_acc examples with a ground truth (-1: none). */
-static int evaluate(Model *m, Scratch *s, Tokenizer *tok, const Examples *val, int max_acc, int max_resp, int max_len,
+static int evaluate(Model *m, SeqPack *s, Tokenizer *tok, const Examples *val, int max_acc, int max_resp, int max_len,
                     double *nll_tok, double *acc, char err[ERR_LEN]) {
     int *idx = xmalloc((size_t)(val->n ? val->n : 1) * sizeof(int));
     for (int i = 0; i < val->n; i++) idx[i] = i;
-    double nll = 0;
-    long ntok = 0;
-    int rc = run_examples(m, s, val, idx, val->n, 0, 0, &nll, &ntok, err);
+    NllPass np = {0};
+    int rc = run_examples(s, val, idx, val->n, &np, err);
     xfree(idx);
     if (rc) return rc;
-    *nll_tok = ntok ? nll / (double)ntok : 0;
+    *nll_tok = np.ntok ? np.nll / (double)np.ntok : 0;
     *acc = -1;
     int n = 0;
-    for (int i = 0; i < val->n && n < max_acc; i++) n += val->v[i].gt[0] != 0;
+    for (int i = 0; i < val->n && n < max_acc; i++) n += val->gt[i][0] != 0;
     if (!n) return 0;
     GenOptions go = {.max_num_seqs = n < 64 ? n : 64, .kv_cache_tokens = (long)(n < 64 ? n : 64) * (max_len + 16),
                      .max_batch_tokens = 1024};
@@ -219,9 +227,9 @@ static int evaluate(Model *m, Scratch *s, Tokenizer *tok, const Examples *val, i
     ValAgg agg;                 /* greedy = one response per prompt: mean@1 over every held-out prompt */
     val_agg_init(&agg, 1);
     for (int i = 0; i < val->n && added < n; i++) {
-        const Example *e = &val->v[i];
-        if (!e->gt[0]) continue;
-        GenRequest r = {.tag = (uint64_t)i, .prompt = e->ids, .n_prompt = e->prompt_len, .max_tokens = max_resp,
+        if (!val->gt[i][0]) continue;
+        GenRequest r = {.tag = (uint64_t)i, .prompt = val->ids + val->offsets[i], .n_prompt = (int)val->prompt_lengths[i],
+                        .max_tokens = max_resp,
                         .sp = {.temperature = 1, .top_p = 1, .greedy = 1}};
         uint64_t id;
         if ((rc = gen_engine_add(g, &r, &id, err))) break;
@@ -233,11 +241,11 @@ static int evaluate(Model *m, Scratch *s, Tokenizer *tok, const Examples *val, i
         rc = 0;
         GenResult res;
         while (gen_engine_take(g, &res) == 1) {
-            const Example *e = &val->v[res.tag];
+            const char *gt = val->gt[res.tag], *src = val->src[res.tag];
             TokBuf text = {0};
             tokenizer_decode(tok, res.tokens, (size_t)res.n, true, &text);
             RewardResult rr;
-            reward_score(ws, e->src, text.v ? text.v : "", text.n, e->gt, strlen(e->gt), false, 0, &rr);
+            reward_score(ws, src, text.v ? text.v : "", text.n, gt, strlen(gt), false, 0, &rr);
             float a1 = rr.acc ? 1.0f : 0.0f;
             val_agg_add(&agg, "", &a1, NULL, 1);
             tok_buf_free(&text);
@@ -327,7 +335,7 @@ typedef struct {
     const Opts   *o;
     const Config *c;
     Model        *m;
-    Scratch      *s;
+    SeqPack      *s;
     const Examples *tr, *val;
     Tokenizer    *tok;
     int           max_len;
@@ -342,7 +350,7 @@ static int sft_train(const SftRun *r, char err[ERR_LEN]) {
     const Opts o = *r->o;
     const Config c = *r->c;
     Model *m = r->m;
-    Scratch s = *r->s;                /* the buffers are main's; run_examples fills them */
+    SeqPack *s = r->s;
     const Examples tr = *r->tr, val = *r->val;
     Tokenizer *tok = r->tok;
     int max_len = r->max_len, rc = 0;
@@ -369,14 +377,15 @@ static int sft_train(const SftRun *r, char err[ERR_LEN]) {
         while (nb < o.batch && nb < tr.n) {
             if (cursor >= tr.n) { epoch++; cursor = 0; shuffle(perm, tr.n, o.seed, epoch); }
             bidx[nb] = perm[cursor++];
-            R += tr.v[bidx[nb]].n - tr.v[bidx[nb]].prompt_len;
+            R += tr.offsets[bidx[nb] + 1] - tr.offsets[bidx[nb]] - tr.prompt_lengths[bidx[nb]];
             nb++;
         }
         model_grads_zero(m);
-        double nll = 0;
-        long ntok = 0;
-        rc = run_examples(m, &s, &tr, bidx, nb, 1, R ? -1.0 / (double)R : 0, &nll, &ntok, err);
+        NllPass np = {.train = 1, .scale = R ? -1.0 / (double)R : 0};
+        rc = run_examples(s, &tr, bidx, nb, &np, err);
         if (rc) break;
+        double nll = np.nll;
+        long ntok = np.ntok;
         double norm = model_grad_norm(m);
         double lr = lr_at(o.schedule_cosine ? LR_COSINE : LR_CONSTANT, o.lr, step, o.warmup, total, o.min_lr_ratio);
         if (!isfinite(norm) || !isfinite(nll)) {
@@ -398,7 +407,7 @@ static int sft_train(const SftRun *r, char err[ERR_LEN]) {
         }
         if (val.n && o.eval_every > 0 && done % o.eval_every == 0 && done < total) {
             double vn, acc;
-            if ((rc = evaluate(m, &s, tok, &val, o.eval_max, c.max_response_length, max_len, &vn, &acc, err))) break;
+            if ((rc = evaluate(m, s, tok, &val, o.eval_max, c.max_response_length, max_len, &vn, &acc, err))) break;
             printf("{\"step\": %ld, \"val/nll\": %.6f, \"val/greedy_acc\": %.4f}\n", done, vn, acc);
             fflush(stdout);
             if (o.stop_acc > 0 && acc >= o.stop_acc) {
@@ -409,14 +418,14 @@ static int sft_train(const SftRun *r, char err[ERR_LEN]) {
             }
         }
         if (o.save_every > 0 && done % o.save_every == 0) {
-            CheckpointState cs = {.step = done, .adam_step = m->adam_step, .rng_seed = o.seed, .data_epoch = epoch,
+            CheckpointState cs = {.step = done, .adam_step = model_adam_step(m), .rng_seed = o.seed, .data_epoch = epoch,
                                   .data_cursor = cursor};
             if (checkpoint_save(ckdir, m, &cs, c.max_actor_ckpt_to_keep, err)) log_error("sft: %s", err);
         }
     }
     if (!rc && val.n && !stopped) {
         double vn, acc;
-        rc = evaluate(m, &s, tok, &val, o.eval_max, c.max_response_length, max_len, &vn, &acc, err);
+        rc = evaluate(m, s, tok, &val, o.eval_max, c.max_response_length, max_len, &vn, &acc, err);
         if (!rc) printf("{\"step\": %ld, \"val/nll\": %.6f, \"val/greedy_acc\": %.4f}\n", total, vn, acc);
     }
     xfree(perm);
@@ -478,7 +487,7 @@ int main(int argc, char **argv) {
     DatasetOptions dopt;
     Examples tr = {0}, val = {0};
     Model *m = NULL;
-    Scratch s = {0};
+    SeqPack *s = NULL;
     int max_len = c.max_prompt_length + c.max_response_length;
     if (!tok) rc = ERR_IO;
     if (!rc) rc = dataset_options_init(&dopt, c.max_prompt_length, c.filter_overlong_prompts, c.truncation,
@@ -502,7 +511,7 @@ int main(int argc, char **argv) {
         }
         if (!m) rc = ERR_INVAL;
     }
-    if (!rc && eos < 0) eos = m->cfg.n_eos ? m->cfg.eos_ids[0] : -1;
+    if (!rc && eos < 0) eos = model_config(m)->n_eos ? model_config(m)->eos_ids[0] : -1;
     if (!rc && eos < 0) rc = err_set(err, ERR_INVAL, "no EOS token: neither the tokenizer config nor the model config names one");
     if (!rc) rc = load_examples(o.data, tok, &dopt, max_len, eos, &tr, err);
     if (!rc && o.val) rc = load_examples(o.val, tok, &dopt, max_len, eos, &val, err);
@@ -511,18 +520,15 @@ int main(int argc, char **argv) {
     if (rc) goto out;
     log_info("sft: %d training examples (%ld malformed, %ld longer than %d tokens dropped), %d held-out", tr.n,
              tr.dropped_bad, tr.dropped_long, max_len, val.n);
-    long T = m->max_tokens;           /* the scratch of one chunk (run_examples) */
-    s.tok = xmalloc((size_t)T * sizeof(int32_t)); s.tgt = xmalloc((size_t)T * sizeof(int32_t));
-    s.cu = xmalloc((size_t)(T + 1) * sizeof(int32_t));
-    s.logp = xmalloc((size_t)T * sizeof(float)); s.dlogp = xmalloc((size_t)T * sizeof(float));
+    s = seqpack_new(m);                     /* the scratch of one chunk (run_examples) */
     double t_start = clock_s();
-    rc = sft_train(&(SftRun){ .o = &o, .c = &c, .m = m, .s = &s, .tr = &tr, .val = &val, .tok = tok,
+    rc = sft_train(&(SftRun){ .o = &o, .c = &c, .m = m, .s = s, .tr = &tr, .val = &val, .tok = tok,
                               .max_len = max_len, .ckdir = ckdir, .st = st }, err);
     if (!rc) rc = write_outputs(o.out, tdir, m, err);
     if (!rc) log_info("sft: model written to %s (%.1f s)", o.out, clock_s() - t_start);
 out:
     if (rc) log_error("sft: %s", err);
-    xfree(s.tok); xfree(s.tgt); xfree(s.cu); xfree(s.logp); xfree(s.dlogp);
+    seqpack_free(s);
     examples_free(&tr);
     examples_free(&val);
     model_free(m);

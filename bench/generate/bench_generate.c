@@ -48,14 +48,13 @@ int main(int argc, char **argv) {
     ModelOptions mo = { .max_tokens = 1 };
     Model *m = model_load(dir, &mo, err);
     if (!m) { fprintf(stderr, "%s\n", err); return 1; }
-    m->cfg.n_eos = 0;                                   /* fixed-length responses */
     GenOptions go = { .max_num_seqs = B, .kv_cache_tokens = (long)B * (P + T), .max_batch_tokens = 512,
                       .batch_invariant = inv, .no_prefix_sharing = no_share };
     GenEngine *e = gen_engine_new(m, &go, err);
     if (!e) { fprintf(stderr, "%s\n", err); return 1; }
     int32_t *prompt = malloc((size_t)B * P * sizeof(int32_t));
-    uint32_t x = 1;
-    for (int i = 0; i < B * P; i++) { x = x * 1664525u + 1013904223u; prompt[i] = (int32_t)((x >> 8) % (uint32_t)m->cfg.vocab); }
+    uint32_t x = 1, V = (uint32_t)model_config(m)->vocab;
+    for (int i = 0; i < B * P; i++) { x = x * 1664525u + 1013904223u; prompt[i] = (int32_t)((x >> 8) % (uint32_t)V); }
     double tps[100];
     long total = 0;
     for (int it = 0; it < warmup + steps; it++) {
@@ -63,7 +62,7 @@ int main(int argc, char **argv) {
         for (int b = 0; b < B; b++) {
             GenRequest q = { .seed = (uint64_t)it, .group_id = (uint64_t)(b / group), .sample = (uint32_t)(b % group),
                              .prompt = prompt + (long)(b / group) * P, .n_prompt = P, .max_tokens = T,
-                             .sp = { .temperature = 1.0f, .top_p = 1.0f } };
+                             .sp = { .temperature = 1.0f, .top_p = 1.0f }, .ignore_eos = 1 /* fixed-length */ };
             if (gen_engine_add(e, &q, NULL, err)) { fprintf(stderr, "%s\n", err); return 1; }
         }
         int rc;

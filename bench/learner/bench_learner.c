@@ -69,8 +69,8 @@ int main(int argc, char **argv) {
     int32_t *ids = malloc((size_t)N * sizeof *ids);
     uint32_t *offs = malloc((size_t)(B + 1) * sizeof *offs), *plen = malloc((size_t)B * sizeof *plen);
     float *mask = malloc((size_t)R * 4), *adv = malloc((size_t)R * 4), *lps = malloc((size_t)R * 4);
-    uint64_t s = 88172645463325252ull + (uint64_t)rank;
-    for (int i = 0; i < N; i++) { s ^= s << 13; s ^= s >> 7; s ^= s << 17; ids[i] = (int32_t)(s % (uint64_t)L->m->cfg.vocab); }
+    uint64_t s = 88172645463325252ull + (uint64_t)rank, V = (uint64_t)model_config(L->m)->vocab;
+    for (int i = 0; i < N; i++) { s ^= s << 13; s ^= s >> 7; s ^= s << 17; ids[i] = (int32_t)(s % V); }
     for (int i = 0; i <= B; i++) offs[i] = (uint32_t)(i * T);
     for (int i = 0; i < B; i++) plen[i] = (uint32_t)P;
     for (int j = 0; j < R; j++) { mask[j] = 1; adv[j] = (j / (T - P)) % 2 ? 1.0f : -1.0f; lps[j] = -8.0f; }

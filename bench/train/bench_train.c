@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
     uint64_t s = 12345;
     for (int i = 0; i < N; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
-        tok[i] = (int32_t)((s >> 33) % (uint64_t)m->cfg.vocab);
+        tok[i] = (int32_t)((s >> 33) % (uint64_t)model_config(m)->vocab);
     }
     for (int b = 0; b <= B; b++) cu[b] = b * T;
     for (int i = 0; i < N; i++) {

@@ -203,14 +203,3 @@ int layout_micro_dynamic(const int *tokens, int n, int max_tokens, LayoutMicro *
     xfree(order); xfree(load); xfree(bin_of); xfree(cnt); xfree(mo);
     return 0;
 }
-
-int layout_chunk_end(const long *len, int a, int n, long max_tokens) {
-    long tok = 0;
-    int b = a;
-    while (b < n) {
-        if (b > a && tok + len[b] > max_tokens) break;
-        tok += len[b];
-        b++;
-    }
-    return b;
-}

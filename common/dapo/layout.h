@@ -63,9 +63,4 @@ int  layout_micro_fixed(int n, int micro_bsz, LayoutMicro *out, char err[ERR_LEN
 int  layout_micro_dynamic(const int *tokens, int n, int max_tokens, LayoutMicro *out, char err[ERR_LEN]);
 void layout_micro_free(LayoutMicro *m);   /* NULL-safe; leaves *m zeroed */
 
-/* The forward/backward chunks of a micro-batch (what the model's activation slab holds at once): sequences in order,
- * each chunk as many as fit max_tokens (a longer one goes alone). Given the lengths len[0..n), returns the end of the
- * chunk that starts at a (a < end <= n; a < n). The learner's and dapo-sft's chunking. */
-int  layout_chunk_end(const long *len, int a, int n, long max_tokens);
-
 #endif

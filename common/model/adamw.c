@@ -1,6 +1,7 @@
 /* common/model/adamw.c: AdamW update and learning-rate schedules (formulas in adamw.h).
  * Not here: gradient clipping (model.c). */
 #include "model/adamw.h"
+#include "model/model_internal.h"
 
 #include <math.h>
 

@@ -19,8 +19,8 @@ typedef struct {
 /* Defaults of torch.optim.AdamW except weight_decay = 0.01 (verl actor default). */
 AdamWConfig adamw_defaults(void);
 
-/* One optimizer step on a model loaded with train=1, using m->grads as they are (clip first if wanted).
- * Increments m->adam_step, then applies the update with that step for bias correction.
+/* One optimizer step on a model loaded with train=1, using its gradients as they are (clip first if wanted).
+ * Increments the step count (model_adam_step), then applies the update with that step for bias correction.
  * Errors: ERR_INVAL when the model has no optimizer state or lr is not finite/negative. */
 int adamw_step(Model *m, const AdamWConfig *cfg, float lr, char err[ERR_LEN]);
 

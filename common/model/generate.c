@@ -23,6 +23,7 @@ typedef struct {
     int          max_tokens;
     int32_t     *stop;          /* [n_stop] */
     int          n_stop;
+    int          ignore_eos;    /* GenRequest.ignore_eos */
     int32_t     *tok;           /* [n_prompt + max_tokens]: prompt then sampled tokens */
     int          n_tok, n_prompt;
     float       *lp;            /* [max_tokens] log-probs of the sampled tokens */
@@ -261,6 +262,7 @@ int gen_engine_add(GenEngine *e, const GenRequest *r, uint64_t *id, char err[ERR
     s->sp = r->sp;
     s->max_tokens = r->max_tokens;
     s->n_stop = r->n_stop;
+    s->ignore_eos = r->ignore_eos;
     if (r->n_stop) {
         s->stop = xmalloc((size_t)r->n_stop * sizeof(int32_t));
         memcpy(s->stop, r->stop_ids, (size_t)r->n_stop * sizeof(int32_t));
@@ -332,7 +334,7 @@ static void ensure_blocks(GenEngine *e) {
 static int is_stop(const GenEngine *e, const Seq *s, int32_t t) {
     for (int i = 0; i < s->n_stop; i++) if (s->stop[i] == t) return 1;
     const ModelConfig *c = &e->m->cfg;
-    for (int i = 0; i < c->n_eos; i++) if (c->eos_ids[i] == t) return 1;
+    for (int i = 0; i < c->n_eos && !s->ignore_eos; i++) if (c->eos_ids[i] == t) return 1;
     return 0;
 }
 

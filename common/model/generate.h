@@ -94,6 +94,8 @@ typedef struct {
     SampleParams   sp;
     const int32_t *stop_ids;     /* [n_stop] extra stop ids (beside the model's EOS ids); may be NULL */
     int            n_stop;
+    int            ignore_eos;   /* nonzero: the model's EOS ids do not end it (vLLM SamplingParams.ignore_eos; stop_ids
+                                    still do): fixed-length responses for benchmarks */
     uint32_t       rng_offset;   /* response position of the first token sampled here (0 normally; k when the
                                     prompt ends with the first k tokens of a response being continued) */
 } GenRequest;
@@ -129,7 +131,7 @@ typedef struct GenEngine GenEngine;
 GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]);
 void       gen_engine_free(GenEngine *e);   /* NULL-safe; drops unfinished sequences */
 
-/* Re-packs the weights after m->params changed (a weight swap); call with no sequence in progress. */
+/* Re-packs the weights after the model's parameters changed (a weight swap); call with no sequence in progress. */
 void gen_engine_reload_weights(GenEngine *e);
 
 /* Queues a sequence (copies the request). Returns 0 and its id in *id, or ERR_INVAL (bad token, lengths,

@@ -421,10 +421,14 @@ int model_save(const Model *m, const char *dir, StDtype dtype, char err[ERR_LEN]
     return rc;
 }
 
-const ModelTensor *model_tensor_find(const Model *m, const char *name) {
+int model_tensor_index(const Model *m, const char *name) {
     for (int i = 0; i < m->n_tensors; i++)
-        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
-    return NULL;
+        if (!strcmp(m->tensors[i].name, name)) return i;
+    return -1;
+}
+
+const ModelTensor *model_tensor_find(const Model *m, const char *name) {
+    return model_tensor(m, model_tensor_index(m, name));
 }
 
 /* ------------------------------------------------------------------------------------ init / grads */
@@ -486,10 +490,34 @@ int model_read(const Model *m, ModelSlab which, float *dst, char err[ERR_LEN]) {
 int model_write(Model *m, ModelSlab which, const float *src, char err[ERR_LEN]) {
     float *d = slab_of(m, which);
     if (!d || !src) return err_set(err, ERR_INVAL, "model_write: slab %d absent (inference model?) or NULL src", (int)which);
-    if (which == MODEL_PARAMS) model_unpack_weights(m);
     m->be->to_device(m->bc, d, src, (size_t)m->n_params * sizeof(float));
     m->be->sync(m->bc);
+    if (which == MODEL_PARAMS) model_params_changed(m);
     return 0;
+}
+
+/* ------------------------------------------------------------------------------------ accessors (model.h) */
+const ModelConfig *model_config(const Model *m) { return &m->cfg; }
+const char *model_config_text(const Model *m) { return m->config_json; }
+const Backend *model_backend(const Model *m) { return m->be; }
+long model_n_params(const Model *m) { return m->n_params; }
+int model_max_tokens(const Model *m) { return m->max_tokens; }
+int model_is_train(const Model *m) { return m->train; }
+long model_adam_step(const Model *m) { return m->adam_step; }
+int model_n_tensors(const Model *m) { return m->n_tensors; }
+const ModelTensor *model_tensor(const Model *m, int i) { return i >= 0 && i < m->n_tensors ? &m->tensors[i] : NULL; }
+float *model_host_slab(const Model *m, ModelSlab which) { return m->be->host_memory ? slab_of(m, which) : NULL; }
+float *model_slab(const Model *m, ModelSlab which) { return slab_of(m, which); }
+void model_sync(const Model *m) { m->be->sync(m->bc); }
+
+void model_params_changed(Model *m) {
+    model_unpack_weights(m);
+    if (m->be->params_refresh) m->be->params_refresh(m->bc);
+}
+
+const ModelWeights *model_views(const Model *m, ModelSlab which) {
+    if (!slab_of(m, which)) return NULL;
+    return which == MODEL_PARAMS ? &m->w : which == MODEL_GRADS ? &m->g : which == MODEL_ADAM_M ? &m->m : &m->v;
 }
 
 size_t model_bytes_params(const Model *m) { return (size_t)m->n_params * sizeof(float); }

@@ -5,6 +5,7 @@
  * sequences giving per-token log-probs and entropies, backward to parameter gradients, gradient utilities.
  * Math: transformers modeling_qwen2.py / modeling_qwen3.py / modeling_llama.py (v5.24), eager attention.
  *
+ * The handle is opaque (its fields are model_internal.h's): callers use the accessors at the end of this header.
  * Memory (STYLE.md rule 4): one slab each for parameters, gradients, Adam m, Adam v and activations, all
  * sized from the config and ModelOptions.max_tokens at load and logged. Inside a layer the q/k/v weights
  * (and biases) are stored back to back as one [qd + 2 kvd, H] matrix and gate/up as one [2I, H] matrix, so
@@ -12,7 +13,7 @@
  * A Model is not thread-safe: one forward/backward at a time (the activation slab is shared); parallelism is
  * inside the kernels (OpenMP threads).
  * Every slab lives in the backend's memory: code outside the model reads and writes it with model_read /
- * model_write (the m->params ... pointers are backend pointers; host pointers only on the CPU backend, where
+ * model_write (model_slab gives backend pointers; model_host_slab host pointers only on the CPU backend, where
  * Backend.host_memory is 1). The layer loop (forward.c) is written once against the backend table.
  * Not here: AdamW and LR schedules (adamw.h), sampling (sample.h), the rollout's paged KV cache and continuous
  * batching (generate.h, CPU backend only so far), the kernels (backend/). */
@@ -79,27 +80,8 @@ typedef struct {
     float          temperature;  /* > 0; log-probs/entropies of softmax(logits / temperature) */
 } ModelBatch;
 
+/* The model handle: opaque (its fields are model_internal.h's); read it through the accessors below. */
 typedef struct Model Model;
-struct Model {
-    const Backend *be;             /* the kernels and memory of this model (ModelOptions.backend) */
-    BackendCtx  *bc;               /* its per-model state; owned */
-    ModelConfig  cfg;
-    char        *config_json;      /* config.json text as loaded (written back by model_save); owned */
-    char        *gen_config_json;  /* generation_config.json text or NULL; owned */
-    long         n_params;         /* floats in each of params/grads/m/v */
-    int          n_tensors;
-    ModelTensor *tensors;          /* [n_tensors] HF names in file order (lm_head absent when tied) */
-    float       *params, *grads, *adam_m, *adam_v;   /* slabs; grads/m/v NULL unless train */
-    ModelWeights w, g, m, v;       /* pointer views into the four slabs */
-    float       *inv_freq;         /* [hd/2] RoPE inverse frequencies */
-    long         adam_step;        /* optimizer steps taken (for bias correction) */
-    /* activations (opaque to callers; see model.c for the carve) */
-    int          max_tokens, train, max_context;
-    long         logits_rows;      /* rows of logits kept at once */
-    float       *acts;             /* one slab */
-    size_t       acts_floats;
-    void        *priv;             /* carve table (model.c) */
-};
 
 /* Loads DIR (config.json, generation_config.json, model.safetensors[.index.json]); any float dtype.
  * Every expected tensor must be present with the config's shape (else ERR_NOTFOUND / ERR_INVAL naming the
@@ -108,7 +90,7 @@ struct Model {
 Model *model_load(const char *dir, const ModelOptions *opt, char err[ERR_LEN]);
 
 /* Builds a model from config.json text with parameters zeroed (for tests and benchmarks; fill with
- * model_init_random or copy into m->params). NULL on error. */
+ * model_init_random or model_write). NULL on error. */
 Model *model_create(const char *config_json, const ModelOptions *opt, char err[ERR_LEN]);
 
 /* Fills parameters: norms = 1, everything else N(0, std^2) from a seeded xorshift/Box-Muller stream. */
@@ -142,15 +124,15 @@ int model_load_optimizer(Model *m, const char *path, char err[ERR_LEN]);
 int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]);
 
 /* Final-norm hidden states [N, H] of the last model_forward (borrowed; valid until the next forward).
- * Logits of row i are cpu_linear(.., hidden + i*H, m->w.lm_head, NULL, 1, V, H). */
+ * Logits of row i are cpu_linear(.., hidden + i*H, model_views(m, MODEL_PARAMS)->lm_head, NULL, 1, V, H). */
 const float *model_hidden(const Model *m);
 
 /* Backward of the last model_forward (train mode, same batch): given dlogp[N] = d loss / d logp and
- * dent[N] = d loss / d entropy (either may be NULL = 0), ADDS parameter gradients into m->grads
+ * dent[N] = d loss / d entropy (either may be NULL = 0), ADDS parameter gradients into the MODEL_GRADS slab
  * (so micro-batches accumulate; call model_grads_zero between optimizer steps).
  * Split-invariant: each weight's gradient gets one term per sequence (its own GEMM / row sum, beta = 1), added
  * sequence by sequence in batch order (embedding rows: token by token), so calls over sequences 0..S-1 cut into
- * consecutive batches anyhow leave bitwise the same m->grads as one call over all S. Not bitwise: another sequence
+ * consecutive batches anyhow leave bitwise the same gradients as one call over all S. Not bitwise: another sequence
  * order (fp32 rounding of the sum), and tied embeddings split into several calls (the lm_head terms of a batch and
  * its token-embedding terms interleave differently), both equal up to fp32 rounding. */
 int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const float *dent, char err[ERR_LEN]);
@@ -179,7 +161,7 @@ int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char
  * benchmarks; the rollout engine keeps its own packed copy, generate.h): packs every forward weight once (one more
  * copy of the linear weights and lm_head, ~n_params floats, logged) and model_forward then reads that copy instead
  * of packing each weight per call — bitwise the same results. The copy is a SNAPSHOT: model_load_weights and
- * model_init_random drop it; a caller that writes m->params itself must call model_pack_weights again (or
+ * model_init_random drop it; a caller that writes the parameters in place (model_host_slab) must call model_pack_weights again (or
  * model_unpack_weights) before its next forward. Errors: ERR_INVAL on a train-mode model (its weights change every
  * step). */
 int    model_pack_weights(Model *m, char err[ERR_LEN]);
@@ -192,8 +174,9 @@ double model_grad_norm(const Model *m);
  * Returns the norm before clipping; max_norm <= 0: no clipping. */
 double model_grads_clip(Model *m, double max_norm);
 
-/* The tensor table entry for an HF name, or NULL. */
+/* The tensor table entry for an HF name, or NULL; its index in the table (model_tensor), or -1. */
 const ModelTensor *model_tensor_find(const Model *m, const char *name);
+int                model_tensor_index(const Model *m, const char *name);
 
 /* The four parameter-shaped slabs (n_params floats each, the layout of the tensor table). */
 typedef enum { MODEL_PARAMS = 0, MODEL_GRADS, MODEL_ADAM_M, MODEL_ADAM_V } ModelSlab;
@@ -207,5 +190,32 @@ int model_write(Model *m, ModelSlab which, const float *src, char err[ERR_LEN]);
 /* Bytes of each slab, for logs and the dashboard. */
 size_t model_bytes_params(const Model *m);
 size_t model_bytes_acts(const Model *m);
+
+
+/* ---- accessors (the handle is opaque) ---- */
+const ModelConfig *model_config(const Model *m);        /* the parsed config.json; borrowed */
+const char        *model_config_text(const Model *m);   /* config.json as loaded; borrowed */
+const Backend     *model_backend(const Model *m);       /* the table the model runs on */
+long               model_n_params(const Model *m);      /* floats in each parameter-shaped slab */
+int                model_max_tokens(const Model *m);    /* ModelOptions.max_tokens */
+int                model_is_train(const Model *m);      /* ModelOptions.train */
+long               model_adam_step(const Model *m);     /* optimizer steps taken (bias correction) */
+int                model_n_tensors(const Model *m);     /* HF tensors in file order (lm_head absent when tied) */
+const ModelTensor *model_tensor(const Model *m, int i); /* i in [0, model_n_tensors); NULL otherwise */
+/* Host view of a slab: the slab itself (n_params floats, the tensor table's layout) when the backend's memory is host
+ * memory (the CPU backend), else NULL (use model_read / model_write). A caller that writes MODEL_PARAMS through it on a
+ * model_pack_weights model must re-pack, as for model_write. NULL also for an absent slab. Borrowed. */
+float             *model_host_slab(const Model *m, ModelSlab which);   /* (like strchr: const in, writable out) */
+/* The slab itself in backend memory (device memory on CUDA): for a device-side collective (NCCL) over gradients or
+ * parameters. After writing MODEL_PARAMS through it, call model_params_changed. NULL for an absent slab. Borrowed. */
+float             *model_slab(const Model *m, ModelSlab which);
+/* MODEL_PARAMS was written in place (model_slab / model_host_slab): re-derives the backend's weight copy (bf16 on CUDA)
+ * and drops a model_pack_weights snapshot. */
+void               model_params_changed(Model *m);
+/* Waits for the model's queued backend work (a no-op on the CPU backend); for timing. */
+void               model_sync(const Model *m);
+/* Pointer views into one slab per tensor (backend pointers: dereference only when model_backend(m)->host_memory).
+ * NULL for an absent slab. Borrowed. */
+const ModelWeights *model_views(const Model *m, ModelSlab which);
 
 #endif

@@ -1,9 +1,32 @@
-/* common/model/model_internal.h: the activation carve shared by model.c and forward.c (not public).
+/* common/model/model_internal.h: the model handle's fields and the activation carve shared by the files of common/model
+ * (not public: outside this folder the handle is opaque, tests/check_layers.sh enforces it).
  * Not here: anything callers use (model.h). */
 #ifndef DAPO_MODEL_INTERNAL_H
 #define DAPO_MODEL_INTERNAL_H
 
 #include "model/model.h"
+
+/* The handle (model.h keeps it opaque). */
+struct Model {
+    const Backend *be;             /* the kernels and memory of this model (ModelOptions.backend) */
+    BackendCtx  *bc;               /* its per-model state; owned */
+    ModelConfig  cfg;
+    char        *config_json;      /* config.json text as loaded (written back by model_save); owned */
+    char        *gen_config_json;  /* generation_config.json text or NULL; owned */
+    long         n_params;         /* floats in each of params/grads/m/v */
+    int          n_tensors;
+    ModelTensor *tensors;          /* [n_tensors] HF names in file order (lm_head absent when tied) */
+    float       *params, *grads, *adam_m, *adam_v;   /* slabs; grads/m/v NULL unless train */
+    ModelWeights w, g, m, v;       /* pointer views into the four slabs */
+    float       *inv_freq;         /* [hd/2] RoPE inverse frequencies */
+    long         adam_step;        /* optimizer steps taken (for bias correction) */
+    /* activations (opaque to callers; see model.c for the carve) */
+    int          max_tokens, train, max_context;
+    long         logits_rows;      /* rows of logits kept at once */
+    float       *acts;             /* one slab */
+    size_t       acts_floats;
+    void        *priv;             /* carve table (model.c) */
+};
 
 /* Rows of lm_head (vocabulary entries) packed at once for the LM head (forward.c lm_head_rows). */
 #define MODEL_LM_SLICE 1024

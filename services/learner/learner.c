@@ -1,6 +1,7 @@
 /* services/learner/learner.c: the learner's training engine (see learner.h). Formula sources: verl
  * dp_actor.update_policy / compute_log_prob (micro-batches, global token counts, grad-norm skip of non-finite norms,
- * clip_grad_norm_), core_algos via dapo/loss.h; AdamW and schedules via model/adamw.h.
+ * clip_grad_norm_), core_algos via dapo/loss.h; AdamW and schedules via model/adamw.h; chunking, packing and the
+ * response gather / scatter via model/seqpack.h (shared with dapo-sft).
  * Not here: sockets and weights publishing (main.c, weights.c). */
 #include "learner.h"
 
@@ -25,14 +26,16 @@ static float *falloc(long n) { return xmalloc((size_t)(n > 0 ? n : 1) * sizeof(f
 static int grads_allreduce(Learner *L, int poison, char err[ERR_LEN]) {
     Model *m = L->m;
     if (!poison && !L->coll) return 0;
-    float *g = m->be->host_memory ? m->grads : xmalloc((size_t)m->n_params * sizeof(float));
-    int rc = g == m->grads ? 0 : model_read(m, MODEL_GRADS, g, err);
+    long n = model_n_params(m);
+    float *g = model_host_slab(m, MODEL_GRADS), *copy = NULL;   /* a device backend's gradients go through a copy */
+    if (!g) g = copy = xmalloc((size_t)n * sizeof(float));
+    int rc = copy ? model_read(m, MODEL_GRADS, g, err) : 0;
     if (!rc && poison)
-        for (long i = 0; i < m->n_params; i++) g[i] = NAN;
-    if (!rc && L->coll) rc = coll_allreduce_sum(L->coll, g, m->n_params, err);
-    if (g != m->grads) {
+        for (long i = 0; i < n; i++) g[i] = NAN;
+    if (!rc && L->coll) rc = coll_allreduce_sum(L->coll, g, n, err);
+    if (copy) {
         if (!rc) rc = model_write(m, MODEL_GRADS, g, err);
-        xfree(g);
+        xfree(copy);
     }
     return rc;
 }
@@ -103,16 +106,12 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
         }
     } else {
         L->m = model_load(cfg->model_path, &mo, err);
-        if (L->m) log_info("learner rank %d: model %s (%ld parameters)", rank, cfg->model_path, L->m->n_params);
+        if (L->m) log_info("learner rank %d: model %s (%ld parameters)", rank, cfg->model_path, model_n_params(L->m));
     }
     if (!L->m) { learner_close(L); return NULL; }
-    long T = L->m->max_tokens;
-    L->s_logp = falloc(T); L->s_ent = falloc(T); L->s_dlogp = falloc(T); L->s_dent = falloc(T);
-    L->r_logp = falloc(T); L->r_ent = falloc(T); L->r_old = falloc(T); L->r_adv = falloc(T);
-    L->r_dlogp = falloc(T); L->r_dent = falloc(T); L->r_isw = falloc(T);
-    L->s_tok = xmalloc((size_t)T * sizeof(int32_t)); L->s_tgt = xmalloc((size_t)T * sizeof(int32_t));
-    L->s_cu = xmalloc((size_t)(T + 1) * sizeof(int32_t));
-    L->r_off = xmalloc((size_t)(T + 1) * sizeof(int)); L->s_pos = xmalloc((size_t)T * sizeof(int));
+    long T = model_max_tokens(L->m);
+    L->pack = seqpack_new(L->m);
+    L->r_old = falloc(T); L->r_adv = falloc(T); L->r_isw = falloc(T);
     L->r_mask = xmalloc((size_t)T);
     return L;
 }
@@ -138,8 +137,8 @@ void learner_close(Learner *L) {
     xfree(L->pending);
     model_free(L->m);
     xfree(L->ckpt_root);
-    void *bufs[] = {L->s_logp, L->s_ent, L->s_dlogp, L->s_dent, L->r_logp, L->r_ent, L->r_old, L->r_adv, L->r_dlogp,
-                    L->r_dent, L->r_isw, L->s_tok, L->s_tgt, L->s_cu, L->r_off, L->s_pos, L->r_mask};
+    seqpack_free(L->pack);
+    void *bufs[] = {L->r_old, L->r_adv, L->r_isw, L->r_mask};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) xfree(bufs[i]);
     xfree(L);
 }
@@ -168,18 +167,18 @@ int learner_check_batch(const Learner *L, const Dapo__TrainBatch *tb, char err[E
         if (tb->prompt_lengths[i] > len || (tb->prompt_lengths[i] == 0 && len > 0))
             return err_set(err, ERR_INVAL, "train batch: sequence %zu has prompt length %u of %u tokens (need 1..len)", i,
                            tb->prompt_lengths[i], len);
-        if ((long)len > L->m->max_tokens)
+        if ((long)len > model_max_tokens(L->m))
             return err_set(err, ERR_TOO_BIG, "train batch: sequence %zu has %u tokens, more than the learner's %d "
-                           "(data.max_prompt_length + data.max_response_length)", i, len, L->m->max_tokens);
+                           "(data.max_prompt_length + data.max_response_length)", i, len, model_max_tokens(L->m));
         resp += len - tb->prompt_lengths[i];
     }
     if (resp != tb->n_response_mask || resp != tb->n_advantages || resp != tb->n_rollout_logprobs)
         return err_set(err, ERR_INVAL, "train batch: %zu response tokens but %zu mask, %zu advantage, %zu log-prob values",
                        resp, tb->n_response_mask, tb->n_advantages, tb->n_rollout_logprobs);
     for (size_t i = 0; i < tb->n_input_ids; i++)
-        if (tb->input_ids[i] < 0 || tb->input_ids[i] >= L->m->cfg.vocab)
+        if (tb->input_ids[i] < 0 || tb->input_ids[i] >= model_config(L->m)->vocab)
             return err_set(err, ERR_INVAL, "train batch: input id %d at %zu is outside the vocabulary [0, %d)",
-                           tb->input_ids[i], i, L->m->cfg.vocab);
+                           tb->input_ids[i], i, model_config(L->m)->vocab);
     return 0;
 }
 
@@ -201,64 +200,42 @@ static int micro_layout(const Learner *L, const Dapo__TrainBatch *tb, LayoutMicr
     return rc;
 }
 
-/* Packs sequences seq[0..n) into the model batch scratch. Fills response positions s_pos (packed position of each
- * response token's log-prob) and response index map via rs. Returns packed tokens. */
-static int pack(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, ModelBatch *b, int *n_resp) {
-    int N = 0, R = 0;
-    L->s_cu[0] = 0;
-    L->r_off[0] = 0;
-    for (int k = 0; k < n; k++) {
-        int i = seq[k];
-        int start = (int)tb->offsets[i], len = (int)(tb->offsets[i + 1] - tb->offsets[i]), pl = (int)tb->prompt_lengths[i];
-        memcpy(L->s_tok + N, tb->input_ids + start, (size_t)len * sizeof(int32_t));
-        for (int p = 0; p < len; p++) L->s_tgt[N + p] = p + 1 < len && p + 1 >= pl ? tb->input_ids[start + p + 1] : -1;
-        for (int j = 0; j < len - pl; j++) L->s_pos[R + j] = N + pl + j - 1;
-        N += len;
-        R += len - pl;
-        L->s_cu[k + 1] = N;
-        L->r_off[k + 1] = R;
-    }
-    *b = (ModelBatch){.n_tokens = N, .n_seqs = n, .tokens = L->s_tok, .targets = L->s_tgt, .cu_seqlens = L->s_cu,
-                      .temperature = L->temperature};
-    *n_resp = R;
-    return N;
+/* The shard as the model's sequence set (seqpack.h). */
+static SeqSet seqs_of(const Dapo__TrainBatch *tb) {
+    return (SeqSet){.input_ids = tb->input_ids, .offsets = tb->offsets, .prompt_lengths = tb->prompt_lengths,
+                    .n_seqs = (int)tb->n_offsets - 1};
 }
 
-/* Splits a micro-batch's sequence list into chunks whose tokens fit the activation slab; calls fn per chunk. */
-typedef int (*ChunkFn)(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, const long *rs, void *ud,
-                       char err[ERR_LEN]);
-static int for_chunks(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, const long *rs, ChunkFn fn,
-                      void *ud, int *chunks, char err[ERR_LEN]) {
-    long *len = xmalloc((size_t)(n ? n : 1) * sizeof(long));
-    for (int k = 0; k < n; k++) len[k] = (long)(tb->offsets[seq[k] + 1] - tb->offsets[seq[k]]);
-    int a = 0, rc = 0;
-    while (a < n && !rc) {
-        int b = layout_chunk_end(len, a, n, L->m->max_tokens);
-        long tok = 0;
-        for (int k = a; k < b; k++) tok += len[k];
-        if (tok == 0) { a = b; continue; }          /* empty sequences only */
-        rc = fn(L, tb, seq + a, b - a, rs, ud, err);
-        if (rc) break;
-        if (chunks) (*chunks)++;
-        if ((rc = keepalive(L)) < 0) rc = err_set(err, rc, "shard aborted: %s", err_str(rc));
-        a = b;
-    }
-    xfree(len);
+/* The chunks of one micro-batch (sequences seq[0..n)): fn per chunk, then the coordinator keep-alive. */
+typedef struct {
+    Learner                *L;
+    const Dapo__TrainBatch *tb;
+    const long             *rs;       /* [S + 1] response start of each sequence in the shard's response order */
+    int (*fn)(Learner *L, const Dapo__TrainBatch *tb, SeqChunk *c, const long *rs, void *ud, char err[ERR_LEN]);
+    void                   *ud;
+} ChunkRun;
+
+static int chunk_tramp(SeqPack *p, SeqChunk *c, void *ud, char err[ERR_LEN]) {
+    (void)p;
+    ChunkRun *r = ud;
+    int rc = r->fn(r->L, r->tb, c, r->rs, r->ud, err);
+    if (!rc && (rc = keepalive(r->L)) < 0) rc = err_set(err, rc, "shard aborted: %s", err_str(rc));
     return rc;
 }
 
-static int chunk_logprobs(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, const long *rs, void *ud,
+static int for_chunks(ChunkRun *r, const int *seq, int n, int *chunks, char err[ERR_LEN]) {
+    SeqSet s = seqs_of(r->tb);
+    return seqpack_for_chunks(r->L->pack, &s, seq, n, r->L->temperature, chunk_tramp, r, chunks, err);
+}
+
+static int chunk_logprobs(Learner *L, const Dapo__TrainBatch *tb, SeqChunk *c, const long *rs, void *ud,
                           char err[ERR_LEN]) {
+    (void)tb;
     float *out = ud;
-    ModelBatch b;
-    int R;
-    pack(L, tb, seq, n, &b, &R);
-    int rc = model_forward(L->m, &b, L->s_logp, NULL, err);
+    int rc = seqpack_forward(L->pack, c, 0, err);
     if (rc) return rc;
-    for (int k = 0; k < n; k++) {
-        int i = seq[k];
-        for (int j = L->r_off[k]; j < L->r_off[k + 1]; j++) out[rs[i] + (j - L->r_off[k])] = L->s_logp[L->s_pos[j]];
-    }
+    for (int k = 0; k < c->n; k++)
+        for (int j = c->r_off[k]; j < c->r_off[k + 1]; j++) out[rs[c->seq[k]] + (j - c->r_off[k])] = c->logp[j];
     return 0;
 }
 
@@ -269,8 +246,8 @@ int learner_logprobs(Learner *L, const Dapo__TrainBatch *tb, float *out, char er
     if ((rc = micro_layout(L, tb, &mb, err))) return rc;
     long *rs = xmalloc(tb->n_offsets * sizeof(long));
     resp_starts(tb, rs);
-    for (int j = 0; j < mb.n_micro && !rc; j++)
-        rc = for_chunks(L, tb, mb.idx + mb.off[j], mb.off[j + 1] - mb.off[j], rs, chunk_logprobs, out, NULL, err);
+    ChunkRun run = {.L = L, .tb = tb, .rs = rs, .fn = chunk_logprobs, .ud = out};
+    for (int j = 0; j < mb.n_micro && !rc; j++) rc = for_chunks(&run, mb.idx + mb.off[j], mb.off[j + 1] - mb.off[j], NULL, err);
     xfree(rs);
     layout_micro_free(&mb);
     return rc;
@@ -284,21 +261,16 @@ typedef struct {
     int               nonfinite;
 } GradCtx;
 
-static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, const int *seq, int n, const long *rs, void *ud,
+static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, SeqChunk *c, const long *rs, void *ud,
                        char err[ERR_LEN]) {
     GradCtx *g = ud;
-    ModelBatch b;
-    int R;
-    pack(L, tb, seq, n, &b, &R);
     double t0 = clock_s();
-    int rc = model_forward(L->m, &b, L->s_logp, L->s_ent, err);
+    int rc = seqpack_forward(L->pack, c, 1, err);
     if (rc) return rc;
-    for (int k = 0; k < n; k++) {
-        int i = seq[k];
-        for (int j = L->r_off[k]; j < L->r_off[k + 1]; j++) {
-            long src = rs[i] + (j - L->r_off[k]);
-            L->r_logp[j] = L->s_logp[L->s_pos[j]];
-            L->r_ent[j] = L->s_ent[L->s_pos[j]];
+    for (int k = 0; k < c->n; k++) {
+        int i = c->seq[k];
+        for (int j = c->r_off[k]; j < c->r_off[k + 1]; j++) {
+            long src = rs[i] + (j - c->r_off[k]);
             L->r_old[j] = g->old_lp[src];
             L->r_adv[j] = tb->advantages[src];
             L->r_mask[j] = tb->response_mask[src] > 0.5f && (!g->corr || !g->corr->keep || g->corr->keep[src]);
@@ -306,27 +278,21 @@ static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, const int *seq, i
         }
     }
     if (L->rc.bypass)        /* verl's bypass loss: rejection from the current log-probs vs the rollout's, per chunk */
-        offpolicy_reject_chunk(L, L->r_logp, L->r_old, L->r_mask, L->r_off, n, &L->bypass_rej, &L->bypass_cnt);
-    LossInput in = {.logp = L->r_logp, .old_logp = L->r_old, .adv = L->r_adv, .mask = L->r_mask, .entropy = L->r_ent,
-                    .seq_off = L->r_off, .n_seq = n, .is_weight = g->corr && g->corr->isw ? L->r_isw : NULL};
+        offpolicy_reject_chunk(L, c->logp, L->r_old, L->r_mask, c->r_off, c->n, &L->bypass_rej, &L->bypass_cnt);
+    LossInput in = {.logp = c->logp, .old_logp = L->r_old, .adv = L->r_adv, .mask = L->r_mask, .entropy = c->ent,
+                    .seq_off = c->r_off, .n_seq = c->n, .is_weight = g->corr && g->corr->isw ? L->r_isw : NULL};
     LossStats s;
     int want_dent = L->lp.entropy_coeff != 0;
-    rc = loss_compute(&L->lp, &in, NULL, L->r_dlogp, want_dent ? L->r_dent : NULL, &s, err);
+    rc = loss_compute(&L->lp, &in, NULL, c->dlogp, want_dent ? c->dent : NULL, &s, err);
     if (rc) return rc;
     if (!isfinite(s.loss)) g->nonfinite = 1;
     loss_stats_merge(&g->acc, &s);
-    memset(L->s_dlogp, 0, (size_t)b.n_tokens * sizeof(float));
-    if (want_dent) memset(L->s_dent, 0, (size_t)b.n_tokens * sizeof(float));
-    for (int j = 0; j < R; j++) {
-        L->s_dlogp[L->s_pos[j]] = L->r_dlogp[j];
-        if (want_dent) L->s_dent[L->s_pos[j]] = L->r_dent[j];
-    }
     double t1 = clock_s();
     /* model_backward adds each sequence's weight-gradient terms into the one fp32 slab, sequence by sequence in
        order, with products that see only that sequence (model.h): chunks run in shard order, so the gradient is
        bitwise the same however the shard is cut into micro-batches (use_dynamic_bsz reorders sequences: equal to
        fp32 rounding of the sum) */
-    rc = model_backward(L->m, &b, L->s_dlogp, want_dent ? L->s_dent : NULL, err);
+    rc = seqpack_backward(L->pack, c, c->dlogp, want_dent ? c->dent : NULL, err);
     g->st->t_fwd += t1 - t0;
     g->st->t_bwd += clock_s() - t1;
     return rc;
@@ -347,8 +313,9 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, c
     resp_starts(tb, rs);
     GradCtx g = {.old_lp = old_lp, .corr = corr, .st = st};
     model_grads_zero(L->m);
+    ChunkRun run = {.L = L, .tb = tb, .rs = rs, .fn = chunk_grads, .ud = &g};
     for (int j = 0; j < mb.n_micro && !rc; j++)
-        rc = for_chunks(L, tb, mb.idx + mb.off[j], mb.off[j + 1] - mb.off[j], rs, chunk_grads, &g, &st->n_micro, err);
+        rc = for_chunks(&run, mb.idx + mb.off[j], mb.off[j + 1] - mb.off[j], &st->n_micro, err);
     xfree(rs);
     layout_micro_free(&mb);
     if (rc) return rc;
@@ -561,7 +528,7 @@ void learner_result_free(LearnerResult *r) {
 }
 
 int learner_checkpoint(Learner *L, char err[ERR_LEN]) {
-    CheckpointState st = {.step = L->steps_done, .adam_step = L->m->adam_step, .policy_version = L->version,
+    CheckpointState st = {.step = L->steps_done, .adam_step = model_adam_step(L->m), .policy_version = L->version,
                     .rng_seed = L->rng_seed, .rng_counter = L->rng_counter};
     double t0 = clock_s();
     int rc = checkpoint_save(L->ckpt_root, L->m, &st, L->max_keep, err);

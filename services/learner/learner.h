@@ -34,6 +34,7 @@
 #include "dapo.pb-c.h"
 #include "model/adamw.h"
 #include "model/model.h"
+#include "model/seqpack.h"
 #include "offpolicy.h"
 
 /* Called between micro-batches and while collectives wait (heartbeats); return < 0 to abort the shard. */
@@ -76,9 +77,8 @@ struct Learner {
     char        *ckpt_root;        /* trainer.default_local_dir (owned) */
     int          max_keep;
     /* scratch sized to the activation slab (model max_tokens), allocated once */
-    float       *s_logp, *s_ent, *s_dlogp, *s_dent, *r_logp, *r_ent, *r_old, *r_adv, *r_dlogp, *r_dent, *r_isw;
-    int32_t     *s_tok, *s_tgt, *s_cu;
-    int         *r_off, *s_pos;
+    SeqPack     *pack;             /* chunking and packing of the shard (model/seqpack.h); owned */
+    float       *r_old, *r_adv, *r_isw;   /* [T] per response token of a chunk: old log-prob, advantage, IS weight */
     uint8_t     *r_mask;
     float        stats[8];
     /* the step being trained */
@@ -110,8 +110,8 @@ int learner_check_batch(const Learner *L, const Dapo__TrainBatch *tb, char err[E
 /* Log-probs of every response token of the shard under the current weights: out[n_response_tokens]. */
 int learner_logprobs(Learner *L, const Dapo__TrainBatch *tb, float *out, char err[ERR_LEN]);
 
-/* Gradient of the shard's mini-batch loss summed over ranks into L->m->grads (zeroed first), and the all-reduced
- * loss statistics into *st (apply not yet done). old_lp[n_response_tokens]; corr: the mini-batch's IS weights /
+/* Gradient of the shard's mini-batch loss summed over ranks into the model's gradients (zeroed first), and the
+ * all-reduced loss statistics into *st (apply not yet done). old_lp[n_response_tokens]; corr: the mini-batch's IS weights /
  * rejection mask / rejected-token count (offpolicy.h), NULL for none. */
 int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const OffpolicyMini *corr,
                   LearnerMiniStats *st, char err[ERR_LEN]);

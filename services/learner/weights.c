@@ -58,32 +58,32 @@ int wsrv_publish(WeightServer *ws, const Model *m, int64_t version, char err[ERR
                        (long long)ws->version);
     uint64_t total = 0;
     int nchunks = 0;
-    for (int i = 0; i < m->n_tensors; i++) {
-        uint64_t b = (uint64_t)m->tensors[i].numel * 4;
+    for (int i = 0; i < model_n_tensors(m); i++) {
+        uint64_t b = (uint64_t)model_tensor(m, i)->numel * 4;
         total += b;
         nchunks += (int)wchunk_pieces(b);
     }
-    if (ws->n_tensors != m->n_tensors || ws->total_bytes != total) {
+    if (ws->n_tensors != model_n_tensors(m) || ws->total_bytes != total) {
         xfree(ws->snap); xfree(ws->tensors); xfree(ws->chunks);
         ws->snap = xmalloc(total ? total : 1);
-        ws->tensors = xcalloc((size_t)m->n_tensors, sizeof *ws->tensors);
+        ws->tensors = xcalloc((size_t)model_n_tensors(m), sizeof *ws->tensors);
         ws->chunks = xcalloc((size_t)nchunks, sizeof *ws->chunks);
     }
-    ws->n_tensors = m->n_tensors;
+    ws->n_tensors = model_n_tensors(m);
     ws->total_bytes = total;
     ws->n_chunks = nchunks;
-    const float *params = m->params;
+    const float *params = model_host_slab(m, MODEL_PARAMS);
     float *staged = NULL;             /* a device backend's slab, read back once */
-    if (!m->be->host_memory) {
-        staged = xmalloc((size_t)m->n_params * sizeof(float));
+    if (!params) {
+        staged = xmalloc((size_t)model_n_params(m) * sizeof(float));
         int rc = model_read(m, MODEL_PARAMS, staged, err);
         if (rc) { xfree(staged); return rc; }
         params = staged;
     }
     uint64_t off = 0;
     int c = 0;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const ModelTensor *t = &m->tensors[i];
+    for (int i = 0; i < model_n_tensors(m); i++) {
+        const ModelTensor *t = model_tensor(m, i);
         WTensor *w = &ws->tensors[i];
         snprintf(w->name, sizeof w->name, "%s", t->name);
         w->ndim = t->ndim;

@@ -351,7 +351,7 @@ static int setup(Rollout *r, const char *load, char err[ERR_LEN]) {
                       .no_prefix_sharing = !c->enable_prefix_caching };
     r->eng = gen_engine_new(r->m, &go, err);
     if (!r->eng) return ERR_INVAL;
-    log_info("model %s (%s), tokenizer %s, %d threads (%s)", dir, r->m->cfg.arch_name, tdir, threads,
+    log_info("model %s (%s), tokenizer %s, %d threads (%s)", dir, model_config(r->m)->arch_name, tdir, threads,
              openblas_get_corename());
     return 0;
 }

@@ -35,7 +35,7 @@ WeightFetch *wfetch_new(void *zctx, const char *endpoint, const char *worker_id,
     f->m = m;
     f->max_bytes = (size_t)(max_msg_bytes > 0 ? max_msg_bytes : 256 << 20);
     f->version = -1;
-    f->elems = xcalloc((size_t)m->n_tensors, sizeof(long));
+    f->elems = xcalloc((size_t)model_n_tensors(m), sizeof(long));
     return f;
 }
 
@@ -75,10 +75,10 @@ static void reset_stage(WeightFetch *f, int64_t v) {
     f->n_have = 0;
     xfree(f->have);
     f->have = NULL;
-    memset(f->elems, 0, (size_t)f->m->n_tensors * sizeof(long));
+    memset(f->elems, 0, (size_t)model_n_tensors(f->m) * sizeof(long));
     if (!f->stage) {
-        f->stage = xmalloc((size_t)f->m->n_params * sizeof(float));
-        log_info("weights: staging buffer %.1f MiB", (double)f->m->n_params * 4 / 1048576.0);
+        f->stage = xmalloc((size_t)model_n_params(f->m) * sizeof(float));
+        log_info("weights: staging buffer %.1f MiB", (double)model_n_params(f->m) * 4 / 1048576.0);
     }
 }
 
@@ -92,11 +92,11 @@ void wfetch_want(WeightFetch *f, int64_t v, int64_t loaded) {
 
 static int is_complete(WeightFetch *f) {
     if (!f->chunk_count || f->n_have < f->chunk_count) return 0;
-    for (int t = 0; t < f->m->n_tensors; t++)
-        if (f->elems[t] != f->m->tensors[t].numel) {
+    for (int t = 0; t < model_n_tensors(f->m); t++)
+        if (f->elems[t] != model_tensor(f->m, t)->numel) {
             log_error("weights: version %lld: every chunk arrived but tensor %s holds %ld of %ld elements; "
-                      "fetching it again", (long long)f->version, f->m->tensors[t].name, f->elems[t],
-                      f->m->tensors[t].numel);
+                      "fetching it again", (long long)f->version, model_tensor(f->m, t)->name, f->elems[t],
+                      model_tensor(f->m, t)->numel);
             int64_t v = f->version;
             reset_stage(f, v);
             return 0;
@@ -119,8 +119,9 @@ int wfetch_chunk(WeightFetch *f, const Dapo__WeightUpdate *u, char err[ERR_LEN])
         f->have = xcalloc(u->chunk_count, 1);
     }
     if (f->have[u->chunk_index]) return 1;
-    const ModelTensor *t = model_tensor_find(f->m, u->tensor_name);
-    if (!t && f->m->cfg.tie_embeddings && strcmp(u->tensor_name, "lm_head.weight") == 0) {
+    int ti = model_tensor_index(f->m, u->tensor_name);
+    const ModelTensor *t = model_tensor(f->m, ti);   /* NULL when absent */
+    if (!t && model_config(f->m)->tie_embeddings && strcmp(u->tensor_name, "lm_head.weight") == 0) {
         f->have[u->chunk_index] = 1;             /* tied: lm_head is the embedding */
         f->n_have++;
         return 0;
@@ -141,7 +142,7 @@ int wfetch_chunk(WeightFetch *f, const Dapo__WeightUpdate *u, char err[ERR_LEN])
     wchunk_decode(dst, u->data.data, n, u->dtype);
     f->have[u->chunk_index] = 1;
     f->n_have++;
-    f->elems[t - f->m->tensors] += (long)n;
+    f->elems[ti] += (long)n;
     return 0;
 }
 
@@ -179,7 +180,7 @@ int64_t wfetch_ready(const WeightFetch *f) { return f && f->state == 2 ? f->vers
 int wfetch_busy(const WeightFetch *f) { return f && f->state == 1; }
 
 int64_t wfetch_swap(WeightFetch *f, Model *m) {
-    if (!f || f->state != 2 || m->n_params != f->m->n_params) return -1;
+    if (!f || f->state != 2 || model_n_params(m) != model_n_params(f->m)) return -1;
     char err[ERR_LEN];
     if (model_write(m, MODEL_PARAMS, f->stage, err)) {   /* through the model's backend, wherever its slab lives */
         log_error("weights: version %lld not swapped in: %s", (long long)f->version, err);

@@ -46,7 +46,7 @@ int64_t wfetch_ready(const WeightFetch *f);
 /* True while a version is wanted and not complete (the caller polls often then). */
 int wfetch_busy(const WeightFetch *f);
 
-/* Copies the ready version into m->params; returns it (or -1 when none is ready). */
+/* Copies the ready version into m's parameters (model_write); returns it (or -1 when none is ready). */
 int64_t wfetch_swap(WeightFetch *f, Model *m);
 
 /* Counters for logs and tests. */

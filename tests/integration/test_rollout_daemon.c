@@ -21,6 +21,7 @@
 #include "tests/support/fake_coord.h"
 #include "tests/testutil.h"
 #include "tokenizer/tokenizer.h"
+#include "tests/model_slabs.h"
 
 #define CHUNK_BYTES 4096
 #define CORRUPT_IDX 3
@@ -123,12 +124,12 @@ static void *wserver_main(void *arg) {
 /* chunks of m1's tensors, <= CHUNK_BYTES each; the embedding is sent as BF16 (its values are bf16-exact) */
 static void make_chunks(WServer *s, Model *m1) {
     s->chunks = xcalloc(4096, sizeof(Chunk));
-    for (int t = 0; t < m1->n_tensors; t++) {
-        const ModelTensor *mt = &m1->tensors[t];
+    for (int t = 0; t < model_n_tensors(m1); t++) {
+        const ModelTensor *mt = model_tensor(m1, t);
         int bf16 = strcmp(mt->name, "model.embed_tokens.weight") == 0;
         size_t es = bf16 ? 2 : 4, total = (size_t)mt->numel * es;
         uint8_t *bytes = xmalloc(total);
-        const float *p = m1->params + mt->offset;
+        const float *p = tu_params(m1) + mt->offset;
         for (long i = 0; i < mt->numel; i++) {
             if (bf16) {
                 uint32_t b;
@@ -173,13 +174,14 @@ static int setup(void **state) {
     if (fake_coord_open(&f->fc, f->ctx, "tcp://127.0.0.1:0", err)) return -1;
     f->m0 = load("qwen2_gqa");
     f->m1 = load("qwen2_gqa");
-    for (long i = 0; i < f->m1->n_params; i++) f->m1->params[i] = f->m1->params[i] * 1.25f + 0.01f * sinf((float)i);
+    float *p1 = tu_params(f->m1);
+    for (long i = 0; i < model_n_params(f->m1); i++) p1[i] = p1[i] * 1.25f + 0.01f * sinf((float)i);
     const ModelTensor *et = model_tensor_find(f->m1, "model.embed_tokens.weight");
     for (long i = 0; i < et->numel; i++) {
         uint32_t b;
-        memcpy(&b, &f->m1->params[et->offset + i], 4);
+        memcpy(&b, &tu_params(f->m1)[et->offset + i], 4);
         b &= 0xffff0000u;
-        memcpy(&f->m1->params[et->offset + i], &b, 4);
+        memcpy(&tu_params(f->m1)[et->offset + i], &b, 4);
     }
     snprintf(p, sizeof p, "%s/data/tokenizers/tiny", tu_root());
     f->tok = tokenizer_load(p, err);

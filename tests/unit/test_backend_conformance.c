@@ -90,16 +90,17 @@ static int compare(const char *what, const float *ours, const float *ref, long n
 /* reads fixture tensors "<prefix>.<hf name>" into a host slab in the model's layout */
 static void fixture_slab(const Fixture *f, const Model *m, const char *prefix, float *slab) {
     char key[160], err[ERR_LEN];
-    for (int i = 0; i < m->n_tensors; i++) {
-        snprintf(key, sizeof key, "%s.%s", prefix, m->tensors[i].name);
-        if (st_read_f32(f->st, key, slab + m->tensors[i].offset, (size_t)m->tensors[i].numel, err)) fail_msg("%s", err);
+    for (int i = 0; i < model_n_tensors(m); i++) {
+        const ModelTensor *t = model_tensor(m, i);
+        snprintf(key, sizeof key, "%s.%s", prefix, t->name);
+        if (st_read_f32(f->st, key, slab + t->offset, (size_t)t->numel, err)) fail_msg("%s", err);
     }
 }
 
 static int slab_compare(const Model *m, const char *what, const float *ours, const float *ref, double tol) {
     int bad = 0;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const ModelTensor *t = &m->tensors[i];
+    for (int i = 0; i < model_n_tensors(m); i++) {
+        const ModelTensor *t = model_tensor(m, i);
         char key[160];
         snprintf(key, sizeof key, "%s.%s", what, t->name);
         bad += compare(key, ours + t->offset, ref + t->offset, t->numel, tol);
@@ -125,7 +126,7 @@ static void test_forward_backward(void **state) {
             int bad = compare("logp", lp, f.logp, f.N, tol) + compare("entropy", en, f.ent, f.N, tol);
             model_grads_zero(m);
             assert_int_equal(model_backward(m, &b, f.w, f.u, err), 0);
-            float *g = malloc(m->n_params * sizeof(float)), *ref = malloc(m->n_params * sizeof(float));
+            float *g = malloc(model_bytes_params(m)), *ref = malloc(model_bytes_params(m));
             assert_int_equal(model_read(m, MODEL_GRADS, g, err), 0);
             fixture_slab(&f, m, "grad", ref);
             bad += slab_compare(m, "grad", g, ref, tol);
@@ -147,7 +148,7 @@ static void test_adamw(void **state) {
             Fixture f;
             fixture_load(&f, FIXTURES[i]);
             Model *m = open_model(FIXTURES[i], bes[k], 1);
-            float *g = malloc(m->n_params * sizeof(float)), *p = malloc(m->n_params * sizeof(float));
+            float *g = malloc(model_bytes_params(m)), *p = malloc(model_bytes_params(m));
             fixture_slab(&f, m, "grad", g);
             assert_int_equal(model_write(m, MODEL_GRADS, g, err), 0);
             AdamWConfig ac = adamw_defaults();
@@ -246,11 +247,11 @@ static void test_save_load_round_trip(void **state) {
         ModelOptions o = { .max_tokens = 64, .backend = bes[k] };
         Model *b = model_load(dir, &o, err);
         if (!b) fail_msg("reload on %s: %s", bes[k]->name, err);
-        assert_int_equal(a->n_params, b->n_params);
-        float *pa = malloc(a->n_params * sizeof(float)), *pb = malloc(a->n_params * sizeof(float));
+        assert_int_equal(model_n_params(a), model_n_params(b));
+        float *pa = malloc(model_bytes_params(a)), *pb = malloc(model_bytes_params(a));
         assert_int_equal(model_read(a, MODEL_PARAMS, pa, err), 0);
         assert_int_equal(model_read(b, MODEL_PARAMS, pb, err), 0);
-        assert_memory_equal(pa, pb, a->n_params * sizeof(float));
+        assert_memory_equal(pa, pb, model_bytes_params(a));
         ModelBatch bt = fixture_batch(&f);
         float *la = calloc(f.N, sizeof(float)), *lb = calloc(f.N, sizeof(float));
         assert_int_equal(model_forward(a, &bt, la, NULL, err), 0);

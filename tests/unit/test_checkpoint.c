@@ -17,7 +17,9 @@
 
 #include "core/fsutil.h"
 #include "model/checkpoint.h"
+#include "model/model_internal.h"   /* white-box: load_model sets the optimizer step counter */
 #include "tests/testutil.h"
+#include "tests/model_slabs.h"
 
 static char dir[256];
 
@@ -27,11 +29,11 @@ static Model *load_model(void) {
     ModelOptions o = {.max_tokens = 16, .train = 1};
     Model *m = model_load(p, &o, err);
     assert_non_null(m);
-    for (long i = 0; i < m->n_params; i++) {
-        m->adam_m[i] = (float)i * 1e-7f - 0.001f;
-        m->adam_v[i] = (float)(i % 97) * 1e-9f;
+    for (long i = 0; i < model_n_params(m); i++) {
+        tu_adam_m(m)[i] = (float)i * 1e-7f - 0.001f;
+        tu_adam_v(m)[i] = (float)(i % 97) * 1e-9f;
     }
-    m->adam_step = 42;
+    m->adam_step = 42;                            /* white-box (model_internal.h): as if 42 optimizer steps had run */
     return m;
 }
 
@@ -63,10 +65,10 @@ static void test_round_trip(void **state) {
     CheckpointState got;
     Model *r = checkpoint_load(path, &o, &got, err);
     assert_non_null(r);
-    assert_memory_equal(m->params, r->params, (size_t)m->n_params * sizeof(float));
-    assert_memory_equal(m->adam_m, r->adam_m, (size_t)m->n_params * sizeof(float));
-    assert_memory_equal(m->adam_v, r->adam_v, (size_t)m->n_params * sizeof(float));
-    assert_int_equal(r->adam_step, 42);
+    assert_memory_equal(tu_params(m), tu_params(r), model_bytes_params(m));
+    assert_memory_equal(tu_adam_m(m), tu_adam_m(r), model_bytes_params(m));
+    assert_memory_equal(tu_adam_v(m), tu_adam_v(r), model_bytes_params(m));
+    assert_int_equal(model_adam_step(r), 42);
     assert_int_equal(got.step, 7);
     assert_int_equal(got.policy_version, 7);
     assert_true(got.rng_seed == st.rng_seed && got.rng_counter == st.rng_counter);
@@ -78,7 +80,7 @@ static void test_round_trip(void **state) {
     ModelOptions inf = {.max_tokens = 16};
     r = model_load(path, &inf, err);
     assert_non_null(r);
-    assert_memory_equal(m->params, r->params, (size_t)m->n_params * sizeof(float));
+    assert_memory_equal(tu_params(m), tu_params(r), model_bytes_params(m));
     model_free(r);
     /* a newer format is refused with a hint */
     snprintf(path, sizeof path, "%s/global_step_7/actor/state.json", dir);
@@ -120,7 +122,7 @@ static void test_keep_and_incomplete(void **state) {
     assert_int_equal(checkpoint_find_latest(dir, path, sizeof path, &step, err), 0);
     assert_int_equal(step, 4);
     /* saving the same step again replaces it */
-    m->params[0] += 1.0f;
+    tu_params(m)[0] += 1.0f;
     CheckpointState st = {.step = 4, .adam_step = 4, .policy_version = 4};
     assert_int_equal(checkpoint_save(dir, m, &st, 2, err), 0);
     ModelOptions o = {.max_tokens = 16, .train = 1};
@@ -128,7 +130,7 @@ static void test_keep_and_incomplete(void **state) {
     snprintf(path, sizeof path, "%s/global_step_4", dir);
     Model *r = checkpoint_load(path, &o, &got, err);
     assert_non_null(r);
-    assert_true(r->params[0] == m->params[0]);
+    assert_true(tu_params(r)[0] == tu_params(m)[0]);
     model_free(r);
     /* a new run in the same directory (resume_mode disable) writes step 2 beside the older run's 3 and 4: the marker
      * names 2, so 2 is resumed; without a marker (a directory from before it existed) the newest is */
@@ -188,7 +190,7 @@ static void test_full_disk_keeps_previous(void **state) {
     snprintf(path, sizeof path, "%s/global_step_1", dir);
     Model *r = checkpoint_load(path, &o, &got, err);
     assert_non_null(r);
-    assert_memory_equal(m->params, r->params, (size_t)m->n_params * sizeof(float));
+    assert_memory_equal(tu_params(m), tu_params(r), model_bytes_params(m));
     model_free(r);
     model_free(m);
 }

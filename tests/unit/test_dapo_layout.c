@@ -210,22 +210,9 @@ static void test_micro_dynamic(void **state) {
     }
 }
 
-/* layout_chunk_end: greedy chunks of at most max tokens, a longer sequence alone, empty ones ride along. */
-static void test_chunk_end(void **state) {
-    (void)state;
-    const long len[6] = { 3, 4, 2, 9, 0, 1 };
-    assert_int_equal(layout_chunk_end(len, 0, 6, 8), 2);    /* 3 + 4 = 7; + 2 > 8 */
-    assert_int_equal(layout_chunk_end(len, 2, 6, 8), 3);    /* 2; + 9 > 8 */
-    assert_int_equal(layout_chunk_end(len, 3, 6, 8), 4);    /* 9 > 8: alone */
-    assert_int_equal(layout_chunk_end(len, 4, 6, 8), 6);    /* 0 + 1 */
-    assert_int_equal(layout_chunk_end(len, 0, 6, 100), 6);
-    assert_int_equal(layout_chunk_end(len, 5, 6, 1), 6);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shard_hand_traced),
-        cmocka_unit_test(test_chunk_end),
         cmocka_unit_test(test_cost_vs_loss_tokens),
         cmocka_unit_test(test_uneven_and_errors),
         cmocka_unit_test(test_random_properties),

@@ -119,7 +119,7 @@ static void test_cached_batched_equals_uncached(void **state) {
     for (int mi = 0; mi < NMODELS; mi++) {
         Model *m = load_model(MODELS[mi], 8);
         Reqs q;
-        make_reqs(&q, m->cfg.vocab, 24);
+        make_reqs(&q, model_config(m)->vocab, 24);
         Outs batched = { 0 }, ref = { 0 };
         /* chunked prefill (7 rows per step), all sequences at once */
         GenOptions go = { .max_num_seqs = NREQ, .kv_cache_tokens = 4096, .max_batch_tokens = 7, .block_tokens = 4,
@@ -166,7 +166,7 @@ static void test_one_vs_three_workers(void **state) {
     for (int mi = 0; mi < NMODELS; mi++) {
         Model *m = load_model(MODELS[mi], 8);
         Reqs q;
-        make_reqs(&q, m->cfg.vocab, 40);
+        make_reqs(&q, model_config(m)->vocab, 40);
         Outs one = { 0 }, three = { 0 };
         GenOptions go = { .max_num_seqs = 16, .kv_cache_tokens = 8192, .max_batch_tokens = 64, .batch_invariant = 1 };
         run_engine(m, &go, &q, ALL, NREQ, &one);
@@ -189,7 +189,7 @@ static void test_preemption_same_as_large_cache(void **state) {
     for (int mi = 0; mi < NMODELS; mi++) {
         Model *m = load_model(MODELS[mi], 8);
         Reqs q;
-        make_reqs(&q, m->cfg.vocab, 48);
+        make_reqs(&q, model_config(m)->vocab, 48);
         for (int i = 0; i < NREQ; i++) q.r[i].sp.greedy = 0;   /* long responses: no early stops matter */
         Outs big = { 0 }, tiny = { 0 };
         GenOptions gb = { .max_num_seqs = NREQ, .kv_cache_tokens = 8192, .max_batch_tokens = 16, .block_tokens = 4,
@@ -212,7 +212,7 @@ static void test_logprobs_match_model_forward(void **state) {
     for (int mi = 0; mi < NMODELS; mi++) {
         Model *m = load_model(MODELS[mi], 128);
         Reqs q;
-        make_reqs(&q, m->cfg.vocab, 32);
+        make_reqs(&q, model_config(m)->vocab, 32);
         Outs o = { 0 };
         GenOptions go = { .max_num_seqs = 4, .kv_cache_tokens = 2048, .max_batch_tokens = 9 };
         run_engine(m, &go, &q, ALL, NREQ, &o);
@@ -244,7 +244,7 @@ static void test_logprobs_match_model_forward(void **state) {
 static void test_finish_reasons_and_stop(void **state) {
     (void)state;
     Model *m = load_model("qwen2_gqa", 8);     /* generation_config.json eos_token_id [2, 5] */
-    assert_int_equal(m->cfg.n_eos, 2);
+    assert_int_equal(model_config(m)->n_eos, 2);
     char err[ERR_LEN];
     int32_t prompt[] = { 7, 8, 9, 10 };
     GenOptions go = { .max_num_seqs = 4, .kv_cache_tokens = 512, .max_batch_tokens = 16 };
@@ -287,7 +287,7 @@ static void test_cancel_and_hold(void **state) {
     Model *m = load_model("qwen3", 8);
     char err[ERR_LEN];
     Reqs q;
-    make_reqs(&q, m->cfg.vocab, 40);
+    make_reqs(&q, model_config(m)->vocab, 40);
     GenOptions go = { .max_num_seqs = 4, .kv_cache_tokens = 400, .max_batch_tokens = 8 };
     GenEngine *e = gen_engine_new(m, &go, err);
     assert_non_null(e);
@@ -342,7 +342,7 @@ static void test_bad_requests(void **state) {
     int32_t p[70] = { 1, 2, -3 };
     GenRequest r = { .prompt = p, .n_prompt = 3, .max_tokens = 4, .sp = { .temperature = 1, .top_p = 1 } };
     assert_int_equal(gen_engine_add(e, &r, NULL, err), ERR_INVAL);
-    p[2] = m->cfg.vocab;
+    p[2] = model_config(m)->vocab;
     assert_int_equal(gen_engine_add(e, &r, NULL, err), ERR_INVAL);
     p[2] = 3;
     r.max_tokens = 0;

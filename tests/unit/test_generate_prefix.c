@@ -138,7 +138,7 @@ static void test_groups_on_off_bitwise_and_counters(void **state) {
         for (int k = 0; k < 3; k++) {
             int n = NS[k], P = 13;
             Reqs q = { .n = 0 };
-            add_group(&q, m->cfg.vocab, 0, n, P, 24, 7 + (uint32_t)k);
+            add_group(&q, model_config(m)->vocab, 0, n, P, 24, 7 + (uint32_t)k);
             GenOptions go = { .max_num_seqs = 16, .kv_cache_tokens = 4096, .max_batch_tokens = 64, .block_tokens = 4,
                               .batch_invariant = 1 };
             Outs on, off;
@@ -157,9 +157,9 @@ static void test_groups_on_off_bitwise_and_counters(void **state) {
         }
         /* three groups of 8 at once: (n-1)/n of each group's prompt positions, nothing across groups */
         Reqs q = { .n = 0 };
-        add_group(&q, m->cfg.vocab, 1, 8, 9, 20, 100);
-        add_group(&q, m->cfg.vocab, 2, 8, 21, 20, 200);
-        add_group(&q, m->cfg.vocab, 3, 8, 30, 20, 300);
+        add_group(&q, model_config(m)->vocab, 1, 8, 9, 20, 100);
+        add_group(&q, model_config(m)->vocab, 2, 8, 21, 20, 200);
+        add_group(&q, model_config(m)->vocab, 3, 8, 30, 20, 300);
         GenOptions go = { .max_num_seqs = 24, .kv_cache_tokens = 4096, .max_batch_tokens = 128, .block_tokens = 8,
                           .batch_invariant = 1 };
         Outs on, off;
@@ -182,10 +182,12 @@ static void test_tiny_cache_preemption(void **state) {
     for (int mi = 0; mi < NMODELS; mi++) {
         Model *m = load_model(MODELS[mi]);
         Reqs q = { .n = 0 };
-        add_group(&q, m->cfg.vocab, 0, 8, 11, 48, 11);
-        add_group(&q, m->cfg.vocab, 1, 8, 17, 48, 12);
-        for (int i = 0; i < q.n; i++) q.r[i].stop_ids = NULL;
-        m->cfg.n_eos = 0;                               /* every response is 48 tokens: long enough to preempt */
+        add_group(&q, model_config(m)->vocab, 0, 8, 11, 48, 11);
+        add_group(&q, model_config(m)->vocab, 1, 8, 17, 48, 12);
+        for (int i = 0; i < q.n; i++) {
+            q.r[i].stop_ids = NULL;
+            q.r[i].ignore_eos = 1;                     /* every response is 48 tokens: long enough to preempt */
+        }
         GenOptions big = { .max_num_seqs = 16, .kv_cache_tokens = 8192, .max_batch_tokens = 16, .block_tokens = 4,
                            .batch_invariant = 1, .no_prefix_sharing = 1 };
         GenOptions tiny = { .max_num_seqs = 16, .kv_cache_tokens = 160, .max_batch_tokens = 16, .block_tokens = 4,
@@ -217,8 +219,8 @@ static void test_chunked_prefill(void **state) {
         Model *m = load_model(MODELS[mi]);
         Reqs q = { .n = 0 };
         int P = 45;
-        add_group(&q, m->cfg.vocab, 0, 8, P, 16, 21);
-        add_group(&q, m->cfg.vocab, 1, 2, 37, 16, 22);
+        add_group(&q, model_config(m)->vocab, 0, 8, P, 16, 21);
+        add_group(&q, model_config(m)->vocab, 1, 2, 37, 16, 22);
         GenOptions go = { .max_num_seqs = 10, .kv_cache_tokens = 4096, .max_batch_tokens = 10, .block_tokens = 8,
                           .batch_invariant = 1 };
         Outs on, off;
@@ -242,10 +244,10 @@ static void test_cancel_leader_mid_prefill(void **state) {
     for (int mi = 0; mi < NMODELS; mi++) {
         Model *m = load_model(MODELS[mi]);
         Reqs q = { .n = 0 }, alone = { .n = 0 };
-        add_group(&q, m->cfg.vocab, 0, 2, 40, 16, 33);
-        add_group(&q, m->cfg.vocab, 0, 3, 40, 16, 33);   /* same prompt and group id ... */
+        add_group(&q, model_config(m)->vocab, 0, 2, 40, 16, 33);
+        add_group(&q, model_config(m)->vocab, 0, 3, 40, 16, 33);   /* same prompt and group id ... */
         for (int i = 2; i < 5; i++) q.r[i].tag = 9;       /* ... as a second attempt under another tag */
-        add_group(&alone, m->cfg.vocab, 0, 3, 40, 16, 33);
+        add_group(&alone, model_config(m)->vocab, 0, 3, 40, 16, 33);
         for (int i = 0; i < 3; i++) alone.r[i].tag = 9;
         GenOptions go = { .max_num_seqs = 8, .kv_cache_tokens = 2048, .max_batch_tokens = 8, .block_tokens = 4,
                           .batch_invariant = 1 };
@@ -276,7 +278,6 @@ static void test_random_mixes(void **state) {
     uint32_t x = 2024;
     for (int it = 0; it < 24; it++) {
         Model *m = load_model(MODELS[it % NMODELS]);
-        m->cfg.n_eos = it % 2 ? m->cfg.n_eos : 0;
         Reqs q = { .n = 0 };
         int nseq = 2 + (int)(lcg(&x) % 20);
         for (int i = 0; i < nseq; i++) {
@@ -292,7 +293,7 @@ static void test_random_mixes(void **state) {
             }
             q.r[i] = (GenRequest){ .tag = lcg(&x) % 4, .seed = 5, .group_id = lcg(&x) % 3, .sample = (uint32_t)i,
                                    .prompt = q.prompt[i], .n_prompt = P, .max_tokens = 1 + (int)(lcg(&x) % 40),
-                                   .sp = { .temperature = 1.0f, .top_p = 1.0f } };
+                                   .sp = { .temperature = 1.0f, .top_p = 1.0f }, .ignore_eos = !(it % 2) };
             q.n++;
         }
         GenOptions go = { .max_num_seqs = 1 + (int)(lcg(&x) % 12), .kv_cache_tokens = 72 + lcg(&x) % 400,
@@ -316,7 +317,7 @@ static void test_default_mode_logprobs(void **state) {
     for (int mi = 0; mi < NMODELS; mi++) {
         Model *m = load_model(MODELS[mi]);
         Reqs q = { .n = 0 };
-        for (int g = 0; g < 3; g++) add_group(&q, m->cfg.vocab, g, 8, 40, 24, 40 + (uint32_t)g);
+        for (int g = 0; g < 3; g++) add_group(&q, model_config(m)->vocab, g, 8, 40, 24, 40 + (uint32_t)g);
         GenOptions go = { .max_num_seqs = 24, .kv_cache_tokens = 4096, .max_batch_tokens = 256 };
         Outs o;
         run_engine(m, &go, &q, 0, -1, &o);

@@ -27,6 +27,7 @@
 #include "model/checkpoint.h"
 #include "services/learner/learner.h"
 #include "tests/testutil.h"
+#include "tests/model_slabs.h"
 
 static uint64_t rs_state;
 static uint32_t rnd(void) {
@@ -194,8 +195,8 @@ static int close_enough(const float *a, const float *b, long n, double atol, dou
 static int grads_match(const Model *m, const float *a, const float *b, const char *what) {
     int bad = 0;
     double worst = 0;
-    for (int t = 0; t < m->n_tensors; t++) {
-        const ModelTensor *T = &m->tensors[t];
+    for (int t = 0; t < model_n_tensors(m); t++) {
+        const ModelTensor *T = model_tensor(m, t);
         for (long i = 0; i < T->numel; i++) {
             double d = fabs((double)a[T->offset + i] - b[T->offset + i]), tol = 1e-8 + 1e-5 * fabs((double)b[T->offset + i]);
             worst = fmax(worst, d / tol);
@@ -234,7 +235,7 @@ static void test_micro_batches_same_gradients(void **state) {
      * L[0]'s weights (this probe, a copy taken each step); L[3] itself runs on for the weight check. */
     Learner *probe = open_learner(md, 2, 0, 1, NULL);
     int want_micro[3] = {10, 2, 5};
-    long P = L[0]->m->n_params;
+    long P = model_n_params(L[0]->m);
     char err[ERR_LEN];
     for (int step = 1; step <= 3; step++) {
         Dapo__TrainBatch *tb = make_batch(100 + (uint64_t)step, 10, step, 0, 1, 0, 1);
@@ -249,14 +250,14 @@ static void test_micro_batches_same_gradients(void **state) {
         }
         assert_true(st[0].pg_clipfrac > 0);                      /* the clip bites somewhere */
         LearnerMiniStats pst;
-        memcpy(probe->m->params, L[0]->m->params, (size_t)P * sizeof(float));
+        memcpy(tu_params(probe->m), tu_params(L[0]->m), (size_t)P * sizeof(float));
         assert_int_equal(learner_grads(probe, tb, old, NULL, &pst, err), 0);
         assert_true(pst.n_micro >= 2);
-        assert_int_equal(grads_match(L[0]->m, probe->m->grads, L[0]->m->grads, "dynamic micro-batch grads"), 0);
+        assert_int_equal(grads_match(L[0]->m, tu_grads(probe->m), tu_grads(L[0]->m), "dynamic micro-batch grads"), 0);
         for (int k = 1; k < 4; k++) {
             if (k < 3) {    /* fixed-size micro-batches keep the sequence order: the same sums in the same order */
-                assert_int_equal(grads_match(L[0]->m, L[k]->m->grads, L[0]->m->grads, "micro-batch grads"), 0);
-                assert_memory_equal(L[k]->m->grads, L[0]->m->grads, (size_t)P * sizeof(float));
+                assert_int_equal(grads_match(L[0]->m, tu_grads(L[k]->m), tu_grads(L[0]->m), "micro-batch grads"), 0);
+                assert_memory_equal(tu_grads(L[k]->m), tu_grads(L[0]->m), (size_t)P * sizeof(float));
             }
             assert_true(fabs(st[k].pg_loss - st[0].pg_loss) <= 1e-6 * (1 + fabs(st[0].pg_loss)));
             assert_true(fabs(st[k].pg_clipfrac - st[0].pg_clipfrac) < 1e-6);
@@ -271,11 +272,12 @@ static void test_micro_batches_same_gradients(void **state) {
         free(old);
         free_batch(tb);
     }
-    for (int k = 1; k < 4; k++) assert_int_equal(close_enough(L[k]->m->params, L[0]->m->params, P, 1e-5, 0, "param"), 0);
+    for (int k = 1; k < 4; k++)
+        assert_int_equal(close_enough(tu_params(L[k]->m), tu_params(L[0]->m), P, 1e-5, 0, "param"), 0);
     /* and the weights did move: 3 AdamW steps of ~lr each */
     Learner *fresh = open_learner(NULL, 0, 0, 1, NULL);
     double moved = 0;
-    for (long i = 0; i < P; i++) moved = fmax(moved, fabs((double)fresh->m->params[i] - L[0]->m->params[i]));
+    for (long i = 0; i < P; i++) moved = fmax(moved, fabs((double)tu_params(fresh->m)[i] - tu_params(L[0]->m)[i]));
     assert_true(moved > 1e-6 && moved < 1e-5);
     learner_close(fresh);
     learner_close(probe);
@@ -309,13 +311,13 @@ static void *rank_main(void *p) {
     LearnerMiniStats st;
     a->rc = learner_grads(L, a->tb, a->old, NULL, &st, a->err);
     if (!a->rc) {
-        a->P = L->m->n_params;
+        a->P = model_n_params(L->m);
         a->grads_out = malloc((size_t)a->P * sizeof(float));
-        memcpy(a->grads_out, L->m->grads, (size_t)a->P * sizeof(float));
+        memcpy(a->grads_out, tu_grads(L->m), (size_t)a->P * sizeof(float));
         a->rc = learner_apply(L, &st, a->err);
         a->skipped = st.skipped;
         a->params_out = malloc((size_t)a->P * sizeof(float));
-        memcpy(a->params_out, L->m->params, (size_t)a->P * sizeof(float));
+        memcpy(a->params_out, tu_params(L->m), (size_t)a->P * sizeof(float));
     }
     learner_close(L);
     coll_close(c);
@@ -354,15 +356,15 @@ static void test_two_ranks_equal_one(void **state) {
     char err[ERR_LEN];
     LearnerMiniStats st;
     assert_int_equal(learner_grads(one, tb, old, NULL, &st, err), 0);
-    long P = one->m->n_params;
+    long P = model_n_params(one->m);
     for (int r = 0; r < 2; r++) {
         assert_int_equal(a[r].P, P);
-        assert_int_equal(grads_match(one->m, a[r].grads_out, one->m->grads, "2-rank grads"), 0);
+        assert_int_equal(grads_match(one->m, a[r].grads_out, tu_grads(one->m), "2-rank grads"), 0);
     }
     assert_memory_equal(a[0].grads_out, a[1].grads_out, (size_t)P * sizeof(float));   /* same bits on both ranks */
     assert_int_equal(learner_apply(one, &st, err), 0);
     for (int r = 0; r < 2; r++) {
-        assert_int_equal(close_enough(a[r].params_out, one->m->params, P, 1e-5, 0, "param 2 ranks"), 0);
+        assert_int_equal(close_enough(a[r].params_out, tu_params(one->m), P, 1e-5, 0, "param 2 ranks"), 0);
         free(a[r].grads_out);
         free(a[r].params_out);
     }
@@ -375,9 +377,9 @@ static void test_nan_skips_update(void **state) {
     (void)state;
     /* on one rank */
     Learner *L = open_learner(NULL, 0, 0, 1, NULL);
-    long P = L->m->n_params;
+    long P = model_n_params(L->m);
     float *before = malloc((size_t)P * sizeof(float));
-    memcpy(before, L->m->params, (size_t)P * sizeof(float));
+    memcpy(before, tu_params(L->m), (size_t)P * sizeof(float));
     Dapo__TrainBatch *tb = make_batch(5, 6, 1, 0, 1, 0, 1);
     tb->advantages[3] = NAN;
     float *old = shifted_old(L, tb);
@@ -386,13 +388,13 @@ static void test_nan_skips_update(void **state) {
     assert_int_equal(learner_update(L, tb, old, NULL, &st, err), 0);
     assert_true(st.skipped);
     assert_int_equal(L->skipped_updates, 1);
-    assert_int_equal(L->m->adam_step, 0);
-    assert_memory_equal(before, L->m->params, (size_t)P * sizeof(float));
+    assert_int_equal(model_adam_step(L->m), 0);
+    assert_memory_equal(before, tu_params(L->m), (size_t)P * sizeof(float));
     tb->advantages[3] = 0.5f;                                    /* the next update goes through */
     assert_int_equal(learner_update(L, tb, old, NULL, &st, err), 0);
     assert_false(st.skipped);
-    assert_int_equal(L->m->adam_step, 1);
-    assert_true(memcmp(before, L->m->params, (size_t)P * sizeof(float)) != 0);
+    assert_int_equal(model_adam_step(L->m), 1);
+    assert_true(memcmp(before, tu_params(L->m), (size_t)P * sizeof(float)) != 0);
     free(old);
     /* on two ranks: only rank 1's shard has the NaN, both skip */
     Dapo__TrainBatch *whole = make_batch(9, 12, 1, 0, 1, 0, 1);
@@ -498,12 +500,12 @@ static void test_resume_exact(void **state) {
                                      {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "2"}};
     Learner *S = open_learner(straight_cfg, 2, 0, 1, NULL);
     for (long s = 1; s <= 4; s++) run_step(S, s, 0);
-    long P = S->m->n_params;
-    assert_memory_equal(S->m->params, R->m->params, (size_t)P * sizeof(float));
-    assert_memory_equal(S->m->adam_m, R->m->adam_m, (size_t)P * sizeof(float));
-    assert_memory_equal(S->m->adam_v, R->m->adam_v, (size_t)P * sizeof(float));
-    assert_int_equal(S->m->adam_step, R->m->adam_step);
-    assert_int_equal(S->m->adam_step, 16);          /* 4 steps x 2 epochs x 2 mini-batches */
+    long P = model_n_params(S->m);
+    assert_memory_equal(tu_params(S->m), tu_params(R->m), (size_t)P * sizeof(float));
+    assert_memory_equal(tu_adam_m(S->m), tu_adam_m(R->m), (size_t)P * sizeof(float));
+    assert_memory_equal(tu_adam_v(S->m), tu_adam_v(R->m), (size_t)P * sizeof(float));
+    assert_int_equal(model_adam_step(S->m), model_adam_step(R->m));
+    assert_int_equal(model_adam_step(S->m), 16);          /* 4 steps x 2 epochs x 2 mini-batches */
     learner_close(S);
     learner_close(R);
     checkpoint_remove_tree(ckdir, e);
@@ -536,7 +538,7 @@ static void test_shards_out_of_order(void **state) {
         assert_int_equal(got, 6);
         assert_int_equal(L[v]->steps_done, 1);
     }
-    assert_memory_equal(L[0]->m->params, L[1]->m->params, (size_t)L[0]->m->n_params * sizeof(float));
+    assert_memory_equal(tu_params(L[0]->m), tu_params(L[1]->m), model_bytes_params(L[0]->m));
     learner_close(L[0]);
     learner_close(L[1]);
 }

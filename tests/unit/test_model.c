@@ -21,6 +21,7 @@
 #include "model/adamw.h"
 #include "model/model.h"
 #include "tests/model_fixture.h"
+#include "tests/model_slabs.h"
 
 static const char *MODELS[] = { "qwen2_gqa", "qwen2_tied", "qwen3", "llama3" };
 #define NMODELS 4
@@ -63,13 +64,13 @@ static void run_forward_backward(const char *name, long logits_floats, int train
     if (train) {
         model_grads_zero(m);
         assert_int_equal(model_backward(m, &b, f.w, f.u, err), 0);
-        float *ref = malloc(m->n_params * sizeof(float));
-        for (int i = 0; i < m->n_tensors; i++) {
-            const ModelTensor *t = &m->tensors[i];
+        float *ref = malloc(model_bytes_params(m));
+        for (int i = 0; i < model_n_tensors(m); i++) {
+            const ModelTensor *t = model_tensor(m, i);
             char key[128];
             snprintf(key, sizeof key, "grad.%s", t->name);
             if (st_read_f32(f.st, key, ref, t->numel, err)) fail_msg("%s: %s", name, err);
-            bad += compare(key, m->grads + t->offset, ref, t->numel);
+            bad += compare(key, tu_grads(m) + t->offset, ref, t->numel);
         }
         double gn = model_grad_norm(m), gref = strtod(st_metadata(f.st, "grad_norm"), NULL);
         assert_true(fabs(gn - gref) <= 1e-4 * gref);
@@ -109,20 +110,21 @@ static void test_fixtures_adamw(void **state) {
         ac.weight_decay = strtof(st_metadata(f.st, "weight_decay"), NULL);
         float lr = strtof(st_metadata(f.st, "lr"), NULL);
         int steps = atoi(st_metadata(f.st, "steps"));
-        for (int i = 0; i < m->n_tensors; i++) {
+        for (int i = 0; i < model_n_tensors(m); i++) {
             char key[128];
-            snprintf(key, sizeof key, "grad.%s", m->tensors[i].name);
-            assert_int_equal(st_read_f32(f.st, key, m->grads + m->tensors[i].offset, m->tensors[i].numel, err), 0);
+            const ModelTensor *t = model_tensor(m, i);
+            snprintf(key, sizeof key, "grad.%s", t->name);
+            assert_int_equal(st_read_f32(f.st, key, tu_grads(m) + t->offset, t->numel, err), 0);
         }
         for (int s = 0; s < steps; s++) assert_int_equal(adamw_step(m, &ac, lr, err), 0);
-        float *ref = malloc(m->n_params * sizeof(float));
+        float *ref = malloc(model_bytes_params(m));
         int bad = 0;
-        for (int i = 0; i < m->n_tensors; i++) {
-            const ModelTensor *t = &m->tensors[i];
+        for (int i = 0; i < model_n_tensors(m); i++) {
+            const ModelTensor *t = model_tensor(m, i);
             char key[128];
             snprintf(key, sizeof key, "adamw.%s", t->name);
             assert_int_equal(st_read_f32(f.st, key, ref, t->numel, err), 0);
-            bad += compare(key, m->params + t->offset, ref, t->numel);
+            bad += compare(key, tu_params(m) + t->offset, ref, t->numel);
         }
         free(ref);
         model_free(m);
@@ -155,18 +157,18 @@ static void test_finite_difference(void **state) {
         model_grads_zero(m);
         assert_int_equal(model_backward(m, &b, f.w, f.u, err), 0);
         int checked = 0, bad = 0;
-        for (int i = 0; i < m->n_tensors; i++) {
-            const ModelTensor *t = &m->tensors[i];
+        for (int i = 0; i < model_n_tensors(m); i++) {
+            const ModelTensor *t = model_tensor(m, i);
             if (strstr(t->name, "layers.") && !strstr(t->name, "layers.0.")) continue;   /* one layer is enough */
             for (int r = 0; r < 2; r++) {
                 long j = (long)((r * 7919 + i * 104729) % t->numel);
-                float *p = m->params + t->offset + j, saved = *p, h = 1e-2f;
+                float *p = tu_params(m) + t->offset + j, saved = *p, h = 1e-2f;
                 *p = saved + h;
                 double lpos = loss_of(m, &b, &f, lp, en);
                 *p = saved - h;
                 double lneg = loss_of(m, &b, &f, lp, en);
                 *p = saved;
-                double fd = (lpos - lneg) / (2.0 * h), an = m->grads[t->offset + j];
+                double fd = (lpos - lneg) / (2.0 * h), an = tu_grads(m)[t->offset + j];
                 checked++;
                 if (fabs(fd - an) > 5e-3 + 1e-2 * fabs(an)) {
                     bad++;
@@ -201,15 +203,15 @@ static void test_save_load_roundtrip(void **state) {
         ModelOptions o = { .max_tokens = 8 };
         Model *r = model_load(sub, &o, err);
         if (!r) fail_msg("%s", err);
-        assert_int_equal(r->n_params, m->n_params);
-        assert_memory_equal(r->params, m->params, m->n_params * sizeof(float));
-        assert_int_equal(r->cfg.n_eos, 2);        /* eos 2 from config.json, [2, 5] from generation_config */
+        assert_int_equal(model_n_params(r), model_n_params(m));
+        assert_memory_equal(tu_params(r), tu_params(m), model_bytes_params(m));
+        assert_int_equal(model_config(r)->n_eos, 2);        /* eos 2 from config.json, [2, 5] from generation_config */
         model_free(r);
         assert_int_equal(model_save(m, sub, ST_BF16, err), 0);
         r = model_load(sub, &o, err);
         if (!r) fail_msg("%s", err);
-        for (long i = 0; i < m->n_params; i++)
-            assert_true(r->params[i] == dtype_bf16_to_f32(dtype_bf16_from_f32(m->params[i])));
+        for (long i = 0; i < model_n_params(m); i++)
+            assert_true(tu_params(r)[i] == dtype_bf16_to_f32(dtype_bf16_from_f32(tu_params(m)[i])));
         model_free(r);
         rm_dir(sub);
         model_free(m);
@@ -349,7 +351,8 @@ static void test_cached_forward_matches(void **state) {
         ModelOptions o = { .max_tokens = 16, .max_context = 32 };
         Model *m = model_load(p, &o, err);
         if (!m) fail_msg("%s", err);
-        int L = m->cfg.n_layers, kvd = m->cfg.n_kv_heads * m->cfg.head_dim, V = m->cfg.vocab;
+        const ModelConfig *c = model_config(m);
+        int L = c->n_layers, kvd = c->n_kv_heads * c->head_dim, V = c->vocab;
         enum { CAP = 20 };
         float *kc[2 * 8], *vc[2 * 8];
         assert_true(L <= 8);
@@ -406,20 +409,20 @@ static void test_sharded_checkpoint(void **state) {
     char dir[] = "/tmp/dapo_shard_XXXXXX", err[ERR_LEN], path[4200];
     assert_non_null(mkdtemp(dir));
     Model *m = load_model("llama3", 0, 0);
-    int half = m->n_tensors / 2;
+    int half = model_n_tensors(m) / 2;
     FILE *idx;
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     assert_non_null(idx = fopen(path, "w"));
-    fprintf(idx, "{\"metadata\": {\"total_size\": %ld}, \"weight_map\": {", m->n_params * 4);
+    fprintf(idx, "{\"metadata\": {\"total_size\": %ld}, \"weight_map\": {", model_n_params(m) * 4);
     for (int part = 0; part < 2; part++) {
-        int i0 = part ? half : 0, i1 = part ? m->n_tensors : half;
+        int i0 = part ? half : 0, i1 = part ? model_n_tensors(m) : half;
         StWriteTensor *t = calloc(i1 - i0, sizeof *t);
         char shard[64];
         snprintf(shard, sizeof shard, "model-%05d-of-00002.safetensors", part + 1);
         for (int i = i0; i < i1; i++) {
-            const ModelTensor *mt = &m->tensors[i];
+            const ModelTensor *mt = model_tensor(m, i);
             t[i - i0] = (StWriteTensor){ .name = mt->name, .ndim = mt->ndim, .shape = { mt->shape[0], mt->shape[1] },
-                                         .f32 = m->params + mt->offset };
+                                         .f32 = tu_params(m) + mt->offset };
             fprintf(idx, "%s\"%s\": \"%s\"", i ? ", " : "", mt->name, shard);
         }
         snprintf(path, sizeof path, "%s/%s", dir, shard);
@@ -436,12 +439,12 @@ static void test_sharded_checkpoint(void **state) {
     ModelOptions o = { .max_tokens = 8 };
     Model *r = model_load(dir, &o, err);
     if (!r) fail_msg("%s", err);
-    for (int i = 0; i < m->n_tensors; i++) {
-        const ModelTensor *mt = &m->tensors[i];
+    for (int i = 0; i < model_n_tensors(m); i++) {
+        const ModelTensor *mt = model_tensor(m, i);
         for (long j = 0; j < mt->numel; j++) {
-            float want = m->params[mt->offset + j];
+            float want = tu_params(m)[mt->offset + j];
             if (i < half) want = dtype_bf16_to_f32(dtype_bf16_from_f32(want));
-            assert_true(r->params[mt->offset + j] == want);
+            assert_true(tu_params(r)[mt->offset + j] == want);
         }
     }
     model_free(r);
@@ -467,18 +470,18 @@ static void test_optimizer_state_roundtrip(void **state) {
     close(fd);
     Model *a = load_model("qwen3", 1, 0), *b = load_model("qwen3", 1, 0);
     AdamWConfig ac = adamw_defaults();
-    for (long i = 0; i < a->n_params; i++) a->grads[i] = b->grads[i] = sinf((float)i) * 0.01f;
+    for (long i = 0; i < model_n_params(a); i++) tu_grads(a)[i] = tu_grads(b)[i] = sinf((float)i) * 0.01f;
     assert_int_equal(adamw_step(a, &ac, 1e-3f, err), 0);
     assert_int_equal(adamw_step(a, &ac, 1e-3f, err), 0);
     assert_int_equal(adamw_step(b, &ac, 1e-3f, err), 0);
     assert_int_equal(model_save_optimizer(b, path, err), 0);
     Model *c = load_model("qwen3", 1, 0);
-    memcpy(c->params, b->params, b->n_params * sizeof(float));
-    memcpy(c->grads, b->grads, b->n_params * sizeof(float));
+    memcpy(tu_params(c), tu_params(b), model_bytes_params(b));
+    memcpy(tu_grads(c), tu_grads(b), model_bytes_params(b));
     assert_int_equal(model_load_optimizer(c, path, err), 0);
-    assert_int_equal(c->adam_step, 1);
+    assert_int_equal(model_adam_step(c), 1);
     assert_int_equal(adamw_step(c, &ac, 1e-3f, err), 0);
-    assert_memory_equal(c->params, a->params, a->n_params * sizeof(float));
+    assert_memory_equal(tu_params(c), tu_params(a), model_bytes_params(a));
     Model *inf = load_model("qwen3", 0, 0);
     assert_int_equal(model_load_optimizer(inf, path, err), ERR_INVAL);
     model_free(inf);
@@ -619,8 +622,8 @@ static void test_lr_schedules(void **state) {
 static void test_grad_clip(void **state) {
     (void)state;
     Model *m = load_model("qwen2_tied", 1, 0);
-    for (long i = 0; i < m->n_params; i++) m->grads[i] = (i % 2) ? 0.01f : -0.01f;
-    double n = model_grad_norm(m), expect = 0.01 * sqrt((double)m->n_params);
+    for (long i = 0; i < model_n_params(m); i++) tu_grads(m)[i] = (i % 2) ? 0.01f : -0.01f;
+    double n = model_grad_norm(m), expect = 0.01 * sqrt((double)model_n_params(m));
     assert_true(fabs(n - expect) < 1e-6 * expect);
     double before = model_grads_clip(m, 0.5);
     assert_true(fabs(before - n) < 1e-9);

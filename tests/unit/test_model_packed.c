@@ -28,6 +28,7 @@
 #include "core/fexp.h"
 #include "core/err.h"
 #include "model/model.h"
+#include "tests/model_slabs.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next_u64(void) {     /* xorshift64 */
@@ -230,7 +231,7 @@ static void test_forward_sequences_bitwise(void **state) {
     for (int s = 0; s < 3; s++)
         for (int i = cu[s]; i < cu[s + 1]; i++) tgt[i] = i + 1 < cu[s + 1] ? tok[i + 1] : -1;
     Model *mi = make_model(0), *mt = make_model(1);
-    assert_memory_equal(mi->params, mt->params, (size_t)mi->n_params * sizeof(float));
+    assert_memory_equal(tu_params(mi), tu_params(mt), model_bytes_params(mi));
     static float lp[N], en[N], lpt[N], ent[N], lp1[N], en1[N], lp2[N], en2[N];
     forward(mi, tok, tgt, cu, 3, lp, en);
     forward(mt, tok, tgt, cu, 3, lpt, ent);
