@@ -45,7 +45,7 @@ if [ -f "$rundir/pids" ]; then
   done < "$rundir/pids"
   if [ ${#live[@]} -gt 0 ]; then
     echo "run.sh: $rundir is in use by a live run: ${live[*]}; stop it first (Ctrl-C in its terminal, or kill -TERM" \
-         "the coordinator's pid, then the others')" >&2
+         "the supervisor's pid)" >&2
     exit 1
   fi
   rm -f "$rundir/pids"
@@ -64,10 +64,6 @@ for a in "${args[@]}"; do
   esac
 done
 
-# Every process of the run gets its own session (setsid): a Ctrl-C in the terminal reaches this script alone, which
-# stops them in order — the coordinator first, which finishes the step in training and checkpoints it on both
-# sides while the learner is still there, then the rest.
-pids=()
 stop_prepare() {
   echo "dapo: interrupted while preparing; stopping it"
   kill -TERM -- "-$prep_pid" 2>/dev/null || true
@@ -93,67 +89,27 @@ common+=("${prepared[@]}" "${args[@]}")
 "$bin/dapo-coordinator" "${common[@]}" --print-config > "$rundir/config.yaml"   # validates before anything starts
 http=$(sed -n 's/^  http: "\(.*\)"$/\1/p' "$rundir/config.yaml")
 
-names=()
-start() {  # name, command...
-  local what=$1; shift
-  setsid "$@" >> "$rundir/logs/$what.log" 2>&1 &
-  pids+=($!); names+=("$what"); echo "$! $what" >> "$rundir/pids"
+# The daemons run under dapo-supervise (tools/dapo-supervise.c), which this script becomes (exec): it restarts a
+# daemon that exits or is killed (at once, then with backoff; one that keeps dying young fails the run with the end of
+# its log), keeps $rundir/pids true, echoes what the terminal should not miss, and stops everything in order on
+# Ctrl-C / SIGTERM / SIGHUP — also when this script runs as a background job, whose SIGINT bash itself cannot trap.
+json_str() {  # a JSON string literal
+  local s=$1
+  s=${s//\\/\\\\}; s=${s//\"/\\\"}; s=${s//$'\n'/\\n}; s=${s//$'\t'/\\t}; s=${s//$'\r'/\\r}
+  printf '"%s"' "$s"
 }
-coord_rc=""
-stop() {  # exit status
-  set +e                      # a closed terminal (SIGHUP) makes every echo fail: the stop goes on all the same
-  # A second Ctrl-C goes to the coordinator, which then exits at once (without waiting for the step in training).
-  trap 'echo "dapo: stopping now"; kill -TERM "${pids[0]}" 2>/dev/null' INT TERM HUP
-  if kill -0 "${pids[0]}" 2>/dev/null; then
-    echo "dapo: stopping (the coordinator finishes the step in training and checkpoints it first; Ctrl-C again to" \
-         "stop at once)..."
-    kill -TERM "${pids[0]}" 2>/dev/null || true
-  fi
-  while kill -0 "${pids[0]}" 2>/dev/null; do   # a wait cut short by the second Ctrl-C goes round again
-    if wait "${pids[0]}" 2>/dev/null; then coord_rc=0; else coord_rc=$?; fi
-  done
-  kill -TERM "${pids[@]:1}" 2>/dev/null || true
-  wait "${pids[@]:1}" 2>/dev/null || true
-  rm -f "$rundir/pids"
-  echo "dapo: stopped; logs in $rundir/logs, metrics in $rundir/checkpoints/metrics.jsonl"
-  local rc=${1:-0}
-  if [ "$coord_rc" != 0 ] && [ "$rc" = 0 ]; then
-    echo "dapo: the run did not end well (coordinator exit status $coord_rc): see the errors above and" \
-         "$rundir/logs/coordinator.log" >&2
-    rc=1
-  fi
-  exit "$rc"
+procs=()
+proc() {  # name, command...
+  local what=$1 a out; shift
+  out="{\"name\": $(json_str "$what"), \"argv\": ["
+  for a in "$@"; do out+="$(json_str "$a"), "; done
+  procs+=("${out%, }]}")
 }
-# A process that exits at start (a bad model, a port in use) is reported with its log's last lines.
-check_started() {
-  for t in $(seq 1 20); do
-    for k in "${!pids[@]}"; do
-      if ! kill -0 "${pids[$k]}" 2>/dev/null; then
-        echo "dapo: ${names[$k]} exited at start; the end of $rundir/logs/${names[$k]}.log:" >&2
-        tail -n 5 "$rundir/logs/${names[$k]}.log" | sed 's/^/    /' >&2
-        stop 1
-      fi
-    done
-    sleep 0.5
-  done
-}
-trap stop INT TERM HUP       # HUP: the terminal closed; the daemons (own sessions) would otherwise run on, unseen
-log_from=$(( $(stat -c %s "$rundir/logs/coordinator.log" 2>/dev/null || echo 0) + 1 ))   # this run's part of the log
-start coordinator "$bin/dapo-coordinator" "${common[@]}"
-for i in $(seq 0 $((nver - 1))); do start "verifier-$i" "$bin/dapo-verifier" "${common[@]}" --id "verifier-$i"; done
-for r in $(seq 0 $((nlearn - 1))); do start "learner-$r" "$bin/dapo-learner" "${common[@]}" --id "learner-$r" --rank "$r"; done
-for i in $(seq 0 $((nroll - 1))); do start "rollout-$i" "$bin/dapo-rollout" "${common[@]}" --id "rollout-$i"; done
-check_started
-echo "dapo: running ($nroll rollout, $nver verifier, $nlearn learner); logs in $rundir/logs"
+proc coordinator "$bin/dapo-coordinator" "${common[@]}"
+for i in $(seq 0 $((nver - 1))); do proc "verifier-$i" "$bin/dapo-verifier" "${common[@]}" --id "verifier-$i"; done
+for r in $(seq 0 $((nlearn - 1))); do proc "learner-$r" "$bin/dapo-learner" "${common[@]}" --id "learner-$r" --rank "$r"; done
+for i in $(seq 0 $((nroll - 1))); do proc "rollout-$i" "$bin/dapo-rollout" "${common[@]}" --id "rollout-$i"; done
+{ printf '{"procs": [\n'; (IFS=$'\n'; printf '%s' "${procs[*]}" | sed '$!s/$/,/'); printf '\n]}\n'; } > "$rundir/procs.json"
+echo "dapo: starting ($nroll rollout, $nver verifier, $nlearn learner); logs in $rundir/logs"
 echo "dapo: dashboard at http://$http/   (Ctrl-C stops the run; run the same command again to resume it)"
-# What the terminal should not miss: errors, a failed run, the end of training (the coordinator keeps serving the
-# dashboard after it; Ctrl-C ends the run).
-tail -c "+$log_from" -F --pid="${pids[0]}" "$rundir/logs/coordinator.log" 2>/dev/null |
-  grep --line-buffered -E " ERROR |FAILED|training finished|resumed from|earlier run's" | sed -u 's/^[^ ]* /dapo: /' &
-coord_rc=0; wait "${pids[0]}" || coord_rc=$?     # (Ctrl-C: the trap runs stop, which exits)
-if [ "$coord_rc" != 0 ]; then
-  echo "dapo: the coordinator exited with status $coord_rc; the end of $rundir/logs/coordinator.log:" >&2
-  tail -n 5 "$rundir/logs/coordinator.log" | sed 's/^/    /' >&2
-  stop 1
-fi
-stop
+exec "$bin/dapo-supervise" --run-dir "$rundir" --spec "$rundir/procs.json"
