@@ -225,20 +225,26 @@ static inline void *rollout_main(void *arg) {
     Worker *w = worker_open(ctx, &o, err);
     int dead = 0;
     int64_t loaded = -1, behind_since = 0;             /* when it first heard of a version newer than its own */
+    uint32_t loaded_inc = 0;                           /* the run incarnation of what it holds */
     f->loaded = 0;
     while (w && !f->stop) {
         if (dead) { usleep(20000); continue; }          /* hung: no heartbeats, no answers */
         NetMsg m;
         int rc = worker_poll(w, &m, 20, err);
         int64_t want = worker_coordinator_version(w);
+        uint32_t inc = worker_coordinator_incarnation(w);
+        if (inc != loaded_inc) loaded = -1;              /* the run rolled back: load its version again (recover.c) */
         if (want > loaded && !behind_since) behind_since = clock_ms();
         if (want > loaded && (loaded < 0 || clock_ms() - behind_since >= f->load_lag_ms)) {   /* "loads" it, acks it */
             behind_since = 0;
             loaded = want;
+            loaded_inc = inc;
             f->loaded = loaded;
             worker_set_status(w, 0, loaded);
+            worker_set_incarnation(w, inc);
             Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
             ack.version = loaded;
+            ack.incarnation = inc;
             ack.worker_id = f->id;
             fake_send(w, &f->traffic, &f->stop, DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
             fake_count(f->traffic.tx_n, f->traffic.tx_bytes, DAPO__MSG_TYPE__MSG_WEIGHT_ACK,
@@ -271,7 +277,7 @@ static inline void *learner_main(void *arg) {
     char err[ERR_LEN];
     WorkerOpts o = {.role = DAPO__ROLE__ROLE_LEARNER, .worker_id = "learner-0", .coordinator = f->endpoint,
                     .capacity = 1, .world_size = 1, .heartbeat_ms = 100, .lease_timeout_s = 5,
-                    .policy_version = f->version};
+                    .policy_version = f->version, .fresh = 1};   /* as loaded: it never trains */
     Worker *w = worker_open(ctx, &o, err);
     while (w && !f->stop) {
         NetMsg m;

@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
     RewardWs *ws = NULL;
 
     const Backend *be = backend_select(a.device, err);
-    if (!be) { fprintf(stderr, "dapo-generate: --device: %s\n", err); goto done; }
+    if (!be || gen_engine_supports(be, err)) { fprintf(stderr, "dapo-generate: --device: %s\n", err); goto done; }
     ModelOptions mo = { .max_tokens = 1, .backend = be };
     if (!(m = model_load(a.model, &mo, err))) { fprintf(stderr, "dapo-generate: %s\n", err); goto done; }
     const char *tdir = a.tokenizer ? a.tokenizer : a.model;

@@ -144,18 +144,36 @@ int main(int argc, char **argv) {
     const char *dir = NULL, *save = NULL, *save_dtype = "f32", *device = "cpu";
     float temperature = 1.0f;
     int max_tokens = 8192;
-    for (int i = 1; i < argc; i++) {
+    const char *bad = NULL;                 /* why the arguments are refused */
+    char why[256];
+    for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--model") && v) dir = v, i++;
-        else if (!strcmp(a, "--temperature") && v) temperature = strtof(v, NULL), i++;
-        else if (!strcmp(a, "--max-tokens") && v) max_tokens = atoi(v), i++;
-        else if (!strcmp(a, "--save") && v) save = v, i++;
-        else if (!strcmp(a, "--save-dtype") && v) save_dtype = v, i++;
-        else if (!strcmp(a, "--device") && v) device = v, i++;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else { usage(stderr); return 2; }
+        char *end = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        int valued = !strcmp(a, "--model") || !strcmp(a, "--temperature") || !strcmp(a, "--max-tokens") ||
+                     !strcmp(a, "--save") || !strcmp(a, "--save-dtype") || !strcmp(a, "--device");
+        if (!valued) { snprintf(why, sizeof why, "unknown argument '%s'", a); bad = why; break; }
+        if (!v) { snprintf(why, sizeof why, "%s needs a value", a); bad = why; break; }
+        i++;
+        if (!strcmp(a, "--model")) dir = v;
+        else if (!strcmp(a, "--save")) save = v;
+        else if (!strcmp(a, "--save-dtype")) save_dtype = v;
+        else if (!strcmp(a, "--device")) device = v;
+        else if (!strcmp(a, "--temperature")) {
+            temperature = strtof(v, &end);
+            if (end == v || *end || !(temperature > 0 && temperature <= 100))
+                snprintf(why, sizeof why, "--temperature: '%s' is not a number in (0, 100]", v), bad = why;
+        } else {
+            long x = strtol(v, &end, 10);
+            if (end == v || *end || x < 2 || x > (1L << 24))
+                snprintf(why, sizeof why, "--max-tokens: '%s' is not an integer in [2, 16777216]", v), bad = why;
+            max_tokens = (int)x;
+        }
     }
-    if (!dir || !(temperature > 0) || max_tokens < 2 || (strcmp(save_dtype, "f32") && strcmp(save_dtype, "bf16"))) {
+    if (!bad && !dir) bad = "--model DIR is required";
+    if (!bad && strcmp(save_dtype, "f32") && strcmp(save_dtype, "bf16")) bad = "--save-dtype is f32 or bf16";
+    if (bad) {
+        fprintf(stderr, "dapo-logprobs: %s\n", bad);
         usage(stderr);
         return 2;
     }

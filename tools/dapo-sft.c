@@ -19,6 +19,7 @@
  * --save-every K writes learner-format checkpoints to DIR/checkpoints (model/checkpoint.h); --resume continues from the
  * newest one.
  * Not here: multi-rank SFT, sequence packing across examples with masks, LoRA. */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -153,8 +154,10 @@ static int load_examples(const char *paths, Tokenizer *tok, const DatasetOptions
     char *list = xstrdup(paths), *save = NULL;
     int rc = 0;
     for (char *path = strtok_r(list, ",", &save); path && !rc; path = strtok_r(NULL, ",", &save)) {
+        struct stat sb;
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) { rc = err_set(err, ERR_INVAL, "%s: is a directory, not a JSONL file", path); break; }
         FILE *f = fopen(path, "rb");
-        if (!f) { rc = err_set(err, ERR_IO, "%s: cannot open", path); break; }
+        if (!f) { rc = err_set(err, ERR_IO, "%s: cannot open: %s", path, strerror(errno)); break; }
         char *line = NULL;
         size_t cap = 0;
         ssize_t n;
@@ -269,39 +272,55 @@ static int copy_file(const char *from, const char *to, char err[ERR_LEN]) {
     return rc;
 }
 
+/* The value of a numeric flag in [lo, hi], or ERR_INVAL naming the flag. */
+static int opt_num(const char *flag, const char *v, double lo, double hi, double *x, char err[ERR_LEN]) {
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (end == v || *end || errno || !(d >= lo && d <= hi))
+        return err_set(err, ERR_INVAL, "%s: '%s' is not a number in [%g, %g]", flag, v, lo, hi);
+    *x = d;
+    return 0;
+}
+
 static int parse_opts(int argc, char **argv, Opts *o, char err[ERR_LEN]) {
+    /* numeric flags: name, bounds, where (int, long, double or unsigned long) */
+    struct { const char *flag; double lo, hi; int *i; long *l; double *d; unsigned long *u; } num[] = {
+        {.flag = "--steps", 0, 1e12, .l = &o->steps}, {.flag = "--epochs", 0, 1e6, .i = &o->epochs},
+        {.flag = "--batch", 1, 1 << 24, .i = &o->batch}, {.flag = "--lr", 0, 10, .d = &o->lr},
+        {.flag = "--warmup", 0, 1e9, .i = &o->warmup}, {.flag = "--min-lr-ratio", 0, 1, .d = &o->min_lr_ratio},
+        {.flag = "--clip", 0, 1e9, .d = &o->clip}, {.flag = "--weight-decay", 0, 10, .d = &o->wd},
+        {.flag = "--beta2", 0, 1, .d = &o->beta2}, {.flag = "--eval-every", 0, 1e9, .i = &o->eval_every},
+        {.flag = "--eval-max", 0, 1e9, .i = &o->eval_max}, {.flag = "--stop-acc", 0, 1, .d = &o->stop_acc},
+        {.flag = "--save-every", 0, 1e9, .i = &o->save_every}, {.flag = "--log-every", 0, 1e9, .i = &o->log_every},
+        {.flag = "--seed", 0, 1.8e19, .u = &o->seed},
+    };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int flag = !strcmp(a, "--resume");
-        if (flag) { o->resume = 1; continue; }
+        if (!strcmp(a, "--resume")) { o->resume = 1; continue; }
         if (!v) return err_set(err, ERR_INVAL, "%s needs a value", a);
         i++;
-        if (!strcmp(a, "--data")) o->data = v;
+        size_t k = 0;
+        while (k < sizeof num / sizeof num[0] && strcmp(a, num[k].flag)) k++;
+        if (k < sizeof num / sizeof num[0]) {
+            double x = 0;
+            if (opt_num(a, v, num[k].lo, num[k].hi, &x, err)) return ERR_INVAL;
+            if (num[k].i) *num[k].i = (int)x;
+            else if (num[k].l) *num[k].l = (long)x;
+            else if (num[k].d) *num[k].d = x;
+            else *num[k].u = (unsigned long)x;
+        } else if (!strcmp(a, "--data")) o->data = v;
         else if (!strcmp(a, "--val")) o->val = v;
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--steps")) o->steps = atol(v);
-        else if (!strcmp(a, "--epochs")) o->epochs = atoi(v);
-        else if (!strcmp(a, "--batch")) o->batch = atoi(v);
-        else if (!strcmp(a, "--lr")) o->lr = atof(v);
-        else if (!strcmp(a, "--warmup")) o->warmup = atoi(v);
-        else if (!strcmp(a, "--schedule")) o->schedule_cosine = !strcmp(v, "cosine");
-        else if (!strcmp(a, "--min-lr-ratio")) o->min_lr_ratio = atof(v);
-        else if (!strcmp(a, "--clip")) o->clip = atof(v);
-        else if (!strcmp(a, "--weight-decay")) o->wd = atof(v);
-        else if (!strcmp(a, "--beta2")) o->beta2 = atof(v);
-        else if (!strcmp(a, "--eval-every")) o->eval_every = atoi(v);
-        else if (!strcmp(a, "--eval-max")) o->eval_max = atoi(v);
-        else if (!strcmp(a, "--stop-acc")) o->stop_acc = atof(v);
-        else if (!strcmp(a, "--save-every")) o->save_every = atoi(v);
-        else if (!strcmp(a, "--log-every")) o->log_every = atoi(v);
-        else if (!strcmp(a, "--seed")) o->seed = strtoul(v, NULL, 10);
-        else return err_set(err, ERR_INVAL, "unknown argument '%s'", a);
+        else if (!strcmp(a, "--schedule")) {
+            if (strcmp(v, "cosine") && strcmp(v, "constant"))
+                return err_set(err, ERR_INVAL, "--schedule: '%s' is neither constant nor cosine", v);
+            o->schedule_cosine = !strcmp(v, "cosine");
+        } else return err_set(err, ERR_INVAL, "unknown argument '%s'", a);
     }
     if (!o->data) return err_set(err, ERR_INVAL, "--data FILE is required (the training JSONL)");
     if (!o->out) return err_set(err, ERR_INVAL, "--out DIR is required (where the model is written)");
-    if (o->batch < 1 || o->epochs < 0 || o->steps < 0 || !(o->lr >= 0) || o->eval_max < 0)
-        return err_set(err, ERR_INVAL, "bad --batch/--epochs/--steps/--lr/--eval-max value");
     return 0;
 }
 
@@ -347,11 +366,15 @@ typedef struct {
  * with the LR schedule, a JSON log line every --log-every steps, evaluation every --eval-every steps (and at the end;
  * --stop-acc stops early), checkpoints every --save-every steps. */
 static int sft_train(const SftRun *r, char err[ERR_LEN]) {
-    const Opts o = *r->o;
+    Opts o = *r->o;
     const Config c = *r->c;
     Model *m = r->m;
     SeqPack *s = r->s;
     const Examples tr = *r->tr, val = *r->val;
+    if (o.batch > tr.n) {
+        log_warn("sft: --batch %d is more than the %d training examples: each step takes all of them", o.batch, tr.n);
+        o.batch = tr.n;
+    }
     Tokenizer *tok = r->tok;
     int max_len = r->max_len, rc = 0;
     const char *ckdir = r->ckdir;

@@ -1,7 +1,7 @@
 /* tools/dapo-supervise.c: the local launcher's supervisor (issue 17), what a kubelet or systemd does for a pod:
  * starts the run's daemons, restarts one that exits or is killed, stops them all in order on a signal.
  *
- *   dapo-supervise --run-dir DIR --spec FILE [--min-uptime S] [--max-fast N] [--backoff-max S]
+ *   dapo-supervise --run-dir DIR --spec FILE [--min-uptime S] [--max-fast N] [--backoff-max S] [--stop-timeout S]
  *
  * FILE (written by deploy/local/run.sh): {"procs": [{"name": "coordinator", "argv": ["/path/dapo-coordinator", ...]},
  * ...]}; the first entry is the coordinator. Each daemon runs in its own session (setsid), stdin /dev/null, stdout and
@@ -13,7 +13,8 @@
  * (30); staying up --min-uptime seconds starts the backoff again from the beginning. A daemon that dies within --min-uptime of its start --max-fast (5) times in a row
  * is given up on: the last lines of its log go to the terminal and the run is stopped and failed. A daemon whose
  * FIRST start exits with an error status within --min-uptime (a bad model, a port in use) fails the run at once, as
- * the launcher always did. A worker that exits 0 has finished (the coordinator let it go) and is not restarted; the
+ * the launcher always did. Exit status 75 asks for a restart at once, never counted as a death (a learner told to
+ * start again from the last checkpoint). A worker that exits 0 has finished (the coordinator let it go) and is not restarted; the
  * coordinator exiting 0 ends the run. Each restart is one line on the terminal and one JSON line in
  * DIR/logs/supervisor.jsonl ({"t": unix seconds, "event": "restart"|"gave_up"|"start_failed", "name", "status",
  * "signal", "uptime_s", "restarts"}).
@@ -23,7 +24,8 @@
  *
  * Signals: SIGINT, SIGTERM and SIGHUP, whatever this process inherited (a background job's ignored SIGINT included:
  * the dispositions are reset at start), stop the run: SIGTERM to the coordinator, which finishes the step in
- * training and checkpoints it while the learner is still there; once it has exited, SIGTERM to the others (SIGKILL
+ * training and checkpoints it while the learner is still there (SIGKILL after --stop-timeout, 330 s: the
+ * coordinator's own bound, cluster.stop_timeout_s, is 300 s); once it has exited, SIGTERM to the others (SIGKILL
  * after 30 s). A second signal sends the coordinator SIGTERM again (it then exits at once).
  *
  * Terminal: lines of the coordinator's log that a user should not miss (errors, a failed run, the end of training,
@@ -46,6 +48,8 @@
 #include "core/clock.h"
 #include "core/err.h"
 
+#define SUP_EXIT_RESTART 75   /* a daemon that exits with it wants to be started again at once (learner RELOAD) */
+
 typedef struct {
     char        *name;
     char       **argv;          /* NULL-terminated, owned */
@@ -63,7 +67,7 @@ typedef struct {
     char        pids_path[4200], events_path[4200], coord_log[4200];
     Proc       *p;
     int         n;
-    double      min_uptime, backoff_max;
+    double      min_uptime, backoff_max, stop_timeout;
     int         max_fast;
     int         stopping;       /* 0 running, 1 stopping the coordinator, 2 stopping the rest */
     int         failed;         /* a daemon was given up on, or failed at start */
@@ -189,14 +193,14 @@ static void on_kill_timer(uv_timer_t *t) {
     (void)t;
     for (int i = 0; i < S.n; i++)
         if (S.p[i].running) {
-            say("%s did not stop within 30 s: killing it", S.p[i].name);
+            say("%s did not stop in time: killing it", S.p[i].name);
             uv_process_kill(&S.p[i].proc, SIGKILL);
         }
 }
 
 static void stop_rest(void) {
     S.stopping = 2;
-    if (!uv_is_active((uv_handle_t *)&S.kill_timer)) uv_timer_start(&S.kill_timer, on_kill_timer, 30000, 0);
+    uv_timer_start(&S.kill_timer, on_kill_timer, 30000, 0);          /* the workers have nothing to finish */
     for (int i = 1; i < S.n; i++) {
         uv_timer_stop(&S.p[i].restart);
         if (S.p[i].running) uv_process_kill(&S.p[i].proc, SIGTERM);
@@ -224,6 +228,13 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
         p->finished = 1;
         say("%s exited normally after %.0f s", p->name, up);
         if (p == &S.p[0]) stop_rest();          /* the coordinator is done: so is the run */
+        return;
+    }
+    if (!sig && status == SUP_EXIT_RESTART) {          /* asked for (a learner reloading a checkpoint) */
+        say("%s asked to be started again (status %d); restarting it", p->name, SUP_EXIT_RESTART);
+        event("restart", p, status, sig, up);
+        p->fast = 0;
+        uv_timer_start(&p->restart, on_restart, 0, 0);
         return;
     }
     if (p->starts == 1 && !sig && up < S.min_uptime) {
@@ -256,10 +267,13 @@ static void begin_stop(int failed) {
     if (S.stopping) return;
     S.stopping = 1;
     for (int i = 0; i < S.n; i++) uv_timer_stop(&S.p[i].restart);
-    uv_timer_start(&S.kill_timer, on_kill_timer, 30000, 0);
+    uv_timer_start(&S.kill_timer, on_kill_timer, (uint64_t)(S.stop_timeout * 1000), 0);
     if (S.p[0].running) {
-        say("stopping (the coordinator finishes the step in training and checkpoints it first; Ctrl-C again to stop "
-            "at once)...");
+        if (!strcmp(S.p[0].name, "coordinator"))
+            say("stopping (the coordinator finishes the step in training and checkpoints it first; Ctrl-C again to "
+                "stop at once)...");
+        else
+            say("stopping %s...", S.p[0].name);
         uv_process_kill(&S.p[0].proc, SIGTERM);
     } else {
         stop_rest();
@@ -361,6 +375,7 @@ static int num_arg(const char *flag, const char *v, double lo, double hi, double
 
 static void usage(FILE *f) {
     fprintf(f, "usage: dapo-supervise --run-dir DIR --spec FILE [--min-uptime S] [--max-fast N] [--backoff-max S]\n"
+               "                      [--stop-timeout S]\n"
                "  starts the processes of FILE ({\"procs\": [{\"name\", \"argv\"}, ...]}, the coordinator first),\n"
                "  restarts them with backoff, stops them in order on SIGINT/SIGTERM/SIGHUP (see the source's header)\n");
 }
@@ -377,6 +392,7 @@ int main(int argc, char **argv) {
     double fast = 5;
     S.min_uptime = 10;
     S.backoff_max = 30;
+    S.stop_timeout = 330;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
@@ -386,6 +402,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--min-uptime")) bad = num_arg(a, v, 0.1, 3600, &S.min_uptime), i++;
         else if (!strcmp(a, "--max-fast")) bad = num_arg(a, v, 1, 1000, &fast), i++;
         else if (!strcmp(a, "--backoff-max")) bad = num_arg(a, v, 0, 3600, &S.backoff_max), i++;
+        else if (!strcmp(a, "--stop-timeout")) bad = num_arg(a, v, 1, 1e6, &S.stop_timeout), i++;
         else { fprintf(stderr, "dapo-supervise: unknown or incomplete argument '%s'\n", a); usage(stderr); return 2; }
         if (bad) return 2;
     }

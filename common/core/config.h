@@ -125,6 +125,8 @@ typedef struct Config {
     double  max_score_lease_s;        /* the same for a scoring lease (ScoreRequest); 0: no bound */
     double  stop_timeout_s;           /* a stopping coordinator waits this long for the step in training and the
                                        * learner's checkpoint of it before it exits without them */
+    double  learner_rejoin_timeout_s; /* a learner rank lost mid-run is waited for this long (then the run rolls back to
+                                       * the last checkpoint; past it the run fails) */
     int     max_msg_mb;               /* ZMQ_MAXMSGSIZE, MiB */
     int     num_learners;             /* W */
     int     learner_threads, rollout_threads;

@@ -160,6 +160,7 @@ static void attend_packed(const Model *m, int l, const LayerIO *io, void *ud) {
 }
 
 int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]) {
+    m->fwd_tokens = m->fwd_seqs = 0;                    /* no backward until this forward has finished */
     int rc = batch_check(m, b, err);
     if (rc) return rc;
     const ModelConfig *c = &m->cfg;
@@ -209,6 +210,7 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
     if (logp) be->to_host(bc, logp, a->logp, (size_t)N * sizeof(float));
     if (ent) be->to_host(bc, ent, a->ent, (size_t)N * sizeof(float));
     be->sync(bc);
+    if (m->train) { m->fwd_tokens = N; m->fwd_seqs = b->n_seqs; }
     return 0;
 }
 
@@ -218,6 +220,9 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
     if (!m->train) return err_set(err, ERR_INVAL, "model_backward: model was loaded without train=1");
     int rc = batch_check(m, b, err);
     if (rc) return rc;
+    if (m->fwd_tokens != b->n_tokens || m->fwd_seqs != b->n_seqs)
+        return err_set(err, ERR_INVAL, "model_backward: the last forward was not a model_forward of this batch (%d tokens, "
+                       "%d sequences); run it first", b->n_tokens, b->n_seqs);
     const ModelConfig *c = &m->cfg;
     ModelActs *a = m->priv;
     int N = b->n_tokens, H = c->hidden, I = c->inter, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
@@ -295,6 +300,7 @@ static void attend_cached(const Model *m, int l, const LayerIO *io, void *ud) {
 
 int model_forward_cached(Model *m, const ModelCacheBatch *b, float *logits, char err[ERR_LEN]) {
     const ModelConfig *c = &m->cfg;
+    m->fwd_tokens = m->fwd_seqs = 0;                    /* the activation slab is this call's now */
     if (!m->be->host_memory || !m->be->attention)   /* the caches are the caller's host arrays */
         return err_set(err, ERR_UNSUPPORTED, "model_forward_cached: needs a host-memory backend (model is on %s)",
                        m->be->name);

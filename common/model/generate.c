@@ -100,13 +100,16 @@ void gen_engine_reload_weights(GenEngine *e) {
     }
 }
 
+int gen_engine_supports(const Backend *be, char err[ERR_LEN]) {
+    if (be == &backend_cpu) return 0;   /* its KV cache and step buffers are host memory (xmalloc) */
+    return err_set(err, ERR_UNSUPPORTED, "the rollout engine runs on the cpu backend only so far (asked for %s)",
+                   be ? be->name : "none");
+}
+
 GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     if (!m || !o) { err_set(err, ERR_INVAL, "gen_engine_new: NULL model or options"); return NULL; }
     const ModelConfig *c = &m->cfg;
-    if (m->be != &backend_cpu) {   /* its KV cache and step buffers are host memory (xmalloc) */
-        err_set(err, ERR_UNSUPPORTED, "the rollout engine runs on the cpu backend only (model is on %s)", m->be->name);
-        return NULL;
-    }
+    if (gen_engine_supports(m->be, err)) return NULL;
     int BS = o->block_tokens > 0 ? o->block_tokens : 16;
     if (o->max_num_seqs < 1 || o->max_num_seqs > 1 << 20) {
         err_set(err, ERR_INVAL, "max_num_seqs %d outside [1, 2^20]", o->max_num_seqs);

@@ -129,6 +129,9 @@ typedef struct GenEngine GenEngine;
  * when gen_engine_stats().in_progress == 0, see gen_engine_hold_new). Allocates the cache and the step buffers
  * (logged). NULL with a message on bad options (ERR_INVAL) or head_dim > 512 (ERR_UNSUPPORTED). */
 GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]);
+/* 0 when the engine can run on backend be (the CPU one so far), else ERR_UNSUPPORTED naming it: programs ask before
+ * they load a model onto that backend. */
+int        gen_engine_supports(const Backend *be, char err[ERR_LEN]);
 void       gen_engine_free(GenEngine *e);   /* NULL-safe; drops unfinished sequences */
 
 /* Re-packs the weights after the model's parameters changed (a weight swap); call with no sequence in progress. */

@@ -93,7 +93,8 @@ Model *model_load(const char *dir, const ModelOptions *opt, char err[ERR_LEN]);
  * model_init_random or model_write). NULL on error. */
 Model *model_create(const char *config_json, const ModelOptions *opt, char err[ERR_LEN]);
 
-/* Fills parameters: norms = 1, everything else N(0, std^2) from a seeded xorshift/Box-Muller stream. */
+/* Fills parameters: norms = 1, q/k/v biases = 0, everything else N(0, std^2) from a seeded xorshift/Box-Muller
+ * stream. */
 void model_init_random(Model *m, uint64_t seed, float std);
 
 void model_free(Model *m);   /* NULL-safe */
@@ -116,20 +117,22 @@ int model_load_optimizer(Model *m, const char *path, char err[ERR_LEN]);
  * applied) and ent[N] (entropy of the position's distribution) — either may be NULL. In train mode the
  * activations stay for model_backward on the same batch. Errors: ERR_INVAL naming the bad field (token out
  * of range, bad cu_seqlens, too many tokens, temperature <= 0).
- * Sequence-invariant: every product (layers and LM head) gives each output element one fixed-order FMA chain over
+ * Sequence-invariant (CPU backend; on CUDA, bf16 cuBLAS products promise nothing of the kind): every product (layers and LM head) gives each output element one fixed-order FMA chain over
  * K (cpu_linear_packed_ex of backend/cpu/cpu_decode.h, whole packed batch in one product), and everything else is
  * per row or per sequence, so a sequence's log-probs and entropies are bitwise the same whatever else is packed with
  * it and wherever it sits (same machine: AVX-512 or not). Train and inference mode run the same kernels, so an
  * inference-mode model's log-probs equal a train-mode model's bitwise. */
 int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]);
 
-/* Final-norm hidden states [N, H] of the last model_forward (borrowed; valid until the next forward).
+/* Final-norm hidden states [N, H] of the last model_forward, in backend memory (host memory on the CPU backend;
+ * borrowed; valid until the next forward).
  * Logits of row i are cpu_linear(.., hidden + i*H, model_views(m, MODEL_PARAMS)->lm_head, NULL, 1, V, H). */
 const float *model_hidden(const Model *m);
 
-/* Backward of the last model_forward (train mode, same batch): given dlogp[N] = d loss / d logp and
- * dent[N] = d loss / d entropy (either may be NULL = 0), ADDS parameter gradients into the MODEL_GRADS slab
- * (so micro-batches accumulate; call model_grads_zero between optimizer steps).
+/* Backward of the last model_forward (train mode, same batch: none, or one of another size, is refused with
+ * ERR_INVAL): given dlogp[N] = d loss / d logp and dent[N] = d loss / d entropy (either may be NULL = 0), ADDS
+ * parameter gradients into the MODEL_GRADS slab (so micro-batches accumulate; call model_grads_zero between
+ * optimizer steps).
  * Split-invariant: each weight's gradient gets one term per sequence (its own GEMM / row sum, beta = 1), added
  * sequence by sequence in batch order (embedding rows: token by token), so calls over sequences 0..S-1 cut into
  * consecutive batches anyhow leave bitwise the same gradients as one call over all S. Not bitwise: another sequence
@@ -144,7 +147,7 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
  * 0 .. p0_s - 1; this call writes positions p0_s .. p0_s + n_s - 1 (p0_s + n_s <= cap_s, checked).
  * Positions (RoPE) are p0_s + j. Linear layers run on all new rows of all sequences at once; attention runs
  * per sequence over its cache. Writes logits[S, V] of each sequence's LAST new token (raw, no temperature).
- * Uses the model's activation slab (sum n_s <= max_tokens); invalidates a pending model_backward.
+ * Uses the model's activation slab (sum n_s <= max_tokens): a model_backward after it is refused (ERR_INVAL).
  * Errors: ERR_INVAL naming the field. Same math as model_forward (its log-probs agree to fp32 rounding). */
 typedef struct {
     int            n_seqs;       /* S >= 1 */

@@ -20,6 +20,8 @@ struct Model {
     ModelWeights w, g, m, v;       /* pointer views into the four slabs */
     float       *inv_freq;         /* [hd/2] RoPE inverse frequencies */
     long         adam_step;        /* optimizer steps taken (for bias correction) */
+    int          fwd_tokens, fwd_seqs;   /* the batch of the last finished train-mode model_forward (model_backward's
+                                            check); 0 after any other use of the activation slab */
     /* activations (opaque to callers; see model.c for the carve) */
     int          max_tokens, train, max_context;
     long         logits_rows;      /* rows of logits kept at once */

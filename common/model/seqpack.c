@@ -73,8 +73,27 @@ static void pack(SeqPack *p, const SeqSet *s, const int *seq, int n, float tempe
                             .temperature = temperature } };
 }
 
+/* Sequence i fits the scratch and its prompt length is 1..len (0 only when empty). */
+static int check_seq(const SeqPack *p, const SeqSet *s, int i, char err[ERR_LEN]) {
+    if (i < 0 || i >= s->n_seqs) return err_set(err, ERR_INVAL, "seqpack: sequence index %d outside [0, %d)", i, s->n_seqs);
+    if (s->offsets[i + 1] < s->offsets[i])
+        return err_set(err, ERR_INVAL, "seqpack: offsets[%d] = %u is below offsets[%d] = %u", i + 1, s->offsets[i + 1], i,
+                       s->offsets[i]);
+    uint32_t len = s->offsets[i + 1] - s->offsets[i], pl = s->prompt_lengths[i];
+    if ((long)len > p->T)
+        return err_set(err, ERR_TOO_BIG, "seqpack: sequence %d has %u tokens, more than the model's max_tokens %ld", i, len,
+                       p->T);
+    if (pl > len || (pl == 0 && len > 0))
+        return err_set(err, ERR_INVAL, "seqpack: sequence %d has prompt length %u of %u tokens (need 1..len)", i, pl, len);
+    return 0;
+}
+
 int seqpack_for_chunks(SeqPack *p, const SeqSet *s, const int *seq, int n, float temperature, SeqChunkFn fn,
                        void *ud, int *chunks, char err[ERR_LEN]) {
+    for (int k = 0; k < n; k++) {
+        int rc = check_seq(p, s, seq[k], err);
+        if (rc) return rc;
+    }
     if (n > p->cap_len) {
         p->len = xrealloc(p->len, (size_t)n * sizeof(long));
         p->cap_len = n;

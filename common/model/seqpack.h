@@ -1,15 +1,15 @@
 /* common/model/seqpack.h: training over a set of prompt + response sequences, the one path of the learner and
  * dapo-sft. The sequences (a train batch's layout: verl's input_ids cut by offsets, each with its prompt length) are
  * cut into chunks that fit the model's activation slab (sequences in the caller's order, as many as fit; a longer
- * one cannot occur: callers check len <= model_max_tokens), each chunk packed back to back without padding into one
+ * one is refused, see seqpack_for_chunks), each chunk packed back to back without padding into one
  * ModelBatch whose targets are the next token at every response position (-1 elsewhere: prompt tokens get no
  * log-prob and no gradient). Per chunk the caller's function runs seqpack_forward (log-probs and entropies of the
  * chunk's response tokens, gathered into response order) and, to train, seqpack_backward (d loss / d logp and
  * d entropy per response token, scattered back to the packed positions, then model_backward, which adds into the
  * gradient slab). What the loss is stays the caller's: the DAPO loss in the learner (dapo/loss.h), token-mean NLL in
  * dapo-sft.
- * Bitwise: model_forward / model_backward are sequence- and split-invariant (model.h), so a sequence's numbers do
- * not depend on how the set was chunked.
+ * Bitwise (CPU backend): model_forward / model_backward are sequence- and split-invariant there (model.h), so a
+ * sequence's numbers do not depend on how the set was chunked; on CUDA (bf16, cuBLAS) nothing promises it.
  * Not here: micro-batching (dapo/layout.h), losses, optimizer steps, collectives. */
 #ifndef DAPO_MODEL_SEQPACK_H
 #define DAPO_MODEL_SEQPACK_H
@@ -46,12 +46,15 @@ SeqPack *seqpack_new(Model *m);
 void     seqpack_free(SeqPack *p);   /* NULL-safe */
 
 /* The end of the chunk that starts at a: sequences a.. in order while their lengths len[] sum to <= max_tokens (a
- * longer one goes alone; empty ones ride along). a < end <= n; requires a < n. */
+ * longer one would go alone: seqpack_for_chunks refuses it first; empty ones ride along). a < end <= n; requires
+ * a < n. */
 int seqpack_chunk_end(const long *len, int a, int n, long max_tokens);
 
 /* Calls fn once per chunk of the sequences seq[0..n) of s (in that order; chunks of only empty sequences are
  * skipped), the chunk packed at temperature (> 0, ModelBatch.temperature). Stops at fn's first nonzero return and
- * returns it. *chunks (may be NULL) counts the chunks run. */
+ * returns it. *chunks (may be NULL) counts the chunks run. Checked first (nothing runs then): every index in
+ * [0, S), offsets increasing, each sequence at most model_max_tokens long (ERR_TOO_BIG) with a prompt length in
+ * 1..len, 0 only for an empty one (ERR_INVAL); the token ids are model_forward's to check. */
 typedef int (*SeqChunkFn)(SeqPack *p, SeqChunk *c, void *ud, char err[ERR_LEN]);
 int seqpack_for_chunks(SeqPack *p, const SeqSet *s, const int *seq, int n, float temperature, SeqChunkFn fn,
                        void *ud, int *chunks, char err[ERR_LEN]);

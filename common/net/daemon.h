@@ -13,6 +13,7 @@ typedef struct {
     char        worker_id[128];       /* --id NAME, default "<role>-<pid>@<host>" */
     int         rank;                 /* --rank N (learner), default 0 */
     int64_t     policy_version;       /* weights version held; set before daemon_connect (-1: none) */
+    int         fresh;                /* learner: weights as loaded from disk (Hello.fresh); set before daemon_connect */
     void       *zctx;
     Worker     *worker;
 } Daemon;

@@ -24,6 +24,9 @@ struct Worker {
     uint64_t       full_waits;       /* worker_send waits on a full send queue */
     int64_t        policy_version;
     int64_t        coord_version;    /* the coordinator's, from Welcome / Heartbeat */
+    uint32_t       incarnation;      /* of the weights this worker holds (worker_set_incarnation) */
+    uint32_t       coord_incarnation;   /* the run's, from Welcome / Heartbeat */
+    int            fresh;            /* Hello.fresh (worker_set_fresh) */
 };
 
 static int send_hello(Worker *w) {
@@ -38,6 +41,8 @@ static int send_hello(Worker *w) {
     h.rank = w->o.rank;
     h.world_size = w->o.world_size;
     h.run_id = (char *)(w->welcome && w->welcome->run_id ? w->welcome->run_id : "");
+    h.incarnation = w->incarnation;
+    h.fresh = w->fresh != 0;
     w->next_hello_ms = clock_ms() + HELLO_RETRY_MS;
     return net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_HELLO, &h.base, true);
 }
@@ -51,6 +56,7 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
     w->coordinator = xstrdup(o->coordinator ? o->coordinator : "");
     w->build_info = xstrdup(o->build_info ? o->build_info : "");
     w->policy_version = o->policy_version;
+    w->fresh = o->fresh;
     w->coord_version = -1;
     NetOpts no = {.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id};
     w->sock = net_socket(zctx, ZMQ_DEALER, w->coordinator, &no, err);
@@ -98,6 +104,7 @@ static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
         w->welcome = wel;
         m->msg = NULL;               /* kept */
         w->coord_version = wel->policy_version;
+        w->coord_incarnation = wel->incarnation;
         if (wel->heartbeat_ms) w->o.heartbeat_ms = (int)wel->heartbeat_ms;
         if (wel->lease_timeout_s > 0) w->o.lease_timeout_s = wel->lease_timeout_s;
         w->state = WORKER_READY;
@@ -113,6 +120,7 @@ static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
     }
     case DAPO__MSG_TYPE__MSG_HEARTBEAT:
         w->coord_version = ((Dapo__Heartbeat *)m->msg)->policy_version;
+        w->coord_incarnation = ((Dapo__Heartbeat *)m->msg)->incarnation;
         return 0;
     case DAPO__MSG_TYPE__MSG_ERROR: {
         Dapo__ErrorReply *e = (Dapo__ErrorReply *)m->msg;
@@ -147,6 +155,7 @@ static void run_timers(Worker *w) {
         Dapo__Heartbeat hb = DAPO__HEARTBEAT__INIT;
         hb.seq = ++w->hb_seq;
         hb.policy_version = w->policy_version;
+        hb.incarnation = w->incarnation;
         hb.busy = w->busy;
         hb.load = w->o.capacity ? (double)w->busy / w->o.capacity : 0;
         net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base, true);
@@ -157,6 +166,7 @@ static void run_timers(Worker *w) {
 int worker_poll(Worker *w, NetMsg *out, int timeout_ms, char err[ERR_LEN]) {
     if (w->state == WORKER_REFUSED) return err_set(err, ERR_INVAL, "%s: refused by the coordinator", w->worker_id);
     int64_t deadline = clock_ms() + (timeout_ms > 0 ? timeout_ms : 0), version = w->coord_version;
+    uint32_t inc = w->coord_incarnation;
     for (;;) {
         run_timers(w);
         int64_t now = clock_ms();
@@ -169,7 +179,7 @@ int worker_poll(Worker *w, NetMsg *out, int timeout_ms, char err[ERR_LEN]) {
             int r = on_message(w, out, err);
             if (r != 0) return r;        /* work (1) or refusal (<0); out keeps the message on 1 */
             net_msg_free(out);
-            if (w->coord_version > version) return 0;   /* a new policy version: the caller fetches it now */
+            if (w->coord_version > version || w->coord_incarnation != inc) return 0;   /* new weights: fetch them now */
         } else if (rc == ERR_VERSION && out->type == DAPO__MSG_TYPE__MSG_WELCOME && out->msg) {
             Dapo__Welcome *wel = (Dapo__Welcome *)out->msg;
             w->state = WORKER_REFUSED;
@@ -237,6 +247,9 @@ const char *worker_state_name(WorkerState s) {
 const Dapo__Welcome *worker_welcome(const Worker *w) { return w->welcome; }
 int worker_sessions(const Worker *w) { return w->sessions; }
 int64_t worker_coordinator_version(const Worker *w) { return w->coord_version; }
+uint32_t worker_coordinator_incarnation(const Worker *w) { return w->coord_incarnation; }
+void worker_set_incarnation(Worker *w, uint32_t incarnation) { w->incarnation = incarnation; }
+void worker_set_fresh(Worker *w, int fresh) { w->fresh = fresh; }
 void *worker_socket(Worker *w) { return w->sock; }
 
 void worker_close(Worker *w, const char *reason) {

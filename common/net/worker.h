@@ -30,6 +30,7 @@ typedef struct {
     int64_t     max_msg_bytes;      /* [256 MiB] */
     const char *build_info;         /* free text for the worker table */
     int64_t     policy_version;     /* weights version held at start, reported in the first Hello (-1: none) */
+    int         fresh;              /* learner: Hello.fresh of the first Hello (worker_set_fresh changes it) */
     int         send_wait_ms;       /* longest worker_send waits out a full send queue [0: lease_timeout_s] */
 } WorkerOpts;
 
@@ -75,6 +76,14 @@ const Dapo__Welcome *worker_welcome(const Worker *w);
 /* The coordinator's current policy version, from its last Welcome or Heartbeat (-1 before any): a rollout
  * that holds an older version fetches the new weights. */
 int64_t worker_coordinator_version(const Worker *w);
+/* The run's incarnation, from the last Welcome or Heartbeat (0 before any): bumped by the coordinator at every
+ * rollback to a checkpoint, so that the same version number never means two sets of weights. A rollout whose weights
+ * are of another incarnation loads the coordinator's version again, whatever its number. */
+uint32_t worker_coordinator_incarnation(const Worker *w);
+/* The incarnation of the weights this worker holds (what Hello and the heartbeats report; 0 at start). */
+void     worker_set_incarnation(Worker *w, uint32_t incarnation);
+/* Learner: what Hello.fresh says from now on (1 while its weights are as loaded from disk). */
+void     worker_set_fresh(Worker *w, int fresh);
 /* Number of Welcomes received: >1 means the worker re-registered (e.g. the coordinator restarted). */
 int worker_sessions(const Worker *w);
 /* The DEALER socket, for zmq_poll alongside the daemon's other sockets. Borrowed. */

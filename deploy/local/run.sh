@@ -51,8 +51,17 @@ if [ -f "$rundir/pids" ]; then
   rm -f "$rundir/pids"
 fi
 
+# The dashboard's controls (Pause, Stop, ...) need a bearer token: a random one in RUN_DIR/token, made once (0600).
+token_args=()
+case " ${args[*]} " in *" cluster.token_file="*) ;; *)
+  if [ ! -s "$rundir/token" ]; then
+    (umask 077; od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > "$rundir/token")
+  fi
+  token_args=("cluster.token_file=$rundir/token") ;;
+esac
 # The config as given (without what the preparation adds) is checked before the preparation's long work.
-common=(--config "$config" "trainer.default_local_dir=$rundir/checkpoints" "cluster.num_learners=$nlearn")
+common=(--config "$config" "trainer.default_local_dir=$rundir/checkpoints" "cluster.num_learners=$nlearn"
+        "${token_args[@]}")
 [ -n "$steps" ] && common+=("trainer.total_training_steps=$steps")
 "$bin/dapo-coordinator" "${common[@]}" "${args[@]}" --print-config > /dev/null
 prep_model=1                                  # a model given on the command line needs no prepared base model
@@ -112,4 +121,5 @@ for i in $(seq 0 $((nroll - 1))); do proc "rollout-$i" "$bin/dapo-rollout" "${co
 { printf '{"procs": [\n'; (IFS=$'\n'; printf '%s' "${procs[*]}" | sed '$!s/$/,/'); printf '\n]}\n'; } > "$rundir/procs.json"
 echo "dapo: starting ($nroll rollout, $nver verifier, $nlearn learner); logs in $rundir/logs"
 echo "dapo: dashboard at http://$http/   (Ctrl-C stops the run; run the same command again to resume it)"
+[ ${#token_args[@]} -gt 0 ] && echo "dapo: the dashboard's controls take the token in $rundir/token"
 exec "$bin/dapo-supervise" --run-dir "$rundir" --spec "$rundir/procs.json"

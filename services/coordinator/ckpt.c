@@ -70,7 +70,8 @@ static int snap_from_json(json_t *j, EngineSnapshot *s) {
 /* Writes coordinator.json from c->ckpt (saved and pending as they are now). */
 static int write_file(Coord *c, char err[ERR_LEN]) {
     CkptState *k = &c->ckpt;
-    json_t *j = json_pack("{s:s, s:i, s:s}", "format", CKPT_FORMAT, "version", CKPT_VERSION, "run_id", c->run_id);
+    json_t *j = json_pack("{s:s, s:i, s:s, s:I}", "format", CKPT_FORMAT, "version", CKPT_VERSION, "run_id", c->run_id,
+                          "incarnation", (json_int_t)c->incarnation);
     if (k->has_saved) json_object_set_new(j, "saved", snap_to_json(&k->saved));
     if (k->has_pending) json_object_set_new(j, "pending", snap_to_json(&k->pending));
     char *text = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
@@ -83,6 +84,8 @@ static int write_file(Coord *c, char err[ERR_LEN]) {
     free(text);
     return rc;
 }
+
+int ckpt_write(Coord *c, char err[ERR_LEN]) { return write_file(c, err); }
 
 static int learner_rank0(const Coord *c) {
     for (int i = 0; i < c->nworkers; i++)
@@ -301,7 +304,12 @@ int ckpt_resume(Coord *c, char err[ERR_LEN]) {
     }
     const char *run_id = json_string_value(json_object_get(j, "run_id"));
     if (run_id && !c->cfg.run_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", run_id);
+    /* every resume is a rollback to the checkpoint: the weights of versions after it may exist out there (rollouts
+     * that ran on), so the incarnation moves on, on disk at once (a second crash must not reuse it) */
+    json_t *inc = json_object_get(j, "incarnation");
+    c->incarnation = (json_is_integer(inc) ? (uint32_t)json_integer_value(inc) : 0) + 1;
     json_decref(j);
+    if (write_file(c, err)) return ERR_IO;
     /* The data must be the same before anything else waits on the learner. */
     EngineSnapshot *any = k->has_saved ? &k->saved : k->has_pending ? &k->pending : NULL;
     if (any) {
@@ -320,16 +328,50 @@ int ckpt_resume(Coord *c, char err[ERR_LEN]) {
     return 0;
 }
 
+/* The engine back to snapshot s (a resume at start, or a rollback in the run: rejoin), with the metric history of the
+ * steps up to it. */
+static void restore(Coord *c, const EngineSnapshot *s, int rejoin) {
+    char err[ERR_LEN];
+    if (engine_restore(c, s, err)) { engine_fail(c, "resume: %s", err); return; }
+    if (rejoin) c->incarnation++;                   /* the versions after s now name other weights */
+    if (write_file(c, err)) log_error("resume: %s", err);
+    if (rejoin) coord_history_reset(c);
+    int validated = reload_history(c, s->step);
+    if (validated) {
+        engine_set_last_validation(c, s->step);
+        engine_count_validation(c);                 /* it ran after the checkpoint: its groups are not in it */
+    }
+    if (!validated && s->step > 0 && c->cfg.test_freq > 0 && s->step % c->cfg.test_freq == 0)
+        engine_validate_next(c);                    /* the stop came before this step's validation had run */
+    log_info("%s %s: step %ld, policy version %lld, epoch %d, cursor %ld", rejoin ? "rolled back to" : "resumed from",
+             c->ckpt.has_saved || s->step ? c->ckpt.resume_path : "the start", s->step, (long long)s->policy_version,
+             s->epoch, s->cursor);
+    if (rejoin) engine_rejoin_done(c, s->step);
+}
+
 /* The resume decision, at learner rank 0's first Hello: the snapshot whose policy version is the learner's. */
 static void decide(Coord *c, const WorkerEntry *w) {
     CkptState *k = &c->ckpt;
-    char err[ERR_LEN];
     int64_t v = w->policy_version;
     const EngineSnapshot *pick = k->has_saved && k->saved.policy_version == v     ? &k->saved
                                  : k->has_pending && k->pending.policy_version == v ? &k->pending
                                                                                     : NULL;
+    int rejoin = engine_phase(c) == PH_REJOIN;
+    EngineSnapshot s;
+    if (!w->fresh) {                   /* it trained since it loaded its weights: its version says nothing exact */
+        log_warn("resume: learner %s has trained since it started (policy version %lld in memory): asking the learners "
+                 "to start again from the last checkpoint", w->id, (long long)v);
+        recover_send_reload(c, -1, "the run resumes from its last checkpoint; the learner's weights are newer");
+        return;                                                             /* still undecided: its next Hello decides */
+    }
+    if (!pick && !k->has_saved && !k->has_pending && v == 0) {             /* no checkpoint on either side */
+        k->undecided = 0;
+        if (!rejoin) return;                                               /* a fresh run on both sides */
+        engine_initial_snapshot(c, &s);                                    /* the rollback goes back to the start */
+        restore(c, &s, rejoin);
+        return;
+    }
     k->undecided = 0;
-    if (!pick && !k->has_saved && !k->has_pending && v == 0) return;     /* a fresh run on both sides */
     if (!pick) {
         char have[128];
         const EngineSnapshot *h = k->has_saved ? &k->saved : &k->pending;
@@ -344,7 +386,7 @@ static void decide(Coord *c, const WorkerEntry *w) {
                     "trainer.default_local_dir; or an empty one to start over)", w->id, (long long)v, have);
         return;
     }
-    EngineSnapshot s = *pick;
+    s = *pick;
     if (pick == &k->pending) {
         log_info("resume: the learner confirmed step %ld before the coordinator heard of it: resuming step %ld", s.step,
                  s.step);
@@ -352,21 +394,19 @@ static void decide(Coord *c, const WorkerEntry *w) {
         k->has_saved = 1;
     }
     k->has_pending = k->asked = 0;
-    if (engine_restore(c, &s, err)) { engine_fail(c, "resume: %s", err); return; }
-    if (write_file(c, err)) log_error("resume: %s", err);
-    int validated = reload_history(c, s.step);
-    if (validated) engine_set_last_validation(c, s.step);
-    if (!validated && s.step > 0 && c->cfg.test_freq > 0 && s.step % c->cfg.test_freq == 0)
-        engine_validate_next(c);                    /* the stop came before this step's validation had run */
-    log_info("resumed from %s: step %ld, policy version %lld, epoch %d, cursor %ld", k->resume_path, s.step,
-             (long long)s.policy_version, s.epoch, s.cursor);
+    restore(c, &s, rejoin);
 }
 
 void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w) {
     if (!c->engine || w->role != DAPO__ROLE__ROLE_LEARNER || w->rank != 0 || engine_phase(c) == PH_FAILED) return;
     if (c->ckpt.undecided) { decide(c, w); return; }
-    if (w->policy_version != c->policy_version)
-        engine_fail(c, "learner %s came back with policy version %lld; the run is at %lld: stop the run and start it "
-                    "again to resume both sides from the last checkpoint", w->id, (long long)w->policy_version,
-                    (long long)c->policy_version);
+    /* it restarted from a checkpoint of another version, or while its shards of a step were out (they died with it):
+     * the run goes back to that checkpoint too */
+    int lost_shards = w->fresh && engine_job_active(c);
+    if (w->policy_version != c->policy_version || lost_shards) {
+        engine_rejoin_begin(c, w->fresh ? (int)(w - c->workers) : -1, "learner %s came back with policy version %lld%s; "
+                            "the run is at %lld", w->id, (long long)w->policy_version,
+                            lost_shards ? " while the update of a step was out" : "", (long long)c->policy_version);
+        if (c->ckpt.undecided && w->fresh) decide(c, w);
+    }
 }

@@ -32,6 +32,8 @@ typedef struct {
     uint32_t    busy;                  /* from its heartbeat */
     double      load;
     int64_t     policy_version;
+    uint32_t    incarnation;           /* of the weights it holds (rollouts; coord.h Coord.incarnation) */
+    int         fresh;                 /* learner: Hello.fresh (weights as loaded from disk) */
     uint32_t    rank, world_size;
     int64_t     registered_ms, last_seen_ms;   /* monotonic */
     uint64_t    heartbeats;
@@ -77,7 +79,7 @@ typedef struct {
     int64_t    lease_ms;
 } Group;
 
-typedef enum { PH_IDLE = 0, PH_VALIDATE, PH_GENERATE, PH_BATCH_READY, PH_TRAIN, PH_WEIGHTS, PH_DONE, PH_FAILED } Phase;
+typedef enum { PH_IDLE = 0, PH_VALIDATE, PH_GENERATE, PH_BATCH_READY, PH_TRAIN, PH_WEIGHTS, PH_REJOIN, PH_DONE, PH_FAILED } Phase;
 
 typedef struct Engine Engine;     /* engine.h (steps.c, dispatch.c, results.c, setup.c) */
 
@@ -125,6 +127,9 @@ typedef struct Coord {
     int          nworkers, cap_workers;
     char         run_id[64];
     int64_t      step, policy_version;
+    uint64_t     results_abandoned;    /* group results dropped: made with the weights of an earlier incarnation */
+    uint32_t     incarnation;          /* +1 at every rollback to a checkpoint (a learner or coordinator crash): the
+                                        * version numbers after it name other weights than before (recover.c) */
     int64_t      started_ms;
     int          stopping, sigints;    /* stopping: 1 finishing the step in training and its checkpoint, 2 exiting */
     int          stop_failed;          /* the stop ran out of cluster.stop_timeout_s: exit status 1 */
@@ -178,13 +183,16 @@ void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Da
 int  engine_start(Coord *c, char err[ERR_LEN]);        /* loads the data; NULL engine when none configured */
 void engine_tick(Coord *c);                            /* advances the state machine; called from cron and after messages */
 void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m);   /* GroupResult, ScoreResult, StepResult, WeightAck */
-void engine_on_worker_lost(Coord *c, int worker);      /* its leases go back to the queue */
+void engine_on_worker_lost(Coord *c, int worker);      /* its leases go back to the queue; a learner: recover.c */
+void engine_requeue_worker(Coord *c, int worker);      /* its leases go back to the queue (a worker that registers
+                                                          again holds nothing: it may be a new process) */
 /* Takes back leases held longer than cluster.max_lease_s (generation) / cluster.max_score_lease_s (scoring) even
  * from a worker that still heartbeats: the group goes back to the queue with attempt + 1, the worker gets a Cancel,
  * a warning names worker and group, /api/status "leases" counts it. Called from the cron (every 100 ms). */
 void engine_reclaim_leases(Coord *c);
 void engine_free(Coord *c);
-Phase engine_phase(const Coord *c);                    /* PH_IDLE when there is no engine */
+Phase engine_phase(const Coord *c);
+int   engine_job_active(const Coord *c);                  /* a step's shards are out to the learners */                    /* PH_IDLE when there is no engine */
 struct json_t;
 void engine_status_fill(Coord *c, struct json_t *status);   /* adds "phase", "groups" {state: count, created} */
 const char *group_state_name(GroupState s);
@@ -199,6 +207,19 @@ void engine_validate_next(Coord *c);   /* validation before the next step (when 
 void engine_set_last_validation(Coord *c, long step);   /* resuming: the history holds a validation of `step` */
 /* Stops the training loop with a message shown on the dashboard's status line and logged (phase "failed"). */
 void engine_fail(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* recover.c: a learner rank lost mid-run. engine_rejoin_begin cancels what is in flight, bumps the incarnation, asks
+ * every live learner rank except `spare` (a worker index, -1 none) to reload, and waits (PH_REJOIN) for learner
+ * rank 0's Hello to pick the checkpoint to roll back to; engine_rejoin_done ends the wait after that rollback;
+ * engine_rejoin_tick fails the run past cluster.learner_rejoin_timeout_s. */
+void engine_rejoin_begin(Coord *c, int spare, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void engine_rejoin_done(Coord *c, long step);
+void engine_rejoin_tick(Coord *c);
+void recover_send_reload(Coord *c, int spare, const char *why);
+/* The engine's state as it was when the first step started (a rollback with no checkpoint yet goes there). */
+void engine_initial_snapshot(const Coord *c, EngineSnapshot *out);
+/* A validation of the resumed step ran after its checkpoint was taken: count its groups again (they are not rerun)
+ * and skip the group ids they took, so that the next step's groups get the ids (hence the sampling seeds) they had. */
+void engine_count_validation(Coord *c);
 
 /* ckpt.c: the two-sided checkpoint (coordinator.json in trainer.default_local_dir + the learner's weights), asked for
  * at every trainer.save_freq step, the last step, on request and on stop; resumed by trainer.resume_mode auto /
@@ -212,6 +233,7 @@ int  ckpt_waiting(const Coord *c);     /* 1: its checkpoint was asked of the lea
 void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m);   /* the learner's CHECKPOINT_DONE */
 void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w);   /* resume decision / version check (rank 0) */
 int  ckpt_resume(Coord *c, char err[ERR_LEN]);                /* reads coordinator.json; 0 also when there is none */
+int  ckpt_write(Coord *c, char err[ERR_LEN]);                 /* coordinator.json as c->ckpt and c->incarnation are now */
 /* Locks trainer.default_local_dir (coordinator.lock, flock, our pid in it) for this process: ERR_INVAL naming the
  * other coordinator's pid when a live one holds it, ERR_IO when the file cannot be made. */
 int  ckpt_lock(Coord *c, char err[ERR_LEN]);
@@ -221,6 +243,7 @@ void ckpt_set_aside_metrics(Coord *c);   /* a run that resumes nothing: an earli
  * triggers. coord_record_step copies m and appends a line to the metrics JSONL. */
 void coord_record_step(Coord *c, long step, const Metrics *m);
 void coord_history_append(Coord *c, long step, const Metrics *m);   /* history only, no JSONL line */
+void coord_history_reset(Coord *c);       /* forgets the in-memory history (a rollback reads it back) */
 void coord_record_sample(Coord *c, const SampleView *s);      /* copies the strings */
 void coord_history_free(Coord *c);
 void coord_pause(Coord *c);                                   /* stop dispatching new groups */

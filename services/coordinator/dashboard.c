@@ -197,6 +197,7 @@ static json_t *status_json(Coord *c) {
     json_object_set_new(j, "paused", json_boolean(c->paused));
     json_object_set_new(j, "stopping", json_boolean(c->stopping));
     json_object_set_new(j, "status_line", json_str(c->status_line));
+    json_object_set_new(j, "controls_enabled", json_boolean(c->token != NULL));   /* cluster.token_file is set */
     json_object_set_new(j, "history", json_integer(c->nhistory));
     json_object_set_new(j, "control", json_boolean(c->token != NULL));
     engine_status_fill(c, j);             /* phase and group accounting (steps.c) */

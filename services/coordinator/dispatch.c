@@ -8,6 +8,10 @@
  * current version when the next batch reaches it: a batch goes out only when no update is in flight). */
 int eng__version_ok(Coord *c, int64_t v) { return v >= c->policy_version - c->cfg.staleness && v <= c->policy_version; }
 
+int64_t eng__worker_version(const Coord *c, const WorkerEntry *w) {
+    return w->incarnation == c->incarnation ? w->policy_version : -1;
+}
+
 
 /* g (generated, scoring, kept or surplus; its results held) came from a policy too far behind: it becomes GS_STALE
  * (its responses are never trained; a verifier holding it is told to drop it) and its prompt is generated again as
@@ -60,7 +64,7 @@ static int pick_worker(Coord *c, Dapo__Role role, uint32_t need, int check_versi
     for (int i = 0; i < c->nworkers; i++) {
         WorkerEntry *w = &c->workers[i];
         if (w->role != role || w->life != WORKER_ALIVE || w->credit < need) continue;
-        if (check_version && !eng__version_ok(c, w->policy_version)) continue;
+        if (check_version && !eng__version_ok(c, eng__worker_version(c, w))) continue;
         if (best < 0 || w->credit > c->workers[best].credit) best = i;
     }
     return best;
@@ -159,6 +163,11 @@ void eng__dispatch(Coord *c) {
             else ver_ok = 0;
         }
     }
+    /* the status line names what the step waits for when a whole role is missing */
     if (stuck_n && !registry_count(c, DAPO__ROLE__ROLE_ROLLOUT, WORKER_ALIVE))
-        eng__status(c, "step %ld: waiting for a rollout worker", e->step);
+        eng__status(c, "step %ld: waiting for a rollout: %llu groups queued, 0 rollouts live", e->step,
+                    (unsigned long long)c->group_counts[GS_QUEUED]);
+    else if (!ver_ok && !registry_count(c, DAPO__ROLE__ROLE_VERIFIER, WORKER_ALIVE))
+        eng__status(c, "step %ld: waiting for a verifier: %llu groups generated, 0 verifiers live", e->step,
+                    (unsigned long long)c->group_counts[GS_GENERATED]);
 }

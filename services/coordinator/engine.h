@@ -80,6 +80,11 @@ struct Engine {
     char           fail[ERR_LEN];
     EngineSnapshot snap;         /* as of the last finished step */
     uint64_t       leases_reclaimed;         /* leases taken back past cluster.max_lease_s / max_score_lease_s */
+    double         rejoin_t0;                /* PH_REJOIN: when the learner was lost (recover.c) */
+    char           rejoin_why[ERR_LEN];
+    long           rollbacks;                /* rollbacks to a checkpoint in this process */
+    EngineSnapshot initial;                  /* as the first step started (engine_initial_snapshot) */
+    int            have_initial;
     char           last_reclaim[256];        /* the latest of them, in words (/api/status) */
 };
 
@@ -97,6 +102,8 @@ void eng__cancel_in_flight(Coord *c);
 void eng__finish_step(Coord *c);
 void eng__announce_version(Coord *c);
 int eng__version_ok(Coord *c, int64_t v);
+/* A worker's policy version as the run counts it: -1 (none) when its weights are of an earlier incarnation. */
+int64_t eng__worker_version(const Coord *c, const WorkerEntry *w);
 void eng__drop_stale(Coord *c, Group *g);
 int eng__drop_stale_groups(Coord *c);
 void eng__dispatch(Coord *c);

@@ -39,6 +39,11 @@ void coord_record_sample(Coord *c, const SampleView *s) {
     if (c->nsamples < COORD_SAMPLES) c->nsamples++;
 }
 
+void coord_history_reset(Coord *c) {
+    for (int i = 0; i < c->nhistory; i++) metrics_free(&c->history[i]);
+    c->nhistory = 0;
+}
+
 void coord_history_free(Coord *c) {
     for (int i = 0; i < c->nhistory; i++) metrics_free(&c->history[i]);
     xfree(c->history);

@@ -45,6 +45,7 @@ static void send_welcome(Coord *c, const NetMsg *m, int accepted, const char *re
     w.heartbeat_ms = (uint32_t)c->cfg.heartbeat_ms;
     w.lease_timeout_s = c->cfg.lease_timeout_s;
     w.policy_version = c->policy_version;
+    w.incarnation = c->incarnation;
     if (net_send(c->router, m->peer, m->peer_len, DAPO__MSG_TYPE__MSG_WELCOME, &w.base, true))
         log_warn("welcome not sent (peer gone)");
 }
@@ -75,6 +76,8 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         w->rid_len = m->peer_len;
     }
     int again = w->registered_ms != 0;
+    if (again && w->life == WORKER_ALIVE) engine_requeue_worker(c, (int)(w - c->workers));   /* restarted before it was
+                                                                                               declared lost */
     snprintf(w->address, sizeof w->address, "%s", m->peer_address);
     snprintf(w->id, sizeof w->id, "%s", h->worker_id);
     snprintf(w->build_info, sizeof w->build_info, "%s", h->build_info);
@@ -85,6 +88,8 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     w->credit = 0;                   /* the worker announces its free capacity right after the Welcome */
     w->busy = 0;
     w->policy_version = h->policy_version;
+    w->incarnation = h->incarnation;
+    w->fresh = h->fresh;
     w->rank = h->rank;
     w->world_size = h->world_size;
     w->registered_ms = w->last_seen_ms = clock_ms();
@@ -118,10 +123,12 @@ void registry_on_message(Coord *c, NetMsg *m) {
         w->busy = hb->busy;
         w->load = hb->load;
         w->policy_version = hb->policy_version;
+        w->incarnation = hb->incarnation;
         w->heartbeats++;
         Dapo__Heartbeat reply = DAPO__HEARTBEAT__INIT;
         reply.seq = hb->seq;
         reply.policy_version = c->policy_version;
+        reply.incarnation = c->incarnation;
         coord_send(c, w, DAPO__MSG_TYPE__MSG_HEARTBEAT, &reply.base);
         break;
     }

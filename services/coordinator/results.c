@@ -7,6 +7,12 @@
 /* Returns 1 when the group kept r and its arena (the caller must not free them). */
 static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetArena *arena) {
     Engine *e = c->engine;
+    if (w->incarnation != c->incarnation) {      /* made with the weights of a line abandoned at a rollback */
+        c->results_abandoned++;
+        log_info("dropped group %llu attempt %u from %s: generated with weights of run incarnation %u (now %u)",
+                 (unsigned long long)r->group_id, r->attempt, w->id, w->incarnation, c->incarnation);
+        return 0;
+    }
     Group *g = eng__group_by_id(e, r->group_id);
     if (!g || g->attempt != r->attempt || g->state != GS_LEASED || strcmp(r->run_id, c->run_id) != 0) {
         log_debug("dropped a stale or duplicate result for group %llu attempt %u",
@@ -163,9 +169,12 @@ void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m) {
         }
         break;
     case DAPO__MSG_TYPE__MSG_SCORE_RESULT: on_score_result(c, w, (Dapo__ScoreResult *)m->msg); break;
-    case DAPO__MSG_TYPE__MSG_STEP_RESULT: on_step_result(c, w, (Dapo__StepResult *)m->msg); break;
+    case DAPO__MSG_TYPE__MSG_STEP_RESULT:          /* a failed run stays failed (a late result must not revive it) */
+        if (c->engine->phase != PH_FAILED) on_step_result(c, w, (Dapo__StepResult *)m->msg);
+        break;
     case DAPO__MSG_TYPE__MSG_WEIGHT_ACK:
         w->policy_version = ((Dapo__WeightAck *)m->msg)->version;
+        w->incarnation = ((Dapo__WeightAck *)m->msg)->incarnation;
         break;
     case DAPO__MSG_TYPE__MSG_CONTROL: ckpt_on_control(c, w, (Dapo__Control *)m->msg); break;
     default:
@@ -174,7 +183,7 @@ void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m) {
     engine_tick(c);
 }
 
-void engine_on_worker_lost(Coord *c, int wi) {
+void engine_requeue_worker(Coord *c, int wi) {
     Engine *e = c->engine;
     if (!e) return;
     int requeued = 0;
@@ -193,9 +202,15 @@ void engine_on_worker_lost(Coord *c, int wi) {
         g->worker = -1;
     }
     if (requeued) log_warn("%d groups of %s returned to the queue", requeued, c->workers[wi].id);
-    if (c->workers[wi].role == DAPO__ROLE__ROLE_LEARNER && e->job.active)
-        engine_fail(c, "step %ld: learner rank %u (%s) was lost during the update; restart it and resume from the last "
-             "checkpoint", e->step, c->workers[wi].rank, c->workers[wi].id);
+}
+
+void engine_on_worker_lost(Coord *c, int wi) {
+    Engine *e = c->engine;
+    if (!e) return;
+    engine_requeue_worker(c, wi);
+    if (c->workers[wi].role == DAPO__ROLE__ROLE_LEARNER)    /* its weights are gone with it: roll back (recover.c) */
+        engine_rejoin_begin(c, -1, "step %ld: learner rank %u (%s) was lost%s", e->step, c->workers[wi].rank,
+                            c->workers[wi].id, e->job.active ? " during the update" : "");
 }
 
 /* A lease lives while its worker heartbeats, but not for ever: one older than cluster.max_lease_s (generation)

@@ -123,7 +123,19 @@ int engine_restore(Coord *c, const EngineSnapshot *s, char err[ERR_LEN]) {
     return 0;
 }
 
+void engine_initial_snapshot(const Coord *c, EngineSnapshot *out) {
+    const Engine *e = c->engine;
+    *out = e->have_initial ? e->initial : e->snap;
+}
+
+void engine_count_validation(Coord *c) {
+    if (!c->engine) return;
+    c->group_counts[GS_VALIDATED] += c->engine->val.n;
+    c->engine->next_group_id += c->engine->val.n;   /* its groups took these ids: the next step's are the same again */
+}
+
 Phase engine_phase(const Coord *c) { return c->engine ? c->engine->phase : PH_IDLE; }
+int engine_job_active(const Coord *c) { return c->engine && c->engine->job.active; }
 
 /* Group accounting (DESIGN.md §7): every group in exactly one state; the states add up to "created". */
 void engine_status_fill(Coord *c, json_t *status) {
@@ -138,6 +150,7 @@ void engine_status_fill(Coord *c, json_t *status) {
     json_object_set_new(status, "phase", json_string(phase_name(engine_phase(c))));
     if (c->engine) {
         Engine *e = c->engine;
+        json_object_set_new(status, "done_steps", json_integer(e->done_steps));
         json_object_set_new(status, "epoch", json_integer(e->epoch));
         json_object_set_new(status, "prompts_consumed", json_integer(e->consumed));
         /* leases held now, the oldest (a stall shows here as an age that keeps growing), and those taken back */
@@ -163,6 +176,13 @@ void engine_status_fill(Coord *c, json_t *status) {
         json_object_set_new(l, "reclaimed", json_integer((json_int_t)e->leases_reclaimed));
         json_object_set_new(l, "last_reclaimed", json_string(e->last_reclaim));
         json_object_set_new(status, "leases", l);
+        json_t *r = json_object();                  /* issue 17: rollbacks to a checkpoint (recover.c) */
+        json_object_set_new(r, "incarnation", json_integer((json_int_t)c->incarnation));
+        json_object_set_new(r, "rollbacks", json_integer(e->rollbacks));
+        json_object_set_new(r, "results_abandoned", json_integer((json_int_t)c->results_abandoned));
+        json_object_set_new(r, "waiting_s", json_real(e->phase == PH_REJOIN ? clock_s() - e->rejoin_t0 : 0.0));
+        json_object_set_new(r, "rejoin_timeout_s", json_real(c->cfg.learner_rejoin_timeout_s));
+        json_object_set_new(status, "recovery", r);
     }
 }
 

@@ -27,7 +27,8 @@ const char *group_state_name(GroupState s) {
 }
 
 const char *phase_name(Phase p) {
-    static const char *names[] = {"idle", "validate", "generate", "batch_ready", "train", "weights", "done", "failed"};
+    static const char *names[] = {"idle", "validate", "generate", "batch_ready", "train", "weights", "rejoin", "done",
+                                  "failed"};
     return (unsigned)p <= PH_FAILED ? names[p] : "?";
 }
 
@@ -175,6 +176,11 @@ static void data_used_up(Coord *c, const char *why) {
 static void start_step(Coord *c) {
     Engine *e = c->engine;
     eng__groups_reset(e);
+    if (!e->have_initial && e->step == 0) {         /* where a rollback before the first checkpoint goes */
+        e->initial = e->snap;
+        memcpy(e->initial.group_counts, c->group_counts, sizeof c->group_counts);
+        e->have_initial = 1;
+    }
     e->step++;
     log_set_step(e->step);
     c->step = e->step;
@@ -283,8 +289,10 @@ static int send_batch(Coord *c, Group **batch, int nb) {
             if (src && !rc) snprintf(first, sizeof first, "%s", err);
             if (src) rc = src;
         }
-    if (rc) {
+    if (rc == ERR_TOO_BIG || rc == ERR_AGAIN) {
         engine_fail(c, "step %ld: TrainBatch not sent: %s", e->step, first);
+    } else if (rc) {                                 /* a learner went away: wait for it and roll back (recover.c) */
+        engine_rejoin_begin(c, -1, "step %ld: TrainBatch not sent: %s", e->step, first);
     } else {
         e->job.expected = c->cfg.ppo_epochs * p.lay.n_mini * W;
         metrics_set(&e->m, "critic/advantages/mean", p.adv_mean);
@@ -483,7 +491,7 @@ static int rollouts_current(Coord *c) {
         WorkerEntry *w = &c->workers[i];
         if (w->role != DAPO__ROLE__ROLE_ROLLOUT || w->life != WORKER_ALIVE) continue;
         alive++;
-        if (w->policy_version < c->policy_version) return 0;
+        if (eng__worker_version(c, w) < c->policy_version) return 0;
     }
     return alive > 0;
 }
@@ -540,6 +548,7 @@ void eng__finish_step(Coord *c) {
 void eng__announce_version(Coord *c) {
     Dapo__Heartbeat hb = DAPO__HEARTBEAT__INIT;
     hb.policy_version = c->policy_version;
+    hb.incarnation = c->incarnation;
     for (int i = 0; i < c->nworkers; i++)
         if (c->workers[i].role == DAPO__ROLE__ROLE_ROLLOUT && c->workers[i].life == WORKER_ALIVE)
             coord_send(c, &c->workers[i], DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base);
@@ -549,7 +558,7 @@ void eng__announce_version(Coord *c) {
 static int rollouts_usable(Coord *c) {
     for (int i = 0; i < c->nworkers; i++)
         if (c->workers[i].role == DAPO__ROLE__ROLE_ROLLOUT && c->workers[i].life == WORKER_ALIVE &&
-            eng__version_ok(c, c->workers[i].policy_version))
+            eng__version_ok(c, eng__worker_version(c, &c->workers[i])))
             return 1;
     return 0;
 }
@@ -557,6 +566,10 @@ static int rollouts_usable(Coord *c) {
 /* In IDLE: validation when due, else the next step's generation, else done. */
 static void idle(Coord *c) {
     Engine *e = c->engine;
+    if (c->ckpt.undecided) {                         /* nothing starts before the resume decision (ckpt.c) */
+        eng__status(c, "waiting for learner rank 0 to say which checkpoint it loaded");
+        return;
+    }
     int initial_val = !e->val_started && e->done_steps == 0 && e->val.n && (c->cfg.val_before_train || c->cfg.val_only);
     if (initial_val || (e->val_pending && !e->job.active)) {
         if (!rollouts_current(c)) {
@@ -622,6 +635,9 @@ static int tick_once(Coord *c) {
         break;
     case PH_WEIGHTS:
         if (rollouts_current(c)) eng__finish_step(c);
+        break;
+    case PH_REJOIN:
+        engine_rejoin_tick(c);
         break;
     default:
         break;

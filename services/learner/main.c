@@ -7,7 +7,8 @@
  * new_policy_version = v+1. Checkpoints are the coordinator's to ask for (it asks at every trainer.save_freq step, the
  * last step and when it stops, and keeps its own state of that step beside them): Control CHECKPOINT of step S saves
  * the weights of step S (rank 0) between steps and answers Control CHECKPOINT_DONE — the coordinator records a
- * checkpoint only once both sides hold it. Control SHUTDOWN stops like SIGTERM. Long computations keep heartbeating
+ * checkpoint only once both sides hold it. Control SHUTDOWN stops like SIGTERM; Control RELOAD (the run rolls back to
+ * its last checkpoint, coordinator recover.c) exits with status 75 so that the supervisor starts it again from there. Long computations keep heartbeating
  * and serving weight requests (keepalive).
  * Not here: the GPU path (the NCCL collective exists for CUDA builds; the model core is CPU-only), pushing weights. */
 #include <signal.h>
@@ -32,7 +33,12 @@ typedef struct {
     NetMsg       *deferred;      /* work messages that arrived during a keepalive poll, in order */
     int           n_deferred, cap_deferred;
     int           in_keepalive;
+    int           reload;        /* Control RELOAD: exit with LEARNER_EXIT_RELOAD, to be started again */
 } Svc;
+
+/* The exit status of a learner asked to start again from the newest checkpoint (EX_TEMPFAIL): its supervisor
+ * (tools/dapo-supervise.c, a systemd unit, Kubernetes) restarts it at once. */
+#define LEARNER_EXIT_RELOAD 75
 
 static int on_work(void *ud, NetMsg *m);
 
@@ -143,6 +149,7 @@ static int run_one(Svc *s) {
 static int handle(Svc *s, NetMsg *m) {
     switch (m->type) {
     case DAPO__MSG_TYPE__MSG_TRAIN_BATCH:
+        worker_set_fresh(s->d.worker, 0);            /* from now on its weights may differ from the checkpoint's */
         learner_submit(s->L, (Dapo__TrainBatch *)m->msg);
         m->msg = NULL;
         break;
@@ -150,6 +157,13 @@ static int handle(Svc *s, NetMsg *m) {
         const Dapo__Control *c = (const Dapo__Control *)m->msg;
         if (c->cmd == DAPO__CONTROL_CMD__CONTROL_CHECKPOINT && s->d.rank == 0) checkpoint_requested(s, c->step);
         else if (c->cmd == DAPO__CONTROL_CMD__CONTROL_SHUTDOWN) raise(SIGTERM);
+        else if (c->cmd == DAPO__CONTROL_CMD__CONTROL_RELOAD && !s->reload) {
+            log_warn("the coordinator rolls the run back (%s): exiting with status %d to start again from the newest "
+                     "checkpoint under %s", c->reason && c->reason[0] ? c->reason : "no reason given",
+                     LEARNER_EXIT_RELOAD, s->d.cfg.default_local_dir);
+            s->reload = 1;
+            raise(SIGTERM);
+        }
         break;
     }
     case DAPO__MSG_TYPE__MSG_CANCEL:
@@ -226,6 +240,7 @@ int main(int argc, char **argv) {
         void *ours = s.d.zctx;
         s.d.zctx = NULL;
         s.d.policy_version = s.L->version;
+        s.d.fresh = 1;                               /* the weights are the checkpoint's (or the base model's) */
         rc = daemon_connect(&s.d, DAPO__ROLE__ROLE_LEARNER, 1, 0, err);
         if (rc == 0) {
             worker_set_status(s.d.worker, 0, s.L->version);
@@ -245,10 +260,10 @@ int main(int argc, char **argv) {
     learner_close(s.L);
     wsrv_close(s.ws);
     coll_close(s.coll);
-    if (s.d.worker) daemon_close(&s.d, rc < 0 ? "error" : "shutdown");
+    if (s.d.worker) daemon_close(&s.d, s.reload ? "reload" : rc < 0 ? "error" : "shutdown");
     else {
         if (s.d.zctx) zmq_ctx_term(s.d.zctx);
         config_free(&s.d.cfg);
     }
-    return rc < 0 ? 1 : 0;
+    return s.reload ? LEARNER_EXIT_RELOAD : rc < 0 ? 1 : 0;
 }

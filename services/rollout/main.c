@@ -54,6 +54,9 @@ typedef struct {
     GenEngine   *eng;
     WeightFetch *wf;
     int64_t      version;
+    uint32_t     weights_inc;  /* the run incarnation the loaded weights belong to */
+    uint32_t     fetch_inc;    /* the run's incarnation when the last fetch began */
+    int          refetch;      /* the run rolled back: load the coordinator's version whatever its number */
     Group      **g;
     int          ng, capg;
     uint64_t     next_tag;
@@ -269,13 +272,22 @@ static void log_engine_stats(Rollout *r, int64_t version) {
     r->logged = st;
 }
 
-/* Weight versions: fetch what the coordinator holds; swap once staged and nothing is in progress. */
+/* Weight versions: fetch what the coordinator holds (a newer version, or the current one again after a rollback: the
+ * run's incarnation moved past the loaded weights'); swap once staged and nothing is in progress. */
 static void weights_turn(Rollout *r) {
     int64_t want = worker_coordinator_version(r->d.worker);
-    if (want > r->version) wfetch_want(r->wf, want, r->version);
+    uint32_t inc = worker_coordinator_incarnation(r->d.worker);
+    if (inc != r->fetch_inc) {                    /* the run's incarnation moved since the last fetch began */
+        log_info("run incarnation %u (the loaded weights, policy version %lld, are of incarnation %u): loading policy "
+                 "version %lld again", inc, (long long)r->version, r->weights_inc, (long long)want);
+        wfetch_forget(r->wf);
+        r->refetch = 1;
+        r->fetch_inc = inc;
+    }
+    if (want >= 0 && (want > r->version || r->refetch)) wfetch_want(r->wf, want, r->refetch ? -1 : r->version);
     wfetch_poll(r->wf);
     int64_t ready = wfetch_ready(r->wf);
-    if (ready <= r->version) return;
+    if (ready < 0 || (ready <= r->version && !r->refetch)) return;
     gen_engine_hold_new(r->eng, 1);
     GenStats st;
     gen_engine_stats(r->eng, &st);
@@ -285,10 +297,14 @@ static void weights_turn(Rollout *r) {
     gen_engine_reload_weights(r->eng);            /* the engine's packed copy of the linear weights */
     log_engine_stats(r, r->version);
     r->version = v;
+    r->weights_inc = r->fetch_inc;
+    r->refetch = 0;
+    worker_set_incarnation(r->d.worker, r->weights_inc);
     gen_engine_hold_new(r->eng, r->paused);
     Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
     ack.version = v;
     ack.worker_id = r->d.worker_id;
+    ack.incarnation = r->weights_inc;
     int rc = worker_send(r->d.worker, DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
     if (rc) log_warn("weight ack not sent: %s", err_str(rc));
     worker_set_status(r->d.worker, r->held, r->version);
@@ -337,6 +353,7 @@ static int setup(Rollout *r, const char *load, char err[ERR_LEN]) {
     if (!dir || !*dir) return err_set(err, ERR_INVAL, "actor_rollout_ref.model.path is empty (or pass --load DIR)");
     const Backend *be = backend_select(c->device, err);
     if (!be) return ERR_UNSUPPORTED;
+    if (gen_engine_supports(be, err)) return ERR_UNSUPPORTED;     /* before the weights go anywhere */
     ModelOptions mo = { .max_tokens = 1, .backend = be };
     r->m = model_load(dir, &mo, err);
     if (!r->m) return ERR_IO;

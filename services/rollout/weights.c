@@ -176,6 +176,16 @@ int wfetch_poll(WeightFetch *f) {
     return ok;
 }
 
+void wfetch_forget(WeightFetch *f) {
+    if (!f) return;
+    f->state = 0;
+    f->version = -1;
+    f->chunk_count = 0;
+    f->n_have = 0;
+    xfree(f->have);
+    f->have = NULL;
+}
+
 int64_t wfetch_ready(const WeightFetch *f) { return f && f->state == 2 ? f->version : -1; }
 int wfetch_busy(const WeightFetch *f) { return f && f->state == 1; }
 

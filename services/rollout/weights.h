@@ -41,6 +41,9 @@ int wfetch_poll(WeightFetch *f);
  * (stale version or duplicate), or a negative code with err saying why it was refused. */
 int wfetch_chunk(WeightFetch *f, const Dapo__WeightUpdate *u, char err[ERR_LEN]);
 
+/* Drops what is staged or being fetched (the run rolled back: the same version number may now mean other weights). */
+void wfetch_forget(WeightFetch *f);
+
 /* Version staged completely and not yet swapped in, or -1. */
 int64_t wfetch_ready(const WeightFetch *f);
 /* True while a version is wanted and not complete (the caller polls often then). */

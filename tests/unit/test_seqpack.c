@@ -7,7 +7,10 @@
  *     sequence whose response is empty skipped and a caller's order that is not the set's order;
  *   - seqpack_backward: the gradients of sum_j w_j logp_j (w per response token) bitwise equal to model_backward of
  *     each sequence alone with the same weights scattered by hand, added in the same order;
- *   - the callback's error stops the walk and is returned.
+ *   - the callback's error stops the walk and is returned;
+ *   - bad sets are refused before anything runs: a sequence longer than the slab (ERR_TOO_BIG), prompt length 0 of a
+ *     non-empty sequence or longer than the sequence, an index outside the set (ERR_INVAL); model_backward without a
+ *     matching model_forward (none, or after a forward of another batch) is refused (ERR_INVAL).
  * Model: tests/data/model/qwen2_gqa. */
 #include <math.h>
 #include <setjmp.h>
@@ -165,11 +168,60 @@ static void test_callback_error_stops(void **state) {
     model_free(m);
 }
 
+static int never(SeqPack *p, SeqChunk *c, void *ud, char err[ERR_LEN]) {
+    (void)p; (void)c; (void)err;
+    (*(int *)ud)++;
+    return 0;
+}
+
+static void test_bad_sets_refused(void **state) {
+    (void)state;
+    char err[ERR_LEN];
+    Model *m = load(12);
+    Set t;
+    make_set(&t, model_config(m)->vocab);
+    SeqPack *p = seqpack_new(m);
+    int ran = 0, idx2 = 2, idx_bad = S;
+    assert_int_equal(seqpack_for_chunks(p, &t.set, &idx2, 1, 1.0f, never, &ran, NULL, err), 0);   /* 12 tokens fit */
+    assert_int_equal(ran, 1);
+    uint32_t pl[S];
+    memcpy(pl, PL, sizeof pl);
+    t.set.prompt_lengths = pl;
+    pl[0] = 0;
+    int idx0 = 0;
+    assert_int_equal(seqpack_for_chunks(p, &t.set, &idx0, 1, 1.0f, never, &ran, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "prompt length 0"));
+    pl[0] = 11;                                                          /* of 10 tokens */
+    assert_int_equal(seqpack_for_chunks(p, &t.set, ORDER, S, 1.0f, never, &ran, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "prompt length 11 of 10"));
+    assert_int_equal(seqpack_for_chunks(p, &t.set, &idx_bad, 1, 1.0f, never, &ran, NULL, err), ERR_INVAL);
+    seqpack_free(p);
+    model_free(m);
+    m = load(8);                                                          /* sequence 2 (12 tokens) does not fit */
+    p = seqpack_new(m);
+    t.set.prompt_lengths = PL;
+    assert_int_equal(seqpack_for_chunks(p, &t.set, &idx2, 1, 1.0f, never, &ran, NULL, err), ERR_TOO_BIG);
+    assert_int_equal(ran, 1);                                             /* nothing ran */
+    /* model_backward needs the forward of its batch */
+    int32_t tok[4] = { 1, 2, 3, 4 }, cu[3] = { 0, 2, 4 }, cu1[2] = { 0, 4 };
+    float d[4] = { 0 }, lp[4];
+    ModelBatch b = { .n_tokens = 4, .n_seqs = 2, .tokens = tok, .cu_seqlens = cu, .temperature = 1.0f };
+    ModelBatch b1 = { .n_tokens = 4, .n_seqs = 1, .tokens = tok, .cu_seqlens = cu1, .temperature = 1.0f };
+    assert_int_equal(model_backward(m, &b, d, NULL, err), ERR_INVAL);
+    assert_int_equal(model_forward(m, &b1, lp, NULL, err), 0);
+    assert_int_equal(model_backward(m, &b, d, NULL, err), ERR_INVAL);   /* the forward was of another batch */
+    assert_int_equal(model_forward(m, &b, lp, NULL, err), 0);
+    assert_int_equal(model_backward(m, &b, d, NULL, err), 0);
+    seqpack_free(p);
+    model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunk_end),
         cmocka_unit_test(test_forward_backward_bitwise),
         cmocka_unit_test(test_callback_error_stops),
+        cmocka_unit_test(test_bad_sets_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

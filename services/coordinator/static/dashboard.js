@@ -218,6 +218,9 @@
     $('phase').textContent = (st.phase || '–') + (st.epoch !== undefined ? ', epoch ' + st.epoch : '');
     $('paused-badge').hidden = !st.paused;
     $('status-line').textContent = st.status_line || (st.paused ? 'paused' : 'idle');
+    const off = st.controls_enabled === false;      /* no cluster.token_file: the buttons could only get a 403 */
+    for (const b of document.querySelectorAll('#control button')) b.disabled = off;
+    $('control-off').hidden = !off;
     renderWorkers(st);
   }
 

@@ -1,0 +1,282 @@
+/* tests/integration/test_chaos.c: the cluster heals itself (issue 17). The real binaries on loopback under
+ * dapo-supervise (the local launcher's supervisor), a reduced default config on a freshly initialised tiny model,
+ * batch-invariant: kill -9 at seeded pseudo-random moments of (a) a rollout, (b) the verifier, (c) the learner, (d) the
+ * coordinator, (e) a rollout and the learner at once, and (f) hangs (SIGSTOP of a rollout, then of the learner, past
+ * the lease timeout, then SIGCONT: the learner, declared lost, is told to reload when it comes back). Nobody restarts anything by hand. At the end: every step trained once (groups.trained = steps x
+ * train_batch_size), the group accounting adds up, metrics.jsonl has one row per step, the validations are counted
+ * exactly (before training and every test_freq steps), and the final weights are bitwise those of an undisturbed run
+ * of the same seed (every rollback goes to a two-sided checkpoint of the same data cursor, group ids and weights, and
+ * batch-invariant sampling depends on the group's seed and id only, not on the attempt or the worker).
+ * DAPO_CHAOS_SEED replays a run (the seed and every fault's time are printed); DAPO_CHAOS_FAULTS=N and
+ * DAPO_CHAOS_STEPS=S change the run (longtest_chaos.c, in make check-long, is 30 faults over 200 steps). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+
+#include "core/clock.h"
+#include "tests/testutil.h"
+
+typedef struct {
+    char  dir[300], zep[64], wep[64];
+    int   hport;
+    pid_t sup;
+} Run;
+
+#ifndef CHAOS_DEFAULT_STEPS          /* longtest_chaos.c: the long version */
+#define CHAOS_DEFAULT_STEPS 20
+#define CHAOS_DEFAULT_FAULTS 7
+#endif
+
+static Run R;
+static int g_steps = CHAOS_DEFAULT_STEPS;
+
+/* The daemons' arguments: test_main_job's reduced config, batch-invariant, a checkpoint every step. */
+static void cfg_args(const Run *r, json_t *argv, int steps) {
+    char b[640];
+    const char *fmt[][2] = {{"--config", NULL}, {"%s/configs/default.yaml", "root"}, {"data.train_files=%s/train.jsonl", "dir"},
+                            {"data.val_files=%s/val.jsonl", "dir"}, {"actor_rollout_ref.model.path=%s/model", "dir"},
+                            {"trainer.default_local_dir=%s/ckpt", "dir"}};
+    for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++) {
+        if (!fmt[i][1]) snprintf(b, sizeof b, "%s", fmt[i][0]);
+        else snprintf(b, sizeof b, fmt[i][0], !strcmp(fmt[i][1], "root") ? tu_root() : r->dir);
+        json_array_append_new(argv, json_string(b));
+    }
+    snprintf(b, sizeof b, "cluster.bind=%s", r->zep); json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "cluster.coordinator=%s", r->zep); json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "cluster.weights_bind=%s", r->wep); json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "cluster.weights=%s", r->wep); json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "cluster.http=127.0.0.1:%d", r->hport); json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "trainer.total_training_steps=%d", steps); json_array_append_new(argv, json_string(b));
+    const char *fixed[] = {"data.train_batch_size=4", "data.gen_batch_size=6", "actor_rollout_ref.rollout.n=4",
+                           "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.max_response_length=24",
+                           "reward_model.overlong_buffer.len=8", "algorithm.filter_groups.enable=false",
+                           "trainer.save_freq=1", "trainer.val_before_train=true", "trainer.test_freq=4",
+                           "actor_rollout_ref.rollout.val_kwargs.n=1", "cluster.heartbeat_ms=100",
+                           "cluster.lease_timeout_s=1.5", "cluster.learner_rejoin_timeout_s=60",
+                           "actor_rollout_ref.rollout.batch_invariant=true", "actor_rollout_ref.rollout.max_num_seqs=8",
+                           "cluster.rollout_threads=1", "cluster.learner_threads=1", "cluster.verifier_threads=1"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) json_array_append_new(argv, json_string(fixed[i]));
+}
+
+static json_t *proc(const Run *r, const char *name, const char *bin_name, const char *id, const char *rank, int steps) {
+    char bin[300];
+    json_t *argv = json_array();
+    json_array_append_new(argv, json_string(tu_bin(bin, sizeof bin, bin_name)));
+    cfg_args(r, argv, steps);
+    if (id) { json_array_append_new(argv, json_string("--id")); json_array_append_new(argv, json_string(id)); }
+    if (rank) { json_array_append_new(argv, json_string("--rank")); json_array_append_new(argv, json_string(rank)); }
+    return json_pack("{s:s, s:o}", "name", name, "argv", argv);
+}
+
+/* A fresh run directory with the task data, a tiny model, free ports; the supervisor started on it. */
+static void start_run(Run *r, const char *name, int steps) {
+    snprintf(r->dir, sizeof r->dir, "%s/test-logs/%s", tu_build(), name);
+    char cmd[4000], bin[300], bin2[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/logs && %s --split train --n 400 > %s/train.jsonl && "
+             "%s --split test --n 4 --seed 2 > %s/val.jsonl && "
+             "%s --config %s/configs/tiny-model/config.json --tokenizer %s/data/tokenizers/tiny --out %s/model > "
+             "%s/init.log 2>&1", r->dir, r->dir, tu_bin(bin, sizeof bin, "dapo-gen-arith"), r->dir, bin, r->dir,
+             tu_bin(bin2, sizeof bin2, "dapo-init-model"), tu_root(), tu_root(), r->dir, r->dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(r->zep, sizeof r->zep, "tcp://127.0.0.1:%d", tu_free_port());
+    snprintf(r->wep, sizeof r->wep, "tcp://127.0.0.1:%d", tu_free_port());
+    r->hport = tu_free_port();
+    json_t *procs = json_array();
+    json_array_append_new(procs, proc(r, "coordinator", "dapo-coordinator", NULL, NULL, steps));
+    json_array_append_new(procs, proc(r, "verifier-0", "dapo-verifier", "verifier-0", NULL, steps));
+    json_array_append_new(procs, proc(r, "learner-0", "dapo-learner", "learner-0", "0", steps));
+    json_array_append_new(procs, proc(r, "rollout-0", "dapo-rollout", "rollout-0", NULL, steps));
+    json_array_append_new(procs, proc(r, "rollout-1", "dapo-rollout", "rollout-1", NULL, steps));
+    char spec[400], log[400];
+    snprintf(spec, sizeof spec, "%s/procs.json", r->dir);
+    json_t *o = json_pack("{s:o}", "procs", procs);
+    assert_int_equal(json_dump_file(o, spec, 0), 0);
+    json_decref(o);
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-supervise"), "--run-dir", r->dir, "--spec", spec,
+                    "--min-uptime", "3", "--stop-timeout", "60", NULL};
+    snprintf(log, sizeof log, "%s/supervisor.out", r->dir);
+    r->sup = tu_spawn(argv, log);
+    assert_true(r->sup > 0);
+}
+
+static void stop_run(Run *r) {
+    if (r->sup <= 0) return;
+    kill(r->sup, SIGTERM);
+    int rc = tu_wait(r->sup, 60000);
+    if (rc < 0) { kill(r->sup, SIGKILL); tu_wait(r->sup, 2000); }
+    r->sup = 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    stop_run(&R);
+    return 0;
+}
+
+static json_t *status(const Run *r) {
+    static char body[1 << 18];
+    if (tu_http(r->hport, "GET", "/api/status", NULL, body, sizeof body) != 200) return NULL;
+    return json_loads(body, 0, NULL);
+}
+
+static json_int_t geti(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
+static json_int_t group_count(json_t *st, const char *s) { return geti(json_object_get(st, "groups"), s); }
+static int is_done(json_t *st) { return !strcmp(json_string_value(json_object_get(st, "phase")), "done"); }
+
+/* The pid the supervisor runs `name` as now (its pids file), or -1. */
+static pid_t pid_of(const Run *r, const char *name) {
+    char path[400], line[256], who[128];
+    snprintf(path, sizeof path, "%s/pids", r->dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int pid = -1, p;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%d %127s", &p, who) == 2 && !strcmp(who, name)) pid = p;
+    fclose(f);
+    return pid;
+}
+
+/* Finished steps as the status says (done_steps; "step" is the one in progress), -1 when unreachable. */
+static long steps_done(const Run *r) {
+    json_t *st = status(r);
+    long s = st ? (long)geti(st, "done_steps") : -1;
+    json_decref(st);
+    return s;
+}
+
+/* Waits until the run has finished `want` steps (a restarted coordinator answers again after a while). */
+static void wait_steps(const Run *r, long want, int ms) {
+    int64_t end = clock_ms() + ms;
+    while (clock_ms() < end) {
+        if (steps_done(r) >= want) return;
+        usleep(100000);
+    }
+    fail_msg("timed out waiting for %ld finished steps (%s/logs)", want, r->dir);
+}
+
+static json_t *wait_done(const Run *r, int ms) {
+    int64_t end = clock_ms() + ms;
+    while (clock_ms() < end) {
+        json_t *st = status(r);
+        if (st && is_done(st)) return st;
+        json_decref(st);
+        usleep(100000);
+    }
+    fail_msg("timed out waiting for the run to finish (%s/logs)", r->dir);
+    return NULL;
+}
+
+static uint32_t lcg(uint32_t *x) { *x = *x * 1664525u + 1013904223u; return *x >> 8; }
+
+static void fault(const Run *r, int kind, uint32_t *rng, double t0) {
+    static const char *names[] = {"kill -9 rollout-0", "kill -9 verifier-0", "kill -9 learner-0",
+                                  "kill -9 coordinator", "kill -9 rollout-1 + learner-0", "SIGSTOP rollout-1 2.5 s",
+                                  "SIGSTOP learner-0 2.5 s"};
+    usleep(200000 + lcg(rng) % 1300000);                  /* somewhere inside the next step */
+    printf("chaos: t=%.2f s: %s (steps done: %ld)\n", clock_s() - t0, names[kind], steps_done(r));
+    fflush(stdout);
+    const char *who[][2] = {{"rollout-0", NULL}, {"verifier-0", NULL}, {"learner-0", NULL}, {"coordinator", NULL},
+                            {"rollout-1", "learner-0"}, {"rollout-1", NULL}, {"learner-0", NULL}};
+    for (int k = 0; k < 2 && who[kind][k]; k++) {
+        pid_t p = pid_of(r, who[kind][k]);
+        assert_true(p > 0);
+        if (kind >= 5) {
+            kill(p, SIGSTOP);
+            usleep(2500000);                               /* past cluster.lease_timeout_s = 1.5 */
+            kill(p, SIGCONT);
+        } else {
+            kill(p, SIGKILL);
+        }
+    }
+}
+
+static void assert_accounting(json_t *st, int steps) {
+    const char *states[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus", "cancelled",
+                            "trained", "validated", "stale"};
+    json_int_t sum = 0;
+    for (int i = 0; i < 11; i++) sum += group_count(st, states[i]);
+    assert_int_equal(sum, group_count(st, "created"));
+    assert_int_equal(group_count(st, "queued") + group_count(st, "leased") + group_count(st, "generated") +
+                     group_count(st, "scoring") + group_count(st, "kept"), 0);
+    assert_int_equal(group_count(st, "trained"), (json_int_t)steps * 4);             /* each step's 4 groups, once */
+    int validations = 1 + steps / 4 + (steps % 4 != 0);                              /* before, every 4th, the last */
+    assert_int_equal(group_count(st, "validated"), (json_int_t)validations * 4);    /* 4 validation prompts each */
+}
+
+/* metrics.jsonl: every step 1..steps has exactly one training row (validation rows are their own). */
+static void assert_metrics_rows(const Run *r, int steps) {
+    char path[400], line[1 << 16];
+    snprintf(path, sizeof path, "%s/ckpt/metrics.jsonl", r->dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int *rows = calloc((size_t)steps + 1, sizeof *rows);
+    while (fgets(line, sizeof line, f)) {
+        json_t *j = json_loads(line, 0, NULL);
+        long s = (long)geti(j, "step");
+        if (j && json_object_get(j, "actor/pg_loss") && s >= 1 && s <= steps) rows[s]++;
+        json_decref(j);
+    }
+    fclose(f);
+    for (int s = 1; s <= steps; s++)
+        if (rows[s] != 1) fail_msg("metrics.jsonl has %d training rows of step %d (want 1)", rows[s], s);
+    free(rows);
+}
+
+static int files_equal(const char *a, const char *b) {
+    char cmd[1400], out[16];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s' && echo same", a, b);
+    return tu_run(cmd, out, sizeof out) == 0 && !strncmp(out, "same", 4);
+}
+
+static void test_chaos(void **state) {
+    (void)state;
+    const char *e = getenv("DAPO_CHAOS_SEED");
+    uint32_t seed = e && *e ? (uint32_t)strtoul(e, NULL, 10) : 17, rng = seed;
+    e = getenv("DAPO_CHAOS_STEPS");
+    g_steps = e && *e ? atoi(e) : CHAOS_DEFAULT_STEPS;
+    e = getenv("DAPO_CHAOS_FAULTS");
+    int nfaults = e && *e ? atoi(e) : CHAOS_DEFAULT_FAULTS;
+    printf("chaos: seed %u (DAPO_CHAOS_SEED replays it), %d faults over %d steps\n", seed, nfaults, g_steps);
+    double t0 = clock_s();
+    /* the undisturbed run of the same seed first: its final weights are the reference */
+    Run ref;
+    start_run(&ref, "chaos-ref", g_steps);
+    json_t *st = wait_done(&ref, 240000);
+    json_decref(st);
+    stop_run(&ref);
+    printf("chaos: undisturbed run done at t=%.1f s\n", clock_s() - t0);
+    start_run(&R, "chaos", g_steps);
+    wait_steps(&R, 1, 120000);
+    for (int k = 0; k < nfaults; k++) {
+        long before = steps_done(&R);
+        fault(&R, k < 7 ? k : (int)(lcg(&rng) % 7), &rng, t0);
+        /* the run goes on by itself: two more steps finished (after a rollback: counted from where it went back) */
+        if (before + 2 <= g_steps) wait_steps(&R, before + 2, 180000);
+    }
+    st = wait_done(&R, 300000);
+    assert_accounting(st, g_steps);
+    json_t *rec = json_object_get(st, "recovery");
+    printf("chaos: done at t=%.1f s: %lld rollbacks this coordinator, incarnation %lld, %lld results abandoned, %lld "
+           "leases reclaimed\n", clock_s() - t0, (long long)geti(rec, "rollbacks"), (long long)geti(rec, "incarnation"),
+           (long long)geti(rec, "results_abandoned"), (long long)geti(json_object_get(st, "leases"), "reclaimed"));
+    json_decref(st);
+    stop_run(&R);
+    assert_metrics_rows(&R, g_steps);
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", ref.dir, g_steps);
+    snprintf(b, sizeof b, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", R.dir, g_steps);
+    if (!files_equal(a, b)) fail_msg("the final weights differ from the undisturbed run's: %s vs %s", b, a);
+    char ev[400], out[256];
+    snprintf(ev, sizeof ev, "grep -c '\"event\":\"restart\"' %s/logs/supervisor.jsonl", R.dir);
+    tu_run(ev, out, sizeof out);
+    printf("chaos: %d restarts by the supervisor; final weights bitwise equal to the undisturbed run\n", atoi(out));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_chaos, teardown)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
