@@ -17,7 +17,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 BUILD=${BUILD:-build}
-bin="$root/$BUILD/bin"
+case "$BUILD" in /*) bin="$BUILD/bin" ;; *) bin="$root/$BUILD/bin" ;; esac   # BUILD: absolute, or under the tree
 config="configs/default.yaml"; rundir=""; nroll=1; nver=1; nlearn=1; steps=""; args=()
 while [ $# -gt 0 ]; do
   case "$1" in
