@@ -41,6 +41,7 @@ typedef struct {
 
 /* The latest sampled responses shown on the dashboard (a ring of COORD_SAMPLES). Strings owned (xmalloc). */
 #define COORD_SAMPLES 16
+#define COORD_EVENTS  16                   /* worker losses, rejoins and rollbacks kept for the dashboard */
 typedef struct {
     long   step;
     char  *data_source, *prompt, *response, *ground_truth, *pred;   /* response text as bytes, NUL-terminated */
@@ -131,6 +132,9 @@ typedef struct Coord {
     uint32_t     incarnation;          /* +1 at every rollback to a checkpoint (a learner or coordinator crash): the
                                         * version numbers after it name other weights than before (recover.c) */
     int64_t      started_ms;
+    char         events[COORD_EVENTS][200];   /* the latest worker losses, rejoins and rollbacks (coord_event), a ring */
+    double       event_t[COORD_EVENTS];      /* unix seconds */
+    int          nevents;                   /* events ever recorded */
     int          stopping, sigints;    /* stopping: 1 finishing the step in training and its checkpoint, 2 exiting */
     int          stop_failed;          /* the stop ran out of cluster.stop_timeout_s: exit status 1 */
     int          lock_fd;              /* coordinator.lock in trainer.default_local_dir (ckpt_lock), or -1 */
@@ -244,6 +248,8 @@ void ckpt_set_aside_metrics(Coord *c);   /* a run that resumes nothing: an earli
 void coord_record_step(Coord *c, long step, const Metrics *m);
 void coord_history_append(Coord *c, long step, const Metrics *m);   /* history only, no JSONL line */
 void coord_history_reset(Coord *c);       /* forgets the in-memory history (a rollback reads it back) */
+/* One line for the dashboard's event list (and the log at WARN): a worker lost or back, a rollback. */
+void coord_event(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void coord_record_sample(Coord *c, const SampleView *s);      /* copies the strings */
 void coord_history_free(Coord *c);
 void coord_pause(Coord *c);                                   /* stop dispatching new groups */

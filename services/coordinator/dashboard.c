@@ -198,6 +198,12 @@ static json_t *status_json(Coord *c) {
     json_object_set_new(j, "stopping", json_boolean(c->stopping));
     json_object_set_new(j, "status_line", json_str(c->status_line));
     json_object_set_new(j, "controls_enabled", json_boolean(c->token != NULL));   /* cluster.token_file is set */
+    json_t *ev = json_array();                    /* newest first */
+    for (int i = 0; i < COORD_EVENTS && i < c->nevents; i++) {
+        int k = (c->nevents - 1 - i) % COORD_EVENTS;
+        json_array_append_new(ev, json_pack("{s:f, s:s}", "t", c->event_t[k], "text", c->events[k]));
+    }
+    json_object_set_new(j, "events", ev);
     json_object_set_new(j, "history", json_integer(c->nhistory));
     json_object_set_new(j, "control", json_boolean(c->token != NULL));
     engine_status_fill(c, j);             /* phase and group accounting (steps.c) */

@@ -1,6 +1,9 @@
 /* services/coordinator/history.c: what the dashboard shows — the per-step metric history (also appended to the
  * metrics JSONL), the latest sampled responses — and the control actions behind /api/control/.... */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "coord.h"
@@ -37,6 +40,17 @@ void coord_record_sample(Coord *c, const SampleView *s) {
     d->pred = dup_or_empty(s->pred);
     c->sample_next = (c->sample_next + 1) % COORD_SAMPLES;
     if (c->nsamples < COORD_SAMPLES) c->nsamples++;
+}
+
+void coord_event(Coord *c, const char *fmt, ...) {
+    int k = c->nevents++ % COORD_EVENTS;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->events[k], sizeof c->events[k], fmt, ap);
+    va_end(ap);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    c->event_t[k] = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 void coord_history_reset(Coord *c) {

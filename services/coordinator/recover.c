@@ -53,6 +53,7 @@ void engine_rejoin_begin(Coord *c, int spare, const char *fmt, ...) {
     e->rejoin_t0 = clock_s();
     snprintf(e->rejoin_why, sizeof e->rejoin_why, "%s", why);
     c->ckpt.undecided = 1;                           /* learner rank 0's next Hello decides where to resume */
+    coord_event(c, "%.120s: waiting for the learners, then a rollback to the last checkpoint", why);
     log_warn("%s: the run waits up to %.0f s (cluster.learner_rejoin_timeout_s) for the learners, then rolls back to the "
              "last checkpoint", why, c->cfg.learner_rejoin_timeout_s);
     recover_send_reload(c, spare, why);
@@ -63,6 +64,8 @@ void engine_rejoin_done(Coord *c, long step) {
     if (!e || e->phase != PH_REJOIN) return;
     e->phase = PH_IDLE;
     e->rollbacks++;
+    coord_event(c, "rolled back to step %ld (policy version %lld, run incarnation %u)", step, (long long)c->policy_version,
+                c->incarnation);
     log_warn("rolled back to step %ld (policy version %lld, run incarnation %u): the learners rejoined after %.0f s; "
              "what was trained after step %ld is trained again", step, (long long)c->policy_version, c->incarnation,
              clock_s() - e->rejoin_t0, step);

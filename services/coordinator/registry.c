@@ -96,6 +96,7 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     log_info("worker %s registered%s: role %s, capacity %u, policy version %lld", w->id, again ? " again" : "",
              role_name(w->role), w->capacity, (long long)w->policy_version);
     send_welcome(c, m, 1, "");
+    if (again) coord_event(c, "%s registered again (policy version %lld)", w->id, (long long)w->policy_version);
     ckpt_on_learner_hello(c, w);
 }
 
@@ -105,6 +106,7 @@ static void mark_gone(Coord *c, WorkerEntry *w, WorkerLife life, const char *why
     w->credit = 0;
     if (life == WORKER_LOST) log_warn("worker %s (%s) lost: %s", w->id, role_name(w->role), why);
     else log_info("worker %s (%s) left: %s", w->id, role_name(w->role), why);
+    coord_event(c, "%s %s: %s", w->id, life == WORKER_LOST ? "lost" : "left", why);
     engine_on_worker_lost(c, (int)(w - c->workers));
 }
 

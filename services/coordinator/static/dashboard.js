@@ -221,6 +221,12 @@
     const off = st.controls_enabled === false;      /* no cluster.token_file: the buttons could only get a 403 */
     for (const b of document.querySelectorAll('#control button')) b.disabled = off;
     $('control-off').hidden = !off;
+    const ev = $('events');                          /* worker losses, rejoins, rollbacks (newest first) */
+    ev.replaceChildren(...(st.events || []).slice(0, 5).map(x => {
+      const li = document.createElement('li');
+      li.textContent = new Date(x.t * 1000).toLocaleTimeString() + '  ' + x.text;
+      return li;
+    }));
     renderWorkers(st);
   }
 
