@@ -59,6 +59,7 @@ typedef struct {
     int          finished;      /* exited 0: not restarted */
     int          starts;        /* times started */
     int          fast;          /* deaths in a row within min_uptime */
+    int          asked;         /* exit-75 restarts in a row within min_uptime (a reload loop is bounded too) */
     double       started_at, backoff;
 } Proc;
 
@@ -71,6 +72,7 @@ typedef struct {
     int         max_fast;
     int         stopping;       /* 0 running, 1 stopping the coordinator, 2 stopping the rest */
     int         failed;         /* a daemon was given up on, or failed at start */
+    char        failed_name[128], failed_log[4300];   /* which one */
     int         coord_status;   /* the coordinator's last exit status (-1: killed by a signal) */
     uv_loop_t  *loop;
     uv_signal_t sig[3];
@@ -121,6 +123,8 @@ static void event(const char *what, const Proc *p, int64_t status, int sig, doub
 static void log_tail(const Proc *p, int lines) {
     char path[4300];
     snprintf(path, sizeof path, "%s/logs/%s.log", S.run_dir, p->name);
+    snprintf(S.failed_name, sizeof S.failed_name, "%s", p->name);     /* the one the run failed on */
+    snprintf(S.failed_log, sizeof S.failed_log, "%s", path);
     FILE *f = fopen(path, "r");
     if (!f) return;
     char **ring = calloc((size_t)lines, sizeof *ring), buf[4096];
@@ -134,6 +138,11 @@ static void log_tail(const Proc *p, int lines) {
 }
 
 /* ---------------------------------------------------------------------------------------------- processes */
+/* sig to the daemon's whole process group: it leads its own session (setsid), so a wrapper's children go too */
+static void kill_group(Proc *p, int sig) {
+    if (p->running && kill(-p->proc.pid, sig) != 0) uv_process_kill(&p->proc, sig);
+}
+
 static void on_exit_cb(uv_process_t *h, int64_t status, int sig);
 static void begin_stop(int failed);
 
@@ -194,7 +203,7 @@ static void on_kill_timer(uv_timer_t *t) {
     for (int i = 0; i < S.n; i++)
         if (S.p[i].running) {
             say("%s did not stop in time: killing it", S.p[i].name);
-            uv_process_kill(&S.p[i].proc, SIGKILL);
+            kill_group(&S.p[i], SIGKILL);
         }
 }
 
@@ -203,7 +212,7 @@ static void stop_rest(void) {
     uv_timer_start(&S.kill_timer, on_kill_timer, 30000, 0);          /* the workers have nothing to finish */
     for (int i = 1; i < S.n; i++) {
         uv_timer_stop(&S.p[i].restart);
-        if (S.p[i].running) uv_process_kill(&S.p[i].proc, SIGTERM);
+        if (S.p[i].running) kill_group(&S.p[i], SIGTERM);
     }
     if (all_down(0)) finish();
 }
@@ -231,6 +240,15 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
         return;
     }
     if (!sig && status == SUP_EXIT_RESTART) {          /* asked for (a learner reloading a checkpoint) */
+        p->asked = up < S.min_uptime ? p->asked + 1 : 0;
+        if (p->asked >= 4 * S.max_fast) {
+            say("%s asked to be restarted %d times within %.0f s of starting: giving up on it; the run is stopped",
+                p->name, p->asked, S.min_uptime);
+            event("gave_up", p, status, sig, up);
+            log_tail(p, 10);
+            begin_stop(1);
+            return;
+        }
         say("%s asked to be started again (status %d); restarting it", p->name, SUP_EXIT_RESTART);
         event("restart", p, status, sig, up);
         p->fast = 0;
@@ -274,7 +292,7 @@ static void begin_stop(int failed) {
                 "stop at once)...");
         else
             say("stopping %s...", S.p[0].name);
-        uv_process_kill(&S.p[0].proc, SIGTERM);
+        kill_group(&S.p[0], SIGTERM);
     } else {
         stop_rest();
     }
@@ -285,7 +303,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     if (!S.stopping) { begin_stop(0); return; }
     if (S.stopping == 1 && S.p[0].running) {
         say("stopping now (signal %d)", signum);
-        uv_process_kill(&S.p[0].proc, SIGTERM);
+        kill_group(&S.p[0], SIGTERM);
     }
 }
 
@@ -345,6 +363,13 @@ static int load_spec(const char *path) {
             json_decref(o);
             return -1;
         }
+        for (int k = 0; k < i; k++)
+            if (!strcmp(S.p[k].name, name)) {
+                fprintf(stderr, "dapo-supervise: %s: procs[%d]: the name \"%s\" is taken by procs[%d] (names are log files "
+                        "and pids entries)\n", path, i, name, k);
+                json_decref(o);
+                return -1;
+            }
         Proc *p = &S.p[i];
         p->name = strdup(name);
         p->argv = calloc(json_array_size(av) + 1, sizeof *p->argv);
@@ -406,8 +431,17 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "dapo-supervise: unknown or incomplete argument '%s'\n", a); usage(stderr); return 2; }
         if (bad) return 2;
     }
-    if (!S.run_dir || !spec) { usage(stderr); return 2; }
+    if (!S.run_dir || !spec) {
+        fprintf(stderr, "dapo-supervise: %s is required\n", !S.run_dir ? "--run-dir DIR" : "--spec FILE");
+        usage(stderr);
+        return 2;
+    }
+    if (fast != (double)(int)fast) { fprintf(stderr, "dapo-supervise: --max-fast needs a whole number, got %g\n", fast); return 2; }
     S.max_fast = (int)fast;
+    char logs[4200];
+    snprintf(logs, sizeof logs, "%s/logs", S.run_dir);
+    if (mkdir(S.run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "dapo-supervise: %s: %s\n", S.run_dir, strerror(errno)); return 2; }
+    if (mkdir(logs, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "dapo-supervise: %s: %s\n", logs, strerror(errno)); return 2; }
     if (load_spec(spec)) return 2;
     snprintf(S.pids_path, sizeof S.pids_path, "%s/pids", S.run_dir);
     snprintf(S.events_path, sizeof S.events_path, "%s/logs/supervisor.jsonl", S.run_dir);
@@ -437,7 +471,8 @@ int main(int argc, char **argv) {
     int rc = S.failed || S.coord_status != 0;
     if (rc)
         fprintf(stderr, "dapo: the run did not end well (%s): see the lines above and %s\n",
-                S.failed ? "a daemon failed" : "the coordinator's exit status", S.coord_log);
+                S.failed ? "a daemon failed" : "the coordinator's exit status",
+                S.failed && S.failed_name[0] ? S.failed_log : S.coord_log);
     for (int i = 0; i < S.n; i++) {
         for (char **a = S.p[i].argv; *a; a++) free(*a);
         free(S.p[i].argv);

@@ -77,9 +77,10 @@ void engine_rejoin_tick(Coord *c) {
     if (!e || e->phase != PH_REJOIN) return;
     double waited = clock_s() - e->rejoin_t0;
     if (waited > c->cfg.learner_rejoin_timeout_s) {
-        engine_fail(c, "%s, and no learner came back within cluster.learner_rejoin_timeout_s (%.0f s): start the learner "
-                    "ranks again (deploy/node/start-role.sh learner ...) and run the same command again: the run resumes "
-                    "from its last checkpoint", e->rejoin_why, c->cfg.learner_rejoin_timeout_s);
+        log_error("learner lost: %s", e->rejoin_why);
+        engine_fail(c, "no learner came back within cluster.learner_rejoin_timeout_s (%.0f s): see the learner logs, "
+                    "then run the same command again (it resumes from the last checkpoint)",
+                    c->cfg.learner_rejoin_timeout_s);
         return;
     }
     int alive = registry_count(c, DAPO__ROLE__ROLE_LEARNER, WORKER_ALIVE);

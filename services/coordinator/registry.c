@@ -76,6 +76,7 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         w->rid_len = m->peer_len;
     }
     int again = w->registered_ms != 0;
+    int echo = again && clock_ms() - w->registered_ms > 2000;   /* not the Hello retries of one start arriving together */
     if (again && w->life == WORKER_ALIVE) engine_requeue_worker(c, (int)(w - c->workers));   /* restarted before it was
                                                                                                declared lost */
     snprintf(w->address, sizeof w->address, "%s", m->peer_address);
@@ -93,10 +94,11 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     w->rank = h->rank;
     w->world_size = h->world_size;
     w->registered_ms = w->last_seen_ms = clock_ms();
-    log_info("worker %s registered%s: role %s, capacity %u, policy version %lld", w->id, again ? " again" : "",
-             role_name(w->role), w->capacity, (long long)w->policy_version);
+    if (!again || echo)
+        log_info("worker %s registered%s: role %s, capacity %u, policy version %lld", w->id, again ? " again" : "",
+                 role_name(w->role), w->capacity, (long long)w->policy_version);
     send_welcome(c, m, 1, "");
-    if (again) coord_event(c, "%s registered again (policy version %lld)", w->id, (long long)w->policy_version);
+    if (echo) coord_event(c, "%s registered again (policy version %lld)", w->id, (long long)w->policy_version);
     ckpt_on_learner_hello(c, w);
 }
 

@@ -31,7 +31,7 @@ typedef struct {
 #define CHAOS_DEFAULT_FAULTS 7
 #endif
 
-static Run R;
+static Run R, Ref;
 static int g_steps = CHAOS_DEFAULT_STEPS;
 
 /* The daemons' arguments: test_main_job's reduced config, batch-invariant, a checkpoint every step. */
@@ -114,6 +114,7 @@ static void stop_run(Run *r) {
 static int teardown(void **state) {
     (void)state;
     stop_run(&R);
+    stop_run(&Ref);                                  /* a failure while the reference ran leaves nothing behind */
     return 0;
 }
 
@@ -207,23 +208,29 @@ static void assert_accounting(json_t *st, int steps) {
     assert_int_equal(group_count(st, "validated"), (json_int_t)validations * 4);    /* 4 validation prompts each */
 }
 
-/* metrics.jsonl: every step 1..steps has exactly one training row (validation rows are their own). */
+/* metrics.jsonl: every step 1..steps has exactly one training row, and one validation row where one ran. */
 static void assert_metrics_rows(const Run *r, int steps) {
     char path[400], line[1 << 16];
     snprintf(path, sizeof path, "%s/ckpt/metrics.jsonl", r->dir);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
-    int *rows = calloc((size_t)steps + 1, sizeof *rows);
+    int *rows = calloc((size_t)steps + 1, sizeof *rows), *vals = calloc((size_t)steps + 1, sizeof *vals);
     while (fgets(line, sizeof line, f)) {
         json_t *j = json_loads(line, 0, NULL);
         long s = (long)geti(j, "step");
         if (j && json_object_get(j, "actor/pg_loss") && s >= 1 && s <= steps) rows[s]++;
+        if (j && json_object_get(j, "val-core/arith/acc/mean@1") && s >= 0 && s <= steps) vals[s]++;
         json_decref(j);
     }
     fclose(f);
     for (int s = 1; s <= steps; s++)
         if (rows[s] != 1) fail_msg("metrics.jsonl has %d training rows of step %d (want 1)", rows[s], s);
+    for (int s = 0; s <= steps; s++) {                  /* before training, every 4th step, the last */
+        int want = s == 0 || s % 4 == 0 || s == steps;
+        if (vals[s] != want) fail_msg("metrics.jsonl has %d validation rows of step %d (want %d)", vals[s], s, want);
+    }
     free(rows);
+    free(vals);
 }
 
 static int files_equal(const char *a, const char *b) {
@@ -243,11 +250,10 @@ static void test_chaos(void **state) {
     printf("chaos: seed %u (DAPO_CHAOS_SEED replays it), %d faults over %d steps\n", seed, nfaults, g_steps);
     double t0 = clock_s();
     /* the undisturbed run of the same seed first: its final weights are the reference */
-    Run ref;
-    start_run(&ref, "chaos-ref", g_steps);
-    json_t *st = wait_done(&ref, 240000);
+    start_run(&Ref, "chaos-ref", g_steps);
+    json_t *st = wait_done(&Ref, 240000);
     json_decref(st);
-    stop_run(&ref);
+    stop_run(&Ref);
     printf("chaos: undisturbed run done at t=%.1f s\n", clock_s() - t0);
     start_run(&R, "chaos", g_steps);
     wait_steps(&R, 1, 120000);
@@ -267,7 +273,7 @@ static void test_chaos(void **state) {
     stop_run(&R);
     assert_metrics_rows(&R, g_steps);
     char a[600], b[600];
-    snprintf(a, sizeof a, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", ref.dir, g_steps);
+    snprintf(a, sizeof a, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", Ref.dir, g_steps);
     snprintf(b, sizeof b, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", R.dir, g_steps);
     if (!files_equal(a, b)) fail_msg("the final weights differ from the undisturbed run's: %s vs %s", b, a);
     char ev[400], out[256];
