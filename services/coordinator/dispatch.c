@@ -58,13 +58,15 @@ int eng__drop_stale_groups(Coord *c) {
     return stale;
 }
 
-/* The alive worker of `role` with the most credit that has at least `need`; -1 when none. */
+/* The alive worker of `role` with the most credit that has at least `need`; -1 when none. check_version 1: its weights
+ * within trainer.staleness of the current version; 2: exactly the current version (validation runs on it). */
 static int pick_worker(Coord *c, Dapo__Role role, uint32_t need, int check_version) {
     int best = -1;
     for (int i = 0; i < c->nworkers; i++) {
         WorkerEntry *w = &c->workers[i];
         if (w->role != role || w->life != WORKER_ALIVE || w->credit < need) continue;
-        if (check_version && !eng__version_ok(c, eng__worker_version(c, w))) continue;
+        if (check_version == 1 && !eng__version_ok(c, eng__worker_version(c, w))) continue;
+        if (check_version == 2 && eng__worker_version(c, w) != c->policy_version) continue;
         if (best < 0 || w->credit > c->workers[best].credit) best = i;
     }
     return best;
@@ -154,7 +156,7 @@ void eng__dispatch(Coord *c) {
         if (g->state == GS_QUEUED && left_q) left_q--;
         else if (g->state == GS_GENERATED && left_g) left_g--;
         if (g->state == GS_QUEUED && !c->paused && roll_ok) {
-            int wi = pick_worker(c, DAPO__ROLE__ROLE_ROLLOUT, (uint32_t)g->n, 1);
+            int wi = pick_worker(c, DAPO__ROLE__ROLE_ROLLOUT, (uint32_t)g->n, g->validation ? 2 : 1);
             if (wi >= 0) send_generate(c, g, wi);
             else { stuck_n = g->n; roll_ok = 0; }       /* no rollout has room: the rest waits too */
         } else if (g->state == GS_GENERATED && ver_ok) {

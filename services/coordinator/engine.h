@@ -83,6 +83,8 @@ struct Engine {
     double         rejoin_t0;                /* PH_REJOIN: when the learner was lost (recover.c) */
     char           rejoin_why[ERR_LEN];
     long           rollbacks;                /* rollbacks to a checkpoint in this process */
+    long           rejoin_fail_step;         /* the step whose collective broke last, and how often in a row */
+    int            rejoin_step_tries;
     EngineSnapshot initial;                  /* as the first step started (engine_initial_snapshot) */
     int            have_initial;
     char           last_reclaim[256];        /* the latest of them, in words (/api/status) */

@@ -7,6 +7,7 @@
  * exactly (before training and every test_freq steps), and the final weights are bitwise those of an undisturbed run
  * of the same seed (every rollback goes to a two-sided checkpoint of the same data cursor, group ids and weights, and
  * batch-invariant sampling depends on the group's seed and id only, not on the attempt or the worker).
+ * DAPO_CHAOS_LEARNERS=2 runs two learner ranks (a learner fault then hits rank 0 or 1 at random).
  * DAPO_CHAOS_SEED replays a run (the seed and every fault's time are printed); DAPO_CHAOS_FAULTS=N and
  * DAPO_CHAOS_STEPS=S change the run (longtest_chaos.c, in make check-long, is 30 faults over 200 steps). */
 #include <setjmp.h>
@@ -21,7 +22,7 @@
 #include "tests/testutil.h"
 
 typedef struct {
-    char  dir[300], zep[64], wep[64];
+    char  dir[300], zep[64], wep[64], cep[64];
     int   hport;
     pid_t sup;
 } Run;
@@ -32,6 +33,7 @@ typedef struct {
 #endif
 
 static Run R, Ref;
+static int g_learners = 1;       /* DAPO_CHAOS_LEARNERS: learner ranks (2: the faults hit rank 1 as well) */
 static int g_steps = CHAOS_DEFAULT_STEPS;
 
 /* The daemons' arguments: test_main_job's reduced config, batch-invariant, a checkpoint every step. */
@@ -50,6 +52,9 @@ static void cfg_args(const Run *r, json_t *argv, int steps) {
     snprintf(b, sizeof b, "cluster.weights_bind=%s", r->wep); json_array_append_new(argv, json_string(b));
     snprintf(b, sizeof b, "cluster.weights=%s", r->wep); json_array_append_new(argv, json_string(b));
     snprintf(b, sizeof b, "cluster.http=127.0.0.1:%d", r->hport); json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "cluster.collective=%s", r->cep); json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "cluster.num_learners=%d", g_learners); json_array_append_new(argv, json_string(b));
+    json_array_append_new(argv, json_string("cluster.collective_timeout_s=20"));
     snprintf(b, sizeof b, "trainer.total_training_steps=%d", steps); json_array_append_new(argv, json_string(b));
     const char *fixed[] = {"data.train_batch_size=4", "data.gen_batch_size=6", "actor_rollout_ref.rollout.n=4",
                            "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.max_response_length=24",
@@ -84,11 +89,13 @@ static void start_run(Run *r, const char *name, int steps) {
     assert_int_equal(system(cmd), 0);
     snprintf(r->zep, sizeof r->zep, "tcp://127.0.0.1:%d", tu_free_port());
     snprintf(r->wep, sizeof r->wep, "tcp://127.0.0.1:%d", tu_free_port());
+    snprintf(r->cep, sizeof r->cep, "tcp://127.0.0.1:%d", tu_free_port());
     r->hport = tu_free_port();
     json_t *procs = json_array();
     json_array_append_new(procs, proc(r, "coordinator", "dapo-coordinator", NULL, NULL, steps));
     json_array_append_new(procs, proc(r, "verifier-0", "dapo-verifier", "verifier-0", NULL, steps));
     json_array_append_new(procs, proc(r, "learner-0", "dapo-learner", "learner-0", "0", steps));
+    if (g_learners > 1) json_array_append_new(procs, proc(r, "learner-1", "dapo-learner", "learner-1", "1", steps));
     json_array_append_new(procs, proc(r, "rollout-0", "dapo-rollout", "rollout-0", NULL, steps));
     json_array_append_new(procs, proc(r, "rollout-1", "dapo-rollout", "rollout-1", NULL, steps));
     char spec[400], log[400];
@@ -183,7 +190,10 @@ static void fault(const Run *r, int kind, uint32_t *rng, double t0) {
     const char *who[][2] = {{"rollout-0", NULL}, {"verifier-0", NULL}, {"learner-0", NULL}, {"coordinator", NULL},
                             {"rollout-1", "learner-0"}, {"rollout-1", NULL}, {"learner-0", NULL}};
     for (int k = 0; k < 2 && who[kind][k]; k++) {
-        pid_t p = pid_of(r, who[kind][k]);
+        const char *name = g_learners > 1 && !strcmp(who[kind][k], "learner-0") && (lcg(rng) & 1) ? "learner-1"
+                                                                                                  : who[kind][k];
+        pid_t p = pid_of(r, name);
+        if (strcmp(name, who[kind][k])) printf("chaos:   (on %s)\n", name);
         assert_true(p > 0);
         if (kind >= 5) {
             kill(p, SIGSTOP);
@@ -247,6 +257,8 @@ static void test_chaos(void **state) {
     g_steps = e && *e ? atoi(e) : CHAOS_DEFAULT_STEPS;
     e = getenv("DAPO_CHAOS_FAULTS");
     int nfaults = e && *e ? atoi(e) : CHAOS_DEFAULT_FAULTS;
+    e = getenv("DAPO_CHAOS_LEARNERS");
+    g_learners = e && *e ? atoi(e) : 1;
     printf("chaos: seed %u (DAPO_CHAOS_SEED replays it), %d faults over %d steps\n", seed, nfaults, g_steps);
     double t0 = clock_s();
     /* the undisturbed run of the same seed first: its final weights are the reference */
