@@ -63,6 +63,18 @@ static inline int tu_wait(pid_t pid, int ms) {
     return -1;
 }
 
+/* The pid a run's pids file ("<pid> <name>" lines: dapo-supervise's RUN_DIR/pids) gives for name, or -1. */
+static inline pid_t tu_pid_in(const char *pids_path, const char *name) {
+    FILE *f = fopen(pids_path, "r");
+    if (!f) return -1;
+    char line[256], who[128];
+    int pid = -1, p;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%d %127s", &p, who) == 2 && !strcmp(who, name)) pid = p;
+    fclose(f);
+    return pid;
+}
+
 /* Runs a command line through the shell, capturing stdout+stderr into out (NUL-terminated). Returns exit code. */
 static inline int tu_run(const char *cmd, char *out, size_t n) {
     FILE *p = popen(cmd, "r");

@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "core/clock.h"
+#include "tests/group_status.h"
 #include "tests/testutil.h"
 
 typedef struct {
@@ -132,20 +133,13 @@ static json_t *status(const Run *r) {
 }
 
 static json_int_t geti(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
-static json_int_t group_count(json_t *st, const char *s) { return geti(json_object_get(st, "groups"), s); }
 static int is_done(json_t *st) { return !strcmp(json_string_value(json_object_get(st, "phase")), "done"); }
 
 /* The pid the supervisor runs `name` as now (its pids file), or -1. */
 static pid_t pid_of(const Run *r, const char *name) {
-    char path[400], line[256], who[128];
+    char path[400];
     snprintf(path, sizeof path, "%s/pids", r->dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int pid = -1, p;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "%d %127s", &p, who) == 2 && !strcmp(who, name)) pid = p;
-    fclose(f);
-    return pid;
+    return tu_pid_in(path, name);
 }
 
 /* Finished steps as the status says (done_steps; "step" is the one in progress), -1 when unreachable. */
@@ -206,16 +200,10 @@ static void fault(const Run *r, int kind, uint32_t *rng, double t0) {
 }
 
 static void assert_accounting(json_t *st, int steps) {
-    const char *states[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus", "cancelled",
-                            "trained", "validated", "stale"};
-    json_int_t sum = 0;
-    for (int i = 0; i < 11; i++) sum += group_count(st, states[i]);
-    assert_int_equal(sum, group_count(st, "created"));
-    assert_int_equal(group_count(st, "queued") + group_count(st, "leased") + group_count(st, "generated") +
-                     group_count(st, "scoring") + group_count(st, "kept"), 0);
-    assert_int_equal(group_count(st, "trained"), (json_int_t)steps * 4);             /* each step's 4 groups, once */
+    tu_assert_groups_add_up(st, 1);
+    assert_int_equal(tu_group_count(st, "trained"), (json_int_t)steps * 4);             /* each step's 4 groups, once */
     int validations = 1 + steps / 4 + (steps % 4 != 0);                              /* before, every 4th, the last */
-    assert_int_equal(group_count(st, "validated"), (json_int_t)validations * 4);    /* 4 validation prompts each */
+    assert_int_equal(tu_group_count(st, "validated"), (json_int_t)validations * 4);    /* 4 validation prompts each */
 }
 
 /* metrics.jsonl: every step 1..steps has exactly one training row, and one validation row where one ran. */

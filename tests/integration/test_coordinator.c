@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "net/worker.h"
 #include "tests/fake_workers.h"
+#include "tests/group_status.h"
 #include "tests/testutil.h"
 
 typedef struct {
@@ -155,17 +156,7 @@ static json_t *wait_phase(Run *r, const char *want, int ms) {
     return NULL;
 }
 
-static json_int_t group_count(json_t *st, const char *state) {
-    return json_integer_value(json_object_get(json_object_get(st, "groups"), state));
-}
-
-static void assert_accounting(json_t *st) {
-    json_int_t sum = 0;
-    const char *states[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus", "cancelled",
-                            "trained", "validated", "stale"};
-    for (int i = 0; i < 11; i++) sum += group_count(st, states[i]);
-    assert_int_equal(sum, group_count(st, "created"));
-}
+static void assert_accounting(json_t *st) { tu_assert_groups_add_up(st, 0); }
 
 static void test_two_steps_with_validation(void **state) {
     (void)state;
@@ -176,9 +167,9 @@ static void test_two_steps_with_validation(void **state) {
     assert_int_equal(json_integer_value(json_object_get(st, "step")), 2);
     assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 2);
     assert_accounting(st);
-    assert_int_equal(group_count(st, "trained"), 8);                 /* 2 steps x train_batch_size 4 */
-    assert_int_equal(group_count(st, "validated"), 48);              /* 24 prompts before training and at step 2 */
-    assert_int_equal(group_count(st, "queued") + group_count(st, "leased") + group_count(st, "scoring"), 0);
+    assert_int_equal(tu_group_count(st, "trained"), 8);                 /* 2 steps x train_batch_size 4 */
+    assert_int_equal(tu_group_count(st, "validated"), 48);              /* 24 prompts before training and at step 2 */
+    assert_int_equal(tu_group_count(st, "queued") + tu_group_count(st, "leased") + tu_group_count(st, "scoring"), 0);
     json_decref(st);
     /* 2 steps x 2 mini-batches x 1 rank; every shard consistent; 4 groups x 4 responses per step. */
     assert_int_equal(r.l.batches, 4);
@@ -215,7 +206,7 @@ static void test_max_num_gen_batches_error(void **state) {
     assert_non_null(strstr(s, "after 2 generation rounds only 0 of the 4 groups the batch needs had mixed acc"));
     assert_non_null(strstr(s, "12 generated, 12 filtered, 12 solved by none"));
     assert_accounting(st);
-    assert_int_equal(group_count(st, "filtered"), 12);
+    assert_int_equal(tu_group_count(st, "filtered"), 12);
     json_decref(st);
     g_want_exit = 1;                      /* a failed run exits 1 when stopped */
     stop_run(&r);
@@ -230,7 +221,7 @@ static void test_rollout_dies_mid_step(void **state) {
     json_t *st = wait_phase(&r, "done", 60000);
     assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 2);
     assert_accounting(st);
-    assert_int_equal(group_count(st, "trained"), 8);
+    assert_int_equal(tu_group_count(st, "trained"), 8);
     json_t *ws = json_object_get(st, "workers");
     int lost = 0;
     for (size_t i = 0; i < json_array_size(ws); i++) {
@@ -255,7 +246,7 @@ static void test_silent_rollout_lease_reclaimed(void **state) {
     json_t *st = wait_phase(&r, "done", 60000);
     assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 2);
     assert_accounting(st);
-    assert_int_equal(group_count(st, "trained"), 8);
+    assert_int_equal(tu_group_count(st, "trained"), 8);
     assert_true(r.r[1].muted >= 1);
     json_t *leases = json_object_get(st, "leases");
     assert_true(json_integer_value(json_object_get(leases, "reclaimed")) >= r.r[1].muted);
@@ -292,7 +283,7 @@ static void test_silent_verifier_lease_reclaimed(void **state) {
     json_t *st = wait_phase(&r, "done", 60000);
     assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 2);
     assert_accounting(st);
-    assert_int_equal(group_count(st, "trained"), 8);
+    assert_int_equal(tu_group_count(st, "trained"), 8);
     assert_true(r.v[0].muted >= 1);
     json_t *leases = json_object_get(st, "leases");
     assert_true(json_integer_value(json_object_get(leases, "reclaimed")) >= r.v[0].muted);
@@ -387,7 +378,7 @@ static void test_resume_at_epoch_boundary(void **state) {
     assert_int_equal(json_integer_value(json_object_get(st, "epoch")), 1);
     assert_int_equal(json_integer_value(json_object_get(st, "prompts_consumed")), 36);
     assert_accounting(st);
-    assert_int_equal(group_count(st, "trained"), 24);             /* 6 steps x 4, counted across the restart */
+    assert_int_equal(tu_group_count(st, "trained"), 24);             /* 6 steps x 4, counted across the restart */
     /* history: steps 1-4 and the validations at steps 0 and 2 read back from metrics.jsonl, the validation of step 4
      * run again, steps 5-6, the validation of step 6 */
     assert_int_equal(json_integer_value(json_object_get(st, "history")), 10);
@@ -409,7 +400,7 @@ static void test_async_overlaps_generation_and_training(void **state) {
     json_t *st = wait_phase(&r, "done", 60000);
     assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 2);
     assert_accounting(st);
-    assert_int_equal(group_count(st, "trained"), 8);
+    assert_int_equal(tu_group_count(st, "trained"), 8);
     json_decref(st);
     assert_true(r.l.overlapped >= 1);         /* step 2 was generating while step 1 trained */
     stop_run(&r);
@@ -430,16 +421,16 @@ static void test_async_stale_rows_dropped(void **state) {
     json_t *st = wait_phase(&r, "done", 80000);
     assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 6);
     assert_accounting(st);
-    assert_int_equal(group_count(st, "trained"), 24);
-    assert_int_equal(group_count(st, "validated"), 3 * 24);   /* before training, steps 5 and 6: async validates too */
+    assert_int_equal(tu_group_count(st, "trained"), 24);
+    assert_int_equal(tu_group_count(st, "validated"), 3 * 24);   /* before training, steps 5, 6: async validates too */
     fprintf(stderr, "async: %d rows, %d one version behind, %d too stale, %d mismatched, %lld groups dropped as stale\n",
-            r.l.rows, r.l.stale_rows, r.l.too_stale, r.l.version_mismatch, (long long)group_count(st, "stale"));
+            r.l.rows, r.l.stale_rows, r.l.too_stale, r.l.version_mismatch, (long long)tu_group_count(st, "stale"));
     assert_int_equal(r.l.rows, 24 * 4);
     assert_int_equal(r.l.bad, 0);
     assert_int_equal(r.l.too_stale, 0);
     assert_int_equal(r.l.version_mismatch, 0);
     assert_true(r.l.stale_rows > 0);                  /* rows one version behind were trained (and weighted) */
-    assert_true(group_count(st, "stale") > 0);        /* the slow rollout's old groups were dropped, not trained */
+    assert_true(tu_group_count(st, "stale") > 0);        /* the slow rollout's old groups were dropped, not trained */
     json_decref(st);
     stop_run(&r);
 }
@@ -495,7 +486,7 @@ static void test_last_step_validated(void **state) {
     start_run(&r, MODE_BY_LENGTH, "trainer.total_training_steps=3", NULL);
     json_t *st = wait_phase(&r, "done", 60000);
     assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 3);
-    assert_int_equal(group_count(st, "validated"), 3 * 24);
+    assert_int_equal(tu_group_count(st, "validated"), 3 * 24);
     assert_int_equal(r.l.total_steps_seen, 3);
     json_decref(st);
     static char body[1 << 18];

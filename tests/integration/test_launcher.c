@@ -19,15 +19,9 @@ static char dir[400];
 static int hport;
 
 static pid_t pid_of(const char *name) {
-    char path[500], line[256], who[128];
+    char path[500];
     snprintf(path, sizeof path, "%s/run/pids", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int pid = -1, p;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "%d %127s", &p, who) == 2 && !strcmp(who, name)) pid = p;
-    fclose(f);
-    return pid;
+    return tu_pid_in(path, name);
 }
 
 static int alive(pid_t p) { return p > 0 && kill(p, 0) == 0; }

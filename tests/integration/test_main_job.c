@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "core/clock.h"
+#include "tests/group_status.h"
 #include "tests/testutil.h"
 
 typedef struct {
@@ -90,7 +91,6 @@ static json_t *status(Job *j) {
 }
 
 static json_int_t geti(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
-static json_int_t group_count(json_t *st, const char *s) { return geti(json_object_get(st, "groups"), s); }
 
 /* Waits until pred(status) holds; returns the status (caller frees) or fails. */
 static json_t *wait_for(Job *j, int (*pred)(json_t *), int ms, const char *what) {
@@ -121,15 +121,7 @@ static int rollout1_leased(json_t *st) {
 }
 static int done(json_t *st) { return !strcmp(json_string_value(json_object_get(st, "phase")), "done"); }
 
-static void assert_accounting(json_t *st) {
-    const char *states[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus", "cancelled",
-                            "trained", "validated", "stale"};
-    json_int_t sum = 0;
-    for (int i = 0; i < 11; i++) sum += group_count(st, states[i]);
-    assert_int_equal(sum, group_count(st, "created"));
-    assert_int_equal(group_count(st, "queued") + group_count(st, "leased") + group_count(st, "generated") +
-                     group_count(st, "scoring") + group_count(st, "kept"), 0);
-}
+static void assert_accounting(json_t *st) { tu_assert_groups_add_up(st, 1); }
 
 static Job j;
 
@@ -174,8 +166,8 @@ static void test_three_steps_kill_and_resume(void **state) {
     assert_int_equal(geti(st, "step"), 4);
     assert_int_equal(geti(st, "policy_version"), 4);
     assert_accounting(st);
-    assert_int_equal(group_count(st, "trained"), 16);        /* 4 steps x train_batch_size 4, none twice */
-    assert_int_equal(group_count(st, "surplus"), 8);         /* 4 steps x (6 drawn - 4 trained) */
+    assert_int_equal(tu_group_count(st, "trained"), 16);        /* 4 steps x train_batch_size 4, none twice */
+    assert_int_equal(tu_group_count(st, "surplus"), 8);         /* 4 steps x (6 drawn - 4 trained) */
     json_decref(st);
     stop_all(&j);
     char path[400];
@@ -187,7 +179,7 @@ static void test_three_steps_kill_and_resume(void **state) {
     st = wait_for(&j, done, 180000, "step 5 after resume");
     assert_int_equal(geti(st, "step"), 5);
     assert_int_equal(geti(st, "policy_version"), 5);
-    assert_int_equal(group_count(st, "trained"), 20);
+    assert_int_equal(tu_group_count(st, "trained"), 20);
     assert_accounting(st);
     json_decref(st);
     stop_all(&j);
@@ -250,7 +242,7 @@ static void test_stop_between_checkpoints_and_resume(void **state) {
     st = wait_for(&j, done, 180000, "one step after the resume");
     assert_int_equal(geti(st, "step"), S + 1);
     assert_int_equal(geti(st, "policy_version"), S + 1);
-    assert_int_equal(group_count(st, "trained"), 4 * (S + 1));
+    assert_int_equal(tu_group_count(st, "trained"), 4 * (S + 1));
     assert_accounting(st);
     json_decref(st);
     stop_all(&j);
