@@ -18,6 +18,8 @@ run_one() {  # name, command...
   else
     fail=$((fail+1)); failed+=("$name")
     printf 'FAIL  %-40s (log: %s)\n' "$name" "$logdir/$name.log"
+    # the cause first (cmocka's ERROR/LINE/FAILED lines), so a shortened CI excerpt still names it; then the tail
+    grep -E '^\[  (ERROR|FAILED) +\]|^\[   LINE   \]' "$logdir/$name.log" | head -n 8 | sed 's/^/    ! /'
     tail -n 30 "$logdir/$name.log" | sed 's/^/    | /'
   fi
 }

@@ -82,6 +82,7 @@ void eng__groups_reset(Engine *e) {
     for (int i = 0; i < e->ngroups; i++) group_free(&e->groups[i]);
     e->ngroups = 0;
     e->first_open = 0;
+    e->round_first = 0;          /* a validation after a step of several rounds waits for all its groups */
 }
 
 Group *eng__group_new(Coord *c, int item, long order, int validation) {
