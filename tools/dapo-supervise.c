@@ -6,7 +6,8 @@
  * FILE (written by deploy/local/run.sh): {"procs": [{"name": "coordinator", "argv": ["/path/dapo-coordinator", ...]},
  * ...]}; the first entry is the coordinator. Each daemon runs in its own session (setsid), stdin /dev/null, stdout and
  * stderr appended to DIR/logs/<name>.log, with the signal dispositions reset to the defaults (libuv does it in the
- * child), so a daemon never inherits an ignored SIGINT from a background shell.
+ * child), so a daemon never inherits an ignored SIGINT from a background shell, and DAPO_RESTARTS set to how many
+ * times it was restarted so far (the daemon reports it; the dashboard's workers table and recovery figure show it).
  *
  * Restarts: a daemon that exits (any status but 0) or is killed is started again, at once; one that dies again
  * within --min-uptime (10) seconds of that start waits 1, 2, 4 ... seconds before the next, capped at --backoff-max
@@ -146,8 +147,24 @@ static void kill_group(Proc *p, int sig) {
 static void on_exit_cb(uv_process_t *h, int64_t status, int sig);
 static void begin_stop(int failed);
 
+/* This process's environment with DAPO_RESTARTS=<restarts so far> (common/net/daemon.h daemon_restarts: the daemon
+ * reports it in Hello, the dashboard shows it); NULL-terminated, the strings borrowed from environ but the last. */
+static char **child_env(const Proc *p, char *restarts, size_t cap) {
+    extern char **environ;
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = calloc(n + 2, sizeof *env);
+    if (!env) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "DAPO_RESTARTS=", 14)) env[k++] = environ[i];
+    snprintf(restarts, cap, "DAPO_RESTARTS=%d", p->starts);
+    env[k] = restarts;
+    return env;
+}
+
 static int spawn(Proc *p) {
-    char path[4300];
+    char path[4300], restarts[64];
     snprintf(path, sizeof path, "%s/logs/%s.log", S.run_dir, p->name);
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -160,10 +177,12 @@ static int spawn(Proc *p) {
     uv_stdio_container_t io[3] = { { .flags = UV_INHERIT_FD, .data.fd = nul },
                                    { .flags = UV_INHERIT_FD, .data.fd = fd },
                                    { .flags = UV_INHERIT_FD, .data.fd = fd } };
-    uv_process_options_t o = { .exit_cb = on_exit_cb, .file = p->argv[0], .args = p->argv, .flags = UV_PROCESS_DETACHED,
-                               .stdio_count = 3, .stdio = io };
+    char **env = child_env(p, restarts, sizeof restarts);
+    uv_process_options_t o = { .exit_cb = on_exit_cb, .file = p->argv[0], .args = p->argv, .env = env,
+                               .flags = UV_PROCESS_DETACHED, .stdio_count = 3, .stdio = io };
     p->proc.data = p;
-    int rc = uv_spawn(S.loop, &p->proc, &o);
+    int rc = env ? uv_spawn(S.loop, &p->proc, &o) : UV_ENOMEM;
+    free(env);
     close(fd);
     close(nul);
     if (rc) {

@@ -10,13 +10,16 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "core/clock.h"
 #include "core/log.h"
 
 #define COLL_MAGIC   0x4c4f4344u   /* "DCOL" */
-#define COLL_VERSION 1
+#define COLL_VERSION 2          /* 2: HELLO carries the process's join nonce (8 bytes) */
+#define HELLO_RESEND_MS 500     /* a rank > 0 sends HELLO again this often until READY comes */
 enum { OP_HELLO = 1, OP_READY, OP_REDUCE, OP_RESULT, OP_BCAST };
 
 typedef struct {
@@ -36,6 +39,8 @@ typedef struct {
     char    (*rid)[32];          /* [world] routing ids of ranks (rank 0 only) */
     size_t   *rid_len;
     zmq_msg_t *got;              /* [world] received payload messages (rank 0) */
+    uint64_t  nonce;             /* this process's join nonce (pid and clock), sent in HELLO */
+    uint64_t *joined;            /* [world] rank 0: the nonce each rank joined with */
 } CpuColl;
 
 static const char *op_name(uint32_t op) {
@@ -136,6 +141,18 @@ static int timeout_err(CpuColl *c, int rc, uint32_t op, const char *who, char er
                    (unsigned long long)c->seq, c->rank, err_str(rc));
 }
 
+/* A HELLO that a rank which already joined sent again before it saw READY (same nonce): dropped. A HELLO with
+ * another nonce is a restarted process, which the caller's header check reports as out of step. */
+static int is_resent_hello(const CpuColl *c, zmq_msg_t *m) {
+    CollHeader h;
+    uint64_t nonce;
+    if (zmq_msg_size(m) != sizeof h + sizeof nonce) return 0;
+    memcpy(&h, zmq_msg_data(m), sizeof h);
+    memcpy(&nonce, (const char *)zmq_msg_data(m) + sizeof h, sizeof nonce);
+    return h.magic == COLL_MAGIC && h.op == OP_HELLO && h.rank > 0 && h.rank < (uint32_t)c->world &&
+           c->joined[h.rank] == nonce;
+}
+
 /* Rank 0: collects one frame of `op` with `bytes` payload from every other rank into c->got[r]. */
 static int gather(CpuColl *c, uint32_t op, uint64_t bytes, char err[ERR_LEN]) {
     int64_t deadline = clock_ms() + (int64_t)(c->timeout_s * 1000);
@@ -154,6 +171,7 @@ static int gather(CpuColl *c, uint32_t op, uint64_t bytes, char err[ERR_LEN]) {
             break;
         }
         CollHeader h;
+        if (op != OP_HELLO && is_resent_hello(c, &m)) { zmq_msg_close(&m); continue; }
         rc = check_header(c, &m, op, bytes, -1, &h, err);
         if (!rc && (h.rank == 0 || seen[h.rank]))
             rc = err_set(err, ERR_INVAL, "collective %s #%llu: rank %u sent twice (two processes with the same rank?)",
@@ -231,29 +249,73 @@ static void cpu_close(void *impl) {
     xfree(c->rid);
     xfree(c->rid_len);
     xfree(c->got);
+    xfree(c->joined);
     xfree(c);
 }
 
 static const CollBackend cpu_backend = {"cpu", cpu_allreduce, cpu_broadcast, cpu_close};
 
-/* Join: ranks > 0 send HELLO until rank 0 answers READY; rank 0 waits for every rank's HELLO. */
-static int cpu_join(CpuColl *c, char err[ERR_LEN]) {
-    if (c->rank == 0) {
-        int rc = gather(c, OP_HELLO, 0, err);
+/* Join, robust to restarts (issue 17: a rank restarted by its supervisor meets a peer that is still the old
+ * process, or that restarts too). Ranks > 0 send HELLO (with their nonce) every HELLO_RESEND_MS until READY comes,
+ * so a HELLO that an exiting rank 0 swallowed is sent again to its successor. Rank 0 waits for every rank's HELLO:
+ * frames of any other op are leftovers of a rank from before a restart and are dropped (logged), a HELLO repeated
+ * with the same nonce is dropped, one with a new nonce (that rank restarted meanwhile) replaces it. */
+static int join_rank0(CpuColl *c, char err[ERR_LEN]) {
+    int64_t deadline = clock_ms() + (int64_t)(c->timeout_s * 1000);
+    int have = 0, rc = 0;
+    while (have < c->world - 1) {
+        zmq_msg_t m;
+        char rid[32];
+        size_t rid_len = 0;
+        rc = recv_frame(c, deadline, &m, rid, &rid_len);
+        if (rc) {
+            char who[160] = "";
+            size_t w = 0;
+            for (int r = 1; r < c->world && w < sizeof who - 16; r++)
+                if (!c->joined[r]) w += (size_t)snprintf(who + w, sizeof who - w, "%srank %d", w ? ", " : "", r);
+            return timeout_err(c, rc, OP_HELLO, who, err);
+        }
+        CollHeader h;
+        uint64_t nonce = 0;
+        if (zmq_msg_size(&m) >= sizeof h) memcpy(&h, zmq_msg_data(&m), sizeof h);
+        if (zmq_msg_size(&m) >= sizeof h && h.magic == COLL_MAGIC && h.version == COLL_VERSION && h.op != OP_HELLO &&
+            h.rank > 0 && h.rank < (uint32_t)c->world) {
+            log_warn("collective: dropped %s #%llu from rank %u, sent before a restart", op_name(h.op),
+                     (unsigned long long)h.seq, h.rank);
+            zmq_msg_close(&m);
+            continue;
+        }
+        rc = check_header(c, &m, OP_HELLO, sizeof nonce, -1, &h, err);
+        if (!rc && h.rank == 0) rc = err_set(err, ERR_INVAL, "collective: a second rank 0 sent hello");
+        if (!rc) memcpy(&nonce, (const char *)zmq_msg_data(&m) + sizeof h, sizeof nonce);
+        zmq_msg_close(&m);
         if (rc) return rc;
-        for (int r = 1; r < c->world; r++) zmq_msg_close(&c->got[r]);
-        for (int r = 1; r < c->world && !rc; r++) rc = send_frame(c, c->rid[r], c->rid_len[r], OP_READY, NULL, 0, err);
+        if (!nonce) return err_set(err, ERR_INVAL, "collective: rank %u sent hello without a nonce", h.rank);
+        if (!c->joined[h.rank]) have++;
+        c->joined[h.rank] = nonce;
+        memcpy(c->rid[h.rank], rid, rid_len);
+        c->rid_len[h.rank] = rid_len;
+    }
+    for (int r = 1; r < c->world && !rc; r++) rc = send_frame(c, c->rid[r], c->rid_len[r], OP_READY, NULL, 0, err);
+    return rc;
+}
+
+static int cpu_join(CpuColl *c, char err[ERR_LEN]) {
+    if (c->rank == 0) return join_rank0(c, err);
+    int64_t deadline = clock_ms() + (int64_t)(c->timeout_s * 1000);
+    for (;;) {
+        int rc = send_frame(c, NULL, 0, OP_HELLO, &c->nonce, sizeof c->nonce, err);
+        if (rc) return rc;
+        int64_t slice = clock_ms() + HELLO_RESEND_MS;
+        zmq_msg_t m;
+        rc = recv_frame(c, slice < deadline ? slice : deadline, &m, NULL, NULL);
+        if (rc == ERR_TIMEOUT && clock_ms() < deadline) continue;           /* send HELLO again */
+        if (rc) return timeout_err(c, rc, OP_HELLO, "rank 0", err);
+        CollHeader h;
+        rc = check_header(c, &m, OP_READY, 0, 0, &h, err);
+        zmq_msg_close(&m);
         return rc;
     }
-    int rc = send_frame(c, NULL, 0, OP_HELLO, NULL, 0, err);
-    if (rc) return rc;
-    zmq_msg_t m;
-    rc = recv_frame(c, clock_ms() + (int64_t)(c->timeout_s * 1000), &m, NULL, NULL);
-    if (rc) return timeout_err(c, rc, OP_HELLO, "rank 0", err);
-    CollHeader h;
-    rc = check_header(c, &m, OP_READY, 0, 0, &h, err);
-    zmq_msg_close(&m);
-    return rc;
 }
 
 /* zmq_setsockopt, checked: 0 or ERR_IO naming the option. */
@@ -278,6 +340,12 @@ Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
     c->rid = xcalloc((size_t)o->world, sizeof *c->rid);
     c->rid_len = xcalloc((size_t)o->world, sizeof *c->rid_len);
     c->got = xcalloc((size_t)o->world, sizeof *c->got);
+    c->joined = xcalloc((size_t)o->world, sizeof *c->joined);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    c->nonce = ((uint64_t)(uint32_t)getpid() << 32) ^ (uint64_t)ts.tv_sec * 1000000000u ^ (uint64_t)ts.tv_nsec ^
+               (uint64_t)(uintptr_t)c;
+    if (!c->nonce) c->nonce = 1;
     Collective *out = xcalloc(1, sizeof *out);
     out->be = &cpu_backend;
     out->impl = c;

@@ -1,6 +1,7 @@
 /* common/net/daemon.c: the shared worker-daemon skeleton (see daemon.h). */
 #include "net/daemon.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,15 @@ int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *c
     return 0;
 }
 
+uint32_t daemon_restarts(void) {
+    const char *s = getenv("DAPO_RESTARTS");
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return errno || *end || v < 0 || v > 1000000 ? 0 : (uint32_t)v;
+}
+
 int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capacity_tokens, char err[ERR_LEN]) {
     d->zctx = zmq_ctx_new();
     if (!d->zctx) return err_set(err, ERR_IO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
@@ -86,7 +96,7 @@ int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capac
         .rank = (uint32_t)d->rank, .world_size = (uint32_t)d->cfg.num_learners, .heartbeat_ms = d->cfg.heartbeat_ms,
         .lease_timeout_s = d->cfg.lease_timeout_s, .max_msg_bytes = (int64_t)d->cfg.max_msg_mb << 20,
         .build_info = "dapo " __DATE__ " gcc " __VERSION__, .policy_version = d->policy_version,
-        .fresh = d->fresh,
+        .fresh = d->fresh, .restarts = daemon_restarts(),
     };
     d->worker = worker_open(d->zctx, &o, err);
     if (!d->worker) return ERR_IO;

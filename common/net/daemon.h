@@ -40,6 +40,11 @@ typedef int (*DaemonIdleFn)(void *ud);
  * else the error code (err says why). */
 int daemon_run(Daemon *d, DaemonWorkFn on_work, DaemonIdleFn on_idle, void *ud, char err[ERR_LEN]);
 
+/* How many times this process's supervisor has restarted it: the environment's DAPO_RESTARTS (set by
+ * tools/dapo-supervise.c for every start), 0 when unset or not a whole number in [0, 1e6]. Reported in Hello and on the
+ * dashboard. */
+uint32_t daemon_restarts(void);
+
 /* True once SIGTERM or SIGINT arrived. */
 int daemon_stopping(void);
 

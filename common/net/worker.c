@@ -43,6 +43,7 @@ static int send_hello(Worker *w) {
     h.run_id = (char *)(w->welcome && w->welcome->run_id ? w->welcome->run_id : "");
     h.incarnation = w->incarnation;
     h.fresh = w->fresh != 0;
+    h.restarts = w->o.restarts;
     w->next_hello_ms = clock_ms() + HELLO_RETRY_MS;
     return net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_HELLO, &h.base, true);
 }

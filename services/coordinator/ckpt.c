@@ -398,15 +398,24 @@ static void decide(Coord *c, const WorkerEntry *w) {
 }
 
 void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w) {
-    if (!c->engine || w->role != DAPO__ROLE__ROLE_LEARNER || w->rank != 0 || engine_phase(c) == PH_FAILED) return;
-    if (c->ckpt.undecided) { decide(c, w); return; }
+    if (!c->engine || w->role != DAPO__ROLE__ROLE_LEARNER || engine_phase(c) == PH_FAILED) return;
+    int wi = (int)(w - c->workers);
+    if (c->ckpt.undecided || engine_phase(c) == PH_REJOIN) {
+        /* rank 0's Hello decides where to resume; any other rank must come back with a checkpoint's weights too:
+         * one that trained since it started (a rank that hung past the lease timeout, or ran on while the
+         * coordinator restarted) is still in the middle of the abandoned step, collective and all */
+        if (w->rank == 0 && c->ckpt.undecided) decide(c, w);
+        else if (!w->fresh) recover_reload_one(c, wi, "the run rolls back to its last checkpoint; this rank has trained "
+                                                      "since it started");
+        return;
+    }
     /* it restarted from a checkpoint of another version, or while its shards of a step were out (they died with it):
      * the run goes back to that checkpoint too */
     int lost_shards = w->fresh && engine_job_active(c);
     if (w->policy_version != c->policy_version || lost_shards) {
-        engine_rejoin_begin(c, w->fresh ? (int)(w - c->workers) : -1, "learner %s came back with policy version %lld%s; "
-                            "the run is at %lld", w->id, (long long)w->policy_version,
+        engine_rejoin_begin(c, w->fresh ? wi : -1, "learner %s (rank %u) came back with policy version %lld%s; the run "
+                            "is at %lld", w->id, w->rank, (long long)w->policy_version,
                             lost_shards ? " while the update of a step was out" : "", (long long)c->policy_version);
-        if (c->ckpt.undecided && w->fresh) decide(c, w);
+        if (c->ckpt.undecided && w->fresh && w->rank == 0) decide(c, w);
     }
 }

@@ -34,6 +34,7 @@ typedef struct {
     int64_t     policy_version;
     uint32_t    incarnation;           /* of the weights it holds (rollouts; coord.h Coord.incarnation) */
     int         fresh;                 /* learner: Hello.fresh (weights as loaded from disk) */
+    uint32_t    restarts;              /* Hello.restarts: times its supervisor restarted it */
     uint32_t    rank, world_size;
     int64_t     registered_ms, last_seen_ms;   /* monotonic */
     uint64_t    heartbeats;
@@ -219,6 +220,7 @@ void engine_rejoin_begin(Coord *c, int spare, const char *fmt, ...) __attribute_
 void engine_rejoin_done(Coord *c, long step);
 void engine_rejoin_tick(Coord *c);
 void recover_send_reload(Coord *c, int spare, const char *why);
+void recover_reload_one(Coord *c, int wi, const char *why);   /* Control RELOAD to workers[wi] (a learner) */
 /* The engine's state as it was when the first step started (a rollback with no checkpoint yet goes there). */
 void engine_initial_snapshot(const Coord *c, EngineSnapshot *out);
 /* A validation of the resumed step ran after its checkpoint was taken: count its groups again (they are not rerun)

@@ -175,6 +175,7 @@ static json_t *status_json(Coord *c) {
         json_object_set_new(o, "busy", json_integer(w->busy));
         json_object_set_new(o, "load", json_num(w->load));
         json_object_set_new(o, "rank", json_integer(w->rank));
+        json_object_set_new(o, "restarts", json_integer(w->restarts));
         json_object_set_new(o, "build", json_str(w->build_info));
         json_object_set_new(o, "routing_id", json_str(rid));
         json_object_set_new(o, "address", json_str(w->address[0] ? w->address : rid));   /* peer address, else rid */

@@ -19,18 +19,23 @@
  * Not here: the checkpoint files and the resume decision (ckpt.c), restarting processes (tools/dapo-supervise.c). */
 #include "engine.h"
 
-/* Control RELOAD to every live learner rank: each starts again from the newest checkpoint. */
-void recover_send_reload(Coord *c, int spare, const char *why) {
+void recover_reload_one(Coord *c, int wi, const char *why) {
+    WorkerEntry *w = &c->workers[wi];
     Dapo__Control m = DAPO__CONTROL__INIT;
     m.cmd = DAPO__CONTROL_CMD__CONTROL_RELOAD;
     m.path = c->cfg.default_local_dir;
     m.reason = (char *)why;
+    int rc = coord_send(c, w, DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
+    if (rc) log_warn("learner %s: the reload request was not sent: %s", w->id, err_str(rc));
+    else log_info("learner %s (rank %u) asked to start again from the last checkpoint", w->id, w->rank);
+}
+
+/* Control RELOAD to every live learner rank: each starts again from the newest checkpoint. */
+void recover_send_reload(Coord *c, int spare, const char *why) {
     for (int i = 0; i < c->nworkers; i++) {
         WorkerEntry *w = &c->workers[i];
         if (w->role != DAPO__ROLE__ROLE_LEARNER || w->life != WORKER_ALIVE || i == spare) continue;
-        int rc = coord_send(c, w, DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
-        if (rc) log_warn("learner %s: the reload request was not sent: %s", w->id, err_str(rc));
-        else log_info("learner %s (rank %u) asked to start again from the last checkpoint", w->id, w->rank);
+        recover_reload_one(c, i, why);
     }
 }
 

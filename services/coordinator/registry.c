@@ -91,6 +91,7 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     w->policy_version = h->policy_version;
     w->incarnation = h->incarnation;
     w->fresh = h->fresh;
+    w->restarts = h->restarts;
     w->rank = h->rank;
     w->world_size = h->world_size;
     w->registered_ms = w->last_seen_ms = clock_ms();

@@ -1,6 +1,7 @@
 /* services/coordinator/setup.c: the training engine's setup and state (engine.h): engine_start (datasets, tokenizer,
  * total steps as verl derives them), snapshots for checkpoints and restore, the /api/status fields, engine_free. */
 #include "engine.h"
+#include "net/daemon.h"
 
 /* ------------------------------------------------------------------------------------------------ setup */
 
@@ -182,6 +183,7 @@ void engine_status_fill(Coord *c, json_t *status) {
         json_object_set_new(r, "results_abandoned", json_integer((json_int_t)c->results_abandoned));
         json_object_set_new(r, "waiting_s", json_real(e->phase == PH_REJOIN ? clock_s() - e->rejoin_t0 : 0.0));
         json_object_set_new(r, "rejoin_timeout_s", json_real(c->cfg.learner_rejoin_timeout_s));
+        json_object_set_new(r, "coordinator_restarts", json_integer(daemon_restarts()));   /* by its supervisor */
         json_object_set_new(status, "recovery", r);
     }
 }

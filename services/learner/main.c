@@ -41,6 +41,15 @@ typedef struct {
 #define LEARNER_EXIT_RELOAD 75
 
 static int on_work(void *ud, NetMsg *m);
+static int handle(Svc *s, NetMsg *m);
+
+/* Control RELOAD or SHUTDOWN: acted on at once, even in the middle of a step. A rank blocked in a collective whose
+ * peer was restarted would otherwise wait out cluster.collective_timeout_s before it saw the rollback. */
+static int stops_now(const NetMsg *m) {
+    if (m->type != DAPO__MSG_TYPE__MSG_CONTROL) return 0;
+    const Dapo__Control *c = (const Dapo__Control *)m->msg;
+    return c->cmd == DAPO__CONTROL_CMD__CONTROL_RELOAD || c->cmd == DAPO__CONTROL_CMD__CONTROL_SHUTDOWN;
+}
 
 static void defer(Svc *s, NetMsg *m) {
     XGROW(s->deferred, s->n_deferred, s->cap_deferred, 16);
@@ -56,7 +65,10 @@ static int keepalive(void *ud) {
     char err[ERR_LEN];
     NetMsg m;
     int rc = worker_poll(s->d.worker, &m, 0, err);
-    if (rc == 1) {
+    if (rc == 1 && stops_now(&m)) {
+        handle(s, &m);                               /* raises SIGTERM: the computation (a collective) is abandoned */
+        net_msg_free(&m);
+    } else if (rc == 1) {
         defer(s, &m);
         net_msg_free(&m);
     } else if (rc == ERR_VERSION || rc == ERR_INVAL) {

@@ -7,7 +7,8 @@
  * exactly (before training and every test_freq steps), and the final weights are bitwise those of an undisturbed run
  * of the same seed (every rollback goes to a two-sided checkpoint of the same data cursor, group ids and weights, and
  * batch-invariant sampling depends on the group's seed and id only, not on the attempt or the worker).
- * DAPO_CHAOS_LEARNERS=2 runs two learner ranks (a learner fault then hits rank 0 or 1 at random).
+ * test_chaos_two_learner_ranks runs it again with two learner ranks (a learner fault then hits rank 0 or 1 at random);
+ * DAPO_CHAOS_LEARNERS=N runs only one run, with N ranks.
  * DAPO_CHAOS_SEED replays a run (the seed and every fault's time are printed); DAPO_CHAOS_FAULTS=N and
  * DAPO_CHAOS_STEPS=S change the run (longtest_chaos.c, in make check-long, is 30 faults over 200 steps). */
 #include <setjmp.h>
@@ -237,25 +238,28 @@ static int files_equal(const char *a, const char *b) {
     return tu_run(cmd, out, sizeof out) == 0 && !strncmp(out, "same", 4);
 }
 
-static void test_chaos(void **state) {
-    (void)state;
+/* The undisturbed run, then the same run with the faults, with `learners` learner ranks. */
+static void chaos(int learners) {
     const char *e = getenv("DAPO_CHAOS_SEED");
     uint32_t seed = e && *e ? (uint32_t)strtoul(e, NULL, 10) : 17, rng = seed;
     e = getenv("DAPO_CHAOS_STEPS");
     g_steps = e && *e ? atoi(e) : CHAOS_DEFAULT_STEPS;
     e = getenv("DAPO_CHAOS_FAULTS");
     int nfaults = e && *e ? atoi(e) : CHAOS_DEFAULT_FAULTS;
-    e = getenv("DAPO_CHAOS_LEARNERS");
-    g_learners = e && *e ? atoi(e) : 1;
-    printf("chaos: seed %u (DAPO_CHAOS_SEED replays it), %d faults over %d steps\n", seed, nfaults, g_steps);
+    g_learners = learners;
+    printf("chaos: seed %u (DAPO_CHAOS_SEED replays it), %d faults over %d steps, %d learner rank%s\n", seed, nfaults,
+           g_steps, learners, learners > 1 ? "s" : "");
+    char ref_name[32], name[32];
+    snprintf(ref_name, sizeof ref_name, "chaos%.0d-ref", learners > 1 ? learners : 0);
+    snprintf(name, sizeof name, "chaos%.0d", learners > 1 ? learners : 0);
     double t0 = clock_s();
     /* the undisturbed run of the same seed first: its final weights are the reference */
-    start_run(&Ref, "chaos-ref", g_steps);
+    start_run(&Ref, ref_name, g_steps);
     json_t *st = wait_done(&Ref, 240000);
     json_decref(st);
     stop_run(&Ref);
     printf("chaos: undisturbed run done at t=%.1f s\n", clock_s() - t0);
-    start_run(&R, "chaos", g_steps);
+    start_run(&R, name, g_steps);
     wait_steps(&R, 1, 120000);
     for (int k = 0; k < nfaults; k++) {
         long before = steps_done(&R);
@@ -282,7 +286,24 @@ static void test_chaos(void **state) {
     printf("chaos: %d restarts by the supervisor; final weights bitwise equal to the undisturbed run\n", atoi(out));
 }
 
+static void test_chaos(void **state) {
+    (void)state;
+    const char *e = getenv("DAPO_CHAOS_LEARNERS");
+    chaos(e && *e ? atoi(e) : 1);
+}
+
+/* Two learner ranks: a learner fault hits rank 0 or rank 1; a rank blocked in a collective whose peer died or was
+ * restarted sees the coordinator's RELOAD at once (learner keepalive), and the collective's join survives a peer that
+ * restarts meanwhile (collective_cpu.c: HELLO sent again, stale frames dropped). */
+static void test_chaos_two_learner_ranks(void **state) {
+    (void)state;
+    const char *e = getenv("DAPO_CHAOS_LEARNERS");
+    if (e && *e) skip();                             /* the one run asked for is test_chaos's */
+    chaos(2);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_chaos, teardown)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_chaos, teardown),
+                                       cmocka_unit_test_teardown(test_chaos_two_learner_ranks, teardown)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

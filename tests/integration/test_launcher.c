@@ -3,13 +3,17 @@
  * launcher becomes dapo-supervise, which resets what it inherited: a rollout killed with SIGKILL is restarted and the
  * pids file names the new pid; SIGINT to the launcher's pid then stops the whole run cleanly (the coordinator
  * checkpoints and exits, then the workers), leaving no process of the run and no pids file; the dashboard token file
- * is made (mode 0600) and its controls are on. A fresh tiny model on the command line skips the SFT preparation. */
+ * is made (mode 0600) and its controls are on. The other ways a user stops a run in the foreground go through the
+ * same handler and are checked the same way: Ctrl-C (SIGINT to the terminal's foreground process group), SIGTERM
+ * (kill, systemd) and SIGHUP (the terminal closed); the daemons report how often they were restarted (DAPO_RESTARTS,
+ * the dashboard's "restarts" column). A fresh tiny model on the command line skips the SFT preparation. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <sys/stat.h>
 
 #include "core/clock.h"
@@ -37,18 +41,20 @@ static pid_t launcher_pid(void) {
     return (pid_t)atoi(buf);
 }
 
+static pid_t g_fg = -1;          /* a foreground launcher: our child (reaped by tu_wait, never a zombie left alive) */
+
 static int teardown(void **state) {
     (void)state;
-    pid_t p = launcher_pid();
+    pid_t p = g_fg > 0 ? g_fg : launcher_pid();
     if (alive(p)) { kill(p, SIGKILL); }
+    if (g_fg > 0) { tu_wait(g_fg, 5000); g_fg = -1; }
     const char *names[] = {"coordinator", "verifier-0", "learner-0", "rollout-0"};
     for (int i = 0; i < 4; i++) if (alive(pid_of(names[i]))) kill(pid_of(names[i]), SIGKILL);
     return 0;
 }
 
-static void test_background_sigint_and_restart(void **state) {
-    (void)state;
-    snprintf(dir, sizeof dir, "%s/test-logs/launcher", tu_build());
+/* run.sh's arguments: a fresh tiny model (made here), loopback ports, a fast heartbeat. */
+static void run_args(char *out, size_t cap) {
     char cmd[4000], bin[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && %s --config %s/configs/tiny-model/config.json --tokenizer "
              "%s/data/tokenizers/tiny --out %s/model > %s/init.log 2>&1", dir, dir,
@@ -56,26 +62,60 @@ static void test_background_sigint_and_restart(void **state) {
     assert_int_equal(system(cmd), 0);
     hport = tu_free_port();
     int zp = tu_free_port(), wp = tu_free_port(), cp = tu_free_port();
-    /* bash -c '... &': a background job of a non-interactive shell, SIGINT ignored (as under nohup or make &) */
-    snprintf(cmd, sizeof cmd,
-             "cd %s && BUILD=%s bash -c 'deploy/local/run.sh --run-dir %s/run actor_rollout_ref.model.path=%s/model "
+    snprintf(out, cap, "--run-dir %s/run actor_rollout_ref.model.path=%s/model "
              "cluster.bind=tcp://127.0.0.1:%d cluster.coordinator=tcp://127.0.0.1:%d cluster.weights_bind=tcp://127.0.0.1:%d "
              "cluster.weights=tcp://127.0.0.1:%d cluster.collective=tcp://127.0.0.1:%d cluster.http=127.0.0.1:%d "
-             "cluster.heartbeat_ms=100 cluster.lease_timeout_s=1.5 trainer.val_before_train=false "
-             "> %s/launcher.out 2>&1 & echo $! > %s/launcher.pid'",
-             tu_root(), tu_build(), dir, dir, zp, zp, wp, wp, cp, hport, dir, dir);
-    assert_int_equal(system(cmd), 0);
-    pid_t L = launcher_pid();
-    assert_true(L > 0);
-    char path[600], status[512];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)L);
-    /* every daemon up, and the coordinator answering */
+             "cluster.heartbeat_ms=100 cluster.lease_timeout_s=1.5 trainer.val_before_train=false",
+             dir, dir, zp, zp, wp, wp, cp, hport);
+}
+
+/* Every daemon up and the coordinator answering; L is the launcher's pid, which must have become the supervisor. */
+static void wait_up(pid_t L) {
+    char status[512];
     int64_t end = clock_ms() + 120000;
     while (clock_ms() < end && !(alive(pid_of("rollout-0")) && alive(pid_of("learner-0")) &&
                                  tu_http(hport, "GET", "/api/status", NULL, status, sizeof status) == 200))
         usleep(100000);
     assert_true(alive(pid_of("rollout-0")));
     assert_int_equal(pid_of("supervisor"), L);                      /* run.sh became the supervisor */
+}
+
+/* Sends sig (to the process group when group: a terminal's Ctrl-C) and checks the run stopped cleanly: the launcher
+ * and every daemon gone, no pids file, the coordinator's log says it stopped. Returns the launcher's exit status
+ * when it is our child (fg), else 0. */
+static int stop_and_check(pid_t L, int sig, int group, int fg) {
+    pid_t all[] = {pid_of("coordinator"), pid_of("verifier-0"), pid_of("learner-0"), pid_of("rollout-0")};
+    kill(group ? -L : L, sig);
+    int rc = 0;
+    if (fg) {
+        rc = tu_wait(L, 60000);
+        g_fg = -1;
+    } else {
+        int64_t end = clock_ms() + 60000;
+        while (clock_ms() < end && alive(L)) usleep(100000);
+    }
+    assert_false(alive(L));
+    for (int i = 0; i < 4; i++) assert_false(alive(all[i]));
+    char path[600], cmd[700], out[64];
+    snprintf(path, sizeof path, "%s/run/pids", dir);
+    assert_int_not_equal(access(path, F_OK), 0);
+    snprintf(cmd, sizeof cmd, "grep -c 'stopped' %s/run/logs/coordinator.log", dir);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    return rc;
+}
+
+static void test_background_sigint_and_restart(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "%s/test-logs/launcher", tu_build());
+    char args[1500], cmd[4000];
+    run_args(args, sizeof args);
+    /* bash -c '... &': a background job of a non-interactive shell, SIGINT ignored (as under nohup or make &) */
+    snprintf(cmd, sizeof cmd, "cd %s && BUILD=%s bash -c 'deploy/local/run.sh %s > %s/launcher.out 2>&1 & "
+             "echo $! > %s/launcher.pid'", tu_root(), tu_build(), args, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    pid_t L = launcher_pid();
+    assert_true(L > 0);
+    wait_up(L);
     char tok[600];
     snprintf(tok, sizeof tok, "%s/run/token", dir);
     struct stat sb;
@@ -84,31 +124,62 @@ static void test_background_sigint_and_restart(void **state) {
     static char body[1 << 18];
     assert_int_equal(tu_http(hport, "GET", "/api/status", NULL, body, sizeof body), 200);
     assert_non_null(strstr(body, "\"controls_enabled\":true"));
-    /* kill -9 a rollout: restarted, the pids file names the new process */
+    /* kill -9 a rollout: restarted, the pids file names the new process, which reports its restart */
     pid_t old = pid_of("rollout-0");
     kill(old, SIGKILL);
-    end = clock_ms() + 20000;
+    int64_t end = clock_ms() + 20000;
     while (clock_ms() < end && !(pid_of("rollout-0") > 0 && pid_of("rollout-0") != old && alive(pid_of("rollout-0"))))
         usleep(50000);
     pid_t fresh = pid_of("rollout-0");
     assert_true(fresh != old && alive(fresh));
+    char env[300], out[64];
+    snprintf(env, sizeof env, "tr '\\0' '\\n' < /proc/%d/environ | grep -x DAPO_RESTARTS=1", (int)fresh);
+    assert_int_equal(tu_run(env, out, sizeof out), 0);
+    json_t *st = NULL;
+    end = clock_ms() + 20000;
+    int restarts = -1;
+    while (clock_ms() < end && restarts != 1) {                      /* its new Hello says it was restarted once */
+        if (tu_http(hport, "GET", "/api/status", NULL, body, sizeof body) == 200 && (st = json_loads(body, 0, NULL))) {
+            json_t *w;
+            size_t i;
+            json_array_foreach(json_object_get(st, "workers"), i, w)
+                if (!strcmp(json_string_value(json_object_get(w, "id")), "rollout-0") &&
+                    !strcmp(json_string_value(json_object_get(w, "state")), "alive"))
+                    restarts = (int)json_integer_value(json_object_get(w, "restarts"));
+            json_decref(st);
+        }
+        if (restarts != 1) usleep(100000);
+    }
+    assert_int_equal(restarts, 1);
     /* SIGINT to the background launcher: the run stops, nothing of it is left */
-    pid_t all[] = {pid_of("coordinator"), pid_of("verifier-0"), pid_of("learner-0"), fresh};
-    kill(L, SIGINT);
-    end = clock_ms() + 60000;
-    while (clock_ms() < end && alive(L)) usleep(100000);
-    assert_false(alive(L));
-    for (int i = 0; i < 4; i++) assert_false(alive(all[i]));
-    snprintf(path, sizeof path, "%s/run/pids", dir);
-    assert_int_not_equal(access(path, F_OK), 0);
+    stop_and_check(L, SIGINT, 0, 0);
     snprintf(cmd, sizeof cmd, "grep -c 'rollout-0 was killed by signal 9' %s/launcher.out", dir);
-    char out[64];
-    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
-    snprintf(cmd, sizeof cmd, "grep -c 'stopped' %s/run/logs/coordinator.log", dir);
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);
 }
 
+/* run.sh started in the foreground of a terminal session (its own process group, SIGINT as the terminal leaves it),
+ * stopped by sig; the supervisor then exits 0 (the coordinator stopped cleanly). */
+static void foreground_stop(int sig, int group) {
+    snprintf(dir, sizeof dir, "%s/test-logs/launcher-fg%d", tu_build(), sig);
+    char args[1500], cmd[2200], log[500];
+    run_args(args, sizeof args);
+    snprintf(cmd, sizeof cmd, "cd %s && BUILD=%s exec deploy/local/run.sh %s", tu_root(), tu_build(), args);
+    snprintf(log, sizeof log, "%s/launcher.out", dir);
+    char *argv[] = {"/usr/bin/setsid", "bash", "-c", cmd, NULL};
+    g_fg = tu_spawn(argv, log);
+    assert_true(g_fg > 0);
+    wait_up(g_fg);
+    assert_int_equal(stop_and_check(g_fg, sig, group, 1), 0);
+}
+
+static void test_foreground_ctrl_c(void **state) { (void)state; foreground_stop(SIGINT, 1); }
+static void test_sigterm(void **state) { (void)state; foreground_stop(SIGTERM, 0); }
+static void test_sighup(void **state) { (void)state; foreground_stop(SIGHUP, 0); }
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_background_sigint_and_restart, teardown)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_background_sigint_and_restart, teardown),
+                                       cmocka_unit_test_teardown(test_foreground_ctrl_c, teardown),
+                                       cmocka_unit_test_teardown(test_sigterm, teardown),
+                                       cmocka_unit_test_teardown(test_sighup, teardown)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* tests/unit/test_collective.c: the CPU collective (common/collective/collective.h) with ranks as threads on loopback:
  * sums in rank order (exact expected bits), broadcast, barrier, world 1, and the failure paths — a rank that never
  * joins, a peer that stops calling (hung) or is gone (dead), mismatched sizes — each a clear error within the timeout,
- * never a hang, and the collective unusable afterwards (ERR_CLOSED). */
+ * never a hang, and the collective unusable afterwards (ERR_CLOSED); and the restarts of issue 17 — a join whose first
+ * HELLO was lost with an exiting rank 0, a stale frame from before a restart, a restarted rank mid-collective. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <zmq.h>
 
 #include "collective/collective.h"
 #include "core/clock.h"
@@ -147,6 +149,101 @@ static void test_size_mismatch(void **state) {
     for (int r = 0; r < 2; r++) free(a[r].buf);
 }
 
+/* One raw wire frame (collective_cpu.c's format: magic "DCOL", version 2, op, rank, seq, payload bytes) + payload. */
+static void send_raw(void *sock, uint32_t op, uint32_t rank, uint64_t seq, const void *payload, uint64_t bytes) {
+    unsigned char f[64];
+    uint32_t h32[4] = {0x4c4f4344u, 2, op, rank};
+    memcpy(f, h32, 16);
+    memcpy(f + 16, &seq, 8);
+    memcpy(f + 24, &bytes, 8);
+    if (bytes) memcpy(f + 32, payload, bytes);
+    assert_int_equal(zmq_send(sock, f, 32 + bytes, 0), (int)(32 + bytes));
+}
+
+static void init_arg(Arg *a, int rank, int world, int port, double timeout) {
+    memset(a, 0, sizeof *a);
+    a->rank = rank;
+    a->world = world;
+    a->timeout = timeout;
+    snprintf(a->endpoint, sizeof a->endpoint, "tcp://127.0.0.1:%d", port);
+}
+
+/* Issue 17: rank 1 (restarted by its supervisor) sends its HELLO to a rank 0 that reads it and exits (the old
+ * process), and a leftover all-reduce frame of a rank 1 from before the restart is still on the way: the next rank 0
+ * still joins (rank 1 sends HELLO again, the stale frame is dropped) and the sums are right. */
+static void test_join_survives_restarts(void **state) {
+    (void)state;
+    int port = tu_free_port();
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    void *zctx = zmq_ctx_new();
+    void *old0 = zmq_socket(zctx, ZMQ_ROUTER);
+    assert_int_equal(zmq_bind(old0, ep), 0);
+    Arg a[2];
+    pthread_t th[2];
+    init_arg(&a[1], 1, 2, port, 5);
+    pthread_create(&th[1], NULL, rank_main, &a[1]);
+    zmq_pollitem_t it = {old0, 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&it, 1, 3000), 1);                     /* the old rank 0 swallows rank 1's HELLO */
+    char buf[256];
+    assert_true(zmq_recv(old0, buf, sizeof buf, 0) > 0);             /* routing id */
+    assert_int_equal(zmq_recv(old0, buf, sizeof buf, 0), 32 + 8);    /* HELLO + its nonce */
+    int zero = 0;
+    zmq_setsockopt(old0, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(old0);
+    void *stale = zmq_socket(zctx, ZMQ_DEALER);                      /* a rank 1 of before, mid all-reduce */
+    zmq_setsockopt(stale, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(zmq_connect(stale, ep), 0);
+    float junk[4] = {99, 99, 99, 99};
+    send_raw(stale, 3 /* all-reduce */, 1, 7, junk, sizeof junk);
+    usleep(200000);
+    init_arg(&a[0], 0, 2, port, 5);
+    pthread_create(&th[0], NULL, rank_main, &a[0]);
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    zmq_close(stale);
+    zmq_ctx_term(zctx);
+    for (int r = 0; r < 2; r++) {
+        if (a[r].rc) fail_msg("rank %d: %s", r, a[r].err);
+        assert_int_equal(a[r].rc_bcast, 0);
+    }
+    for (int i = 0; i < N; i += 997) {
+        float want = (0.1f + (float)i * 1e-3f) + (0.2f + (float)i * 1e-3f);
+        assert_true(a[0].buf[i] == want && a[1].buf[i] == want);
+    }
+    for (int r = 0; r < 2; r++) free(a[r].buf);
+}
+
+/* A rank that restarted while the others are mid-collective says HELLO with a new nonce: rank 0 reports it out of
+ * step at once (the coordinator then rolls the run back) instead of waiting out the timeout. */
+static void test_restarted_rank_out_of_step(void **state) {
+    (void)state;
+    int port = tu_free_port();
+    Arg a[2];
+    pthread_t th[2];
+    init_arg(&a[0], 0, 2, port, 10);
+    init_arg(&a[1], 1, 2, port, 10);
+    a[1].mode = 1;                                                   /* joins, then never calls (killed, say) */
+    a[1].timeout = 1.2;
+    for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, rank_main, &a[r]);
+    usleep(300000);                                                  /* joined; rank 0 waits in all-reduce #1 */
+    void *zctx = zmq_ctx_new();
+    void *fresh = zmq_socket(zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(fresh, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(fresh, ZMQ_ROUTING_ID, "coll-rank-1", 11);
+    assert_int_equal(zmq_connect(fresh, a[0].endpoint), 0);
+    uint64_t nonce = 0x1234567;
+    send_raw(fresh, 1 /* hello */, 1, 0, &nonce, sizeof nonce);
+    pthread_join(th[0], NULL);
+    assert_int_equal(a[0].rc, ERR_INVAL);
+    assert_true(a[0].took < 5);
+    assert_non_null(strstr(a[0].err, "out of step: it sent hello #0"));
+    pthread_join(th[1], NULL);
+    zmq_close(fresh);
+    zmq_ctx_term(zctx);
+    for (int r = 0; r < 2; r++) free(a[r].buf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sum_broadcast_barrier),
@@ -155,6 +252,8 @@ int main(void) {
         cmocka_unit_test(test_hung_peer),
         cmocka_unit_test(test_dead_rank0),
         cmocka_unit_test(test_size_mismatch),
+        cmocka_unit_test(test_join_survives_restarts),
+        cmocka_unit_test(test_restarted_rank_out_of_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

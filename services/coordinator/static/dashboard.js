@@ -180,7 +180,7 @@
     for (const w of workers) {
       const tr = el('tr');
       const cells = [w.role, w.id, w.address, w.state, w.policy_version, fmt(w.last_heartbeat_s, 1) + ' s ago',
-                     fmt(w.load, 2), w.busy + ' / ' + w.capacity, w.credit, w.rank, w.build];
+                     fmt(w.load, 2), w.busy + ' / ' + w.capacity, w.credit, w.rank, w.restarts ?? 0, w.build];
       cells.forEach((v, i) => {
         const td = el('td', i === 3 ? 'state-' + w.state : null, v === undefined ? '' : v);
         tr.appendChild(td);
@@ -215,6 +215,9 @@
     $('policy-version').textContent = String(st.policy_version);
     $('uptime').textContent = fmtDuration(st.uptime_s);
     $('heap').textContent = (st.heap_bytes / 1048576).toFixed(1) + ' MiB';
+    const rec = st.recovery || {};                  /* issue 17: what healed itself so far */
+    $('recovery').textContent = (rec.rollbacks ?? 0) + ' rollbacks, coordinator restarted ' +
+                                (rec.coordinator_restarts ?? 0) + '×';
     $('phase').textContent = (st.phase || '–') + (st.epoch !== undefined ? ', epoch ' + st.epoch : '');
     $('paused-badge').hidden = !st.paused;
     $('status-line').textContent = st.status_line || (st.paused ? 'paused' : 'idle');
