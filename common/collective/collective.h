@@ -31,6 +31,10 @@ typedef struct {
     void       *zctx;             /* ZeroMQ context to use; NULL: the collective makes its own */
     CollIdleFn  idle;             /* optional */
     void       *idle_ud;
+    /* CURVE (issue 18; Z85 key text, 40 characters, borrowed for the call; NULL or "": plaintext). Rank 0 is the
+     * server (its context must run a ZAP handler, net/zap.h): curve_server_secret. The others are clients:
+     * curve_server_public and their own curve_public / curve_secret. */
+    const char *curve_server_secret, *curve_server_public, *curve_public, *curve_secret;
 } CollOptions;
 
 typedef struct Collective Collective;

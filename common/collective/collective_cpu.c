@@ -324,6 +324,23 @@ static int sockopt(void *s, int opt, const char *name, const void *v, size_t n, 
     return err_set(err, ERR_IO, "collective: zmq_setsockopt(%s): %s", name, zmq_strerror(zmq_errno()));
 }
 
+/* CURVE on the collective's socket (CollOptions: rank 0 the server, the others clients), before bind/connect. */
+static int coll_curve(void *s, const CollOptions *o, char err[ERR_LEN]) {
+    int one = 1, rc = 0;
+    if (o->rank == 0 && o->curve_server_secret && o->curve_server_secret[0]) {
+        rc = sockopt(s, ZMQ_CURVE_SERVER, "ZMQ_CURVE_SERVER", &one, sizeof one, err);
+        if (!rc) rc = sockopt(s, ZMQ_CURVE_SECRETKEY, "ZMQ_CURVE_SECRETKEY", o->curve_server_secret, 40, err);
+        if (!rc) rc = sockopt(s, ZMQ_ZAP_DOMAIN, "ZMQ_ZAP_DOMAIN", "dapo", 4, err);
+    } else if (o->rank > 0 && o->curve_server_public && o->curve_server_public[0]) {
+        if (!o->curve_public || !o->curve_secret || strlen(o->curve_public) != 40 || strlen(o->curve_secret) != 40)
+            return err_set(err, ERR_INVAL, "collective: CURVE needs this rank's own key pair");
+        rc = sockopt(s, ZMQ_CURVE_SERVERKEY, "ZMQ_CURVE_SERVERKEY", o->curve_server_public, 40, err);
+        if (!rc) rc = sockopt(s, ZMQ_CURVE_PUBLICKEY, "ZMQ_CURVE_PUBLICKEY", o->curve_public, 40, err);
+        if (!rc) rc = sockopt(s, ZMQ_CURVE_SECRETKEY, "ZMQ_CURVE_SECRETKEY", o->curve_secret, 40, err);
+    }
+    return rc;
+}
+
 Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
     if (!o || o->world < 1 || o->rank < 0 || o->rank >= o->world || o->timeout_s <= 0 ||
         (o->world > 1 && (!o->endpoint || !o->endpoint[0]))) {
@@ -365,6 +382,7 @@ Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
         if (!rc) rc = sockopt(c->sock, ZMQ_SNDHWM, "ZMQ_SNDHWM", &zero, sizeof zero, err);
         if (!rc) rc = sockopt(c->sock, ZMQ_RCVHWM, "ZMQ_RCVHWM", &zero, sizeof zero, err);
         if (!rc) rc = sockopt(c->sock, ZMQ_MAXMSGSIZE, "ZMQ_MAXMSGSIZE", &maxmsg, sizeof maxmsg, err);
+        if (!rc) rc = coll_curve(c->sock, o, err);
         if (rc) {
         } else if (o->rank == 0) {
             rc = sockopt(c->sock, ZMQ_ROUTER_MANDATORY, "ZMQ_ROUTER_MANDATORY", &one, sizeof one, err);

@@ -117,7 +117,12 @@ typedef struct Config {
     char   *weights_bind;             /* learner rank 0's weight-server ROUTER endpoint */
     char   *weights;                  /* where rollouts fetch weights from */
     char   *run_id;
-    char   *token_file;               /* bearer token for control endpoints */
+    char   *token_file;               /* bearer token for control endpoints (off loopback: every endpoint) */
+    char   *curve_server_public_key;  /* cluster.curve.*: key files (net/curve.h); CURVE is on when this is set */
+    char   *curve_server_secret_key;
+    char   *curve_secret_key;
+    char   *curve_authorized_keys;    /* directory of the client public keys let in */
+    bool    insecure;                 /* allow binding off loopback without CURVE (a warning at start) */
     int     heartbeat_ms;
     double  lease_timeout_s;
     double  max_lease_s;              /* a generation lease older than this is reclaimed even while its worker

@@ -70,6 +70,15 @@ int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *c
         config_print_yaml(&d->cfg, stdout);
         return 1;
     }
+    /* issue 18: CURVE keys; learner rank 0 also serves (weights, collective) and binds off loopback only with them */
+    int serves = role == DAPO__ROLE__ROLE_LEARNER && d->rank == 0;
+    rc = curve_load(&d->cfg, serves, true, &d->keys, err);
+    if (!rc && serves) {
+        const char *binds[] = {d->cfg.weights_bind, d->cfg.collective};
+        const char *keys[] = {"cluster.weights_bind", "cluster.collective"};
+        rc = curve_check_exposure(&d->cfg, &d->keys, binds, keys, d->cfg.num_learners > 1 ? 2 : 1, NULL, err);
+    }
+    if (rc) return rc;
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
@@ -96,7 +105,7 @@ int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capac
         .rank = (uint32_t)d->rank, .world_size = (uint32_t)d->cfg.num_learners, .heartbeat_ms = d->cfg.heartbeat_ms,
         .lease_timeout_s = d->cfg.lease_timeout_s, .max_msg_bytes = (int64_t)d->cfg.max_msg_mb << 20,
         .build_info = "dapo " __DATE__ " gcc " __VERSION__, .policy_version = d->policy_version,
-        .fresh = d->fresh, .restarts = daemon_restarts(),
+        .fresh = d->fresh, .restarts = daemon_restarts(), .curve = &d->keys,
     };
     d->worker = worker_open(d->zctx, &o, err);
     if (!d->worker) return ERR_IO;

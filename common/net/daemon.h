@@ -14,6 +14,7 @@ typedef struct {
     int         rank;                 /* --rank N (learner), default 0 */
     int64_t     policy_version;       /* weights version held; set before daemon_connect (-1: none) */
     int         fresh;                /* learner: weights as loaded from disk (Hello.fresh); set before daemon_connect */
+    CurveKeys   keys;                 /* cluster.curve.* (net/curve.h), loaded by daemon_init */
     void       *zctx;
     Worker     *worker;
 } Daemon;

@@ -163,6 +163,11 @@ void *net_socket(void *ctx, int type, const char *endpoint, const NetOpts *opts,
         zmq_close(s);
         return NULL;
     }
+    int crc = o.curve_server ? curve_server(s, o.curve, err) : curve_client(s, o.curve, err);
+    if (crc) {
+        zmq_close(s);
+        return NULL;
+    }
     int rc = o.bind ? zmq_bind(s, endpoint) : zmq_connect(s, endpoint);
     if (rc) {
         err_set(err, ERR_IO, "cannot %s %s: %s", o.bind ? "bind" : "connect", endpoint, zmq_strerror(zmq_errno()));
@@ -266,6 +271,8 @@ static int recv_msg(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, i
     if (type == ZMQ_ROUTER && out->type == DAPO__MSG_TYPE__MSG_HELLO) {
         const char *addr = zmq_msg_gets(&f, "Peer-Address");
         if (addr) snprintf(out->peer_address, sizeof out->peer_address, "%s", addr);
+        const char *user = zmq_msg_gets(&f, "User-Id");            /* the ZAP handler's key fingerprint (zap.h) */
+        if (user) snprintf(out->peer_key, sizeof out->peer_key, "%s", user);
     }
     int extra = zmq_msg_more(&f);
     zmq_msg_close(&f);

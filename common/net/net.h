@@ -21,6 +21,7 @@
 
 #include "core/err.h"
 #include "dapo.pb-c.h"
+#include "net/curve.h"
 
 #define DAPO_PROTOCOL_VERSION 1
 #define NET_HEADER_BYTES      12
@@ -44,6 +45,7 @@ typedef struct {
     NetArena         *arena;          /* net_recv_arena: msg's memory; NULL: msg is protobuf-c's malloc'd tree */
     char              peer_address[64];  /* ROUTER, Hello only: ZeroMQ's "Peer-Address" property (the peer's IP for
                                           * TCP); "" where ZeroMQ has none (ipc, inproc) or for other types */
+    char              peer_key[17];      /* ROUTER, Hello only, CURVE: the client key's fingerprint (zap.h) */
 } NetMsg;
 
 /* Socket options for net_socket. Zero-initialised fields take the defaults in brackets. */
@@ -52,6 +54,8 @@ typedef struct {
     int         linger_ms;            /* ZMQ_LINGER [0] */
     const char *routing_id;           /* ZMQ_ROUTING_ID for DEALERs [none: ZeroMQ picks] */
     bool        bind;                 /* bind instead of connect */
+    const CurveKeys *curve;           /* CURVE keys (net/curve.h; borrowed for the call) [NULL: plaintext] */
+    bool        curve_server;         /* with curve: this socket is the CURVE server (else a client) */
 } NetOpts;
 
 /* Creates a ZeroMQ socket of `type` (ZMQ_ROUTER, ZMQ_DEALER, ...) on ctx and binds/connects it to endpoint.

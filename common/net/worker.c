@@ -59,7 +59,7 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
     w->policy_version = o->policy_version;
     w->fresh = o->fresh;
     w->coord_version = -1;
-    NetOpts no = {.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id};
+    NetOpts no = {.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id, .curve = o->curve};
     w->sock = net_socket(zctx, ZMQ_DEALER, w->coordinator, &no, err);
     if (!w->sock) { worker_close(w, NULL); return NULL; }
     w->state = WORKER_CONNECTING;

@@ -32,6 +32,7 @@ typedef struct {
     int64_t     policy_version;     /* weights version held at start, reported in the first Hello (-1: none) */
     int         fresh;              /* learner: Hello.fresh of the first Hello (worker_set_fresh changes it) */
     uint32_t    restarts;           /* Hello.restarts: times its supervisor restarted it (daemon_restarts) */
+    const CurveKeys *curve;         /* CURVE client keys (borrowed; must outlive the worker) [NULL: plaintext] */
     int         send_wait_ms;       /* longest worker_send waits out a full send queue [0: lease_timeout_s] */
 } WorkerOpts;
 

@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "core/metrics.h"
 #include "net/net.h"
+#include "net/zap.h"
 #include "http.h"
 
 typedef enum { WORKER_ALIVE = 0, WORKER_LOST, WORKER_GONE } WorkerLife;
@@ -23,6 +24,7 @@ typedef struct {
     char        address[64];           /* the connection's peer address at its last Hello ("Peer-Address": the IP
                                         * for TCP); "" where ZeroMQ gives none (ipc): the dashboard shows the rid */
     char        id[128];               /* worker_id from Hello */
+    char        key[17];               /* its CURVE key's fingerprint (NetMsg.peer_key), "" without CURVE */
     char        build_info[128];
     Dapo__Role  role;
     WorkerLife  life;
@@ -151,6 +153,9 @@ typedef struct Coord {
     int          nsamples, sample_next;
     char        *config_yaml;          /* the resolved config as YAML (xmalloc'd) */
     char        *token;                /* bearer token for /api/control/..., from cluster.token_file; NULL: none set */
+    CurveKeys    keys;                 /* cluster.curve.* (net/curve.h); keys.on: the ROUTER is a CURVE server */
+    struct Zap  *zap;                  /* its ZAP handler (net/zap.h), when keys.on */
+    int          http_public;          /* cluster.http is off loopback: every endpoint needs the bearer token */
     FILE        *metrics_file;         /* metrics JSONL (trainer.default_local_dir/metrics.jsonl), or NULL */
     int          paused;
     char         status_line[256];     /* what the coordinator is doing now, in words (shown on the page) */

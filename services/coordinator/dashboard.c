@@ -178,6 +178,7 @@ static json_t *status_json(Coord *c) {
         json_object_set_new(o, "restarts", json_integer(w->restarts));
         json_object_set_new(o, "build", json_str(w->build_info));
         json_object_set_new(o, "routing_id", json_str(rid));
+        json_object_set_new(o, "key", json_str(w->key));          /* CURVE key fingerprint; "" without CURVE */
         json_object_set_new(o, "address", json_str(w->address[0] ? w->address : rid));   /* peer address, else rid */
         json_array_append_new(workers, o);
     }
@@ -199,6 +200,9 @@ static json_t *status_json(Coord *c) {
     json_object_set_new(j, "stopping", json_boolean(c->stopping));
     json_object_set_new(j, "status_line", json_str(c->status_line));
     json_object_set_new(j, "controls_enabled", json_boolean(c->token != NULL));   /* cluster.token_file is set */
+    json_object_set_new(j, "security", json_pack("{s:b, s:b, s:I, s:I}", "curve", c->keys.on, "insecure",
+                                                 c->cfg.insecure, "handshakes_accepted", (json_int_t)zap_accepted(c->zap),
+                                                 "handshakes_refused", (json_int_t)zap_refused(c->zap)));
     json_t *ev = json_array();                    /* newest first */
     for (int i = 0; i < COORD_EVENTS && i < c->nevents; i++) {
         int k = (c->nevents - 1 - i) % COORD_EVENTS;
@@ -582,6 +586,12 @@ static void route_chartjs(HttpResponse *r) {
 void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
     Coord *c = coord;
     const char *p = req->path;
+    if (c->http_public && (!c->token || !bearer_ok(req->authorization, c->token))) {   /* issue 18: off loopback */
+        http_reply(resp, 401, NULL, "this dashboard is off loopback: every request needs Authorization: Bearer <token> "
+                                    "(cluster.token_file)\n");
+        resp->extra_headers = "WWW-Authenticate: Bearer\r\n";
+        return;
+    }
     if (strncmp(p, "/api/control/", 13) == 0) { route_control(c, req, p + 13, resp); return; }
     int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;   /* HEAD: http.c drops the body */
     const EmbeddedFile *f = embed_find(static_files_coordinator, strcmp(p, "/") == 0 ? "/index.html" : p);

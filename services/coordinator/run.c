@@ -231,9 +231,15 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     c->started_ms = clock_ms();
     if (c->cfg.run_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", c->cfg.run_id);
     else snprintf(c->run_id, sizeof c->run_id, "run-%ld-%d", (long)time(NULL), (int)getpid());
+    if (curve_load(&c->cfg, true, false, &c->keys, err)) return ERR_INVAL;
+    const char *binds[] = {c->cfg.bind}, *keys[] = {"cluster.bind"};
+    if (curve_check_exposure(&c->cfg, &c->keys, binds, keys, 1, c->cfg.http, err)) return ERR_INVAL;
+    c->http_public = !curve_is_loopback(c->cfg.http);
     c->zctx = zmq_ctx_new();
     if (!c->zctx) return err_set(err, ERR_IO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    NetOpts o = {.bind = true, .max_msg_bytes = (int64_t)c->cfg.max_msg_mb << 20};
+    if (c->keys.on && !(c->zap = zap_start(c->zctx, c->keys.authorized_keys, err))) return ERR_IO;
+    NetOpts o = {.bind = true, .max_msg_bytes = (int64_t)c->cfg.max_msg_mb << 20, .curve = &c->keys,
+                 .curve_server = true};
     c->router = net_socket(c->zctx, ZMQ_ROUTER, c->cfg.bind, &o, err);
     if (!c->router) return ERR_IO;
     net_last_endpoint(c->router, c->endpoint, sizeof c->endpoint);
@@ -253,7 +259,13 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     c->http = http_listen(c->loop, c->cfg.http, dashboard_handle, c, err);
     if (!c->http) return ERR_IO;
     if (hooks && hooks->after_listen && hooks->after_listen(c, hooks->ud, err)) return ERR_IO;
-    log_info("run %s: workers connect to %s; dashboard http://%s:%d/", c->run_id, c->endpoint, c->cfg.http[0] == '[' ? "[::1]" : "127.0.0.1", http_port(c->http));
+    char host[128];
+    snprintf(host, sizeof host, "%s", c->cfg.http);                       /* the address bound, not a guess */
+    char *colon = strrchr(host, ':');
+    if (colon) *colon = 0;
+    log_info("run %s: workers connect to %s%s; dashboard http://%s:%d/%s", c->run_id, c->endpoint,
+             c->keys.on ? " (CURVE)" : "", host, http_port(c->http), c->http_public ? " (bearer token required)" : "");
+    if (c->cfg.insecure) coord_event(c, "cluster.insecure is set: sockets off loopback may run without CURVE");
     int rc2 = engine_start(c, err);
     if (!rc2 && c->engine) rc2 = ckpt_lock(c, err);
     if (!rc2) rc2 = ckpt_resume(c, err);
@@ -312,6 +324,7 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
         zmq_setsockopt(c.router, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(c.router);
     }
+    zap_stop(c.zap);                      /* before the context ends: its socket lives there */
     if (c.zctx) zmq_ctx_term(c.zctx);     /* releases every zero-copy buffer still held */
     for (int i = 0; i < COORD_ZC_BUFS; i++) xfree(c.zc[i].p);
     xfree(c.workers);

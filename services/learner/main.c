@@ -23,6 +23,7 @@
 #include "model/checkpoint.h"
 #include "learner.h"
 #include "net/daemon.h"
+#include "net/zap.h"
 #include "weights.h"
 
 typedef struct {
@@ -34,6 +35,7 @@ typedef struct {
     int           n_deferred, cap_deferred;
     int           in_keepalive;
     int           reload;        /* Control RELOAD: exit with LEARNER_EXIT_RELOAD, to be started again */
+    Zap          *zap;           /* rank 0 with CURVE: the ZAP handler of the weight server and collective */
 } Svc;
 
 /* The exit status of a learner asked to start again from the newest checkpoint (EX_TEMPFAIL): its supervisor
@@ -231,10 +233,13 @@ int main(int argc, char **argv) {
     int W = s.d.cfg.num_learners;
     if (rc == 0) {
         s.d.zctx = zmq_ctx_new();
+        const CurveKeys *k = &s.d.keys;          /* rank 0 serves weights and the collective: their ZAP handler */
+        if (k->on && s.d.rank == 0 && !(s.zap = zap_start(s.d.zctx, k->authorized_keys, err))) rc = ERR_IO;
         CollOptions co = {.rank = s.d.rank, .world = W, .endpoint = s.d.cfg.collective,
-                          .timeout_s = s.d.cfg.collective_timeout_s, .zctx = s.d.zctx, .idle = keepalive, .idle_ud = &s};
-        s.coll = coll_open_cpu(&co, err);
-        if (!s.coll) rc = ERR_IO;
+                          .timeout_s = s.d.cfg.collective_timeout_s, .zctx = s.d.zctx, .idle = keepalive, .idle_ud = &s,
+                          .curve_server_secret = k->server_secret, .curve_server_public = k->server_public,
+                          .curve_public = k->client_public, .curve_secret = k->client_secret};
+        if (rc == 0 && !(s.coll = coll_open_cpu(&co, err))) rc = ERR_IO;
     }
     if (rc == 0) {
         s.L = learner_open(&s.d.cfg, s.d.rank, W, s.coll, err);
@@ -243,7 +248,8 @@ int main(int argc, char **argv) {
     }
     if (rc == 0) rc = agree(&s, err);
     if (rc == 0 && s.d.rank == 0) {
-        s.ws = wsrv_open(s.d.zctx, s.d.cfg.weights_bind, s.d.cfg.run_id, (int64_t)s.d.cfg.max_msg_mb << 20, err);
+        s.ws = wsrv_open(s.d.zctx, s.d.cfg.weights_bind, s.d.cfg.run_id, (int64_t)s.d.cfg.max_msg_mb << 20, &s.d.keys,
+                         err);
         if (!s.ws) rc = ERR_IO;
         else rc = wsrv_publish(s.ws, s.L->m, s.L->version, err);
     }
@@ -264,6 +270,8 @@ int main(int argc, char **argv) {
         s.ws = NULL;
         coll_close(s.coll);
         s.coll = NULL;
+        zap_stop(s.zap);
+        s.zap = NULL;
         zmq_ctx_term(ours);
     }
     if (rc < 0) log_error("%s", err);
@@ -272,6 +280,7 @@ int main(int argc, char **argv) {
     learner_close(s.L);
     wsrv_close(s.ws);
     coll_close(s.coll);
+    zap_stop(s.zap);                                 /* before its context ends */
     if (s.d.worker) daemon_close(&s.d, s.reload ? "reload" : rc < 0 ? "error" : "shutdown");
     else {
         if (s.d.zctx) zmq_ctx_term(s.d.zctx);

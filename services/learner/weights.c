@@ -36,8 +36,9 @@ struct WeightServer {
     int      n_chunks;
 };
 
-WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, int64_t max_msg_bytes, char err[ERR_LEN]) {
-    NetOpts o = {.bind = true, .max_msg_bytes = max_msg_bytes};
+WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, int64_t max_msg_bytes,
+                        const CurveKeys *curve, char err[ERR_LEN]) {
+    NetOpts o = {.bind = true, .max_msg_bytes = max_msg_bytes, .curve = curve, .curve_server = true};
     void *s = net_socket(zctx, ZMQ_ROUTER, endpoint, &o, err);
     if (!s) return NULL;
     int zero = 0;

@@ -10,14 +10,17 @@
 
 #include "core/err.h"
 #include "model/model.h"
+#include "net/curve.h"
 #include "net/wchunk.h"
 
 
 typedef struct WeightServer WeightServer;
 
 /* Binds a ROUTER at endpoint (e.g. "tcp://127.0.0.1:5556"; port 0 picks one, see wsrv_endpoint). zctx borrowed.
+ * A CURVE server when curve->on (net/curve.h; the context must run a ZAP handler, net/zap.h; NULL: plaintext).
  * run_id is copied into every update. NULL with a message on error. */
-WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, int64_t max_msg_bytes, char err[ERR_LEN]);
+WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, int64_t max_msg_bytes,
+                        const CurveKeys *curve, char err[ERR_LEN]);
 
 /* Snapshots m's parameters as `version` (replacing the previous one) and precomputes the chunk checksums. 0 or
  * ERR_INVAL (version older than the one held). */

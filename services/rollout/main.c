@@ -388,7 +388,8 @@ int main(int argc, char **argv) {
                             (uint64_t)gen_engine_capacity_tokens(r.eng), err);
     if (rc == 0) {
         worker_set_status(r.d.worker, 0, r.version);
-        r.wf = wfetch_new(r.d.zctx, r.d.cfg.weights, r.d.worker_id, r.m, (int64_t)r.d.cfg.max_msg_mb << 20, err);
+        r.wf = wfetch_new(r.d.zctx, r.d.cfg.weights, r.d.worker_id, r.m, (int64_t)r.d.cfg.max_msg_mb << 20, &r.d.keys,
+                          err);
         if (!r.wf) rc = ERR_IO;
     }
     if (rc == 0) rc = daemon_run(&r.d, on_work, on_idle, &r, err);

@@ -25,8 +25,8 @@ struct WeightFetch {
 };
 
 WeightFetch *wfetch_new(void *zctx, const char *endpoint, const char *worker_id, const Model *m,
-                        int64_t max_msg_bytes, char err[ERR_LEN]) {
-    NetOpts o = { .max_msg_bytes = max_msg_bytes };
+                        int64_t max_msg_bytes, const CurveKeys *curve, char err[ERR_LEN]) {
+    NetOpts o = { .max_msg_bytes = max_msg_bytes, .curve = curve };
     void *s = net_socket(zctx, ZMQ_DEALER, endpoint, &o, err);
     if (!s) return NULL;
     WeightFetch *f = xcalloc(1, sizeof *f);

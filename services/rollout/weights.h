@@ -24,10 +24,11 @@
 
 typedef struct WeightFetch WeightFetch;
 
-/* Connects a DEALER to endpoint. m is borrowed (its tensor table and size; it must outlive f). NULL with a
- * message on a socket error. */
+/* Connects a DEALER to endpoint, a CURVE client of the weight server when curve->on (net/curve.h; borrowed for the
+ * call; NULL: plaintext). m is borrowed (its tensor table and size; it must outlive f). NULL with a message on a
+ * socket error. */
 WeightFetch *wfetch_new(void *zctx, const char *endpoint, const char *worker_id, const Model *m,
-                        int64_t max_msg_bytes, char err[ERR_LEN]);
+                        int64_t max_msg_bytes, const CurveKeys *curve, char err[ERR_LEN]);
 void wfetch_free(WeightFetch *f);   /* NULL-safe */
 
 /* Asks for version v when it is newer than both `loaded` and what is being staged; sends the first request. */

@@ -63,7 +63,7 @@ static void cfg_args(const Run *r, json_t *argv, int steps) {
                            "reward_model.overlong_buffer.len=8", "algorithm.filter_groups.enable=false",
                            "trainer.save_freq=1", "trainer.val_before_train=true", "trainer.test_freq=4",
                            "actor_rollout_ref.rollout.val_kwargs.n=1", "cluster.heartbeat_ms=100",
-                           "cluster.lease_timeout_s=1.5", "cluster.learner_rejoin_timeout_s=60",
+                           TU_LEASE_ARG, "cluster.learner_rejoin_timeout_s=60",
                            "actor_rollout_ref.rollout.batch_invariant=true", "actor_rollout_ref.rollout.max_num_seqs=8",
                            "cluster.rollout_threads=1", "cluster.learner_threads=1", "cluster.verifier_threads=1"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) json_array_append_new(argv, json_string(fixed[i]));

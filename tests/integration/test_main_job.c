@@ -43,7 +43,7 @@ static void cfg_args(Job *j, char out[][640], int *n, const char *steps) {
                            "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.max_response_length=24",
                            "reward_model.overlong_buffer.len=8", "algorithm.filter_groups.enable=false",
                            "trainer.save_freq=1", "trainer.val_before_train=false", "trainer.test_freq=0",
-                           "cluster.heartbeat_ms=100", "cluster.lease_timeout_s=1.5",
+                           "cluster.heartbeat_ms=100", TU_LEASE_ARG,
                            "actor_rollout_ref.rollout.max_num_seqs=8", "cluster.rollout_threads=1",
                            "cluster.learner_threads=1", "cluster.verifier_threads=1"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) snprintf(out[k++], 640, "%s", fixed[i]);

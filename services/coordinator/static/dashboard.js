@@ -180,7 +180,7 @@
     for (const w of workers) {
       const tr = el('tr');
       const cells = [w.role, w.id, w.address, w.state, w.policy_version, fmt(w.last_heartbeat_s, 1) + ' s ago',
-                     fmt(w.load, 2), w.busy + ' / ' + w.capacity, w.credit, w.rank, w.restarts ?? 0, w.build];
+                     fmt(w.load, 2), w.busy + ' / ' + w.capacity, w.credit, w.rank, w.restarts ?? 0, w.key || '–', w.build];
       cells.forEach((v, i) => {
         const td = el('td', i === 3 ? 'state-' + w.state : null, v === undefined ? '' : v);
         tr.appendChild(td);
@@ -220,6 +220,7 @@
                                 (rec.coordinator_restarts ?? 0) + '×';
     $('phase').textContent = (st.phase || '–') + (st.epoch !== undefined ? ', epoch ' + st.epoch : '');
     $('paused-badge').hidden = !st.paused;
+    $('insecure-badge').hidden = !(st.security && st.security.insecure);
     $('status-line').textContent = st.status_line || (st.paused ? 'paused' : 'idle');
     const off = st.controls_enabled === false;      /* no cluster.token_file: the buttons could only get a 403 */
     for (const b of document.querySelectorAll('#control button')) b.disabled = off;

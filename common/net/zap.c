@@ -1,0 +1,145 @@
+/* common/net/zap.c: the ZAP handler thread (zap.h). */
+#include "net/zap.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "core/log.h"
+#include "net/curve.h"
+
+#define ZAP_ENDPOINT  "inproc://zeromq.zap.01"
+#define ZAP_FRAMES    8          /* version, request id, domain, address, routing id, mechanism, credentials (+1) */
+#define ZAP_LOGGED    256        /* refused keys remembered for the once-per-key log line */
+
+struct Zap {
+    void            *sock;
+    pthread_t        th;
+    atomic_int       stop;
+    atomic_ullong    accepted, refused;
+    char             dir[4096];
+    char             logged[ZAP_LOGGED][17];
+    int              nlogged;
+};
+
+/* 1 when z85 (a client public key) is the key of a *.pub file in dir. Unreadable or malformed files are skipped
+ * (logged once each by the caller's refusal line, not here: a directory read happens at every handshake). */
+static int authorised(const char *dir, const char *z85) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int ok = 0;
+    struct dirent *e;
+    while (!ok && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 4, ".pub") || e->d_name[0] == '.') continue;
+        char path[8192], key[CURVE_KEY_Z85], err[ERR_LEN];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (curve_key_read(path, false, "cluster.curve.authorized_keys", key, err) == 0 && !strcmp(key, z85)) ok = 1;
+    }
+    closedir(d);
+    return ok;
+}
+
+static void log_refusal(Zap *z, const char *fp, const char *address, const char *why) {
+    for (int i = 0; i < z->nlogged; i++)
+        if (!strcmp(z->logged[i], fp)) return;
+    if (z->nlogged < ZAP_LOGGED) snprintf(z->logged[z->nlogged++], 17, "%s", fp);
+    log_warn("CURVE: refused a client from %s with key %s: %s (logged once per key)", address[0] ? address : "?", fp, why);
+}
+
+static void reply(void *sock, const char *request_id, size_t id_len, const char *code, const char *text,
+                  const char *user) {
+    zmq_send(sock, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send(sock, request_id, id_len, ZMQ_SNDMORE);
+    zmq_send(sock, code, strlen(code), ZMQ_SNDMORE);
+    zmq_send(sock, text, strlen(text), ZMQ_SNDMORE);
+    zmq_send(sock, user, strlen(user), ZMQ_SNDMORE);
+    zmq_send(sock, "", 0, 0);
+}
+
+/* One request: its frames read, checked and answered. */
+static void handle(Zap *z) {
+    char f[ZAP_FRAMES][256];
+    size_t len[ZAP_FRAMES] = {0};
+    int n = 0, more = 1;
+    while (more) {
+        char buf[256];
+        int r = zmq_recv(z->sock, buf, sizeof buf, 0);
+        if (r < 0) return;
+        if (n < ZAP_FRAMES) {
+            len[n] = (size_t)r < sizeof buf ? (size_t)r : sizeof buf;
+            memcpy(f[n], buf, len[n]);
+            n++;
+        }
+        int m = 0;
+        size_t ms = sizeof m;
+        more = zmq_getsockopt(z->sock, ZMQ_RCVMORE, &m, &ms) == 0 && m;
+    }
+    if (n < 6) return;                                    /* not a ZAP request: REP needs no answer to garbage */
+    char address[64] = "", mech[16] = "";
+    snprintf(address, sizeof address, "%.*s", (int)(len[3] < 63 ? len[3] : 63), f[3]);
+    snprintf(mech, sizeof mech, "%.*s", (int)(len[5] < 15 ? len[5] : 15), f[5]);
+    if (strcmp(mech, "CURVE") || n < 7 || len[6] != 32) {
+        atomic_fetch_add(&z->refused, 1);
+        log_refusal(z, mech[0] ? mech : "none", address, "not a CURVE client");
+        reply(z->sock, f[1], len[1], "400", "CURVE required", "");
+        return;
+    }
+    char z85[CURVE_KEY_Z85], fp[17];
+    zmq_z85_encode(z85, (const uint8_t *)f[6], 32);
+    curve_fingerprint(z85, fp);
+    if (authorised(z->dir, z85)) {
+        atomic_fetch_add(&z->accepted, 1);
+        reply(z->sock, f[1], len[1], "200", "OK", fp);
+    } else {
+        atomic_fetch_add(&z->refused, 1);
+        log_refusal(z, fp, address, "its public key is not in cluster.curve.authorized_keys");
+        reply(z->sock, f[1], len[1], "400", "key not authorised", "");
+    }
+}
+
+static void *run(void *arg) {
+    Zap *z = arg;
+    while (!atomic_load(&z->stop)) {
+        zmq_pollitem_t it = {z->sock, 0, ZMQ_POLLIN, 0};
+        int r = zmq_poll(&it, 1, 100);
+        if (r > 0) handle(z);
+        else if (r < 0 && zmq_errno() == ETERM) break;
+    }
+    return NULL;
+}
+
+Zap *zap_start(void *zctx, const char *dir, char err[ERR_LEN]) {
+    Zap *z = xcalloc(1, sizeof *z);
+    snprintf(z->dir, sizeof z->dir, "%s", dir ? dir : "");
+    z->sock = zmq_socket(zctx, ZMQ_REP);
+    int zero = 0;
+    if (!z->sock || zmq_setsockopt(z->sock, ZMQ_LINGER, &zero, sizeof zero) || zmq_bind(z->sock, ZAP_ENDPOINT)) {
+        err_set(err, ERR_IO, "CURVE: cannot start the ZAP handler on %s: %s", ZAP_ENDPOINT, zmq_strerror(zmq_errno()));
+        if (z->sock) zmq_close(z->sock);
+        xfree(z);
+        return NULL;
+    }
+    if (pthread_create(&z->th, NULL, run, z) != 0) {
+        err_set(err, ERR_IO, "CURVE: cannot start the ZAP handler thread");
+        zmq_close(z->sock);
+        xfree(z);
+        return NULL;
+    }
+    return z;
+}
+
+uint64_t zap_accepted(const Zap *z) { return z ? atomic_load(&((Zap *)z)->accepted) : 0; }
+uint64_t zap_refused(const Zap *z) { return z ? atomic_load(&((Zap *)z)->refused) : 0; }
+
+void zap_stop(Zap *z) {
+    if (!z) return;
+    atomic_store(&z->stop, 1);
+    pthread_join(z->th, NULL);
+    zmq_close(z->sock);
+    xfree(z);
+}

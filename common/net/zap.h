@@ -1,0 +1,33 @@
+/* common/net/zap.h: the ZAP handler (ZeroMQ RFC 27) that decides which CURVE clients a dapo server lets in
+ * (issue 18). One per ZeroMQ context that holds a CURVE server socket (the coordinator's; learner rank 0's weight
+ * server and collective share one), started before such a socket binds. It runs in its own thread with its own
+ * REP socket on inproc://zeromq.zap.01 of that context, so it answers handshakes whatever the daemon's loop is
+ * doing (a learner deep in a step, a coordinator busy with a batch).
+ * Our own handler and not czmq's zauth: zauth binds ZAP in czmq's global context (zsys), while the daemons make
+ * their own libzmq contexts, so it would authenticate none of their sockets.
+ * Rule: a CURVE client is let in when its public key is the content of a *.pub file in the authorized_keys
+ * directory, read again at every handshake (a removed file revokes the key from the next connection on). Its
+ * fingerprint (curve_fingerprint) becomes the connection's ZAP user id (the "User-Id" message property: the
+ * dashboard shows it). A refused key is logged once per key with its fingerprint and the peer address. Any other
+ * mechanism (NULL, PLAIN) is refused. */
+#ifndef DAPO_NET_ZAP_H
+#define DAPO_NET_ZAP_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+
+typedef struct Zap Zap;
+
+/* Starts the handler on zctx (borrowed; it must outlive zap_stop) for the directory dir (copied). NULL with err
+ * when the inproc endpoint cannot be bound (another handler on the context) or the thread cannot start. */
+Zap *zap_start(void *zctx, const char *dir, char err[ERR_LEN]);
+
+/* Handshakes answered so far: let in, and refused. NULL-safe (0). */
+uint64_t zap_accepted(const Zap *z);
+uint64_t zap_refused(const Zap *z);
+
+/* Stops the thread and closes its socket. NULL-safe. Call before zmq_ctx_term of its context. */
+void zap_stop(Zap *z);
+
+#endif

@@ -1,0 +1,299 @@
+/* tests/integration/test_curve.c: CURVE on every socket that can leave the host (issue 18), on loopback.
+ * (a) The refusal rules with their messages: a ZeroMQ socket or the dashboard off loopback without keys (or
+ *     without a token) is refused unless cluster.insecure; unreadable, malformed and mismatched key files; a secret
+ *     key file readable by others; dapo-keygen never overwrites.
+ * (b) The real daemons (coordinator, verifier, learner, rollout) with keys from dapo-keygen train 2 steps; every
+ *     worker shows its key fingerprint on /api/status. Intruders get nowhere, and the run is not disturbed: a
+ *     plaintext client and a client with a key not on the allow-list cannot register or pull a weight chunk (their
+ *     Hello and WeightResend get no answer), a client that trusts a forged server key neither; a refused key is
+ *     logged with its fingerprint; a key removed from authorized_keys is refused from the next connection on. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <sys/stat.h>
+#include <zmq.h>
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "net/curve.h"
+#include "net/net.h"
+#include "tests/group_status.h"
+#include "tests/testutil.h"
+
+#define STEPS "8"              /* long enough that the intruders come while it trains */
+
+static char dir[300], keys[400], zep[64], wep[64];
+static int hport;
+static pid_t procs[4];
+
+static void write_file(const char *path, const char *text, mode_t mode) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    chmod(path, mode);
+}
+
+static int keygen(const char *args) {
+    char cmd[1200], bin[300], out[2048];
+    snprintf(cmd, sizeof cmd, "%s --dir %s %s 2>&1", tu_bin(bin, sizeof bin, "dapo-keygen"), keys, args);
+    return tu_run(cmd, out, sizeof out);
+}
+
+static void test_refusal_rules(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "%s/test-logs/curve-rules", tu_build());
+    snprintf(keys, sizeof keys, "%s/keys", dir);
+    char cmd[800], err[ERR_LEN], path[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(keygen("--server --client w1"), 0);
+    assert_int_not_equal(keygen("--client w1"), 0);                    /* never overwrites */
+    Config c;
+    memset(&c, 0, sizeof c);
+    config_defaults(&c);
+    CurveKeys k;
+    assert_int_equal(curve_load(&c, true, true, &k, err), 0);          /* no keys configured: CURVE off */
+    assert_false(k.on);
+    const char *b1[] = {"tcp://0.0.0.0:5555"}, *n1[] = {"cluster.bind"};
+    assert_int_equal(curve_check_exposure(&c, &k, b1, n1, 1, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "cluster.bind = tcp://0.0.0.0:5555 is not a loopback address"));
+    assert_non_null(strstr(err, "dapo-keygen"));
+    const char *b2[] = {"tcp://127.0.0.1:5555", "ipc:///tmp/x"}, *n2[] = {"cluster.bind", "cluster.collective"};
+    assert_int_equal(curve_check_exposure(&c, &k, b2, n2, 2, "127.0.0.1:8080", err), 0);
+    assert_int_equal(curve_check_exposure(&c, &k, b2, n2, 2, "10.1.2.3:8080", err), ERR_INVAL);
+    assert_non_null(strstr(err, "cluster.token_file"));
+    assert_int_equal(config_set(&c, "cluster.insecure", "true", "test", err), 0);
+    assert_int_equal(curve_check_exposure(&c, &k, b1, n1, 1, "10.1.2.3:8080", err), 0);
+    assert_int_equal(config_set(&c, "cluster.insecure", "false", "test", err), 0);
+    /* keys: the server reads its pair and the allow-list; a worker its own secret */
+    snprintf(path, sizeof path, "%s/server.pub", keys);
+    assert_int_equal(config_set(&c, "cluster.curve.server_public_key", path, "test", err), 0);
+    assert_int_equal(curve_load(&c, true, false, &k, err), ERR_INVAL);
+    assert_non_null(strstr(err, "cluster.curve.server_secret_key is not set"));
+    snprintf(path, sizeof path, "%s/server.key", keys);
+    assert_int_equal(config_set(&c, "cluster.curve.server_secret_key", path, "test", err), 0);
+    snprintf(path, sizeof path, "%s/authorized_keys", keys);
+    assert_int_equal(config_set(&c, "cluster.curve.authorized_keys", path, "test", err), 0);
+    assert_int_equal(curve_load(&c, true, false, &k, err), 0);
+    assert_true(k.on);
+    assert_int_equal(curve_check_exposure(&c, &k, b1, n1, 1, NULL, err), 0);    /* off loopback with CURVE: fine */
+    assert_int_equal(curve_load(&c, false, true, &k, err), ERR_INVAL);
+    assert_non_null(strstr(err, "cluster.curve.secret_key"));
+    snprintf(path, sizeof path, "%s/w1.key", keys);
+    assert_int_equal(config_set(&c, "cluster.curve.secret_key", path, "test", err), 0);
+    assert_int_equal(curve_load(&c, false, true, &k, err), 0);
+    chmod(path, 0644);                                                  /* a secret others can read */
+    assert_int_equal(curve_load(&c, false, true, &k, err), ERR_INVAL);
+    assert_non_null(strstr(err, "readable by others (mode 644): chmod 600"));
+    chmod(path, 0600);
+    snprintf(path, sizeof path, "%s/bad.key", dir);
+    write_file(path, "# dapo\nnot-a-key\n", 0600);
+    assert_int_equal(config_set(&c, "cluster.curve.secret_key", path, "test", err), 0);
+    assert_int_equal(curve_load(&c, false, true, &k, err), ERR_INVAL);
+    assert_non_null(strstr(err, "does not hold one CURVE key"));
+    snprintf(path, sizeof path, "%s/missing.key", dir);
+    assert_int_equal(config_set(&c, "cluster.curve.secret_key", path, "test", err), 0);
+    assert_int_equal(curve_load(&c, false, true, &k, err), ERR_IO);
+    assert_non_null(strstr(err, "missing.key"));
+    snprintf(path, sizeof path, "%s/w1.key", keys);                    /* a client secret as the server's: mismatch */
+    assert_int_equal(config_set(&c, "cluster.curve.server_secret_key", path, "test", err), 0);
+    assert_int_equal(curve_load(&c, true, false, &k, err), ERR_INVAL);
+    assert_non_null(strstr(err, "is not the secret of"));
+    config_free(&c);
+    char fp[17];
+    curve_fingerprint("short", fp);
+    assert_string_equal(fp, "?");
+    assert_true(curve_is_loopback("tcp://127.0.0.1:1") && curve_is_loopback("[::1]:80") && !curve_is_loopback("tcp://*:1"));
+}
+
+/* ------------------------------------------------------------------------------------------------ the cluster */
+
+static pid_t start(const char *bin_name, const char *name, const char *extra1, const char *extra2) {
+    static char a[48][640];
+    char *argv[56], bin[300], log[500];
+    int k = 0, n = 0;
+    argv[k++] = (char *)tu_bin(bin, sizeof bin, bin_name);
+    snprintf(a[n++], 640, "--config");
+    snprintf(a[n++], 640, "%s/configs/default.yaml", tu_root());
+    snprintf(a[n++], 640, "data.train_files=%s/train.jsonl", dir);
+    snprintf(a[n++], 640, "data.val_files=[]");
+    snprintf(a[n++], 640, "actor_rollout_ref.model.path=%s/model", dir);
+    snprintf(a[n++], 640, "trainer.default_local_dir=%s/ckpt", dir);
+    snprintf(a[n++], 640, "cluster.bind=%s", zep);
+    snprintf(a[n++], 640, "cluster.coordinator=%s", zep);
+    snprintf(a[n++], 640, "cluster.weights_bind=%s", wep);
+    snprintf(a[n++], 640, "cluster.weights=%s", wep);
+    snprintf(a[n++], 640, "cluster.http=127.0.0.1:%d", hport);
+    snprintf(a[n++], 640, "cluster.curve.server_public_key=%s/server.pub", keys);
+    snprintf(a[n++], 640, "cluster.curve.server_secret_key=%s/server.key", keys);
+    snprintf(a[n++], 640, "cluster.curve.authorized_keys=%s/authorized_keys", keys);
+    snprintf(a[n++], 640, "cluster.curve.secret_key=%s/%s.key", keys, name);
+    const char *fixed[] = {"trainer.total_training_steps=" STEPS, "data.train_batch_size=4", "data.gen_batch_size=6",
+                           "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+                           "data.max_response_length=24", "reward_model.overlong_buffer.len=8",
+                           "algorithm.filter_groups.enable=false", "trainer.save_freq=1",
+                           "trainer.val_before_train=false", "trainer.test_freq=0", "cluster.heartbeat_ms=100",
+                           TU_LEASE_ARG, "actor_rollout_ref.rollout.max_num_seqs=8", "cluster.rollout_threads=1",
+                           "cluster.learner_threads=1", "cluster.verifier_threads=1"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) snprintf(a[n++], 640, "%s", fixed[i]);
+    if (extra1) snprintf(a[n++], 640, "%s", extra1);
+    if (extra2) snprintf(a[n++], 640, "%s", extra2);
+    for (int i = 0; i < n; i++) argv[k++] = a[i];
+    if (strcmp(bin_name, "dapo-coordinator")) { argv[k++] = "--id"; argv[k++] = (char *)name; }
+    argv[k] = NULL;
+    snprintf(log, sizeof log, "%s/%s.log", dir, name);
+    return tu_spawn(argv, log);
+}
+
+static json_t *status(void) {
+    static char body[1 << 18];
+    if (tu_http(hport, "GET", "/api/status", NULL, body, sizeof body) != 200) return NULL;
+    return json_loads(body, 0, NULL);
+}
+
+static json_t *wait_step(long step, int ms) {
+    int64_t end = clock_ms() + ms;
+    while (clock_ms() < end) {
+        json_t *st = status();
+        if (st && json_integer_value(json_object_get(st, "step")) >= step &&
+            (step < atoi(STEPS) || !strcmp(json_string_value(json_object_get(st, "phase")), "done")))
+            return st;
+        json_decref(st);
+        usleep(100000);
+    }
+    fail_msg("the CURVE cluster did not reach step %ld", step);
+    return NULL;
+}
+
+/* A DEALER (CURVE client when pub/sec/server are given) sends one message of `type`; returns 1 when anything came
+ * back within ms. */
+static int answered(const char *ep, const char *server_pub, const char *pub, const char *sec, Dapo__MsgType type,
+                    const ProtobufCMessage *m, int ms) {
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_ROUTING_ID, "intruder", 8);
+    if (server_pub) {
+        zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_pub, 40);
+        zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40);
+        zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40);
+    }
+    assert_int_equal(zmq_connect(s, ep), 0);
+    net_send(s, NULL, 0, type, m, true);
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    int got = zmq_poll(&it, 1, ms) > 0;
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return got;
+}
+
+static void read_key(const char *name, char out[41]) {
+    char path[600], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/%s", keys, name);
+    assert_int_equal(curve_key_read(path, false, "test", out, err), 0);
+}
+
+/* Every intruder kind against the coordinator (Hello) and the weight server (WeightResend): no answer. */
+static void intruders_get_nowhere(const char *server_pub) {
+    Dapo__Hello h = DAPO__HELLO__INIT;
+    h.protocol_version = DAPO_PROTOCOL_VERSION;
+    h.role = DAPO__ROLE__ROLE_ROLLOUT;
+    h.worker_id = "intruder";
+    h.capacity = 8;
+    Dapo__WeightResend wr = DAPO__WEIGHT_RESEND__INIT;
+    char pub[41], sec[41], fpub[41], fsec[41];
+    zmq_curve_keypair(pub, sec);                                       /* a key nobody authorised */
+    zmq_curve_keypair(fpub, fsec);                                     /* a forged "server" key */
+    char ipub[41], isec[41];
+    read_key("intruder.pub", ipub);                                    /* authorised, then revoked */
+    read_key("intruder.key", isec);
+    Dapo__WeightResend wr0 = DAPO__WEIGHT_RESEND__INIT;
+    assert_true(answered(wep, server_pub, ipub, isec, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &wr0.base, 5000));
+    char path[600];
+    snprintf(path, sizeof path, "%s/authorized_keys/intruder.pub", keys);
+    assert_int_equal(unlink(path), 0);                                 /* revoked: the next connection is refused */
+    const char *eps[] = {zep, wep};
+    for (int e = 0; e < 2; e++) {
+        Dapo__MsgType t = e ? DAPO__MSG_TYPE__MSG_WEIGHT_RESEND : DAPO__MSG_TYPE__MSG_HELLO;
+        const ProtobufCMessage *m = e ? &wr.base : &h.base;
+        assert_false(answered(eps[e], NULL, NULL, NULL, t, m, 1000));              /* plaintext */
+        assert_false(answered(eps[e], server_pub, pub, sec, t, m, 1000));          /* unknown key */
+        assert_false(answered(eps[e], fpub, ipub, isec, t, m, 1000));              /* forged server key */
+        assert_false(answered(eps[e], server_pub, ipub, isec, t, m, 1000));        /* revoked key */
+    }
+}
+
+static void test_curve_cluster_and_intruders(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "%s/test-logs/curve", tu_build());
+    snprintf(keys, sizeof keys, "%s/keys", dir);
+    char cmd[2400], bin[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && %s --split train --n 200 > %s/train.jsonl && "
+             "%s/bin/dapo-init-model --config %s/configs/tiny-model/config.json --tokenizer %s/data/tokenizers/tiny "
+             "--out %s/model > %s/init.log 2>&1", dir, dir, tu_bin(bin, sizeof bin, "dapo-gen-arith"), dir,
+             tu_build(), tu_root(), tu_root(), dir, dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(keygen("--server --client coordinator --client verifier-0 --client learner-0 --client rollout-0 "
+                            "--client intruder"), 0);
+    snprintf(zep, sizeof zep, "tcp://127.0.0.1:%d", tu_free_port());
+    snprintf(wep, sizeof wep, "tcp://127.0.0.1:%d", tu_free_port());
+    hport = tu_free_port();
+    procs[0] = start("dapo-coordinator", "coordinator", NULL, NULL);
+    procs[1] = start("dapo-verifier", "verifier-0", NULL, NULL);
+    procs[2] = start("dapo-learner", "learner-0", NULL, NULL);
+    procs[3] = start("dapo-rollout", "rollout-0", NULL, NULL);
+    json_t *st = wait_step(1, 120000);
+    json_t *w;
+    size_t i;
+    int with_key = 0;
+    json_array_foreach(json_object_get(st, "workers"), i, w) {
+        const char *key = json_string_value(json_object_get(w, "key"));
+        if (key && strlen(key) == 16) with_key++;
+    }
+    assert_int_equal(with_key, 3);                                    /* verifier, learner, rollout */
+    assert_true(json_is_true(json_object_get(json_object_get(st, "security"), "curve")));
+    json_decref(st);
+    char server_pub[41];
+    read_key("server.pub", server_pub);
+    intruders_get_nowhere(server_pub);
+    st = wait_step(atoi(STEPS), 120000);                              /* the run was not disturbed */
+    tu_assert_groups_add_up(st, 1);
+    assert_int_equal(tu_group_count(st, "trained"), 4 * atoi(STEPS));
+    json_t *sec = json_object_get(st, "security");
+    /* the unknown and the revoked key (ZAP refuses them); a plaintext peer or a forged server key never gets that far */
+    assert_true(json_integer_value(json_object_get(sec, "handshakes_refused")) >= 2);
+    json_t *ws = json_object_get(st, "workers");
+    int intruders = 0;
+    json_array_foreach(ws, i, w) if (strstr(json_string_value(json_object_get(w, "id")), "intruder")) intruders++;
+    assert_int_equal(intruders, 0);
+    json_decref(st);
+    char out[512], fp[17], ipub[41];
+    read_key("intruder.pub", ipub);
+    curve_fingerprint(ipub, fp);
+    snprintf(cmd, sizeof cmd, "grep -h 'refused a client' %s/coordinator.log | grep -c %s", dir, fp);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);                 /* logged with its fingerprint */
+    assert_int_equal(atoi(out), 1);                                    /* once */
+    snprintf(cmd, sizeof cmd, "grep -h 'refused a client' %s/learner-0.log | grep -c %s", dir, fp);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);                 /* the weight server's handler too */
+}
+
+static int teardown(void **state) {
+    (void)state;
+    for (int i = 3; i >= 0; i--) if (procs[i] > 0) kill(procs[i], SIGTERM);
+    for (int i = 3; i >= 0; i--)
+        if (procs[i] > 0 && tu_wait(procs[i], 15000) < 0) { kill(procs[i], SIGKILL); tu_wait(procs[i], 2000); }
+    memset(procs, 0, sizeof procs);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_refusal_rules),
+                                       cmocka_unit_test_teardown(test_curve_cluster_and_intruders, teardown)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
