@@ -15,10 +15,10 @@
  * is given up on: the last lines of its log go to the terminal and the run is stopped and failed. A daemon whose
  * FIRST start exits with an error status within --min-uptime (a bad model, a port in use) fails the run at once, as
  * the launcher always did. Exit status 75 asks for a restart at once, never counted as a death (a learner told to
- * start again from the last checkpoint). A worker that exits 0 has finished (the coordinator let it go) and is not restarted; the
- * coordinator exiting 0 ends the run. Each restart is one line on the terminal and one JSON line in
- * DIR/logs/supervisor.jsonl ({"t": unix seconds, "event": "restart"|"gave_up"|"start_failed", "name", "status",
- * "signal", "uptime_s", "restarts"}).
+ * start again from the last checkpoint). A worker that exits 0 while the run goes on was stopped from outside (a plain
+ * kill) and is restarted like one that died; the coordinator exiting 0 ends the run. Each restart is one line on the terminal and one JSON line in
+ * DIR/logs/supervisor.jsonl ({"t": unix seconds, "event": "restart"|"gave_up"|"start_failed"|"exit", "name",
+ * "status", "signal", "uptime_s", "restarts": the starts so far, i.e. for "restart" the number of that restart}).
  *
  * DIR/pids always lists the live processes ("<pid> <name>", this supervisor first), rewritten (temp file + rename) on
  * every start and exit, and removed at the end.
@@ -27,7 +27,9 @@
  * the dispositions are reset at start), stop the run: SIGTERM to the coordinator, which finishes the step in
  * training and checkpoints it while the learner is still there (SIGKILL after --stop-timeout, 330 s: the
  * coordinator's own bound, cluster.stop_timeout_s, is 300 s); once it has exited, SIGTERM to the others (SIGKILL
- * after 30 s). A second signal sends the coordinator SIGTERM again (it then exits at once).
+ * after 30 s). A second signal sends the coordinator SIGTERM again (it then exits at once); a third SIGKILLs every
+ * daemon. SIGQUIT (Ctrl-\\) stops the run the same way. Every daemon gets DAPO_SUPERVISOR_PID: one whose supervisor
+ * is gone (killed with SIGKILL) stops itself (common/net/daemon.h daemon_orphaned), so no run is left unsupervised.
  *
  * Terminal: lines of the coordinator's log that a user should not miss (errors, a failed run, the end of training,
  * a resume, workers lost and back) are echoed as "dapo: ...". Exit status: 0 when the coordinator ended with 0
@@ -76,7 +78,8 @@ typedef struct {
     char        failed_name[128], failed_log[4300];   /* which one */
     int         coord_status;   /* the coordinator's last exit status (-1: killed by a signal) */
     uv_loop_t  *loop;
-    uv_signal_t sig[3];
+    uv_signal_t sig[4];
+    int         signals;        /* stop signals received */
     uv_timer_t  tail, kill_timer;
     long        log_off;        /* bytes of the coordinator's log already looked at */
     char        line[8192];
@@ -113,7 +116,7 @@ static void event(const char *what, const Proc *p, int64_t status, int sig, doub
     if (!f) return;
     json_t *o = json_pack("{s:I, s:s, s:s, s:I, s:i, s:f, s:i}", "t", (json_int_t)time(NULL), "event", what, "name",
                           p->name, "status", (json_int_t)status, "signal", sig, "uptime_s", up, "restarts",
-                          p->starts - 1);
+                          p->starts);          /* the restarts with this one (the terminal's "restart N") */
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (s) fprintf(f, "%s\n", s);
     free(s);
@@ -151,15 +154,19 @@ static void begin_stop(int failed);
  * reports it in Hello, the dashboard shows it); NULL-terminated, the strings borrowed from environ but the last. */
 static char **child_env(const Proc *p, char *restarts, size_t cap) {
     extern char **environ;
+    static char sup[48];
     size_t n = 0;
     while (environ[n]) n++;
-    char **env = calloc(n + 2, sizeof *env);
+    char **env = calloc(n + 3, sizeof *env);
     if (!env) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "DAPO_RESTARTS=", 14)) env[k++] = environ[i];
+        if (strncmp(environ[i], "DAPO_RESTARTS=", 14) && strncmp(environ[i], "DAPO_SUPERVISOR_PID=", 20))
+            env[k++] = environ[i];
     snprintf(restarts, cap, "DAPO_RESTARTS=%d", p->starts);
-    env[k] = restarts;
+    snprintf(sup, sizeof sup, "DAPO_SUPERVISOR_PID=%d", (int)getpid());   /* daemon_orphaned: stop when it is gone */
+    env[k++] = restarts;
+    env[k] = sup;
     return env;
 }
 
@@ -249,15 +256,18 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
         else if (S.stopping == 2 && all_down(0)) finish();
         return;
     }
-    char how[64];
+    char how[96];
     if (sig) snprintf(how, sizeof how, "was killed by signal %d (%s)", sig, strsignal(sig));
     else snprintf(how, sizeof how, "exited with status %lld", (long long)status);
-    if (!sig && status == 0) {
+    if (!sig && status == 0 && p == &S.p[0]) {
         p->finished = 1;
         say("%s exited normally after %.0f s", p->name, up);
-        if (p == &S.p[0]) stop_rest();          /* the coordinator is done: so is the run */
+        event("exit", p, status, sig, up);
+        stop_rest();                            /* the coordinator is done: so is the run */
         return;
     }
+    if (!sig && status == 0)                    /* a worker stopped from outside (kill, SIGTERM): the run needs it */
+        snprintf(how, sizeof how, "exited normally (stopped from outside?) while the run goes on");
     if (!sig && status == SUP_EXIT_RESTART) {          /* asked for (a learner reloading a checkpoint) */
         p->asked = up < S.min_uptime ? p->asked + 1 : 0;
         if (p->asked >= 4 * S.max_fast) {
@@ -274,7 +284,7 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
         uv_timer_start(&p->restart, on_restart, 0, 0);
         return;
     }
-    if (p->starts == 1 && !sig && up < S.min_uptime) {
+    if (p->starts == 1 && !sig && status != 0 && up < S.min_uptime) {
         say("%s exited at start (status %lld)", p->name, (long long)status);
         event("start_failed", p, status, sig, up);
         log_tail(p, 5);
@@ -319,9 +329,15 @@ static void begin_stop(int failed) {
 
 static void on_signal(uv_signal_t *h, int signum) {
     (void)h;
+    S.signals++;
     if (!S.stopping) { begin_stop(0); return; }
+    if (S.signals >= 3) {                           /* a third: whatever hangs, it all goes now */
+        say("signal %d again: killing every daemon now (no checkpoint)", signum);
+        for (int i = 0; i < S.n; i++) kill_group(&S.p[i], SIGKILL);
+        return;
+    }
     if (S.stopping == 1 && S.p[0].running) {
-        say("stopping now (signal %d)", signum);
+        say("stopping now (signal %d; once more kills every daemon)", signum);
         kill_group(&S.p[0], SIGTERM);
     }
 }
@@ -469,7 +485,7 @@ int main(int argc, char **argv) {
     S.log_off = stat(S.coord_log, &sb) == 0 ? (long)sb.st_size : 0;   /* this run's part of the log */
     S.coord_status = 0;
     S.loop = uv_default_loop();
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         uv_signal_init(S.loop, &S.sig[i]);
         uv_signal_start(&S.sig[i], on_signal, sigs[i]);
     }

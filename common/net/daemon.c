@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 
 static volatile sig_atomic_t g_stop, g_sigints;
@@ -87,6 +88,14 @@ int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *c
     return 0;
 }
 
+int daemon_orphaned(void) {
+    const char *s = getenv("DAPO_SUPERVISOR_PID");
+    if (!s || !*s) return 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return !*end && v > 1 && (long)getppid() != v;
+}
+
 uint32_t daemon_restarts(void) {
     const char *s = getenv("DAPO_RESTARTS");
     if (!s || !*s) return 0;
@@ -115,7 +124,18 @@ int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capac
 
 int daemon_run(Daemon *d, DaemonWorkFn on_work, DaemonIdleFn on_idle, void *ud, char err[ERR_LEN]) {
     int timeout = 100;
+    int64_t next_check = 0;
     while (!g_stop) {
+        if (clock_ms() >= next_check) {               /* once a second: is the supervisor still there? */
+            next_check = clock_ms() + 1000;
+            /* the coordinator stops first (it checkpoints with the learner still there); a worker once it is gone */
+            if (daemon_orphaned() && worker_state(d->worker) != WORKER_READY) {
+                log_warn("%s: the supervisor (pid %s) and the coordinator are gone: stopping", d->worker_id,
+                         getenv("DAPO_SUPERVISOR_PID"));
+                g_stop = 1;
+                break;
+            }
+        }
         NetMsg m;
         int rc = worker_poll(d->worker, &m, timeout, err);
         if (rc < 0) {

@@ -46,6 +46,12 @@ int daemon_run(Daemon *d, DaemonWorkFn on_work, DaemonIdleFn on_idle, void *ud, 
  * dashboard. */
 uint32_t daemon_restarts(void);
 
+/* True when this process was started by a supervisor (DAPO_SUPERVISOR_PID, set by tools/dapo-supervise.c) that is
+ * no longer its parent (killed with SIGKILL, say): the coordinator then stops as on SIGTERM, and a worker once it
+ * has lost the coordinator too (daemon_run), so that no run goes on unsupervised. False when unsupervised. Cheap
+ * (getppid): call it from a timer. */
+int daemon_orphaned(void);
+
 /* True once SIGTERM or SIGINT arrived. */
 int daemon_stopping(void);
 

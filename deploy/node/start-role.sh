@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
 # deploy/node/start-role.sh: starts one dapo role on this node, pointed at the coordinator's address, for multi-node
 # runs (one invocation per process; run it under systemd, tmux or a Kubernetes pod). Every node uses the same
-# config file; the addresses are overrides.
+# config file; the addresses are overrides. README "Run on several hosts" walks through it.
 #
-#   start-role.sh coordinator --config run.yaml [--bind-all]
-#   start-role.sh rollout     --config run.yaml --coordinator HOST [--id rollout-3]
-#   start-role.sh verifier    --config run.yaml --coordinator HOST [--id verifier-0]
-#   start-role.sh learner     --config run.yaml --coordinator HOST --rank R --rank0 HOST_OF_RANK0
-#   start-role.sh rollout     ... --weights HOST_OF_RANK0   (where the learner rank 0 serves weights)
+#   start-role.sh coordinator --config run.yaml --bind ADDR [--keys DIR]
+#   start-role.sh rollout     --config run.yaml --coordinator HOST --weights HOST_OF_RANK0 [--id rollout-3] [--keys DIR]
+#   start-role.sh verifier    --config run.yaml --coordinator HOST [--id verifier-0] [--keys DIR]
+#   start-role.sh learner     --config run.yaml --coordinator HOST --rank 0 --bind ADDR [--keys DIR]
+#   start-role.sh learner     --config run.yaml --coordinator HOST --rank R --rank0 HOST_OF_RANK0 [--keys DIR]
 #   start-role.sh ROLE ... --restart [--run-dir DIR]   (under dapo-supervise: restarted when it exits or is killed)
+#
+# --bind ADDR: the address the roles that listen (the coordinator: workers on 5555; learner rank 0: weights on
+# 5556, the collective on 5557) bind; 127.0.0.1 when not given; --bind-all is --bind 0.0.0.0 (asked for, never the
+# default). Off loopback the daemons refuse to start without CURVE keys (or cluster.insecure=true on a private
+# network): --keys DIR, made by `dapo-keygen --dir DIR --server --client NAME...` (copy DIR/server.pub, the node's
+# own NAME.key and, on the coordinator's and learner rank 0's nodes, server.key and authorized_keys/), sets
+# cluster.curve.server_public_key=DIR/server.pub, .secret_key=DIR/NAME.key (NAME: --id, else the role; --key FILE
+# names another), and for the coordinator and learner rank 0 .server_secret_key=DIR/server.key and
+# .authorized_keys=DIR/authorized_keys. The dashboard stays on 127.0.0.1 unless cluster.http says otherwise (off
+# loopback it needs cluster.token_file; put TLS in front of it). NCCL's own traffic between GPU hosts is not
+# encrypted: keep it on a private network.
 #
 # --restart runs the role under tools/dapo-supervise.c (restart at once, then with backoff; given up on after 5
 # deaths within 10 s of starting; logs, pids and restart events in --run-dir, default runs/node-ROLE[-ID]), as
 # deploy/local/run.sh does for a whole local run. A learner needs it (or systemd Restart=on-failure, or Kubernetes)
 # for the run to survive its crash: asked to reload the last checkpoint, it exits with status 75 to be restarted.
 #
-# Ports: 5555 coordinator (workers), 5556 learner rank 0 weight server, 5557 learner rank 0 collective,
-# 8080 dashboard. --bind-all makes the
-# coordinator listen on every interface (the dashboard stays on 127.0.0.1 unless cluster.http says otherwise).
-# Off loopback, put the cluster on a private network: CURVE authentication is not implemented yet.
 # To stop a run, stop the coordinator first (SIGTERM) and wait for it to exit: it lets the step in training finish
 # and has learner rank 0 checkpoint it; then stop the rest. Restarting every role resumes that step (the
 # coordinator's coordinator.json and the learner's weights may live on different nodes).
@@ -26,7 +33,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 role=${1:?usage: start-role.sh coordinator|rollout|verifier|learner --config FILE ...}; shift
-config=""; coord=""; id=""; rank=0; rank0=""; weights=""; bind_all=0; restart=0; rundir=""; extra=()
+config=""; coord=""; id=""; rank=0; rank0=""; weights=""; bind=127.0.0.1; restart=0; rundir=""; keys=""; key=""
+extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
@@ -35,7 +43,10 @@ while [ $# -gt 0 ]; do
     --rank) rank=$2; shift 2 ;;
     --weights) weights=$2; shift 2 ;;
     --rank0) rank0=$2; shift 2 ;;
-    --bind-all) bind_all=1; shift ;;
+    --bind) bind=$2; shift 2 ;;
+    --bind-all) bind=0.0.0.0; shift ;;
+    --keys) keys=$2; shift 2 ;;
+    --key) key=$2; shift 2 ;;
     --restart) restart=1; shift ;;
     --run-dir) rundir=$2; shift 2 ;;
     *) extra+=("$1"); shift ;;
@@ -44,6 +55,13 @@ done
 [ -n "$config" ] || { echo "start-role.sh: --config FILE is required" >&2; exit 2; }
 . "$root/deploy/local/env.sh"
 args=(--config "$config")
+name=${id:-$role}
+serves=0; { [ "$role" = coordinator ] || { [ "$role" = learner ] && [ "$rank" = 0 ]; }; } && serves=1
+if [ -n "$keys" ]; then
+  [ -f "$keys/server.pub" ] || { echo "start-role.sh: --keys $keys: no server.pub there (make keys with dapo-keygen)" >&2; exit 2; }
+  args+=(cluster.curve.server_public_key="$keys/server.pub" cluster.curve.secret_key="${key:-$keys/$name.key}")
+  [ "$serves" = 1 ] && args+=(cluster.curve.server_secret_key="$keys/server.key" cluster.curve.authorized_keys="$keys/authorized_keys")
+fi
 # run "$@" as process NAME: directly, or with --restart under dapo-supervise
 launch() {
   local name=$1; shift
@@ -51,14 +69,17 @@ launch() {
   local dir=${rundir:-runs/node-$name}
   mkdir -p "$dir/logs"
   local a out="{\"procs\": [{\"name\": \"$name\", \"argv\": ["
-  for a in "$@"; do a=${a//\\/\\\\}; a=${a//\"/\\\"}; out+="\"$a\", "; done
+  for a in "$@"; do
+    if [[ "$a" == *[[:cntrl:]]* ]]; then echo "start-role.sh: an argument holds a control character (tab, newline): '$a'" >&2; exit 2; fi
+    a=${a//\\/\\\\}; a=${a//\"/\\\"}; out+="\"$a\", "
+  done
   printf '%s]}]}\n' "${out%, }" > "$dir/procs.json"
   echo "start-role.sh: $name under dapo-supervise; log $dir/logs/$name.log"
   exec "$root/$BUILD/bin/dapo-supervise" --run-dir "$dir" --spec "$dir/procs.json"
 }
 case "$role" in
   coordinator)
-    [ "$bind_all" = 1 ] && args+=(cluster.bind=tcp://0.0.0.0:5555)
+    args+=(cluster.bind=tcp://$bind:5555)
     launch coordinator "$root/$BUILD/bin/dapo-coordinator" "${args[@]}" "${extra[@]}" ;;
   rollout|verifier|learner)
     [ -n "$coord" ] || { echo "start-role.sh: --coordinator HOST is required for $role" >&2; exit 2; }
@@ -66,10 +87,17 @@ case "$role" in
     [ -n "$id" ] && args+=(--id "$id")
     if [ "$role" = learner ]; then
       args+=(--rank "$rank")
-      if [ "$rank" = 0 ]; then args+=(cluster.weights_bind=tcp://0.0.0.0:5556 cluster.collective=tcp://0.0.0.0:5557)
-      else [ -n "$rank0" ] && args+=(cluster.collective=tcp://$rank0:5557); fi
+      if [ "$rank" = 0 ]; then args+=(cluster.weights_bind=tcp://$bind:5556 cluster.collective=tcp://$bind:5557)
+      else
+        [ -n "$rank0" ] || { echo "start-role.sh: --rank0 HOST_OF_RANK0 is required for learner rank $rank" >&2; exit 2; }
+        args+=(cluster.collective=tcp://$rank0:5557)
+      fi
     fi
-    [ "$role" = rollout ] && [ -n "$weights" ] && args+=(cluster.weights=tcp://$weights:5556)
-    launch "${id:-$role}" "$root/$BUILD/bin/dapo-$role" "${args[@]}" "${extra[@]}" ;;
+    if [ "$role" = rollout ]; then
+      [ -n "$weights" ] || { echo "start-role.sh: --weights HOST_OF_RANK0 (where learner rank 0 serves the weights) is" \
+                                  "required for a rollout: without it, it would wait for weights for ever" >&2; exit 2; }
+      args+=(cluster.weights=tcp://$weights:5556)
+    fi
+    launch "$name" "$root/$BUILD/bin/dapo-$role" "${args[@]}" "${extra[@]}" ;;
   *) echo "start-role.sh: unknown role '$role' (coordinator|rollout|verifier|learner)" >&2; exit 2 ;;
 esac

@@ -329,8 +329,10 @@ int ckpt_resume(Coord *c, char err[ERR_LEN]) {
 }
 
 /* The engine back to snapshot s (a resume at start, or a rollback in the run: rejoin), with the metric history of the
- * steps up to it. */
-static void restore(Coord *c, const EngineSnapshot *s, int rejoin) {
+ * steps up to it. with_val: s already counts the validation of its step (the run's start snapshot is taken when
+ * step 1 begins, after the validation before training) — counting it again would double groups.validated and
+ * shift the group ids away from an undisturbed run's. */
+static void restore(Coord *c, const EngineSnapshot *s, int rejoin, int with_val) {
     char err[ERR_LEN];
     if (engine_restore(c, s, err)) { engine_fail(c, "resume: %s", err); return; }
     if (rejoin) c->incarnation++;                   /* the versions after s now name other weights */
@@ -339,7 +341,7 @@ static void restore(Coord *c, const EngineSnapshot *s, int rejoin) {
     int validated = reload_history(c, s->step);
     if (validated) {
         engine_set_last_validation(c, s->step);
-        engine_count_validation(c);                 /* it ran after the checkpoint: its groups are not in it */
+        if (!with_val) engine_count_validation(c);  /* it ran after the checkpoint: its groups are not in it */
     }
     if (!validated && s->step > 0 && c->cfg.test_freq > 0 && s->step % c->cfg.test_freq == 0)
         engine_validate_next(c);                    /* the stop came before this step's validation had run */
@@ -367,8 +369,8 @@ static void decide(Coord *c, const WorkerEntry *w) {
     if (!pick && !k->has_saved && !k->has_pending && v == 0) {             /* no checkpoint on either side */
         k->undecided = 0;
         if (!rejoin) return;                                               /* a fresh run on both sides */
-        engine_initial_snapshot(c, &s);                                    /* the rollback goes back to the start */
-        restore(c, &s, rejoin);
+        int with_val = engine_initial_snapshot(c, &s);                     /* the rollback goes back to the start */
+        restore(c, &s, rejoin, with_val);
         return;
     }
     k->undecided = 0;
@@ -394,7 +396,7 @@ static void decide(Coord *c, const WorkerEntry *w) {
         k->has_saved = 1;
     }
     k->has_pending = k->asked = 0;
-    restore(c, &s, rejoin);
+    restore(c, &s, rejoin, 0);
 }
 
 void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w) {

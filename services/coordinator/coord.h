@@ -227,7 +227,7 @@ void engine_rejoin_tick(Coord *c);
 void recover_send_reload(Coord *c, int spare, const char *why);
 void recover_reload_one(Coord *c, int wi, const char *why);   /* Control RELOAD to workers[wi] (a learner) */
 /* The engine's state as it was when the first step started (a rollback with no checkpoint yet goes there). */
-void engine_initial_snapshot(const Coord *c, EngineSnapshot *out);
+int  engine_initial_snapshot(const Coord *c, EngineSnapshot *out);   /* 1: taken as step 1 began (after the validation before training) */
 /* A validation of the resumed step ran after its checkpoint was taken: count its groups again (they are not rerun)
  * and skip the group ids they took, so that the next step's groups get the ids (hence the sampling seeds) they had. */
 void engine_count_validation(Coord *c);

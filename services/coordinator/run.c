@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "backend/backend.h"
+#include "net/daemon.h"
 #include "core/clock.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -116,6 +117,10 @@ static void check_stop_deadline(Coord *c);
 
 static void on_cron(uv_timer_t *t) {
     Coord *c = t->data;
+    if (!c->stopping && daemon_orphaned()) {        /* its supervisor was killed: stop as on SIGTERM (checkpoint) */
+        log_warn("the supervisor (pid %s) is gone: stopping the run", getenv("DAPO_SUPERVISOR_PID"));
+        coord_stop(c);
+    }
     registry_cron(c);
     if (!c->stopping) engine_reclaim_leases(c);
     engine_tick(c);

@@ -124,9 +124,10 @@ int engine_restore(Coord *c, const EngineSnapshot *s, char err[ERR_LEN]) {
     return 0;
 }
 
-void engine_initial_snapshot(const Coord *c, EngineSnapshot *out) {
+int engine_initial_snapshot(const Coord *c, EngineSnapshot *out) {
     const Engine *e = c->engine;
     *out = e->have_initial ? e->initial : e->snap;
+    return e->have_initial;
 }
 
 void engine_count_validation(Coord *c) {

@@ -180,6 +180,7 @@ static void start_step(Coord *c) {
     if (!e->have_initial && e->step == 0) {         /* where a rollback before the first checkpoint goes */
         e->initial = e->snap;
         memcpy(e->initial.group_counts, c->group_counts, sizeof c->group_counts);
+        e->initial.next_group_id = e->next_group_id;   /* after the validation's groups, as its counts are */
         e->have_initial = 1;
     }
     e->step++;

@@ -37,6 +37,7 @@ typedef struct {
 static Run R, Ref;
 static int g_learners = 1;       /* DAPO_CHAOS_LEARNERS: learner ranks (2: the faults hit rank 1 as well) */
 static int g_steps = CHAOS_DEFAULT_STEPS;
+static int g_save_freq = 1;      /* trainer.save_freq (test_rollback_before_first_checkpoint: none before the end) */
 
 /* The daemons' arguments: test_main_job's reduced config, batch-invariant, a checkpoint every step. */
 static void cfg_args(const Run *r, json_t *argv, int steps) {
@@ -67,6 +68,7 @@ static void cfg_args(const Run *r, json_t *argv, int steps) {
                            "actor_rollout_ref.rollout.batch_invariant=true", "actor_rollout_ref.rollout.max_num_seqs=8",
                            "cluster.rollout_threads=1", "cluster.learner_threads=1", "cluster.verifier_threads=1"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) json_array_append_new(argv, json_string(fixed[i]));
+    snprintf(b, sizeof b, "trainer.save_freq=%d", g_save_freq); json_array_append_new(argv, json_string(b));
 }
 
 static json_t *proc(const Run *r, const char *name, const char *bin_name, const char *id, const char *rank, int steps) {
@@ -302,8 +304,43 @@ static void test_chaos_two_learner_ranks(void **state) {
     chaos(2);
 }
 
+/* A learner crash before the first checkpoint (trainer.save_freq past the run's length, as the default 25 is for a
+ * run's first 25 steps): the run rolls back to its start, whose snapshot already counts the validation before
+ * training — it is not counted again (groups.validated, and the group ids the sampling depends on), so the final
+ * weights are still bitwise the undisturbed run's. */
+static void test_rollback_before_first_checkpoint(void **state) {
+    (void)state;
+    const char *e = getenv("DAPO_CHAOS_LEARNERS");
+    if (e && *e) skip();
+    g_learners = 1;
+    g_save_freq = 100;
+    g_steps = 6;
+    start_run(&Ref, "chaos-nockpt-ref", g_steps);
+    json_t *st = wait_done(&Ref, 240000);
+    json_decref(st);
+    stop_run(&Ref);
+    start_run(&R, "chaos-nockpt", g_steps);
+    wait_steps(&R, 3, 120000);
+    char pids[400];
+    snprintf(pids, sizeof pids, "%s/pids", R.dir);
+    pid_t l = tu_pid_in(pids, "learner-0");
+    assert_true(l > 0);
+    kill(l, SIGKILL);
+    st = wait_done(&R, 240000);
+    assert_accounting(st, g_steps);
+    assert_true(geti(json_object_get(st, "recovery"), "rollbacks") >= 1);
+    json_decref(st);
+    stop_run(&R);
+    g_save_freq = 1;
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", Ref.dir, g_steps);
+    snprintf(b, sizeof b, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", R.dir, g_steps);
+    if (!files_equal(a, b)) fail_msg("the final weights differ from the undisturbed run's: %s vs %s", b, a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_chaos, teardown),
-                                       cmocka_unit_test_teardown(test_chaos_two_learner_ranks, teardown)};
+                                       cmocka_unit_test_teardown(test_chaos_two_learner_ranks, teardown),
+                                       cmocka_unit_test_teardown(test_rollback_before_first_checkpoint, teardown)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

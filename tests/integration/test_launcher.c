@@ -6,7 +6,8 @@
  * is made (mode 0600) and its controls are on. The other ways a user stops a run in the foreground go through the
  * same handler and are checked the same way: Ctrl-C (SIGINT to the terminal's foreground process group), SIGTERM
  * (kill, systemd) and SIGHUP (the terminal closed); the daemons report how often they were restarted (DAPO_RESTARTS,
- * the dashboard's "restarts" column). A fresh tiny model on the command line skips the SFT preparation. */
+ * the dashboard's "restarts" column); a worker stopped with a plain kill (it exits 0) is restarted as well; and when
+ * the supervisor itself is killed with SIGKILL the daemons stop by themselves. A fresh tiny model on the command line skips the SFT preparation. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -151,6 +152,13 @@ static void test_background_sigint_and_restart(void **state) {
         if (restarts != 1) usleep(100000);
     }
     assert_int_equal(restarts, 1);
+    /* a plain kill (SIGTERM) of a worker: it exits 0, but the run still needs it, so it is restarted too */
+    pid_t v = pid_of("verifier-0");
+    kill(v, SIGTERM);
+    end = clock_ms() + 20000;
+    while (clock_ms() < end && !(pid_of("verifier-0") > 0 && pid_of("verifier-0") != v && alive(pid_of("verifier-0"))))
+        usleep(50000);
+    assert_true(pid_of("verifier-0") != v && alive(pid_of("verifier-0")));
     /* SIGINT to the background launcher: the run stops, nothing of it is left */
     stop_and_check(L, SIGINT, 0, 0);
     snprintf(cmd, sizeof cmd, "grep -c 'rollout-0 was killed by signal 9' %s/launcher.out", dir);
@@ -172,6 +180,35 @@ static void foreground_stop(int sig, int group) {
     assert_int_equal(stop_and_check(g_fg, sig, group, 1), 0);
 }
 
+/* The supervisor itself killed (SIGKILL, the OOM killer): the coordinator stops as on SIGTERM, then the workers
+ * once it is gone (common/net/daemon.h daemon_orphaned): no run is left going unsupervised. */
+static void test_supervisor_killed(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "%s/test-logs/launcher-orphan", tu_build());
+    char args[1500], cmd[2200], log[500];
+    run_args(args, sizeof args);
+    snprintf(cmd, sizeof cmd, "cd %s && BUILD=%s exec deploy/local/run.sh %s", tu_root(), tu_build(), args);
+    snprintf(log, sizeof log, "%s/launcher.out", dir);
+    char *argv[] = {"/usr/bin/setsid", "bash", "-c", cmd, NULL};
+    g_fg = tu_spawn(argv, log);
+    wait_up(g_fg);
+    pid_t all[] = {pid_of("coordinator"), pid_of("verifier-0"), pid_of("learner-0"), pid_of("rollout-0")};
+    kill(g_fg, SIGKILL);
+    assert_int_equal(tu_wait(g_fg, 5000), 128 + SIGKILL);
+    g_fg = -1;
+    int64_t end = clock_ms() + 60000;
+    int left = 4;
+    while (clock_ms() < end && left) {
+        left = 0;
+        for (int i = 0; i < 4; i++) left += alive(all[i]);
+        if (left) usleep(100000);
+    }
+    assert_int_equal(left, 0);
+    snprintf(cmd, sizeof cmd, "grep -c 'supervisor (pid [0-9]*) is gone' %s/run/logs/coordinator.log", dir);
+    char out[64];
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+}
+
 static void test_foreground_ctrl_c(void **state) { (void)state; foreground_stop(SIGINT, 1); }
 static void test_sigterm(void **state) { (void)state; foreground_stop(SIGTERM, 0); }
 static void test_sighup(void **state) { (void)state; foreground_stop(SIGHUP, 0); }
@@ -180,6 +217,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_background_sigint_and_restart, teardown),
                                        cmocka_unit_test_teardown(test_foreground_ctrl_c, teardown),
                                        cmocka_unit_test_teardown(test_sigterm, teardown),
-                                       cmocka_unit_test_teardown(test_sighup, teardown)};
+                                       cmocka_unit_test_teardown(test_sighup, teardown),
+                                       cmocka_unit_test_teardown(test_supervisor_killed, teardown)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
