@@ -241,6 +241,9 @@ void ckpt_set_aside_metrics(Coord *c) {
     fclose(f);
     if (empty) return;
     snprintf(old, sizeof old, "%s/metrics-before-%ld.jsonl", c->cfg.default_local_dir, (long)time(NULL));
+    /* an earlier run trained here without a checkpoint (a coordinator crash before the first one): its rollouts may
+     * still be up, holding its later versions, so this run takes an incarnation of its own (they load version 0) */
+    c->incarnation = (uint32_t)time(NULL) | 1u;
     if (rename(path, old) == 0) log_warn("a new run in %s: the earlier run's metrics moved to %s", c->cfg.default_local_dir, old);
     else log_error("a new run in %s: cannot move the earlier run's %s aside: %s", c->cfg.default_local_dir, path,
                    strerror(errno));
