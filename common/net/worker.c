@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "core/clock.h"
@@ -27,6 +29,8 @@ struct Worker {
     uint32_t       incarnation;      /* of the weights this worker holds (worker_set_incarnation) */
     uint32_t       coord_incarnation;   /* the run's, from Welcome / Heartbeat */
     int            fresh;            /* Hello.fresh (worker_set_fresh) */
+    uint64_t       nonce, attempt;   /* Hello.nonce (this process) and .attempt (+1 at every reconnect) */
+    int64_t        connecting_since, next_warn_ms;   /* for "no answer from the coordinator" warnings */
 };
 
 static int send_hello(Worker *w) {
@@ -44,6 +48,8 @@ static int send_hello(Worker *w) {
     h.incarnation = w->incarnation;
     h.fresh = w->fresh != 0;
     h.restarts = w->o.restarts;
+    h.nonce = w->nonce;
+    h.attempt = w->attempt;
     w->next_hello_ms = clock_ms() + HELLO_RETRY_MS;
     return net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_HELLO, &h.base, true);
 }
@@ -59,6 +65,12 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
     w->policy_version = o->policy_version;
     w->fresh = o->fresh;
     w->coord_version = -1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    w->nonce = ((uint64_t)getpid() << 40) ^ (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec ^ (uintptr_t)w;
+    w->attempt = 1;
+    w->connecting_since = clock_ms();
+    w->next_warn_ms = w->connecting_since + 5000;
     NetOpts no = {.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id, .curve = o->curve};
     w->sock = net_socket(zctx, ZMQ_DEALER, w->coordinator, &no, err);
     if (!w->sock) { worker_close(w, NULL); return NULL; }
@@ -71,6 +83,11 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
 
 static void reconnect(Worker *w, const char *why) {
     if (w->state == WORKER_READY) log_warn("%s: %s; registering again", w->worker_id, why);
+    if (w->state == WORKER_READY) {
+        w->attempt++;               /* a new registration: Hellos of the old attempt still queued are duplicates */
+        w->connecting_since = clock_ms();
+        w->next_warn_ms = w->connecting_since + 5000;
+    }
     w->state = WORKER_CONNECTING;
     w->next_hello_ms = 0;           /* at once */
 }
@@ -97,6 +114,8 @@ static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
     switch (m->type) {
     case DAPO__MSG_TYPE__MSG_WELCOME: {
         Dapo__Welcome *wel = (Dapo__Welcome *)m->msg;
+        if (wel->attempt && wel->attempt != w->attempt) return 0;   /* answers a Hello of an older attempt */
+        if (w->state == WORKER_READY && wel->attempt) return 0;      /* a resent Hello's duplicate Welcome */
         if (!wel->accepted) {
             w->state = WORKER_REFUSED;
             return err_set(err, ERR_INVAL, "coordinator refused %s: %s", w->worker_id, wel->reason);
@@ -145,6 +164,12 @@ static void run_timers(Worker *w) {
     if (w->state == WORKER_CONNECTING && now >= w->next_hello_ms) {
         int rc = send_hello(w);
         if (rc && rc != ERR_AGAIN) log_warn("%s: hello not sent: %s", w->worker_id, err_str(rc));
+    }
+    if (w->state == WORKER_CONNECTING && now >= w->next_warn_ms) {   /* issue 18: say it, every few seconds */
+        log_warn("%s: no answer from the coordinator at %s for %.0f s (cluster.coordinator; is it up and reachable%s?)",
+                 w->worker_id, w->coordinator, (now - w->connecting_since) / 1000.0,
+                 w->o.curve && w->o.curve->on ? ", and is this worker's key in its authorized_keys" : "");
+        w->next_warn_ms = now + 10000;
     }
     if (w->state != WORKER_READY) return;
     flush_credit(w);

@@ -37,6 +37,7 @@ typedef struct {
     uint32_t    incarnation;           /* of the weights it holds (rollouts; coord.h Coord.incarnation) */
     int         fresh;                 /* learner: Hello.fresh (weights as loaded from disk) */
     uint32_t    restarts;              /* Hello.restarts: times its supervisor restarted it */
+    uint64_t    nonce, attempt;        /* Hello.nonce / .attempt of its registration (duplicates: registry.c) */
     uint32_t    rank, world_size;
     int64_t     registered_ms, last_seen_ms;   /* monotonic */
     uint64_t    heartbeats;

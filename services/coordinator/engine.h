@@ -80,6 +80,7 @@ struct Engine {
     char           fail[ERR_LEN];
     EngineSnapshot snap;         /* as of the last finished step */
     uint64_t       leases_reclaimed;         /* leases taken back past cluster.max_lease_s / max_score_lease_s */
+    uint64_t       leases_requeued;          /* leases of lost or re-registered workers put back in the queue */
     double         rejoin_t0;                /* PH_REJOIN: when the learner was lost (recover.c) */
     char           rejoin_why[ERR_LEN];
     long           rollbacks;                /* rollbacks to a checkpoint in this process */

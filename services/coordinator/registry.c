@@ -46,6 +46,7 @@ static void send_welcome(Coord *c, const NetMsg *m, int accepted, const char *re
     w.lease_timeout_s = c->cfg.lease_timeout_s;
     w.policy_version = c->policy_version;
     w.incarnation = c->incarnation;
+    w.attempt = ((const Dapo__Hello *)m->msg)->attempt;     /* the worker takes only its current attempt's */
     if (net_send(c->router, m->peer, m->peer_len, DAPO__MSG_TYPE__MSG_WELCOME, &w.base, true))
         log_warn("welcome not sent (peer gone)");
 }
@@ -75,6 +76,14 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         memcpy(w->rid, m->peer, m->peer_len);
         w->rid_len = m->peer_len;
     }
+    /* issue 18: Hellos a worker resent for one registration attempt (a backlog delivered at once after a partition)
+     * are that one registration: answered again, not a new session; those of an older attempt are dropped */
+    if (h->nonce && w->nonce == h->nonce && w->registered_ms) {
+        if (h->attempt < w->attempt) return;
+        if (h->attempt == w->attempt && w->life == WORKER_ALIVE) { send_welcome(c, m, 1, ""); return; }
+    }
+    w->nonce = h->nonce;
+    w->attempt = h->attempt;
     int again = w->registered_ms != 0;
     int echo = again && clock_ms() - w->registered_ms > 2000;   /* not the Hello retries of one start arriving together */
     if (again && w->life == WORKER_ALIVE) engine_requeue_worker(c, (int)(w - c->workers));   /* restarted before it was

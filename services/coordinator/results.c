@@ -210,6 +210,7 @@ void engine_requeue_worker(Coord *c, int wi) {
         }
         g->worker = -1;
     }
+    e->leases_requeued += (uint64_t)requeued;
     if (requeued) log_warn("%d groups of %s returned to the queue", requeued, c->workers[wi].id);
 }
 

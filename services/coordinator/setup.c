@@ -176,6 +176,7 @@ void engine_status_fill(Coord *c, json_t *status) {
         json_object_set_new(l, "max_lease_s", json_real(c->cfg.max_lease_s));
         json_object_set_new(l, "max_score_lease_s", json_real(c->cfg.max_score_lease_s));
         json_object_set_new(l, "reclaimed", json_integer((json_int_t)e->leases_reclaimed));
+        json_object_set_new(l, "requeued_from_lost", json_integer((json_int_t)e->leases_requeued));   /* issue 18 */
         json_object_set_new(l, "last_reclaimed", json_string(e->last_reclaim));
         json_object_set_new(status, "leases", l);
         json_t *r = json_object();                  /* issue 17: rollbacks to a checkpoint (recover.c) */
