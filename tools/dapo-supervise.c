@@ -35,6 +35,7 @@
  * a resume, workers lost and back) are echoed as "dapo: ...". Exit status: 0 when the coordinator ended with 0
  * and nothing was given up on, 1 otherwise, 2 for bad arguments.
  * Not here: preparing the run (run.sh and configs/<name>.prepare.sh), any daemon logic. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -170,6 +171,15 @@ static char **child_env(const Proc *p, char *restarts, size_t cap) {
     return env;
 }
 
+/* A name becomes a log file and a pids line: no path, no space or control character, not the supervisor's own. */
+static int name_ok(const char *s) {
+    size_t n = strlen(s);
+    if (!n || n > 64 || s[0] == '.' || !strcmp(s, "supervisor")) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("._@-", s[i])) return 0;
+    return 1;
+}
+
 static int spawn(Proc *p) {
     char path[4300], restarts[64];
     snprintf(path, sizeof path, "%s/logs/%s.log", S.run_dir, p->name);
@@ -194,6 +204,8 @@ static int spawn(Proc *p) {
     close(nul);
     if (rc) {
         say("%s: cannot start %s: %s", p->name, p->argv[0], uv_strerror(rc));
+        snprintf(S.failed_name, sizeof S.failed_name, "%s", p->name);    /* the end message names it, not the coordinator */
+        snprintf(S.failed_log, sizeof S.failed_log, "the spec's argv[0] of %s", p->name);
         uv_close((uv_handle_t *)&p->proc, NULL);
         return -1;
     }
@@ -393,8 +405,9 @@ static int load_spec(const char *path) {
     for (int i = 0; i < S.n; i++) {
         json_t *e = json_array_get(a, (size_t)i), *av = json_object_get(e, "argv");
         const char *name = json_string_value(json_object_get(e, "name"));
-        if (!name || !*name || strchr(name, '/') || !json_is_array(av) || json_array_size(av) == 0) {
-            fprintf(stderr, "dapo-supervise: %s: procs[%d] needs a \"name\" (no '/') and a non-empty \"argv\"\n", path, i);
+        if (!name || !name_ok(name) || !json_is_array(av) || json_array_size(av) == 0) {
+            fprintf(stderr, "dapo-supervise: %s: procs[%d] needs a \"name\" (1-64 of [A-Za-z0-9._@-], not starting "
+                    "with '.', not \"supervisor\") and a non-empty \"argv\"\n", path, i);
             json_decref(o);
             return -1;
         }
