@@ -1,0 +1,342 @@
+/* tests/integration/test_multihost.c: the cluster across "hosts" (issue 18). Each role runs in its own network
+ * namespace made by the test (coordinator, learner ranks 0 and 1, verifier, two rollouts, an intruder), joined by a
+ * bridge in a hub namespace, with addresses inside those namespaces only; CURVE on everywhere (keys from
+ * dapo-keygen), the real daemons, a reduced batch-invariant config. While it trains:
+ *   - the verifier's link goes down past the lease timeout: the run waits for it, then goes on; then
+ *   - rollout-0's link goes down past the lease timeout: it is declared lost, its leases go back to the queue, the
+ *     step completes on rollout-1; the link comes back: it registers again exactly once (the Hellos and heartbeats
+ *     it queued meanwhile are one registration) and gets work again;
+ *   - from the intruder's namespace a plaintext Hello to the coordinator and a WeightResend to learner rank 0 get
+ *     no answer.
+ * At the end the accounting adds up and the final weights (two learner ranks, the collective over CURVE between
+ * two namespaces) are bitwise those of the same run on loopback. Needs root and `ip` (iproute2): prints SKIP
+ * otherwise. The namespaces are removed whatever happens (teardown, and before starting). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <zmq.h>
+
+#include "core/clock.h"
+#include "net/net.h"
+#include "tests/group_status.h"
+#include "tests/testutil.h"
+
+#define STEPS 12
+#define NNODES 7
+enum { N_COORD, N_L0, N_L1, N_VER, N_R0, N_R1, N_X };
+static const char *const ROLE_NAME[NNODES] = {"coordinator", "learner-0", "learner-1", "verifier-0", "rollout-0",
+                                              "rollout-1", "intruder"};
+static char ns[NNODES][32], hub[32], addr[NNODES][32], veth[NNODES][16];
+static char dir[300], keys[400];
+static int subnet;
+static pid_t procs[NNODES];
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...) {
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return system(cmd);
+}
+
+static void net_down(void) {
+    for (int i = 0; i < NNODES; i++) sh("ip netns del %s 2>/dev/null", ns[i]);
+    sh("ip netns del %s 2>/dev/null", hub);
+}
+
+static void net_up(void) {
+    int id = (int)getpid() % 100000;
+    subnet = 64 + (int)getpid() % 128;
+    snprintf(hub, sizeof hub, "dapo%dh", id);
+    for (int i = 0; i < NNODES; i++) {
+        snprintf(ns[i], sizeof ns[i], "dapo%dn%d", id, i);
+        snprintf(veth[i], sizeof veth[i], "dv%dn%d", id, i);
+        snprintf(addr[i], sizeof addr[i], "10.%d.0.%d", subnet, i + 1);
+    }
+    net_down();
+    assert_int_equal(sh("ip netns add %s && ip -n %s link add br0 type bridge && ip -n %s link set br0 up && "
+                        "ip -n %s link set lo up", hub, hub, hub, hub), 0);
+    for (int i = 0; i < NNODES; i++)
+        assert_int_equal(sh("ip netns add %s && ip -n %s link set lo up && "
+                            "ip link add %s type veth peer name eth0 netns %s && ip link set %s netns %s && "
+                            "ip -n %s link set %s master br0 up && ip -n %s addr add %s/24 dev eth0 && "
+                            "ip -n %s link set eth0 up", ns[i], ns[i], veth[i], ns[i], veth[i], hub, hub, veth[i],
+                            ns[i], addr[i], ns[i]), 0);
+}
+
+/* The daemons' arguments (as test_chaos's, batch-invariant), for the addresses of run `here` (0 loopback). */
+static int args(char a[][640], int role, int here, const char *rdir, const char *ports) {
+    int n = 0;
+    int zp = 0, wp = 0, cp = 0;
+    sscanf(ports, "%d %d %d", &zp, &wp, &cp);
+    const char *ca = here ? addr[N_COORD] : "127.0.0.1", *la = here ? addr[N_L0] : "127.0.0.1";
+    snprintf(a[n++], 640, "--config");
+    snprintf(a[n++], 640, "%s/configs/default.yaml", tu_root());
+    snprintf(a[n++], 640, "data.train_files=%s/train.jsonl", dir);
+    snprintf(a[n++], 640, "data.val_files=%s/val.jsonl", dir);
+    snprintf(a[n++], 640, "actor_rollout_ref.model.path=%s/model", dir);
+    snprintf(a[n++], 640, "trainer.default_local_dir=%s/ckpt", rdir);
+    snprintf(a[n++], 640, "cluster.bind=tcp://%s:%d", ca, zp);
+    snprintf(a[n++], 640, "cluster.coordinator=tcp://%s:%d", ca, zp);
+    snprintf(a[n++], 640, "cluster.weights_bind=tcp://%s:%d", la, wp);
+    snprintf(a[n++], 640, "cluster.weights=tcp://%s:%d", la, wp);
+    snprintf(a[n++], 640, "cluster.collective=tcp://%s:%d", la, cp);
+    snprintf(a[n++], 640, "cluster.http=127.0.0.1:%d", here ? 8080 : zp + 1);
+    snprintf(a[n++], 640, "cluster.curve.server_public_key=%s/server.pub", keys);
+    snprintf(a[n++], 640, "cluster.curve.server_secret_key=%s/server.key", keys);
+    snprintf(a[n++], 640, "cluster.curve.authorized_keys=%s/authorized_keys", keys);
+    snprintf(a[n++], 640, "cluster.curve.secret_key=%s/%s.key", keys, ROLE_NAME[role]);
+    snprintf(a[n++], 640, "trainer.total_training_steps=%d", STEPS);
+    const char *fixed[] = {"data.train_batch_size=4", "data.gen_batch_size=6", "actor_rollout_ref.rollout.n=4",
+                           "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.max_response_length=24",
+                           "reward_model.overlong_buffer.len=8", "algorithm.filter_groups.enable=false",
+                           "trainer.save_freq=1", "trainer.val_before_train=false", "trainer.test_freq=0",
+                           "cluster.num_learners=2", "cluster.heartbeat_ms=200", "cluster.lease_timeout_s=2",
+                           "cluster.collective_timeout_s=30", "actor_rollout_ref.rollout.batch_invariant=true",
+                           "actor_rollout_ref.rollout.max_num_seqs=8", "cluster.rollout_threads=1",
+                           "cluster.learner_threads=1", "cluster.verifier_threads=1"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) snprintf(a[n++], 640, "%s", fixed[i]);
+    return n;
+}
+
+static const char *BIN[NNODES] = {"dapo-coordinator", "dapo-learner", "dapo-learner", "dapo-verifier", "dapo-rollout",
+                                  "dapo-rollout", NULL};
+
+/* Starts every role: in its namespace (here) or on loopback. */
+static void start_all(int here, const char *rdir, const char *ports) {
+    for (int r = 0; r < N_X; r++) {
+        static char a[48][640];
+        char *argv[64], bin[300], log[500];
+        int k = 0;
+        if (here) { argv[k++] = "/usr/sbin/ip"; argv[k++] = "netns"; argv[k++] = "exec"; argv[k++] = ns[r]; }
+        argv[k++] = (char *)tu_bin(bin, sizeof bin, BIN[r]);
+        int n = args(a, r, here, rdir, ports);
+        for (int i = 0; i < n; i++) argv[k++] = a[i];
+        if (r != N_COORD) { argv[k++] = "--id"; argv[k++] = (char *)ROLE_NAME[r]; }
+        if (r == N_L0 || r == N_L1) { argv[k++] = "--rank"; argv[k++] = r == N_L0 ? "0" : "1"; }
+        argv[k] = NULL;
+        snprintf(log, sizeof log, "%s/%s.log", rdir, ROLE_NAME[r]);
+        procs[r] = tu_spawn(argv, log);
+        assert_true(procs[r] > 0);
+    }
+}
+
+static void stop_all(void) {
+    for (int r = N_X - 1; r >= 0; r--) if (procs[r] > 0) kill(procs[r], SIGTERM);
+    for (int r = N_X - 1; r >= 0; r--)
+        if (procs[r] > 0 && tu_wait(procs[r], 15000) < 0) { kill(procs[r], SIGKILL); tu_wait(procs[r], 2000); }
+    memset(procs, 0, sizeof procs);
+}
+
+/* Runs fn in a child that entered namespace `name` (setns): its exit status, or -1. */
+static int in_ns(const char *name, int (*fn)(void *), void *arg) {
+    pid_t p = fork();
+    if (p == 0) {
+        char path[128];
+        snprintf(path, sizeof path, "/var/run/netns/%s", name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) _exit(120);
+        _exit(fn(arg));
+    }
+    return tu_wait(p, 30000);
+}
+
+static int http_port;
+static char status_path[64];
+static int fetch_status(void *arg) {
+    (void)arg;
+    int fd = open(status_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    static char body[1 << 18];
+    int code = tu_http(http_port, "GET", "/api/status", NULL, body, sizeof body);
+    if (fd < 0 || code != 200) return 1;
+    ssize_t w = write(fd, body, strlen(body));
+    close(fd);
+    return w > 0 ? 0 : 1;
+}
+
+/* /api/status of the run (in the coordinator's namespace when here). NULL when it does not answer. */
+static json_t *status(int here) {
+    snprintf(status_path, sizeof status_path, "/tmp/dapo-mh-%d.json", (int)getpid());
+    int rc = here ? in_ns(ns[N_COORD], fetch_status, NULL) : fetch_status(NULL);
+    json_t *j = rc == 0 ? json_load_file(status_path, 0, NULL) : NULL;
+    unlink(status_path);
+    return j;
+}
+
+static json_int_t geti(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
+
+static const char *worker_state(json_t *st, const char *id) {
+    json_t *w;
+    size_t i;
+    json_array_foreach(json_object_get(st, "workers"), i, w)
+        if (!strcmp(json_string_value(json_object_get(w, "id")), id)) return json_string_value(json_object_get(w, "state"));
+    return "";
+}
+
+/* Waits until the run is at `step` (or done when step == STEPS), and `id` (when given) is in `state`. */
+static json_t *wait_for(int here, long step, const char *id, const char *state, int ms, const char *what) {
+    int64_t end = clock_ms() + ms;
+    while (clock_ms() < end) {
+        json_t *st = status(here);
+        int ok = st && geti(st, "done_steps") >= step &&
+                 (step < STEPS || !strcmp(json_string_value(json_object_get(st, "phase")), "done")) &&
+                 (!id || !strcmp(worker_state(st, id), state));
+        if (ok) return st;
+        json_decref(st);
+        usleep(200000);
+    }
+    fail_msg("multi-host: timed out waiting for %s", what);
+    return NULL;
+}
+
+/* Waits until worker id holds work (its credit is below its capacity), so that its partition strands a lease. */
+static void wait_leased(const char *id) {
+    int64_t end = clock_ms() + 30000;
+    while (clock_ms() < end) {
+        json_t *st = status(1), *w;
+        size_t i;
+        int held = 0;
+        json_array_foreach(json_object_get(st, "workers"), i, w)
+            if (!strcmp(json_string_value(json_object_get(w, "id")), id))
+                held = geti(w, "credit") < geti(w, "capacity");
+        json_decref(st);
+        if (held) return;
+        usleep(20000);
+    }
+    fail_msg("multi-host: %s never held work", id);
+}
+
+static const char *ep_coord, *ep_weights;
+static int intruder(void *arg) {
+    (void)arg;
+    Dapo__Hello h = DAPO__HELLO__INIT;
+    h.protocol_version = DAPO_PROTOCOL_VERSION;
+    h.role = DAPO__ROLE__ROLE_ROLLOUT;
+    h.worker_id = "intruder";
+    h.capacity = 8;
+    Dapo__WeightResend wr = DAPO__WEIGHT_RESEND__INIT;
+    int answered = 0;
+    for (int e = 0; e < 2; e++) {
+        void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+        int zero = 0;
+        zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_connect(s, e ? ep_weights : ep_coord);
+        net_send(s, NULL, 0, e ? DAPO__MSG_TYPE__MSG_WEIGHT_RESEND : DAPO__MSG_TYPE__MSG_HELLO, e ? &wr.base : &h.base, true);
+        zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+        answered += zmq_poll(&it, 1, 1500) > 0;
+        zmq_close(s);
+        zmq_ctx_term(ctx);
+    }
+    return answered;
+}
+
+static int count_in(const char *path, const char *what) {
+    char cmd[900], out[64];
+    snprintf(cmd, sizeof cmd, "grep -c '%s' %s", what, path);
+    tu_run(cmd, out, sizeof out);
+    return atoi(out);
+}
+
+static void test_multihost(void **state) {
+    (void)state;
+    if (getuid() != 0 || access("/usr/sbin/ip", X_OK) != 0) {
+        printf("SKIP test_multihost: needs root and /usr/sbin/ip (iproute2) for network namespaces\n");
+        skip();
+    }
+    snprintf(dir, sizeof dir, "%s/test-logs/multihost", tu_build());
+    snprintf(keys, sizeof keys, "%s/keys", dir);
+    char bin[300], bin2[300], bin3[300];
+    assert_int_equal(sh("rm -rf %s && mkdir -p %s/ref %s/net && %s --split train --n 400 > %s/train.jsonl && "
+                        "%s --split test --n 4 --seed 2 > %s/val.jsonl && %s --config %s/configs/tiny-model/config.json "
+                        "--tokenizer %s/data/tokenizers/tiny --out %s/model > %s/init.log 2>&1 && %s --dir %s --server "
+                        "--client coordinator --client learner-0 --client learner-1 --client verifier-0 --client rollout-0 "
+                        "--client rollout-1 --client intruder > /dev/null", dir, dir, dir,
+                        tu_bin(bin, sizeof bin, "dapo-gen-arith"), dir, bin, dir,
+                        tu_bin(bin2, sizeof bin2, "dapo-init-model"), tu_root(), tu_root(), dir, dir,
+                        tu_bin(bin3, sizeof bin3, "dapo-keygen"), keys), 0);
+    assert_int_equal(sh("rm %s/authorized_keys/intruder.pub", keys), 0);    /* made, never let in */
+    /* the same run on loopback first: its final weights are the reference */
+    char ref[400], net[400], ports[64];
+    snprintf(ref, sizeof ref, "%s/ref", dir);
+    snprintf(net, sizeof net, "%s/net", dir);
+    int zp = tu_free_port();
+    snprintf(ports, sizeof ports, "%d %d %d", zp, tu_free_port(), tu_free_port());
+    http_port = zp + 1;
+    start_all(0, ref, ports);
+    json_t *st = wait_for(0, STEPS, NULL, NULL, 120000, "the loopback run");
+    json_decref(st);
+    stop_all();
+    /* across namespaces */
+    net_up();
+    http_port = 8080;
+    start_all(1, net, "5555 5556 5557");
+    st = wait_for(1, 2, NULL, NULL, 120000, "step 2 across hosts");
+    json_decref(st);
+    /* a verifier host partitioned past the lease timeout (it scores in microseconds, so it seldom holds a lease):
+     * the run waits for it, then goes on */
+    assert_int_equal(sh("ip -n %s link set %s down", hub, veth[N_VER]), 0);
+    st = wait_for(1, 0, "verifier-0", "lost", 30000, "verifier-0 declared lost");
+    json_decref(st);
+    assert_int_equal(sh("ip -n %s link set %s up", hub, veth[N_VER]), 0);
+    /* a rollout host partitioned past the lease timeout while it holds a lease, then back */
+    wait_leased("rollout-0");
+    assert_int_equal(sh("ip -n %s link set %s down", hub, veth[N_R0]), 0);
+    st = wait_for(1, 0, "rollout-0", "lost", 30000, "rollout-0 declared lost");
+    long at = (long)geti(st, "done_steps");
+    json_decref(st);
+    st = wait_for(1, at + 1, NULL, NULL, 60000, "a step without rollout-0");
+    json_decref(st);
+    sleep(4);                                        /* Hellos and heartbeats queue up meanwhile */
+    assert_int_equal(sh("ip -n %s link set %s up", hub, veth[N_R0]), 0);
+    st = wait_for(1, 0, "rollout-0", "alive", 30000, "rollout-0 back");
+    json_decref(st);
+    /* an intruder host: no answer from the coordinator or the weight server */
+    char ec[64], ew[64];
+    snprintf(ec, sizeof ec, "tcp://%s:5555", addr[N_COORD]);
+    snprintf(ew, sizeof ew, "tcp://%s:5556", addr[N_L0]);
+    ep_coord = ec;
+    ep_weights = ew;
+    assert_int_equal(in_ns(ns[N_X], intruder, NULL), 0);
+    st = wait_for(1, STEPS, NULL, NULL, 120000, "the run across hosts to finish");
+    tu_assert_groups_add_up(st, 1);
+    assert_int_equal(tu_group_count(st, "trained"), STEPS * 4);
+    assert_true(geti(json_object_get(st, "leases"), "requeued_from_lost") > 0);
+    json_t *w;
+    size_t i;
+    json_array_foreach(json_object_get(st, "workers"), i, w)
+        assert_true(strlen(json_string_value(json_object_get(w, "key"))) == 16);   /* every worker on CURVE */
+    json_decref(st);
+    stop_all();
+    char log[500];
+    snprintf(log, sizeof log, "%s/coordinator.log", net);
+    assert_int_equal(count_in(log, "worker rollout-0 registered again"), 1);    /* one registration per reconnect */
+    assert_int_equal(count_in(log, "worker verifier-0 registered again"), 1);
+    char a[600], b[600], cmd[1300], out[16];
+    snprintf(a, sizeof a, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", ref, STEPS);
+    snprintf(b, sizeof b, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", net, STEPS);
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s' && echo same", a, b);
+    if (tu_run(cmd, out, sizeof out) != 0 || strncmp(out, "same", 4))
+        fail_msg("the weights across hosts differ from the loopback run's: %s vs %s", b, a);
+    net_down();
+}
+
+static int teardown(void **state) {
+    (void)state;
+    stop_all();
+    if (hub[0]) net_down();
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_multihost, teardown)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
