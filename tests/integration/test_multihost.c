@@ -3,7 +3,7 @@
  * bridge in a hub namespace, with addresses inside those namespaces only; CURVE on everywhere (keys from
  * dapo-keygen), the real daemons, a reduced batch-invariant config. While it trains:
  *   - the verifier's link goes down past the lease timeout: the run waits for it, then goes on; then
- *   - rollout-0's link goes down past the lease timeout: it is declared lost, its leases go back to the queue, the
+ *   - rollout-0's link goes down for 45 s: it is declared lost, its leases go back to the queue, the
  *     step completes on rollout-1; the link comes back: it registers again exactly once (the Hellos and heartbeats
  *     it queued meanwhile are one registration) and gets work again;
  *   - from the intruder's namespace a plaintext Hello to the coordinator and a WeightResend to learner rank 0 get
@@ -29,6 +29,7 @@
 #include "tests/testutil.h"
 
 #define STEPS 12
+#define PARTITION_S 45       /* how long rollout-0's host is cut off (the 45 s) */
 #define NNODES 7
 enum { N_COORD, N_L0, N_L1, N_VER, N_R0, N_R1, N_X };
 static const char *const ROLE_NAME[NNODES] = {"coordinator", "learner-0", "learner-1", "verifier-0", "rollout-0",
@@ -290,12 +291,13 @@ static void test_multihost(void **state) {
     /* a rollout host partitioned past the lease timeout while it holds a lease, then back */
     wait_leased("rollout-0");
     assert_int_equal(sh("ip -n %s link set %s down", hub, veth[N_R0]), 0);
+    int64_t t_down = clock_ms();
     st = wait_for(1, 0, "rollout-0", "lost", 30000, "rollout-0 declared lost");
     long at = (long)geti(st, "done_steps");
     json_decref(st);
     st = wait_for(1, at + 1, NULL, NULL, 60000, "a step without rollout-0");
     json_decref(st);
-    sleep(4);                                        /* Hellos and heartbeats queue up meanwhile */
+    while (clock_ms() - t_down < PARTITION_S * 1000) usleep(100000);   /* its Hellos and heartbeats queue up */
     assert_int_equal(sh("ip -n %s link set %s up", hub, veth[N_R0]), 0);
     st = wait_for(1, 0, "rollout-0", "alive", 30000, "rollout-0 back");
     json_decref(st);
