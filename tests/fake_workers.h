@@ -69,6 +69,7 @@ typedef struct { uint8_t *body; size_t len; int n; } FakeTemplate;
 
 typedef struct {
     char          endpoint[64], id[32];
+    const CurveKeys *curve;            /* CURVE client keys (bench: CURVE on); NULL: plaintext */
     int           mode, duplicate, die_after, capacity;
     int           mute_after;            /* > 0: after this many groups, take GenerateGroups but never answer them
                                           * (nor return their credit) while heartbeating on: a lost result */
@@ -90,6 +91,7 @@ typedef struct {
 
 typedef struct {
     char          endpoint[64];
+    const CurveKeys *curve;            /* CURVE client keys; NULL: plaintext */
     volatile int  stop;
     int           batches, bad, seqs;
     long long     last_global_tokens;
@@ -221,7 +223,7 @@ static inline void *rollout_main(void *arg) {
     void *ctx = zmq_ctx_new();
     char err[ERR_LEN];
     WorkerOpts o = {.role = DAPO__ROLE__ROLE_ROLLOUT, .worker_id = f->id, .coordinator = f->endpoint,
-                    .capacity = (uint32_t)f->capacity, .heartbeat_ms = 100, .lease_timeout_s = 5};
+                    .capacity = (uint32_t)f->capacity, .heartbeat_ms = 100, .lease_timeout_s = 5, .curve = f->curve};
     Worker *w = worker_open(ctx, &o, err);
     int dead = 0;
     int64_t loaded = -1, behind_since = 0;             /* when it first heard of a version newer than its own */
@@ -277,7 +279,7 @@ static inline void *learner_main(void *arg) {
     char err[ERR_LEN];
     WorkerOpts o = {.role = DAPO__ROLE__ROLE_LEARNER, .worker_id = "learner-0", .coordinator = f->endpoint,
                     .capacity = 1, .world_size = 1, .heartbeat_ms = 100, .lease_timeout_s = 5,
-                    .policy_version = f->version, .fresh = 1};   /* as loaded: it never trains */
+                    .policy_version = f->version, .fresh = 1, .curve = f->curve};   /* as loaded: it never trains */
     Worker *w = worker_open(ctx, &o, err);
     while (w && !f->stop) {
         NetMsg m;
@@ -350,6 +352,7 @@ static inline void *learner_main(void *arg) {
 /* A verifier that scores every response at once: acc 1 when its text starts with "Answer: 7". */
 typedef struct {
     char          endpoint[64];
+    const CurveKeys *curve;            /* CURVE client keys; NULL: plaintext */
     char          id[32];                /* "" : "verifier-fake" */
     int           capacity;              /* responses held at once; 0: 65536 */
     int           mute;                  /* takes ScoreRequests but never answers them (nor returns their credit)
@@ -366,7 +369,7 @@ static inline void *verifier_main(void *arg) {
     char err[ERR_LEN];
     WorkerOpts o = {.role = DAPO__ROLE__ROLE_VERIFIER, .worker_id = f->id[0] ? f->id : "verifier-fake",
                     .coordinator = f->endpoint, .capacity = f->capacity > 0 ? (uint32_t)f->capacity : 1 << 16,
-                    .heartbeat_ms = 100, .lease_timeout_s = 5};
+                    .heartbeat_ms = 100, .lease_timeout_s = 5, .curve = f->curve};
     Worker *w = worker_open(ctx, &o, err);
     while (w && !f->stop) {
         NetMsg m;

@@ -27,7 +27,9 @@
  * GroupResult bytes in that span. Each run of ours also gives the CPU seconds the coordinator and this process
  * (scripted workers, their ZeroMQ I/O threads) spent over the timed span: on 2 cores their sum bounds what a run can
  * reach; the raw runs give this process's CPU seconds (router, peers, I/O threads). Ours and raw runs alternate;
- * medians over K (3) repetitions of each. Prints both sides and, last,
+ * medians over K (3) repetitions of each. Each repetition also runs ours with CURVE on every socket (dapo-keygen
+ * keys; the scripted peers share one client key): its MB/s over plaintext's is printed before the BENCH line (issue
+ * 18 bounds the cost at 25%). Prints both sides and, last,
  * `BENCH coordinator ours=<MB/s> baseline=<MB/s> ratio=<ours/baseline>`. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,7 @@
 #include <sys/resource.h>
 
 #include "core/clock.h"
+#include "net/curve.h"
 #include "tests/fake_workers.h"
 #include "tests/testutil.h"
 
@@ -80,10 +83,33 @@ static double pid_cpu_s(pid_t p) {
 
 /* One run of the real coordinator: returns response MB/s; groups/s in *gps; CPU seconds of the workers' process and
  * of the coordinator over the timed span in cpu[0], cpu[1]. */
-static double run_ours(const char *build, const char *tokdir, int steps, int resp_tokens, int slow, double *gps,
-                       FakeTraffic *tr, int *ngroups, double cpu[2]) {
+/* CURVE for a run of ours (issue 18): dapo-keygen's server pair and one client pair that every scripted peer uses,
+ * its public key on the allow-list; the coordinator's four cluster.curve.* arguments into a[4]. 0 or -1. */
+static int curve_setup(const char *build, const char *dir, CurveKeys *k, char a[4][400]) {
+    char cmd[1200], err[ERR_LEN], path[400];
+    snprintf(cmd, sizeof cmd, "%s/bin/dapo-keygen --dir %s/keys --server --client bench > /dev/null", build, dir);
+    if (system(cmd)) return -1;
+    memset(k, 0, sizeof *k);
+    k->on = true;
+    snprintf(path, sizeof path, "%s/keys/server.pub", dir);
+    if (curve_key_read(path, false, "bench", k->server_public, err)) { fprintf(stderr, "%s\n", err); return -1; }
+    snprintf(path, sizeof path, "%s/keys/bench.key", dir);
+    if (curve_key_read(path, true, "bench", k->client_secret, err) || zmq_curve_public(k->client_public, k->client_secret))
+        return -1;
+    snprintf(a[0], 400, "cluster.curve.server_public_key=%s/keys/server.pub", dir);
+    snprintf(a[1], 400, "cluster.curve.server_secret_key=%s/keys/server.key", dir);
+    snprintf(a[2], 400, "cluster.curve.authorized_keys=%s/keys/authorized_keys", dir);
+    snprintf(a[3], 400, "cluster.curve.secret_key=%s/keys/bench.key", dir);
+    return 0;
+}
+
+static double run_ours(const char *build, const char *tokdir, int steps, int resp_tokens, int slow, int curve,
+                       double *gps, FakeTraffic *tr, int *ngroups, double cpu[2]) {
     char dir[] = "/tmp/dapo-bench-coord-XXXXXX";
     if (!mkdtemp(dir)) return -1;
+    static CurveKeys keys;
+    char ca[4][400];
+    if (curve && curve_setup(build, dir, &keys, ca)) { fprintf(stderr, "CURVE keys could not be made\n"); return -1; }
     char data[300];
     snprintf(data, sizeof data, "%s/prompts.jsonl", dir);
     FILE *f = fopen(data, "w");
@@ -106,7 +132,8 @@ static double run_ours(const char *build, const char *tokdir, int steps, int res
     char *argv[] = {bin, a_bind, a_http, a_train, a_tok, a_dir, a_steps, a_len, "data.train_batch_size=1024",
                     "data.gen_batch_size=1024", "actor_rollout_ref.rollout.n=8", "actor_rollout_ref.actor.ppo_mini_batch_size=1024",
                     "algorithm.filter_groups.enable=false", "reward_model.overlong_buffer.enable=false",
-                    "trainer.val_before_train=false", "trainer.save_freq=-1", "cluster.heartbeat_ms=200", NULL};
+                    "trainer.val_before_train=false", "trainer.save_freq=-1", "cluster.heartbeat_ms=200",
+                    curve ? ca[0] : NULL, ca[1], ca[2], ca[3], NULL};
     pid_t coord = tu_spawn(argv, log);
     static FakeRollout r[NWORKERS];
     static FakeLearner l;
@@ -119,10 +146,12 @@ static double run_ours(const char *build, const char *tokdir, int steps, int res
         r[i].resp_tokens = resp_tokens;
         r[i].text_bytes = 4 * resp_tokens;
         r[i].fast = !slow;
+        r[i].curve = curve ? &keys : NULL;
         pthread_create(&r[i].th, NULL, rollout_main, &r[i]);
     }
     snprintf(l.endpoint, sizeof l.endpoint, "%s", zep);
     snprintf(v.endpoint, sizeof v.endpoint, "%s", zep);
+    l.curve = v.curve = curve ? &keys : NULL;
     pthread_create(&l.th, NULL, learner_main, &l);
     pthread_create(&v.th, NULL, verifier_main, &v);
     /* Time from the first group generated to the last step's batch at the learner (no HTTP polling: it would
@@ -414,6 +443,7 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (reps > MAXREPS) reps = MAXREPS;
     double ours[MAXREPS], gps[MAXREPS], raw[MAXREPS], cpu_w[MAXREPS], cpu_c[MAXREPS], cpu_raw[MAXREPS];
+    double sec[MAXREPS], sec_gps[MAXREPS], sec_cpu_c[MAXREPS];
     Traffic t = {0};
     printf("scripted rollouts: %s\n", slow ? "every GroupResult packed by protobuf-c (--slow-workers)"
                                             : "GroupResults from per-worker templates (head fields packed per group)");
@@ -421,7 +451,7 @@ int main(int argc, char **argv) {
         FakeTraffic tr[3];
         int groups = 0;
         double cpu[2];
-        ours[k] = run_ours(argv[1], argv[2], steps, resp_tokens, slow, &gps[k], tr, &groups, cpu);
+        ours[k] = run_ours(argv[1], argv[2], steps, resp_tokens, slow, 0, &gps[k], tr, &groups, cpu);
         if (ours[k] < 0) return 1;
         cpu_w[k] = cpu[0];
         cpu_c[k] = cpu[1];
@@ -433,6 +463,15 @@ int main(int argc, char **argv) {
                "CPU %.3f s coordinator, %.3f s scripted workers\n",
                k + 1, gps[k], ours[k], t.res, steps, GROUP_N, cpu_c[k], cpu_w[k]);
         fflush(stdout);
+        FakeTraffic tr2[3];                   /* the same run with CURVE on every socket (issue 18) */
+        int groups2 = 0;
+        double cpu2[2];
+        sec[k] = run_ours(argv[1], argv[2], steps, resp_tokens, slow, 1, &sec_gps[k], tr2, &groups2, cpu2);
+        if (sec[k] < 0) return 1;
+        sec_cpu_c[k] = cpu2[1];
+        printf("ours with CURVE run %d: %.0f groups/s, %.1f MB/s; CPU %.3f s coordinator, %.3f s scripted workers\n",
+               k + 1, sec_gps[k], sec[k], cpu2[1], cpu2[0]);
+        fflush(stdout);
         raw[k] = run_raw(&t, &cpu_raw[k]);
         if (raw[k] < 0) return 1;
         printf("raw ZeroMQ run %d: %.1f MB/s of GroupResult-sized replies (the table above, 8 rollout + verifier + learner "
@@ -443,6 +482,10 @@ int main(int argc, char **argv) {
     printf("median of %d: ours %.0f groups/s, %.1f MB/s (CPU %.3f s coordinator, %.3f s scripted workers); raw ZeroMQ "
            "%.1f MB/s (CPU %.3f s)\n", reps, median(gps, reps), o, median(cpu_c, reps), median(cpu_w, reps), b,
            median(cpu_raw, reps));
+    double so = median(sec, reps);
+    printf("median of %d with CURVE on every socket: %.0f groups/s, %.1f MB/s (CPU %.3f s coordinator): %.2f of "
+           "plaintext's throughput (issue 18's bound: at least 0.75)\n", reps, median(sec_gps, reps), so,
+           median(sec_cpu_c, reps), so / o);
     printf("BENCH coordinator ours=%.1f baseline=%.1f ratio=%.2f\n", o, b, o / b);
     return 0;
 }
