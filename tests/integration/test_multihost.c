@@ -67,9 +67,11 @@ static void net_up(void) {
     /* can this machine make namespaces, a bridge and veth pairs at all (a container without CAP_SYS_ADMIN or the
      * veth module cannot)? Otherwise SKIP, as without root */
     if (sh("ip netns add %s 2>/dev/null && ip -n %s link add br0 type bridge 2>/dev/null && "
-           "ip -n %s link add pa type veth peer name pb 2>/dev/null && ip -n %s link del pa", hub, hub, hub, hub) != 0) {
+           "ip -n %s link add pa type veth peer name pb 2>/dev/null && ip -n %s link del pa && "
+           "ip netns exec %s true 2>/dev/null", hub, hub, hub, hub, hub) != 0) {
         net_down();
-        printf("SKIP test_multihost: this machine cannot create network namespaces with a bridge and veth pairs\n");
+        printf("SKIP test_multihost: this machine cannot create network namespaces with a bridge and veth pairs, or "
+               "run a program in one (ip netns exec)\n");
         skip();
     }
     assert_int_equal(sh("ip -n %s link set br0 up && ip -n %s link set lo up", hub, hub), 0);
