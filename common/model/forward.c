@@ -195,6 +195,7 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
                        .kpre = keep ? A->kpre : NULL, .rstdq = A->rstdq, .rstdk = A->rstdk, .att = A->att, .gu = A->gu,
                        .hm = A->hm };
         model__layer_forward(m, l, &io, w, &mode, &rope);   /* inference: x_mid and x_out alias x_in */
+        if (m->progress) m->progress(m->progress_ud);       /* a daemon's heartbeat during a long chunk */
     }
     be->rmsnorm(bc, a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
 
@@ -272,6 +273,7 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
         }
         be->linear_backward_varlen(bc, a->dA, G->wqkv, G->bqkv, a->dqkv, A->xn1, BW(W->wqkv), cu, S, qkvd, H, 0);
         be->rmsnorm_backward_varlen(bc, a->dres, G->ln1, a->dA, A->x_in, W->ln1, A->rstd1, cu, S, H, 1);
+        if (m->progress) m->progress(m->progress_ud);
     }
     be->embed_backward(bc, m->g.embed, b->tokens, a->dres, N, H);
     be->sync(bc);

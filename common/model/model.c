@@ -510,6 +510,11 @@ float *model_host_slab(const Model *m, ModelSlab which) { return m->be->host_mem
 float *model_slab(const Model *m, ModelSlab which) { return slab_of(m, which); }
 void model_sync(const Model *m) { m->be->sync(m->bc); }
 
+void model_set_progress(Model *m, ModelProgressFn fn, void *ud) {
+    m->progress = fn;
+    m->progress_ud = ud;
+}
+
 void model_params_changed(Model *m) {
     model_unpack_weights(m);
     if (m->be->params_refresh) m->be->params_refresh(m->bc);

@@ -140,6 +140,13 @@ const float *model_hidden(const Model *m);
  * its token-embedding terms interleave differently), both equal up to fp32 rounding. */
 int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const float *dent, char err[ERR_LEN]);
 
+/* fn(ud) is called after each layer of model_forward and model_backward (nothing else), so that a daemon can
+ * heartbeat through a chunk that takes longer than its lease timeout (a large model on CPU, a sanitizer build). It
+ * must not touch the model; what it returns is nothing (a stop is noticed by the caller after the call). NULL: none.
+ * The backend's work may still be queued when it runs (CUDA). */
+typedef void (*ModelProgressFn)(void *ud);
+void model_set_progress(Model *m, ModelProgressFn fn, void *ud);
+
 /* Incremental (KV-cache) forward for generation: S sequences, each with n_s new tokens appended after the
  * p0_s tokens already in its cache (chunked prefill and decode in one call: n_s = 1 is a decode step).
  * The caller owns the caches: for sequence s and layer l, k_cache[s * n_layers + l] and v_cache[...] point

@@ -20,6 +20,8 @@ struct Model {
     ModelWeights w, g, m, v;       /* pointer views into the four slabs */
     float       *inv_freq;         /* [hd/2] RoPE inverse frequencies */
     long         adam_step;        /* optimizer steps taken (for bias correction) */
+    ModelProgressFn progress;      /* model_set_progress: called between layers of model_forward / model_backward */
+    void        *progress_ud;
     int          fwd_tokens, fwd_seqs;   /* the batch of the last finished train-mode model_forward (model_backward's
                                             check); 0 after any other use of the activation slab */
     /* activations (opaque to callers; see model.c for the carve) */

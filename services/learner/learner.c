@@ -18,6 +18,10 @@
 
 static int keepalive(Learner *L) { return L->keepalive ? L->keepalive(L->keepalive_ud) : 0; }
 
+/* Between layers (model_set_progress): heartbeats and weight requests through a long chunk; a stop it sees is
+ * acted on at the chunk's end (chunk_tramp). */
+static void layer_progress(void *ud) { (void)keepalive(ud); }
+
 static float *falloc(long n) { return xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
 
 /* Sums the gradient slab over the ranks (collective.h). poison: this rank saw a non-finite gradient; every rank must
@@ -110,6 +114,7 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     }
     if (!L->m) { learner_close(L); return NULL; }
     long T = model_max_tokens(L->m);
+    model_set_progress(L->m, layer_progress, L);
     L->pack = seqpack_new(L->m);
     L->r_old = falloc(T); L->r_adv = falloc(T); L->r_isw = falloc(T);
     L->r_mask = xmalloc((size_t)T);
