@@ -52,10 +52,14 @@ static int compare(const char *what, const float *ours, const float *ref, long n
     return bad;
 }
 
+static void count_layer(void *ud) { (*(int *)ud)++; }
+
 static void run_forward_backward(const char *name, long logits_floats, int train) {
     Fixture f;
     fixture_load(&f, name);
     Model *m = load_model(name, train, logits_floats);
+    int layers_seen = 0;                                  /* model_set_progress: once per layer and pass */
+    model_set_progress(m, count_layer, &layers_seen);
     ModelBatch b = fixture_batch(&f);
     char err[ERR_LEN];
     float *lp = calloc(f.N, sizeof(float)), *en = calloc(f.N, sizeof(float));
@@ -76,6 +80,7 @@ static void run_forward_backward(const char *name, long logits_floats, int train
         assert_true(fabs(gn - gref) <= 1e-4 * gref);
         free(ref);
     }
+    assert_int_equal(layers_seen, (train ? 2 : 1) * model_config(m)->n_layers);
     free(lp); free(en);
     model_free(m);
     fixture_free(&f);
