@@ -9,7 +9,9 @@
  * Keys are Z85 text (zmq_curve_keypair), one per file after a comment line; secret files are mode 0600, the
  * directories 0700. Nothing is overwritten: when any file to be written exists, nothing is written and the exit
  * status is 1. Revoking a worker is deleting its file from authorized_keys/ (read at every handshake).
- * NAME: letters, digits, '-', '_', '.' (not leading), at most 64. Exit status 0 made, 1 refused or failed, 2 usage. */
+ * NAME: letters, digits, '-', '_', '.' (not leading), at most 64; a key registers only as the worker of its NAME (use
+ * the worker's --id). `dapo-keygen --fingerprint FILE...` prints each key's fingerprint (the logs' and the
+ * dashboard's). Exit status 0 made, 1 refused or failed, 2 usage. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,11 +21,15 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "net/curve.h"
+
 #define MAX_NAMES 256
 
 static int usage(const char *argv0) {
     fprintf(stderr, "usage: %s --dir DIR [--server] [--client NAME]...\n"
-                    "  makes CURVE key pairs for cluster.curve.* (README \"Run on several hosts\")\n", argv0);
+                    "       %s --fingerprint KEYFILE...\n"
+                    "  makes CURVE key pairs for cluster.curve.* (README \"Run on several hosts\"); --fingerprint prints\n"
+                    "  the fingerprint the logs and the dashboard show for a key\n", argv0, argv0);
     return 2;
 }
 
@@ -39,10 +45,14 @@ static int name_ok(const char *s) {
     return strcmp(s, "server") != 0;                   /* server.* is the server pair */
 }
 
+static char made[3 * MAX_NAMES + 8][4300];   /* the files this run created: removed again if a later one fails */
+static int nmade;
+
 /* Writes text to path, created exclusively (O_EXCL: never an existing file) with mode. 0 or -1 (message printed). */
 static int write_new(const char *path, const char *text, mode_t mode) {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd < 0) { fprintf(stderr, "dapo-keygen: cannot create %s: %s\n", path, strerror(errno)); return -1; }
+    snprintf(made[nmade++], sizeof made[0], "%s", path);
     size_t n = strlen(text);
     int ok = write(fd, text, n) == (ssize_t)n && fchmod(fd, mode) == 0;
     if (close(fd) != 0) ok = 0;
@@ -88,9 +98,22 @@ static int exists(const char *dir, const char *sub, const char *name, const char
     return 0;
 }
 
+/* --fingerprint FILE...: each key file's fingerprint as the logs and the dashboard show it. */
+static int fingerprints(int argc, char **argv, int from) {
+    int rc = 0;
+    for (int i = from; i < argc; i++) {
+        char key[CURVE_KEY_Z85], err[ERR_LEN], fp[17];
+        if (curve_key_read(argv[i], false, "--fingerprint", key, err)) { fprintf(stderr, "dapo-keygen: %s\n", err); rc = 1; continue; }
+        curve_fingerprint(key, fp);
+        printf("%s  %s\n", fp, argv[i]);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *dir = NULL, *names[MAX_NAMES];
     int server = 0, n = 0;
+    if (argc >= 2 && !strcmp(argv[1], "--fingerprint")) return fingerprints(argc, argv, 2);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(argv[0]); return 0; }
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
@@ -119,8 +142,12 @@ int main(int argc, char **argv) {
     char auth[4200];
     snprintf(auth, sizeof auth, "%s/authorized_keys", dir);
     if (make_dir(dir) || make_dir(auth)) return 1;
-    if (server && make_pair(dir, "server", 0)) return 1;
-    for (int k = 0; k < n; k++)
-        if (make_pair(dir, names[k], 1)) return 1;
+    int failed = server && make_pair(dir, "server", 0);
+    for (int k = 0; k < n && !failed; k++) failed = make_pair(dir, names[k], 1);
+    if (failed) {                                     /* all or nothing: what this run wrote goes again */
+        for (int i = 0; i < nmade; i++) unlink(made[i]);
+        fprintf(stderr, "dapo-keygen: nothing written (the %d files made before the failure were removed)\n", nmade);
+        return 1;
+    }
     return 0;
 }

@@ -28,7 +28,7 @@
  * (scripted workers, their ZeroMQ I/O threads) spent over the timed span: on 2 cores their sum bounds what a run can
  * reach; the raw runs give this process's CPU seconds (router, peers, I/O threads). Ours and raw runs alternate;
  * medians over K (3) repetitions of each. Each repetition also runs ours with CURVE on every socket (dapo-keygen
- * keys; the scripted peers share one client key): its MB/s over plaintext's is printed before the BENCH line (issue
+ * keys, one per scripted peer): its MB/s over plaintext's is printed before the BENCH line (issue
  * 18 bounds the cost at 25%). Prints both sides and, last,
  * `BENCH coordinator ours=<MB/s> baseline=<MB/s> ratio=<ours/baseline>`. */
 #include <stdio.h>
@@ -83,23 +83,35 @@ static double pid_cpu_s(pid_t p) {
 
 /* One run of the real coordinator: returns response MB/s; groups/s in *gps; CPU seconds of the workers' process and
  * of the coordinator over the timed span in cpu[0], cpu[1]. */
-/* CURVE for a run of ours (issue 18): dapo-keygen's server pair and one client pair that every scripted peer uses,
- * its public key on the allow-list; the coordinator's four cluster.curve.* arguments into a[4]. 0 or -1. */
-static int curve_setup(const char *build, const char *dir, CurveKeys *k, char a[4][400]) {
-    char cmd[1200], err[ERR_LEN], path[400];
-    snprintf(cmd, sizeof cmd, "%s/bin/dapo-keygen --dir %s/keys --server --client bench > /dev/null", build, dir);
+/* CURVE for a run of ours (issue 18): dapo-keygen's server pair and one client pair per scripted peer (a key
+ * registers only as the worker it is named after), on the allow-list; k[NWORKERS + 2]: the rollouts', the learner's,
+ * the verifier's; the coordinator's three cluster.curve.* arguments into a[3]. 0 or -1. */
+static const char *peer_name(int i) {
+    static char n[NWORKERS + 2][32];
+    if (i < NWORKERS) snprintf(n[i], sizeof n[i], "rollout-%d", i);
+    else snprintf(n[i], sizeof n[i], "%s", i == NWORKERS ? "learner-0" : "verifier-fake");
+    return n[i];
+}
+
+static int curve_setup(const char *build, const char *dir, CurveKeys *k, char a[3][400]) {
+    char cmd[2400], err[ERR_LEN], path[400];
+    int w = snprintf(cmd, sizeof cmd, "%s/bin/dapo-keygen --dir %s/keys --server", build, dir);
+    for (int i = 0; i < NWORKERS + 2; i++) w += snprintf(cmd + w, sizeof cmd - (size_t)w, " --client %s", peer_name(i));
+    snprintf(cmd + w, sizeof cmd - (size_t)w, " > /dev/null");
     if (system(cmd)) return -1;
-    memset(k, 0, sizeof *k);
-    k->on = true;
-    snprintf(path, sizeof path, "%s/keys/server.pub", dir);
-    if (curve_key_read(path, false, "bench", k->server_public, err)) { fprintf(stderr, "%s\n", err); return -1; }
-    snprintf(path, sizeof path, "%s/keys/bench.key", dir);
-    if (curve_key_read(path, true, "bench", k->client_secret, err) || zmq_curve_public(k->client_public, k->client_secret))
-        return -1;
+    for (int i = 0; i < NWORKERS + 2; i++) {
+        memset(&k[i], 0, sizeof k[i]);
+        k[i].on = true;
+        snprintf(path, sizeof path, "%s/keys/server.pub", dir);
+        if (curve_key_read(path, false, "bench", k[i].server_public, err)) { fprintf(stderr, "%s\n", err); return -1; }
+        snprintf(path, sizeof path, "%s/keys/%s.key", dir, peer_name(i));
+        if (curve_key_read(path, true, "bench", k[i].client_secret, err) ||
+            zmq_curve_public(k[i].client_public, k[i].client_secret))
+            return -1;
+    }
     snprintf(a[0], 400, "cluster.curve.server_public_key=%s/keys/server.pub", dir);
     snprintf(a[1], 400, "cluster.curve.server_secret_key=%s/keys/server.key", dir);
     snprintf(a[2], 400, "cluster.curve.authorized_keys=%s/keys/authorized_keys", dir);
-    snprintf(a[3], 400, "cluster.curve.secret_key=%s/keys/bench.key", dir);
     return 0;
 }
 
@@ -107,9 +119,9 @@ static double run_ours(const char *build, const char *tokdir, int steps, int res
                        double *gps, FakeTraffic *tr, int *ngroups, double cpu[2]) {
     char dir[] = "/tmp/dapo-bench-coord-XXXXXX";
     if (!mkdtemp(dir)) return -1;
-    static CurveKeys keys;
-    char ca[4][400];
-    if (curve && curve_setup(build, dir, &keys, ca)) { fprintf(stderr, "CURVE keys could not be made\n"); return -1; }
+    static CurveKeys keys[NWORKERS + 2];
+    char ca[3][400];
+    if (curve && curve_setup(build, dir, keys, ca)) { fprintf(stderr, "CURVE keys could not be made\n"); return -1; }
     char data[300];
     snprintf(data, sizeof data, "%s/prompts.jsonl", dir);
     FILE *f = fopen(data, "w");
@@ -133,7 +145,7 @@ static double run_ours(const char *build, const char *tokdir, int steps, int res
                     "data.gen_batch_size=1024", "actor_rollout_ref.rollout.n=8", "actor_rollout_ref.actor.ppo_mini_batch_size=1024",
                     "algorithm.filter_groups.enable=false", "reward_model.overlong_buffer.enable=false",
                     "trainer.val_before_train=false", "trainer.save_freq=-1", "cluster.heartbeat_ms=200",
-                    curve ? ca[0] : NULL, ca[1], ca[2], ca[3], NULL};
+                    curve ? ca[0] : NULL, ca[1], ca[2], NULL};
     pid_t coord = tu_spawn(argv, log);
     static FakeRollout r[NWORKERS];
     static FakeLearner l;
@@ -146,12 +158,13 @@ static double run_ours(const char *build, const char *tokdir, int steps, int res
         r[i].resp_tokens = resp_tokens;
         r[i].text_bytes = 4 * resp_tokens;
         r[i].fast = !slow;
-        r[i].curve = curve ? &keys : NULL;
+        r[i].curve = curve ? &keys[i] : NULL;
         pthread_create(&r[i].th, NULL, rollout_main, &r[i]);
     }
     snprintf(l.endpoint, sizeof l.endpoint, "%s", zep);
     snprintf(v.endpoint, sizeof v.endpoint, "%s", zep);
-    l.curve = v.curve = curve ? &keys : NULL;
+    l.curve = curve ? &keys[NWORKERS] : NULL;
+    v.curve = curve ? &keys[NWORKERS + 1] : NULL;
     pthread_create(&l.th, NULL, learner_main, &l);
     pthread_create(&v.th, NULL, verifier_main, &v);
     /* Time from the first group generated to the last step's batch at the learner (no HTTP polling: it would

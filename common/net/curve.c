@@ -23,22 +23,27 @@ int curve_key_read(const char *path, bool secret, const char *what, char out[CUR
     if (stat(path, &sb) != 0)
         return err_set(err, ERR_IO, "%s: cannot read %s: %s", what, path, strerror(errno));
     if (!S_ISREG(sb.st_mode)) return err_set(err, ERR_INVAL, "%s: %s is not a regular file", what, path);
-    if (secret && (sb.st_mode & 077))
-        return err_set(err, ERR_INVAL, "%s: the secret key file %s is readable by others (mode %03o): chmod 600 %s",
-                       what, path, (unsigned)(sb.st_mode & 0777), path);
     FILE *f = fopen(path, "r");
     if (!f) return err_set(err, ERR_IO, "%s: cannot read %s: %s", what, path, strerror(errno));
     char line[256];
-    int found = 0, bad = 0;
+    int found = 0, bad = 0, says_public = 0;
     while (fgets(line, sizeof line, f)) {
         size_t n = strcspn(line, "\r\n");
         line[n] = 0;
+        if (line[0] == '#' && strstr(line, "CURVE public key")) says_public = 1;      /* dapo-keygen's header */
         if (!n || (line[0] == '#' && (n == 1 || line[1] == ' '))) continue;   /* "# ...": Z85 has '#' but no space */
         if (found || n != 40 || !is_z85(line, 40)) { bad = 1; break; }
         memcpy(out, line, 41);
         found = 1;
     }
     fclose(f);
+    if ((secret && says_public) || (secret && (sb.st_mode & 077))) out[0] = 0;
+    if (secret && says_public)
+        return err_set(err, ERR_INVAL, "%s: %s is a PUBLIC key file (its first line says so); name the secret one, the "
+                       ".key file of the same name", what, path);
+    if (secret && (sb.st_mode & 077))
+        return err_set(err, ERR_INVAL, "%s: the secret key file %s is readable by others (mode %03o): chmod 600 %s",
+                       what, path, (unsigned)(sb.st_mode & 0777), path);
     if (bad || !found) {
         out[0] = 0;
         return err_set(err, ERR_INVAL, "%s: %s does not hold one CURVE key (40 Z85 characters on one line; make keys "
@@ -138,7 +143,7 @@ int curve_check_exposure(const Config *cfg, const CurveKeys *k, const char *cons
     if (http && http[0] && !curve_is_loopback(http) && (!cfg->token_file || !cfg->token_file[0])) {
         if (cfg->insecure) {
             log_warn("cluster.insecure: the dashboard %s is off loopback without cluster.token_file: anyone can read "
-                     "it and stop the run", http);
+                     "it (its controls stay off without a token)", http);
             return 0;
         }
         return err_set(err, ERR_INVAL, "cluster.http = %s is not a loopback address and cluster.token_file is not set: "

@@ -45,7 +45,7 @@ typedef struct {
     NetArena         *arena;          /* net_recv_arena: msg's memory; NULL: msg is protobuf-c's malloc'd tree */
     char              peer_address[64];  /* ROUTER, Hello only: ZeroMQ's "Peer-Address" property (the peer's IP for
                                           * TCP); "" where ZeroMQ has none (ipc, inproc) or for other types */
-    char              peer_key[17];      /* ROUTER, Hello only, CURVE: the client key's fingerprint (zap.h) */
+    char              peer_key[160];     /* ROUTER, Hello only, CURVE: "NAME FINGERPRINT" of the client key (zap.h) */
 } NetMsg;
 
 /* Socket options for net_socket. Zero-initialised fields take the defaults in brackets. */

@@ -14,6 +14,7 @@
 
 struct Worker {
     void          *sock;
+    void          *zctx;             /* borrowed: the socket is made again on it (reopen) */
     WorkerOpts     o;
     char          *worker_id, *coordinator, *build_info;
     WorkerState    state;
@@ -72,6 +73,7 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
     w->connecting_since = clock_ms();
     w->next_warn_ms = w->connecting_since + 5000;
     NetOpts no = {.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id, .curve = o->curve};
+    w->zctx = zctx;
     w->sock = net_socket(zctx, ZMQ_DEALER, w->coordinator, &no, err);
     if (!w->sock) { worker_close(w, NULL); return NULL; }
     w->state = WORKER_CONNECTING;
@@ -90,6 +92,21 @@ static void reconnect(Worker *w, const char *why) {
     }
     w->state = WORKER_CONNECTING;
     w->next_hello_ms = 0;           /* at once */
+}
+
+/* A new socket to the coordinator: libzmq does not retry a connection whose CURVE handshake was refused, so a
+ * worker whose key was missing from authorized_keys for a while would stay out after the key is back. Queued
+ * messages go with the old socket (a Hello is sent again at once). */
+static void reopen(Worker *w) {
+    char err[ERR_LEN];
+    NetOpts no = {.max_msg_bytes = w->o.max_msg_bytes, .routing_id = w->worker_id, .curve = w->o.curve};
+    void *s = net_socket(w->zctx, ZMQ_DEALER, w->coordinator, &no, err);
+    if (!s) { log_warn("%s: %s", w->worker_id, err); return; }
+    int zero = 0;
+    zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(w->sock);
+    w->sock = s;
+    w->next_hello_ms = 0;
 }
 
 static int send_credit(Worker *w, uint32_t n) {
@@ -166,10 +183,14 @@ static void run_timers(Worker *w) {
         if (rc && rc != ERR_AGAIN) log_warn("%s: hello not sent: %s", w->worker_id, err_str(rc));
     }
     if (w->state == WORKER_CONNECTING && now >= w->next_warn_ms) {   /* issue 18: say it, every few seconds */
-        log_warn("%s: no answer from the coordinator at %s for %.0f s (cluster.coordinator; is it up and reachable%s?)",
+        int curve = w->o.curve && w->o.curve->on;
+        log_warn("%s: no answer from the coordinator at %s for %.0f s (cluster.coordinator: is it up and reachable? %s)",
                  w->worker_id, w->coordinator, (now - w->connecting_since) / 1000.0,
-                 w->o.curve && w->o.curve->on ? ", and is this worker's key in its authorized_keys" : "");
+                 curve ? "CURVE is on: is cluster.curve.server_public_key the coordinator's, and this worker's public "
+                         "key in its authorized_keys under this worker's id?"
+                       : "CURVE is off here: if the coordinator uses CURVE, set cluster.curve.*");
         w->next_warn_ms = now + 10000;
+        reopen(w);
     }
     if (w->state != WORKER_READY) return;
     flush_credit(w);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "net/curve.h"
 
@@ -24,21 +25,41 @@ struct Zap {
     char             dir[4096];
     char             logged[ZAP_LOGGED][17];
     int              nlogged;
+    char             bad[ZAP_LOGGED][128];   /* allow-list files warned about */
+    int              nbad;
+    uint64_t         unlogged;               /* refusals past ZAP_LOGGED distinct keys, summed in one line a minute */
+    int64_t          next_summary_ms;
 };
 
-/* 1 when z85 (a client public key) is the key of a *.pub file in dir. Unreadable or malformed files are skipped
- * (logged once each by the caller's refusal line, not here: a directory read happens at every handshake). */
-static int authorised(const char *dir, const char *z85) {
-    DIR *d = opendir(dir);
+/* Whether path was warned about already (a malformed allow-list file is logged once, not at every handshake). */
+static int warned_once(Zap *z, const char *name) {
+    for (int i = 0; i < z->nbad; i++)
+        if (!strcmp(z->bad[i], name)) return 1;
+    if (z->nbad < ZAP_LOGGED) snprintf(z->bad[z->nbad++], sizeof z->bad[0], "%s", name);
+    return 0;
+}
+
+/* 1 when z85 (a client public key) is the key of a *.pub file in the allow-list directory; name gets that file's
+ * name without ".pub" (the worker id the key may register as). A file that is not one key is skipped and logged
+ * once. */
+static int authorised(Zap *z, const char *z85, char name[128]) {
+    DIR *d = opendir(z->dir);
     if (!d) return 0;
     int ok = 0;
     struct dirent *e;
     while (!ok && (e = readdir(d))) {
         size_t n = strlen(e->d_name);
-        if (n < 5 || strcmp(e->d_name + n - 4, ".pub") || e->d_name[0] == '.') continue;
+        if (n < 5 || n > 127 || strcmp(e->d_name + n - 4, ".pub") || e->d_name[0] == '.') continue;
         char path[8192], key[CURVE_KEY_Z85], err[ERR_LEN];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (curve_key_read(path, false, "cluster.curve.authorized_keys", key, err) == 0 && !strcmp(key, z85)) ok = 1;
+        snprintf(path, sizeof path, "%s/%s", z->dir, e->d_name);
+        if (curve_key_read(path, false, "cluster.curve.authorized_keys", key, err) != 0) {
+            if (!warned_once(z, e->d_name)) log_warn("CURVE: %s (skipped; logged once)", err);
+            continue;
+        }
+        if (!strcmp(key, z85)) {
+            ok = 1;
+            snprintf(name, 128, "%.*s", (int)(n - 4), e->d_name);
+        }
     }
     closedir(d);
     return ok;
@@ -47,7 +68,17 @@ static int authorised(const char *dir, const char *z85) {
 static void log_refusal(Zap *z, const char *fp, const char *address, const char *why) {
     for (int i = 0; i < z->nlogged; i++)
         if (!strcmp(z->logged[i], fp)) return;
-    if (z->nlogged < ZAP_LOGGED) snprintf(z->logged[z->nlogged++], 17, "%s", fp);
+    if (z->nlogged == ZAP_LOGGED) {                  /* a flood of fresh keys: one summary line a minute */
+        z->unlogged++;
+        if (clock_ms() >= z->next_summary_ms) {
+            log_warn("CURVE: %llu more refused clients with keys not seen before (the last from %s); not logged one "
+                     "by one past %d keys", (unsigned long long)z->unlogged, address[0] ? address : "?", ZAP_LOGGED);
+            z->unlogged = 0;
+            z->next_summary_ms = clock_ms() + 60000;
+        }
+        return;
+    }
+    snprintf(z->logged[z->nlogged++], 17, "%s", fp);
     log_warn("CURVE: refused a client from %s with key %s: %s (logged once per key)", address[0] ? address : "?", fp, why);
 }
 
@@ -89,12 +120,13 @@ static void handle(Zap *z) {
         reply(z->sock, f[1], len[1], "400", "CURVE required", "");
         return;
     }
-    char z85[CURVE_KEY_Z85], fp[17];
+    char z85[CURVE_KEY_Z85], fp[17], name[128], user[160];
     zmq_z85_encode(z85, (const uint8_t *)f[6], 32);
     curve_fingerprint(z85, fp);
-    if (authorised(z->dir, z85)) {
+    if (authorised(z, z85, name)) {
         atomic_fetch_add(&z->accepted, 1);
-        reply(z->sock, f[1], len[1], "200", "OK", fp);
+        snprintf(user, sizeof user, "%s %s", name, fp);          /* the "User-Id": key name and fingerprint */
+        reply(z->sock, f[1], len[1], "200", "OK", user);
     } else {
         atomic_fetch_add(&z->refused, 1);
         log_refusal(z, fp, address, "its public key is not in cluster.curve.authorized_keys");

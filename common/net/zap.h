@@ -6,10 +6,12 @@
  * Our own handler and not czmq's zauth: zauth binds ZAP in czmq's global context (zsys), while the daemons make
  * their own libzmq contexts, so it would authenticate none of their sockets.
  * Rule: a CURVE client is let in when its public key is the content of a *.pub file in the authorized_keys
- * directory, read again at every handshake (a removed file revokes the key from the next connection on). Its
- * fingerprint (curve_fingerprint) becomes the connection's ZAP user id (the "User-Id" message property: the
- * dashboard shows it). A refused key is logged once per key with its fingerprint and the peer address. Any other
- * mechanism (NULL, PLAIN) is refused. */
+ * directory, read again at every handshake (a removed file revokes the key from the next connection on). The
+ * connection's ZAP user id (the "User-Id" message property) is "NAME FINGERPRINT": the file's name without .pub,
+ * which is the worker id the coordinator lets that key register as (registry.c), and curve_fingerprint of the key
+ * (the dashboard shows it). A refused key is logged once per key with its fingerprint and the peer address (past
+ * 256 distinct keys, one summary line a minute); a file in the directory that is not one key is logged once. Any
+ * other mechanism (NULL, PLAIN) is refused. */
 #ifndef DAPO_NET_ZAP_H
 #define DAPO_NET_ZAP_H
 

@@ -156,7 +156,7 @@ typedef struct Coord {
     char        *token;                /* bearer token for /api/control/..., from cluster.token_file; NULL: none set */
     CurveKeys    keys;                 /* cluster.curve.* (net/curve.h); keys.on: the ROUTER is a CURVE server */
     struct Zap  *zap;                  /* its ZAP handler (net/zap.h), when keys.on */
-    int          http_public;          /* cluster.http is off loopback: every endpoint needs the bearer token */
+    int          http_public;          /* cluster.http is off loopback with a token: every endpoint needs it */
     FILE        *metrics_file;         /* metrics JSONL (trainer.default_local_dir/metrics.jsonl), or NULL */
     int          paused;
     char         status_line[256];     /* what the coordinator is doing now, in words (shown on the page) */

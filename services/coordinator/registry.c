@@ -68,6 +68,18 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         send_welcome(c, m, 0, reason);
         return;
     }
+    if (c->keys.on) {                 /* issue 18: a key registers only as the worker its file names */
+        char name[160] = "";
+        sscanf(m->peer_key, "%159s", name);
+        if (strcmp(name, h->worker_id)) {
+            snprintf(reason, sizeof reason, "worker id '%s' does not match its CURVE key, which is authorized_keys/%s.pub: "
+                     "each worker registers under the name of its key (dapo-keygen --client NAME; --id NAME)",
+                     h->worker_id, name[0] ? name : "?");
+            log_warn("refused %s", reason);
+            send_welcome(c, m, 0, reason);
+            return;
+        }
+    }
     WorkerEntry *w = registry_find(c, m->peer, m->peer_len);
     if (!w) {
         XGROW(c->workers, c->nworkers, c->cap_workers, 16);
@@ -89,7 +101,8 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     if (again && w->life == WORKER_ALIVE) engine_requeue_worker(c, (int)(w - c->workers));   /* restarted before it was
                                                                                                declared lost */
     snprintf(w->address, sizeof w->address, "%s", m->peer_address);
-    snprintf(w->key, sizeof w->key, "%s", m->peer_key);
+    const char *fp = strchr(m->peer_key, ' ');                 /* "NAME FINGERPRINT" */
+    snprintf(w->key, sizeof w->key, "%s", fp ? fp + 1 : "");
     snprintf(w->id, sizeof w->id, "%s", h->worker_id);
     snprintf(w->build_info, sizeof w->build_info, "%s", h->build_info);
     w->role = h->role;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -226,6 +227,10 @@ static int load_token(Coord *c, char err[ERR_LEN]) {
     fclose(f);
     line[strcspn(line, "\r\n")] = 0;
     if (strlen(line) < 8) return err_set(err, ERR_INVAL, "cluster.token_file: '%s' holds no token of 8+ characters", c->cfg.token_file);
+    struct stat sb;
+    if (stat(c->cfg.token_file, &sb) == 0 && (sb.st_mode & 077))
+        log_warn("cluster.token_file %s is readable by others (mode %03o): chmod 600 %s", c->cfg.token_file,
+                 (unsigned)(sb.st_mode & 0777), c->cfg.token_file);
     c->token = xstrdup(line);
     return 0;
 }
@@ -239,7 +244,8 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     if (curve_load(&c->cfg, true, false, &c->keys, err)) return ERR_INVAL;
     const char *binds[] = {c->cfg.bind}, *keys[] = {"cluster.bind"};
     if (curve_check_exposure(&c->cfg, &c->keys, binds, keys, 1, c->cfg.http, err)) return ERR_INVAL;
-    c->http_public = !curve_is_loopback(c->cfg.http);
+    c->http_public = !curve_is_loopback(c->cfg.http) && c->token;   /* without a token only cluster.insecure gets here:
+                                                                       the dashboard is then open, as it warned */
     c->zctx = zmq_ctx_new();
     if (!c->zctx) return err_set(err, ERR_IO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     if (c->keys.on && !(c->zap = zap_start(c->zctx, c->keys.authorized_keys, err))) return ERR_IO;

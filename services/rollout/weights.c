@@ -10,6 +10,10 @@
 
 struct WeightFetch {
     void        *sock;
+    void        *zctx;           /* borrowed: the socket is made again on it (reopen) */
+    char         endpoint[256];
+    NetOpts      opts;           /* its curve keys borrowed for f's life */
+    int          fails;          /* requests in a row that found no connection */
     char         worker_id[128];
     const Model *m;
     size_t       max_bytes;
@@ -31,6 +35,9 @@ WeightFetch *wfetch_new(void *zctx, const char *endpoint, const char *worker_id,
     if (!s) return NULL;
     WeightFetch *f = xcalloc(1, sizeof *f);
     f->sock = s;
+    f->zctx = zctx;
+    snprintf(f->endpoint, sizeof f->endpoint, "%s", endpoint);
+    f->opts = o;
     snprintf(f->worker_id, sizeof f->worker_id, "%s", worker_id ? worker_id : "");
     f->m = m;
     f->max_bytes = (size_t)(max_msg_bytes > 0 ? max_msg_bytes : 256 << 20);
@@ -60,7 +67,19 @@ static void send_request(WeightFetch *f) {
         r.chunk_indices = missing;
     }
     int rc = net_send(f->sock, NULL, 0, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &r.base, true);
-    if (rc) log_warn("weights: request for version %lld not sent: %s", (long long)f->version, err_str(rc));
+    f->fails = rc ? f->fails + 1 : 0;
+    if (rc && f->fails % 5 == 0) {
+        /* no connection for a while: say where, and make a new one (libzmq does not retry a connection whose CURVE
+         * handshake was refused, so a key that was missing from learner rank 0's authorized_keys for a while would
+         * keep this rollout out for good) */
+        log_warn("weights: no connection to the weight server at %s for %d tries (cluster.weights: is learner rank 0 "
+                 "up and reachable?%s)", f->endpoint, f->fails,
+                 f->opts.curve && f->opts.curve->on ? " CURVE is on: is this worker's key in its authorized_keys?" : "");
+        char err[ERR_LEN];
+        void *s = net_socket(f->zctx, ZMQ_DEALER, f->endpoint, &f->opts, err);
+        if (s) { zmq_close(f->sock); f->sock = s; }
+        else log_warn("weights: %s", err);
+    } else if (rc) log_warn("weights: request for version %lld not sent: %s", (long long)f->version, err_str(rc));
     else if (r.n_chunk_indices) log_info("weights: asked again for %zu missing chunks of version %lld",
                                          r.n_chunk_indices, (long long)f->version);
     f->st.resends++;

@@ -6,7 +6,8 @@
  *     worker shows its key fingerprint on /api/status. Intruders get nowhere, and the run is not disturbed: a
  *     plaintext client and a client with a key not on the allow-list cannot register or pull a weight chunk (their
  *     Hello and WeightResend get no answer), a client that trusts a forged server key neither; a refused key is
- *     logged with its fingerprint; a key removed from authorized_keys is refused from the next connection on. */
+ *     logged with its fingerprint; a key removed from authorized_keys is refused from the next connection on; an
+ *     authorised worker's key cannot register as another worker (the learner). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,7 +29,7 @@
 
 static char dir[300], keys[400], zep[64], wep[64];
 static int hport;
-static pid_t procs[4];
+static pid_t procs[5];
 
 static void write_file(const char *path, const char *text, mode_t mode) {
     FILE *f = fopen(path, "w");
@@ -91,6 +92,10 @@ static void test_refusal_rules(void **state) {
     assert_int_equal(curve_load(&c, false, true, &k, err), ERR_INVAL);
     assert_non_null(strstr(err, "readable by others (mode 644): chmod 600"));
     chmod(path, 0600);
+    snprintf(path, sizeof path, "%s/w1.pub", keys);                    /* a public key where the secret goes */
+    assert_int_equal(config_set(&c, "cluster.curve.secret_key", path, "test", err), 0);
+    assert_int_equal(curve_load(&c, false, true, &k, err), ERR_INVAL);
+    assert_non_null(strstr(err, "is a PUBLIC key file"));
     snprintf(path, sizeof path, "%s/bad.key", dir);
     write_file(path, "# dapo\nnot-a-key\n", 0600);
     assert_int_equal(config_set(&c, "cluster.curve.secret_key", path, "test", err), 0);
@@ -193,6 +198,39 @@ static int answered(const char *ep, const char *server_pub, const char *pub, con
     return got;
 }
 
+/* An authorised worker's key used to register as another worker (the learner): the coordinator answers with a
+ * refusal naming the key's own name, and the run is not touched. */
+static void impersonation_refused(const char *server_pub) {
+    char pub[41], sec[41], path[600], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/rollout-0.pub", keys);
+    assert_int_equal(curve_key_read(path, false, "test", pub, err), 0);
+    snprintf(path, sizeof path, "%s/rollout-0.key", keys);
+    assert_int_equal(curve_key_read(path, true, "test", sec, err), 0);
+    void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_ROUTING_ID, "learner-0x", 10);
+    zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_pub, 40);
+    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40);
+    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40);
+    assert_int_equal(zmq_connect(s, zep), 0);
+    Dapo__Hello h = DAPO__HELLO__INIT;
+    h.protocol_version = DAPO_PROTOCOL_VERSION;
+    h.role = DAPO__ROLE__ROLE_LEARNER;
+    h.worker_id = "learner-0";
+    h.capacity = 1;
+    net_send(s, NULL, 0, DAPO__MSG_TYPE__MSG_HELLO, &h.base, true);
+    NetMsg m;
+    assert_int_equal(net_recv(s, &m, 5000, 1 << 20, err), 0);
+    assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_WELCOME);
+    const Dapo__Welcome *w = (const Dapo__Welcome *)m.msg;
+    assert_false(w->accepted);
+    assert_non_null(strstr(w->reason, "does not match its CURVE key, which is authorized_keys/rollout-0.pub"));
+    net_msg_free(&m);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+}
+
 static void read_key(const char *name, char out[41]) {
     char path[600], err[ERR_LEN];
     snprintf(path, sizeof path, "%s/%s", keys, name);
@@ -240,7 +278,11 @@ static void test_curve_cluster_and_intruders(void **state) {
              tu_build(), tu_root(), tu_root(), dir, dir);
     assert_int_equal(system(cmd), 0);
     assert_int_equal(keygen("--server --client coordinator --client verifier-0 --client learner-0 --client rollout-0 "
-                            "--client intruder"), 0);
+                            "--client rollout-1 --client intruder"), 0);
+    char held[700], back[700];                                         /* rollout-1 starts with its key missing */
+    snprintf(held, sizeof held, "%s/rollout-1.pub.held", dir);
+    snprintf(back, sizeof back, "%s/authorized_keys/rollout-1.pub", keys);
+    assert_int_equal(rename(back, held), 0);
     snprintf(zep, sizeof zep, "tcp://127.0.0.1:%d", tu_free_port());
     snprintf(wep, sizeof wep, "tcp://127.0.0.1:%d", tu_free_port());
     hport = tu_free_port();
@@ -248,7 +290,9 @@ static void test_curve_cluster_and_intruders(void **state) {
     procs[1] = start("dapo-verifier", "verifier-0", NULL, NULL);
     procs[2] = start("dapo-learner", "learner-0", NULL, NULL);
     procs[3] = start("dapo-rollout", "rollout-0", NULL, NULL);
+    procs[4] = start("dapo-rollout", "rollout-1", NULL, NULL);
     json_t *st = wait_step(1, 120000);
+    assert_int_equal(rename(held, back), 0);                           /* its key is back: it gets in on its own */
     json_t *w;
     size_t i;
     int with_key = 0;
@@ -256,12 +300,13 @@ static void test_curve_cluster_and_intruders(void **state) {
         const char *key = json_string_value(json_object_get(w, "key"));
         if (key && strlen(key) == 16) with_key++;
     }
-    assert_int_equal(with_key, 3);                                    /* verifier, learner, rollout */
+    assert_int_equal(with_key, 3);                                    /* verifier, learner, rollout-0 */
     assert_true(json_is_true(json_object_get(json_object_get(st, "security"), "curve")));
     json_decref(st);
     char server_pub[41];
     read_key("server.pub", server_pub);
     intruders_get_nowhere(server_pub);
+    impersonation_refused(server_pub);
     st = wait_step(atoi(STEPS), 120000);                              /* the run was not disturbed */
     tu_assert_groups_add_up(st, 1);
     assert_int_equal(tu_group_count(st, "trained"), 4 * atoi(STEPS));
@@ -281,12 +326,23 @@ static void test_curve_cluster_and_intruders(void **state) {
     assert_int_equal(atoi(out), 1);                                    /* once */
     snprintf(cmd, sizeof cmd, "grep -h 'refused a client' %s/learner-0.log | grep -c %s", dir, fp);
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);                 /* the weight server's handler too */
+    /* rollout-1, refused while its key was away, registered once the key was back (it opens a new connection) */
+    int64_t end = clock_ms() + 40000;
+    int in = 0;
+    while (clock_ms() < end && !in) {
+        st = status();
+        json_array_foreach(json_object_get(st, "workers"), i, w)
+            if (!strcmp(json_string_value(json_object_get(w, "id")), "rollout-1")) in = 1;
+        json_decref(st);
+        if (!in) usleep(200000);
+    }
+    assert_true(in);
 }
 
 static int teardown(void **state) {
     (void)state;
-    for (int i = 3; i >= 0; i--) if (procs[i] > 0) kill(procs[i], SIGTERM);
-    for (int i = 3; i >= 0; i--)
+    for (int i = 4; i >= 0; i--) if (procs[i] > 0) kill(procs[i], SIGTERM);
+    for (int i = 4; i >= 0; i--)
         if (procs[i] > 0 && tu_wait(procs[i], 15000) < 0) { kill(procs[i], SIGKILL); tu_wait(procs[i], 2000); }
     memset(procs, 0, sizeof procs);
     return 0;
