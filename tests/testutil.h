@@ -22,8 +22,10 @@
  * between the learner's heartbeats. */
 #if defined(__SANITIZE_ADDRESS__)
 #define TU_LEASE_ARG "cluster.lease_timeout_s=12"
+#define TU_SLOW 5               /* wait bounds of cluster tests are this many times longer under ASan */
 #else
 #define TU_LEASE_ARG "cluster.lease_timeout_s=1.5"
+#define TU_SLOW 1
 #endif
 
 static inline const char *tu_build(void) { const char *b = getenv("DAPO_BUILD"); return b && *b ? b : "build"; }

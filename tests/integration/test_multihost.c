@@ -194,7 +194,7 @@ static const char *worker_state(json_t *st, const char *id) {
 
 /* Waits until the run is at `step` (or done when step == STEPS), and `id` (when given) is in `state`. */
 static json_t *wait_for(int here, long step, const char *id, const char *state, int ms, const char *what) {
-    int64_t end = clock_ms() + ms;
+    int64_t end = clock_ms() + (int64_t)ms * TU_SLOW;
     while (clock_ms() < end) {
         json_t *st = status(here);
         int ok = st && geti(st, "done_steps") >= step &&
