@@ -10,8 +10,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 #include <zmq.h>
 
 #include "core/clock.h"
@@ -141,6 +139,15 @@ static int timeout_err(CpuColl *c, int rc, uint32_t op, const char *who, char er
                    (unsigned long long)c->seq, c->rank, err_str(rc));
 }
 
+/* timeout_err naming the ranks 1..W-1 not marked in mark[] (gather's frames seen, join's nonces). */
+static int missing_err(CpuColl *c, int rc, uint32_t op, const uint64_t *mark, char err[ERR_LEN]) {
+    char who[160] = "";
+    size_t w = 0;
+    for (int r = 1; r < c->world && w < sizeof who - 16; r++)
+        if (!mark[r]) w += (size_t)snprintf(who + w, sizeof who - w, "%srank %d", w ? ", " : "", r);
+    return timeout_err(c, rc, op, who, err);
+}
+
 /* A HELLO that a rank which already joined sent again before it saw READY (same nonce): dropped. A HELLO with
  * another nonce is a restarted process, which the caller's header check reports as out of step. */
 static int is_resent_hello(const CpuColl *c, zmq_msg_t *m) {
@@ -156,18 +163,15 @@ static int is_resent_hello(const CpuColl *c, zmq_msg_t *m) {
 /* Rank 0: collects one frame of `op` with `bytes` payload from every other rank into c->got[r]. */
 static int gather(CpuColl *c, uint32_t op, uint64_t bytes, char err[ERR_LEN]) {
     int64_t deadline = clock_ms() + (int64_t)(c->timeout_s * 1000);
-    int have = 0, *seen = xcalloc((size_t)c->world, sizeof(int)), rc = 0;
+    int have = 0, rc = 0;
+    uint64_t *seen = xcalloc((size_t)c->world, sizeof *seen);
     while (have < c->world - 1) {
         zmq_msg_t m;
         char rid[32];
         size_t rid_len = 0;
         rc = recv_frame(c, deadline, &m, rid, &rid_len);
         if (rc) {
-            char who[160] = "";
-            size_t w = 0;
-            for (int r = 1; r < c->world && w < sizeof who - 16; r++)
-                if (!seen[r]) w += (size_t)snprintf(who + w, sizeof who - w, "%srank %d", w ? ", " : "", r);
-            rc = timeout_err(c, rc, op, who, err);
+            rc = missing_err(c, rc, op, seen, err);
             break;
         }
         CollHeader h;
@@ -268,13 +272,7 @@ static int join_rank0(CpuColl *c, char err[ERR_LEN]) {
         char rid[32];
         size_t rid_len = 0;
         rc = recv_frame(c, deadline, &m, rid, &rid_len);
-        if (rc) {
-            char who[160] = "";
-            size_t w = 0;
-            for (int r = 1; r < c->world && w < sizeof who - 16; r++)
-                if (!c->joined[r]) w += (size_t)snprintf(who + w, sizeof who - w, "%srank %d", w ? ", " : "", r);
-            return timeout_err(c, rc, OP_HELLO, who, err);
-        }
+        if (rc) return missing_err(c, rc, OP_HELLO, c->joined, err);
         CollHeader h;
         uint64_t nonce = 0;
         if (zmq_msg_size(&m) >= sizeof h) memcpy(&h, zmq_msg_data(&m), sizeof h);
@@ -358,11 +356,7 @@ Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
     c->rid_len = xcalloc((size_t)o->world, sizeof *c->rid_len);
     c->got = xcalloc((size_t)o->world, sizeof *c->got);
     c->joined = xcalloc((size_t)o->world, sizeof *c->joined);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    c->nonce = ((uint64_t)(uint32_t)getpid() << 32) ^ (uint64_t)ts.tv_sec * 1000000000u ^ (uint64_t)ts.tv_nsec ^
-               (uint64_t)(uintptr_t)c;
-    if (!c->nonce) c->nonce = 1;
+    c->nonce = clock_nonce(c);
     Collective *out = xcalloc(1, sizeof *out);
     out->be = &cpu_backend;
     out->impl = c;
