@@ -177,6 +177,16 @@ void *net_socket(void *ctx, int type, const char *endpoint, const NetOpts *opts,
     return s;
 }
 
+int net_socket_reopen(void **sock, void *ctx, int type, const char *endpoint, const NetOpts *opts, char err[ERR_LEN]) {
+    void *s = net_socket(ctx, type, endpoint, opts, err);
+    if (!s) return ERR_IO;
+    int zero = 0;
+    zmq_setsockopt(*sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(*sock);
+    *sock = s;
+    return 0;
+}
+
 int net_last_endpoint(void *sock, char *buf, size_t len) {
     size_t n = len;
     return zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, buf, &n) ? ERR_IO : 0;

@@ -64,6 +64,11 @@ typedef struct {
  * Returns the socket (caller closes with zmq_close) or NULL with a message naming the endpoint. */
 void *net_socket(void *ctx, int type, const char *endpoint, const NetOpts *opts, char err[ERR_LEN]);
 
+/* A new socket in place of *sock (net_socket with the same arguments; the old one closed at once, what it had
+ * queued dropped): libzmq does not retry a connection whose CURVE handshake was refused, so a client whose key was
+ * missing from the allow-list for a while reopens to get in once it is back. 0, or the error with *sock unchanged. */
+int net_socket_reopen(void **sock, void *ctx, int type, const char *endpoint, const NetOpts *opts, char err[ERR_LEN]);
+
 /* The endpoint actually bound (resolves "tcp://127.0.0.1:0" to the ephemeral port) into buf. 0 or ERR_IO. */
 int net_last_endpoint(void *sock, char *buf, size_t len);
 

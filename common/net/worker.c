@@ -3,8 +3,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 #include <zmq.h>
 
 #include "core/clock.h"
@@ -15,6 +13,7 @@
 struct Worker {
     void          *sock;
     void          *zctx;             /* borrowed: the socket is made again on it (reopen) */
+    NetOpts        no;               /* the socket's options (its routing id is worker_id) */
     WorkerOpts     o;
     char          *worker_id, *coordinator, *build_info;
     WorkerState    state;
@@ -66,15 +65,13 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
     w->policy_version = o->policy_version;
     w->fresh = o->fresh;
     w->coord_version = -1;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    w->nonce = ((uint64_t)getpid() << 40) ^ (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec ^ (uintptr_t)w;
+    w->nonce = clock_nonce(w);
     w->attempt = 1;
     w->connecting_since = clock_ms();
     w->next_warn_ms = w->connecting_since + 5000;
-    NetOpts no = {.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id, .curve = o->curve};
+    w->no = (NetOpts){.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id, .curve = o->curve};
     w->zctx = zctx;
-    w->sock = net_socket(zctx, ZMQ_DEALER, w->coordinator, &no, err);
+    w->sock = net_socket(zctx, ZMQ_DEALER, w->coordinator, &w->no, err);
     if (!w->sock) { worker_close(w, NULL); return NULL; }
     w->state = WORKER_CONNECTING;
     w->last_rx_ms = clock_ms();
@@ -84,8 +81,8 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
 }
 
 static void reconnect(Worker *w, const char *why) {
-    if (w->state == WORKER_READY) log_warn("%s: %s; registering again", w->worker_id, why);
     if (w->state == WORKER_READY) {
+        log_warn("%s: %s; registering again", w->worker_id, why);
         w->attempt++;               /* a new registration: Hellos of the old attempt still queued are duplicates */
         w->connecting_since = clock_ms();
         w->next_warn_ms = w->connecting_since + 5000;
@@ -94,19 +91,14 @@ static void reconnect(Worker *w, const char *why) {
     w->next_hello_ms = 0;           /* at once */
 }
 
-/* A new socket to the coordinator: libzmq does not retry a connection whose CURVE handshake was refused, so a
- * worker whose key was missing from authorized_keys for a while would stay out after the key is back. Queued
- * messages go with the old socket (a Hello is sent again at once). */
+/* A new socket to the coordinator (net_socket_reopen: a worker whose key was missing from authorized_keys for a
+ * while gets in once it is back); a Hello goes at once. */
 static void reopen(Worker *w) {
     char err[ERR_LEN];
-    NetOpts no = {.max_msg_bytes = w->o.max_msg_bytes, .routing_id = w->worker_id, .curve = w->o.curve};
-    void *s = net_socket(w->zctx, ZMQ_DEALER, w->coordinator, &no, err);
-    if (!s) { log_warn("%s: %s", w->worker_id, err); return; }
-    int zero = 0;
-    zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_close(w->sock);
-    w->sock = s;
-    w->next_hello_ms = 0;
+    if (net_socket_reopen(&w->sock, w->zctx, ZMQ_DEALER, w->coordinator, &w->no, err))
+        log_warn("%s: %s", w->worker_id, err);
+    else
+        w->next_hello_ms = 0;
 }
 
 static int send_credit(Worker *w, uint32_t n) {

@@ -69,16 +69,13 @@ static void send_request(WeightFetch *f) {
     int rc = net_send(f->sock, NULL, 0, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &r.base, true);
     f->fails = rc ? f->fails + 1 : 0;
     if (rc && f->fails % 5 == 0) {
-        /* no connection for a while: say where, and make a new one (libzmq does not retry a connection whose CURVE
-         * handshake was refused, so a key that was missing from learner rank 0's authorized_keys for a while would
-         * keep this rollout out for good) */
+        /* no connection for a while: say where, and make a new one (net_socket_reopen: a key that was missing from
+         * learner rank 0's authorized_keys for a while would otherwise keep this rollout out for good) */
         log_warn("weights: no connection to the weight server at %s for %d tries (cluster.weights: is learner rank 0 "
                  "up and reachable?%s)", f->endpoint, f->fails,
                  f->opts.curve && f->opts.curve->on ? " CURVE is on: is this worker's key in its authorized_keys?" : "");
         char err[ERR_LEN];
-        void *s = net_socket(f->zctx, ZMQ_DEALER, f->endpoint, &f->opts, err);
-        if (s) { zmq_close(f->sock); f->sock = s; }
-        else log_warn("weights: %s", err);
+        if (net_socket_reopen(&f->sock, f->zctx, ZMQ_DEALER, f->endpoint, &f->opts, err)) log_warn("weights: %s", err);
     } else if (rc) log_warn("weights: request for version %lld not sent: %s", (long long)f->version, err_str(rc));
     else if (r.n_chunk_indices) log_info("weights: asked again for %zu missing chunks of version %lld",
                                          r.n_chunk_indices, (long long)f->version);
