@@ -152,7 +152,8 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig);
 static void begin_stop(int failed);
 
 /* This process's environment with DAPO_RESTARTS=<restarts so far> (common/net/daemon.h daemon_restarts: the daemon
- * reports it in Hello, the dashboard shows it); NULL-terminated, the strings borrowed from environ but the last. */
+ * reports it in Hello, the dashboard shows it) and DAPO_SUPERVISOR_PID (daemon_orphaned); NULL-terminated, the
+ * strings borrowed from environ but those two (restarts, and a static buffer). */
 static char **child_env(const Proc *p, char *restarts, size_t cap) {
     extern char **environ;
     static char sup[48];

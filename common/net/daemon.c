@@ -88,21 +88,24 @@ int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *c
     return 0;
 }
 
-int daemon_orphaned(void) {
-    const char *s = getenv("DAPO_SUPERVISOR_PID");
-    if (!s || !*s) return 0;
-    char *end;
-    long v = strtol(s, &end, 10);
-    return !*end && v > 1 && (long)getppid() != v;
-}
-
-uint32_t daemon_restarts(void) {
-    const char *s = getenv("DAPO_RESTARTS");
-    if (!s || !*s) return 0;
+/* The environment's whole number `name` in [lo, hi], else -1 (unset, empty, not a number, out of range). */
+static long env_long(const char *name, long lo, long hi) {
+    const char *s = getenv(name);
+    if (!s || !*s) return -1;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    return errno || *end || v < 0 || v > 1000000 ? 0 : (uint32_t)v;
+    return errno || *end || v < lo || v > hi ? -1 : v;
+}
+
+int daemon_orphaned(void) {
+    long v = env_long("DAPO_SUPERVISOR_PID", 2, 1L << 30);
+    return v > 0 && (long)getppid() != v;
+}
+
+uint32_t daemon_restarts(void) {
+    long v = env_long("DAPO_RESTARTS", 0, 1000000);
+    return v < 0 ? 0 : (uint32_t)v;
 }
 
 int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capacity_tokens, char err[ERR_LEN]) {
