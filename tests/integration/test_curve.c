@@ -22,6 +22,7 @@
 #include "core/config.h"
 #include "net/curve.h"
 #include "net/net.h"
+#include "tests/curve_client.h"
 #include "tests/group_status.h"
 #include "tests/testutil.h"
 
@@ -175,29 +176,6 @@ static json_t *wait_step(long step, int ms) {
     return NULL;
 }
 
-/* A DEALER (CURVE client when pub/sec/server are given) sends one message of `type`; returns 1 when anything came
- * back within ms. */
-static int answered(const char *ep, const char *server_pub, const char *pub, const char *sec, Dapo__MsgType type,
-                    const ProtobufCMessage *m, int ms) {
-    void *ctx = zmq_ctx_new();
-    void *s = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_ROUTING_ID, "intruder", 8);
-    if (server_pub) {
-        zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_pub, 40);
-        zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40);
-        zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40);
-    }
-    assert_int_equal(zmq_connect(s, ep), 0);
-    net_send(s, NULL, 0, type, m, true);
-    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-    int got = zmq_poll(&it, 1, ms) > 0;
-    zmq_close(s);
-    zmq_ctx_term(ctx);
-    return got;
-}
-
 /* An authorised worker's key used to register as another worker (the learner): the coordinator answers with a
  * refusal naming the key's own name, and the run is not touched. */
 static void impersonation_refused(const char *server_pub) {
@@ -206,19 +184,9 @@ static void impersonation_refused(const char *server_pub) {
     assert_int_equal(curve_key_read(path, false, "test", pub, err), 0);
     snprintf(path, sizeof path, "%s/rollout-0.key", keys);
     assert_int_equal(curve_key_read(path, true, "test", sec, err), 0);
-    void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_ROUTING_ID, "learner-0x", 10);
-    zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_pub, 40);
-    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40);
-    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40);
-    assert_int_equal(zmq_connect(s, zep), 0);
-    Dapo__Hello h = DAPO__HELLO__INIT;
-    h.protocol_version = DAPO_PROTOCOL_VERSION;
-    h.role = DAPO__ROLE__ROLE_LEARNER;
-    h.worker_id = "learner-0";
-    h.capacity = 1;
+    void *ctx = zmq_ctx_new(), *s = tu_dealer(ctx, zep, "learner-0x", server_pub, pub, sec);
+    assert_non_null(s);
+    Dapo__Hello h = tu_hello("learner-0", DAPO__ROLE__ROLE_LEARNER, 1);
     net_send(s, NULL, 0, DAPO__MSG_TYPE__MSG_HELLO, &h.base, true);
     NetMsg m;
     assert_int_equal(net_recv(s, &m, 5000, 1 << 20, err), 0);
@@ -239,11 +207,7 @@ static void read_key(const char *name, char out[41]) {
 
 /* Every intruder kind against the coordinator (Hello) and the weight server (WeightResend): no answer. */
 static void intruders_get_nowhere(const char *server_pub) {
-    Dapo__Hello h = DAPO__HELLO__INIT;
-    h.protocol_version = DAPO_PROTOCOL_VERSION;
-    h.role = DAPO__ROLE__ROLE_ROLLOUT;
-    h.worker_id = "intruder";
-    h.capacity = 8;
+    Dapo__Hello h = tu_hello("intruder", DAPO__ROLE__ROLE_ROLLOUT, 8);
     Dapo__WeightResend wr = DAPO__WEIGHT_RESEND__INIT;
     char pub[41], sec[41], fpub[41], fsec[41];
     zmq_curve_keypair(pub, sec);                                       /* a key nobody authorised */
@@ -252,7 +216,7 @@ static void intruders_get_nowhere(const char *server_pub) {
     read_key("intruder.pub", ipub);                                    /* authorised, then revoked */
     read_key("intruder.key", isec);
     Dapo__WeightResend wr0 = DAPO__WEIGHT_RESEND__INIT;
-    assert_true(answered(wep, server_pub, ipub, isec, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &wr0.base, 5000));
+    assert_int_equal(tu_answered(wep, server_pub, ipub, isec, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &wr0.base, 5000), 1);
     char path[600];
     snprintf(path, sizeof path, "%s/authorized_keys/intruder.pub", keys);
     assert_int_equal(unlink(path), 0);                                 /* revoked: the next connection is refused */
@@ -260,10 +224,10 @@ static void intruders_get_nowhere(const char *server_pub) {
     for (int e = 0; e < 2; e++) {
         Dapo__MsgType t = e ? DAPO__MSG_TYPE__MSG_WEIGHT_RESEND : DAPO__MSG_TYPE__MSG_HELLO;
         const ProtobufCMessage *m = e ? &wr.base : &h.base;
-        assert_false(answered(eps[e], NULL, NULL, NULL, t, m, 1000));              /* plaintext */
-        assert_false(answered(eps[e], server_pub, pub, sec, t, m, 1000));          /* unknown key */
-        assert_false(answered(eps[e], fpub, ipub, isec, t, m, 1000));              /* forged server key */
-        assert_false(answered(eps[e], server_pub, ipub, isec, t, m, 1000));        /* revoked key */
+        assert_false(tu_answered(eps[e], NULL, NULL, NULL, t, m, 1000));              /* plaintext */
+        assert_false(tu_answered(eps[e], server_pub, pub, sec, t, m, 1000));          /* unknown key */
+        assert_false(tu_answered(eps[e], fpub, ipub, isec, t, m, 1000));              /* forged server key */
+        assert_false(tu_answered(eps[e], server_pub, ipub, isec, t, m, 1000));        /* revoked key */
     }
 }
 

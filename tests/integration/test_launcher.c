@@ -165,10 +165,10 @@ static void test_background_sigint_and_restart(void **state) {
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);
 }
 
-/* run.sh started in the foreground of a terminal session (its own process group, SIGINT as the terminal leaves it),
- * stopped by sig; the supervisor then exits 0 (the coordinator stopped cleanly). */
-static void foreground_stop(int sig, int group) {
-    snprintf(dir, sizeof dir, "%s/test-logs/launcher-fg%d", tu_build(), sig);
+/* run.sh started in the foreground of a terminal session (its own process group, SIGINT as the terminal leaves it)
+ * in test-logs/<name>, as our child g_fg; returns once every daemon is up. */
+static void launch_foreground(const char *name) {
+    snprintf(dir, sizeof dir, "%s/test-logs/%s", tu_build(), name);
     char args[1500], cmd[2200], log[500];
     run_args(args, sizeof args);
     snprintf(cmd, sizeof cmd, "cd %s && BUILD=%s exec deploy/local/run.sh %s", tu_root(), tu_build(), args);
@@ -177,6 +177,13 @@ static void foreground_stop(int sig, int group) {
     g_fg = tu_spawn(argv, log);
     assert_true(g_fg > 0);
     wait_up(g_fg);
+}
+
+/* A foreground run stopped by sig; the supervisor then exits 0 (the coordinator stopped cleanly). */
+static void foreground_stop(int sig, int group) {
+    char name[32];
+    snprintf(name, sizeof name, "launcher-fg%d", sig);
+    launch_foreground(name);
     assert_int_equal(stop_and_check(g_fg, sig, group, 1), 0);
 }
 
@@ -184,14 +191,7 @@ static void foreground_stop(int sig, int group) {
  * once it is gone (common/net/daemon.h daemon_orphaned): no run is left going unsupervised. */
 static void test_supervisor_killed(void **state) {
     (void)state;
-    snprintf(dir, sizeof dir, "%s/test-logs/launcher-orphan", tu_build());
-    char args[1500], cmd[2200], log[500];
-    run_args(args, sizeof args);
-    snprintf(cmd, sizeof cmd, "cd %s && BUILD=%s exec deploy/local/run.sh %s", tu_root(), tu_build(), args);
-    snprintf(log, sizeof log, "%s/launcher.out", dir);
-    char *argv[] = {"/usr/bin/setsid", "bash", "-c", cmd, NULL};
-    g_fg = tu_spawn(argv, log);
-    wait_up(g_fg);
+    launch_foreground("launcher-orphan");
     pid_t all[] = {pid_of("coordinator"), pid_of("verifier-0"), pid_of("learner-0"), pid_of("rollout-0")};
     kill(g_fg, SIGKILL);
     assert_int_equal(tu_wait(g_fg, 5000), 128 + SIGKILL);
@@ -204,8 +204,8 @@ static void test_supervisor_killed(void **state) {
         if (left) usleep(100000);
     }
     assert_int_equal(left, 0);
+    char cmd[600], out[64];
     snprintf(cmd, sizeof cmd, "grep -c 'supervisor (pid [0-9]*) is gone' %s/run/logs/coordinator.log", dir);
-    char out[64];
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);
 }
 

@@ -25,6 +25,7 @@
 
 #include "core/clock.h"
 #include "net/net.h"
+#include "tests/curve_client.h"
 #include "tests/group_status.h"
 #include "tests/testutil.h"
 
@@ -228,25 +229,10 @@ static void wait_leased(const char *id) {
 static const char *ep_coord, *ep_weights;
 static int intruder(void *arg) {
     (void)arg;
-    Dapo__Hello h = DAPO__HELLO__INIT;
-    h.protocol_version = DAPO_PROTOCOL_VERSION;
-    h.role = DAPO__ROLE__ROLE_ROLLOUT;
-    h.worker_id = "intruder";
-    h.capacity = 8;
+    Dapo__Hello h = tu_hello("intruder", DAPO__ROLE__ROLE_ROLLOUT, 8);
     Dapo__WeightResend wr = DAPO__WEIGHT_RESEND__INIT;
-    int answered = 0;
-    for (int e = 0; e < 2; e++) {
-        void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
-        int zero = 0;
-        zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-        zmq_connect(s, e ? ep_weights : ep_coord);
-        net_send(s, NULL, 0, e ? DAPO__MSG_TYPE__MSG_WEIGHT_RESEND : DAPO__MSG_TYPE__MSG_HELLO, e ? &wr.base : &h.base, true);
-        zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-        answered += zmq_poll(&it, 1, 1500) > 0;
-        zmq_close(s);
-        zmq_ctx_term(ctx);
-    }
-    return answered;
+    return (tu_answered(ep_coord, NULL, NULL, NULL, DAPO__MSG_TYPE__MSG_HELLO, &h.base, 1500) != 0) +
+           (tu_answered(ep_weights, NULL, NULL, NULL, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &wr.base, 1500) != 0);
 }
 
 static int count_in(const char *path, const char *what) {
