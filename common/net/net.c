@@ -2,6 +2,7 @@
 #include "net/net.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -192,11 +193,72 @@ int net_last_endpoint(void *sock, char *buf, size_t len) {
     return zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, buf, &n) ? ERR_IO : 0;
 }
 
-/* zmq_msg_init_data's free callback: the encoded frame handed over without a copy (runs on ZeroMQ's I/O thread;
- * xfree is thread-safe). */
+/* The frames of one zero-copy message share its buffer: the last frame ZeroMQ releases (on its I/O thread) hands
+ * the buffer back to the sender's release callback. */
+typedef struct {
+    atomic_int refs;
+    uint8_t   *buf;
+    void     (*release)(void *buf, void *hint);
+    void      *hint;
+} FrameShare;
+
 static void frame_release(void *data, void *hint) {
+    (void)data;
+    FrameShare *s = hint;
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1) {
+        s->release(s->buf, s->hint);
+        xfree(s);
+    }
+}
+
+static void xfree_release(void *buf, void *hint) {
     (void)hint;
-    xfree(data);
+    xfree(buf);
+}
+
+/* Sends buf[0, len) without a copy: one frame, or on a CURVE socket frames of at most NET_FRAME_BYTES (a plaintext
+ * frame goes out and comes in without a copy, whatever its size); a frame that does not go (nor those after it)
+ * drops its reference here. Once the first frame is queued, ZeroMQ takes the rest of a multipart message. */
+static int send_shared(void *sock, uint8_t *buf, size_t len, int flags, void (*release)(void *, void *), void *hint) {
+    int mech = 0;
+    size_t msz = sizeof mech;
+    size_t fb = !zmq_getsockopt(sock, ZMQ_MECHANISM, &mech, &msz) && mech == ZMQ_CURVE ? NET_FRAME_BYTES : len;
+    size_t nframes = (len + fb - 1) / fb;
+    FrameShare *s = xmalloc(sizeof *s);
+    atomic_init(&s->refs, (int)nframes);
+    s->buf = buf;
+    s->release = release;
+    s->hint = hint;
+    int rc = 0;
+    for (size_t k = 0; k < nframes; k++) {
+        size_t off = k * fb, n = len - off < fb ? len - off : fb;
+        zmq_msg_t f;
+        if (rc || zmq_msg_init_data(&f, buf + off, n, frame_release, s)) {
+            if (!rc) rc = -zmq_errno();
+            frame_release(buf + off, s);
+            continue;
+        }
+        if (zmq_msg_send(&f, sock, flags | (k + 1 < nframes ? ZMQ_SNDMORE : 0)) < 0) {
+            rc = -zmq_errno();
+            zmq_msg_close(&f);                          /* calls frame_release */
+        }
+    }
+    return rc;
+}
+
+int net_send_frames(void *sock, const uint8_t *peer, size_t peer_len, uint8_t *buf, size_t len, int flags,
+                    void (*release)(void *buf, void *hint), void *hint) {
+    int rc = 0;
+    if (peer && zmq_send(sock, peer, peer_len, flags | ZMQ_SNDMORE) < 0) rc = -zmq_errno();
+    if (rc) release(buf, hint);
+    else if (len >= NET_ZEROCOPY_BYTES) rc = send_shared(sock, buf, len, flags, release, hint);
+    else {
+        if (zmq_send(sock, buf, len, flags) < 0) rc = -zmq_errno();
+        release(buf, hint);
+    }
+    if (rc == -EAGAIN) return ERR_AGAIN;
+    if (rc == -EHOSTUNREACH) return ERR_CLOSED;
+    return rc;
 }
 
 int net_send(void *sock, const uint8_t *peer, size_t peer_len, Dapo__MsgType type, const ProtobufCMessage *m,
@@ -204,27 +266,7 @@ int net_send(void *sock, const uint8_t *peer, size_t peer_len, Dapo__MsgType typ
     size_t len;
     uint8_t *buf = net_encode(type, m, &len);
     if (!buf) return ERR_TOO_BIG;
-    int flags = dontwait ? ZMQ_DONTWAIT : 0;
-    int rc = 0;
-    if (peer && zmq_send(sock, peer, peer_len, flags | ZMQ_SNDMORE) < 0) rc = -zmq_errno();
-    if (!rc && len >= NET_ZEROCOPY_BYTES) {
-        /* a large frame goes to ZeroMQ as it is (no second copy); ZeroMQ frees it, sent or not */
-        zmq_msg_t f;
-        if (zmq_msg_init_data(&f, buf, len, frame_release, NULL)) {
-            rc = -zmq_errno();
-            xfree(buf);
-        } else if (zmq_msg_send(&f, sock, flags) < 0) {
-            rc = -zmq_errno();
-            zmq_msg_close(&f);
-        }
-        buf = NULL;
-    } else if (!rc && zmq_send(sock, buf, len, flags) < 0) {
-        rc = -zmq_errno();
-    }
-    xfree(buf);
-    if (rc == -EAGAIN) return ERR_AGAIN;
-    if (rc == -EHOSTUNREACH) return ERR_CLOSED;
-    return rc;
+    return net_send_frames(sock, peer, peer_len, buf, len, dontwait ? ZMQ_DONTWAIT : 0, xfree_release, NULL);
 }
 
 /* Reads and drops the remaining frames of a multipart message. */
@@ -237,6 +279,55 @@ static void drain_more(void *sock) {
         if (zmq_msg_recv(&f, sock, ZMQ_DONTWAIT) < 0) { zmq_msg_close(&f); break; }
         zmq_msg_close(&f);
     }
+}
+
+/* Joins the frames of a multipart message whose first frame is *first (kept open: it carries the peer's metadata)
+ * into a new buffer (*joined, caller xfrees; *len its size). Over max_bytes the rest is drained and ERR_TOO_BIG
+ * returned, so a peer cannot make the receiver hold more than the cap. */
+static int join_frames(void *sock, zmq_msg_t *first, size_t max_bytes, uint8_t **joined, size_t *len,
+                       char err[ERR_LEN]) {
+    if (!max_bytes) max_bytes = DEFAULT_MAX_BYTES;
+    size_t n = zmq_msg_size(first), cap = 2 * n;
+    const uint8_t *h = zmq_msg_data(first);
+    if (n >= NET_HEADER_BYTES && !memcmp(h, "DAPO", 4))       /* the header gives the size: one buffer, one copy */
+        cap = NET_HEADER_BYTES + (size_t)get_u32(h + 8);
+    if (n > max_bytes || cap > max_bytes) {
+        drain_more(sock);
+        return err_set(err, ERR_TOO_BIG, "message of %zu bytes is over the %zu-byte limit", cap > n ? cap : n,
+                       max_bytes);
+    }
+    if (cap < n) cap = n;
+    uint8_t *buf = xmalloc(cap);
+    memcpy(buf, zmq_msg_data(first), n);
+    int more = 1;
+    while (more) {
+        zmq_msg_t f;
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, sock, ZMQ_DONTWAIT) < 0) {               /* parts of a message arrive together */
+            zmq_msg_close(&f);
+            xfree(buf);
+            return err_set(err, ERR_DECODE, "message cut short after %zu bytes", n);
+        }
+        size_t m = zmq_msg_size(&f);
+        more = zmq_msg_more(&f);
+        if (m > max_bytes - n) {
+            zmq_msg_close(&f);
+            xfree(buf);
+            if (more) drain_more(sock);
+            return err_set(err, ERR_TOO_BIG, "message of more than %zu bytes is over the %zu-byte limit", n + m,
+                           max_bytes);
+        }
+        if (n + m > cap) {                                            /* longer than its header said */
+            cap = 2 * (n + m) < max_bytes ? 2 * (n + m) : max_bytes;
+            buf = xrealloc(buf, cap);
+        }
+        memcpy(buf + n, zmq_msg_data(&f), m);
+        n += m;
+        zmq_msg_close(&f);
+    }
+    *joined = buf;
+    *len = n;
+    return 0;
 }
 
 static int recv_msg(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, int use_arena, char err[ERR_LEN]) {
@@ -269,30 +360,33 @@ static int recv_msg(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, i
             return err_set(err, ERR_DECODE, "routing id without a body frame");
         }
     }
+    /* a message over NET_FRAME_BYTES comes as several frames: join them (up to the cap) before decoding */
+    uint8_t *joined = NULL;
+    const uint8_t *body = zmq_msg_data(&f);
     out->bytes = zmq_msg_size(&f);
+    int rc = 0;
+    if (zmq_msg_more(&f)) rc = join_frames(sock, &f, max_bytes, &joined, &out->bytes, err);
+    if (joined) body = joined;
+    if (rc && zmq_msg_size(&f) >= NET_HEADER_BYTES && !memcmp(body, "DAPO", 4)) {   /* name what was refused */
+        out->version = get_u16(body + 4);
+        out->type = (Dapo__MsgType)get_u16(body + 6);
+    }
     ProtobufCAllocator pa = {.alloc = arena_alloc, .free = arena_free_ptr};
-    if (use_arena) {          /* room for the unpacked message in one block as a rule; more blocks when needed */
+    if (use_arena && !rc) {   /* room for the unpacked message in one block as a rule; more blocks when needed */
         size_t cap = 2 * out->bytes + 512;
         out->arena = arena_block(cap < ((size_t)64 << 10) ? cap : ((size_t)64 << 10));
         pa.allocator_data = out->arena;
     }
-    int rc = decode(zmq_msg_data(&f), zmq_msg_size(&f), max_bytes, &out->type, &out->version, &out->msg,
-                    use_arena ? &pa : NULL, err);
+    if (!rc)
+        rc = decode(body, out->bytes, max_bytes, &out->type, &out->version, &out->msg, use_arena ? &pa : NULL, err);
+    xfree(joined);
     if (type == ZMQ_ROUTER && out->type == DAPO__MSG_TYPE__MSG_HELLO) {
         const char *addr = zmq_msg_gets(&f, "Peer-Address");
         if (addr) snprintf(out->peer_address, sizeof out->peer_address, "%s", addr);
         const char *user = zmq_msg_gets(&f, "User-Id");            /* the ZAP handler's key fingerprint (zap.h) */
         if (user) snprintf(out->peer_key, sizeof out->peer_key, "%s", user);
     }
-    int extra = zmq_msg_more(&f);
     zmq_msg_close(&f);
-    if (extra) {
-        drain_more(sock);
-        if (!rc) {
-            net_msg_free(out);
-            rc = err_set(err, ERR_DECODE, "unexpected extra frames after a %s message", net_type_name(out->type));
-        }
-    }
     return rc;
 }
 

@@ -1,11 +1,16 @@
 /* common/net/net.h: the thin layer over libzmq that every dapo process speaks (DESIGN.md §1).
  *
- * A message is one ZeroMQ frame (ROUTER sockets add the peer's routing-id frame in front):
+ * A message is one ZeroMQ frame, or on a CURVE socket several when it is over NET_FRAME_BYTES (ROUTER sockets add
+ * the peer's routing-id frame in front):
  *   bytes 0..3   magic "DAPO"
  *   bytes 4..5   protocol version (u16 LE)  -- DAPO_PROTOCOL_VERSION
  *   bytes 6..7   MsgType (u16 LE)           -- proto/dapo.proto
- *   bytes 8..11  payload length (u32 LE)    -- must equal frame size - 12
+ *   bytes 8..11  payload length (u32 LE)    -- must equal message size - 12
  *   bytes 12..   protobuf payload of the message type
+ * Over CURVE, a message of more than NET_FRAME_BYTES travels as consecutive frames of NET_FRAME_BYTES (the last one
+ * shorter) of one multipart message, which the receiver joins before it decodes: CURVE encrypts frame by frame, and
+ * libzmq spends ~1.3x as much CPU per byte on a 27 MB frame as on 1 MiB ones; in plaintext one frame is cheaper (no
+ * join). Receivers accept either form (bench/RESULTS.md, issue 18).
  * Frames are size-capped twice: ZMQ_MAXMSGSIZE on every socket (the peer is disconnected) and a check before
  * protobuf-c unpacks anything (STYLE.md rule 11). Hello, Welcome and ErrorReply are frozen across protocol
  * versions: they are unpacked even from a peer of another version (net_decode still returns ERR_VERSION), so a
@@ -23,8 +28,9 @@
 #include "dapo.pb-c.h"
 #include "net/curve.h"
 
-#define DAPO_PROTOCOL_VERSION 1
+#define DAPO_PROTOCOL_VERSION 2           /* 2: messages over NET_FRAME_BYTES in several frames */
 #define NET_HEADER_BYTES      12
+#define NET_FRAME_BYTES       ((size_t)1 << 20)
 #define NET_PEER_MAX          255     /* ZeroMQ routing ids are at most 255 bytes */
 
 /* An arena that holds every allocation of one unpacked message (net_recv_arena): freed at once, never piecewise. */
@@ -72,13 +78,20 @@ int net_socket_reopen(void **sock, void *ctx, int type, const char *endpoint, co
 /* The endpoint actually bound (resolves "tcp://127.0.0.1:0" to the ephemeral port) into buf. 0 or ERR_IO. */
 int net_last_endpoint(void *sock, char *buf, size_t len);
 
-/* Packs `m` (a message whose descriptor matches `type`) behind a header into one frame and sends it, preceded by
- * the routing id `peer` when peer != NULL (ROUTER). Non-blocking when dontwait. Frames of NET_ZEROCOPY_BYTES or
- * more are handed to ZeroMQ without a copy (zmq_msg_init_data; it frees them). Returns 0, ERR_AGAIN (would block),
- * ERR_CLOSED (ROUTER: peer gone), ERR_TOO_BIG, or -errno. */
+/* Packs `m` (a message whose descriptor matches `type`) behind a header and sends it (net_send_frames), preceded by
+ * the routing id `peer` when peer != NULL (ROUTER). Non-blocking when dontwait. Returns 0, ERR_AGAIN (would
+ * block), ERR_CLOSED (ROUTER: peer gone), ERR_TOO_BIG, or -errno. */
 #define NET_ZEROCOPY_BYTES 4096
 int net_send(void *sock, const uint8_t *peer, size_t peer_len, Dapo__MsgType type, const ProtobufCMessage *m,
              bool dontwait);
+
+/* Sends the encoded message buf[0, len) (header included), preceded by the routing id `peer` when peer != NULL, as
+ * one frame or, on a CURVE socket and over NET_FRAME_BYTES, as frames of NET_FRAME_BYTES. Messages of
+ * NET_ZEROCOPY_BYTES or more go to ZeroMQ without a copy: ownership of buf passes to this call, which calls release(buf, hint) once ZeroMQ is done
+ * with every frame (on ZeroMQ's I/O thread, or here when sending fails); smaller ones are copied and released here.
+ * flags: 0 or ZMQ_DONTWAIT. Returns 0, ERR_AGAIN, ERR_CLOSED or -errno; buf is released whatever happens. */
+int net_send_frames(void *sock, const uint8_t *peer, size_t peer_len, uint8_t *buf, size_t len, int flags,
+                    void (*release)(void *buf, void *hint), void *hint);
 
 /* Receives one message (all its frames). timeout_ms: 0 = non-blocking, <0 = wait forever, else wait at most that
  * long. Returns 0 and fills *out; ERR_AGAIN/ERR_TIMEOUT when nothing arrived; on a bad frame (ERR_DECODE,

@@ -54,18 +54,7 @@ uint8_t *coord_zc_frame(Coord *c, size_t len, ZcBuf **zb) {
 
 int coord_zc_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, uint8_t *frame, size_t len, ZcBuf *zb) {
     c->need_drain = 1;
-    int rc = 0;
-    zmq_msg_t f;
-    if (zmq_msg_init_data(&f, frame, len, zc_release, zb)) {
-        rc = -zmq_errno();
-        zc_release(frame, zb);
-    } else {
-        if (zmq_send(c->router, w->rid, w->rid_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) rc = -zmq_errno();
-        else if (zmq_msg_send(&f, c->router, ZMQ_DONTWAIT) < 0) rc = -zmq_errno();
-        if (rc) zmq_msg_close(&f);                      /* calls zc_release */
-    }
-    if (rc == -EAGAIN) rc = ERR_AGAIN;
-    else if (rc == -EHOSTUNREACH) rc = ERR_CLOSED;
+    int rc = net_send_frames(c->router, w->rid, w->rid_len, frame, len, ZMQ_DONTWAIT, zc_release, zb);
     if (rc) log_debug("send %s to %s: %s", net_type_name(type), w->id, err_str(rc));
     return rc;
 }
@@ -248,6 +237,9 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
                                                                        the dashboard is then open, as it warned */
     c->zctx = zmq_ctx_new();
     if (!c->zctx) return err_set(err, ERR_IO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    int io_threads = c->cfg.io_threads ? c->cfg.io_threads : c->keys.on ? 2 : 1;
+    if (zmq_ctx_set(c->zctx, ZMQ_IO_THREADS, io_threads))
+        return err_set(err, ERR_IO, "cluster.io_threads=%d: %s", io_threads, zmq_strerror(zmq_errno()));
     if (c->keys.on && !(c->zap = zap_start(c->zctx, c->keys.authorized_keys, err))) return ERR_IO;
     NetOpts o = {.bind = true, .max_msg_bytes = (int64_t)c->cfg.max_msg_mb << 20, .curve = &c->keys,
                  .curve_server = true};

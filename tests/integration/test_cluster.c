@@ -117,12 +117,12 @@ static void test_version_mismatch_refused(void **state) {
     void *s = net_socket(ctx, ZMQ_DEALER, c->zep, &o, err);
     assert_non_null(s);
     Dapo__Hello h = DAPO__HELLO__INIT;
-    h.protocol_version = 2;
+    h.protocol_version = DAPO_PROTOCOL_VERSION + 1;
     h.role = DAPO__ROLE__ROLE_ROLLOUT;
     h.worker_id = "future-worker";
     size_t len;
     uint8_t *buf = net_encode(DAPO__MSG_TYPE__MSG_HELLO, &h.base, &len);
-    buf[4] = 2;                                       /* the header's protocol version */
+    buf[4] = DAPO_PROTOCOL_VERSION + 1;               /* the header's protocol version */
     assert_int_equal(zmq_send(s, buf, len, 0), (int)len);
     xfree(buf);
     NetMsg m;
@@ -131,7 +131,10 @@ static void test_version_mismatch_refused(void **state) {
     assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_WELCOME);
     Dapo__Welcome *w = (Dapo__Welcome *)m.msg;
     assert_false(w->accepted);
-    assert_non_null(strstr(w->reason, "worker future-worker speaks 2, coordinator speaks 1"));
+    char want[96];
+    snprintf(want, sizeof want, "worker future-worker speaks %d, coordinator speaks %d", DAPO_PROTOCOL_VERSION + 1,
+             DAPO_PROTOCOL_VERSION);
+    assert_non_null(strstr(w->reason, want));
     net_msg_free(&m);
     /* Garbage to the coordinator gets an error reply; the coordinator keeps serving. */
     assert_int_equal(zmq_send(s, "not a dapo frame", 16, 0), 16);

@@ -6,8 +6,9 @@
  *   - rollout-0's link goes down for 45 s: it is declared lost, its leases go back to the queue, the
  *     step completes on rollout-1; the link comes back: it registers again exactly once (the Hellos and heartbeats
  *     it queued meanwhile are one registration) and gets work again;
- *   - from the intruder's namespace a plaintext Hello to the coordinator and a WeightResend to learner rank 0 get
- *     no answer.
+ *   - from the intruder's namespace a Hello to the coordinator and a WeightResend to learner rank 0 get no answer,
+ *     from a plaintext client, a CURVE client whose key is not on the allow-list (refused, logged once with its
+ *     fingerprint at both servers) and one with a forged server key.
  * At the end the accounting adds up and the final weights (two learner ranks, the collective over CURVE between
  * two namespaces) are bitwise those of the same run on loopback. Needs root and `ip` (iproute2): prints SKIP
  * otherwise. The namespaces are removed whatever happens (teardown, and before starting). */
@@ -227,12 +228,27 @@ static void wait_leased(const char *id) {
 }
 
 static const char *ep_coord, *ep_weights;
+/* From the intruder's host, each of: a plaintext client, a CURVE client with a key not on the allow-list, and one
+ * with its key but a forged server key, to the coordinator (a Hello) and to learner rank 0's weight server (a
+ * WeightResend). Returns how many got any answer (0 expected), or -1 when its keys cannot be read. */
 static int intruder(void *arg) {
     (void)arg;
     Dapo__Hello h = tu_hello("intruder", DAPO__ROLE__ROLE_ROLLOUT, 8);
     Dapo__WeightResend wr = DAPO__WEIGHT_RESEND__INIT;
-    return (tu_answered(ep_coord, NULL, NULL, NULL, DAPO__MSG_TYPE__MSG_HELLO, &h.base, 1500) != 0) +
-           (tu_answered(ep_weights, NULL, NULL, NULL, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &wr.base, 1500) != 0);
+    char path[500], err[ERR_LEN], spub[41], sec[41], pub[41], fpub[41], fsec[41];
+    snprintf(path, sizeof path, "%s/server.pub", keys);
+    if (curve_key_read(path, false, "server", spub, err)) return -1;
+    snprintf(path, sizeof path, "%s/intruder.key", keys);
+    if (curve_key_read(path, true, "intruder", sec, err) || zmq_curve_public(pub, sec) ||
+        zmq_curve_keypair(fpub, fsec))
+        return -1;
+    const char *server[3] = {NULL, spub, fpub};              /* plaintext, unknown key, forged server key */
+    int answered = 0;
+    for (int k = 0; k < 3; k++)
+        answered += (tu_answered(ep_coord, server[k], pub, sec, DAPO__MSG_TYPE__MSG_HELLO, &h.base, 1000) != 0) +
+                    (tu_answered(ep_weights, server[k], pub, sec, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &wr.base,
+                                 1000) != 0);
+    return answered;
 }
 
 static int count_in(const char *path, const char *what) {
@@ -313,10 +329,19 @@ static void test_multihost(void **state) {
         assert_true(strlen(json_string_value(json_object_get(w, "key"))) == 16);   /* every worker on CURVE */
     json_decref(st);
     stop_all();
-    char log[500];
+    char log[500], a_path[500];
     snprintf(log, sizeof log, "%s/coordinator.log", net);
     assert_int_equal(count_in(log, "worker rollout-0 registered again"), 1);    /* one registration per reconnect */
     assert_int_equal(count_in(log, "worker verifier-0 registered again"), 1);
+    /* the unknown key: refused at both servers, logged once each with its fingerprint and the intruder's address */
+    char ipub[41], fp[17], err[ERR_LEN], what[160];
+    snprintf(a_path, sizeof a_path, "%s/intruder.pub", keys);
+    assert_int_equal(curve_key_read(a_path, false, "intruder", ipub, err), 0);
+    curve_fingerprint(ipub, fp);
+    snprintf(what, sizeof what, "refused a client from %s.* with key %s", addr[N_X], fp);
+    assert_int_equal(count_in(log, what), 1);
+    snprintf(log, sizeof log, "%s/learner-0.log", net);
+    assert_int_equal(count_in(log, what), 1);
     char a[600], b[600], cmd[1300], out[16];
     snprintf(a, sizeof a, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", ref, STEPS);
     snprintf(b, sizeof b, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", net, STEPS);

@@ -154,7 +154,9 @@ static void test_decode_rejects_bad_frames(void **state) {
     assert_null(m);
     buf[4] = 9;                                                                        /* other version */
     assert_int_equal(net_decode(buf, len, 0, &t, &v, &m, err), ERR_VERSION);
-    assert_non_null(strstr(err, "peer speaks 9, this build speaks 1"));
+    char want[64];
+    snprintf(want, sizeof want, "peer speaks 9, this build speaks %d", DAPO_PROTOCOL_VERSION);
+    assert_non_null(strstr(err, want));
     xfree(buf);
 }
 
@@ -194,6 +196,102 @@ static void test_receiver_survives_bad_frames(void **state) {
         if (net_recv(router, &m, 200, 0, err) == 0) { got = ((Dapo__Credit *)m.msg)->credits == 12; net_msg_free(&m); }
     }
     assert_true(got);
+    zmq_close(dealer);
+    zmq_close(router);
+    zmq_ctx_term(ctx);
+}
+
+/* Frames on the wire of one message from dealer to router (after the routing id): their count; every frame but
+ * the last must be NET_FRAME_BYTES long; *total their bytes. */
+static size_t wire_frames(void *router, size_t *total) {
+    zmq_msg_t f;
+    zmq_msg_init(&f);
+    assert_true(zmq_msg_recv(&f, router, 0) >= 0);               /* routing id */
+    size_t frames = 0;
+    *total = 0;
+    do {
+        assert_true(zmq_msg_recv(&f, router, 0) >= 0);
+        frames++;
+        *total += zmq_msg_size(&f);
+        if (zmq_msg_more(&f)) assert_int_equal(zmq_msg_size(&f), NET_FRAME_BYTES);
+    } while (zmq_msg_more(&f));
+    zmq_msg_close(&f);
+    return frames;
+}
+
+/* Over CURVE, a message over NET_FRAME_BYTES travels as frames of NET_FRAME_BYTES and arrives whole (net_recv and
+ * net_recv_arena); in plaintext it is one frame. Over the receiver's cap it is refused naming its type, the rest of
+ * its frames dropped, and the next message still arrives. */
+static void test_multiframe(void **state) {
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    char err[ERR_LEN];
+    CurveKeys ks = {.on = true}, kc = {.on = true};
+    assert_int_equal(zmq_curve_keypair(ks.server_public, ks.server_secret), 0);
+    assert_int_equal(zmq_curve_keypair(kc.client_public, kc.client_secret), 0);
+    memcpy(kc.server_public, ks.server_public, sizeof kc.server_public);
+    NetOpts bo = {.bind = true, .curve = &ks, .curve_server = true}, co = {.curve = &kc};
+    void *router = net_socket(ctx, ZMQ_ROUTER, "tcp://127.0.0.1:0", &bo, err);
+    assert_non_null(router);
+    char ep[128];
+    assert_int_equal(net_last_endpoint(router, ep, sizeof ep), 0);
+    void *dealer = net_socket(ctx, ZMQ_DEALER, ep, &co, err);
+    assert_non_null(dealer);
+    NetOpts pbo = {.bind = true};
+    void *prouter = net_socket(ctx, ZMQ_ROUTER, "tcp://127.0.0.1:0", &pbo, err);
+    assert_non_null(prouter);
+    char pep[128];
+    assert_int_equal(net_last_endpoint(prouter, pep, sizeof pep), 0);
+    void *pdealer = net_socket(ctx, ZMQ_DEALER, pep, NULL, err);
+    assert_non_null(pdealer);
+    size_t n = 600000;                                           /* 600k token ids + log-probs: ~4 MB packed */
+    int32_t *ids = xmalloc(n * sizeof *ids);
+    float *lps = xmalloc(n * sizeof *lps);
+    for (size_t i = 0; i < n; i++) { ids[i] = (int32_t)(i * 7919 % 151000); lps[i] = -(float)i / (float)n; }
+    Dapo__Response r = DAPO__RESPONSE__INIT, *rp = &r;
+    r.token_ids = ids; r.n_token_ids = n; r.logprobs = lps; r.n_logprobs = n;
+    Dapo__GroupResult g = DAPO__GROUP_RESULT__INIT;
+    g.group_id = 77; g.responses = &rp; g.n_responses = 1;
+    size_t len = NET_HEADER_BYTES + protobuf_c_message_get_packed_size(&g.base);
+    assert_true(len > 3 * NET_FRAME_BYTES);
+    /* on the wire over CURVE: ceil(len / NET_FRAME_BYTES) frames, all but the last NET_FRAME_BYTES; in plaintext one */
+    size_t total;
+    assert_int_equal(net_send(dealer, NULL, 0, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &g.base, false), 0);
+    assert_int_equal(wire_frames(router, &total), (len + NET_FRAME_BYTES - 1) / NET_FRAME_BYTES);
+    assert_int_equal(total, len);
+    assert_int_equal(net_send(pdealer, NULL, 0, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &g.base, false), 0);
+    assert_int_equal(wire_frames(prouter, &total), 1);
+    assert_int_equal(total, len);
+    for (int arena = 0; arena < 2; arena++) {
+        assert_int_equal(net_send(dealer, NULL, 0, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &g.base, false), 0);
+        NetMsg m;
+        assert_int_equal((arena ? net_recv_arena : net_recv)(router, &m, 5000, 0, err), 0);
+        assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_GROUP_RESULT);
+        assert_int_equal(m.bytes, len);
+        Dapo__GroupResult *got = (Dapo__GroupResult *)m.msg;
+        assert_int_equal(got->group_id, 77);
+        assert_int_equal(got->responses[0]->n_token_ids, n);
+        assert_memory_equal(got->responses[0]->token_ids, ids, n * sizeof *ids);
+        assert_memory_equal(got->responses[0]->logprobs, lps, n * sizeof *lps);
+        net_msg_free(&m);
+    }
+    /* over a 2 MiB cap: refused as too big, named; a Credit behind it arrives */
+    assert_int_equal(net_send(dealer, NULL, 0, DAPO__MSG_TYPE__MSG_GROUP_RESULT, &g.base, false), 0);
+    Dapo__Credit cr = DAPO__CREDIT__INIT;
+    cr.credits = 5;
+    assert_int_equal(net_send(dealer, NULL, 0, DAPO__MSG_TYPE__MSG_CREDIT, &cr.base, false), 0);
+    NetMsg m;
+    assert_int_equal(net_recv(router, &m, 5000, 2 * NET_FRAME_BYTES, err), ERR_TOO_BIG);
+    assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_GROUP_RESULT);
+    assert_non_null(strstr(err, "limit"));
+    assert_int_equal(net_recv(router, &m, 5000, 2 * NET_FRAME_BYTES, err), 0);
+    assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_CREDIT);
+    assert_int_equal(((Dapo__Credit *)m.msg)->credits, 5);
+    net_msg_free(&m);
+    xfree(ids);
+    xfree(lps);
+    zmq_close(pdealer);
+    zmq_close(prouter);
     zmq_close(dealer);
     zmq_close(router);
     zmq_ctx_term(ctx);
@@ -400,13 +498,16 @@ static void test_worker_refused_names_versions(void **state) {
     pump(f, 20, NULL);
     NetMsg *h = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_HELLO, 2000, NULL);
     assert_non_null(h);
-    /* A coordinator of protocol version 2 refuses: the frame carries version 2 in its header. */
+    /* A coordinator of the next protocol version refuses: the frame carries its version in its header. */
     Dapo__Welcome w = DAPO__WELCOME__INIT;
     w.accepted = false;
-    w.reason = "protocol version mismatch: worker speaks 1, coordinator speaks 2";
+    char reason[96];
+    snprintf(reason, sizeof reason, "protocol version mismatch: worker speaks %d, coordinator speaks %d",
+             DAPO_PROTOCOL_VERSION, DAPO_PROTOCOL_VERSION + 1);
+    w.reason = reason;
     size_t len;
     uint8_t *buf = net_encode(DAPO__MSG_TYPE__MSG_WELCOME, &w.base, &len);
-    buf[4] = 2;
+    buf[4] = DAPO_PROTOCOL_VERSION + 1;
     fake_coord_send_raw(&f->fc, buf, len);
     xfree(buf);
     char err[ERR_LEN] = "";
@@ -414,7 +515,7 @@ static void test_worker_refused_names_versions(void **state) {
     int rc = 0;
     for (int i = 0; i < 100 && rc == 0; i++) rc = worker_poll(f->w, &out, 10, err);
     assert_int_equal(rc, ERR_VERSION);
-    assert_non_null(strstr(err, "worker speaks 1, coordinator speaks 2"));
+    assert_non_null(strstr(err, reason));
     assert_int_equal(worker_state(f->w), WORKER_REFUSED);
 }
 
@@ -435,6 +536,7 @@ int main(void) {
         cmocka_unit_test(test_decode_rejects_bad_frames),
         cmocka_unit_test(test_receiver_survives_bad_frames),
         cmocka_unit_test(test_recv_arena),
+        cmocka_unit_test(test_multiframe),
         cmocka_unit_test_setup_teardown(test_worker_hello_credit_heartbeat, setup, teardown),
         cmocka_unit_test_setup_teardown(test_worker_gets_work_and_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_worker_reregisters_after_silence, setup, teardown),
