@@ -68,13 +68,16 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         send_welcome(c, m, 0, reason);
         return;
     }
-    if (c->keys.on) {                 /* issue 18: a key registers only as the worker its file names */
+    if (c->keys.on) {                 /* issue 18: a key registers only as the worker its file names, or a role key
+                                       * (authorized_keys/rollout.pub) as any worker of that role (issue 19: a
+                                       * scaled set of pods shares one Secret) */
         char name[160] = "";
         sscanf(m->peer_key, "%159s", name);
-        if (strcmp(name, h->worker_id)) {
+        if (strcmp(name, h->worker_id) && strcmp(name, role_name(h->role))) {
             snprintf(reason, sizeof reason, "worker id '%s' does not match its CURVE key, which is authorized_keys/%s.pub: "
-                     "each worker registers under the name of its key (dapo-keygen --client NAME; --id NAME)",
-                     h->worker_id, name[0] ? name : "?");
+                     "each worker registers under the name of its key (dapo-keygen --client NAME; --id NAME), or a "
+                     "role's key (--client %s) as any %s", h->worker_id, name[0] ? name : "?", role_name(h->role),
+                     role_name(h->role));
             log_warn("refused %s", reason);
             send_welcome(c, m, 0, reason);
             return;

@@ -199,6 +199,36 @@ static void impersonation_refused(const char *server_pub) {
     zmq_ctx_term(ctx);
 }
 
+/* A role's key (authorized_keys/rollout.pub, as a scaled Kubernetes set of rollouts shares) registers any worker of
+ * that role (rollout-9, no credit: it gets no work, then says goodbye), and no worker of another role. */
+static void role_key(const char *server_pub) {
+    char pub[41], sec[41], path[600], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/rollout.pub", keys);
+    assert_int_equal(curve_key_read(path, false, "test", pub, err), 0);
+    snprintf(path, sizeof path, "%s/rollout.key", keys);
+    assert_int_equal(curve_key_read(path, true, "test", sec, err), 0);
+    for (int k = 0; k < 2; k++) {
+        void *ctx = zmq_ctx_new(), *s = tu_dealer(ctx, zep, k ? "learner-9" : "rollout-9", server_pub, pub, sec);
+        assert_non_null(s);
+        Dapo__Hello h = k ? tu_hello("learner-9", DAPO__ROLE__ROLE_LEARNER, 1)
+                          : tu_hello("rollout-9", DAPO__ROLE__ROLE_ROLLOUT, 1);
+        net_send(s, NULL, 0, DAPO__MSG_TYPE__MSG_HELLO, &h.base, true);
+        NetMsg m;
+        assert_int_equal(net_recv(s, &m, 5000, 1 << 20, err), 0);
+        assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_WELCOME);
+        const Dapo__Welcome *w = (const Dapo__Welcome *)m.msg;
+        assert_int_equal(w->accepted, !k);
+        if (k) assert_non_null(strstr(w->reason, "or a role's key (--client learner) as any learner"));
+        net_msg_free(&m);
+        Dapo__Goodbye g = DAPO__GOODBYE__INIT;
+        g.reason = "test over";
+        if (!k) net_send(s, NULL, 0, DAPO__MSG_TYPE__MSG_GOODBYE, &g.base, true);
+        usleep(200000);
+        zmq_close(s);
+        zmq_ctx_term(ctx);
+    }
+}
+
 static void read_key(const char *name, char out[41]) {
     char path[600], err[ERR_LEN];
     snprintf(path, sizeof path, "%s/%s", keys, name);
@@ -242,7 +272,7 @@ static void test_curve_cluster_and_intruders(void **state) {
              tu_build(), tu_root(), tu_root(), dir, dir);
     assert_int_equal(system(cmd), 0);
     assert_int_equal(keygen("--server --client coordinator --client verifier-0 --client learner-0 --client rollout-0 "
-                            "--client rollout-1 --client intruder"), 0);
+                            "--client rollout-1 --client intruder --client rollout"), 0);
     char held[700], back[700];                                         /* rollout-1 starts with its key missing */
     snprintf(held, sizeof held, "%s/rollout-1.pub.held", dir);
     snprintf(back, sizeof back, "%s/authorized_keys/rollout-1.pub", keys);
@@ -271,6 +301,7 @@ static void test_curve_cluster_and_intruders(void **state) {
     read_key("server.pub", server_pub);
     intruders_get_nowhere(server_pub);
     impersonation_refused(server_pub);
+    role_key(server_pub);
     st = wait_step(atoi(STEPS), 120000);                              /* the run was not disturbed */
     tu_assert_groups_add_up(st, 1);
     assert_int_equal(tu_group_count(st, "trained"), 4 * atoi(STEPS));
