@@ -117,7 +117,7 @@ int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capac
         .rank = (uint32_t)d->rank, .world_size = (uint32_t)d->cfg.num_learners, .heartbeat_ms = d->cfg.heartbeat_ms,
         .lease_timeout_s = d->cfg.lease_timeout_s, .max_msg_bytes = (int64_t)d->cfg.max_msg_mb << 20,
         .build_info = "dapo " __DATE__ " gcc " __VERSION__, .policy_version = d->policy_version,
-        .fresh = d->fresh, .restarts = daemon_restarts(), .curve = &d->keys,
+        .fresh = d->fresh, .restarts = daemon_restarts(), .curve = &d->keys, .health_file = d->cfg.health_file,
     };
     d->worker = worker_open(d->zctx, &o, err);
     if (!d->worker) return ERR_IO;

@@ -1,8 +1,12 @@
 /* common/net/worker.c: the worker protocol state machine (see worker.h). */
 #include "net/worker.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "core/clock.h"
@@ -31,6 +35,9 @@ struct Worker {
     int            fresh;            /* Hello.fresh (worker_set_fresh) */
     uint64_t       nonce, attempt;   /* Hello.nonce (this process) and .attempt (+1 at every reconnect) */
     int64_t        connecting_since, next_warn_ms;   /* for "no answer from the coordinator" warnings */
+    char           health_file[1024];
+    int64_t        next_health_ms;   /* when health_file is touched next */
+    int            health_warned;
 };
 
 static int send_hello(Worker *w) {
@@ -69,6 +76,12 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
     w->attempt = 1;
     w->connecting_since = clock_ms();
     w->next_warn_ms = w->connecting_since + 5000;
+    if (o->health_file && strlen(o->health_file) >= sizeof w->health_file) {
+        err_set(err, ERR_INVAL, "cluster.health_file: path longer than %zu bytes", sizeof w->health_file - 1);
+        worker_close(w, NULL);
+        return NULL;
+    }
+    snprintf(w->health_file, sizeof w->health_file, "%s", o->health_file ? o->health_file : "");
     w->no = (NetOpts){.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id, .curve = o->curve};
     w->zctx = zctx;
     w->sock = net_socket(zctx, ZMQ_DEALER, w->coordinator, &w->no, err);
@@ -168,8 +181,21 @@ static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
 }
 
 /* Sends what the schedule says is due. */
+/* The liveness file: created or its mtime set to now; a failure is logged once (the probe then restarts us, which
+ * is what a daemon that cannot write its own health file needs anyway). */
+static void touch_health(Worker *w, int64_t now) {
+    if (!w->health_file[0] || now < w->next_health_ms) return;
+    w->next_health_ms = now + 1000;
+    int fd = open(w->health_file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0 && futimens(fd, NULL) == 0) { close(fd); w->health_warned = 0; return; }
+    if (!w->health_warned) log_warn("%s: cannot touch cluster.health_file %s: %s", w->worker_id, w->health_file, strerror(errno));
+    w->health_warned = 1;
+    if (fd >= 0) close(fd);
+}
+
 static void run_timers(Worker *w) {
     int64_t now = clock_ms();
+    touch_health(w, now);
     if (w->state == WORKER_CONNECTING && now >= w->next_hello_ms) {
         int rc = send_hello(w);
         if (rc && rc != ERR_AGAIN) log_warn("%s: hello not sent: %s", w->worker_id, err_str(rc));

@@ -145,6 +145,7 @@ typedef struct Coord {
     int64_t      stop_deadline_ms;     /* monotonic; cluster.stop_timeout_s after the stop request */
     uint64_t     msgs_in, msgs_bad;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */
+    int          ready;                /* config loaded, data read, checkpoint restored: /readyz answers 200 */
     ZcBuf        zc[COORD_ZC_BUFS];    /* coord_zc_frame / coord_zc_send buffers, freed after zmq_ctx_term */
 
     /* What the dashboard shows (history.c). */

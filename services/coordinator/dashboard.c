@@ -11,6 +11,9 @@
  *   GET  /api/config              the resolved config (YAML text)
  *   GET  /metrics                 Prometheus text exposition format 0.0.4: the latest value of every step metric
  *                                 (dapo_<sanitized name>), coordinator gauges and per-worker gauges
+ *   GET  /healthz                 200 "ok" while the event loop serves (a liveness probe; no token needed, says nothing)
+ *   GET  /readyz                  200 "ready" once the config is loaded, the data read and the checkpoint restored,
+ *                                 else 503 (a readiness / startup probe; no token needed)
  *   POST /api/control/{pause,resume,checkpoint,stop}  with `Authorization: Bearer <token>` (cluster.token_file):
  *                                 403 when no token is configured, 401 without / with a wrong token
  * (The dashboard tests' synthetic steps are test code: tests/support/dashboard_demo.c through coord_run's hooks.)
@@ -586,6 +589,11 @@ static void route_chartjs(HttpResponse *r) {
 void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
     Coord *c = coord;
     const char *p = req->path;
+    if (!strcmp(p, "/healthz") || !strcmp(p, "/readyz")) {          /* probes: a kubelet sends no bearer token */
+        int ready = !strcmp(p, "/healthz") || c->ready;
+        http_reply(resp, ready ? 200 : 503, NULL, !strcmp(p, "/healthz") ? "ok\n" : ready ? "ready\n" : "starting\n");
+        return;
+    }
     if (c->http_public && (!c->token || !bearer_ok(req->authorization, c->token))) {   /* issue 18: off loopback */
         http_reply(resp, 401, NULL, "this dashboard is off loopback: every request needs Authorization: Bearer <token> "
                                     "(cluster.token_file)\n");

@@ -283,6 +283,7 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
         log_info("metrics: %s", path);
     }
     coord_drain(c);        /* messages that arrived before the poll was registered */
+    c->ready = 1;
     return 0;
 }
 

@@ -209,6 +209,10 @@ static void test_static_routes(void **state) {
     assert_non_null(strstr(r.head, "Cache-Control: no-store\r\n"));
     assert_non_null(strstr(r.head, "Content-Security-Policy: default-src 'self';"));
     assert_int_equal(http_req(g.ha, "GET", "/metrics", NULL, &r), 200);   /* mid-run: the latest-value table grows */
+    assert_int_equal(http_req(g.ha, "GET", "/healthz", NULL, &r), 200);   /* the probes (deploy/k8s) */
+    assert_string_equal(r.body, "ok\n");
+    assert_int_equal(http_req(g.ha, "GET", "/readyz", NULL, &r), 200);
+    assert_string_equal(r.body, "ready\n");
     /* Chart.js: Debian's file byte for byte (503 naming the package when it is missing, as on B). */
     size_t n;
     char *chart = slurp(CHARTJS, &n);

@@ -6,7 +6,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "core/clock.h"
@@ -297,15 +302,17 @@ static void test_multiframe(void **state) {
     zmq_ctx_term(ctx);
 }
 
-typedef struct { void *ctx; FakeCoord fc; Worker *w; } Fix;
+typedef struct { void *ctx; FakeCoord fc; Worker *w; char health[64]; } Fix;
 
 static int setup(void **state) {
     Fix *f = xcalloc(1, sizeof *f);
     char err[ERR_LEN];
     f->ctx = zmq_ctx_new();
     if (fake_coord_open(&f->fc, f->ctx, "tcp://127.0.0.1:0", err)) return -1;
+    snprintf(f->health, sizeof f->health, "/tmp/dapo-test-health-%d", (int)getpid());
+    unlink(f->health);
     WorkerOpts o = {.role = DAPO__ROLE__ROLE_VERIFIER, .worker_id = "verifier-t", .coordinator = f->fc.endpoint,
-                    .capacity = 8, .heartbeat_ms = 50, .lease_timeout_s = 0.4};
+                    .capacity = 8, .heartbeat_ms = 50, .lease_timeout_s = 0.4, .health_file = f->health};
     f->w = worker_open(f->ctx, &o, err);
     if (!f->w) return -1;
     *state = f;
@@ -315,6 +322,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     Fix *f = *state;
     worker_close(f->w, "test over");
+    unlink(f->health);
     fake_coord_close(&f->fc);
     zmq_ctx_term(f->ctx);
     xfree(f);
@@ -425,6 +433,9 @@ static void test_worker_hello_credit_heartbeat(void **state) {
     NetMsg out;
     pump(f, 20, &out);
     assert_int_equal(worker_state(f->w), WORKER_CONNECTING);
+    struct stat hs;                                      /* the liveness file: made at the first poll, connected or not */
+    assert_int_equal(stat(f->health, &hs), 0);
+    assert_true(labs((long)(hs.st_mtime - time(NULL))) <= 1);
     register_worker(f);
     NetMsg *c = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_CREDIT, 1000, NULL);
     assert_non_null(c);
@@ -442,6 +453,11 @@ static void test_worker_hello_credit_heartbeat(void **state) {
     c = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_CREDIT, 1000, NULL);
     assert_non_null(c);
     assert_int_equal(((Dapo__Credit *)c->msg)->credits, 2);
+    struct timespec old[2] = {{.tv_sec = 1000}, {.tv_sec = 1000}};    /* made stale: the next second's poll renews it */
+    assert_int_equal(utimensat(AT_FDCWD, f->health, old, 0), 0);
+    pump(f, 1100, &out);
+    assert_int_equal(stat(f->health, &hs), 0);
+    assert_true(labs((long)(hs.st_mtime - time(NULL))) <= 1);
 }
 
 static void test_worker_gets_work_and_cancel(void **state) {
