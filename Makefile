@@ -220,6 +220,14 @@ bench-%: all $(BENCH_BINS)
 	pip install -q -r bench/requirements.txt
 	@BUILD=$(BUILD) bench/$*/run.sh
 
+# make image / make image-cuda: the container image (deploy/docker/: Dockerfile, Dockerfile.cuda), built with buildah
+# from a debootstrapped Debian base; tags localhost/dapo:latest (+ :build) / localhost/dapo:cuda (+ :cuda-build).
+.PHONY: image image-cuda
+image:
+	@deploy/docker/build-image.sh cpu
+image-cuda:
+	@deploy/docker/build-image.sh cuda
+
 clean:
 	rm -rf build build-san
 

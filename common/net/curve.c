@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 #include <zmq.h>
 
@@ -37,11 +38,14 @@ int curve_key_read(const char *path, bool secret, const char *what, char out[CUR
         found = 1;
     }
     fclose(f);
-    if ((secret && says_public) || (secret && (sb.st_mode & 077))) out[0] = 0;
+    /* PostgreSQL's rule for its ssl_key_file: no bits for group or others, or, owned by root, group read only — the
+     * way a Kubernetes Secret volume with an fsGroup mounts it (root:fsGroup, 0440) */
+    int exposed = secret && (sb.st_uid == 0 && sb.st_uid != geteuid() ? (sb.st_mode & 037) : (sb.st_mode & 077));
+    if ((secret && says_public) || exposed) out[0] = 0;
     if (secret && says_public)
         return err_set(err, ERR_INVAL, "%s: %s is a PUBLIC key file (its first line says so); name the secret one, the "
                        ".key file of the same name", what, path);
-    if (secret && (sb.st_mode & 077))
+    if (exposed)
         return err_set(err, ERR_INVAL, "%s: the secret key file %s is readable by others (mode %03o): chmod 600 %s",
                        what, path, (unsigned)(sb.st_mode & 0777), path);
     if (bad || !found) {

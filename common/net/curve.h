@@ -30,7 +30,9 @@ typedef struct {
     char authorized_keys[4096];               /* servers: the allow-list directory */
 } CurveKeys;
 
-/* Reads one key file into out (40 Z85 characters). secret: the file must not be readable by group or others.
+/* Reads one key file into out (40 Z85 characters). secret: the file must not be readable by group or others, except
+ * that a file owned by root (this process not being root) may be group-readable (mode 0440 at most: a Kubernetes
+ * Secret volume with an fsGroup; PostgreSQL's rule for its key file).
  * ERR_IO (unreadable, naming the path and the config key `what`), ERR_INVAL (not one 40-character Z85 key; a
  * secret file with mode bits 077 set, naming the chmod that fixes it). */
 int curve_key_read(const char *path, bool secret, const char *what, char out[CURVE_KEY_Z85], char err[ERR_LEN]);

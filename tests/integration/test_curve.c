@@ -1,7 +1,8 @@
 /* tests/integration/test_curve.c: CURVE on every socket that can leave the host (issue 18), on loopback.
  * (a) The refusal rules with their messages: a ZeroMQ socket or the dashboard off loopback without keys (or
  *     without a token) is refused unless cluster.insecure; unreadable, malformed and mismatched key files; a secret
- *     key file readable by others; dapo-keygen never overwrites.
+ *     key file readable by others (group-readable is let through only when root owns it, as a Kubernetes Secret volume
+ *     with an fsGroup mounts it); dapo-keygen never overwrites.
  * (b) The real daemons (coordinator, verifier, learner, rollout) with keys from dapo-keygen train 2 steps; every
  *     worker shows its key fingerprint on /api/status. Intruders get nowhere, and the run is not disturbed: a
  *     plaintext client and a client with a key not on the allow-list cannot register or pull a weight chunk (their
@@ -16,6 +17,8 @@
 
 #include <jansson.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "core/clock.h"
@@ -93,6 +96,30 @@ static void test_refusal_rules(void **state) {
     assert_int_equal(curve_load(&c, false, true, &k, err), ERR_INVAL);
     assert_non_null(strstr(err, "readable by others (mode 644): chmod 600"));
     chmod(path, 0600);
+    if (getuid() == 0) {        /* a Kubernetes Secret volume with an fsGroup: root:10001, 0440, read by uid 10001 */
+        char tdir[] = "/tmp/dapo-fsgroup-XXXXXX", cmd[900], kp[64];
+        assert_non_null(mkdtemp(tdir));
+        snprintf(kp, sizeof kp, "%s/w1.key", tdir);
+        snprintf(cmd, sizeof cmd, "chmod 711 %s && cp %s %s && chown 0:10001 %s && chmod 440 %s", tdir, path, kp, kp, kp);
+        assert_int_equal(system(cmd), 0);
+        pid_t p = fork();
+        if (p == 0) {
+            char k2[41], e2[ERR_LEN];
+            if (setgid(10001) || setuid(10001)) _exit(3);
+            int ok = curve_key_read(kp, true, "test", k2, e2) == 0;
+            if (!ok) fprintf(stderr, "uid 10001: %s\n", e2);
+            _exit(ok ? 0 : 1);
+        }
+        int ws = 0;
+        waitpid(p, &ws, 0);
+        assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+        char k3[41];                                                /* root itself still wants 0600 on its own file */
+        assert_int_equal(curve_key_read(kp, true, "test", k3, err), ERR_INVAL);
+        assert_int_equal(chown(kp, 10001, 10001), 0);               /* owned by a user, group-readable: refused */
+        assert_int_equal(curve_key_read(kp, true, "test", k3, err), ERR_INVAL);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", tdir);
+        assert_int_equal(system(cmd), 0);
+    }
     snprintf(path, sizeof path, "%s/w1.pub", keys);                    /* a public key where the secret goes */
     assert_int_equal(config_set(&c, "cluster.curve.secret_key", path, "test", err), 0);
     assert_int_equal(curve_load(&c, false, true, &k, err), ERR_INVAL);
