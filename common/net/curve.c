@@ -18,6 +18,10 @@ static int is_z85(const char *s, size_t n) {
     return 1;
 }
 
+int curve_secret_exposed(const struct stat *sb) {
+    return sb->st_uid == 0 && geteuid() != 0 ? (sb->st_mode & 037) != 0 : (sb->st_mode & 077) != 0;
+}
+
 int curve_key_read(const char *path, bool secret, const char *what, char out[CURVE_KEY_Z85], char err[ERR_LEN]) {
     out[0] = 0;
     struct stat sb;
@@ -40,7 +44,7 @@ int curve_key_read(const char *path, bool secret, const char *what, char out[CUR
     fclose(f);
     /* PostgreSQL's rule for its ssl_key_file: no bits for group or others, or, owned by root, group read only — the
      * way a Kubernetes Secret volume with an fsGroup mounts it (root:fsGroup, 0440) */
-    int exposed = secret && (sb.st_uid == 0 && sb.st_uid != geteuid() ? (sb.st_mode & 037) : (sb.st_mode & 077));
+    int exposed = secret && curve_secret_exposed(&sb);
     if ((secret && says_public) || exposed) out[0] = 0;
     if (secret && says_public)
         return err_set(err, ERR_INVAL, "%s: %s is a PUBLIC key file (its first line says so); name the secret one, the "

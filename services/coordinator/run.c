@@ -217,7 +217,7 @@ static int load_token(Coord *c, char err[ERR_LEN]) {
     line[strcspn(line, "\r\n")] = 0;
     if (strlen(line) < 8) return err_set(err, ERR_INVAL, "cluster.token_file: '%s' holds no token of 8+ characters", c->cfg.token_file);
     struct stat sb;
-    if (stat(c->cfg.token_file, &sb) == 0 && (sb.st_mode & 077))
+    if (stat(c->cfg.token_file, &sb) == 0 && curve_secret_exposed(&sb))
         log_warn("cluster.token_file %s is readable by others (mode %03o): chmod 600 %s", c->cfg.token_file,
                  (unsigned)(sb.st_mode & 0777), c->cfg.token_file);
     c->token = xstrdup(line);
