@@ -93,7 +93,7 @@ LONGTEST_BINS := $(addprefix $(BUILD)/tests/,$(notdir $(LONGTEST_SRC:.c=)))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 BENCH_BINS := $(addprefix $(BUILD)/bench/,$(notdir $(BENCH_SRC:.c=)))
 
-.PHONY: all deps test test-build run bench fixtures check-long clean fuzz
+.PHONY: all deps test test-build run bench fixtures check-long check-k8s clean fuzz
 .SECONDARY:            # keep intermediate objects (tools/*.o, tests/*.o): no rebuild on the next make
 .DEFAULT_GOAL := all
 all: $(SVC_BINS) $(TOOL_BINS)
@@ -204,6 +204,13 @@ check-long: deps
 	@deps/install.sh --extra chromium
 	@$(MAKE) --no-print-directory test-build $(LONGTEST_BINS)
 	@BUILD=$(BUILD) FUZZ_SECONDS=600 LONG=1 tests/run.sh
+
+# check-k8s: deploy/k8s rendered with kubectl 1.20 (Debian's, from its .deb) and the one on PATH, yamllint,
+# kubernetes-validate, and every container's command checked with --print-config (tests/k8s/check_manifests.py;
+# pip packages: .ci/run calls it after make test).
+check-k8s: all
+	pip install -q -r tests/k8s/requirements.txt
+	@DAPO_BUILD=$(abspath $(BUILD)) python3 tests/k8s/check_manifests.py
 
 run: deps
 	@$(MAKE) --no-print-directory all
