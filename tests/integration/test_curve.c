@@ -190,7 +190,7 @@ static json_t *status(void) {
 }
 
 static json_t *wait_step(long step, int ms) {
-    int64_t end = clock_ms() + ms;
+    int64_t end = clock_ms() + (int64_t)ms * TU_SLOW;
     while (clock_ms() < end) {
         json_t *st = status();
         if (st && json_integer_value(json_object_get(st, "step")) >= step &&
