@@ -199,11 +199,15 @@ test: deps
 test-build: all $(TEST_BINS) $(TESTPROG_BINS) $(FUZZ_BINS)
 
 # check-long: everything in make test with 10-minute fuzzing, plus tests/integration/longtest_* (headless
-# Chromium: installed here only, it is too heavy for make test).
+# Chromium: installed here only, it is too heavy for make test), then the container image and the no-cluster pod
+# run of deploy/k8s (tests/k8s/pod_run.py: the image's daemons started from the manifests, without a kubelet).
 check-long: deps
 	@deps/install.sh --extra chromium
 	@$(MAKE) --no-print-directory test-build $(LONGTEST_BINS)
 	@BUILD=$(BUILD) FUZZ_SECONDS=600 LONG=1 tests/run.sh
+	@$(MAKE) --no-print-directory image
+	pip install -q -r tests/k8s/requirements.txt
+	@DAPO_BUILD=$(abspath $(BUILD)) python3 tests/k8s/pod_run.py
 
 # check-k8s: deploy/k8s rendered with kubectl 1.20 (Debian's, from its .deb) and the one on PATH, yamllint,
 # kubernetes-validate, and every container's command checked with --print-config (tests/k8s/check_manifests.py;
