@@ -38,7 +38,12 @@ if [[ $BASE == localhost/* ]] && ! podman image exists "$BASE"; then
   debootstrap --variant=minbase bookworm "$dir" "$mirror" > "$dir.log" 2>&1 || { tail -20 "$dir.log"; exit 1; }
   printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s-security bookworm-security main\n' \
     "$mirror" "$mirror" "$mirror" > "$dir/etc/apt/sources.list"
-  rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/* "$dir"/etc/resolv.conf "$dir"/etc/hostname
+  # as Debian's -slim images: no docs (but copyrights), man pages or translations, now or from later apt-get installs
+  printf 'path-exclude /usr/share/%s\n' 'doc/*' 'man/*' 'info/*' 'locale/*' 'lintian/*' > "$dir/etc/dpkg/dpkg.cfg.d/01-slim"
+  echo 'path-include /usr/share/doc/*/copyright' >> "$dir/etc/dpkg/dpkg.cfg.d/01-slim"
+  find "$dir/usr/share/doc" -type f ! -name copyright -delete
+  rm -rf "$dir"/usr/share/{man,info,locale,lintian}/* "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/* \
+         "$dir"/etc/resolv.conf "$dir"/etc/hostname
   tar -C "$dir" -c . | podman import --change 'CMD ["/bin/bash"]' - "$BASE" >/dev/null
   rm -rf "$dir" "$dir.log"; trap - EXIT
   echo "build-image: base image $BASE made"

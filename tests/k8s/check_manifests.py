@@ -49,7 +49,9 @@ def debian_kubectl(cache):
     if os.path.exists(exe):
         return exe
     os.makedirs(cache, exist_ok=True)
-    run(["apt-get", "download", "kubernetes-client"], cwd=cache)
+    if subprocess.run(["apt-get", "download", "kubernetes-client"], cwd=cache, capture_output=True).returncode:
+        run(["apt-get", "update", "-qq"])                   # no package lists yet (a fresh machine)
+        run(["apt-get", "download", "kubernetes-client"], cwd=cache)
     deb = [f for f in os.listdir(cache) if f.startswith("kubernetes-client_") and f.endswith(".deb")]
     if not deb:
         fail("apt-get download kubernetes-client gave no .deb")
