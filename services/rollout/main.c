@@ -62,6 +62,9 @@ typedef struct {
     uint64_t     next_tag;
     uint32_t     held;         /* sequences whose credit is out */
     int          paused;
+    int          paused_session; /* the coordinator session (worker_sessions) that paused us: a pause ends with it
+                                  * (a coordinator stopping pauses its workers; once it is back, the new session
+                                  * dispatches again; issue 19's pod run found rollouts held paused for ever) */
     long         groups_done, tokens_done;
     GenStats     logged;       /* engine counters at the last log_engine_stats */
 } Rollout;
@@ -186,8 +189,12 @@ static int on_work(void *ud, NetMsg *m) {
         break;
     case DAPO__MSG_TYPE__MSG_CONTROL: {
         const Dapo__Control *c = (const Dapo__Control *)m->msg;
-        if (c->cmd == DAPO__CONTROL_CMD__CONTROL_PAUSE) r->paused = 1;
-        else if (c->cmd == DAPO__CONTROL_CMD__CONTROL_RESUME) r->paused = 0;
+        if (c->cmd == DAPO__CONTROL_CMD__CONTROL_PAUSE) {
+            r->paused = 1;
+            r->paused_session = worker_sessions(r->d.worker);
+        } else if (c->cmd == DAPO__CONTROL_CMD__CONTROL_RESUME) {
+            r->paused = 0;
+        }
         log_info("control %d%s", (int)c->cmd, r->paused ? " (paused: no new sequences start)" : "");
         break;
     }
@@ -314,6 +321,10 @@ static void weights_turn(Rollout *r) {
 static int on_idle(void *ud) {
     Rollout *r = ud;
     char err[ERR_LEN];
+    if (r->paused && worker_sessions(r->d.worker) != r->paused_session) {
+        r->paused = 0;
+        log_info("registered again: the pause of the previous coordinator session is over");
+    }
     weights_turn(r);
     if (wfetch_ready(r->wf) <= r->version) gen_engine_hold_new(r->eng, r->paused);
     int rc = gen_engine_step(r->eng, err);

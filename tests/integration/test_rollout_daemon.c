@@ -4,7 +4,7 @@
  * per sequence, text decoded with special tokens skipped, pause + cancel, bad groups answered with an error
  * result, garbage frames survived, a weight update to version 1 with one corrupted and one dropped chunk that
  * are asked for again, the swap, WeightAck and heartbeats with the new version, results on the new weights,
- * and SIGTERM -> Goodbye. Model: tests/data/model/qwen2_gqa; tokenizer: data/tokenizers/tiny. */
+ * a pause that ends when the worker registers with a new coordinator session, and SIGTERM -> Goodbye. Model: tests/data/model/qwen2_gqa; tokenizer: data/tokenizers/tiny. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -409,6 +409,22 @@ static void test_rollout_daemon(void **state) {
     send_group(f, 15, 2, 3, 40, 0);
     r = take_result(f, 10000);
     check_group(f, r, f->m1, 15, 3, 1);
+
+    /* the coordinator stops (it pauses its workers) and comes back: the rollout registers again, and the pause of
+     * the old session is over — the new coordinator's groups run (a restarted coordinator pod, issue 19) */
+    pause.cmd = DAPO__CONTROL_CMD__CONTROL_PAUSE;
+    fake_coord_reply(&f->fc, DAPO__MSG_TYPE__MSG_CONTROL, &pause.base);
+    pump(f, 200, NULL);
+    Dapo__ErrorReply unknown = DAPO__ERROR_REPLY__INIT;
+    unknown.code = ERR_NOTFOUND;
+    unknown.message = "unknown worker";
+    fake_coord_reply(&f->fc, DAPO__MSG_TYPE__MSG_ERROR, &unknown.base);
+    assert_non_null(fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_HELLO, 5000, NULL));
+    assert_int_equal(fake_coord_welcome(&f->fc, 100, 5), 0);
+    send_group(f, 16, 1, 2, 40, 0);
+    r = take_result(f, 10000);
+    assert_int_equal(r->group_id, 16);
+    assert_int_equal(r->n_responses, 2);
 
     /* SIGTERM: goodbye and exit 0 */
     kill(f->pid, SIGTERM);

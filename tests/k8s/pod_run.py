@@ -18,6 +18,9 @@ test_freq and val_before_train. Then:
 3. the coordinator pod is stopped (SIGTERM, as a rollout of a new version does) and started again: it resumes from
    the checkpoint on the run volume, and the run finishes with every group accounted for.
 The workers' liveness files are fresh. Needs root, `ip`, buildah (`make image`); prints SKIP without them.
+SEED_RUN_DIR=runs/default puts make run's prepared data and base model on the run volume first: the prepare init
+container finds them and skips its SFT (minutes), as it does when a coordinator pod restarts. KEEP=1 keeps the
+scratch directory (the pods' logs).
 """
 import json
 import os
@@ -52,7 +55,7 @@ def log(msg):
 class Pods:
     def __init__(self, scratch, rootfs, image_env, objs):
         self.scratch, self.rootfs, self.image_env, self.objs = scratch, rootfs, image_env, objs
-        self.procs, self.addr, self.n = {}, {}, 0
+        self.procs, self.addr, self.n, self.specs, self.restarts = {}, {}, 0, {}, {}
         self.pvc = os.path.join(scratch, "pvc")
         os.makedirs(self.pvc)
         os.chown(self.pvc, 10001, 10001)
@@ -117,7 +120,16 @@ class Pods:
                 cm.fail("init container %s of %s exited %d (log %s)" % (container["name"], pod_name, rc, logf.name))
             return None
         self.procs[pod_name] = p
+        self.specs[pod_name] = (pod, container, extra_args)
         return p
+
+    def kubelet(self):
+        """restartPolicy: Always: a container that exited is started again (its init containers are not rerun)."""
+        for name, p in list(self.procs.items()):
+            if p.poll() is not None:
+                self.restarts[name] = self.restarts.get(name, 0) + 1
+                log("%s exited with status %d: restarted (restart %d)" % (name, p.returncode, self.restarts[name]))
+                self.start(name, *self.specs[name])
 
     def start_pod(self, pod_name, pod, extra_args=()):
         for ic in pod.get("initContainers", []):
@@ -158,6 +170,7 @@ def status(pods, token):
 def wait_for(pods, token, what, pred, timeout):
     end = time.time() + timeout
     while time.time() < end:
+        pods.kubelet()
         st = status(pods, token)
         if st and pred(st):
             return st
@@ -195,6 +208,12 @@ def main():
         short = ["trainer.total_training_steps=%d" % STEPS, "trainer.save_freq=2", "trainer.test_freq=-1",
                  "trainer.val_before_train=false"]
         pods = Pods(scratch, rootfs, image_env, objs)
+        seed = os.environ.get("SEED_RUN_DIR")   # a run directory with data/ and base-model/ (make run's runs/default)
+        if seed:                                # the prepare init container then finds them cached, as on a restart
+            for d in ("data", "base-model"):
+                shutil.copytree(os.path.join(seed, d), os.path.join(pods.pvc, "default", d))
+            sh("chown -R 10001:10001 %s/default" % pods.pvc)
+            log("run volume seeded with %s/{data,base-model}" % seed)
         for name in ("dapo-coordinator-0", "dapo-learner-0", "dapo-rollout-0", "dapo-rollout-1", "dapo-verifier-0"):
             pods.netns(name)                      # every address known before the first /etc/hosts is written
         pods.start_pod("dapo-coordinator-0", coord, short)
