@@ -9,6 +9,8 @@
 #      the versions the toolkit has in its dist-info, else the newest of its major version), tagging the build
 #      stage too: localhost/dapo:build + :latest (cpu), localhost/dapo:cuda-build + :cuda (cuda);
 #   4. prints the sizes of both stages and the time each part took.
+# Environment: BASE, IMAGE (default localhost/dapo), MIRROR / SECURITY_MIRROR (default: this machine's apt sources),
+# CUDA_HOME, PIP_CERT (the CA bundle pip uses in the CUDA build; default this machine's).
 # Builds use `--isolation chroot` (crun cannot set up cgroups here) and `--layers` (cached between runs).
 set -euo pipefail
 variant=${1:-cpu}
@@ -32,12 +34,15 @@ if [[ $BASE == localhost/* ]] && ! podman image exists "$BASE"; then
   mirror=${MIRROR:-$(grep -rhE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \
                      | grep -oE 'https?://[^ ]*/debian/?( |$)' | head -1 | tr -d ' ' || true)}
   mirror=${mirror:-http://deb.debian.org/debian}; mirror=${mirror%/}
+  security=${SECURITY_MIRROR:-$(grep -rhE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \
+                     | grep -oE 'https?://[^ ]*/debian-security/?( |$)' | head -1 | tr -d ' ' || true)}
+  security=${security:-http://deb.debian.org/debian-security}; security=${security%/}
   dir=$(mktemp -d /var/tmp/dapo-base.XXXXXX)
   trap 'rm -rf "$dir"' EXIT
   echo "build-image: debootstrap --variant=minbase bookworm from $mirror (log: $dir.log)"
   debootstrap --variant=minbase bookworm "$dir" "$mirror" > "$dir.log" 2>&1 || { tail -20 "$dir.log"; exit 1; }
-  printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s-security bookworm-security main\n' \
-    "$mirror" "$mirror" "$mirror" > "$dir/etc/apt/sources.list"
+  printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s bookworm-security main\n' \
+    "$mirror" "$mirror" "$security" > "$dir/etc/apt/sources.list"
   # as Debian's -slim images: no docs (but copyrights), man pages or translations, now or from later apt-get installs
   printf 'path-exclude /usr/share/%s\n' 'doc/*' 'man/*' 'info/*' 'locale/*' 'lintian/*' > "$dir/etc/dpkg/dpkg.cfg.d/01-slim"
   echo 'path-include /usr/share/doc/*/copyright' >> "$dir/etc/dpkg/dpkg.cfg.d/01-slim"
@@ -50,20 +55,24 @@ if [[ $BASE == localhost/* ]] && ! podman image exists "$BASE"; then
 fi
 lap base
 
-bud=(buildah bud --isolation chroot --layers --ignorefile deploy/docker/.dockerignore --build-arg "BASE=$BASE")
+bud=(buildah bud --isolation chroot --layers --force-rm --ignorefile deploy/docker/.dockerignore --build-arg "BASE=$BASE")
 if [ "$variant" = cuda ]; then
   nvcc=$(command -v nvcc || true)
   cuda_home=${CUDA_HOME:-${nvcc:+$(dirname "$(dirname "$nvcc")")}}
   [ -x "$cuda_home/bin/nvcc" ] || { echo "build-image: no CUDA toolkit (set CUDA_HOME or put nvcc on PATH)" >&2; exit 2; }
   cuda_home=$(readlink -f "$cuda_home")
   major=$("$cuda_home/bin/nvcc" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
-  # the wheel named NAME at the version the toolkit has (its dist-info), else the newest of the major version
-  wheel() { local d; d=$(ls -d "$cuda_home/dist-info/${1//-/_}"-*.dist-info 2>/dev/null | head -1 || true)
-            if [ -n "$d" ]; then d=${d##*/}; d=${d%.dist-info}; echo "$1==${d##*-}"; else echo "$1==$major.*"; fi; }
-  if [ "$major" -ge 13 ]; then wheels="$(wheel nvidia-cuda-runtime) $(wheel nvidia-cublas) $(wheel nvidia-nccl-cu$major)"
-  else wheels="$(wheel nvidia-cuda-runtime-cu$major) $(wheel nvidia-cublas-cu$major) $(wheel nvidia-nccl-cu$major)"; fi
+  wheel() {  # NAME==the version the toolkit has (its dist-info), else NAME==MAJOR.*
+    local d; for d in "$cuda_home/dist-info/${1//-/_}"-*.dist-info; do
+      [ -d "$d" ] && { d=${d##*/}; d=${d%.dist-info}; echo "$1==${d##*-}"; return; }; done
+    echo "$1==$major.*"; }
+  if [ "$major" -ge 13 ]; then sfx=""; else sfx="-cu$major"; fi   # CUDA 13 dropped the suffix (not NCCL's)
+  wheels="$(wheel "nvidia-cuda-runtime$sfx") $(wheel "nvidia-cublas$sfx") $(wheel "nvidia-nccl-cu$major")"
   echo "build-image: CUDA $major toolkit at $cuda_home; runtime wheels: $wheels"
   bud+=(--volume "$cuda_home:/usr/local/cuda:ro" --build-arg "NVIDIA_WHEELS=$wheels" -f deploy/docker/Dockerfile.cuda)
+  # pip in the build trusts this machine's CA bundle (a TLS-intercepting proxy's CA is in it, not in the image's)
+  ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
+  [ -f "$ca" ] && bud+=(--volume "$ca:/etc/ssl/build-host-ca.crt:ro" --build-arg PIP_CERT=/etc/ssl/build-host-ca.crt)
   build_tag=$IMAGE:cuda-build; run_tag=$IMAGE:cuda
 else
   bud+=(-f deploy/docker/Dockerfile)
@@ -72,6 +81,11 @@ fi
 "${bud[@]}" --target build -t "$build_tag" .
 lap "build stage ($build_tag)"
 "${bud[@]}" -t "$run_tag" .
+if [ "$variant" = cuda ]; then   # --volume leaves its (empty) mount points in every stage: drop them from the runtime
+  ctr=$(buildah from --pull=never "$run_tag"); mnt=$(buildah mount "$ctr")
+  rmdir "$mnt/usr/local/cuda"; [ -s "$mnt/etc/ssl/build-host-ca.crt" ] || rm -f "$mnt/etc/ssl/build-host-ca.crt"
+  buildah umount "$ctr" >/dev/null; buildah commit -q --rm "$ctr" "$run_tag" >/dev/null
+fi
 lap "runtime stage ($run_tag)"
 
 echo "build-image: done"
