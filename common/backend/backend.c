@@ -6,6 +6,17 @@
 #include "backend/cuda/device.h"
 #endif
 
+int backend_known(const char *device, char err[ERR_LEN]) {
+    if (!device || !strcmp(device, "cpu")) return 0;
+    if (strcmp(device, "cuda") != 0) return err_set(err, ERR_INVAL, "trainer.device: \"%s\" is neither cpu nor cuda", device);
+#ifndef USE_CUDA
+    return err_set(err, ERR_UNSUPPORTED, "trainer.device=cuda: this build has no CUDA backend (rebuild with `make CUDA=1`, "
+                   "which needs nvcc on PATH or CUDA_HOME)");
+#else
+    return 0;
+#endif
+}
+
 const Backend *backend_select(const char *device, char err[ERR_LEN]) {
     if (!device || !strcmp(device, "cpu")) return &backend_cpu;
     if (strcmp(device, "cuda") != 0) {

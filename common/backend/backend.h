@@ -161,4 +161,8 @@ extern const Backend backend_cuda;
  * otherwise NULL with err naming what is missing. Never NULL for "cpu". */
 const Backend *backend_select(const char *device, char err[ERR_LEN]);
 
+/* As backend_select without looking for a device: 0 when trainer.device names a backend this build has, else the
+ * same errors. For processes that check the config but compute nothing (the coordinator: its pod has no GPU). */
+int backend_known(const char *device, char err[ERR_LEN]);
+
 #endif

@@ -50,8 +50,9 @@ int curve_key_read(const char *path, bool secret, const char *what, char out[CUR
         return err_set(err, ERR_INVAL, "%s: %s is a PUBLIC key file (its first line says so); name the secret one, the "
                        ".key file of the same name", what, path);
     if (exposed)
-        return err_set(err, ERR_INVAL, "%s: the secret key file %s is readable by others (mode %03o): chmod 600 %s",
-                       what, path, (unsigned)(sb.st_mode & 0777), path);
+        return err_set(err, ERR_INVAL, "%s: the secret key file %s is readable by others (mode %03o): chmod 600 %s "
+                       "(a Kubernetes Secret volume: defaultMode 0440 with an fsGroup)", what, path,
+                       (unsigned)(sb.st_mode & 0777), path);
     if (bad || !found) {
         out[0] = 0;
         return err_set(err, ERR_INVAL, "%s: %s does not hold one CURVE key (40 Z85 characters on one line; make keys "

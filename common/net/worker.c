@@ -181,13 +181,19 @@ static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
 }
 
 /* Sends what the schedule says is due. */
-/* The liveness file: created or its mtime set to now; a failure is logged once (the probe then restarts us, which
+/* The liveness file: rewritten with the worker's state ("ready" once registered, else "connecting"), so its mtime
+ * is now; a failure is logged once (the probe then restarts us, which
  * is what a daemon that cannot write its own health file needs anyway). */
 static void touch_health(Worker *w, int64_t now) {
     if (!w->health_file[0] || now < w->next_health_ms) return;
     w->next_health_ms = now + 1000;
-    int fd = open(w->health_file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd >= 0 && futimens(fd, NULL) == 0) { close(fd); w->health_warned = 0; return; }
+    int fd = open(w->health_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const char *state = w->state == WORKER_READY ? "ready\n" : "connecting\n";     /* for a readiness probe */
+    if (fd >= 0 && write(fd, state, strlen(state)) == (ssize_t)strlen(state)) {
+        close(fd);
+        w->health_warned = 0;
+        return;
+    }
     if (!w->health_warned) log_warn("%s: cannot touch cluster.health_file %s: %s", w->worker_id, w->health_file, strerror(errno));
     w->health_warned = 1;
     if (fd >= 0) close(fd);

@@ -34,8 +34,9 @@ typedef struct {
     uint32_t    restarts;           /* Hello.restarts: times its supervisor restarted it (daemon_restarts) */
     const CurveKeys *curve;         /* CURVE client keys (borrowed; must outlive the worker) [NULL: plaintext] */
     int         send_wait_ms;       /* longest worker_send waits out a full send queue [0: lease_timeout_s] */
-    const char *health_file;        /* touched (created, mtime now) at most once a second from worker_poll, whatever
-                                     * the state: a liveness probe reads its age (Kubernetes, issue 19) [NULL/"": off] */
+    const char *health_file;        /* rewritten at most once a second from worker_poll, whatever the state, with
+                                     * "ready" (registered) or "connecting": a liveness probe reads its age, a
+                                     * readiness probe its word (Kubernetes, issue 19) [NULL/"": off] */
 } WorkerOpts;
 
 typedef struct Worker Worker;

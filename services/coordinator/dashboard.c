@@ -11,7 +11,8 @@
  *   GET  /api/config              the resolved config (YAML text)
  *   GET  /metrics                 Prometheus text exposition format 0.0.4: the latest value of every step metric
  *                                 (dapo_<sanitized name>), coordinator gauges and per-worker gauges
- *   GET  /healthz                 200 "ok" while the event loop serves (a liveness probe; no token needed, says nothing)
+ *   GET  /healthz                 200 "ok" while the event loop serves, 503 once the run failed (a liveness probe:
+ *                                 the kubelet restarts it and it resumes; no token needed, says nothing more)
  *   GET  /readyz                  200 "ready" once the config is loaded, the data read and the checkpoint restored,
  *                                 else 503 (a readiness / startup probe; no token needed)
  *   POST /api/control/{pause,resume,checkpoint,stop}  with `Authorization: Bearer <token>` (cluster.token_file):
@@ -590,6 +591,10 @@ void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
     Coord *c = coord;
     const char *p = req->path;
     if (!strcmp(p, "/healthz") || !strcmp(p, "/readyz")) {          /* probes: a kubelet sends no bearer token */
+        if (engine_phase(c) == PH_FAILED) {          /* a failed run restarts (and resumes) rather than sit there */
+            http_reply(resp, 503, NULL, "the run failed (see /api/status and the log)\n");
+            return;
+        }
         int ready = !strcmp(p, "/healthz") || c->ready;
         http_reply(resp, ready ? 200 : 503, NULL, !strcmp(p, "/healthz") ? "ok\n" : ready ? "ready\n" : "starting\n");
         return;

@@ -301,7 +301,8 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
     if (!rc && argc > 1) rc = err_set(err, ERR_INVAL, "unknown argument '%s' (usage: dapo-coordinator [--config FILE] [key.path=value ...] [--print-config])", argv[1]);
     RolloutCorrConfig corr;              /* the values of algorithm.rollout_correction, checked before anything starts */
     if (!rc) rc = rollout_corr_config_from(&c.cfg, &corr, err);
-    if (!rc && !backend_select(c.cfg.device, err)) rc = ERR_UNSUPPORTED;   /* trainer.device, before any worker starts */
+    if (!rc) rc = backend_known(c.cfg.device, err);   /* trainer.device, before any worker starts (not whether this
+                                                        * host has a GPU: the workers' hosts do) */
     if (rc) {
         log_error("%s", err);
         config_free(&c.cfg);

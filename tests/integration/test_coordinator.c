@@ -212,6 +212,9 @@ static void test_max_num_gen_batches_error(void **state) {
     assert_accounting(st);
     assert_int_equal(tu_group_count(st, "filtered"), 12);
     json_decref(st);
+    static char body[256];                /* the liveness probe now fails: a kubelet restarts (and resumes) the run */
+    assert_int_equal(tu_http(r.hport, "GET", "/healthz", NULL, body, sizeof body), 503);
+    assert_int_equal(tu_http(r.hport, "GET", "/readyz", NULL, body, sizeof body), 503);
     g_want_exit = 1;                      /* a failed run exits 1 when stopped */
     stop_run(&r);
 }

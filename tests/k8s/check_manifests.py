@@ -116,8 +116,40 @@ def validate(tree, rendered, scratch):
 
 # ---------------------------------------------------------------------------------------------- consistency
 
+class Named(dict):
+    """Objects of one kind by name; a missing one is a failure naming it, not a KeyError."""
+    kind = ""
+
+    def __missing__(self, name):
+        fail("the overlay has no %s named %s (renamed? the checks and the daemons' addresses expect it)" %
+             (self.kind, name))
+
+
 def by_kind(objs, kind):
-    return {o["metadata"]["name"]: o for o in objs if o["kind"] == kind}
+    d = Named({o["metadata"]["name"]: o for o in objs if o["kind"] == kind})
+    d.kind = kind
+    return d
+
+
+def check_pods(objs, tag):
+    """Every pod: the image tag of its overlay; an fsGroup; Secret volumes no wider than 0440 (the daemons refuse a
+    key file that is, with a message naming chmod: here the fix is defaultMode)."""
+    for o in objs:
+        if o["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        pod = o["spec"]["template"]["spec"]
+        name = o["metadata"]["name"]
+        if "fsGroup" not in pod.get("securityContext", {}):
+            fail("%s: no securityContext.fsGroup: uid 10001 could not read its Secret files" % name)
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            if not c["image"].endswith(":" + tag):
+                fail("%s container %s runs %s, not the overlay's :%s image" % (name, c["name"], c["image"], tag))
+        for v in pod.get("volumes", []):
+            mode = v.get("secret", {}).get("defaultMode", 0o644)
+            if "secret" in v and v["secret"]["secretName"].startswith(("dapo-curve-", "dapo-token-")) and \
+                    not v["secret"]["secretName"].startswith("dapo-curve-authorized") and mode & 0o037:
+                fail("%s: Secret volume %s has defaultMode %o: key and token files must be 0440 at most" %
+                     (name, v["name"], mode))
 
 
 def materialize(pod, objs, vol_root):
@@ -339,7 +371,10 @@ def main():
             print("check_manifests: SKIP the consistency runs: they need root (a mount namespace)")
             return
         run(["cp", "-a", "/etc", os.path.join(scratch, "etc")])
-        consistency(rendered["cpu"], scratch)
+        for ov, tag in (("cpu", "latest"), ("gpu", "cuda")):
+            check_pods(rendered[ov], tag)
+            consistency(rendered[ov], scratch)
+            print("check_manifests: overlay %s consistent" % ov)
         print("check_manifests: all passed")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -436,6 +436,12 @@ static void test_worker_hello_credit_heartbeat(void **state) {
     struct stat hs;                                      /* the liveness file: made at the first poll, connected or not */
     assert_int_equal(stat(f->health, &hs), 0);
     assert_true(labs((long)(hs.st_mtime - time(NULL))) <= 1);
+    char word[32] = "";
+    FILE *hf = fopen(f->health, "r");
+    assert_non_null(hf);
+    assert_non_null(fgets(word, sizeof word, hf));
+    fclose(hf);
+    assert_string_equal(word, "connecting\n");
     register_worker(f);
     NetMsg *c = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_CREDIT, 1000, NULL);
     assert_non_null(c);
@@ -458,6 +464,11 @@ static void test_worker_hello_credit_heartbeat(void **state) {
     pump(f, 1100, &out);
     assert_int_equal(stat(f->health, &hs), 0);
     assert_true(labs((long)(hs.st_mtime - time(NULL))) <= 1);
+    hf = fopen(f->health, "r");
+    assert_non_null(hf);
+    assert_non_null(fgets(word, sizeof word, hf));
+    fclose(hf);
+    assert_true(!strcmp(word, "ready\n") || !strcmp(word, "connecting\n"));   /* (unanswered heartbeats: either) */
 }
 
 static void test_worker_gets_work_and_cancel(void **state) {
