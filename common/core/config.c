@@ -143,6 +143,7 @@ static const CfgEntry cfg_table[] = {
     { "cluster.max_score_lease_s",           CFG_FLOAT, 0, 1e7,     "600",     O(max_score_lease_s), NULL, 0 },
     { "cluster.stop_timeout_s",              CFG_FLOAT, 0, 1e7,     "300",     O(stop_timeout_s), NULL, 0 },
     { "cluster.learner_rejoin_timeout_s",    CFG_FLOAT, 0, 1e7,     "300",     O(learner_rejoin_timeout_s), NULL, MIN_EXCL },
+    { "cluster.lock_wait_s",                 CFG_FLOAT, 0, 86400,   "0",       O(lock_wait_s), NULL, 0 },
     { "cluster.health_file",                 CFG_STR,   0, 0,       "",        O(health_file), NULL, 0 },
     { "cluster.io_threads",                  CFG_INT,   0, 64,      "0",       O(io_threads), NULL, 0 },
     { "cluster.max_msg_mb",                  CFG_INT,   1, 4096,    "256",     O(max_msg_mb), NULL, 0 },

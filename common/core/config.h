@@ -133,6 +133,8 @@ typedef struct Config {
     double  learner_rejoin_timeout_s; /* a learner rank lost mid-run is waited for this long (then the run rolls back to
                                        * the last checkpoint; past it the run fails) */
     int     max_msg_mb;               /* ZMQ_MAXMSGSIZE, MiB */
+    double  lock_wait_s;              /* coordinator: how long to wait for trainer.default_local_dir's lock held by
+                                       * another coordinator (a pod being replaced) before refusing; 0: refuse now */
     char   *health_file;              /* workers: a file touched every second from the loop, for a liveness probe
                                        * (deploy/k8s); "": none */
     int     io_threads;               /* ZMQ_IO_THREADS of the coordinator's context; 0: 2 with CURVE, else 1. CURVE's

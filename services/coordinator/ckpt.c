@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "coord.h"
@@ -256,6 +257,16 @@ int ckpt_lock(Coord *c, char err[ERR_LEN]) {
     snprintf(path, sizeof path, "%s/coordinator.lock", c->cfg.default_local_dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
+    /* a replacement pod starts while the old coordinator still writes its stop checkpoint: wait for it */
+    int64_t until = clock_ms() + (int64_t)(c->cfg.lock_wait_s * 1000), next_log = 0;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0 && clock_ms() < until) {
+        if (clock_ms() >= next_log) {
+            log_warn("trainer.default_local_dir %s is in use by another coordinator: waiting for it to exit (up to "
+                     "%.0f s more, cluster.lock_wait_s)", c->cfg.default_local_dir, (until - clock_ms()) / 1000.0);
+            next_log = clock_ms() + 10000;
+        }
+        usleep(200000);
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         char pid[32] = "";
         ssize_t n = read(fd, pid, sizeof pid - 1);

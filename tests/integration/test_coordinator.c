@@ -564,7 +564,30 @@ static void test_second_coordinator_same_dir_refused(void **state) {
     assert_non_null(strstr(out, want));
     json_t *st = wait_phase(&r, "done", 60000);              /* the first run goes on */
     json_decref(st);
+    /* with cluster.lock_wait_s a replacement (a Kubernetes pod started while the old one checkpoints) waits for the
+     * lock, and starts once the first has exited */
+    char a_wait[64], a_http3[64];
+    int h3 = tu_free_port();
+    snprintf(a_wait, sizeof a_wait, "cluster.lock_wait_s=60");
+    snprintf(a_http3, sizeof a_http3, "cluster.http=127.0.0.1:%d", h3);
+    snprintf(log, sizeof log, "%s/coordinator-third.log", r.dir);
+    char *argv3[] = {bin, a_http3, a_bind, a_dir, a_train, a_tok, a_wait, NULL};
+    pid_t third = tu_spawn(argv3, log);
+    snprintf(cmd, sizeof cmd, "grep -c 'waiting for it to exit' %s", log);
+    int waiting = 0;
+    for (int t = 0; t < 100 && !waiting; t++) { usleep(100000); waiting = tu_run(cmd, out, sizeof out) == 0; }
+    assert_true(waiting);
+    assert_true(kill(third, 0) == 0);                         /* still waiting, not refused */
     stop_run(&r);
+    static char body[64];
+    int ready = 0;
+    for (int t = 0; t < 300 && !ready; t++) {
+        usleep(100000);
+        ready = tu_http(h3, "GET", "/readyz", NULL, body, sizeof body) == 200;
+    }
+    kill(third, SIGTERM);
+    tu_wait(third, 10000);
+    assert_true(ready);
 }
 
 int main(void) {
