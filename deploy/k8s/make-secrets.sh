@@ -10,7 +10,12 @@ out="$here/base/secrets"
 keygen=${DAPO_KEYGEN:-}
 [ -n "$keygen" ] || { [ -x "$here/../../build/bin/dapo-keygen" ] && keygen="$here/../../build/bin/dapo-keygen"; } || true
 [ -n "$keygen" ] || keygen=$(command -v dapo-keygen) || { echo "make-secrets.sh: no dapo-keygen (make, or DAPO_KEYGEN=)" >&2; exit 2; }
+want="server.pub server.key learner.key rollout.key verifier.key authorized_keys/learner.pub authorized_keys/rollout.pub
+      authorized_keys/verifier.pub"
 if [ -f "$out/server.pub" ]; then
+  for f in $want; do
+    [ -s "$out/$f" ] || { echo "make-secrets.sh: $out holds some keys but not $f: delete $out and run again" >&2; exit 2; }
+  done
   echo "make-secrets.sh: keeping the keys in $out (delete it for new ones)"
 else
   "$keygen" --dir "$out" --server --client learner --client rollout --client verifier

@@ -39,7 +39,7 @@ typedef struct {
 } Svc;
 
 /* The exit status of a learner asked to start again from the newest checkpoint (EX_TEMPFAIL): its supervisor
- * (tools/dapo-supervise.c, a systemd unit, Kubernetes) restarts it at once. */
+ * restarts it (tools/dapo-supervise.c and a systemd unit at once; a kubelet after its crash-loop back-off). */
 #define LEARNER_EXIT_RELOAD 75
 
 static int on_work(void *ud, NetMsg *m);
