@@ -8,31 +8,23 @@
 
 int backend_known(const char *device, char err[ERR_LEN]) {
     if (!device || !strcmp(device, "cpu")) return 0;
-    if (strcmp(device, "cuda") != 0) return err_set(err, ERR_INVAL, "trainer.device: \"%s\" is neither cpu nor cuda", device);
+    if (strcmp(device, "cuda") != 0)
+        return err_set(err, ERR_INVAL, "trainer.device: \"%s\" is neither cpu nor cuda", device);
 #ifndef USE_CUDA
-    return err_set(err, ERR_UNSUPPORTED, "trainer.device=cuda: this build has no CUDA backend (rebuild with `make CUDA=1`, "
-                   "which needs nvcc on PATH or CUDA_HOME)");
+    return err_set(err, ERR_UNSUPPORTED, "trainer.device=cuda: this build has no CUDA backend (rebuild with `make "
+                   "CUDA=1`, which needs nvcc on PATH or CUDA_HOME)");
 #else
     return 0;
 #endif
 }
 
 const Backend *backend_select(const char *device, char err[ERR_LEN]) {
+    if (backend_known(device, err)) return NULL;
     if (!device || !strcmp(device, "cpu")) return &backend_cpu;
-    if (strcmp(device, "cuda") != 0) {
-        err_set(err, ERR_INVAL, "trainer.device: \"%s\" is neither cpu nor cuda", device);
-        return NULL;
-    }
-#ifndef USE_CUDA
-    err_set(err, ERR_UNSUPPORTED, "trainer.device=cuda: this build has no CUDA backend (rebuild with `make CUDA=1`, "
-            "which needs nvcc on PATH or CUDA_HOME)");
-    return NULL;
-#else
-    if (cuda_device_count() < 1) {
-        err_set(err, ERR_UNSUPPORTED, "trainer.device=cuda: no CUDA device is visible (no driver, no GPU, or "
-                "CUDA_VISIBLE_DEVICES hides them); use trainer.device=cpu");
-        return NULL;
-    }
-    return &backend_cuda;
+#ifdef USE_CUDA
+    if (cuda_device_count() >= 1) return &backend_cuda;
+    err_set(err, ERR_UNSUPPORTED, "trainer.device=cuda: no CUDA device is visible (no driver, no GPU, or "
+            "CUDA_VISIBLE_DEVICES hides them); use trainer.device=cpu");
 #endif
+    return NULL;
 }
