@@ -259,7 +259,8 @@ int ckpt_lock(Coord *c, char err[ERR_LEN]) {
     if (fd < 0) return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
     /* a replacement pod starts while the old coordinator still writes its stop checkpoint: wait for it */
     int64_t until = clock_ms() + (int64_t)(c->cfg.lock_wait_s * 1000), next_log = 0;
-    while (flock(fd, LOCK_EX | LOCK_NB) != 0 && clock_ms() < until) {
+    int locked;
+    while (!(locked = flock(fd, LOCK_EX | LOCK_NB) == 0) && clock_ms() < until) {
         if (clock_ms() >= next_log) {
             log_warn("trainer.default_local_dir %s is in use by another coordinator: waiting for it to exit (up to "
                      "%.0f s more, cluster.lock_wait_s)", c->cfg.default_local_dir, (until - clock_ms()) / 1000.0);
@@ -267,7 +268,7 @@ int ckpt_lock(Coord *c, char err[ERR_LEN]) {
         }
         usleep(200000);
     }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (!locked) {
         char pid[32] = "";
         ssize_t n = read(fd, pid, sizeof pid - 1);
         pid[n > 0 ? n : 0] = 0;

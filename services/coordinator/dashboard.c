@@ -591,12 +591,11 @@ void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
     Coord *c = coord;
     const char *p = req->path;
     if (!strcmp(p, "/healthz") || !strcmp(p, "/readyz")) {          /* probes: a kubelet sends no bearer token */
-        if (engine_phase(c) == PH_FAILED) {          /* a failed run restarts (and resumes) rather than sit there */
+        if (engine_phase(c) == PH_FAILED)            /* a failed run restarts (and resumes) rather than sit there */
             http_reply(resp, 503, NULL, "the run failed (see /api/status and the log)\n");
-            return;
-        }
-        int ready = !strcmp(p, "/healthz") || c->ready;
-        http_reply(resp, ready ? 200 : 503, NULL, !strcmp(p, "/healthz") ? "ok\n" : ready ? "ready\n" : "starting\n");
+        else if (!strcmp(p, "/healthz")) http_reply(resp, 200, NULL, "ok\n");
+        else if (c->ready) http_reply(resp, 200, NULL, "ready\n");
+        else http_reply(resp, 503, NULL, "starting\n");
         return;
     }
     if (c->http_public && (!c->token || !bearer_ok(req->authorization, c->token))) {   /* issue 18: off loopback */
