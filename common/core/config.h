@@ -135,8 +135,8 @@ typedef struct Config {
     int     max_msg_mb;               /* ZMQ_MAXMSGSIZE, MiB */
     double  lock_wait_s;              /* coordinator: how long to wait for trainer.default_local_dir's lock held by
                                        * another coordinator (a pod being replaced) before refusing; 0: refuse now */
-    char   *health_file;              /* workers: a file touched every second from the loop, for a liveness probe
-                                       * (deploy/k8s); "": none */
+    char   *health_file;              /* workers: a file rewritten every second from the loop with "ready" or
+                                       * "connecting", for liveness and readiness probes (deploy/k8s); "": none */
     int     io_threads;               /* ZMQ_IO_THREADS of the coordinator's context; 0: 2 with CURVE, else 1. CURVE's
                                        * encryption runs on these threads (each connection on one), where with one
                                        * thread it, not the event loop, bounds the hub (bench/RESULTS.md, issue 18) */

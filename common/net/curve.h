@@ -30,16 +30,16 @@ typedef struct {
     char authorized_keys[4096];               /* servers: the allow-list directory */
 } CurveKeys;
 
-/* Reads one key file into out (40 Z85 characters). secret: the file must not be readable by group or others, except
- * that a file owned by root (this process not being root) may be group-readable (mode 0440 at most: a Kubernetes
- * Secret volume with an fsGroup; PostgreSQL's rule for its key file).
- * ERR_IO (unreadable, naming the path and the config key `what`), ERR_INVAL (not one 40-character Z85 key; a
- * secret file with mode bits 077 set, naming the chmod that fixes it). */
 /* 1 when a secret file of this mode and owner is exposed by curve_key_read's rule (group or other bits; for a
  * root-owned file read by a non-root process, anything beyond group read), else 0. For the token file too. */
 struct stat;
 int curve_secret_exposed(const struct stat *sb);
 
+/* Reads one key file into out (40 Z85 characters). secret: the file must not be readable by group or others, except
+ * that a file owned by root (this process not being root) may be group-readable (mode 0440 at most: a Kubernetes
+ * Secret volume with an fsGroup; PostgreSQL's rule for its key file; curve_secret_exposed).
+ * ERR_IO (unreadable, naming the path and the config key `what`), ERR_INVAL (not one 40-character Z85 key; a
+ * secret file exposed by that rule, naming the chmod that fixes it). */
 int curve_key_read(const char *path, bool secret, const char *what, char out[CURVE_KEY_Z85], char err[ERR_LEN]);
 
 /* Loads the keys cfg names into k (zeroed first): none when cluster.curve.server_public_key is empty (k->on false).

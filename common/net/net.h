@@ -86,10 +86,11 @@ int net_send(void *sock, const uint8_t *peer, size_t peer_len, Dapo__MsgType typ
              bool dontwait);
 
 /* Sends the encoded message buf[0, len) (header included), preceded by the routing id `peer` when peer != NULL, as
- * one frame or, on a CURVE socket and over NET_FRAME_BYTES, as frames of NET_FRAME_BYTES. Messages of
- * NET_ZEROCOPY_BYTES or more go to ZeroMQ without a copy: ownership of buf passes to this call, which calls release(buf, hint) once ZeroMQ is done
- * with every frame (on ZeroMQ's I/O thread, or here when sending fails); smaller ones are copied and released here.
- * flags: 0 or ZMQ_DONTWAIT. Returns 0, ERR_AGAIN, ERR_CLOSED or -errno; buf is released whatever happens. */
+ * one frame or, on a CURVE socket and over NET_FRAME_BYTES, as frames of NET_FRAME_BYTES. Ownership of buf passes
+ * to this call, which calls release(buf, hint) once it is no longer needed: messages of NET_ZEROCOPY_BYTES or more go
+ * to ZeroMQ without a copy and are released when ZeroMQ is done with every frame (on its I/O thread, or here when
+ * sending fails); smaller ones are copied and released here. flags: 0 or ZMQ_DONTWAIT. Returns 0, ERR_AGAIN,
+ * ERR_CLOSED or -errno; buf is released whatever happens. */
 int net_send_frames(void *sock, const uint8_t *peer, size_t peer_len, uint8_t *buf, size_t len, int flags,
                     void (*release)(void *buf, void *hint), void *hint);
 

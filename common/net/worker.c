@@ -180,10 +180,9 @@ static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
     }
 }
 
-/* Sends what the schedule says is due. */
 /* The liveness file: rewritten with the worker's state ("ready" once registered, else "connecting"), so its mtime
- * is now; a failure is logged once (the probe then restarts us, which
- * is what a daemon that cannot write its own health file needs anyway). */
+ * is now; a failure is logged once (the probe then restarts us, which is what a daemon that cannot write its own
+ * health file needs anyway). */
 static void touch_health(Worker *w, int64_t now) {
     if (!w->health_file[0] || now < w->next_health_ms) return;
     w->next_health_ms = now + 1000;
@@ -194,11 +193,13 @@ static void touch_health(Worker *w, int64_t now) {
         w->health_warned = 0;
         return;
     }
-    if (!w->health_warned) log_warn("%s: cannot touch cluster.health_file %s: %s", w->worker_id, w->health_file, strerror(errno));
+    if (!w->health_warned)
+        log_warn("%s: cannot write cluster.health_file %s: %s", w->worker_id, w->health_file, strerror(errno));
     w->health_warned = 1;
     if (fd >= 0) close(fd);
 }
 
+/* Sends what the schedule says is due. */
 static void run_timers(Worker *w) {
     int64_t now = clock_ms();
     touch_health(w, now);

@@ -25,8 +25,8 @@
 typedef struct WeightFetch WeightFetch;
 
 /* Connects a DEALER to endpoint, a CURVE client of the weight server when curve->on (net/curve.h; borrowed: it must
- * outlive f, the socket is made again after repeated failed requests; NULL: plaintext). m is borrowed (its tensor table and size; it must outlive f). NULL with a message on a
- * socket error. */
+ * outlive f, the socket is made again after repeated failed requests; NULL: plaintext). m is borrowed (its tensor
+ * table and size; it must outlive f). NULL with a message on a socket error. */
 WeightFetch *wfetch_new(void *zctx, const char *endpoint, const char *worker_id, const Model *m,
                         int64_t max_msg_bytes, const CurveKeys *curve, char err[ERR_LEN]);
 void wfetch_free(WeightFetch *f);   /* NULL-safe */
