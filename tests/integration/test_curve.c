@@ -203,14 +203,20 @@ static json_t *wait_step(long step, int ms) {
     return NULL;
 }
 
+/* The key pair dapo-keygen made for client NAME: keys/NAME.pub and keys/NAME.key. */
+static void read_pair(const char *name, char pub[41], char sec[41]) {
+    char path[600], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/%s.pub", keys, name);
+    assert_int_equal(curve_key_read(path, false, "test", pub, err), 0);
+    snprintf(path, sizeof path, "%s/%s.key", keys, name);
+    assert_int_equal(curve_key_read(path, true, "test", sec, err), 0);
+}
+
 /* An authorised worker's key used to register as another worker (the learner): the coordinator answers with a
  * refusal naming the key's own name, and the run is not touched. */
 static void impersonation_refused(const char *server_pub) {
-    char pub[41], sec[41], path[600], err[ERR_LEN];
-    snprintf(path, sizeof path, "%s/rollout-0.pub", keys);
-    assert_int_equal(curve_key_read(path, false, "test", pub, err), 0);
-    snprintf(path, sizeof path, "%s/rollout-0.key", keys);
-    assert_int_equal(curve_key_read(path, true, "test", sec, err), 0);
+    char pub[41], sec[41], err[ERR_LEN];
+    read_pair("rollout-0", pub, sec);
     void *ctx = zmq_ctx_new(), *s = tu_dealer(ctx, zep, "learner-0x", server_pub, pub, sec);
     assert_non_null(s);
     Dapo__Hello h = tu_hello("learner-0", DAPO__ROLE__ROLE_LEARNER, 1);
@@ -229,11 +235,8 @@ static void impersonation_refused(const char *server_pub) {
 /* A role's key (authorized_keys/rollout.pub, as a scaled Kubernetes set of rollouts shares) registers any worker of
  * that role (rollout-9, no credit: it gets no work, then says goodbye), and no worker of another role. */
 static void role_key(const char *server_pub) {
-    char pub[41], sec[41], path[600], err[ERR_LEN];
-    snprintf(path, sizeof path, "%s/rollout.pub", keys);
-    assert_int_equal(curve_key_read(path, false, "test", pub, err), 0);
-    snprintf(path, sizeof path, "%s/rollout.key", keys);
-    assert_int_equal(curve_key_read(path, true, "test", sec, err), 0);
+    char pub[41], sec[41], err[ERR_LEN];
+    read_pair("rollout", pub, sec);
     for (int k = 0; k < 2; k++) {
         void *ctx = zmq_ctx_new(), *s = tu_dealer(ctx, zep, k ? "learner-9" : "rollout-9", server_pub, pub, sec);
         assert_non_null(s);
@@ -270,8 +273,7 @@ static void intruders_get_nowhere(const char *server_pub) {
     zmq_curve_keypair(pub, sec);                                       /* a key nobody authorised */
     zmq_curve_keypair(fpub, fsec);                                     /* a forged "server" key */
     char ipub[41], isec[41];
-    read_key("intruder.pub", ipub);                                    /* authorised, then revoked */
-    read_key("intruder.key", isec);
+    read_pair("intruder", ipub, isec);                                 /* authorised, then revoked */
     Dapo__WeightResend wr0 = DAPO__WEIGHT_RESEND__INIT;
     assert_int_equal(tu_answered(wep, server_pub, ipub, isec, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &wr0.base, 5000), 1);
     char path[600];

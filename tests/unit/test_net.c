@@ -167,17 +167,24 @@ static void test_decode_rejects_bad_frames(void **state) {
 
 /* Garbage, truncated and oversized frames over a real socket pair: each is rejected and the next good message
  * still arrives. */
+/* A ROUTER bound on a free loopback port (options bo, .bind set here) and a DEALER connected to it (options co;
+ * NULL: defaults), both on ctx. */
+static void open_pair(void *ctx, NetOpts bo, const NetOpts *co, void **router, void **dealer) {
+    char err[ERR_LEN], ep[128];
+    bo.bind = true;
+    *router = net_socket(ctx, ZMQ_ROUTER, "tcp://127.0.0.1:0", &bo, err);
+    assert_non_null(*router);
+    assert_int_equal(net_last_endpoint(*router, ep, sizeof ep), 0);
+    *dealer = net_socket(ctx, ZMQ_DEALER, ep, co, err);
+    assert_non_null(*dealer);
+}
+
 static void test_receiver_survives_bad_frames(void **state) {
     (void)state;
     void *ctx = zmq_ctx_new();
     char err[ERR_LEN];
-    NetOpts bo = {.bind = true, .max_msg_bytes = 1 << 16};
-    void *router = net_socket(ctx, ZMQ_ROUTER, "tcp://127.0.0.1:0", &bo, err);
-    assert_non_null(router);
-    char ep[128];
-    assert_int_equal(net_last_endpoint(router, ep, sizeof ep), 0);
-    void *dealer = net_socket(ctx, ZMQ_DEALER, ep, NULL, err);
-    assert_non_null(dealer);
+    void *router, *dealer;
+    open_pair(ctx, (NetOpts){.max_msg_bytes = 1 << 16}, NULL, &router, &dealer);
     assert_int_equal(zmq_send(dealer, "garbage!!!!!!!!!", 16, 0), 16);
     assert_int_equal(zmq_send(dealer, "DAP", 3, 0), 3);
     Dapo__Credit cr = DAPO__CREDIT__INIT;
@@ -235,20 +242,10 @@ static void test_multiframe(void **state) {
     assert_int_equal(zmq_curve_keypair(ks.server_public, ks.server_secret), 0);
     assert_int_equal(zmq_curve_keypair(kc.client_public, kc.client_secret), 0);
     memcpy(kc.server_public, ks.server_public, sizeof kc.server_public);
-    NetOpts bo = {.bind = true, .curve = &ks, .curve_server = true}, co = {.curve = &kc};
-    void *router = net_socket(ctx, ZMQ_ROUTER, "tcp://127.0.0.1:0", &bo, err);
-    assert_non_null(router);
-    char ep[128];
-    assert_int_equal(net_last_endpoint(router, ep, sizeof ep), 0);
-    void *dealer = net_socket(ctx, ZMQ_DEALER, ep, &co, err);
-    assert_non_null(dealer);
-    NetOpts pbo = {.bind = true};
-    void *prouter = net_socket(ctx, ZMQ_ROUTER, "tcp://127.0.0.1:0", &pbo, err);
-    assert_non_null(prouter);
-    char pep[128];
-    assert_int_equal(net_last_endpoint(prouter, pep, sizeof pep), 0);
-    void *pdealer = net_socket(ctx, ZMQ_DEALER, pep, NULL, err);
-    assert_non_null(pdealer);
+    NetOpts co = {.curve = &kc};
+    void *router, *dealer, *prouter, *pdealer;                  /* a CURVE pair and a plaintext one */
+    open_pair(ctx, (NetOpts){.curve = &ks, .curve_server = true}, &co, &router, &dealer);
+    open_pair(ctx, (NetOpts){0}, NULL, &prouter, &pdealer);
     size_t n = 600000;                                           /* 600k token ids + log-probs: ~4 MB packed */
     int32_t *ids = xmalloc(n * sizeof *ids);
     float *lps = xmalloc(n * sizeof *lps);
@@ -362,13 +359,9 @@ static void register_worker(Fix *f) {
 static void test_recv_arena(void **state) {
     (void)state;
     void *ctx = zmq_ctx_new();
-    char err[ERR_LEN], ep[128];
-    NetOpts bo = {.bind = true};
-    void *router = net_socket(ctx, ZMQ_ROUTER, "tcp://127.0.0.1:0", &bo, err);
-    assert_non_null(router);
-    assert_int_equal(net_last_endpoint(router, ep, sizeof ep), 0);
-    void *dealer = net_socket(ctx, ZMQ_DEALER, ep, NULL, err);
-    assert_non_null(dealer);
+    char err[ERR_LEN];
+    void *router, *dealer;
+    open_pair(ctx, (NetOpts){0}, NULL, &router, &dealer);
     enum { NR = 5, BIG = 75000 };
     static int32_t ids[BIG];
     static float lps[BIG];
