@@ -5,6 +5,7 @@
 #define DAPO_TESTUTIL_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -94,6 +95,26 @@ static inline int tu_run(const char *cmd, char *out, size_t n) {
     out[len] = 0;
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Processes whose command line (arguments joined by spaces) contains needle. */
+static inline int tu_count_procs(const char *needle) {
+    DIR *d = opendir("/proc");
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char path[300], buf[8192];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "rb");
+        if (!f) continue;
+        size_t k = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < k; i++) if (!buf[i]) buf[i] = ' ';
+        buf[k] = 0;
+        n += strstr(buf, needle) != NULL;
+    }
+    if (d) closedir(d);
+    return n;
 }
 
 /* HTTP request to 127.0.0.1:port; the response body (after the headers) into body. Returns the status code or -1. */

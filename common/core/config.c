@@ -110,6 +110,12 @@ static const CfgEntry cfg_table[] = {
     { "reward_model.overlong_buffer.len",    CFG_INT,   1, 1e7,     "4096",    O(overlong_buffer_len), NULL, 0 },
     { "reward_model.overlong_buffer.penalty_factor", CFG_FLOAT, 0, 1e6, "1.0", O(overlong_penalty_factor), NULL, 0 },
     { "reward_model.timeout_s",              CFG_FLOAT, 0, 3600,    "1.0",     O(reward_timeout_s), NULL, MIN_EXCL },
+    { "reward_model.num_workers",            CFG_INT,   1, 4096,    "4",       O(reward_num_workers), NULL, 0 },
+    { "reward_model.error_score",            CFG_FLOAT, -1e6, 1e6,  "-1.0",    O(reward_error_score), NULL, 0 },
+    { "reward_model.worker_memory_mb",       CFG_INT,   0, 1e8,     "4096",    O(reward_worker_memory_mb), NULL, 0 },
+    { "custom_reward_function.path",         CFG_STR,   0, 0,       "",        O(custom_reward_path), NULL, 0 },
+    { "custom_reward_function.name",         CFG_STR,   0, 0,       "compute_score", O(custom_reward_name), NULL, 0 },
+    { "custom_reward_function.python",       CFG_STR,   0, 0,       "python3", O(custom_reward_python), NULL, 0 },
 
     { "trainer.total_epochs",                CFG_INT,   1, 1e6,     "1",       O(total_epochs), NULL, 0 },
     { "trainer.total_training_steps",        CFG_INT,   -1, 1e9,    "-1",      O(total_training_steps), NULL, 0 },
@@ -175,7 +181,7 @@ static const char *verl_only[] = {
     AR "actor.optim.weight_decay_exclude", AR "hybrid_engine",
     AR "model.enable_gradient_checkpointing", AR "model.use_remove_padding", AR "model.override_config.",
     AR "model.external_lib", AR "model.trust_remote_code", AR "model.use_fused_kernels",
-    AR "ref.", "critic.", "custom_reward_function.", "ray_init.",
+    AR "ref.", "critic.", "custom_reward_function.reward_kwargs.", "ray_init.",
     "algorithm.use_kl_in_reward", "algorithm.kl_ctrl.", "algorithm.kl_penalty", "algorithm.gamma", "algorithm.lam",
     "reward_model.reward_manager", "reward_model.enable", "reward_model.reward_kwargs.",
     "reward_model.overlong_buffer.log",
@@ -663,6 +669,15 @@ bool config_is_set(const Config *c, const char *key) {
     return e && c->user_set[e - cfg_table];
 }
 
+/* A Python identifier in ASCII: [A-Za-z_][A-Za-z0-9_]*. */
+static int valid_identifier(const char *s) {
+    if (!s || !(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))) return 0;
+    for (; *s; s++)
+        if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')))
+            return 0;
+    return 1;
+}
+
 int config_validate(const Config *c, char err[ERR_LEN]) {
     if (config_is_set(c, AR "actor.use_rollout_log_probs") && config_is_set(c, "algorithm.rollout_correction.bypass_mode") &&
         c->use_rollout_log_probs != c->rc_bypass_mode)
@@ -692,6 +707,11 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
         return err_set(err, ERR_INVAL,
                        "cluster.num_learners: %d does not divide a mini-batch of %d sequences (ppo_mini_batch_size x n)",
                        c->num_learners, c->ppo_mini_batch_size * c->rollout_n);
+    if (c->custom_reward_path[0] && !valid_identifier(c->custom_reward_name))
+        return err_set(err, ERR_INVAL, "custom_reward_function.name: '%s' is not a Python function name",
+                       c->custom_reward_name);
+    if (c->custom_reward_path[0] && !c->custom_reward_python[0])
+        return err_set(err, ERR_INVAL, "custom_reward_function.python: empty (an interpreter, e.g. python3)");
     if (strcmp(c->resume_mode, "resume_path") == 0 && !c->resume_from_path[0])
         return err_set(err, ERR_INVAL, "trainer.resume_from_path: empty, but trainer.resume_mode is resume_path");
     return 0;

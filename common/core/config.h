@@ -94,6 +94,15 @@ typedef struct Config {
     int     overlong_buffer_len;      /* tokens */
     double  overlong_penalty_factor;
     double  reward_timeout_s;         /* ours: per-item verifier deadline */
+    int     reward_num_workers;       /* Python reward worker processes per verifier (custom_reward_function) */
+    double  reward_error_score;       /* ours: score of an item whose reward timed out, crashed, ran out of memory or
+                                         raised (-1.0: math_dapo's "incorrect") */
+    int     reward_worker_memory_mb;  /* ours: RLIMIT_AS of each Python reward worker; 0: no limit */
+
+    /* custom_reward_function.* (verl): a Python compute_score(data_source, solution_str, ground_truth, extra_info) */
+    char   *custom_reward_path;       /* empty: the built-in scorers (math_dapo) */
+    char   *custom_reward_name;       /* function name in that file */
+    char   *custom_reward_python;     /* ours: the interpreter, e.g. a venv's bin/python3 */
 
     /* trainer.* */
     int     total_epochs;

@@ -71,6 +71,12 @@ struct Engine {
     uint64_t       wasted_tokens, generated_tokens;
     int            solve_none, solve_all, n_scored_groups, n_filtered;
     int            n_stale;      /* groups of the step dropped as too stale and regenerated */
+    uint64_t       reward_outcomes[5];        /* the step's scored responses by Dapo__RewardOutcome (not validation) */
+    uint64_t       reward_outcomes_total[5];  /* over the run, validation included (/metrics) */
+    int            n_reward_extra;            /* a Python reward's extra values this step: name, sum, count */
+    char          *reward_extra_name[16];
+    double         reward_extra_sum[16];
+    long           reward_extra_n[16];
     long           total_steps;  /* trainer.total_training_steps, or verl's derivation from the data (engine_start) */
     Metrics        m;            /* coordinator-side metrics of the step being generated */
     int            val_pending;  /* a validation is due (test_freq) before the next step's generation */

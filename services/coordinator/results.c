@@ -89,6 +89,28 @@ static void settle_scored(Coord *c, Group *g) {
     xfree(text);
 }
 
+/* Counts a score's outcome and adds its extra values (a Python reward's dict entries) to the step's sums. */
+static void account_score(Engine *e, const Group *g, const Dapo__Score *s) {
+    unsigned o = (unsigned)s->outcome < 5 ? (unsigned)s->outcome : DAPO__REWARD_OUTCOME__REWARD_ERROR;
+    e->reward_outcomes_total[o]++;
+    if (g->validation) return;
+    e->reward_outcomes[o]++;
+    for (size_t i = 0; i < s->n_extra_keys && i < s->n_extra_values; i++) {
+        if (!isfinite(s->extra_values[i])) continue;
+        int k = 0;
+        while (k < e->n_reward_extra && strcmp(e->reward_extra_name[k], s->extra_keys[i])) k++;
+        if (k == e->n_reward_extra) {
+            if (k == 16 || strlen(s->extra_keys[i]) > 64) continue;     /* bounded: a function cannot flood metrics */
+            e->reward_extra_name[k] = xstrdup(s->extra_keys[i]);
+            e->reward_extra_sum[k] = 0;
+            e->reward_extra_n[k] = 0;
+            e->n_reward_extra++;
+        }
+        e->reward_extra_sum[k] += s->extra_values[i];
+        e->reward_extra_n[k]++;
+    }
+}
+
 static void on_score_result(Coord *c, WorkerEntry *w, Dapo__ScoreResult *r) {
     Engine *e = c->engine;
     Group *g = eng__group_by_id(e, r->request_id);
@@ -119,6 +141,7 @@ static void on_score_result(Coord *c, WorkerEntry *w, Dapo__ScoreResult *r) {
         g->pred[k] = xmalloc(s->pred.len + 1);
         if (s->pred.len) memcpy(g->pred[k], s->pred.data, s->pred.len);     /* an empty pred may have data NULL */
         g->pred[k][s->pred.len] = 0;
+        account_score(e, g, s);
     }
     for (int i = 0; i < g->n; i++) if (!g->pred[i]) g->pred[i] = xstrdup("");
     settle_scored(c, g);

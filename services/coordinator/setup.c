@@ -200,6 +200,7 @@ void engine_free(Coord *c) {
     dataset_free(&e->val);
     tokenizer_free(e->tok);
     metrics_free(&e->m);
+    for (int i = 0; i < e->n_reward_extra; i++) xfree(e->reward_extra_name[i]);
     metrics_free(&e->job.m);
     metrics_free(&e->job.learner);
     xfree(e);

@@ -174,6 +174,17 @@ static void data_used_up(Coord *c, const char *why) {
     eng__status(c, "training finished: the data is used up (%d epochs)", c->cfg.total_epochs);
 }
 
+/* The step's reward outcomes (counts of scored responses, every round) and a Python reward's extra values. */
+static void reward_metrics(Engine *e) {
+    static const char *name[5] = {NULL, "reward/timeouts", "reward/crashes", "reward/memory_errors", "reward/errors"};
+    for (int o = 1; o < 5; o++) metrics_set(&e->m, name[o], (double)e->reward_outcomes[o]);
+    for (int i = 0; i < e->n_reward_extra; i++) {
+        char key[96];
+        snprintf(key, sizeof key, "reward_extra/%s/mean", e->reward_extra_name[i]);
+        metrics_set(&e->m, key, e->reward_extra_n[i] ? e->reward_extra_sum[i] / (double)e->reward_extra_n[i] : 0);
+    }
+}
+
 static void start_step(Coord *c) {
     Engine *e = c->engine;
     eng__groups_reset(e);
@@ -192,6 +203,9 @@ static void start_step(Coord *c) {
     e->t_reward_busy = 0;
     e->wasted_tokens = e->generated_tokens = 0;
     e->solve_none = e->solve_all = e->n_scored_groups = e->n_filtered = e->n_stale = 0;
+    memset(e->reward_outcomes, 0, sizeof e->reward_outcomes);
+    for (int i = 0; i < e->n_reward_extra; i++) xfree(e->reward_extra_name[i]);
+    e->n_reward_extra = 0;
     metrics_clear(&e->m);
     e->phase = PH_GENERATE;
     start_round(c);
@@ -376,6 +390,7 @@ void eng__after_round(Coord *c) {
     metrics_set(&e->m, "batch/solve_none", e->n_scored_groups ? (double)e->solve_none / e->n_scored_groups : 0);
     metrics_set(&e->m, "batch/solve_all", e->n_scored_groups ? (double)e->solve_all / e->n_scored_groups : 0);
     metrics_set(&e->m, "batch/filtered_ratio", e->n_scored_groups ? (double)e->n_filtered / e->n_scored_groups : 0);
+    reward_metrics(e);
     e->wasted_tokens = 0;            /* from scratch: a stale drop can bring the step back here (eng__drop_stale) */
     for (int i = 0; i < e->ngroups; i++) {
         GroupState st = e->groups[i].state;

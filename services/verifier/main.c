@@ -4,6 +4,8 @@
  * a per-item deadline, the soft overlong penalty), returns ScoreResults as each request finishes, and gives the
  * credit back. Cancel drops a request. Bad input never stops it: a malformed frame is dropped by the worker
  * layer, an item that cannot be scored gets score -1 and an error string. */
+#include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -69,16 +71,36 @@ int main(int argc, char **argv) {
     int cap = v.d.cfg.verifier_capacity;
     if (rc == 0) rc = daemon_connect(&v.d, DAPO__ROLE__ROLE_VERIFIER, (uint32_t)cap, 0, err);
     if (rc == 0) {
-        int threads = v.d.cfg.verifier_threads > 0 ? v.d.cfg.verifier_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-        v.pool = score_pool_new(threads > 0 ? threads : 1, v.d.cfg.reward_timeout_s, err);
-        if (!v.pool) rc = ERR_IO;
-        else log_info("%d scoring threads, capacity %d responses, deadline %.2f s per item", threads, cap,
-                      v.d.cfg.reward_timeout_s);
+        const Config *c = &v.d.cfg;
+        int threads = c->verifier_threads > 0 ? c->verifier_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        PyWorkerSpec py = {.python = c->custom_reward_python, .path = c->custom_reward_path,
+                           .name = c->custom_reward_name, .memory_mb = c->reward_worker_memory_mb,
+                           .start_timeout_s = 60};
+        ScorePoolOpts o = {.threads = c->custom_reward_path[0] ? c->reward_num_workers : threads,
+                           .timeout_s = c->reward_timeout_s, .error_score = c->reward_error_score,
+                           .py = c->custom_reward_path[0] ? &py : NULL};
+        if (o.py && access(o.py->path, R_OK)) {
+            rc = err_set(err, ERR_NOTFOUND, "custom_reward_function.path: cannot read %s: %s", o.py->path,
+                         strerror(errno));
+        } else if (!(v.pool = score_pool_new(&o, err))) {
+            rc = ERR_IO;
+        } else if (o.py) {
+            log_info("%d Python reward workers (%s: %s from %s, %d MB each), capacity %d responses, deadline %.2f s "
+                     "per item", o.threads, py.python, py.name, py.path, c->reward_worker_memory_mb, cap, o.timeout_s);
+        } else {
+            log_info("%d scoring threads, capacity %d responses, deadline %.2f s per item", o.threads, cap,
+                     o.timeout_s);
+        }
     }
     if (rc == 0) rc = daemon_run(&v.d, on_work, on_idle, &v, err);
     if (rc < 0) log_error("%s", err);
-    if (v.pool) log_info("scored %llu items in %llu requests, %llu timeouts", (unsigned long long)v.items,
-                         (unsigned long long)v.requests, (unsigned long long)score_pool_timeouts(v.pool));
+    if (v.pool) {
+        uint64_t n[5];
+        score_pool_outcomes(v.pool, n);
+        log_info("scored %llu items in %llu requests: %llu timeouts, %llu crashes, %llu out of memory, %llu errors",
+                 (unsigned long long)v.items, (unsigned long long)v.requests, (unsigned long long)n[1],
+                 (unsigned long long)n[2], (unsigned long long)n[3], (unsigned long long)n[4]);
+    }
     score_pool_free(v.pool);
     daemon_close(&v.d, rc < 0 ? "error" : "shutdown");
     return rc < 0 ? 1 : 0;

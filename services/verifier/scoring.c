@@ -1,8 +1,9 @@
 /* services/verifier/scoring.c: the scoring pool (see scoring.h). One mutex guards the job list; each thread owns
- * a RewardWs (scratch) and takes one item at a time, so a long item never holds up the others. */
+ * a RewardWs (scratch) or a Python worker and takes one item at a time, so a long item never holds up the others. */
 #include "scoring.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -25,16 +26,14 @@ struct ScorePool {
     Job            *head, *tail;
     pthread_t      *th;
     int             nthreads, stop, pending;
-    double          timeout_s;
-    uint64_t        timeouts;
+    double          timeout_s, error_score;
+    PyWorker      **py;             /* [nthreads] when the Python path is on, else NULL */
+    int             n_py, next_py;  /* [n_py] workers; the next thread's, handed out at thread start */
+    uint64_t        outcomes[5];    /* items by Dapo__RewardOutcome */
 };
 
-static Dapo__Score *score_item(RewardWs *ws, const Dapo__ScoreRequest *req, const Dapo__ScoreItem *it,
-                               double timeout_s, int *timed_out) {
-    Dapo__Score *s = xmalloc(sizeof *s);
-    dapo__score__init(s);
-    s->item_id = it->item_id;
-    s->attempt = it->attempt;
+/* Built-in scorer: fills s's result fields; returns its outcome. */
+static int score_builtin(RewardWs *ws, const Dapo__ScoreItem *it, double timeout_s, Dapo__Score *s, double *score) {
     int64_t deadline = math_dapo_now_ns() + (int64_t)(timeout_s * 1e9);
     RewardResult r;
     reward_score(ws, it->data_source, (const char *)it->response_text.data, it->response_text.len,
@@ -45,7 +44,60 @@ static Dapo__Score *score_item(RewardWs *ws, const Dapo__ScoreRequest *req, cons
     s->pred.data = xmalloc(s->pred.len + 1);
     if (s->pred.len) memcpy(s->pred.data, r.pred, s->pred.len);
     s->error = xstrdup(r.error ? r.err : "");
-    *timed_out = r.error == ERR_TIMEOUT;
+    *score = r.score;
+    return r.error == ERR_TIMEOUT ? DAPO__REWARD_OUTCOME__REWARD_TIMEOUT
+         : r.error ? DAPO__REWARD_OUTCOME__REWARD_ERROR : DAPO__REWARD_OUTCOME__REWARD_OK;
+}
+
+/* Python reward function: fills s's result fields; returns its outcome (PyOutcome and Dapo__RewardOutcome agree). */
+static int score_python(PyWorker *w, const Dapo__ScoreItem *it, double timeout_s, double error_score,
+                        Dapo__Score *s, double *score) {
+    char extra[96];
+    snprintf(extra, sizeof extra, "{\"response_length\": %u}", it->response_length);
+    PyScore r;
+    pyworker_score(w, it->data_source, (const char *)it->response_text.data, it->response_text.len,
+                   (const char *)it->ground_truth.data, it->ground_truth.len, extra, timeout_s, &r);
+    int ok = r.outcome == PYR_OK;
+    *score = ok ? r.score : error_score;
+    s->acc = ok && (r.has_acc ? r.acc : r.score > 0);
+    s->has_pred = r.pred != NULL;
+    s->pred.len = r.pred ? strlen(r.pred) : 0;
+    s->pred.data = xmalloc(s->pred.len + 1);
+    if (s->pred.len) memcpy(s->pred.data, r.pred, s->pred.len);
+    s->error = xstrdup(ok ? "" : r.err);
+    s->n_extra_keys = s->n_extra_values = (size_t)r.n_extra;
+    s->extra_keys = r.n_extra ? xcalloc((size_t)r.n_extra, sizeof *s->extra_keys) : NULL;
+    s->extra_values = r.n_extra ? xcalloc((size_t)r.n_extra, sizeof *s->extra_values) : NULL;
+    for (int i = 0; i < r.n_extra; i++) {
+        s->extra_keys[i] = r.extra_key[i];             /* moved */
+        r.extra_key[i] = NULL;
+        s->extra_values[i] = r.extra_val[i];
+    }
+    int outcome = (int)r.outcome;
+    if (!ok) log_warn("item %llu (%s): %s", (unsigned long long)it->item_id, pyoutcome_name(r.outcome), r.err);
+    pyscore_clear(&r);
+    return outcome;
+}
+
+static void score_free(Dapo__Score *s) {
+    xfree(s->pred.data);
+    xfree(s->error);
+    for (size_t i = 0; i < s->n_extra_keys; i++) xfree(s->extra_keys[i]);
+    xfree(s->extra_keys);
+    xfree(s->extra_values);
+    xfree(s);
+}
+
+static Dapo__Score *score_item(const ScorePool *p, RewardWs *ws, PyWorker *py, const Dapo__ScoreRequest *req,
+                               const Dapo__ScoreItem *it, int *outcome) {
+    Dapo__Score *s = xmalloc(sizeof *s);
+    dapo__score__init(s);
+    s->item_id = it->item_id;
+    s->attempt = it->attempt;
+    double score = 0;
+    *outcome = py ? score_python(py, it, p->timeout_s, p->error_score, s, &score)
+                  : score_builtin(ws, it, p->timeout_s, s, &score);
+    s->outcome = (Dapo__RewardOutcome)*outcome;
     float penalty = 0;
     if (req->overlong_buffer_enable) {
         char err[ERR_LEN];
@@ -57,14 +109,15 @@ static Dapo__Score *score_item(RewardWs *ws, const Dapo__ScoreRequest *req, cons
         }
     }
     s->overlong_penalty = penalty;
-    s->score = (float)r.score + penalty;
+    s->score = (float)score + penalty;
     return s;
 }
 
 static void *thread_main(void *arg) {
     ScorePool *p = arg;
-    RewardWs *ws = reward_ws_new();
     pthread_mutex_lock(&p->mu);
+    PyWorker *py = p->py ? p->py[p->next_py++] : NULL;
+    RewardWs *ws = py ? NULL : reward_ws_new();
     for (;;) {
         Job *j = p->head;
         while (j && (j->cancelled || j->next >= j->req->n_items)) j = j->nxt;
@@ -76,25 +129,36 @@ static void *thread_main(void *arg) {
         size_t i = j->next++;
         j->running++;
         pthread_mutex_unlock(&p->mu);
-        int timed_out = 0;
-        Dapo__Score *s = score_item(ws, j->req, j->req->items[i], p->timeout_s, &timed_out);
+        int outcome = 0;
+        Dapo__Score *s = score_item(p, ws, py, j->req, j->req->items[i], &outcome);
         pthread_mutex_lock(&p->mu);
         j->scores[i] = s;
         j->running--;
         j->done++;
-        p->timeouts += (uint64_t)timed_out;
+        p->outcomes[outcome < 5 ? outcome : 4]++;
     }
     pthread_mutex_unlock(&p->mu);
-    reward_ws_free(ws);
+    if (ws) reward_ws_free(ws);
     return NULL;
 }
 
-ScorePool *score_pool_new(int threads, double timeout_s, char err[ERR_LEN]) {
+ScorePool *score_pool_new(const ScorePoolOpts *o, char err[ERR_LEN]) {
+    int threads = o->threads > 0 ? o->threads : 1;
     ScorePool *p = xcalloc(1, sizeof *p);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
-    p->timeout_s = timeout_s;
+    p->timeout_s = o->timeout_s;
+    p->error_score = o->error_score;
     p->th = xcalloc((size_t)threads, sizeof *p->th);
+    if (o->py) {
+        p->py = xcalloc((size_t)threads, sizeof *p->py);
+        p->n_py = threads;
+        for (int i = 0; i < threads; i++)
+            if (!(p->py[i] = pyworker_new(o->py, err))) {
+                score_pool_free(p);
+                return NULL;
+            }
+    }
     for (int i = 0; i < threads; i++) {
         int rc = pthread_create(&p->th[i], NULL, thread_main, p);
         if (rc) {
@@ -133,11 +197,7 @@ uint32_t score_pool_cancel(ScorePool *p, uint64_t request_id, uint32_t attempt) 
 
 static void job_free(Job *j) {
     for (size_t i = 0; i < j->req->n_items; i++)
-        if (j->scores[i]) {
-            xfree(j->scores[i]->pred.data);
-            xfree(j->scores[i]->error);
-            xfree(j->scores[i]);
-        }
+        if (j->scores[i]) score_free(j->scores[i]);
     xfree(j->scores);
     protobuf_c_message_free_unpacked(&j->req->base, NULL);
     xfree(j);
@@ -175,11 +235,7 @@ int score_pool_take(ScorePool *p, Dapo__ScoreResult **out, uint32_t *n_items) {
 
 void score_result_free(Dapo__ScoreResult *r) {
     if (!r) return;
-    for (size_t i = 0; i < r->n_scores; i++) {
-        xfree(r->scores[i]->pred.data);
-        xfree(r->scores[i]->error);
-        xfree(r->scores[i]);
-    }
+    for (size_t i = 0; i < r->n_scores; i++) score_free(r->scores[i]);
     xfree(r->scores);
     xfree(r->run_id);
     xfree(r);
@@ -192,11 +248,10 @@ int score_pool_pending(ScorePool *p) {
     return n;
 }
 
-uint64_t score_pool_timeouts(ScorePool *p) {
+void score_pool_outcomes(ScorePool *p, uint64_t out[5]) {
     pthread_mutex_lock(&p->mu);
-    uint64_t n = p->timeouts;
+    memcpy(out, p->outcomes, sizeof p->outcomes);
     pthread_mutex_unlock(&p->mu);
-    return n;
 }
 
 void score_pool_free(ScorePool *p) {
@@ -208,6 +263,8 @@ void score_pool_free(ScorePool *p) {
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->nthreads; i++) pthread_join(p->th[i], NULL);
     for (Job *j = p->head, *n; j; j = n) { n = j->nxt; j->scores ? job_free(j) : (void)0; }
+    for (int i = 0; i < p->n_py; i++) pyworker_free(p->py[i]);
+    xfree(p->py);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     xfree(p->th);

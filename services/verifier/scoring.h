@@ -1,8 +1,14 @@
 /* services/verifier/scoring.h: the verifier's scoring pool — ScoreRequests in, ScoreResults out, scored on a
  * fixed set of threads (DESIGN.md §1: "a thread pool, a deadline per item, never crashes on input").
- * Each item: reward_score() by data_source (common/reward) with a per-item deadline (reward_model.timeout_s; an
- * item over it gets score -1 and error "timeout"), then the soft overlong penalty from the request's
- * max_response_length, overlong buffer and factor (common/dapo/overlong.h), added to the score.
+ * Each item is scored by one of two paths, with a per-item deadline (reward_model.timeout_s):
+ *   - built in (the default, the fastest): reward_score() by data_source (common/reward); an item over the deadline
+ *     gets score -1, error "timeout", outcome REWARD_TIMEOUT;
+ *   - a Python reward function (custom_reward_function.path): each thread owns one worker process (pyreward.h);
+ *     a number or a dict's "score" is the score (a dict's "acc" is acc, else score > 0; its other numeric values
+ *     go back as extra_keys / extra_values); a timeout, crash, MemoryError or exception gives error_score and the
+ *     matching outcome for that item only.
+ * Then the soft overlong penalty from the request's max_response_length, overlong buffer and factor
+ * (common/dapo/overlong.h) is added to the score.
  * The pool owns every request it was given until the result is taken (or the request is cancelled).
  * Not here: the protocol (main.c). */
 #ifndef DAPO_VERIFIER_SCORING_H
@@ -12,11 +18,20 @@
 
 #include "core/err.h"
 #include "dapo.pb-c.h"
+#include "pyreward.h"
 
 typedef struct ScorePool ScorePool;
 
-/* threads >= 1; timeout_s: per-item deadline. NULL on failure (err says why). */
-ScorePool *score_pool_new(int threads, double timeout_s, char err[ERR_LEN]);
+typedef struct {
+    int                 threads;      /* >= 1 (with py: one worker process each) */
+    double              timeout_s;    /* per-item deadline */
+    double              error_score;  /* the Python path's score of an item it could not score */
+    const PyWorkerSpec *py;           /* NULL: the built-in scorers; else copied */
+} ScorePoolOpts;
+
+/* Starts the threads (and, with py, every worker process, each of which must say ready). NULL on failure (err says
+ * why: e.g. the reward file does not import). */
+ScorePool *score_pool_new(const ScorePoolOpts *o, char err[ERR_LEN]);
 /* Takes ownership of req (unpacked; freed by the pool). Items are scored in the background. */
 void score_pool_submit(ScorePool *p, Dapo__ScoreRequest *req);
 /* Marks the request with this id and attempt as cancelled: its items are skipped and no result is produced.
@@ -29,7 +44,8 @@ int score_pool_take(ScorePool *p, Dapo__ScoreResult **out, uint32_t *n_items);
 void score_result_free(Dapo__ScoreResult *r);
 /* Requests held (queued, in progress or finished but not taken) and items scored over the pool's life. */
 int score_pool_pending(ScorePool *p);
-uint64_t score_pool_timeouts(ScorePool *p);
+/* Items by outcome over the pool's life: [5] indexed by Dapo__RewardOutcome. */
+void score_pool_outcomes(ScorePool *p, uint64_t out[5]);
 /* Stops the threads (items in progress finish first) and frees everything. NULL-safe. */
 void score_pool_free(ScorePool *p);
 

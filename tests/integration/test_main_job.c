@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <math.h>
 
 #include "core/clock.h"
 #include "tests/group_status.h"
@@ -24,6 +25,7 @@ typedef struct {
 } Job;
 
 static int g_save_freq;          /* overrides trainer.save_freq=1 when set */
+static const char *g_extra[8];   /* more key=value arguments for every process (NULL-terminated) */
 
 static void cfg_args(Job *j, char out[][640], int *n, const char *steps) {
     int k = 0;
@@ -48,6 +50,7 @@ static void cfg_args(Job *j, char out[][640], int *n, const char *steps) {
                            "cluster.learner_threads=1", "cluster.verifier_threads=1"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) snprintf(out[k++], 640, "%s", fixed[i]);
     if (g_save_freq) snprintf(out[k++], 640, "trainer.save_freq=%d", g_save_freq);
+    for (int i = 0; g_extra[i]; i++) snprintf(out[k++], 640, "%s", g_extra[i]);
     *n = k;
 }
 
@@ -261,6 +264,55 @@ static void test_stop_between_checkpoints_and_resume(void **state) {
 
 /* The two tools setup_job runs: --help / -h print the usage on stdout and exit 0; a wrong flag prints it on stderr
  * and exits 2. */
+/* The number value of key in the metrics line of step, or NAN. */
+static double metric_at(const char *path, int step, const char *key) {
+    FILE *f = fopen(path, "r");
+    char line[1 << 16];
+    double v = NAN;
+    while (f && fgets(line, sizeof line, f)) {
+        json_t *o = json_loads(line, 0, NULL);
+        if (o && geti(o, "step") == step && json_object_get(o, key)) v = json_number_value(json_object_get(o, key));
+        json_decref(o);
+    }
+    if (f) fclose(f);
+    return v;
+}
+
+/* A Python reward function (custom_reward_function.path) on the real cluster: three of the six prompts make it
+ * sleep for ever, segfault and allocate without bound. Step 1 completes; the metrics count exactly their 4
+ * responses each as timeouts, crashes and memory errors; the function's extra dict value becomes
+ * reward_extra/response_chars/mean; no interpreter is left after the run. */
+static void test_python_reward_run(void **state) {
+    (void)state;
+    setup_job("python-reward");
+    char cmd[2400], path[400], reward[600];
+    snprintf(cmd, sizeof cmd, "%s/bin/dapo-gen-arith --split train --n 6 | sed -e '1s/\"ground_truth\":\"[0-9]*\"/"
+             "\"ground_truth\":\"sleep\"/' -e '2s/\"ground_truth\":\"[0-9]*\"/\"ground_truth\":\"segv\"/' "
+             "-e '3s/\"ground_truth\":\"[0-9]*\"/\"ground_truth\":\"oom\"/' > %s/train.jsonl", tu_build(), j.dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(reward, sizeof reward, "custom_reward_function.path=%s/tests/data/reward/misbehaving_reward.py", tu_root());
+    const char *extra[] = {reward, "reward_model.timeout_s=1", "reward_model.num_workers=2",
+                           "reward_model.worker_memory_mb=400", "trainer.save_freq=-1", NULL};
+    memcpy(g_extra, extra, sizeof extra);
+    int64_t t0 = clock_ms();
+    start_all(&j, "1");
+    json_t *st = wait_for(&j, done, 120000, "step 1 done");
+    double took = (clock_ms() - t0) / 1000.0;
+    assert_int_equal(geti(st, "step"), 1);
+    assert_accounting(st);
+    json_decref(st);
+    stop_all(&j);
+    g_extra[0] = NULL;
+    snprintf(path, sizeof path, "%s/ckpt/metrics.jsonl", j.dir);
+    const char *keys[] = {"reward/timeouts", "reward/crashes", "reward/memory_errors", "reward/errors"};
+    const double want[] = {4, 4, 4, 0};
+    for (int i = 0; i < 4; i++)
+        if (metric_at(path, 1, keys[i]) != want[i])
+            fail_msg("%s = %g, want %g (run took %.1f s)", keys[i], metric_at(path, 1, keys[i]), want[i], took);
+    assert_true(metric_at(path, 1, "reward_extra/response_chars/mean") > 0);
+    assert_int_equal(tu_count_procs("static/reward_host.py: the host"), 0);
+}
+
 static void test_tools_help(void **state) {
     (void)state;
     const char *tools[] = {"dapo-gen-arith", "dapo-init-model"};
@@ -282,6 +334,7 @@ static void test_tools_help(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_tools_help),
+                                       cmocka_unit_test_teardown(test_python_reward_run, teardown),
                                        cmocka_unit_test_teardown(test_three_steps_kill_and_resume, teardown),
                                        cmocka_unit_test_teardown(test_stop_between_checkpoints_and_resume, teardown)};
     return cmocka_run_group_tests_name("main_job", tests, NULL, NULL);

@@ -10,17 +10,21 @@
 #include <math.h>
 #include <zmq.h>
 
+#include "core/clock.h"
+
 #include "tests/support/fake_coord.h"
 #include "tests/testutil.h"
 
 typedef struct { void *ctx; FakeCoord fc; pid_t pid; } Fix;
 
-static pid_t start_verifier(Fix *f, const char *extra) {
+/* extra: up to 6 more key=value arguments, NULL-terminated. */
+static pid_t start_verifier(Fix *f, const char *const *extra) {
     char bin[256], coord[256], log[256];
     snprintf(coord, sizeof coord, "cluster.coordinator=%s", f->fc.endpoint);
     snprintf(log, sizeof log, "%s/test-logs/verifier-daemon.log", tu_build());
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-verifier"), coord, "cluster.verifier_capacity=16",
-                    "cluster.verifier_threads=2", "cluster.heartbeat_ms=100", (char *)extra, NULL};
+    char *argv[12] = {(char *)tu_bin(bin, sizeof bin, "dapo-verifier"), coord, "cluster.verifier_capacity=16",
+                      "cluster.verifier_threads=2", "cluster.heartbeat_ms=100"};
+    for (int i = 0; extra[i] && i < 6; i++) argv[5 + i] = (char *)extra[i];
     return tu_spawn(argv, log);
 }
 
@@ -35,7 +39,7 @@ static void handshake(Fix *f) {
     assert_int_equal(((Dapo__Credit *)c->msg)->credits, 16);
 }
 
-static int setup_with(void **state, const char *extra) {
+static int setup_with(void **state, const char *const *extra) {
     Fix *f = xcalloc(1, sizeof *f);
     char err[ERR_LEN];
     f->ctx = zmq_ctx_new();
@@ -44,8 +48,17 @@ static int setup_with(void **state, const char *extra) {
     *state = f;
     return f->pid > 0 ? 0 : -1;
 }
-static int setup(void **state) { return setup_with(state, "reward_model.timeout_s=1"); }
-static int setup_tiny_deadline(void **state) { return setup_with(state, "reward_model.timeout_s=0.000000001"); }
+static int setup(void **state) { return setup_with(state, (const char *[]){"reward_model.timeout_s=1", NULL}); }
+static int setup_tiny_deadline(void **state) {
+    return setup_with(state, (const char *[]){"reward_model.timeout_s=0.000000001", NULL});
+}
+static char g_reward_path[512];
+static int setup_python(void **state) {
+    snprintf(g_reward_path, sizeof g_reward_path, "custom_reward_function.path=%s/tests/data/reward/misbehaving_reward.py",
+             tu_root());
+    return setup_with(state, (const char *[]){g_reward_path, "reward_model.num_workers=3", "reward_model.timeout_s=2",
+                                              "reward_model.worker_memory_mb=400", "reward_model.error_score=-2", NULL});
+}
 
 static int teardown(void **state) {
     Fix *f = *state;
@@ -150,6 +163,95 @@ static void test_deadline(void **state) {
     assert_string_equal(r->scores[0]->error, "timeout");
 }
 
+/* A Python reward worker's command line holds the host script's text. */
+#define REWARD_HOST "static/reward_host.py: the host"
+
+static double extra_value(const Dapo__Score *s, const char *key) {
+    for (size_t i = 0; i < s->n_extra_keys && i < s->n_extra_values; i++)
+        if (!strcmp(s->extra_keys[i], key)) return s->extra_values[i];
+    return NAN;
+}
+
+/* A Python reward function (custom_reward_function.path) that misbehaves on purpose: the request still completes
+ * within the deadline, exactly the bad items are marked with their outcome and reward_model.error_score, every other
+ * score is right, workers are replaced, and no interpreter is left after the daemon exits. */
+static void test_python_reward(void **state) {
+    Fix *f = *state;
+    handshake(f);
+    assert_int_equal(tu_count_procs(REWARD_HOST), 3);        /* reward_model.num_workers */
+    const Item items[] = {
+        {"Let me think.\nAnswer: 42", 0, "42", 10, 0},   /* right: +1, acc, pred "42", two extra metrics */
+        {"Answer: 41", 0, "42", 10, 0},                   /* wrong: -1 */
+        {"x", 0, "sleep", 10, 0},                         /* sleeps for ever: timeout */
+        {"x", 0, "segv", 10, 0},                          /* segfault: crash */
+        {"x", 0, "oom", 10, 0},                           /* unbounded allocation: memory */
+        {"x", 0, "raise", 10, 0},                         /* ValueError: error */
+        {"x", 0, "bad", 10, 0},                           /* returns a string: error */
+        {"x", 0, "float", 10, 0},                         /* a plain float */
+        {"Answer: 7", 0, "7", 90, 0},                     /* right, 10 tokens into the overlong buffer: 1 - 0.5 */
+        {"Answer: \xff 7", 0, "7", 10, 0},                /* invalid UTF-8 reaches Python as U+FFFD */
+    };
+    const int want_outcome[] = {0, 0, DAPO__REWARD_OUTCOME__REWARD_TIMEOUT, DAPO__REWARD_OUTCOME__REWARD_CRASH,
+                                DAPO__REWARD_OUTCOME__REWARD_MEMORY, DAPO__REWARD_OUTCOME__REWARD_ERROR,
+                                DAPO__REWARD_OUTCOME__REWARD_ERROR, 0, 0, 0};
+    const float want[] = {1, -1, -2, -2, -2, -2, -2, 0.25f, 0.5f, -1};
+    size_t n = sizeof items / sizeof items[0];
+    int64_t t0 = clock_ms();
+    Dapo__ScoreResult *r = score(f, items, n, 11);
+    double took = (clock_ms() - t0) / 1000.0;
+    if (took > 8) fail_msg("the request took %.1f s (deadline 2 s per item, 3 workers)", took);
+    for (size_t i = 0; i < n; i++) {
+        Dapo__Score *s = r->scores[i];
+        if ((int)s->outcome != want_outcome[i] || fabsf(s->score - want[i]) > 1e-6f)
+            fail_msg("item %zu: outcome %d score %g (error '%s'), want outcome %d score %g", i, s->outcome, s->score,
+                     s->error, want_outcome[i], want[i]);
+        if ((want_outcome[i] != 0) != (s->error[0] != 0)) fail_msg("item %zu: error '%s'", i, s->error);
+    }
+    assert_non_null(strstr(r->scores[2]->error, "timeout"));
+    assert_non_null(strstr(r->scores[3]->error, "signal 11"));
+    assert_non_null(strstr(r->scores[4]->error, "MemoryError"));
+    assert_non_null(strstr(r->scores[5]->error, "ValueError: no score for this one"));
+    assert_true(r->scores[0]->acc && !r->scores[1]->acc && r->scores[7]->acc && !r->scores[2]->acc);
+    assert_true(r->scores[0]->has_pred && r->scores[0]->pred.len == 2 && !memcmp(r->scores[0]->pred.data, "42", 2));
+    assert_false(r->scores[7]->has_pred);
+    assert_true(extra_value(r->scores[0], "response_chars") == 24 && extra_value(r->scores[0], "source_is_math") == 1);
+    assert_int_equal(r->scores[7]->n_extra_keys, 0);
+    assert_true(fabsf(r->scores[8]->overlong_penalty + 0.5f) < 1e-6f);
+    assert_non_null(fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_CREDIT, 5000, NULL));
+    /* The replaced workers score the next request right. */
+    r = score(f, items, 2, 12);
+    assert_true(r->scores[0]->score == 1 && r->scores[1]->score == -1 && r->scores[0]->outcome == 0);
+    assert_int_equal(tu_count_procs(REWARD_HOST), 3);
+    kill(f->pid, SIGTERM);
+    assert_non_null(fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_GOODBYE, 5000, NULL));
+    assert_int_equal(tu_wait(f->pid, 5000), 0);
+    f->pid = 0;
+    assert_int_equal(tu_count_procs(REWARD_HOST), 0);
+}
+
+/* A verifier killed with SIGKILL takes its interpreters with it (PR_SET_PDEATHSIG); a reward file that does not
+ * import stops the daemon at start with the Python error. */
+static void test_python_reward_lifecycle(void **state) {
+    Fix *f = *state;
+    handshake(f);
+    assert_int_equal(tu_count_procs(REWARD_HOST), 3);
+    kill(f->pid, SIGKILL);
+    tu_wait(f->pid, 5000);
+    f->pid = 0;
+    for (int i = 0; i < 50 && tu_count_procs(REWARD_HOST); i++) usleep(20000);
+    assert_int_equal(tu_count_procs(REWARD_HOST), 0);
+    char bin[256], cmd[1024], out[8192];
+    snprintf(cmd, sizeof cmd, "%s cluster.coordinator=%s custom_reward_function.path=%s/tests/data/reward/"
+             "misbehaving_reward.py custom_reward_function.name=no_such_fn 2>&1",
+             tu_bin(bin, sizeof bin, "dapo-verifier"), f->fc.endpoint, tu_root());
+    assert_int_equal(tu_run(cmd, out, sizeof out), 1);
+    if (!strstr(out, "has no function 'no_such_fn'")) fail_msg("output:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s cluster.coordinator=%s custom_reward_function.path=/nonexistent/r.py 2>&1",
+             tu_bin(bin, sizeof bin, "dapo-verifier"), f->fc.endpoint);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 1);
+    if (!strstr(out, "custom_reward_function.path: cannot read /nonexistent/r.py")) fail_msg("output:\n%s", out);
+}
+
 /* Every daemon takes --help / -h: the shared usage (flags, key.path=value, --print-config) plus its own flags on
  * stdout, exit 0, and no coordinator needed; an unknown flag still exits 2 naming it. */
 static void test_daemons_help(void **state) {
@@ -176,6 +278,8 @@ int main(void) {
         cmocka_unit_test(test_daemons_help),
         cmocka_unit_test_setup_teardown(test_scores_and_overlong, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline, setup_tiny_deadline, teardown),
+        cmocka_unit_test_setup_teardown(test_python_reward, setup_python, teardown),
+        cmocka_unit_test_setup_teardown(test_python_reward_lifecycle, setup_python, teardown),
     };
     return cmocka_run_group_tests_name("verifier_daemon", tests, NULL, NULL);
 }
