@@ -66,8 +66,10 @@ else
 endif
 
 # ---------------------------------------------------------------------------------------------- sources
-PROTO_C  := $(BUILD)/gen/dapo.pb-c.c
-PROTO_H  := $(BUILD)/gen/dapo.pb-c.h
+PROTOS   := $(wildcard proto/*.proto)
+PROTO_C  := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
+PROTO_H  := $(PROTO_C:.c=.h)
+PROTO_O  := $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
 # SKIP="common/x common/y" leaves folders out of the library (for building one part while another is mid-edit).
 COMMON_SRC := $(filter-out $(addsuffix /%,$(SKIP)),$(sort $(shell find common -name '*.c' 2>/dev/null)))
 CUDA_SRC   := $(if $(NVCC),$(sort $(wildcard common/backend/cuda/*.cu)))
@@ -93,7 +95,7 @@ LONGTEST_BINS := $(addprefix $(BUILD)/tests/,$(notdir $(LONGTEST_SRC:.c=)))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 BENCH_BINS := $(addprefix $(BUILD)/bench/,$(notdir $(BENCH_SRC:.c=)))
 
-.PHONY: all deps test test-build run bench fixtures check-long check-k8s clean fuzz
+.PHONY: all deps test test-build run bench fixtures check-long check-k8s check-tfevents clean fuzz
 .SECONDARY:            # keep intermediate objects (tools/*.o, tests/*.o): no rebuild on the next make
 .DEFAULT_GOAL := all
 all: $(SVC_BINS) $(TOOL_BINS)
@@ -104,15 +106,15 @@ $(shell mkdir -p $(BUILD) && echo '$(CC) $(CFLAGS) $(LDFLAGS) $(LIBS) $(NVCC)' >
   (cmp -s $(FLAGS_STAMP).new $(FLAGS_STAMP) || mv $(FLAGS_STAMP).new $(FLAGS_STAMP)); rm -f $(FLAGS_STAMP).new)
 
 # ---------------------------------------------------------------------------------------------- rules
-$(PROTO_C) $(PROTO_H) &: proto/dapo.proto
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h &: proto/%.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --proto_path=proto --c_out=$(BUILD)/gen proto/dapo.proto
+	protoc-c --proto_path=proto --c_out=$(BUILD)/gen $<
 
 $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP) | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/gen/dapo.pb-c.o: $(PROTO_C) $(FLAGS_STAMP)
+$(BUILD)/obj/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -Werror,$(CFLAGS)) -Wno-unused-parameter -c $< -o $@
 
@@ -120,7 +122,7 @@ $(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP) | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
-$(LIBDAPO): $(call obj,$(COMMON_SRC)) $(BUILD)/obj/gen/dapo.pb-c.o
+$(LIBDAPO): $(call obj,$(COMMON_SRC)) $(PROTO_O)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
@@ -215,6 +217,16 @@ check-long: deps
 check-k8s: all
 	pip install -q -r tests/k8s/requirements.txt
 	@DAPO_BUILD=$(abspath $(BUILD)) python3 tests/k8s/check_manifests.py
+
+# check-tfevents: the TensorBoard event files of test_main_job's two-step run (trainer.logger=tensorboard) read back
+# with the tensorboard package's reader and compared with its metrics.jsonl (tests/reference/check_tfevents.py; pip:
+# .ci/run calls it after make test, which leaves the run in $(BUILD)/test-logs/python-reward).
+TFE_RUN := $(BUILD)/test-logs/python-reward
+check-tfevents: all
+	pip install -q -r tests/reference/requirements-tfevents.txt
+	@test -d $(TFE_RUN)/tb || { $(MAKE) --no-print-directory $(BUILD)/tests/test_main_job && \
+	  DAPO_ROOT=$(CURDIR) DAPO_BUILD=$(abspath $(BUILD)) $(BUILD)/tests/test_main_job; }
+	python3 tests/reference/check_tfevents.py $(TFE_RUN)/tb $(TFE_RUN)/ckpt/metrics.jsonl
 
 run: deps
 	@$(MAKE) --no-print-directory all

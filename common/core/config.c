@@ -117,6 +117,9 @@ static const CfgEntry cfg_table[] = {
     { "custom_reward_function.name",         CFG_STR,   0, 0,       "compute_score", O(custom_reward_name), NULL, 0 },
     { "custom_reward_function.python",       CFG_STR,   0, 0,       "python3", O(custom_reward_python), NULL, 0 },
 
+    { "trainer.logger",                      CFG_LIST,  0, 0,       "console", O(logger), NULL, 0 },
+    { "trainer.project_name",                CFG_STR,   0, 0,       "dapo",    O(project_name), NULL, 0 },
+    { "trainer.experiment_name",             CFG_STR,   0, 0,       "default", O(experiment_name), NULL, 0 },
     { "trainer.total_epochs",                CFG_INT,   1, 1e6,     "1",       O(total_epochs), NULL, 0 },
     { "trainer.total_training_steps",        CFG_INT,   -1, 1e9,    "-1",      O(total_training_steps), NULL, 0 },
     { "trainer.save_freq",                   CFG_INT,   -1, 1e9,    "5",       O(save_freq), NULL, 0 },
@@ -185,7 +188,7 @@ static const char *verl_only[] = {
     "algorithm.use_kl_in_reward", "algorithm.kl_ctrl.", "algorithm.kl_penalty", "algorithm.gamma", "algorithm.lam",
     "reward_model.reward_manager", "reward_model.enable", "reward_model.reward_kwargs.",
     "reward_model.overlong_buffer.log",
-    "trainer.logger", "trainer.project_name", "trainer.experiment_name", "trainer.n_gpus_per_node",
+    "trainer.n_gpus_per_node",
     "trainer.nnodes", "trainer.log_val_generations", "trainer.balance_batch", "trainer.critic_warmup",
     "trainer.del_local_ckpt_after_load", "trainer.hdfs_dir",
     "data.prompt_key", "data.return_raw_chat", "data.return_raw_input_ids", "data.dataloader_num_workers",
@@ -669,6 +672,20 @@ bool config_is_set(const Config *c, const char *key) {
     return e && c->user_set[e - cfg_table];
 }
 
+int config_logger_known(const char *name) {
+    static const char *known[] = {"console", "tensorboard", "file", "wandb", "mlflow", "swanlab", "vemlp_wandb",
+                                  "clearml", "trackio"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(name, known[i])) return i < 3 ? 1 : 2;
+    return 0;
+}
+
+bool config_has_logger(const Config *c, const char *name) {
+    for (int i = 0; i < c->logger.n; i++)
+        if (!strcmp(c->logger.v[i], name)) return true;
+    return false;
+}
+
 /* A Python identifier in ASCII: [A-Za-z_][A-Za-z0-9_]*. */
 static int valid_identifier(const char *s) {
     if (!s || !(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))) return 0;
@@ -712,6 +729,11 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
                        c->custom_reward_name);
     if (c->custom_reward_path[0] && !c->custom_reward_python[0])
         return err_set(err, ERR_INVAL, "custom_reward_function.python: empty (an interpreter, e.g. python3)");
+    for (int i = 0; i < c->logger.n; i++)
+        if (!config_logger_known(c->logger.v[i]))
+            return err_set(err, ERR_INVAL, "trainer.logger: '%s' is not a logger verl knows (dapo writes console, "
+                           "tensorboard and file; wandb, mlflow, swanlab, vemlp_wandb, clearml and trackio are "
+                           "accepted and dropped with a warning)", c->logger.v[i]);
     if (strcmp(c->resume_mode, "resume_path") == 0 && !c->resume_from_path[0])
         return err_set(err, ERR_INVAL, "trainer.resume_from_path: empty, but trainer.resume_mode is resume_path");
     return 0;

@@ -105,6 +105,8 @@ typedef struct Config {
     char   *custom_reward_python;     /* ours: the interpreter, e.g. a venv's bin/python3 */
 
     /* trainer.* */
+    StrList logger;                   /* console|tensorboard|file; verl's other trackers accepted and dropped */
+    char   *project_name, *experiment_name;   /* tensorboard_log/<project_name>/<experiment_name> */
     int     total_epochs;
     int     total_training_steps;     /* <=0: from total_epochs */
     int     save_freq;                /* steps; <=0: only on request and at the end */
@@ -180,6 +182,12 @@ int config_set(Config *c, const char *key, const char *value, const char *where,
 
 /* True when key was set by a YAML file or an override (not left at its default). false for unknown keys. */
 bool config_is_set(const Config *c, const char *key);
+
+/* trainer.logger values: 1 a logger dapo writes (console, tensorboard, file), 2 one verl has and dapo drops
+ * (wandb, mlflow, swanlab, vemlp_wandb, clearml, trackio: warned once by the coordinator), 0 unknown (refused). */
+int config_logger_known(const char *name);
+/* True when trainer.logger lists name. */
+bool config_has_logger(const Config *c, const char *name);
 
 /* Cross-key checks run after all sources are applied (e.g. overlong buffer shorter than the response). */
 int config_validate(const Config *c, char err[ERR_LEN]);

@@ -159,6 +159,7 @@ typedef struct Coord {
     struct Zap  *zap;                  /* its ZAP handler (net/zap.h), when keys.on */
     int          http_public;          /* cluster.http is off loopback with a token: every endpoint needs it */
     FILE        *metrics_file;         /* metrics JSONL (trainer.default_local_dir/metrics.jsonl), or NULL */
+    struct TfEvents *tb;               /* trainer.logger=tensorboard: the event file, or NULL */
     int          paused;
     char         status_line[256];     /* what the coordinator is doing now, in words (shown on the page) */
 

@@ -7,11 +7,16 @@
 
 #include "core/log.h"
 #include "coord.h"
+#include "io/tfevents.h"
 
 void coord_record_step(Coord *c, long step, const Metrics *m) {
     coord_history_append(c, step, m);
     if (c->metrics_file && metrics_write_jsonl(c->metrics_file, step, m))
         log_warn("metrics JSONL: write failed (disk full?); the dashboard keeps the history");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (c->tb && tfevents_write_scalars(c->tb, step, (double)ts.tv_sec + ts.tv_nsec / 1e9, m))
+        log_warn("tensorboard: write to %s failed (disk full?)", tfevents_path(c->tb));
 }
 
 void coord_history_append(Coord *c, long step, const Metrics *m) {

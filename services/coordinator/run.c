@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "coord.h"
 #include "dapo/rollout_corr.h"
+#include "io/tfevents.h"
 
 int coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m) {
     int rc = net_send(c->router, w->rid, w->rid_len, type, m, true);
@@ -224,6 +225,28 @@ static int load_token(Coord *c, char err[ERR_LEN]) {
     return 0;
 }
 
+/* trainer.logger: console (the step log line) and file (metrics.jsonl) are always on; tensorboard opens an event
+ * file where verl writes it (TENSORBOARD_DIR, else tensorboard_log/<project_name>/<experiment_name>); verl's other
+ * trackers are dropped with one warning. */
+static int open_loggers(Coord *c, char err[ERR_LEN]) {
+    const Config *cfg = &c->cfg;
+    char dropped[512] = "";
+    size_t k = 0;
+    for (int i = 0; i < cfg->logger.n; i++)
+        if (config_logger_known(cfg->logger.v[i]) == 2 && k < sizeof dropped)
+            k += (size_t)snprintf(dropped + k, sizeof dropped - k, "%s%s", k ? ", " : "", cfg->logger.v[i]);
+    if (dropped[0])
+        log_warn("trainer.logger: %s not available in dapo: dropped (console, tensorboard and file are)", dropped);
+    if (!config_has_logger(cfg, "tensorboard")) return 0;
+    char dir[1024];
+    const char *env = getenv("TENSORBOARD_DIR");
+    if (env && *env) snprintf(dir, sizeof dir, "%s", env);
+    else snprintf(dir, sizeof dir, "tensorboard_log/%s/%s", cfg->project_name, cfg->experiment_name);
+    if (!(c->tb = tfevents_open(dir, err))) return ERR_IO;
+    log_info("tensorboard: %s", tfevents_path(c->tb));
+    return 0;
+}
+
 static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     c->config_yaml = config_text(&c->cfg);
     if (load_token(c, err)) return ERR_INVAL;
@@ -281,6 +304,7 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
         c->metrics_file = fopen(path, "a");
         if (!c->metrics_file) return err_set(err, ERR_IO, "cannot open %s: %s", path, strerror(errno));
         log_info("metrics: %s", path);
+        if (open_loggers(c, err)) return ERR_IO;
     }
     coord_drain(c);        /* messages that arrived before the poll was registered */
     c->ready = 1;
@@ -336,6 +360,7 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
     engine_free(&c);
     if (c.lock_fd >= 0) close(c.lock_fd);
     if (c.metrics_file) fclose(c.metrics_file);
+    tfevents_close(c.tb);
     coord_history_free(&c);
     config_free(&c.cfg);
     log_info("stopped%s", failed ? " (the run had failed: exit status 1)" : "");

@@ -279,9 +279,11 @@ static double metric_at(const char *path, int step, const char *key) {
 }
 
 /* A Python reward function (custom_reward_function.path) on the real cluster: three of the six prompts make it
- * sleep for ever, segfault and allocate without bound. Step 1 completes; the metrics count exactly their 4
- * responses each as timeouts, crashes and memory errors; the function's extra dict value becomes
- * reward_extra/response_chars/mean; no interpreter is left after the run. */
+ * sleep for ever, segfault and allocate without bound. Both steps (two epochs of the six prompts) complete; each
+ * step's metrics count exactly their 4 responses each as timeouts, crashes and memory errors; the function's extra
+ * dict value becomes reward_extra/response_chars/mean; no interpreter is left after the run.
+ * Also trainer.logger=[console,tensorboard,wandb]: wandb is dropped with a warning, the event file goes to
+ * TENSORBOARD_DIR (test-logs/python-reward/tb; tests/reference/check_tfevents.py compares it with metrics.jsonl). */
 static void test_python_reward_run(void **state) {
     (void)state;
     setup_job("python-reward");
@@ -292,24 +294,34 @@ static void test_python_reward_run(void **state) {
     assert_int_equal(system(cmd), 0);
     snprintf(reward, sizeof reward, "custom_reward_function.path=%s/tests/data/reward/misbehaving_reward.py", tu_root());
     const char *extra[] = {reward, "reward_model.timeout_s=1", "reward_model.num_workers=2",
-                           "reward_model.worker_memory_mb=400", "trainer.save_freq=-1", NULL};
+                           "reward_model.worker_memory_mb=400", "trainer.save_freq=-1", "trainer.total_epochs=2",
+                           "trainer.logger=[console,tensorboard,wandb]", NULL};
     memcpy(g_extra, extra, sizeof extra);
+    snprintf(path, sizeof path, "%s/tb", j.dir);
+    setenv("TENSORBOARD_DIR", path, 1);
     int64_t t0 = clock_ms();
-    start_all(&j, "1");
-    json_t *st = wait_for(&j, done, 120000, "step 1 done");
+    start_all(&j, "2");
+    unsetenv("TENSORBOARD_DIR");
+    json_t *st = wait_for(&j, done, 120000, "step 2 done");
     double took = (clock_ms() - t0) / 1000.0;
-    assert_int_equal(geti(st, "step"), 1);
+    assert_int_equal(geti(st, "step"), 2);
     assert_accounting(st);
     json_decref(st);
     stop_all(&j);
     g_extra[0] = NULL;
+    snprintf(cmd, sizeof cmd, "grep -q 'trainer.logger: wandb not available in dapo: dropped' %s/coordinator.log && "
+             "ls %s/tb/events.out.tfevents.* >/dev/null", j.dir, j.dir);
+    assert_int_equal(system(cmd), 0);
     snprintf(path, sizeof path, "%s/ckpt/metrics.jsonl", j.dir);
     const char *keys[] = {"reward/timeouts", "reward/crashes", "reward/memory_errors", "reward/errors"};
     const double want[] = {4, 4, 4, 0};
-    for (int i = 0; i < 4; i++)
-        if (metric_at(path, 1, keys[i]) != want[i])
-            fail_msg("%s = %g, want %g (run took %.1f s)", keys[i], metric_at(path, 1, keys[i]), want[i], took);
-    assert_true(metric_at(path, 1, "reward_extra/response_chars/mean") > 0);
+    for (int step = 1; step <= 2; step++) {
+        for (int i = 0; i < 4; i++)
+            if (metric_at(path, step, keys[i]) != want[i])
+                fail_msg("step %d: %s = %g, want %g (run took %.1f s)", step, keys[i], metric_at(path, step, keys[i]),
+                         want[i], took);
+        assert_true(metric_at(path, step, "reward_extra/response_chars/mean") > 0);
+    }
     assert_int_equal(tu_count_procs("static/reward_host.py: the host"), 0);
 }
 

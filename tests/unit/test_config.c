@@ -120,6 +120,10 @@ static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {"actor_rollout_ref.actor.use_kl_loss=true", NULL, "use_kl_loss: true is not supported", "without a KL term"},
     {NULL, "algorithm:\n  use_kl_in_reward: True\n", "use_kl_in_reward: true is not supported", "reference model"},
     {"actor_rollout_ref.actor.clip_ratio_high=nan", NULL, "'nan'", "not a number"},
+    /* trainer.logger: a value verl does not know is refused (verl's other trackers are accepted, see below) */
+    {"trainer.logger=[console,tensorbord]", NULL, "trainer.logger: 'tensorbord'", "not a logger verl knows"},
+    {NULL, "custom_reward_function:\n  path: r.py\n  name: 'compute score'\n", "custom_reward_function.name",
+     "not a Python function name"},
     /* numbers strtod cannot hold (ERANGE) or infinite: out of range, with the allowed range */
     {"actor_rollout_ref.actor.clip_ratio_high=1e999", NULL,
      "clip_ratio_high: 1e999 is out of range (beyond the range of a double; allowed: at least 0 and at most 10)", ""},
@@ -168,6 +172,27 @@ static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {NULL, "data:\n  train_batch_size: 4\ntrainer: [unclosed\n", ":3: not valid YAML: flow sequence without a closing bracket", ""},
     {NULL, "data:\n  tokenizer: \"x\n\ntrainer: {}\n", ":2:", "not valid YAML"},
 };
+
+/* verl's trainer.logger values: dapo's three kept, verl's other trackers accepted (the coordinator drops them with a
+ * warning); the reward keys' defaults. */
+static void test_logger_and_reward_keys(void **state) {
+    (void)state;
+    Config c;
+    char err[ERR_LEN] = "";
+    const char *args[] = {"trainer.logger=['console','wandb','tensorboard']", "custom_reward_function.path=r.py"};
+    assert_int_equal(run_cli(&c, args, 2, NULL, err), 0);
+    assert_int_equal(c.logger.n, 3);
+    assert_true(config_has_logger(&c, "tensorboard") && config_has_logger(&c, "wandb") && !config_has_logger(&c, "file"));
+    assert_int_equal(config_logger_known("console"), 1);
+    assert_int_equal(config_logger_known("file"), 1);
+    assert_int_equal(config_logger_known("swanlab"), 2);
+    assert_int_equal(config_logger_known("tensorbord"), 0);
+    assert_string_equal(c.custom_reward_name, "compute_score");
+    assert_string_equal(c.custom_reward_python, "python3");
+    assert_true(c.reward_error_score == -1.0 && c.reward_num_workers == 4 && c.reward_worker_memory_mb == 4096);
+    assert_string_equal(c.project_name, "dapo");
+    config_free(&c);
+}
 
 static void test_bad_configs(void **state) {
     (void)state;
@@ -366,6 +391,7 @@ int main(void) {
         cmocka_unit_test(test_overrides_and_leftover_args),
         cmocka_unit_test(test_yaml_file),
         cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_logger_and_reward_keys),
         cmocka_unit_test(test_not_a_config_file),
         cmocka_unit_test(test_endpoint_forms),
         cmocka_unit_test(test_rollout_correction_keys),
