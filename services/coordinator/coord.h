@@ -55,6 +55,15 @@ typedef struct {
     char   finish_reason[8];
 } SampleView;
 
+/* The response lengths of one step's trained batch: LEN_BINS equal bins over [0, max_len] tokens (the last bin
+ * holds max_len itself, i.e. the truncated responses). Kept in memory for /api/response_lengths. */
+#define LEN_BINS 20
+typedef struct {
+    long     step;
+    int      max_len;
+    uint32_t count[LEN_BINS];
+} LengthHist;
+
 /* Every prompt group is in exactly one of these states (DESIGN.md §7); c->group_counts counts them over the
  * run and always adds up to the groups created. */
 typedef enum {
@@ -133,6 +142,9 @@ typedef struct Coord {
     char         run_id[64];
     int64_t      step, policy_version;
     uint64_t     results_abandoned;    /* group results dropped: made with the weights of an earlier incarnation */
+    /* Counters since this process started, for /metrics (training groups only; validation has its own state). */
+    uint64_t     groups_generated_total, groups_scored_total, groups_solve_none_total, groups_solve_all_total;
+    uint64_t     groups_kept_total, tokens_generated_total, tokens_trained_total;
     uint32_t     incarnation;          /* +1 at every rollback to a checkpoint (a learner or coordinator crash): the
                                         * version numbers after it name other weights than before (recover.c) */
     int64_t      started_ms;
@@ -151,6 +163,8 @@ typedef struct Coord {
     /* What the dashboard shows (history.c). */
     Metrics     *history;              /* one metric set per finished step (or validation), in order */
     int          nhistory, cap_history;
+    LengthHist  *len_hist;             /* the trained responses' length histogram of each step (stepstats.c) */
+    int          nlen_hist, cap_len_hist;
     SampleView   samples[COORD_SAMPLES];
     int          nsamples, sample_next;
     char        *config_yaml;          /* the resolved config as YAML (xmalloc'd) */
@@ -257,7 +271,9 @@ void ckpt_set_aside_metrics(Coord *c);   /* a run that resumes nothing: an earli
  * triggers. coord_record_step copies m and appends a line to the metrics JSONL. */
 void coord_record_step(Coord *c, long step, const Metrics *m);
 void coord_history_append(Coord *c, long step, const Metrics *m);   /* history only, no JSONL line */
-void coord_history_reset(Coord *c);       /* forgets the in-memory history (a rollback reads it back) */
+void coord_history_reset(Coord *c);
+/* panels.c: the dashboard's RL panels for history entries [since, since + limit): a JSON object (caller owns). */
+struct json_t *coord_panels_json(const Coord *c, long since, long limit);       /* forgets the in-memory history (a rollback reads it back) */
 /* One line for the dashboard's event list (and the log at WARN): a worker lost or back, a rollback. */
 void coord_event(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void coord_record_sample(Coord *c, const SampleView *s);      /* copies the strings */

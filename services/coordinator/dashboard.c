@@ -7,10 +7,14 @@
  *   GET  /api/status              run, step, workers, paused, status line, heap, messages (JSON)
  *   GET  /api/metrics?since=N&limit=M   the metric history entries [N, N+M) (M <= 1000, default 1000) as
  *                                 objects of verl metric names -> values (non-finite values: null), and "next"
+ *   GET  /api/panels?since=N&limit=M   the RL panels' data per training step (panels.c): throughputs, the time
+ *                                 split of a step, response-length percentiles and histogram, the dynamic-sampling
+ *                                 funnel, the rollout/learner log-prob mismatch
  *   GET  /api/samples             the latest sampled responses, newest first (JSON; text made valid UTF-8)
  *   GET  /api/config              the resolved config (YAML text)
  *   GET  /metrics                 Prometheus text exposition format 0.0.4: the latest value of every step metric
- *                                 (dapo_<sanitized name>), coordinator gauges and per-worker gauges
+ *                                 (prom_step_name: dapo_<sanitized name>, units as base-unit suffixes), coordinator
+ *                                 and per-worker gauges, and the run's accounting as counters (prom_counters)
  *   GET  /healthz                 200 "ok" while the event loop serves, 503 once the run failed (a liveness probe:
  *                                 the kubelet restarts it and it resumes; no token needed, says nothing more)
  *   GET  /readyz                  200 "ready" once the config is loaded, the data read and the checkpoint restored,
@@ -34,6 +38,8 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "coord.h"
+#include "engine.h"
+#include "net/daemon.h"
 #include "reward/math_dapo.h"
 
 #define DASH_METRICS_LIMIT   1000          /* history entries per /api/metrics answer */
@@ -50,7 +56,7 @@ typedef struct { StrSlot *slot; size_t cap, n; } StrMap;
 /* The latest value of one step metric, under its Prometheus name (for /metrics). */
 typedef struct {
     char   name[METRIC_NAME_MAX];       /* the verl name of the newest entry that set it */
-    char   prom[METRIC_NAME_MAX + 8];   /* dapo_<sanitized> */
+    char   prom[METRIC_NAME_MAX + 16];  /* prom_step_name */
     double value;
     long   step;
 } LatestMetric;
@@ -251,6 +257,18 @@ static void route_metrics_json(Coord *c, const HttpRequest *req, HttpResponse *r
     reply_json(r, 200, j);
 }
 
+/* GET /api/panels?since=N&limit=M: the RL panels' data for history entries [N, N+M) (panels.c). */
+static void route_panels(Coord *c, const HttpRequest *req, HttpResponse *r) {
+    long since = 0, limit = DASH_METRICS_LIMIT;
+    int a = query_long(req->query, "since", &since), b = query_long(req->query, "limit", &limit);
+    if (a < 0 || b < 0 || limit < 1) {
+        http_reply(r, 400, NULL, "since and limit must be non-negative integers (limit >= 1)\n");
+        return;
+    }
+    if (limit > DASH_METRICS_LIMIT) limit = DASH_METRICS_LIMIT;
+    reply_json(r, 200, coord_panels_json(c, since > c->nhistory ? c->nhistory : since, limit));
+}
+
 /* ------------------------------------------------------------------------------------------ /api/samples */
 
 static void route_samples(Coord *c, HttpResponse *r) {
@@ -342,6 +360,33 @@ static void prom_name(const char *name, char *out, size_t n) {
     out[k] = 0;
 }
 
+/* The Prometheus name of a step metric, with Prometheus's naming rules (promtool check metrics): units spelled out
+ * as a suffix in base units ("timing_s/step" -> dapo_timing_step_seconds; "timing_per_token_ms/x" ->
+ * dapo_timing_per_token_x_seconds with *scale 1e-3), and no "_total" on a gauge ("actor/skipped_updates_total" ->
+ * dapo_actor_skipped_updates). The HELP line keeps the verl name. */
+static void prom_step_name(const char *name, char *out, size_t n, double *scale) {
+    static const struct { const char *prefix, *base; double scale; } unit[] = {
+        {"timing_s/", "timing/", 1.0}, {"timing_per_token_ms/", "timing_per_token/", 1e-3},
+    };
+    *scale = 1.0;
+    char tmp[METRIC_NAME_MAX + 32];
+    snprintf(tmp, sizeof tmp, "%s", name);
+    const char *suffix = "";
+    for (size_t i = 0; i < sizeof unit / sizeof unit[0]; i++) {
+        size_t k = strlen(unit[i].prefix);
+        if (strncmp(name, unit[i].prefix, k) == 0 && name[k]) {
+            snprintf(tmp, sizeof tmp, "%s%s", unit[i].base, name + k);
+            suffix = "_seconds";
+            *scale = unit[i].scale;
+        }
+    }
+    size_t len = strlen(tmp);
+    if (len > 6 && !strcmp(tmp + len - 6, "_total")) tmp[len - 6] = 0;
+    prom_name(tmp, out, n);
+    len = strlen(out);
+    snprintf(out + len, n - len, "%s", suffix);
+}
+
 /* Text for HELP lines (\\ and \n escaped) or label values (also \"), from bytes made valid UTF-8. */
 static void prom_escape(Buf *b, const char *s, int label) {
     size_t n = strlen(s);
@@ -421,6 +466,78 @@ static void prom_workers(Coord *c, Buf *b, StrMap *seen) {
     }
 }
 
+/* One labelled sample: name{label="value"} v. */
+static void prom_labelled(Buf *b, const char *name, const char *label, const char *value, double v) {
+    buf_printf(b, "%s{%s=\"", name, label);
+    prom_escape(b, value, 1);
+    buf_add(b, "\"} ", 3);
+    prom_value(b, v);
+    buf_add(b, "\n", 1);
+}
+
+/* The run's accounting as counters (monotonic while this coordinator runs; a rollback or restart is a reset) and
+ * the groups in flight as gauges: the dynamic-sampling funnel, reward outcomes, leases, restarts, tokens. */
+static void prom_counters(Coord *c, Buf *b, StrMap *seen) {
+    const Engine *e = c->engine;
+    static const struct { const char *name, *help; } fun[] = {
+        {"dapo_groups_generated_total", "Training groups generated (every round, filtered ones too)."},
+        {"dapo_groups_scored_total", "Training groups scored."},
+        {"dapo_groups_solve_none_total", "Scored groups none of whose responses is correct."},
+        {"dapo_groups_solve_all_total", "Scored groups all of whose responses are correct."},
+        {"dapo_groups_kept_total", "Scored groups kept by dynamic sampling (algorithm.filter_groups)."},
+        {"dapo_tokens_generated_total", "Response tokens generated for training groups."},
+        {"dapo_tokens_trained_total", "Prompt and response tokens sent to the learners."},
+    };
+    const uint64_t fv[] = {c->groups_generated_total, c->groups_scored_total, c->groups_solve_none_total,
+                           c->groups_solve_all_total, c->groups_kept_total, c->tokens_generated_total,
+                           c->tokens_trained_total};
+    for (size_t i = 0; i < sizeof fv / sizeof fv[0]; i++) prom_simple(b, seen, fun[i].name, "counter", fun[i].help, (double)fv[i]);
+    if (strset_add(seen, "dapo_groups_finished_total")) {
+        prom_family(b, "dapo_groups_finished_total", "counter",
+                    "Groups by final state over the run (from the checkpointed accounting).");
+        static const GroupState fin[] = {GS_FILTERED, GS_SURPLUS, GS_CANCELLED, GS_TRAINED, GS_VALIDATED, GS_STALE};
+        for (size_t i = 0; i < sizeof fin / sizeof fin[0]; i++)
+            prom_labelled(b, "dapo_groups_finished_total", "state", group_state_name(fin[i]),
+                          (double)c->group_counts[fin[i]]);
+    }
+    if (strset_add(seen, "dapo_groups_in_flight")) {
+        prom_family(b, "dapo_groups_in_flight", "gauge", "Groups not finished yet, by state.");
+        static const GroupState fly[] = {GS_QUEUED, GS_LEASED, GS_GENERATED, GS_SCORING, GS_KEPT};
+        for (size_t i = 0; i < sizeof fly / sizeof fly[0]; i++)
+            prom_labelled(b, "dapo_groups_in_flight", "state", group_state_name(fly[i]), (double)c->group_counts[fly[i]]);
+    }
+    if (e && strset_add(seen, "dapo_reward_responses_total")) {
+        prom_family(b, "dapo_reward_responses_total", "counter",
+                    "Scored responses by reward outcome (timeout, crash, memory, error: scored reward_model.error_score).");
+        static const char *on[5] = {"ok", "timeout", "crash", "memory", "error"};
+        for (int o = 0; o < 5; o++) prom_labelled(b, "dapo_reward_responses_total", "outcome", on[o],
+                                                  (double)e->reward_outcomes_total[o]);
+    }
+    if (e) {
+        prom_simple(b, seen, "dapo_leases_reclaimed_total", "counter",
+                    "Leases taken back past cluster.max_lease_s / max_score_lease_s.", (double)e->leases_reclaimed);
+        prom_simple(b, seen, "dapo_leases_requeued_total", "counter",
+                    "Leases of lost or re-registered workers put back in the queue.", (double)e->leases_requeued);
+        prom_simple(b, seen, "dapo_rollbacks_total", "counter", "Rollbacks to a checkpoint after a lost learner rank.",
+                    (double)e->rollbacks);
+    }
+    prom_simple(b, seen, "dapo_results_abandoned_total", "counter",
+                "Group results dropped: generated with the weights of an abandoned run incarnation.",
+                (double)c->results_abandoned);
+    prom_simple(b, seen, "dapo_coordinator_restarts_total", "counter", "Times the coordinator's supervisor restarted it.",
+                (double)daemon_restarts());
+    if (strset_add(seen, "dapo_worker_restarts_total")) {
+        prom_family(b, "dapo_worker_restarts_total", "counter", "Times a worker's supervisor restarted it (its hello).");
+        for (int i = 0; i < c->nworkers; i++) {
+            if (!worker_shown(c, i)) continue;
+            const WorkerEntry *w = &c->workers[i];
+            buf_printf(b, "dapo_worker_restarts_total{id=\"");
+            prom_escape(b, w->id, 1);
+            buf_printf(b, "\",role=\"%s\"} %u\n", role_name(w->role), w->restarts);
+        }
+    }
+}
+
 /* Brings the latest-value table up to date with the history (rebuilt if the history shrank). */
 static void latest_update(Coord *c) {
     if (c->nhistory < g_dash.latest_upto) {
@@ -431,8 +548,9 @@ static void latest_update(Coord *c) {
         const Metrics *m = &c->history[i];
         long step = (long)metrics_get(m, "step", i);
         for (int k = 0; k < m->n; k++) {
-            char prom[METRIC_NAME_MAX + 8];
-            prom_name(m->m[k].name, prom, sizeof prom);
+            char prom[METRIC_NAME_MAX + 16];
+            double scale;
+            prom_step_name(m->m[k].name, prom, sizeof prom, &scale);
             int idx = strmap_get(&g_dash.latest_index, prom);
             if (idx < 0) {
                 XGROW(g_dash.latest, g_dash.nlatest, g_dash.cap_latest, 64);
@@ -442,7 +560,7 @@ static void latest_update(Coord *c) {
             }
             LatestMetric *l = &g_dash.latest[idx];
             snprintf(l->name, sizeof l->name, "%s", m->m[k].name);
-            l->value = m->m[k].value;
+            l->value = m->m[k].value * scale;
             l->step = step;
         }
     }
@@ -474,6 +592,7 @@ static void route_prometheus(Coord *c, HttpResponse *r) {
                        registry_count(c, roles[i], WORKER_ALIVE));
     }
     prom_workers(c, &b, &seen);
+    prom_counters(c, &b, &seen);
     /* Step metrics: the latest value of each name (names first seen first). */
     latest_update(c);
     for (int i = 0; i < g_dash.nlatest; i++) {
@@ -608,7 +727,8 @@ void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
     int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;   /* HEAD: http.c drops the body */
     const EmbeddedFile *f = embed_find(static_files_coordinator, strcmp(p, "/") == 0 ? "/index.html" : p);
     int known = f || !strcmp(p, "/api/status") || !strcmp(p, "/api/metrics") || !strcmp(p, "/api/samples") ||
-                !strcmp(p, "/api/config") || !strcmp(p, "/metrics") || !strcmp(p, "/js/chart.min.js");
+                !strcmp(p, "/api/config") || !strcmp(p, "/metrics") || !strcmp(p, "/js/chart.min.js") ||
+                !strcmp(p, "/api/panels");
     if (!known) { http_reply(resp, 404, NULL, "not found\n"); return; }
     if (!get) {
         http_reply(resp, 405, NULL, "GET only\n");
@@ -622,6 +742,7 @@ void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp) {
     }
     else if (!strcmp(p, "/api/status")) reply_json_digits(resp, 200, status_json(c), 15);
     else if (!strcmp(p, "/api/metrics")) route_metrics_json(c, req, resp);
+    else if (!strcmp(p, "/api/panels")) route_panels(c, req, resp);
     else if (!strcmp(p, "/api/samples")) route_samples(c, resp);
     else if (!strcmp(p, "/api/config")) http_reply(resp, 200, "text/plain; charset=utf-8", c->config_yaml ? c->config_yaml : "");
     else if (!strcmp(p, "/metrics")) route_prometheus(c, resp);

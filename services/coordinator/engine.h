@@ -38,7 +38,9 @@ typedef struct {
     int64_t        new_version;
     Metrics        m, learner;               /* coordinator metrics of the step; learner metric sums */
     double         t_step, t_gen, t_reward, t_sent, t_trained;
-    long long      batch_tokens;
+    double         t_reward_wait;            /* from the step's last generated group to its batch being ready */
+    long long      batch_tokens;             /* prompt + response tokens trained */
+    uint64_t       gen_tokens, resp_tokens;  /* response tokens generated over the step's rounds; of them trained */
     EngineSnapshot snap;                     /* cursor etc. as of the end of the step's generation */
 } TrainJob;
 
@@ -68,6 +70,7 @@ struct Engine {
 
     /* the step being generated: timing and metrics */
     double         t_step, t_gen, t_reward_busy;
+    double         t_last_generated;          /* clock_s() of the step's latest accepted GroupResult */
     uint64_t       wasted_tokens, generated_tokens;
     int            solve_none, solve_all, n_scored_groups, n_filtered;
     int            n_stale;      /* groups of the step dropped as too stale and regenerated */
@@ -96,6 +99,11 @@ struct Engine {
     int            have_initial;
     char           last_reclaim[256];        /* the latest of them, in words (/api/status) */
 };
+
+/* stepstats.c: the step metrics behind the dashboard's panels (issue 20). */
+void eng__length_metrics(Coord *c, Group **batch, int nb);       /* response_length/p50|p90|p99 + the histogram */
+void eng__funnel_metrics(Engine *e, int trained);                 /* batch/groups_* counts of dynamic sampling */
+void eng__split_metrics(const TrainJob *t, double step_s, Metrics *out);    /* timing_s/..., perf/... */
 
 void eng__set_state(Coord *c, Group *g, GroupState s);
 void eng__status(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -61,6 +61,7 @@ void coord_event(Coord *c, const char *fmt, ...) {
 void coord_history_reset(Coord *c) {
     for (int i = 0; i < c->nhistory; i++) metrics_free(&c->history[i]);
     c->nhistory = 0;
+    c->nlen_hist = 0;
 }
 
 void coord_history_free(Coord *c) {
@@ -68,6 +69,9 @@ void coord_history_free(Coord *c) {
     xfree(c->history);
     c->history = NULL;
     c->nhistory = c->cap_history = 0;
+    xfree(c->len_hist);
+    c->len_hist = NULL;
+    c->nlen_hist = c->cap_len_hist = 0;
     for (int i = 0; i < COORD_SAMPLES; i++) sample_clear(&c->samples[i]);
     xfree(c->config_yaml);
     xfree(c->token);

@@ -40,6 +40,11 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
     g->result_arena = arena;
     g->version = r->policy_version;
     for (size_t i = 0; i < r->n_responses; i++) e->generated_tokens += r->responses[i]->n_token_ids;
+    if (!g->validation) {
+        e->t_last_generated = clock_s();
+        c->groups_generated_total++;
+        for (size_t i = 0; i < r->n_responses; i++) c->tokens_generated_total += r->responses[i]->n_token_ids;
+    }
     g->score_attempt = 1;
     eng__set_state(c, g, GS_GENERATED);
     if (!eng__version_ok(c, g->version)) {
@@ -73,6 +78,10 @@ static void settle_scored(Coord *c, Group *g) {
     e->solve_none += none;
     e->solve_all += all;
     e->n_scored_groups++;
+    c->groups_scored_total++;
+    c->groups_solve_none_total += (uint64_t)none;
+    c->groups_solve_all_total += (uint64_t)all;
+    c->groups_kept_total += keep;
     if (keep) { eng__set_state(c, g, GS_KEPT); e->kept++; }
     else { eng__set_state(c, g, GS_FILTERED); e->n_filtered++; }
     /* one sample per scored group for the dashboard */

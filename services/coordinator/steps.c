@@ -201,6 +201,7 @@ static void start_step(Coord *c) {
     e->kept = 0;
     e->t_step = clock_s();
     e->t_reward_busy = 0;
+    e->t_last_generated = 0;
     e->wasted_tokens = e->generated_tokens = 0;
     e->solve_none = e->solve_all = e->n_scored_groups = e->n_filtered = e->n_stale = 0;
     memset(e->reward_outcomes, 0, sizeof e->reward_outcomes);
@@ -385,6 +386,8 @@ void eng__after_round(Coord *c) {
     for (int i = T; i < nk; i++) eng__set_state(c, kept[i], GS_SURPLUS);
     e->t_gen = clock_s() - e->t_step;
     batch_metrics(c, kept, T);
+    eng__length_metrics(c, kept, T);
+    eng__funnel_metrics(e, T);
     xfree(kept);
     metrics_set(&e->m, "train/num_gen_batches", e->round);
     metrics_set(&e->m, "batch/solve_none", e->n_scored_groups ? (double)e->solve_none / e->n_scored_groups : 0);
@@ -429,6 +432,12 @@ static void send_ready_batch(Coord *c) {
         t->t_gen = e->t_gen;
         t->t_reward = e->t_reward_busy;
         t->t_sent = clock_s();
+        double ready = e->t_step + e->t_gen;
+        t->t_reward_wait = e->t_last_generated > 0 && ready > e->t_last_generated ? ready - e->t_last_generated : 0;
+        t->gen_tokens = e->generated_tokens;
+        t->resp_tokens = 0;
+        for (int i = 0; i < nb; i++) t->resp_tokens += eng__response_tokens(batch[i]);
+        c->tokens_trained_total += (uint64_t)t->batch_tokens;
         t->snap = (EngineSnapshot){.step = e->step, .epoch = e->epoch, .cursor = e->cursor,
                                    .consumed = e->consumed, .next_group_id = e->next_group_id,
                                    .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
@@ -539,6 +548,7 @@ void eng__finish_step(Coord *c) {
     metrics_set(&out, "timing_s/update_weights", now - t->t_trained);
     metrics_set(&out, "timing_s/step", step_s);
     metrics_set(&out, "perf/throughput", (double)t->batch_tokens / step_s / c->cfg.num_learners);
+    eng__split_metrics(t, step_s, &out);
     metrics_set(&out, "training/global_step", (double)t->step);
     metrics_set(&out, "training/epoch", (double)t->snap.epoch);
     metrics_set(&out, "actor/policy_version", (double)c->policy_version);

@@ -327,6 +327,52 @@ static void test_status_and_metrics(void **state) {
     json_decref(m);
 }
 
+/* /api/panels: the Run health panels' data per step from the demo's metrics (tests/support/dashboard_demo.c): the
+ * time split derived as panels.c says, the funnel, percentiles with the histogram, paging, and 400 on bad input. */
+static void test_panels(void **state) {
+    (void)state;
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"history\":%d,", DEMO_STEPS);
+    assert_true(wait_for(g.ha, needle, 10000));
+    json_t *p = get_json(g.ha, "/api/panels");
+    assert_non_null(p);
+    assert_int_equal((int)num(p, "next"), DEMO_STEPS);
+    assert_int_equal((int)num(p, "len_bins"), 20);
+    json_t *steps = json_object_get(p, "steps");
+    assert_int_equal(json_array_size(steps), DEMO_STEPS);
+    for (int i = 0; i < DEMO_STEPS; i++) {
+        json_t *e = json_array_get(steps, (size_t)i), *t = json_object_get(e, "time_split");
+        double k = i + 1;
+        assert_int_equal((int)num(e, "step"), i + 1);
+        assert_true(fabs(num(t, "generation") - (40 + 2 * sin(k) - 2)) < 1e-9);
+        assert_true(num(t, "scoring_wait") == 2 && num(t, "old_log_prob") == 6 && num(t, "update") == 20);
+        assert_true(num(t, "weight_sync") == 1.5 && num(t, "idle") == 0.25);
+        json_t *fu = json_object_get(e, "funnel");
+        assert_true(num(fu, "generated") == 12 && num(fu, "kept") == 8 && num(fu, "dropped") == 4);
+        assert_true(num(fu, "solve_none") == 3 && num(fu, "solve_all") == 1 && num(fu, "trained") == 8);
+        json_t *rl = json_object_get(e, "response_length"), *h = json_object_get(rl, "hist");
+        assert_true(num(rl, "p50") == 700 + 15 * k && num(rl, "mean") == 800 + 20 * k);
+        assert_int_equal((int)num(h, "max_len"), 20480);
+        json_t *counts = json_object_get(h, "counts");
+        assert_int_equal(json_array_size(counts), 20);
+        assert_int_equal(json_integer_value(json_array_get(counts, 0)), 200);
+        assert_int_equal(json_integer_value(json_array_get(counts, 19)), (int)(200 * exp(-19 / 3.0)) + i + 1);
+        assert_true(fabs(num(json_object_get(e, "throughput"), "effective") - (300 + 10 * k)) < 1e-9);
+        assert_true(num(json_object_get(e, "logprob_mismatch"), "kl") > 0);
+    }
+    json_decref(p);
+    p = get_json(g.ha, "/api/panels?since=8&limit=1");
+    assert_int_equal(json_array_size(json_object_get(p, "steps")), 1);
+    assert_int_equal((int)num(json_array_get(json_object_get(p, "steps"), 0), "step"), 9);
+    assert_int_equal((int)num(p, "next"), 9);
+    json_decref(p);
+    Resp r;
+    assert_int_equal(http_req(g.ha, "GET", "/api/panels?since=x", NULL, &r), 400);
+    p = get_json(g.hb, "/api/panels");                       /* no history: no steps */
+    assert_int_equal(json_array_size(json_object_get(p, "steps")), 0);
+    json_decref(p);
+}
+
 static void test_samples_and_config(void **state) {
     (void)state;
     char needle[64];
@@ -534,6 +580,17 @@ static void test_prometheus(void **state) {
     /* A name needing escapes: sanitized in the metric name, escaped (\\) and made valid UTF-8 in HELP. */
     assert_non_null(strstr(r.body, "\n# HELP dapo_demo_odd__name______ Step metric demo/odd \"name\"\\\\ \xc3\xa9\xef\xbf\xbd "
                                    "(latest value, step 10).\n# TYPE dapo_demo_odd__name______ gauge\ndapo_demo_odd__name______ 7\n"));
+    /* promtool (Debian's prometheus package) finds nothing to complain about (before
+     * prom_parse, which cuts the body up in place). */
+    char path[300], cmd[400], out[4096];
+    snprintf(path, sizeof path, "%s/metrics.prom", g.logdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(r.body, 1, r.body_len, f), r.body_len);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "promtool check metrics < %s 2>&1", path);
+    int rc = tu_run(cmd, out, sizeof out);
+    if (rc || out[0]) fail_msg("promtool check metrics: exit %d\n%s", rc, out);
     int n;
     PromSample *s = prom_parse(r.body, &n);
     assert_true(n > 40);
@@ -543,7 +600,8 @@ static void test_prometheus(void **state) {
     assert_true(fabs(prom_value(s, n, "dapo_critic_score_mean") - demo_score(DEMO_STEPS)) < 1e-12);
     assert_true(prom_value(s, n, "dapo_val_core_math_dapo_acc_mean_4") > 0);   /* val-core/math_dapo/acc/mean@4 */
     assert_true(isnan(prom_value(s, n, "dapo_demo_nan")));  /* latest value of a metric absent from later steps */
-    assert_true(prom_value(s, n, "dapo_timing_s_step") > 60);
+    assert_true(prom_value(s, n, "dapo_timing_step_seconds") > 60);             /* timing_s/step: the unit spelled out */
+    assert_null(strstr(r.body, "dapo_timing_s_"));
     assert_true(prom_value(s, n, "dapo_coordinator_step") == DEMO_STEPS);
     assert_true(prom_value(s, n, "dapo_coordinator_paused") == 0);
     assert_true(prom_value(s, n, "dapo_coordinator_heap_bytes") > 0);
@@ -758,6 +816,7 @@ int main(void) {
         cmocka_unit_test(test_status_and_metrics),
         cmocka_unit_test(test_samples_and_config),
         cmocka_unit_test(test_prometheus),
+        cmocka_unit_test(test_panels),
         cmocka_unit_test(test_control),
         cmocka_unit_test(test_malformed_http),
         cmocka_unit_test(test_stop),

@@ -278,6 +278,31 @@ static double metric_at(const char *path, int step, const char *key) {
     return v;
 }
 
+/* /metrics of the finished run: `promtool check metrics` (Debian's prometheus package) reports nothing, and the
+ * counters hold the run's accounting: 2 steps x 4 trained groups, 2 x 4 responses per misbehaviour. */
+static void check_prometheus(Job *jb) {
+    static char body[1 << 20];
+    assert_int_equal(tu_http(jb->hport, "GET", "/metrics", NULL, body, sizeof body), 200);
+    char path[400], cmd[600], out[8192];
+    snprintf(path, sizeof path, "%s/metrics.prom", jb->dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(body, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "promtool check metrics < %s 2>&1", path);
+    int rc = tu_run(cmd, out, sizeof out);
+    if (rc != 0 || out[0]) fail_msg("promtool check metrics: exit %d:\n%s", rc, out);
+    const char *want[] = {"dapo_groups_finished_total{state=\"trained\"} 8\n",
+                          "dapo_reward_responses_total{outcome=\"timeout\"} 8\n",
+                          "dapo_reward_responses_total{outcome=\"crash\"} 8\n",
+                          "dapo_reward_responses_total{outcome=\"memory\"} 8\n",
+                          "dapo_groups_generated_total 12\n", "dapo_groups_scored_total 12\n",
+                          "# TYPE dapo_timing_step_seconds gauge\n", "# TYPE dapo_perf_effective_throughput gauge\n",
+                          "dapo_reward_timeouts 4\n"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(body, want[i])) fail_msg("/metrics lacks '%s'", want[i]);
+}
+
 /* A Python reward function (custom_reward_function.path) on the real cluster: three of the six prompts make it
  * sleep for ever, segfault and allocate without bound. Both steps (two epochs of the six prompts) complete; each
  * step's metrics count exactly their 4 responses each as timeouts, crashes and memory errors; the function's extra
@@ -307,6 +332,7 @@ static void test_python_reward_run(void **state) {
     assert_int_equal(geti(st, "step"), 2);
     assert_accounting(st);
     json_decref(st);
+    check_prometheus(&j);
     stop_all(&j);
     g_extra[0] = NULL;
     snprintf(cmd, sizeof cmd, "grep -q 'trainer.logger: wandb not available in dapo: dropped' %s/coordinator.log && "

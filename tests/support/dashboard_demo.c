@@ -15,7 +15,8 @@ static struct {
     int        total, done;
 } g_demo;
 
-/* Synthetic step k of the test hook: smooth curves with verl's metric names, a validation score every 5 steps,
+/* Synthetic step k of the test hook: smooth curves with verl's metric names, the Run health panels' metrics and a
+ * length histogram (bin b: 200 exp(-b/3), + k in the last), a validation score every 5 steps,
  * `demo/nan` = NaN at step 2 only (null in JSON, NaN in /metrics), a metric whose name needs escaping everywhere
  * (`demo/odd "name"\ é` + byte 0xFF, value 7), and one sample whose response holds an invalid
  * UTF-8 byte and HTML. train/num_gen_batches = 1 + k % 3 and demo/synthetic = 1 (the tests check them). */
@@ -54,6 +55,32 @@ static void demo_step(Coord *c, int k) {
     metrics_set(&m, "timing_s/old_log_prob", 6);
     metrics_set(&m, "timing_s/update_actor", 20 + cos(x));
     metrics_set(&m, "timing_s/step", 69 + 2 * sin(x) + 0.2 * cos(x) + cos(x));
+    /* the Run health panels' inputs (panels.c): reward_wait 2, update_actor_wall 26, update_weights 1.5 -> split
+     * generation gen - 2, update 20, weight_sync 1.5; funnel 12 generated = 8 kept + 4 dropped */
+    metrics_set(&m, "timing_s/reward_wait", 2);
+    metrics_set(&m, "timing_s/update_actor_wall", 26);
+    metrics_set(&m, "timing_s/update_weights", 1.5);
+    metrics_set(&m, "timing_s/idle", 0.25);
+    metrics_set(&m, "perf/effective_throughput", 300 + 10 * x);
+    metrics_set(&m, "perf/rollout_throughput", 900 + 20 * sin(x));
+    metrics_set(&m, "perf/training_throughput", 4000 + 100 * cos(x));
+    metrics_set(&m, "response_length/p50", 700 + 15 * x);
+    metrics_set(&m, "response_length/p90", 2000 + 100 * x);
+    metrics_set(&m, "response_length/p99", fmin(20480, 3500 + 250 * x));
+    metrics_set(&m, "batch/groups_generated", 12);
+    metrics_set(&m, "batch/groups_solve_none", 3);
+    metrics_set(&m, "batch/groups_solve_all", 1);
+    metrics_set(&m, "batch/groups_kept", 8);
+    metrics_set(&m, "batch/groups_filtered", 4);
+    metrics_set(&m, "batch/groups_trained", 8);
+    metrics_set(&m, "rollout_corr/kl", 1e-3 * (1 + 0.5 * sin(x)));
+    metrics_set(&m, "rollout_corr/k3_kl", 9e-4 * (1 + 0.5 * sin(x)));
+    metrics_set(&m, "rollout_corr/log_ppl_abs_diff", 2e-3 + 1e-3 * cos(x));
+    metrics_set(&m, "rollout_corr/abs_logprob_diff", 0.01 + 0.002 * sin(x));
+    LengthHist h = {.step = k, .max_len = 20480};
+    for (int b = 0; b < LEN_BINS; b++) h.count[b] = (uint32_t)(200 * exp(-b / 3.0)) + (b == LEN_BINS - 1 ? k : 0);
+    XGROW(c->len_hist, c->nlen_hist, c->cap_len_hist, 64);
+    c->len_hist[c->nlen_hist++] = h;
     if (k % 5 == 0) metrics_set(&m, "val-core/math_dapo/acc/mean@4", 0.1 + 0.3 * (1 - exp(-x / 20)));
     if (k == 2) metrics_set(&m, "demo/nan", NAN);
     metrics_set(&m, "demo/odd \"name\"\\ \xc3\xa9\xff", 7);      /* quotes, backslash, UTF-8, an invalid byte */

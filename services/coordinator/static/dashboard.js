@@ -4,6 +4,9 @@
  * group counts when the coordinator reports them) and /api/samples. Every step metric is plotted: the named
  * groups below in the "Training" grid, every other metric in a small chart of its own. The x axis is the
  * entry's "step" metric. A changed run_id or a shorter history (coordinator restarted) reloads the page.
+ * The "Run health" panels come from /api/panels?since=N (panels.c): throughput lines, the step's time split and the
+ * group funnel as bars per step, response-length percentiles per step with the latest step's histogram, and the
+ * rollout/learner log-prob mismatch. #panel-steps counts the steps they hold.
  * Counters for tests: #steps-seen (entries received), #charts-count, #points-plotted (finite points added).
  * All text from the coordinator goes into the DOM through textContent, never as HTML. */
 (function () {
@@ -28,6 +31,32 @@
     {title: 'Timings (timing_s/*, seconds)', test: n => n.startsWith('timing_s/')},
     {title: 'Loss and KL', test: n => n === 'actor/pg_loss' || n === 'actor/ppo_kl' || n === 'actor/kl_loss'},
   ];
+
+  /* The Run health panels: [title, kind, series [[label, path in a /api/panels step entry]]]. */
+  const PANELS = [
+    ['Throughput (tokens/s)', 'line', [['effective (trained response tokens / step time)', 'throughput.effective'],
+                                       ['rollout (generated / generation time)', 'throughput.rollout'],
+                                       ['training (trained tokens / update time)', 'throughput.training']]],
+    ['Time split of a step (s)', 'stacked', [['generation', 'time_split.generation'],
+                                             ['scoring wait', 'time_split.scoring_wait'],
+                                             ['old log-prob', 'time_split.old_log_prob'],
+                                             ['update', 'time_split.update'],
+                                             ['weight sync', 'time_split.weight_sync'],
+                                             ['idle', 'time_split.idle']]],
+    ['Response length per step (tokens)', 'line', [['p50', 'response_length.p50'], ['p90', 'response_length.p90'],
+                                                   ['p99', 'response_length.p99'], ['max', 'response_length.max']]],
+    ['Response lengths, latest step', 'hist', []],
+    ['Dynamic-sampling funnel (groups per step)', 'bar', [['generated', 'funnel.generated'],
+                                                          ['solved by none', 'funnel.solve_none'],
+                                                          ['solved by all', 'funnel.solve_all'],
+                                                          ['kept', 'funnel.kept'], ['dropped', 'funnel.dropped']]],
+    ['Rollout vs learner log-probs (rollout_corr/*)', 'line', [['kl', 'logprob_mismatch.kl'],
+                                                               ['k3 kl', 'logprob_mismatch.k3_kl'],
+                                                               ['|log ppl diff|', 'logprob_mismatch.log_ppl_abs_diff'],
+                                                               ['|logprob diff|', 'logprob_mismatch.abs_logprob_diff']]],
+  ];
+  const panelCharts = [];            /* per PANELS entry: its Chart (null without Chart.js) */
+  let panelSince = 0, panelSteps = 0;
 
   const $ = id => document.getElementById(id);
   const haveChart = typeof window.Chart !== 'undefined';
@@ -156,6 +185,73 @@
     $('charts-count').textContent = String(chartsCount);
   }
 
+  function pathGet(o, path) {
+    for (const k of path.split('.')) o = o === null || o === undefined ? undefined : o[k];
+    return typeof o === 'number' && isFinite(o) ? o : null;
+  }
+
+  function makePanel(canvas, kind, series) {
+    const bars = kind !== 'line';
+    const chart = new Chart(canvas, {
+      type: bars ? 'bar' : 'line',
+      data: {labels: [], datasets: series.map((s, i) => ({label: s[0], data: [], borderColor: COLORS[i % COLORS.length],
+                                                        backgroundColor: COLORS[i % COLORS.length]}))},
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false, spanGaps: true,
+        interaction: {mode: 'index', intersect: false},
+        elements: {point: {radius: 2}, line: {borderWidth: 1.5, tension: 0}},
+        scales: {x: {stacked: kind === 'stacked', title: {display: true, text: kind === 'hist' ? 'tokens' : 'step'}},
+                 y: {stacked: kind === 'stacked', beginAtZero: bars}},
+        plugins: {legend: {display: kind !== 'hist', labels: {boxWidth: 10, font: {size: 11}}}},
+      },
+    });
+    if (kind === 'hist') chart.data.datasets.push({label: 'responses', data: [], backgroundColor: COLORS[0]});
+    return chart;
+  }
+
+  function setupPanels() {
+    const grid = $('panel-charts');
+    for (const [title, kind, series] of PANELS) {
+      const k = card(title, false);
+      grid.appendChild(k.card);
+      panelCharts.push(haveChart ? makePanel(k.canvas, kind, series) : null);
+      chartsCount++;
+    }
+  }
+
+  function addPanelSteps(steps) {
+    let latestHist = null;
+    for (const st of steps) {
+      PANELS.forEach(([, kind, series], i) => {
+        const ch = panelCharts[i];
+        if (!ch || kind === 'hist') return;
+        ch.data.labels.push(st.step);
+        series.forEach((s, k) => ch.data.datasets[k].data.push(pathGet(st, s[1])));
+      });
+      if (st.response_length && st.response_length.hist) latestHist = {step: st.step, h: st.response_length.hist};
+      panelSteps++;
+    }
+    const hi = PANELS.findIndex(p => p[1] === 'hist'), hc = panelCharts[hi];
+    if (hc && latestHist) {
+      const n = latestHist.h.counts.length, w = latestHist.h.max_len / n;
+      hc.data.labels = latestHist.h.counts.map((_, b) => Math.round(b * w) + '–' + Math.round((b + 1) * w));
+      hc.data.datasets[0].data = latestHist.h.counts.slice();
+      hc.data.datasets[0].label = 'responses at step ' + latestHist.step;
+      hc.options.plugins.legend.display = true;
+    }
+    if (steps.length) for (const c of panelCharts) if (c) c.update('none');
+    $('panel-steps').textContent = String(panelSteps);
+  }
+
+  async function pollPanels() {
+    for (let pages = 0; pages < 100; pages++) {
+      const r = await getJSON('/api/panels?since=' + panelSince);
+      addPanelSteps(r.steps);
+      panelSince = r.next;
+      if (r.next >= r.total) return;
+    }
+  }
+
   async function getJSON(url) {
     const r = await fetch(url, {cache: 'no-store'});
     if (!r.ok) throw new Error(url + ': HTTP ' + r.status);
@@ -263,7 +359,8 @@
 
   async function tick() {
     try {
-      const [st, samples] = await Promise.all([getJSON('/api/status'), getJSON('/api/samples'), pollMetrics()]);
+      const [st, samples] = await Promise.all([getJSON('/api/status'), getJSON('/api/samples'), pollMetrics(),
+                                               pollPanels()]);
       renderStatus(st);
       renderSamples(samples);
       $('conn-badge').hidden = true;
@@ -308,6 +405,7 @@
     e.textContent = 'Chart.js did not load (GET /js/chart.min.js failed): install Debian\'s libjs-chart.js on the ' +
                     'coordinator host. Tables and counters still update.';
   }
+  setupPanels();
   setupGroups();
   $('charts-count').textContent = String(chartsCount);
   setupControl();
