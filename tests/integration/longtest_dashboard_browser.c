@@ -125,14 +125,20 @@ static json_t *page_eval(const char *expr) {
 static const char *STATE_JS =
     "(() => { if (!document.getElementById('points-plotted')) return JSON.stringify({steps: -1});"
     " const t = id => document.getElementById(id).textContent;"
-    " const charts = typeof Chart === 'undefined' ? [] : Object.values(Chart.instances);"
+    " const all = typeof Chart === 'undefined' ? [] : Object.values(Chart.instances);"
+    " const charts = all.filter(ch => !ch.canvas.closest('#panel-charts'));"
+    " const panels = all.filter(ch => ch.canvas.closest('#panel-charts'));"
+    " const first = document.querySelector('#main-charts canvas');"
+    " const scoreChart = charts.find(ch => ch.canvas === first);"
     " let drawn = 0; const c = document.querySelector('#main-charts canvas');"
     " if (c) { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
     "   for (let i = 3; i < d.length; i += 4) if (d[i]) drawn++; }"
     " return JSON.stringify({steps: +t('steps-seen'), points: +t('points-plotted'), charts_count: +t('charts-count'),"
     "  canvases: document.querySelectorAll('canvas').length, chart_js: typeof Chart !== 'undefined',"
-    "  instances: charts.length, data_points: charts.reduce((a, ch) => a + ch.data.datasets.reduce((b, d) => b + d.data.length, 0), 0),"
-    "  score_points: charts.length ? charts[0].data.datasets.reduce((b, d) => b + d.data.length, 0) : 0,"
+    "  instances: all.length, data_points: charts.reduce((a, ch) => a + ch.data.datasets.reduce((b, d) => b + d.data.length, 0), 0),"
+    "  score_points: scoreChart ? scoreChart.data.datasets.reduce((b, d) => b + d.data.length, 0) : 0,"
+    "  panel_steps: +t('panel-steps'), panel_charts: panels.length,"
+    "  panel_points: panels.reduce((a, ch) => a + ch.data.datasets.reduce((b, d) => b + d.data.filter(v => v !== null).length, 0), 0),"
     "  drawn: drawn, title: document.title, samples: document.querySelectorAll('.sample').length,"
     "  sample_text: (document.querySelector('.sample pre.response') || {}).textContent || '',"
     "  paused: !document.getElementById('paused-badge').hidden, status_line: t('status-line'),"
@@ -310,7 +316,7 @@ static void test_page_renders_and_updates(void **state) {
     assert_true(json_is_true(json_object_get(s1, "error_hidden")));
     assert_int_equal(state_int(s1, "canvases"), state_int(s1, "charts_count"));
     assert_int_equal(state_int(s1, "instances"), state_int(s1, "canvases"));
-    assert_true(state_int(s1, "charts_count") >= 10 + 5);         /* the 10 groups + small charts */
+    assert_true(state_int(s1, "charts_count") >= 6 + 10 + 5);     /* 6 Run health panels, the 10 groups, small charts */
     assert_int_equal(state_int(s1, "data_points"), state_int(s1, "points"));
     assert_true(state_int(s1, "score_points") >= 3);
     assert_true(state_int(s1, "drawn") > 1000);                    /* pixels on the first chart's canvas */
@@ -328,7 +334,13 @@ static void test_page_renders_and_updates(void **state) {
     assert_int_equal(state_int(s3, "steps"), DEMO_STEPS);
     assert_int_equal(state_int(s3, "points"), expected_points());
     assert_int_equal(state_int(s3, "data_points"), state_int(s3, "points"));
-    assert_int_equal(state_int(s3, "charts_count"), 10 + 12);     /* dashboard.c demo_step: 12 ungrouped names */
+    assert_int_equal(state_int(s3, "charts_count"), 6 + 10 + 25); /* dashboard_demo.c: 25 ungrouped names */
+    /* The Run health panels (/api/panels): one entry per step; every series of the 5 step charts has a point per step
+     * (throughput 3, time split 6, length percentiles 4, funnel 5, log-prob mismatch 4 = 22 series), and the
+     * histogram the latest step's 20 bins. */
+    assert_int_equal(state_int(s3, "panel_charts"), 6);
+    assert_int_equal(state_int(s3, "panel_steps"), DEMO_STEPS);
+    assert_int_equal(state_int(s3, "panel_points"), 22 * DEMO_STEPS + 20);
     assert_true(state_int(s3, "samples") >= 10);
     assert_string_equal(json_string_value(json_object_get(s3, "title")), "dapo dashboard");   /* no script ran */
     assert_non_null(strstr(json_string_value(json_object_get(s3, "sample_text")), "<script>document.title='pwned'</script>"));

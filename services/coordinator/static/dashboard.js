@@ -23,7 +23,7 @@
                                              /^val-(core|aux)\/.+\/(acc|score|reward)(\/|$)/.test(n)},
     {title: 'Entropy (actor/entropy)', test: n => n === 'actor/entropy'},
     {title: 'Policy clip fractions', test: n => n === 'actor/pg_clipfrac' || n === 'actor/pg_clipfrac_lower'},
-    {title: 'Response length (tokens)', test: n => /^response_length\/(mean|max|min)$/.test(n)},
+    {title: 'Response length (tokens)', test: n => /^response_length\/(mean|max|min|p50|p90|p99)$/.test(n)},
     {title: 'Response clip ratio', test: n => n === 'response_length/clip_ratio'},
     {title: 'Generation batches per step (train/num_gen_batches)', test: n => n === 'train/num_gen_batches'},
     {title: 'Dynamic sampling (batch/*)', test: n => /^batch\/(filtered_ratio|solve_none|solve_all)$/.test(n)},
