@@ -33,7 +33,7 @@ FUZZ_CC ?= clang
 comma := ,
 
 # ---------------------------------------------------------------------------------------------- toolchain
-PKGS := libzmq libprotobuf-c libuv libfyaml jansson libpcre2-8 libutf8proc libxxhash libzstd
+PKGS := libzmq libprotobuf-c libuv libfyaml jansson libpcre2-8 libutf8proc libxxhash libzstd libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LIBS := $(PKG_LIBS) -lopenblas -lhttp_parser -lpthread -lm

@@ -113,6 +113,11 @@ static const CfgEntry cfg_table[] = {
     { "reward_model.num_workers",            CFG_INT,   1, 4096,    "4",       O(reward_num_workers), NULL, 0 },
     { "reward_model.error_score",            CFG_FLOAT, -1e6, 1e6,  "-1.0",    O(reward_error_score), NULL, 0 },
     { "reward_model.worker_memory_mb",       CFG_INT,   0, 1e8,     "4096",    O(reward_worker_memory_mb), NULL, 0 },
+    { "reward_model.remote.url",             CFG_STR,   0, 0,       "",        O(remote_url), NULL, 0 },
+    { "reward_model.remote.timeout_s",       CFG_FLOAT, 0, 3600,    "30",      O(remote_timeout_s), NULL, MIN_EXCL },
+    { "reward_model.remote.max_retries",     CFG_INT,   0, 100,     "3",       O(remote_max_retries), NULL, 0 },
+    { "reward_model.remote.retry_backoff_s", CFG_FLOAT, 0, 600,     "0.5",     O(remote_retry_backoff_s), NULL, 0 },
+    { "reward_model.remote.batch_size",      CFG_INT,   1, 256,     "16",      O(remote_batch_size), NULL, 0 },
     { "custom_reward_function.path",         CFG_STR,   0, 0,       "",        O(custom_reward_path), NULL, 0 },
     { "custom_reward_function.name",         CFG_STR,   0, 0,       "compute_score", O(custom_reward_name), NULL, 0 },
     { "custom_reward_function.python",       CFG_STR,   0, 0,       "python3", O(custom_reward_python), NULL, 0 },
@@ -727,6 +732,12 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
     if (c->custom_reward_path[0] && !valid_identifier(c->custom_reward_name))
         return err_set(err, ERR_INVAL, "custom_reward_function.name: '%s' is not a Python function name",
                        c->custom_reward_name);
+    if (c->custom_reward_path[0] && c->remote_url[0])
+        return err_set(err, ERR_INVAL, "custom_reward_function.path and reward_model.remote.url are both set: a "
+                       "verifier scores with one of them");
+    if (c->remote_url[0] && strncmp(c->remote_url, "http://", 7) && strncmp(c->remote_url, "https://", 8))
+        return err_set(err, ERR_INVAL, "reward_model.remote.url: '%s' is not an http:// or https:// URL",
+                       c->remote_url);
     if (c->custom_reward_path[0] && !c->custom_reward_python[0])
         return err_set(err, ERR_INVAL, "custom_reward_function.python: empty (an interpreter, e.g. python3)");
     for (int i = 0; i < c->logger.n; i++)

@@ -98,6 +98,11 @@ typedef struct Config {
     double  reward_error_score;       /* ours: score of an item whose reward timed out, crashed, ran out of memory or
                                          raised (-1.0: math_dapo's "incorrect") */
     int     reward_worker_memory_mb;  /* ours: RLIMIT_AS of each Python reward worker; 0: no limit */
+    char   *remote_url;               /* ours (OpenRLHF's --remote_rm_url): a reward server; empty: none */
+    double  remote_timeout_s;         /* per POST */
+    int     remote_max_retries;       /* retries of a timed-out / refused / 429 / 5xx POST */
+    double  remote_retry_backoff_s;   /* before the first retry, doubled each time */
+    int     remote_batch_size;        /* items per POST */
 
     /* custom_reward_function.* (verl): a Python compute_score(data_source, solution_str, ground_truth, extra_info) */
     char   *custom_reward_path;       /* empty: the built-in scorers (math_dapo) */

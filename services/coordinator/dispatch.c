@@ -130,6 +130,8 @@ static void send_score(Coord *c, Group *g, int wi) {
     m.overlong_buffer_enable = c->cfg.overlong_buffer_enable && !g->validation;
     m.overlong_buffer_len = (uint32_t)c->cfg.overlong_buffer_len;
     m.overlong_penalty_factor = (float)c->cfg.overlong_penalty_factor;
+    m.prompt_text.data = (uint8_t *)it->prompt_text;
+    m.prompt_text.len = it->prompt_text ? strlen(it->prompt_text) : 0;
     WorkerEntry *w = &c->workers[wi];
     if (coord_send(c, w, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, &m.base)) return;
     w->credit -= (uint32_t)g->n;

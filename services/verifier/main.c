@@ -4,6 +4,7 @@
  * a per-item deadline, the soft overlong penalty), returns ScoreResults as each request finishes, and gives the
  * credit back. Cancel drops a request. Bad input never stops it: a malformed frame is dropped by the worker
  * layer, an item that cannot be scored gets score -1 and an error string. */
+#include <curl/curl.h>
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -68,6 +69,8 @@ int main(int argc, char **argv) {
     static Verifier v;
     char err[ERR_LEN];
     int rc = daemon_init(&v.d, argc, argv, DAPO__ROLE__ROLE_VERIFIER, "verifier", err);
+    if (rc == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)      /* before any thread (remote.h) */
+        rc = err_set(err, ERR_IO, "libcurl: curl_global_init failed");
     int cap = v.d.cfg.verifier_capacity;
     if (rc == 0) rc = daemon_connect(&v.d, DAPO__ROLE__ROLE_VERIFIER, (uint32_t)cap, 0, err);
     if (rc == 0) {
@@ -76,14 +79,21 @@ int main(int argc, char **argv) {
         PyWorkerSpec py = {.python = c->custom_reward_python, .path = c->custom_reward_path,
                            .name = c->custom_reward_name, .memory_mb = c->reward_worker_memory_mb,
                            .start_timeout_s = 60};
-        ScorePoolOpts o = {.threads = c->custom_reward_path[0] ? c->reward_num_workers : threads,
+        RemoteSpec remote = {.url = c->remote_url, .timeout_s = c->remote_timeout_s,
+                             .max_retries = c->remote_max_retries, .retry_backoff_s = c->remote_retry_backoff_s};
+        int external = c->custom_reward_path[0] || c->remote_url[0];
+        ScorePoolOpts o = {.threads = external ? c->reward_num_workers : threads,
                            .timeout_s = c->reward_timeout_s, .error_score = c->reward_error_score,
-                           .py = c->custom_reward_path[0] ? &py : NULL};
+                           .py = c->custom_reward_path[0] ? &py : NULL, .remote = c->remote_url[0] ? &remote : NULL,
+                           .remote_batch_size = c->remote_batch_size};
         if (o.py && access(o.py->path, R_OK)) {
             rc = err_set(err, ERR_NOTFOUND, "custom_reward_function.path: cannot read %s: %s", o.py->path,
                          strerror(errno));
         } else if (!(v.pool = score_pool_new(&o, err))) {
             rc = ERR_IO;
+        } else if (o.remote) {
+            log_info("%d remote reward clients (%s, %d items per POST, %.3g s timeout, %d retries), capacity %d "
+                     "responses", o.threads, remote.url, o.remote_batch_size, remote.timeout_s, remote.max_retries, cap);
         } else if (o.py) {
             log_info("%d Python reward workers (%s: %s from %s, %d MB each), capacity %d responses, deadline %.2f s "
                      "per item", o.threads, py.python, py.name, py.path, c->reward_worker_memory_mb, cap, o.timeout_s);
@@ -103,5 +113,6 @@ int main(int argc, char **argv) {
     }
     score_pool_free(v.pool);
     daemon_close(&v.d, rc < 0 ? "error" : "shutdown");
+    curl_global_cleanup();
     return rc < 0 ? 1 : 0;
 }

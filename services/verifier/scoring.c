@@ -27,8 +27,10 @@ struct ScorePool {
     pthread_t      *th;
     int             nthreads, stop, pending;
     double          timeout_s, error_score;
-    PyWorker      **py;             /* [nthreads] when the Python path is on, else NULL */
-    int             n_py, next_py;  /* [n_py] workers; the next thread's, handed out at thread start */
+    PyWorker      **py;             /* [n_py] when the Python path is on, else NULL */
+    RemoteReward  **rr;             /* [n_py] when the remote path is on, else NULL */
+    int             n_py, next_py;  /* workers / clients; the next thread's, handed out at thread start */
+    int             batch;          /* items per remote call */
     uint64_t        outcomes[5];    /* items by Dapo__RewardOutcome */
 };
 
@@ -49,33 +51,28 @@ static int score_builtin(RewardWs *ws, const Dapo__ScoreItem *it, double timeout
          : r.error ? DAPO__REWARD_OUTCOME__REWARD_ERROR : DAPO__REWARD_OUTCOME__REWARD_OK;
 }
 
-/* Python reward function: fills s's result fields; returns its outcome (PyOutcome and Dapo__RewardOutcome agree). */
-static int score_python(PyWorker *w, const Dapo__ScoreItem *it, double timeout_s, double error_score,
-                        Dapo__Score *s, double *score) {
-    char extra[96];
-    snprintf(extra, sizeof extra, "{\"response_length\": %u}", it->response_length);
-    PyScore r;
-    pyworker_score(w, it->data_source, (const char *)it->response_text.data, it->response_text.len,
-                   (const char *)it->ground_truth.data, it->ground_truth.len, extra, timeout_s, &r);
-    int ok = r.outcome == PYR_OK;
-    *score = ok ? r.score : error_score;
-    s->acc = ok && (r.has_acc ? r.acc : r.score > 0);
-    s->has_pred = r.pred != NULL;
-    s->pred.len = r.pred ? strlen(r.pred) : 0;
+/* An external call's result (Python worker or remote server) into s; returns its outcome (PyOutcome and
+ * Dapo__RewardOutcome agree). Moves r's extra names. */
+static int fill_from_call(PyScore *r, const Dapo__ScoreItem *it, double error_score, Dapo__Score *s, double *score) {
+    int ok = r->outcome == PYR_OK;
+    *score = ok ? r->score : error_score;
+    s->acc = ok && (r->has_acc ? r->acc : r->score > 0);
+    s->has_pred = r->pred != NULL;
+    s->pred.len = r->pred ? strlen(r->pred) : 0;
     s->pred.data = xmalloc(s->pred.len + 1);
-    if (s->pred.len) memcpy(s->pred.data, r.pred, s->pred.len);
-    s->error = xstrdup(ok ? "" : r.err);
-    s->n_extra_keys = s->n_extra_values = (size_t)r.n_extra;
-    s->extra_keys = r.n_extra ? xcalloc((size_t)r.n_extra, sizeof *s->extra_keys) : NULL;
-    s->extra_values = r.n_extra ? xcalloc((size_t)r.n_extra, sizeof *s->extra_values) : NULL;
-    for (int i = 0; i < r.n_extra; i++) {
-        s->extra_keys[i] = r.extra_key[i];             /* moved */
-        r.extra_key[i] = NULL;
-        s->extra_values[i] = r.extra_val[i];
+    if (s->pred.len) memcpy(s->pred.data, r->pred, s->pred.len);
+    s->error = xstrdup(ok ? "" : r->err);
+    s->n_extra_keys = s->n_extra_values = (size_t)r->n_extra;
+    s->extra_keys = r->n_extra ? xcalloc((size_t)r->n_extra, sizeof *s->extra_keys) : NULL;
+    s->extra_values = r->n_extra ? xcalloc((size_t)r->n_extra, sizeof *s->extra_values) : NULL;
+    for (int i = 0; i < r->n_extra; i++) {
+        s->extra_keys[i] = r->extra_key[i];             /* moved */
+        r->extra_key[i] = NULL;
+        s->extra_values[i] = r->extra_val[i];
     }
-    int outcome = (int)r.outcome;
-    if (!ok) log_warn("item %llu (%s): %s", (unsigned long long)it->item_id, pyoutcome_name(r.outcome), r.err);
-    pyscore_clear(&r);
+    int outcome = (int)r->outcome;
+    if (!ok) log_warn("item %llu (%s): %s", (unsigned long long)it->item_id, pyoutcome_name(r->outcome), r->err);
+    pyscore_clear(r);
     return outcome;
 }
 
@@ -88,16 +85,18 @@ static void score_free(Dapo__Score *s) {
     xfree(s);
 }
 
-static Dapo__Score *score_item(const ScorePool *p, RewardWs *ws, PyWorker *py, const Dapo__ScoreRequest *req,
-                               const Dapo__ScoreItem *it, int *outcome) {
+static Dapo__Score *score_new(const Dapo__ScoreItem *it) {
     Dapo__Score *s = xmalloc(sizeof *s);
     dapo__score__init(s);
     s->item_id = it->item_id;
     s->attempt = it->attempt;
-    double score = 0;
-    *outcome = py ? score_python(py, it, p->timeout_s, p->error_score, s, &score)
-                  : score_builtin(ws, it, p->timeout_s, s, &score);
-    s->outcome = (Dapo__RewardOutcome)*outcome;
+    return s;
+}
+
+/* The result fields are set: records the outcome and adds the soft overlong penalty to score. */
+static void score_finish(const Dapo__ScoreRequest *req, const Dapo__ScoreItem *it, int outcome, double score,
+                         Dapo__Score *s) {
+    s->outcome = (Dapo__RewardOutcome)outcome;
     float penalty = 0;
     if (req->overlong_buffer_enable) {
         char err[ERR_LEN];
@@ -110,14 +109,53 @@ static Dapo__Score *score_item(const ScorePool *p, RewardWs *ws, PyWorker *py, c
     }
     s->overlong_penalty = penalty;
     s->score = (float)score + penalty;
-    return s;
+}
+
+/* What one thread owns: exactly one of ws (built in), py (a Python worker), rr (a remote client). */
+typedef struct { RewardWs *ws; PyWorker *py; RemoteReward *rr; } Scorer;
+
+/* Scores items [i0, i0 + k) of req into out[k] (k > 1 only for the remote path: one POST), outcomes into oc[k]. */
+static void score_range(const ScorePool *p, const Scorer *sc, const Dapo__ScoreRequest *req, size_t i0, size_t k,
+                        Dapo__Score **out, int *oc) {
+    double score[REMOTE_MAX_BATCH];
+    if (sc->rr) {
+        RemoteItem items[REMOTE_MAX_BATCH] = {{0}};
+        PyScore r[REMOTE_MAX_BATCH];
+        for (size_t q = 0; q < k; q++) {
+            const Dapo__ScoreItem *it = req->items[i0 + q];
+            items[q] = (RemoteItem){(const char *)it->response_text.data, it->response_text.len,
+                                    (const char *)it->ground_truth.data, it->ground_truth.len};
+        }
+        remote_score(sc->rr, (const char *)req->prompt_text.data, req->prompt_text.len, items, (int)k, r);
+        for (size_t q = 0; q < k; q++) {
+            out[q] = score_new(req->items[i0 + q]);
+            oc[q] = fill_from_call(&r[q], req->items[i0 + q], p->error_score, out[q], &score[q]);
+        }
+    } else {
+        const Dapo__ScoreItem *it = req->items[i0];
+        out[0] = score_new(it);
+        if (sc->py) {
+            char extra[96];
+            snprintf(extra, sizeof extra, "{\"response_length\": %u}", it->response_length);
+            PyScore r;
+            pyworker_score(sc->py, it->data_source, (const char *)it->response_text.data, it->response_text.len,
+                           (const char *)it->ground_truth.data, it->ground_truth.len, extra, p->timeout_s, &r);
+            oc[0] = fill_from_call(&r, it, p->error_score, out[0], &score[0]);
+        } else {
+            oc[0] = score_builtin(sc->ws, it, p->timeout_s, out[0], &score[0]);
+        }
+    }
+    for (size_t q = 0; q < k; q++) score_finish(req, req->items[i0 + q], oc[q], score[q], out[q]);
 }
 
 static void *thread_main(void *arg) {
     ScorePool *p = arg;
     pthread_mutex_lock(&p->mu);
-    PyWorker *py = p->py ? p->py[p->next_py++] : NULL;
-    RewardWs *ws = py ? NULL : reward_ws_new();
+    Scorer sc = {0};
+    if (p->py) sc.py = p->py[p->next_py++];
+    else if (p->rr) sc.rr = p->rr[p->next_py++];
+    else sc.ws = reward_ws_new();
+    size_t batch = sc.rr ? (size_t)p->batch : 1;
     for (;;) {
         Job *j = p->head;
         while (j && (j->cancelled || j->next >= j->req->n_items)) j = j->nxt;
@@ -126,19 +164,23 @@ static void *thread_main(void *arg) {
             pthread_cond_wait(&p->cv, &p->mu);
             continue;
         }
-        size_t i = j->next++;
-        j->running++;
+        size_t i = j->next, k = j->req->n_items - i < batch ? j->req->n_items - i : batch;
+        j->next += k;
+        j->running += k;
         pthread_mutex_unlock(&p->mu);
-        int outcome = 0;
-        Dapo__Score *s = score_item(p, ws, py, j->req, j->req->items[i], &outcome);
+        Dapo__Score *out[REMOTE_MAX_BATCH];
+        int oc[REMOTE_MAX_BATCH];
+        score_range(p, &sc, j->req, i, k, out, oc);
         pthread_mutex_lock(&p->mu);
-        j->scores[i] = s;
-        j->running--;
-        j->done++;
-        p->outcomes[outcome < 5 ? outcome : 4]++;
+        for (size_t q = 0; q < k; q++) {
+            j->scores[i + q] = out[q];
+            p->outcomes[oc[q] >= 0 && oc[q] < 5 ? oc[q] : 4]++;
+        }
+        j->running -= k;
+        j->done += k;
     }
     pthread_mutex_unlock(&p->mu);
-    if (ws) reward_ws_free(ws);
+    if (sc.ws) reward_ws_free(sc.ws);
     return NULL;
 }
 
@@ -150,11 +192,14 @@ ScorePool *score_pool_new(const ScorePoolOpts *o, char err[ERR_LEN]) {
     p->timeout_s = o->timeout_s;
     p->error_score = o->error_score;
     p->th = xcalloc((size_t)threads, sizeof *p->th);
-    if (o->py) {
-        p->py = xcalloc((size_t)threads, sizeof *p->py);
+    p->batch = o->remote_batch_size < 1 ? 1 : o->remote_batch_size > REMOTE_MAX_BATCH ? REMOTE_MAX_BATCH
+             : o->remote_batch_size;
+    if (o->py || o->remote) {
         p->n_py = threads;
+        if (o->py) p->py = xcalloc((size_t)threads, sizeof *p->py);
+        else p->rr = xcalloc((size_t)threads, sizeof *p->rr);
         for (int i = 0; i < threads; i++)
-            if (!(p->py[i] = pyworker_new(o->py, err))) {
+            if (o->py ? !(p->py[i] = pyworker_new(o->py, err)) : !(p->rr[i] = remote_new(o->remote, err))) {
                 score_pool_free(p);
                 return NULL;
             }
@@ -263,8 +308,12 @@ void score_pool_free(ScorePool *p) {
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->nthreads; i++) pthread_join(p->th[i], NULL);
     for (Job *j = p->head, *n; j; j = n) { n = j->nxt; j->scores ? job_free(j) : (void)0; }
-    for (int i = 0; i < p->n_py; i++) pyworker_free(p->py[i]);
+    for (int i = 0; i < p->n_py; i++) {
+        if (p->py) pyworker_free(p->py[i]);
+        if (p->rr) remote_free(p->rr[i]);
+    }
     xfree(p->py);
+    xfree(p->rr);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     xfree(p->th);

@@ -6,7 +6,9 @@
  *   - a Python reward function (custom_reward_function.path): each thread owns one worker process (pyreward.h);
  *     a number or a dict's "score" is the score (a dict's "acc" is acc, else score > 0; its other numeric values
  *     go back as extra_keys / extra_values); a timeout, crash, MemoryError or exception gives error_score and the
- *     matching outcome for that item only.
+ *     matching outcome for that item only;
+ *   - a remote reward server (reward_model.remote.url, remote.h): each thread owns one HTTP client and takes up to
+ *     reward_model.remote.batch_size items of a request at once (one POST); failures as for the Python path.
  * Then the soft overlong penalty from the request's max_response_length, overlong buffer and factor
  * (common/dapo/overlong.h) is added to the score.
  * The pool owns every request it was given until the result is taken (or the request is cancelled).
@@ -19,6 +21,9 @@
 #include "core/err.h"
 #include "dapo.pb-c.h"
 #include "pyreward.h"
+#include "remote.h"
+
+#define REMOTE_MAX_BATCH 256    /* reward_model.remote.batch_size's bound */
 
 typedef struct ScorePool ScorePool;
 
@@ -26,7 +31,9 @@ typedef struct {
     int                 threads;      /* >= 1 (with py: one worker process each) */
     double              timeout_s;    /* per-item deadline */
     double              error_score;  /* the Python path's score of an item it could not score */
-    const PyWorkerSpec *py;           /* NULL: the built-in scorers; else copied */
+    const PyWorkerSpec *py;           /* a Python reward function (copied), or NULL */
+    const RemoteSpec   *remote;       /* else a remote reward server (copied), or NULL: the built-in scorers */
+    int                 remote_batch_size;   /* items per POST, 1..REMOTE_MAX_BATCH */
 } ScorePoolOpts;
 
 /* Starts the threads (and, with py, every worker process, each of which must say ready). NULL on failure (err says

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <math.h>
 #include <zmq.h>
 
@@ -96,6 +97,8 @@ static Dapo__ScoreResult *score(Fix *f, const Item *items, size_t n, uint64_t re
     r.overlong_buffer_enable = true;
     r.overlong_buffer_len = 20;
     r.overlong_penalty_factor = 1.0f;
+    r.prompt_text.data = (uint8_t *)"Question?\n";
+    r.prompt_text.len = 10;
     assert_int_equal(fake_coord_reply(&f->fc, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, &r.base), 0);
     NetMsg *m = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_SCORE_RESULT, 10000, NULL);
     assert_non_null(m);
@@ -252,6 +255,88 @@ static void test_python_reward_lifecycle(void **state) {
     if (!strstr(out, "custom_reward_function.path: cannot read /nonexistent/r.py")) fail_msg("output:\n%s", out);
 }
 
+/* The reference server's count for key in GET /stats, or -1. */
+static int server_stat(int port, const char *key) {
+    char body[4096];
+    if (tu_http(port, "GET", "/stats", NULL, body, sizeof body) != 200) return -1;
+    json_t *j = json_loads(body, 0, NULL);
+    int v = json_is_integer(json_object_get(j, key)) ? (int)json_integer_value(json_object_get(j, key)) : 0;
+    json_decref(j);
+    return v;
+}
+
+/* One remote case: a verifier pointed at url scores items; returns the result (owned by f's last message). */
+static Dapo__ScoreResult *remote_case(void **state, const char *url, const Item *items, size_t n, double *took) {
+    char arg[300];
+    snprintf(arg, sizeof arg, "reward_model.remote.url=%s", url);
+    assert_int_equal(setup_with(state, (const char *[]){arg, "reward_model.num_workers=2",
+                                                        "reward_model.remote.batch_size=4",
+                                                        "reward_model.remote.timeout_s=0.5",
+                                                        "reward_model.remote.max_retries=2",
+                                                        "reward_model.remote.retry_backoff_s=0.05", NULL}), 0);
+    Fix *f = *state;
+    handshake(f);
+    int64_t t0 = clock_ms();
+    Dapo__ScoreResult *r = score(f, items, n, 21);
+    *took = (clock_ms() - t0) / 1000.0;
+    return r;
+}
+
+/* A remote reward server (reward_model.remote.url, OpenRLHF's schema) against tests/support/reward_server.py:
+ * right scores and extra_logs in batches of remote.batch_size; a flaky server (two HTTP 500s) recovered by retries; a
+ * slow one (timeouts), a failing one (HTTP 500 on every try), a non-JSON reply and an unreachable port each give
+ * every item its documented outcome and reward_model.error_score, within the bounded time; nothing is lost. */
+static void test_remote_reward(void **state) {
+    int port = tu_free_port();
+    char bin[600], portarg[16], log[300], url[128];
+    snprintf(bin, sizeof bin, "%s/tests/support/reward_server.py", tu_root());
+    snprintf(portarg, sizeof portarg, "%d", port);
+    snprintf(log, sizeof log, "%s/test-logs/reward-server.log", tu_build());
+    pid_t srv = tu_spawn((char *[]){bin, portarg, NULL}, log);      /* #!/usr/bin/env python3 */
+    for (int i = 0; i < 100 && server_stat(port, "items") < 0; i++) usleep(50000);
+    assert_true(server_stat(port, "items") == 0);
+    const Item items[] = {
+        {"Answer: 42", 0, "42", 10, 0}, {"Answer: 41", 0, "42", 10, 0}, {"Answer: 7", 0, "7", 10, 0},
+        {"no answer", 0, "7", 10, 0}, {"Answer: \xff", 0, "\xef\xbf\xbd", 10, 0}, {"Answer: 9", 0, "9", 90, 0},
+    };
+    const float ok_want[] = {1, -1, 1, -1, 1, 0.5f};            /* the last one 10 tokens into the overlong buffer */
+    struct { const char *path; int outcome; const char *msg; int posts; double max_s; } cases[] = {
+        {"/ok", 0, "", 2, 3},
+        {"/flaky", 0, "", -1, 3},
+        {"/slow", DAPO__REWARD_OUTCOME__REWARD_TIMEOUT, "timeout: no reply", 6, 4},
+        {"/fail", DAPO__REWARD_OUTCOME__REWARD_ERROR, "HTTP 500", 6, 3},
+        {"/garbage", DAPO__REWARD_OUTCOME__REWARD_ERROR, "no \"rewards\" list", 2, 3},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0] + 1; c++) {
+        int unreachable = c == sizeof cases / sizeof cases[0];
+        if (unreachable) snprintf(url, sizeof url, "http://127.0.0.1:%d/ok", tu_free_port());
+        else snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, cases[c].path);
+        int outcome = unreachable ? DAPO__REWARD_OUTCOME__REWARD_ERROR : cases[c].outcome;
+        double took;
+        Dapo__ScoreResult *r = remote_case(state, url, items, 6, &took);
+        for (size_t i = 0; i < 6; i++) {
+            Dapo__Score *s = r->scores[i];
+            float want = outcome ? -2 + (i == 5 ? -0.5f : 0) : ok_want[i];
+            want = outcome ? (i == 5 ? -1.5f : -1) : want;              /* error_score -1 (the default) + penalty */
+            if ((int)s->outcome != outcome || fabsf(s->score - want) > 1e-6f)
+                fail_msg("%s item %zu: outcome %d score %g (error '%s'), want %d / %g", url, i, s->outcome, s->score,
+                         s->error, outcome, want);
+            const char *msg = unreachable ? "127.0.0.1" : cases[c].msg;
+            if (outcome && !strstr(s->error, msg)) fail_msg("%s item %zu: error '%s' lacks '%s'", url, i, s->error, msg);
+            if (!outcome && extra_value(s, "query_chars") != 10 + (double)strlen(items[i].resp))   /* prompt + response */
+                fail_msg("%s item %zu: query_chars %g", url, i, extra_value(s, "query_chars"));
+        }
+        if (!outcome) assert_true(r->scores[0]->acc && !r->scores[1]->acc);
+        double max_s = unreachable ? 3 : cases[c].max_s;
+        if (took > max_s) fail_msg("%s: the request took %.1f s (at most %.1f)", url, took, max_s);
+        if (!unreachable && cases[c].posts > 0) assert_int_equal(server_stat(port, cases[c].path), cases[c].posts);
+        teardown(state);
+    }
+    assert_true(server_stat(port, "/flaky") >= 4);                 /* 2 refused + one good POST per batch */
+    kill(srv, SIGKILL);
+    tu_wait(srv, 2000);
+}
+
 /* Every daemon takes --help / -h: the shared usage (flags, key.path=value, --print-config) plus its own flags on
  * stdout, exit 0, and no coordinator needed; an unknown flag still exits 2 naming it. */
 static void test_daemons_help(void **state) {
@@ -280,6 +365,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_deadline, setup_tiny_deadline, teardown),
         cmocka_unit_test_setup_teardown(test_python_reward, setup_python, teardown),
         cmocka_unit_test_setup_teardown(test_python_reward_lifecycle, setup_python, teardown),
+        cmocka_unit_test(test_remote_reward),
     };
     return cmocka_run_group_tests_name("verifier_daemon", tests, NULL, NULL);
 }

@@ -124,6 +124,9 @@ static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {"trainer.logger=[console,tensorbord]", NULL, "trainer.logger: 'tensorbord'", "not a logger verl knows"},
     {NULL, "custom_reward_function:\n  path: r.py\n  name: 'compute score'\n", "custom_reward_function.name",
      "not a Python function name"},
+    {"reward_model.remote.url=ftp://host/rm", NULL, "reward_model.remote.url: 'ftp://host/rm'", "not an http://"},
+    {NULL, "custom_reward_function:\n  path: r.py\nreward_model:\n  remote:\n    url: http://h:5000/\n",
+     "both set", "one of them"},
     /* numbers strtod cannot hold (ERANGE) or infinite: out of range, with the allowed range */
     {"actor_rollout_ref.actor.clip_ratio_high=1e999", NULL,
      "clip_ratio_high: 1e999 is out of range (beyond the range of a double; allowed: at least 0 and at most 10)", ""},
