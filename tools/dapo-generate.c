@@ -160,20 +160,6 @@ static void write_prompt(FILE *out, const Args *a, const Tokenizer *tok, const D
     json_decref(o);
 }
 
-/* Stop ids of every request: the tokenizer's eos, <|im_end|> and <|endoftext|>, each once (the model's EOS ids are
- * the engine's own). Returns how many of out[3] are set. */
-static int stop_ids(const Tokenizer *tok, int32_t out[3]) {
-    const TokenizerSpecial *sp = tokenizer_special(tok);
-    int n = 0;
-    int32_t cand[3] = { sp->eos, sp->im_end, sp->endoftext };
-    for (int k = 0; k < 3; k++) {
-        int dup = 0;
-        for (int j = 0; j < n; j++) dup |= out[j] == cand[k];
-        if (cand[k] >= 0 && !dup) out[n++] = cand[k];
-    }
-    return n;
-}
-
 int main(int argc, char **argv) {
     log_init("generate", LL_WARN);
     Args a;
@@ -218,34 +204,23 @@ int main(int argc, char **argv) {
                       .batch_invariant = a.invariant, .no_prefix_sharing = a.no_share };
     if (!(e = gen_engine_new(m, &go, err))) { fprintf(stderr, "dapo-generate: %s\n", err); goto done; }
     int32_t stops[3];
-    int n_stop = stop_ids(tok, stops);
+    int n_stop = tokenizer_stop_ids(tok, stops);
     /* every prompt x n sequences go in at once; the engine's continuous batching takes them max_seqs at a time */
     size_t total = ds.n * (size_t)a.n;
     res = xcalloc(total ? total : 1, sizeof(GenResult));
-    for (size_t i = 0; i < ds.n; i++)
-        for (int j = 0; j < a.n; j++) {
-            GenRequest q = { .tag = i, .seed = a.seed, .group_id = i, .sample = (uint32_t)j, .prompt = ds.items[i].ids,
-                             .n_prompt = ds.items[i].n_ids, .max_tokens = a.max_tokens,
-                             .sp = { .temperature = a.temperature, .top_p = a.top_p, .top_k = a.top_k, .greedy = a.greedy },
-                             .stop_ids = stops, .n_stop = n_stop };
-            if (gen_engine_add(e, &q, NULL, err)) {
-                fprintf(stderr, "dapo-generate: prompt line %ld: %s\n", ds.items[i].line, err);
-                goto done;
-            }
-        }
+    const int32_t **ids = xcalloc(ds.n ? ds.n : 1, sizeof *ids);
+    int *n_ids = xcalloc(ds.n ? ds.n : 1, sizeof *n_ids);
+    for (size_t i = 0; i < ds.n; i++) { ids[i] = ds.items[i].ids; n_ids[i] = ds.items[i].n_ids; }
+    GenRequest q = { .seed = a.seed, .max_tokens = a.max_tokens,
+                     .sp = { .temperature = a.temperature, .top_p = a.top_p, .top_k = a.top_k, .greedy = a.greedy },
+                     .stop_ids = stops, .n_stop = n_stop };
     double t0 = clock_s();
     long n_tok = 0;
-    int left;
-    while ((left = gen_engine_step(e, err)) != 0) {
-        if (left < 0) fprintf(stderr, "dapo-generate: %s\n", err);
-        GenResult x;
-        while (gen_engine_take(e, &x)) {
-            res[x.tag * (size_t)a.n + x.sample] = x;
-            n_tok += x.n;
-        }
-    }
-    GenResult x;
-    while (gen_engine_take(e, &x)) { res[x.tag * (size_t)a.n + x.sample] = x; n_tok += x.n; }
+    int grc = gen_engine_run_all(e, ids, n_ids, ds.n, a.n, &q, res, &n_tok, err);
+    xfree(ids);
+    xfree(n_ids);
+    if (grc) fprintf(stderr, "dapo-generate: %s\n", err);
+    if (grc == ERR_INVAL && n_tok == 0) goto done;
     double dt = clock_s() - t0;
     if (a.verify) ws = reward_ws_new();
     for (size_t i = 0; i < ds.n; i++)

@@ -11,7 +11,11 @@ void val_agg_init(ValAgg *a, int n) { *a = (ValAgg){ .n = n }; }
 
 void val_agg_free(ValAgg *a) {
     if (!a) return;
-    for (int i = 0; i < a->n_src; i++) xfree(a->src[i].data_source);
+    for (int i = 0; i < a->n_src; i++) {
+        xfree(a->src[i].data_source);
+        xfree(a->src[i].n_correct);
+        xfree(a->src[i].n_samples);
+    }
     xfree(a->src);
     *a = (ValAgg){ 0 };
 }
@@ -36,6 +40,15 @@ void val_agg_add(ValAgg *a, const char *data_source, const float *acc, const cha
         if (cnt > bestc) { bestc = cnt; bestj = j; }
     }
     ValSource *s = source_of(a, data_source ? data_source : "");
+    if (s->prompts >= s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->n_correct = xrealloc(s->n_correct, (size_t)s->cap * sizeof *s->n_correct);
+        s->n_samples = xrealloc(s->n_samples, (size_t)s->cap * sizeof *s->n_samples);
+    }
+    int c = 0;
+    for (int j = 0; j < k; j++) c += acc[j] >= 0.5f;
+    s->n_correct[s->prompts] = c;
+    s->n_samples[s->prompts] = k;
     s->prompts++;
     s->mean_sum += mean;
     s->best_sum += best;
@@ -62,4 +75,20 @@ double val_agg_overall_mean(const ValAgg *a) {
     long n = 0;
     for (int i = 0; i < a->n_src; i++) { sum += a->src[i].mean_sum; n += a->src[i].prompts; }
     return n ? sum / (double)n : 0;
+}
+
+double val_pass_at_k(int n, int c, int k) {
+    if (k < 1 || k > n || c < 0 || c > n) return NAN;
+    if (n - c < k) return 1.0;
+    double miss = 1.0;                       /* C(n-c, k) / C(n, k) */
+    for (int i = n - c + 1; i <= n; i++) miss *= 1.0 - (double)k / i;
+    return 1.0 - miss;
+}
+
+double val_agg_pass_at(const ValAgg *a, int i, int k) {
+    if (i < 0 || i >= a->n_src || a->src[i].prompts == 0) return NAN;
+    const ValSource *s = &a->src[i];
+    double sum = 0;
+    for (long p = 0; p < s->prompts; p++) sum += val_pass_at_k(s->n_samples[p], s->n_correct[p], k);
+    return sum / (double)s->prompts;
 }

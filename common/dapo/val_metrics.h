@@ -5,6 +5,7 @@
  * best and maj are exact over the n responses (verl estimates them by bootstrap resampling; equal in expectation
  * for best@n over all n, not bit for bit). One aggregation for the coordinator's
  * validation runs, `dapo-generate --verify` and `dapo-sft`'s held-out accuracy.
+ * Also pass@k with the unbiased estimator (val_agg_pass_at; dapo-eval reports it, the coordinator does not).
  * Not here: scoring a response (reward/reward.h), the metrics table (core/metrics.h). */
 #ifndef DAPO_VAL_METRICS_H
 #define DAPO_VAL_METRICS_H
@@ -15,6 +16,8 @@ typedef struct {
     char  *data_source;                /* owned */
     long   prompts;
     double mean_sum, best_sum, maj_sum;   /* sums over prompts, in the order they were added */
+    int   *n_correct, *n_samples;      /* [prompts] per prompt: responses correct (acc >= 0.5) / scored, for pass@k */
+    long   cap;
 } ValSource;
 
 typedef struct {
@@ -30,6 +33,13 @@ void val_agg_free(ValAgg *a);   /* NULL-safe */
 void val_agg_add(ValAgg *a, const char *data_source, const float *acc, const char *const *pred, int k);
 /* Writes the metrics of every data source into m (source by source, in first-seen order). */
 void val_agg_metrics(const ValAgg *a, Metrics *m);
+/* The unbiased pass@k estimator of Chen et al. 2021 ("Evaluating Large Language Models Trained on Code", eq. 1) for
+ * one problem with n samples of which c are correct: 1 - C(n-c, k) / C(n, k), computed as the product
+ * 1 - prod_{i=n-c+1..n} (1 - k / i) (no large binomials). 1 <= k <= n; NAN otherwise. */
+double val_pass_at_k(int n, int c, int k);
+/* pass@k of source i: val_pass_at_k averaged over its prompts (NAN when a prompt has fewer than k samples). */
+double val_agg_pass_at(const ValAgg *a, int i, int k);
+
 /* mean@n over all prompts of all sources (sum of the sources' sums / prompts); 0 when empty. */
 double val_agg_overall_mean(const ValAgg *a);
 

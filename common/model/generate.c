@@ -554,6 +554,37 @@ int gen_engine_take(GenEngine *e, GenResult *out) {
     return 1;
 }
 
+int gen_engine_run_all(GenEngine *e, const int32_t *const *prompts, const int *n_prompt, size_t n, int k,
+                       const GenRequest *tmpl, GenResult *res, long *n_tokens, char err[ERR_LEN]) {
+    *n_tokens = 0;
+    for (size_t i = 0; i < n; i++)
+        for (int j = 0; j < k; j++) {
+            GenRequest q = *tmpl;
+            q.tag = q.group_id = i;
+            q.sample = (uint32_t)j;
+            q.prompt = prompts[i];
+            q.n_prompt = n_prompt[i];
+            char why[ERR_LEN];
+            if (gen_engine_add(e, &q, NULL, why)) return err_set(err, ERR_INVAL, "prompt %zu: %s", i, why);
+        }
+    int left, rc = 0;
+    GenResult x;
+    char why[ERR_LEN];
+    do {                  /* a failed step (NaN logits) drops the sequences it hit; the others go on */
+        left = gen_engine_step(e, why);
+        if (left < 0 && !rc) rc = err_set(err, left, "%s", why);
+        while (gen_engine_take(e, &x)) {
+            if (x.tag < n && x.sample < (uint32_t)k) {
+                res[x.tag * (size_t)k + x.sample] = x;
+                *n_tokens += x.n;
+            } else {
+                gen_result_free(&x);
+            }
+        }
+    } while (left != 0);
+    return rc;
+}
+
 void gen_result_free(GenResult *r) {
     if (!r) return;
     xfree(r->tokens);

@@ -150,6 +150,15 @@ int gen_engine_step(GenEngine *e, char err[ERR_LEN]);
 int gen_engine_take(GenEngine *e, GenResult *out);
 void gen_result_free(GenResult *r);   /* frees the arrays; NULL-safe */
 
+/* Offline generation of a whole set (dapo-generate, dapo-eval): queues k samples of each of the n prompts
+ * (prompt i: prompts[i] [n_prompt[i]] ids; sample j gets tag i, group_id i, sample j and the rest of tmpl), steps the
+ * engine until it is idle and stores each result at res[i * k + j] (res[n * k], caller-owned, zeroed; free each with
+ * gen_result_free). *n_tokens gets the response tokens generated. Returns 0, or the first error of gen_engine_add
+ * (naming the prompt index; nothing generated) or of gen_engine_step (the sequences it hit are dropped, their res
+ * entries stay zero; the others finish). */
+int gen_engine_run_all(GenEngine *e, const int32_t *const *prompts, const int *n_prompt, size_t n, int k,
+                       const GenRequest *tmpl, GenResult *res, long *n_tokens, char err[ERR_LEN]);
+
 /* Drops every sequence with this tag (waiting, running or finished-but-not-taken) and frees its cache.
  * Returns how many were dropped. */
 int gen_engine_cancel(GenEngine *e, uint64_t tag);

@@ -215,5 +215,16 @@ bool tokenizer_is_special(const Tokenizer *t, int32_t id) {
 }
 
 const TokenizerSpecial *tokenizer_special(const Tokenizer *t) { return &t->sp; }
+
+int tokenizer_stop_ids(const Tokenizer *t, int32_t out[3]) {
+    int32_t cand[3] = {t->sp.eos, t->sp.im_end, t->sp.endoftext};
+    int n = 0;
+    for (int k = 0; k < 3; k++) {
+        int dup = 0;
+        for (int j = 0; j < n; j++) dup |= out[j] == cand[k];
+        if (cand[k] >= 0 && !dup) out[n++] = cand[k];
+    }
+    return n;
+}
 const char *tokenizer_chat_template(const Tokenizer *t) { return t->chat_template; }
 const char *tokenizer_bos_text(const Tokenizer *t) { return t->bos_text ? t->bos_text : ""; }

@@ -121,6 +121,9 @@ int32_t tokenizer_token_id(const Tokenizer *tok, const char *s, size_t len);
 bool tokenizer_is_special(const Tokenizer *tok, int32_t id);
 
 const TokenizerSpecial *tokenizer_special(const Tokenizer *tok);   /* borrowed; never NULL */
+/* The stop ids every generation request gets (beside the model's own EOS ids): the tokenizer's eos, <|im_end|> and
+ * <|endoftext|> that exist, each once, in that order, into out[3]. Returns how many were written. */
+int tokenizer_stop_ids(const Tokenizer *tok, int32_t out[3]);
 
 /* tokenizer_config.json `chat_template` (the "default" entry when it is a list), or NULL when there is no
  * config or no template. Borrowed until tokenizer_free. */

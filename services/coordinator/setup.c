@@ -23,13 +23,7 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
     if (!tdir[0]) return err_set(err, ERR_INVAL, "data.tokenizer (or actor_rollout_ref.model.path) is needed to read prompts");
     e->tok = tokenizer_load(tdir, err);
     if (!e->tok) return ERR_INVAL;
-    const TokenizerSpecial *sp = tokenizer_special(e->tok);
-    int32_t cand[] = {sp->eos, sp->im_end, sp->endoftext};
-    for (int i = 0; i < 3; i++) {
-        int dup = 0;
-        for (int j = 0; j < e->n_stop; j++) dup |= e->stop_ids[j] == cand[i];
-        if (cand[i] >= 0 && !dup) e->stop_ids[e->n_stop++] = cand[i];
-    }
+    e->n_stop = tokenizer_stop_ids(e->tok, e->stop_ids);
     DatasetOptions o;
     int rc = dataset_options_init(&o, c->cfg.max_prompt_length, c->cfg.filter_overlong_prompts, c->cfg.truncation,
                                   c->cfg.chat_template, c->cfg.on_malformed, e->tok, err);

@@ -64,8 +64,30 @@ static void test_greedy_without_predictions(void **state) {
     val_agg_free(&a);
 }
 
+/* pass@k, unbiased (Chen et al. 2021): hand-computed binomial ratios, the edge cases, and the per-source average. */
+static void test_pass_at_k(void **state) {
+    (void)state;
+    assert_true(fabs(val_pass_at_k(4, 1, 1) - 0.25) < 1e-15);
+    assert_true(fabs(val_pass_at_k(4, 1, 2) - (1 - 3.0 / 6)) < 1e-15);           /* 1 - C(3,2)/C(4,2) */
+    assert_true(fabs(val_pass_at_k(5, 2, 3) - (1 - 1.0 / 10)) < 1e-15);          /* 1 - C(3,3)/C(5,3) */
+    assert_true(fabs(val_pass_at_k(32, 3, 8) - (1 - (24.0 / 32) * (23.0 / 31) * (22.0 / 30))) < 1e-15);  /* C(29,8)/C(32,8) */
+    assert_true(val_pass_at_k(8, 0, 4) == 0 && val_pass_at_k(8, 5, 4) == 1 && val_pass_at_k(8, 8, 8) == 1);
+    assert_true(isnan(val_pass_at_k(4, 1, 5)) && isnan(val_pass_at_k(4, 1, 0)) && isnan(val_pass_at_k(4, 5, 1)));
+    ValAgg a;
+    val_agg_init(&a, 4);
+    float p1[4] = {0, 1, 0, 0}, p2[4] = {1, 1, 0, 1};
+    val_agg_add(&a, "aime", p1, NULL, 4);
+    val_agg_add(&a, "aime", p2, NULL, 4);
+    assert_true(fabs(val_agg_pass_at(&a, 0, 1) - (0.25 + 0.75) / 2) < 1e-15);    /* pass@1 = mean@4 */
+    assert_true(fabs(val_agg_pass_at(&a, 0, 2) - (0.5 + 1.0) / 2) < 1e-15);
+    assert_true(val_agg_pass_at(&a, 0, 4) == 1.0);                                /* = best@4 */
+    assert_true(isnan(val_agg_pass_at(&a, 1, 1)));
+    val_agg_free(&a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pass_at_k),
         cmocka_unit_test(test_two_sources),
         cmocka_unit_test(test_greedy_without_predictions),
     };
