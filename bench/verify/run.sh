@@ -6,6 +6,7 @@
 # verl 0.8.0 is pip-installed with --no-deps into a private --target directory (outside the repository:
 # $DAPO_VERL_MATH_DIR, default ~/.cache/dapo/verl-0.8.0-nodeps, shared with
 # tests/reference/make_verifier_random.py) and only its math_dapo.py file is imported.
+# Then the Python reward path (custom_reward_function) beside a plain Python loop: two BENCH verify-python* lines.
 # Last line: BENCH verify ours=<cases/s> baseline=<cases/s> ratio=<ours/baseline>
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,6 +48,31 @@ fi
 echo "== baseline: verl $VERL_VERSION math_dapo.compute_score (Python), ${pin[*]:-unpinned}"
 "${pin[@]}" python3 bench/verify/baseline_verl.py --verl-dir "$verl_dir" "$tmp/cases.jsonl" \
     --min-seconds "$MIN_SECONDS" | tee "$tmp/base.txt"
+
+# The Python reward path (custom_reward_function): the verifier's pool of python3 workers (bench_pyreward, the same
+# scoring.c the daemon runs) beside verl's naive reward manager (one process, a plain loop), same function, same items.
+# First verl's CPU-bound math_dapo.compute_score (2 cores cap it), then a function that sleeps 10 ms (waiting, as an
+# HTTP or sandbox call does), where throughput follows reward_model.num_workers.
+export DAPO_VERL_MATH_DIR=$verl_dir DAPO_SLEEP_MS=10
+nproc_=$(nproc)
+echo "== python reward path: verl math_dapo.compute_score as custom_reward_function, all cases"
+python3 bench/verify/baseline_loop.py bench/verify/verl_math_dapo_reward.py "$tmp/cases.jsonl" \
+    --min-seconds "$MIN_SECONDS" | tee "$tmp/pyloop.txt"
+"$BUILD/bench/bench_pyreward" "$tmp/cases.jsonl" --reward bench/verify/verl_math_dapo_reward.py \
+    --workers "1,$nproc_" --passes 3 | tee "$tmp/pypool.txt"
+echo "== python reward path: a reward that sleeps ${DAPO_SLEEP_MS} ms per item, 400 items"
+python3 bench/verify/baseline_loop.py bench/verify/sleep_reward.py "$tmp/cases.jsonl" --limit 400 \
+    --min-seconds 0 | tee "$tmp/sleeploop.txt"
+"$BUILD/bench/bench_pyreward" "$tmp/cases.jsonl" --reward bench/verify/sleep_reward.py --workers 1,2,4,8,16 \
+    --limit 400 --passes 3 | tee "$tmp/sleeppool.txt"
+py_ours=$(sed -n "s/^OURS_ITEMS_PER_S_$nproc_=//p" "$tmp/pypool.txt")
+py_base=$(sed -n 's/^BASE_ITEMS_PER_S=//p' "$tmp/pyloop.txt")
+sl_ours=$(sed -n 's/^OURS_ITEMS_PER_S_16=//p' "$tmp/sleeppool.txt")
+sl_base=$(sed -n 's/^BASE_ITEMS_PER_S=//p' "$tmp/sleeploop.txt")
+echo "BENCH verify-python ours=$py_ours baseline=$py_base ratio=$(python3 -c "print(f'{$py_ours / $py_base:.2f}')")" \
+     "(verl math_dapo, $nproc_ workers vs one loop)"
+echo "BENCH verify-python-sleep ours=$sl_ours baseline=$sl_base ratio=$(python3 -c "print(f'{$sl_ours / $sl_base:.1f}')")" \
+     "(10 ms sleep, 16 workers vs one loop)"
 
 ours=$(sed -n 's/^OURS_CASES_PER_S=//p' "$tmp/ours.txt")
 base=$(sed -n 's/^BASE_CASES_PER_S=//p' "$tmp/base.txt")
