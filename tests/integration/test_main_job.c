@@ -16,99 +16,10 @@
 
 #include "core/clock.h"
 #include "tests/group_status.h"
+#include "tests/support/cluster_job.h"
 #include "tests/testutil.h"
 
-typedef struct {
-    char dir[300], zep[64], wep[64];
-    int  hport;
-    pid_t coord, verifier, rollout[2], learner;
-} Job;
-
-static int g_save_freq;          /* overrides trainer.save_freq=1 when set */
-static const char *g_extra[8];   /* more key=value arguments for every process (NULL-terminated) */
-
-static void cfg_args(Job *j, char out[][640], int *n, const char *steps) {
-    int k = 0;
-    snprintf(out[k++], 640, "--config");
-    snprintf(out[k++], 640, "%s/configs/default.yaml", tu_root());
-    snprintf(out[k++], 640, "data.train_files=%s/train.jsonl", j->dir);
-    snprintf(out[k++], 640, "data.val_files=[]");
-    snprintf(out[k++], 640, "actor_rollout_ref.model.path=%s/model", j->dir);
-    snprintf(out[k++], 640, "trainer.default_local_dir=%s/ckpt", j->dir);
-    snprintf(out[k++], 640, "cluster.bind=%s", j->zep);
-    snprintf(out[k++], 640, "cluster.coordinator=%s", j->zep);
-    snprintf(out[k++], 640, "cluster.weights_bind=%s", j->wep);
-    snprintf(out[k++], 640, "cluster.weights=%s", j->wep);
-    snprintf(out[k++], 640, "cluster.http=127.0.0.1:%d", j->hport);
-    snprintf(out[k++], 640, "trainer.total_training_steps=%s", steps);
-    const char *fixed[] = {"data.train_batch_size=4", "data.gen_batch_size=6", "actor_rollout_ref.rollout.n=4",
-                           "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.max_response_length=24",
-                           "reward_model.overlong_buffer.len=8", "algorithm.filter_groups.enable=false",
-                           "trainer.save_freq=1", "trainer.val_before_train=false", "trainer.test_freq=0",
-                           "cluster.heartbeat_ms=100", TU_LEASE_ARG,
-                           "actor_rollout_ref.rollout.max_num_seqs=8", "cluster.rollout_threads=1",
-                           "cluster.learner_threads=1", "cluster.verifier_threads=1"};
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) snprintf(out[k++], 640, "%s", fixed[i]);
-    if (g_save_freq) snprintf(out[k++], 640, "trainer.save_freq=%d", g_save_freq);
-    for (int i = 0; g_extra[i]; i++) snprintf(out[k++], 640, "%s", g_extra[i]);
-    *n = k;
-}
-
-static pid_t start(Job *j, const char *bin_name, const char *log_name, const char *steps, const char *id,
-                   const char *rank) {
-    static char args[40][640];
-    char bin[300], log[400];
-    int n;
-    cfg_args(j, args, &n, steps);
-    char *argv[48];
-    int k = 0;
-    argv[k++] = (char *)tu_bin(bin, sizeof bin, bin_name);
-    for (int i = 0; i < n; i++) argv[k++] = args[i];
-    if (id) { argv[k++] = "--id"; argv[k++] = (char *)id; }
-    if (rank) { argv[k++] = "--rank"; argv[k++] = (char *)rank; }
-    argv[k] = NULL;
-    snprintf(log, sizeof log, "%s/%s.log", j->dir, log_name);
-    return tu_spawn(argv, log);
-}
-
-static void start_all(Job *j, const char *steps) {
-    j->coord = start(j, "dapo-coordinator", "coordinator", steps, NULL, NULL);
-    j->verifier = start(j, "dapo-verifier", "verifier", steps, "verifier-0", NULL);
-    j->learner = start(j, "dapo-learner", "learner", steps, "learner-0", "0");
-    j->rollout[0] = start(j, "dapo-rollout", "rollout-0", steps, "rollout-0", NULL);
-    j->rollout[1] = start(j, "dapo-rollout", "rollout-1", steps, "rollout-1", NULL);
-}
-
-static void stop_all(Job *j) {
-    pid_t all[] = {j->rollout[0], j->rollout[1], j->verifier, j->learner, j->coord};
-    for (int i = 0; i < 5; i++) if (all[i] > 0) kill(all[i], SIGTERM);
-    for (int i = 0; i < 5; i++)
-        if (all[i] > 0 && tu_wait(all[i], 10000) < 0) { kill(all[i], SIGKILL); tu_wait(all[i], 2000); }
-    j->rollout[0] = j->rollout[1] = j->verifier = j->learner = j->coord = 0;
-}
-
-static json_t *status(Job *j) {
-    static char body[1 << 18];
-    if (tu_http(j->hport, "GET", "/api/status", NULL, body, sizeof body) != 200) return NULL;
-    return json_loads(body, 0, NULL);
-}
-
 static json_int_t geti(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
-
-/* Waits until pred(status) holds; returns the status (caller frees) or fails. */
-static json_t *wait_for(Job *j, int (*pred)(json_t *), int ms, const char *what) {
-    int64_t end = clock_ms() + ms;
-    json_t *last = NULL;
-    while (clock_ms() < end) {
-        json_t *st = status(j);
-        if (st && pred(st)) { json_decref(last); return st; }
-        if (st) { json_decref(last); last = st; }
-        usleep(50000);
-    }
-    char *dump = last ? json_dumps(last, JSON_COMPACT) : NULL;
-    fail_msg("timed out waiting for %s; last status: %.2000s", what, dump ? dump : "(none)");
-    return NULL;
-}
 
 static int at_step2(json_t *st) { return geti(st, "step") >= 2; }
 
@@ -122,7 +33,7 @@ static int rollout1_leased(json_t *st) {
     }
     return 0;
 }
-static int done(json_t *st) { return !strcmp(json_string_value(json_object_get(st, "phase")), "done"); }
+static int done(json_t *st) { return job_done(st); }
 
 static void assert_accounting(json_t *st) { tu_assert_groups_add_up(st, 1); }
 
@@ -131,61 +42,47 @@ static Job j;
 /* Runs even when an assertion failed: no process outlives the test. */
 static int teardown(void **state) {
     (void)state;
-    stop_all(&j);
+    job_stop_all(&j);
     return 0;
-}
-
-/* A fresh run directory test-logs/<name>: the task data, a freshly initialised tiny model, free ports. */
-static void setup_job(const char *name) {
-    snprintf(j.dir, sizeof j.dir, "%s/test-logs/%s", tu_build(), name);
-    char cmd[2400], bin[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && %s --split train --n 400 > %s/train.jsonl && "
-             "%s/bin/dapo-init-model --config %s/configs/tiny-model/config.json --tokenizer %s/data/tokenizers/tiny "
-             "--out %s/model > %s/init.log 2>&1", j.dir, j.dir, tu_bin(bin, sizeof bin, "dapo-gen-arith"), j.dir,
-             tu_build(), tu_root(), tu_root(), j.dir, j.dir);
-    assert_int_equal(system(cmd), 0);
-    snprintf(j.zep, sizeof j.zep, "tcp://127.0.0.1:%d", tu_free_port());
-    snprintf(j.wep, sizeof j.wep, "tcp://127.0.0.1:%d", tu_free_port());
-    j.hport = tu_free_port();
 }
 
 static void test_three_steps_kill_and_resume(void **state) {
     (void)state;
-    setup_job("main-job");
+    job_setup(&j, "main-job");
     char cmd[2400];
-    start_all(&j, "4");
+    job_start_all(&j, "4");
     /* From step 2 on, rollout-1 is frozen (SIGSTOP) so that it is caught holding a lease whatever the timing; then
      * it is killed with SIGKILL mid-step. Its lease expires (1.5 s) and the group goes to rollout-0: a step of 6
      * groups x 4 sequences needs more than rollout-0's 8 slots, so rollout-1 is always sent work. */
-    json_t *st = wait_for(&j, at_step2, 120000, "step 2");
+    json_t *st = job_wait_for(&j, at_step2, 120000, "step 2");
     json_decref(st);
     kill(j.rollout[1], SIGSTOP);
-    st = wait_for(&j, rollout1_leased, 60000, "a lease on the frozen rollout-1");
+    st = job_wait_for(&j, rollout1_leased, 60000, "a lease on the frozen rollout-1");
     json_decref(st);
     kill(j.rollout[1], SIGKILL);
     assert_int_equal(tu_wait(j.rollout[1], 5000), 128 + SIGKILL);
     j.rollout[1] = 0;
-    st = wait_for(&j, done, 180000, "4 steps done");
+    st = job_wait_for(&j, done, 180000, "4 steps done");
     assert_int_equal(geti(st, "step"), 4);
     assert_int_equal(geti(st, "policy_version"), 4);
     assert_accounting(st);
     assert_int_equal(tu_group_count(st, "trained"), 16);        /* 4 steps x train_batch_size 4, none twice */
     assert_int_equal(tu_group_count(st, "surplus"), 8);         /* 4 steps x (6 drawn - 4 trained) */
     json_decref(st);
-    stop_all(&j);
+    job_stop_all(&j);
     char path[400];
     snprintf(path, sizeof path, "%s/ckpt/coordinator.json", j.dir);
     assert_int_equal(access(path, F_OK), 0);
     /* Restart everything over the same directory: resume from step 4, run step 5. */
     j.hport = tu_free_port();
-    start_all(&j, "5");
-    st = wait_for(&j, done, 180000, "step 5 after resume");
+    job_start_all(&j, "5");
+    st = job_wait_for(&j, done, 180000, "step 5 after resume");
     assert_int_equal(geti(st, "step"), 5);
     assert_int_equal(geti(st, "policy_version"), 5);
     assert_int_equal(tu_group_count(st, "trained"), 20);
     assert_accounting(st);
     json_decref(st);
-    stop_all(&j);
+    job_stop_all(&j);
     snprintf(cmd, sizeof cmd, "grep -c '\"step\":' %s/ckpt/metrics.jsonl", j.dir);
     char out[64];
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);
@@ -207,10 +104,10 @@ static long ckpt_step(json_t *ck, const char *which) {
  * the learner's resumes the pending one. */
 static void test_stop_between_checkpoints_and_resume(void **state) {
     (void)state;
-    setup_job("main-job-stop");
-    g_save_freq = 3;
-    start_all(&j, "20");
-    json_t *st = wait_for(&j, at_step5, 180000, "step 5");
+    job_setup(&j, "main-job-stop");
+    j.save_freq = 3;
+    job_start_all(&j, "20");
+    json_t *st = job_wait_for(&j, at_step5, 180000, "step 5");
     json_decref(st);
     assert_int_equal(kill(j.coord, SIGTERM), 0);              /* the coordinator alone, as deploy/local/run.sh does */
     assert_int_equal(tu_wait(j.coord, 60000), 0);
@@ -225,7 +122,7 @@ static void test_stop_between_checkpoints_and_resume(void **state) {
     assert_int_equal(geti(json_object_get(c, "saved"), "policy_version"), S);
     snprintf(ck, sizeof ck, "%s/ckpt/global_step_%ld/actor/huggingface", j.dir, S);
     assert_int_equal(access(ck, F_OK), 0);                    /* the learner holds the same step */
-    stop_all(&j);
+    job_stop_all(&j);
     /* The crash case, written by hand: confirmed step 3, pending S (the learner's newest). */
     json_t *old = json_deep_copy(json_object_get(c, "saved"));
     json_object_set_new(old, "step", json_integer(3));
@@ -241,15 +138,15 @@ static void test_stop_between_checkpoints_and_resume(void **state) {
     char steps[24];
     snprintf(steps, sizeof steps, "%ld", S + 1);
     j.hport = tu_free_port();
-    start_all(&j, steps);
-    st = wait_for(&j, done, 180000, "one step after the resume");
+    job_start_all(&j, steps);
+    st = job_wait_for(&j, done, 180000, "one step after the resume");
     assert_int_equal(geti(st, "step"), S + 1);
     assert_int_equal(geti(st, "policy_version"), S + 1);
     assert_int_equal(tu_group_count(st, "trained"), 4 * (S + 1));
     assert_accounting(st);
     json_decref(st);
-    stop_all(&j);
-    g_save_freq = 0;
+    job_stop_all(&j);
+    j.save_freq = 0;
     c = json_load_file(path, 0, NULL);
     assert_int_equal(ckpt_step(c, "saved"), S + 1);          /* the last step is checkpointed (save_freq > 0) */
     json_decref(c);
@@ -311,30 +208,30 @@ static void check_prometheus(Job *jb) {
  * TENSORBOARD_DIR (test-logs/python-reward/tb; tests/reference/check_tfevents.py compares it with metrics.jsonl). */
 static void test_python_reward_run(void **state) {
     (void)state;
-    setup_job("python-reward");
+    job_setup(&j, "python-reward");
     char cmd[2400], path[400], reward[600];
     snprintf(cmd, sizeof cmd, "%s/bin/dapo-gen-arith --split train --n 6 | sed -e '1s/\"ground_truth\":\"[0-9]*\"/"
              "\"ground_truth\":\"sleep\"/' -e '2s/\"ground_truth\":\"[0-9]*\"/\"ground_truth\":\"segv\"/' "
              "-e '3s/\"ground_truth\":\"[0-9]*\"/\"ground_truth\":\"oom\"/' > %s/train.jsonl", tu_build(), j.dir);
     assert_int_equal(system(cmd), 0);
     snprintf(reward, sizeof reward, "custom_reward_function.path=%s/tests/data/reward/misbehaving_reward.py", tu_root());
-    const char *extra[] = {reward, "reward_model.timeout_s=1", "reward_model.num_workers=2",
-                           "reward_model.worker_memory_mb=400", "trainer.save_freq=-1", "trainer.total_epochs=2",
+    const char *extra[] = {reward, "reward_model.timeout_s=2.5", "reward_model.num_workers=2",
+                           "reward_model.worker_memory_mb=300", "trainer.save_freq=-1", "trainer.total_epochs=2",
                            "trainer.logger=[console,tensorboard,wandb]", NULL};
-    memcpy(g_extra, extra, sizeof extra);
+    memcpy(j.extra, extra, sizeof extra);
     snprintf(path, sizeof path, "%s/tb", j.dir);
     setenv("TENSORBOARD_DIR", path, 1);
     int64_t t0 = clock_ms();
-    start_all(&j, "2");
+    job_start_all(&j, "2");
     unsetenv("TENSORBOARD_DIR");
-    json_t *st = wait_for(&j, done, 120000, "step 2 done");
+    json_t *st = job_wait_for(&j, done, 120000, "step 2 done");
     double took = (clock_ms() - t0) / 1000.0;
     assert_int_equal(geti(st, "step"), 2);
     assert_accounting(st);
     json_decref(st);
     check_prometheus(&j);
-    stop_all(&j);
-    g_extra[0] = NULL;
+    job_stop_all(&j);
+    j.extra[0] = NULL;
     snprintf(cmd, sizeof cmd, "grep -q 'trainer.logger: wandb not available in dapo: dropped' %s/coordinator.log && "
              "ls %s/tb/events.out.tfevents.* >/dev/null", j.dir, j.dir);
     assert_int_equal(system(cmd), 0);

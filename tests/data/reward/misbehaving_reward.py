@@ -18,7 +18,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
     if ground_truth == "oom":
         hog = []
         while True:
-            hog.append(bytearray(64 << 20))
+            hog.append(bytearray(128 << 20))
     if ground_truth == "raise":
         raise ValueError("no score for this one")
     if ground_truth == "bad":
