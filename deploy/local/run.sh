@@ -63,6 +63,8 @@ esac
 common=(--config "$config" "trainer.default_local_dir=$rundir/checkpoints" "cluster.num_learners=$nlearn"
         "${token_args[@]}")
 [ -n "$steps" ] && common+=("trainer.total_training_steps=$steps")
+# trainer.logger=tensorboard writes to TENSORBOARD_DIR (verl's variable); here it defaults into the run directory
+export TENSORBOARD_DIR=${TENSORBOARD_DIR:-$rundir/tensorboard}
 "$bin/dapo-coordinator" "${common[@]}" "${args[@]}" --print-config > /dev/null
 prep_model=1                                  # a model given on the command line needs no prepared base model
 for a in "${args[@]}"; do

@@ -3,7 +3,11 @@
  * response), takes ScoreRequest batches, scores them on a thread pool (scoring.c: math_dapo rules by data_source,
  * a per-item deadline, the soft overlong penalty), returns ScoreResults as each request finishes, and gives the
  * credit back. Cancel drops a request. Bad input never stops it: a malformed frame is dropped by the worker
- * layer, an item that cannot be scored gets score -1 and an error string. */
+ * layer, an item that cannot be scored gets score -1 and an error string.
+ * The scorer is one of three (scoring.h): the built-in math_dapo rules (default), a Python reward function
+ * (custom_reward_function.path: reward_model.num_workers python3 processes, pyreward.h) or a remote reward server
+ * (reward_model.remote.url, remote.h); with either of the last two a timeout, crash or out-of-memory item scores
+ * reward_model.error_score and carries its outcome back to the coordinator. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <string.h>

@@ -27,23 +27,28 @@ def main():
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     rows = [json.loads(l) for l in open(metrics_path) if l.strip()]
-    bad = 0
+    # (step, metric) -> the values in file order: a step may have two lines (the last step's training and its
+    # validation, as verl logs them), and then two events
+    want = {}
     for row in rows:
-        step = row["step"]
-        n = 0
         for key, value in row.items():
-            if key == "step" or value is None or not math.isfinite(value):
-                continue
-            if key not in tags:
-                print("step %d: %s missing from the event files" % (step, key))
-                bad += 1
-                continue
-            got = [e.value for e in acc.Scalars(key) if e.step == step]
-            if len(got) != 1 or not math.isclose(got[0], f32(value), rel_tol=2.4e-7, abs_tol=1e-38):
-                print("step %d: %s = %s in tfevents, %r in metrics.jsonl" % (step, key, got, value))
-                bad += 1
-            n += 1
-        print("step %d: %d scalars equal" % (step, n))
+            if key != "step" and value is not None and math.isfinite(value):
+                want.setdefault((row["step"], key), []).append(value)
+    bad = 0
+    per_step = {}
+    for (step, key), values in sorted(want.items()):
+        if key not in tags:
+            print("step %d: %s missing from the event files" % (step, key))
+            bad += 1
+            continue
+        got = [e.value for e in acc.Scalars(key) if e.step == step]
+        if len(got) != len(values) or not all(math.isclose(g, f32(v), rel_tol=2.4e-7, abs_tol=1e-38)
+                                              for g, v in zip(got, values)):
+            print("step %d: %s = %s in tfevents, %r in metrics.jsonl" % (step, key, got, values))
+            bad += 1
+        per_step[step] = per_step.get(step, 0) + len(values)
+    for step in sorted(per_step):
+        print("step %d: %d scalars equal" % (step, per_step[step]))
     steps_tb = sorted({e.step for t in tags for e in acc.Scalars(t)})
     steps_js = sorted({r["step"] for r in rows})
     if steps_tb != steps_js:

@@ -201,7 +201,7 @@
         interaction: {mode: 'index', intersect: false},
         elements: {point: {radius: 2}, line: {borderWidth: 1.5, tension: 0}},
         scales: {x: {stacked: kind === 'stacked', title: {display: true, text: kind === 'hist' ? 'tokens' : 'step'}},
-                 y: {stacked: kind === 'stacked', beginAtZero: bars}},
+                 y: {stacked: kind === 'stacked', beginAtZero: bars, ticks: {maxTicksLimit: 6, callback: v => fmt(v, 2)}}},
         plugins: {legend: {display: kind !== 'hist', labels: {boxWidth: 10, font: {size: 11}}}},
       },
     });
