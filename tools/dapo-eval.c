@@ -24,6 +24,7 @@
  * Exit status 0, or 1 on bad arguments or files.
  * Not here: the generation engine, the scorer, the metric aggregation (their headers). */
 #include <cblas.h>
+#include <errno.h>
 #include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ typedef struct { char name[64]; char path[1024]; int n; } Bench;
 
 typedef struct {
     const char *model, *tokenizer, *output, *samples, *data_dir;
+    FILE       *output_f;             /* --output, opened before any work */
     Bench bench[MAX_BENCH];
     int   n_bench, k, aime_n, max_tokens, max_prompt, max_problems, threads;
     double temperature, top_p;
@@ -73,8 +75,26 @@ static int num(const char *flag, const char *s, double lo, double hi, double *ou
     return 0;
 }
 
+/* A whole number in [lo, hi] written as digits (no "2.7", no "1e3"). */
+static int whole(const char *flag, const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || *s == '-' || errno || v < lo || v > hi) {
+        fprintf(stderr, "dapo-eval: %s: '%s' is not a whole number in [%llu, %llu]\n", flag, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static int add_bench(Args *a, const char *name, const char *path, int n) {
     if (a->n_bench == MAX_BENCH) { fprintf(stderr, "dapo-eval: at most %d benchmarks\n", MAX_BENCH); return -1; }
+    for (int i = 0; i < a->n_bench; i++)
+        if (!strcmp(a->bench[i].name, name)) {
+            fprintf(stderr, "dapo-eval: benchmark '%s' given twice (%s, %s)\n", name, a->bench[i].path, path);
+            return -1;
+        }
     Bench *b = &a->bench[a->n_bench++];
     snprintf(b->name, sizeof b->name, "%s", name);
     snprintf(b->path, sizeof b->path, "%s", path);
@@ -89,6 +109,7 @@ static int named_benchmarks(Args *a, const char *list) {
     };
     char buf[256];
     snprintf(buf, sizeof buf, "%s", list);
+    int before = a->n_bench;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         size_t i = 0;
         while (i < 3 && strcmp(t, known[i].name)) i++;
@@ -99,6 +120,10 @@ static int named_benchmarks(Args *a, const char *list) {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", a->data_dir, known[i].file);
         if (add_bench(a, known[i].name, path, known[i].aime ? -1 : 0)) return -1;
+    }
+    if (a->n_bench == before) {
+        fprintf(stderr, "dapo-eval: --benchmarks '%s' names no benchmark (aime2024, math500, gsm8k)\n", list);
+        return -1;
     }
     return 0;
 }
@@ -113,6 +138,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double x;
+        unsigned long long u;
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) { usage(stdout); exit(0); }
         if (!v || !strncmp(v, "--", 2)) {
             fprintf(stderr, "dapo-eval: %s\n", strncmp(f, "--", 2) ? "unexpected argument" : "a flag needs a value");
@@ -127,20 +153,20 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--data-dir")) a->data_dir = v;
         else if (!strcmp(f, "--benchmarks")) list = v;
         else if (!strcmp(f, "--data")) {
-            const char *base = strrchr(v, '/') ? strrchr(v, '/') + 1 : v;
+            const char *base = strrchr(v, '/') ? strrchr(v, '/') + 1 : v, *dot = strrchr(base, '.');
             char name[64];
-            snprintf(name, sizeof name, "%.*s", (int)(strcspn(base, ".")), base);
+            snprintf(name, sizeof name, "%.*s", (int)(dot && dot > base ? dot - base : (long)strlen(base)), base);
             if (add_bench(a, name, v, 0)) return -1;
         }
-        else if (!strcmp(f, "--k")) { if (num(f, v, 1, 4096, &x)) return -1; a->k = (int)x; }
-        else if (!strcmp(f, "--aime-n")) { if (num(f, v, 1, 4096, &x)) return -1; a->aime_n = (int)x; }
+        else if (!strcmp(f, "--k")) { if (whole(f, v, 1, 4096, &u)) return -1; a->k = (int)u; }
+        else if (!strcmp(f, "--aime-n")) { if (whole(f, v, 1, 4096, &u)) return -1; a->aime_n = (int)u; }
         else if (!strcmp(f, "--temperature")) { if (num(f, v, 0, 100, &x)) return -1; a->temperature = x; }
         else if (!strcmp(f, "--top-p")) { if (num(f, v, 1e-9, 1, &x)) return -1; a->top_p = x; }
-        else if (!strcmp(f, "--max-tokens")) { if (num(f, v, 1, 1e7, &x)) return -1; a->max_tokens = (int)x; }
-        else if (!strcmp(f, "--max-prompt-length")) { if (num(f, v, 1, 1e7, &x)) return -1; a->max_prompt = (int)x; }
-        else if (!strcmp(f, "--max-problems")) { if (num(f, v, 1, 1e9, &x)) return -1; a->max_problems = (int)x; }
-        else if (!strcmp(f, "--threads")) { if (num(f, v, 0, 1024, &x)) return -1; a->threads = (int)x; }
-        else if (!strcmp(f, "--seed")) { if (num(f, v, 0, 1.8e19, &x)) return -1; a->seed = strtoull(v, NULL, 10); }
+        else if (!strcmp(f, "--max-tokens")) { if (whole(f, v, 1, 10000000, &u)) return -1; a->max_tokens = (int)u; }
+        else if (!strcmp(f, "--max-prompt-length")) { if (whole(f, v, 1, 10000000, &u)) return -1; a->max_prompt = (int)u; }
+        else if (!strcmp(f, "--max-problems")) { if (whole(f, v, 1, 1000000000, &u)) return -1; a->max_problems = (int)u; }
+        else if (!strcmp(f, "--threads")) { if (whole(f, v, 0, 1024, &u)) return -1; a->threads = (int)u; }
+        else if (!strcmp(f, "--seed")) { if (whole(f, v, 0, ~0ULL, &u)) return -1; a->seed = u; }
         else { fprintf(stderr, "dapo-eval: unknown argument '%s'\n", f); return -1; }
     }
     if (!a->model) { fprintf(stderr, "dapo-eval: --model DIR is required\n"); return -1; }
@@ -204,6 +230,12 @@ static int run_bench(const Args *a, Model *m, Tokenizer *tok, const Bench *b, js
     if (!rc) dopt.max_items = a->max_problems;
     if (!rc) rc = dataset_load(&ds, b->path, tok, &dopt, err);
     if (rc) return rc;
+    if (ds.n == 0) {
+        rc = err_set(err, ERR_INVAL, "%s: no prompt to score (%zu dropped over --max-prompt-length %d, %zu malformed "
+                     "lines)", b->path, ds.n_filtered, a->max_prompt, ds.n_malformed);
+        dataset_free(&ds);
+        return rc;
+    }
     int max_prompt = 1;
     for (size_t i = 0; i < ds.n; i++) if (ds.items[i].n_ids > max_prompt) max_prompt = ds.items[i].n_ids;
     GenOptions go = { .max_num_seqs = 64, .kv_cache_tokens = 64L * (max_prompt + a->max_tokens), .max_batch_tokens = 512 };
@@ -295,7 +327,11 @@ int main(int argc, char **argv) {
     json_t *benches = json_object();
     int rc = 0;
     if (a.samples && !(a.samples_f = fopen(a.samples, "w"))) {
-        fprintf(stderr, "dapo-eval: cannot write %s\n", a.samples);
+        fprintf(stderr, "dapo-eval: --samples: cannot write %s: %s\n", a.samples, strerror(errno));
+        rc = 1;
+    }
+    if (!rc && a.output && !(a.output_f = fopen(a.output, "w"))) {
+        fprintf(stderr, "dapo-eval: --output: cannot write %s: %s\n", a.output, strerror(errno));
         rc = 1;
     }
     for (int i = 0; i < a.n_bench && !rc; i++)
@@ -304,9 +340,9 @@ int main(int argc, char **argv) {
             rc = 1;
         }
     json_t *doc = json_pack("{s:s, s:o}", "model", a.model, "benchmarks", benches);
-    if (!rc && a.output && json_dump_file(doc, a.output, JSON_INDENT(2) | JSON_REAL_PRECISION(10))) {
-        fprintf(stderr, "dapo-eval: cannot write %s\n", a.output);
-        rc = 1;
+    if (a.output_f) {
+        int bad = rc == 0 && json_dumpf(doc, a.output_f, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        if (fclose(a.output_f) || bad) { fprintf(stderr, "dapo-eval: writing %s failed\n", a.output); rc = 1; }
     }
     json_decref(doc);
     if (a.samples_f && fclose(a.samples_f)) { fprintf(stderr, "dapo-eval: writing %s failed\n", a.samples); rc = 1; }

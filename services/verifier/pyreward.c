@@ -134,6 +134,7 @@ static PyOutcome reap(PyWorker *w, int we_kill, char why[ERR_LEN]) {
     int st = 0;
     pid_t r;
     do r = waitpid(w->pid, &st, 0); while (r < 0 && errno == EINTR);
+    kill(-w->pid, SIGKILL);                            /* anything the function left running in the worker's group */
     close(w->to_fd);
     close(w->from_fd);
     w->pid = 0;
@@ -153,6 +154,7 @@ static PyOutcome reap(PyWorker *w, int we_kill, char why[ERR_LEN]) {
 /* Child side of the fork: only async-signal-safe calls, then exec. */
 static _Noreturn void child_exec(int in_fd, int out_fd, long memory_mb, pid_t parent, char *const argv[]) {
     if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0) _exit(126);
+    setpgid(0, 0);                                     /* its own group: reap kills what the function started too */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(126);               /* the parent died before prctl */
     if (memory_mb > 0) {
@@ -193,12 +195,16 @@ static int spawn(PyWorker *w, char err[ERR_LEN]) {
     if (rc == 0 && json_is_true(json_object_get(j, "ready"))) { json_decref(j); return 0; }
     const char *fatal = j ? json_string_value(json_object_get(j, "fatal")) : NULL;
     if (fatal) err_set(err, ERR_INVAL, "custom_reward_function: %s", fatal);
-    else if (rc == ERR_TIMEOUT) err_set(err, ERR_TIMEOUT, "reward worker (%s) not ready within %.0f s",
-                                        w->spec.python, w->spec.start_timeout_s);
+    else if (rc == ERR_TIMEOUT) err_set(err, ERR_TIMEOUT, "reward worker (%s) not ready within %.0f s: importing %s "
+                                        "hangs or is slow", w->spec.python, w->spec.start_timeout_s, w->spec.path);
     else if (rc == ERR_CLOSED) {
         char why[ERR_LEN];
         reap(w, 0, why);
         json_decref(j);
+        if (w->spec.memory_mb > 0)
+            return err_set(err, ERR_IO, "reward worker (%s) did not start: %s (is the interpreter on PATH? is "
+                           "reward_model.worker_memory_mb=%ld enough for it and %s's imports?)", w->spec.python, why,
+                           w->spec.memory_mb, w->spec.path);
         return err_set(err, ERR_IO, "reward worker (%s) did not start: %s (is the interpreter on PATH?)",
                        w->spec.python, why);
     } else if (rc == 0) err_set(err, ERR_DECODE, "reward worker sent no ready message");

@@ -11,7 +11,9 @@
  *   - any other death (a segfault, an exit) is CRASH for that item only; the process is replaced;
  *   - an exception or a return value that is not a finite number / a dict with a numeric "score" is ERROR; the
  *     process is kept.
- * The child gets PR_SET_PDEATHSIG = SIGKILL, so no interpreter outlives the thread that started it.
+ * The child gets PR_SET_PDEATHSIG = SIGKILL, so no interpreter outlives the thread that started it, and a process
+ * group of its own, killed whole whenever the worker is reaped, so processes the function started go with it (when
+ * the verifier itself is SIGKILLed, only the interpreter dies; what the function forked is then left running).
  * Not here: the pool and the score arithmetic (scoring.c), the host script's side (static/reward_host.py). */
 #ifndef DAPO_VERIFIER_PYREWARD_H
 #define DAPO_VERIFIER_PYREWARD_H

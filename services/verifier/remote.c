@@ -117,7 +117,8 @@ static int post_once(RemoteReward *r, const char *body, int n, PyScore *out, int
     curl_easy_setopt(c, CURLOPT_URL, r->spec.url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(r->spec.timeout_s * 1000));
+    long ms = (long)ceil(r->spec.timeout_s * 1000);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms < 1 ? 1L : ms);          /* 0 would mean no timeout at all */
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);

@@ -2,6 +2,8 @@
  * a RewardWs (scratch) or a Python worker and takes one item at a time, so a long item never holds up the others. */
 #include "scoring.h"
 
+#include <float.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +11,8 @@
 #include "core/log.h"
 #include "dapo/overlong.h"
 #include "reward/reward.h"
+
+#define PRED_MAX 4096          /* bytes of a Python / remote reward's "pred" kept */
 
 typedef struct Job {
     Dapo__ScoreRequest *req;
@@ -54,6 +58,11 @@ static int score_builtin(RewardWs *ws, const Dapo__ScoreItem *it, double timeout
 /* An external call's result (Python worker or remote server) into s; returns its outcome (PyOutcome and
  * Dapo__RewardOutcome agree). Moves r's extra names. */
 static int fill_from_call(PyScore *r, const Dapo__ScoreItem *it, double error_score, Dapo__Score *s, double *score) {
+    if (r->outcome == PYR_OK && !(fabs(r->score) <= FLT_MAX)) {          /* the wire's float cannot hold it */
+        r->outcome = PYR_ERROR;
+        snprintf(r->err, sizeof r->err, "bad_return: score %g is outside the float range", r->score);
+    }
+    if (r->pred && strlen(r->pred) > PRED_MAX) r->pred[PRED_MAX] = 0;    /* a prediction is a short answer */
     int ok = r->outcome == PYR_OK;
     *score = ok ? r->score : error_score;
     s->acc = ok && (r->has_acc ? r->acc : r->score > 0);
@@ -68,7 +77,7 @@ static int fill_from_call(PyScore *r, const Dapo__ScoreItem *it, double error_sc
     for (int i = 0; i < r->n_extra; i++) {
         s->extra_keys[i] = r->extra_key[i];             /* moved */
         r->extra_key[i] = NULL;
-        s->extra_values[i] = r->extra_val[i];
+        s->extra_values[i] = fabs(r->extra_val[i]) <= FLT_MAX ? r->extra_val[i] : NAN;   /* dropped downstream */
     }
     int outcome = (int)r->outcome;
     if (!ok) log_warn("item %llu (%s): %s", (unsigned long long)it->item_id, pyoutcome_name(r->outcome), r->err);

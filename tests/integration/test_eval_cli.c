@@ -7,7 +7,8 @@
  *     mean@4, maj@4 and pass@1/2/4 equal the values recomputed here from the --samples dump (pass@k with exact
  *     binomials), and every dumped sample's acc follows its ground truth;
  *   - the prompt-length limit drops (never cuts) long prompts and counts them: prompts + dropped = 30;
- *   - bad arguments and a missing file exit 1 naming what is wrong. */
+ *   - bad arguments, a missing file, an unwritable --output (before any work) and a benchmark with no prompt left
+ *     exit 1 naming what is wrong. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -172,8 +173,19 @@ static void test_dropped_prompts_and_bad_input(void **state) {
     assert_int_equal(eval("--data /nonexistent/x.jsonl", out, sizeof out), 1);
     assert_non_null(strstr(out, "/nonexistent/x.jsonl"));
     assert_int_equal(eval("--k 0", out, sizeof out), 1);
-    assert_non_null(strstr(out, "--k: '0' is not a number in [1, 4096]"));
+    assert_non_null(strstr(out, "--k: '0' is not a whole number in [1, 4096]"));
+    assert_int_equal(eval("--k 2.7", out, sizeof out), 1);
     assert_int_equal(eval("--k", out, sizeof out), 1);
+    assert_int_equal(eval("--benchmarks ,", out, sizeof out), 1);
+    assert_non_null(strstr(out, "names no benchmark"));
+    assert_int_equal(eval("--benchmarks gsm8k,gsm8k", out, sizeof out), 1);
+    assert_non_null(strstr(out, "benchmark 'gsm8k' given twice"));
+    assert_int_equal(eval("--benchmarks gsm8k --output /proc/no/such/out.json", out, sizeof out), 1);
+    assert_non_null(strstr(out, "--output: cannot write /proc/no/such/out.json"));
+    assert_null(strstr(out, "gsm8k   "));                                   /* refused before any benchmark ran */
+    /* every prompt over the limit: an error naming the counts, not a 0.0 score */
+    assert_int_equal(eval("--benchmarks aime2024 --aime-n 1 --max-prompt-length 5", out, sizeof out), 1);
+    assert_non_null(strstr(out, "no prompt to score (30 dropped over --max-prompt-length 5"));
 }
 
 int main(void) {

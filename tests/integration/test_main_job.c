@@ -214,7 +214,10 @@ static void test_python_reward_run(void **state) {
              "\"ground_truth\":\"sleep\"/' -e '2s/\"ground_truth\":\"[0-9]*\"/\"ground_truth\":\"segv\"/' "
              "-e '3s/\"ground_truth\":\"[0-9]*\"/\"ground_truth\":\"oom\"/' > %s/train.jsonl", tu_build(), j.dir);
     assert_int_equal(system(cmd), 0);
-    snprintf(reward, sizeof reward, "custom_reward_function.path=%s/tests/data/reward/misbehaving_reward.py", tu_root());
+    /* a copy in the run directory: its workers' command lines end in "<copy> compute_score", no other process's does */
+    snprintf(cmd, sizeof cmd, "cp %s/tests/data/reward/misbehaving_reward.py %s/reward.py", tu_root(), j.dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(reward, sizeof reward, "custom_reward_function.path=%s/reward.py", j.dir);
     const char *extra[] = {reward, "reward_model.timeout_s=2.5", "reward_model.num_workers=2",
                            "reward_model.worker_memory_mb=300", "trainer.save_freq=-1", "trainer.total_epochs=2",
                            "trainer.logger=[console,tensorboard,wandb]", NULL};
@@ -245,7 +248,9 @@ static void test_python_reward_run(void **state) {
                          want[i], took);
         assert_true(metric_at(path, step, "reward_extra/response_chars/mean") > 0);
     }
-    assert_int_equal(tu_count_procs("static/reward_host.py: the host"), 0);
+    char needle[400];
+    snprintf(needle, sizeof needle, "%s/reward.py compute_score", j.dir);
+    assert_int_equal(tu_count_procs(needle), 0);
 }
 
 static void test_tools_help(void **state) {

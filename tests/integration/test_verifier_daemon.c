@@ -53,10 +53,18 @@ static int setup(void **state) { return setup_with(state, (const char *[]){"rewa
 static int setup_tiny_deadline(void **state) {
     return setup_with(state, (const char *[]){"reward_model.timeout_s=0.000000001", NULL});
 }
-static char g_reward_path[512];
+/* The reward file is copied to a path of this test process's own (test-logs/reward-<pid>.py): its workers' command
+ * lines end in "<that path> compute_score", which no other process on the machine has (REWARD_WORKERS). */
+static char g_reward_path[512], g_reward_copy[400], g_workers_needle[460];
+#define REWARD_WORKERS g_workers_needle
 static int setup_python(void **state) {
-    snprintf(g_reward_path, sizeof g_reward_path, "custom_reward_function.path=%s/tests/data/reward/misbehaving_reward.py",
-             tu_root());
+    char cmd[1200];
+    snprintf(g_reward_copy, sizeof g_reward_copy, "%s/test-logs/reward-%d.py", tu_build(), (int)getpid());
+    snprintf(g_workers_needle, sizeof g_workers_needle, "%s compute_score", g_reward_copy);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/test-logs && cp %s/tests/data/reward/misbehaving_reward.py %s", tu_build(),
+             tu_root(), g_reward_copy);
+    if (system(cmd)) return -1;
+    snprintf(g_reward_path, sizeof g_reward_path, "custom_reward_function.path=%s", g_reward_copy);
     return setup_with(state, (const char *[]){g_reward_path, "reward_model.num_workers=3", "reward_model.timeout_s=2",
                                               "reward_model.worker_memory_mb=400", "reward_model.error_score=-2", NULL});
 }
@@ -166,9 +174,6 @@ static void test_deadline(void **state) {
     assert_string_equal(r->scores[0]->error, "timeout");
 }
 
-/* A Python reward worker's command line holds the host script's text. */
-#define REWARD_HOST "static/reward_host.py: the host"
-
 static double extra_value(const Dapo__Score *s, const char *key) {
     for (size_t i = 0; i < s->n_extra_keys && i < s->n_extra_values; i++)
         if (!strcmp(s->extra_keys[i], key)) return s->extra_values[i];
@@ -181,7 +186,7 @@ static double extra_value(const Dapo__Score *s, const char *key) {
 static void test_python_reward(void **state) {
     Fix *f = *state;
     handshake(f);
-    assert_int_equal(tu_count_procs(REWARD_HOST), 3);        /* reward_model.num_workers */
+    assert_int_equal(tu_count_procs(REWARD_WORKERS), 3);        /* reward_model.num_workers */
     const Item items[] = {
         {"Let me think.\nAnswer: 42", 0, "42", 10, 0},   /* right: +1, acc, pred "42", two extra metrics */
         {"Answer: 41", 0, "42", 10, 0},                   /* wrong: -1 */
@@ -193,16 +198,20 @@ static void test_python_reward(void **state) {
         {"x", 0, "float", 10, 0},                         /* a plain float */
         {"Answer: 7", 0, "7", 90, 0},                     /* right, 10 tokens into the overlong buffer: 1 - 0.5 */
         {"Answer: \xff 7", 0, "7", 10, 0},                /* invalid UTF-8 reaches Python as U+FFFD */
+        {"x", 0, "huge", 10, 0},                          /* 1e300: no float holds it: error */
+        {"x", 0, "spawn", 10, 0},                         /* starts a process, then hangs: timeout, both killed */
+        {"x", 0, "stdin", 10, 0},                         /* reads stdin: EOF at once, 0.5 */
     };
     const int want_outcome[] = {0, 0, DAPO__REWARD_OUTCOME__REWARD_TIMEOUT, DAPO__REWARD_OUTCOME__REWARD_CRASH,
                                 DAPO__REWARD_OUTCOME__REWARD_MEMORY, DAPO__REWARD_OUTCOME__REWARD_ERROR,
-                                DAPO__REWARD_OUTCOME__REWARD_ERROR, 0, 0, 0};
-    const float want[] = {1, -1, -2, -2, -2, -2, -2, 0.25f, 0.5f, -1};
+                                DAPO__REWARD_OUTCOME__REWARD_ERROR, 0, 0, 0, DAPO__REWARD_OUTCOME__REWARD_ERROR,
+                                DAPO__REWARD_OUTCOME__REWARD_TIMEOUT, 0};
+    const float want[] = {1, -1, -2, -2, -2, -2, -2, 0.25f, 0.5f, -1, -2, -2, 0.5f};
     size_t n = sizeof items / sizeof items[0];
     int64_t t0 = clock_ms();
     Dapo__ScoreResult *r = score(f, items, n, 11);
     double took = (clock_ms() - t0) / 1000.0;
-    if (took > 8) fail_msg("the request took %.1f s (deadline 2 s per item, 3 workers)", took);
+    if (took > 9) fail_msg("the request took %.1f s (deadline 2 s per item, 3 workers)", took);
     for (size_t i = 0; i < n; i++) {
         Dapo__Score *s = r->scores[i];
         if ((int)s->outcome != want_outcome[i] || fabsf(s->score - want[i]) > 1e-6f)
@@ -220,16 +229,18 @@ static void test_python_reward(void **state) {
     assert_true(extra_value(r->scores[0], "response_chars") == 24 && extra_value(r->scores[0], "source_is_math") == 1);
     assert_int_equal(r->scores[7]->n_extra_keys, 0);
     assert_true(fabsf(r->scores[8]->overlong_penalty + 0.5f) < 1e-6f);
+    assert_non_null(strstr(r->scores[10]->error, "a float can hold"));
+    assert_int_equal(tu_count_procs("sleep 314159"), 0);   /* the worker's process group went with it */
     assert_non_null(fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_CREDIT, 5000, NULL));
     /* The replaced workers score the next request right. */
     r = score(f, items, 2, 12);
     assert_true(r->scores[0]->score == 1 && r->scores[1]->score == -1 && r->scores[0]->outcome == 0);
-    assert_int_equal(tu_count_procs(REWARD_HOST), 3);
+    assert_int_equal(tu_count_procs(REWARD_WORKERS), 3);
     kill(f->pid, SIGTERM);
     assert_non_null(fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_GOODBYE, 5000, NULL));
     assert_int_equal(tu_wait(f->pid, 5000), 0);
     f->pid = 0;
-    assert_int_equal(tu_count_procs(REWARD_HOST), 0);
+    assert_int_equal(tu_count_procs(REWARD_WORKERS), 0);
 }
 
 /* A verifier killed with SIGKILL takes its interpreters with it (PR_SET_PDEATHSIG); a reward file that does not
@@ -237,12 +248,12 @@ static void test_python_reward(void **state) {
 static void test_python_reward_lifecycle(void **state) {
     Fix *f = *state;
     handshake(f);
-    assert_int_equal(tu_count_procs(REWARD_HOST), 3);
+    assert_int_equal(tu_count_procs(REWARD_WORKERS), 3);
     kill(f->pid, SIGKILL);
     tu_wait(f->pid, 5000);
     f->pid = 0;
-    for (int i = 0; i < 50 && tu_count_procs(REWARD_HOST); i++) usleep(20000);
-    assert_int_equal(tu_count_procs(REWARD_HOST), 0);
+    for (int i = 0; i < 50 && tu_count_procs(REWARD_WORKERS); i++) usleep(20000);
+    assert_int_equal(tu_count_procs(REWARD_WORKERS), 0);
     char bin[256], cmd[1024], out[8192];
     snprintf(cmd, sizeof cmd, "%s cluster.coordinator=%s custom_reward_function.path=%s/tests/data/reward/"
              "misbehaving_reward.py custom_reward_function.name=no_such_fn 2>&1",
@@ -306,6 +317,7 @@ static void test_remote_reward(void **state) {
         {"/slow", DAPO__REWARD_OUTCOME__REWARD_TIMEOUT, "timeout: no reply", 6, 4},
         {"/fail", DAPO__REWARD_OUTCOME__REWARD_ERROR, "HTTP 500", 6, 3},
         {"/garbage", DAPO__REWARD_OUTCOME__REWARD_ERROR, "no \"rewards\" list", 2, 3},
+        {"/huge", DAPO__REWARD_OUTCOME__REWARD_ERROR, "outside the float range", 2, 3},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0] + 1; c++) {
         int unreachable = c == sizeof cases / sizeof cases[0];

@@ -7,6 +7,7 @@ tests (services/verifier/remote.h). POST {"query": [...], "prompts": [...], "lab
   /fail     HTTP 500 every time
   /flaky    HTTP 500 for the first 2 POSTs, then /ok
   /garbage  HTTP 200 with a body that is not JSON
+  /huge     rewards of 1e300 (no 32-bit float holds them)
 GET /stats: {"<path>": POSTs received, "items": queries received over all paths}. Prints "port N" once listening
 (PORT 0 or none: any free port on 127.0.0.1). Standard library only."""
 import json
@@ -59,6 +60,8 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/slow":
             time.sleep(10)
         r = [score(q, l) for q, l in zip(req["query"], req["labels"])]
+        if path == "/huge":
+            r = [1e300 for _ in r]
         self.reply(200, json.dumps({"rewards": r, "scores": r,
                                     "extra_logs": {"query_chars": [len(q) for q in req["query"]]}}))
 

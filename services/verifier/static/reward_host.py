@@ -17,6 +17,8 @@ import sys
 import traceback
 
 MAX_FRAME = 256 << 20
+FLOAT_MAX = 3.4028234663852886e38       # the wire carries scores as 32-bit floats
+PRED_MAX = 4096                         # characters of "pred" kept: an extracted answer is short
 
 
 def read_exact(f, n):
@@ -36,16 +38,12 @@ def send(out, obj):
 
 
 def number(v):
-    if isinstance(v, bool):
-        return float(v)
-    if isinstance(v, (int, float)):
-        f = float(v)
-        return f if math.isfinite(f) else None
-    try:                      # numpy / torch scalars
-        f = float(v.item())
-        return f if math.isfinite(f) else None
+    """A finite value a 32-bit float can hold, or None."""
+    try:
+        f = float(v) if isinstance(v, (bool, int, float)) else float(v.item())    # numpy / torch scalars
     except Exception:
         return None
+    return f if math.isfinite(f) and abs(f) <= FLOAT_MAX else None
 
 
 def result_of(r):
@@ -55,20 +53,22 @@ def result_of(r):
             return {"error": "the returned dict has no \"score\"", "kind": "bad_return"}
         s = number(r["score"])
         if s is None:
-            return {"error": "score %r is not a finite number" % (r["score"],), "kind": "bad_return"}
+            return {"error": "score %r is not a finite number a float can hold" % (r["score"],), "kind": "bad_return"}
         out = {"score": s, "extra": {}}
         for k, v in r.items():
             if k == "score":
                 continue
-            if k == "acc":
-                out["acc"] = bool(v)
+            if k == "acc" and number(v) is not None:       # True/False/1/0; a string is not an accuracy
+                out["acc"] = bool(number(v))
             elif k == "pred":
-                out["pred"] = "" if v is None else str(v)
+                out["pred"] = ("" if v is None else str(v))[:PRED_MAX]
             n = number(v) if k != "pred" else None
             if n is not None:
                 out["extra"][str(k)] = n
         return out
     s = number(r)
+    if s is None and isinstance(r, (int, float)) and not isinstance(r, bool):
+        return {"error": "score %r is not a finite number a float can hold" % (r,), "kind": "bad_return"}
     if s is None:
         return {"error": "returned %s, not a number or a dict with \"score\"" % type(r).__name__,
                 "kind": "bad_return"}
@@ -80,7 +80,11 @@ def main():
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)                                  # the function's prints go to the log
     sys.stdout = sys.stderr
-    inp = os.fdopen(0, "rb", buffering=0)
+    inp = os.fdopen(os.dup(0), "rb", buffering=0)
+    null = os.open(os.devnull, os.O_RDONLY)        # the function reading stdin gets EOF, not the protocol
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(os.devnull)
     try:
         spec = importlib.util.spec_from_file_location("dapo_custom_reward", path)
         if spec is None or spec.loader is None:

@@ -5,7 +5,11 @@
 #   "oom"    allocates without bound (RLIMIT_AS must stop it) "raise"  raises ValueError
 #   "bad"    returns a string (not a score)                    "float"  returns a plain float 0.25
 #   "nap"    sleeps 50 ms, then scores 1.0 (throughput with several workers)
+#   "huge"   returns 1e300 (no 32-bit float holds it)    "spawn"  starts `sleep 314159`, then hangs (a sandbox)
+#   "stdin"  reads stdin: 0.5 when it is empty (it must not be the verifier's pipe)
 import ctypes
+import subprocess
+import sys
 import time
 
 
@@ -25,6 +29,14 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
         return "not a number"
     if ground_truth == "float":
         return 0.25
+    if ground_truth == "huge":
+        return 1e300
+    if ground_truth == "spawn":
+        subprocess.Popen(["sleep", "314159"])
+        while True:
+            time.sleep(3600)
+    if ground_truth == "stdin":
+        return 0.5 if sys.stdin.read() == "" else -0.5
     if ground_truth == "nap":
         time.sleep(0.05)
         return 1.0
