@@ -297,13 +297,24 @@ static Dapo__ScoreResult *remote_case(void **state, const char *url, const Item 
  * right scores and extra_logs in batches of remote.batch_size; a flaky server (two HTTP 500s) recovered by retries; a
  * slow one (timeouts), a failing one (HTTP 500 on every try), a non-JSON reply and an unreachable port each give
  * every item its documented outcome and reward_model.error_score, within the bounded time; nothing is lost. */
+static pid_t g_srv;                /* the reference server of test_remote_reward */
+
+/* Also after a failed assertion inside the loop: the case's verifier and the server are stopped. */
+static int teardown_remote(void **state) {
+    if (*state) teardown(state);
+    *state = NULL;
+    if (g_srv > 0) { kill(g_srv, SIGKILL); tu_wait(g_srv, 2000); }
+    g_srv = 0;
+    return 0;
+}
+
 static void test_remote_reward(void **state) {
     int port = tu_free_port();
     char bin[600], portarg[16], log[300], url[128];
     snprintf(bin, sizeof bin, "%s/tests/support/reward_server.py", tu_root());
     snprintf(portarg, sizeof portarg, "%d", port);
     snprintf(log, sizeof log, "%s/test-logs/reward-server.log", tu_build());
-    pid_t srv = tu_spawn((char *[]){bin, portarg, NULL}, log);      /* #!/usr/bin/env python3 */
+    g_srv = tu_spawn((char *[]){bin, portarg, NULL}, log);          /* #!/usr/bin/env python3 */
     for (int i = 0; i < 100 && server_stat(port, "items") < 0; i++) usleep(50000);
     assert_true(server_stat(port, "items") == 0);
     const Item items[] = {
@@ -343,10 +354,9 @@ static void test_remote_reward(void **state) {
         if (took > max_s) fail_msg("%s: the request took %.1f s (at most %.1f)", url, took, max_s);
         if (!unreachable && cases[c].posts > 0) assert_int_equal(server_stat(port, cases[c].path), cases[c].posts);
         teardown(state);
+        *state = NULL;
     }
     assert_true(server_stat(port, "/flaky") >= 4);                 /* 2 refused + one good POST per batch */
-    kill(srv, SIGKILL);
-    tu_wait(srv, 2000);
 }
 
 /* Every daemon takes --help / -h: the shared usage (flags, key.path=value, --print-config) plus its own flags on
@@ -377,7 +387,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_deadline, setup_tiny_deadline, teardown),
         cmocka_unit_test_setup_teardown(test_python_reward, setup_python, teardown),
         cmocka_unit_test_setup_teardown(test_python_reward_lifecycle, setup_python, teardown),
-        cmocka_unit_test(test_remote_reward),
+        cmocka_unit_test_teardown(test_remote_reward, teardown_remote),
     };
     return cmocka_run_group_tests_name("verifier_daemon", tests, NULL, NULL);
 }
