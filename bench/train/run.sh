@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/train/run.sh: training tokens/s (forward + fused log-prob/entropy + backward + grad clip + AdamW) and
 # prefill tokens/s of our CPU model core beside transformers' Qwen2ForCausalLM + torch.optim.AdamW (fp32,
-# eager, 2 threads, tuned per the team's PERF.md), same random weights, same token shapes, same run.
+# SDPA attention, as is and under torch.compile, the faster kept; 2 threads, tuned per the team's PERF.md), same random
+# weights, same token shapes, same run.
 # Configs of issue 4: tiny (V512 H256 L4 8/2 heads I704, 16 x 256 tokens) and small (V4096 H512 L8 8/2
 # heads I1408, 4 x 512 tokens). ROUNDS rounds alternate ours / baseline (so load from other processes hits
 # both alike); each round takes STEPS timed steps after WARMUP; the figure is the median over all timed
