@@ -5,6 +5,10 @@
  * --group N: B / N prompts with N samples each (a DAPO/GRPO group: identical prompts, so the engine's prefix
  * sharing applies); --no-share turns prefix sharing off (GenOptions.no_prefix_sharing). Also prints the prefill
  * positions computed and shared per run.
+ * Also the machine's memory bandwidth, measured here (a STREAM-style triad a = b + s c over 3 x 128 MiB, all threads,
+ * best of 5), and decode's fraction of the bound it sets: each decoded token streams every matmul weight once
+ * (fp32; the embedding table counts only when it is tied to the LM head), so batch-B decode cannot pass
+ * B x bandwidth / weight bytes tokens/s (printed as MEM_BW_GBS=, DECODE_BOUND_FRACTION=).
  *   bench_generate --model DIR --batch B [--prompt P] [--new T] [--steps K] [--warmup W] [--invariant]
  *                  [--group N] [--no-share] */
 #include <cblas.h>
@@ -20,6 +24,34 @@
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* GB/s of the best of 5 triads a[i] = b[i] + 3 c[i] over n floats each (3 streams: 2 reads, 1 write). */
+static double triad_gbs(void) {
+    const long n = 32L << 20;
+    float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b), *c = malloc((size_t)n * sizeof *c);
+    if (!a || !b || !c) { free(a); free(b); free(c); return 0; }
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) { a[i] = 0; b[i] = 1; c[i] = 2; }
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = clock_s();
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < n; i++) a[i] = b[i] + 3.0f * c[i];
+        double dt = clock_s() - t0, gbs = 3.0 * (double)n * sizeof(float) / dt / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    volatile float sink = a[n / 2];
+    (void)sink;
+    free(a); free(b); free(c);
+    return best;
+}
+
+/* Bytes of fp32 weights one decode step reads: every layer's projections and MLP, the LM head. */
+static double weight_bytes(const ModelConfig *c) {
+    double hd = c->head_dim, H = c->hidden;
+    double layer = H * (c->n_heads * hd + 2.0 * c->n_kv_heads * hd) + c->n_heads * hd * H + 3.0 * H * c->inter + 2 * H;
+    return 4.0 * (c->n_layers * layer + (double)c->vocab * H + H);
 }
 
 int main(int argc, char **argv) {
@@ -85,6 +117,11 @@ int main(int argc, char **argv) {
            no_share ? "off" : "on", st.prefill_rows / runs, st.prefill_shared / runs, omp_get_max_threads(),
            openblas_get_corename());
     printf("OURS_GEN_TOK_S=%.1f\n", tps[steps / 2]);
+    double bw = triad_gbs(), wb = weight_bytes(model_config(m)), bound = bw * 1e9 / wb * B;
+    printf("ours: memory bandwidth %.1f GB/s (triad, %d threads); %.2f MB of weights per decode step -> batch %d bound "
+           "%.0f tok/s; measured %.1f = %.3f of it (prefill included)\n", bw, omp_get_max_threads(), wb / 1e6, B, bound,
+           tps[steps / 2], tps[steps / 2] / bound);
+    printf("MEM_BW_GBS=%.2f\nDECODE_BOUND_FRACTION=%.4f\n", bw, tps[steps / 2] / bound);
     free(prompt);
     gen_engine_free(e);
     model_free(m);
