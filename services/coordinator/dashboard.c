@@ -227,15 +227,24 @@ static json_t *status_json(Coord *c) {
 
 /* ------------------------------------------------------------------------------------------ /api/metrics */
 
-static void route_metrics_json(Coord *c, const HttpRequest *req, HttpResponse *r) {
-    long since = 0, limit = DASH_METRICS_LIMIT;
-    int a = query_long(req->query, "since", &since), b = query_long(req->query, "limit", &limit);
-    if (a < 0 || b < 0 || limit < 1) {
+/* The ?since=N&limit=M of the history routes: since clamped to the history, limit to DASH_METRICS_LIMIT. Returns 0,
+ * or -1 after answering 400. */
+static int history_page(const Coord *c, const HttpRequest *req, HttpResponse *r, long *since, long *limit) {
+    *since = 0;
+    *limit = DASH_METRICS_LIMIT;
+    int a = query_long(req->query, "since", since), b = query_long(req->query, "limit", limit);
+    if (a < 0 || b < 0 || *limit < 1) {
         http_reply(r, 400, NULL, "since and limit must be non-negative integers (limit >= 1)\n");
-        return;
+        return -1;
     }
-    if (limit > DASH_METRICS_LIMIT) limit = DASH_METRICS_LIMIT;
-    if (since > c->nhistory) since = c->nhistory;
+    if (*limit > DASH_METRICS_LIMIT) *limit = DASH_METRICS_LIMIT;
+    if (*since > c->nhistory) *since = c->nhistory;
+    return 0;
+}
+
+static void route_metrics_json(Coord *c, const HttpRequest *req, HttpResponse *r) {
+    long since, limit;
+    if (history_page(c, req, r, &since, &limit)) return;
     long end = since + limit < c->nhistory ? since + limit : c->nhistory;
     json_t *entries = json_array();
     for (long i = since; i < end; i++) {
@@ -259,14 +268,9 @@ static void route_metrics_json(Coord *c, const HttpRequest *req, HttpResponse *r
 
 /* GET /api/panels?since=N&limit=M: the RL panels' data for history entries [N, N+M) (panels.c). */
 static void route_panels(Coord *c, const HttpRequest *req, HttpResponse *r) {
-    long since = 0, limit = DASH_METRICS_LIMIT;
-    int a = query_long(req->query, "since", &since), b = query_long(req->query, "limit", &limit);
-    if (a < 0 || b < 0 || limit < 1) {
-        http_reply(r, 400, NULL, "since and limit must be non-negative integers (limit >= 1)\n");
-        return;
-    }
-    if (limit > DASH_METRICS_LIMIT) limit = DASH_METRICS_LIMIT;
-    reply_json(r, 200, coord_panels_json(c, since > c->nhistory ? c->nhistory : since, limit));
+    long since, limit;
+    if (history_page(c, req, r, &since, &limit)) return;
+    reply_json(r, 200, coord_panels_json(c, since, limit));
 }
 
 /* ------------------------------------------------------------------------------------------ /api/samples */

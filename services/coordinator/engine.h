@@ -103,7 +103,7 @@ struct Engine {
 /* stepstats.c: the step metrics behind the dashboard's panels (issue 20). */
 void eng__length_metrics(Coord *c, Group **batch, int nb);       /* response_length/p50|p90|p99 + the histogram */
 void eng__funnel_metrics(Engine *e, int trained);                 /* batch/groups_* counts of dynamic sampling */
-void eng__split_metrics(const TrainJob *t, double step_s, Metrics *out);    /* timing_s/..., perf/... */
+void eng__split_metrics(const TrainJob *t, double now, Metrics *out);   /* timing_s/..., perf/...; now: clock_s() */
 
 void eng__set_state(Coord *c, Group *g, GroupState s);
 void eng__status(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -548,7 +548,7 @@ void eng__finish_step(Coord *c) {
     metrics_set(&out, "timing_s/update_weights", now - t->t_trained);
     metrics_set(&out, "timing_s/step", step_s);
     metrics_set(&out, "perf/throughput", (double)t->batch_tokens / step_s / c->cfg.num_learners);
-    eng__split_metrics(t, step_s, &out);
+    eng__split_metrics(t, now, &out);
     metrics_set(&out, "training/global_step", (double)t->step);
     metrics_set(&out, "training/epoch", (double)t->snap.epoch);
     metrics_set(&out, "actor/policy_version", (double)c->policy_version);

@@ -63,8 +63,8 @@ void eng__funnel_metrics(Engine *e, int trained) {
     metrics_set(&e->m, "batch/groups_surplus", e->kept > trained ? e->kept - trained : 0);
 }
 
-void eng__split_metrics(const TrainJob *t, double step_s, Metrics *out) {
-    double update = t->t_trained - t->t_sent, sync = clock_s() - t->t_trained;
+void eng__split_metrics(const TrainJob *t, double now, Metrics *out) {
+    double step_s = now - t->t_step, update = t->t_trained - t->t_sent, sync = now - t->t_trained;
     double idle = step_s - t->t_gen - update - sync;
     metrics_set(out, "timing_s/reward_wait", t->t_reward_wait);
     metrics_set(out, "timing_s/idle", idle > 0 ? idle : 0);

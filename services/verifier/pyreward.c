@@ -242,7 +242,7 @@ void pyscore_clear(PyScore *s) {
     memset(s, 0, sizeof *s);
 }
 
-static json_t *text_json(const char *s, size_t n) {
+json_t *reward_json_text(const char *s, size_t n) {
     char *fixed = xmalloc(3 * n + 1);
     size_t m = utf8_repair(s ? s : "", n, fixed);
     json_t *j = json_stringn(fixed, m);
@@ -282,8 +282,8 @@ PyOutcome pyworker_score(PyWorker *w, const char *data_source, const char *solut
     if (!w->pid && spawn(w, out->err)) return out->outcome = PYR_ERROR;
     json_t *req = json_object();
     json_object_set_new(req, "data_source", json_string(data_source ? data_source : ""));
-    json_object_set_new(req, "solution_str", text_json(solution, solution_len));
-    json_object_set_new(req, "ground_truth", text_json(ground_truth, ground_truth_len));
+    json_object_set_new(req, "solution_str", reward_json_text(solution, solution_len));
+    json_object_set_new(req, "ground_truth", reward_json_text(ground_truth, ground_truth_len));
     json_t *extra = extra_info_json ? json_loads(extra_info_json, 0, NULL) : NULL;
     json_object_set_new(req, "extra_info", extra ? extra : json_object());
     char *body = json_dumps(req, JSON_COMPACT);

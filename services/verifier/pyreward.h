@@ -67,6 +67,10 @@ void pyworker_free(PyWorker *w);
 /* Processes started so far, by all workers (first starts and restarts). */
 unsigned long pyworker_starts(void);
 
-const char *pyoutcome_name(PyOutcome o);   /* "ok", "timeout", "crash", "memory", "error" */
+const char *pyoutcome_name(PyOutcome o);
+
+/* A JSON string (new reference) of the bytes s[0..n) with invalid UTF-8 replaced by U+FFFD; s NULL is "". For every
+ * text the verifier sends to an external scorer (the Python workers, the remote server). */
+struct json_t *reward_json_text(const char *s, size_t n);   /* "ok", "timeout", "crash", "memory", "error" */
 
 #endif

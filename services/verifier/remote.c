@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "core/log.h"
-#include "core/utf8.h"
 
 #define MAX_BODY (64u << 20)      /* a reply larger than this is refused */
 
@@ -51,24 +50,16 @@ void remote_free(RemoteReward *r) {
     xfree(r);
 }
 
-static json_t *text(const char *s, size_t n) {
-    char *u = xmalloc(3 * n + 1);
-    size_t m = utf8_repair(s ? s : "", n, u);
-    json_t *j = json_stringn(u, m);
-    xfree(u);
-    return j;
-}
-
 static char *request_body(const char *prompt, size_t plen, const RemoteItem *it, int n) {
     json_t *q = json_array(), *p = json_array(), *l = json_array();
     for (int i = 0; i < n; i++) {
         char *joined = xmalloc(plen + it[i].response_len + 1);
         if (plen) memcpy(joined, prompt, plen);
         if (it[i].response_len) memcpy(joined + plen, it[i].response, it[i].response_len);
-        json_array_append_new(q, text(joined, plen + it[i].response_len));
+        json_array_append_new(q, reward_json_text(joined, plen + it[i].response_len));
         xfree(joined);
-        json_array_append_new(p, text(prompt, plen));
-        json_array_append_new(l, text(it[i].ground_truth, it[i].ground_truth_len));
+        json_array_append_new(p, reward_json_text(prompt, plen));
+        json_array_append_new(l, reward_json_text(it[i].ground_truth, it[i].ground_truth_len));
     }
     json_t *o = json_pack("{s:o, s:o, s:o}", "query", q, "prompts", p, "labels", l);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
