@@ -33,6 +33,7 @@
 
 #include "backend/backend.h"
 #include "core/clock.h"
+#include "core/cliarg.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/utf8.h"
@@ -64,15 +65,12 @@ static void usage(FILE *f) {
             "         [--samples FILE.jsonl]\n");
 }
 
+/* A numeric flag (core/cliarg.h); the message goes to stderr. */
 static int num(const char *flag, const char *s, double lo, double hi, double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (!*s || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "dapo-eval: %s: '%s' is not a number in [%g, %g]\n", flag, s, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    char err[ERR_LEN];
+    int rc = cli_number(flag, s, lo, hi, out, err);
+    if (rc) fprintf(stderr, "dapo-eval: %s\n", err);
+    return rc;
 }
 
 /* A whole number in [lo, hi] written as digits (no "2.7", no "1e3"). */

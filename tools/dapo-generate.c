@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/cliarg.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -52,15 +53,12 @@ static void usage(FILE *f) {
             "         [--device cpu|cuda]   (cuda: a build with the CUDA backend and a visible GPU)\n");
 }
 
+/* A numeric flag (core/cliarg.h); the message goes to stderr. */
 static int parse_num(const char *flag, const char *s, double lo, double hi, double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (!*s || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "dapo-generate: %s: '%s' is not a number in [%g, %g]\n", flag, s, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    char err[ERR_LEN];
+    int rc = cli_number(flag, s, lo, hi, out, err);
+    if (rc) fprintf(stderr, "dapo-generate: %s\n", err);
+    return rc;
 }
 
 static int parse_args(int argc, char **argv, Args *a) {

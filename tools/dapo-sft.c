@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "core/cliarg.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/fsutil.h"
@@ -272,17 +273,6 @@ static int copy_file(const char *from, const char *to, char err[ERR_LEN]) {
     return rc;
 }
 
-/* The value of a numeric flag in [lo, hi], or ERR_INVAL naming the flag. */
-static int opt_num(const char *flag, const char *v, double lo, double hi, double *x, char err[ERR_LEN]) {
-    char *end = NULL;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (end == v || *end || errno || !(d >= lo && d <= hi))
-        return err_set(err, ERR_INVAL, "%s: '%s' is not a number in [%g, %g]", flag, v, lo, hi);
-    *x = d;
-    return 0;
-}
-
 static int parse_opts(int argc, char **argv, Opts *o, char err[ERR_LEN]) {
     /* numeric flags: name, bounds, where (int, long, double or unsigned long) */
     struct { const char *flag; double lo, hi; int *i; long *l; double *d; unsigned long *u; } num[] = {
@@ -304,7 +294,7 @@ static int parse_opts(int argc, char **argv, Opts *o, char err[ERR_LEN]) {
         while (k < sizeof num / sizeof num[0] && strcmp(a, num[k].flag)) k++;
         if (k < sizeof num / sizeof num[0]) {
             double x = 0;
-            if (opt_num(a, v, num[k].lo, num[k].hi, &x, err)) return ERR_INVAL;
+            if (cli_number(a, v, num[k].lo, num[k].hi, &x, err)) return ERR_INVAL;
             if (num[k].i) *num[k].i = (int)x;
             else if (num[k].l) *num[k].l = (long)x;
             else if (num[k].d) *num[k].d = x;
