@@ -4,7 +4,7 @@
  *   dapo-eval --model DIR [--tokenizer DIR] [--benchmarks aime2024,math500,gsm8k] [--data FILE ...]
  *             [--data-dir DIR] [--k N] [--aime-n N] [--temperature T] [--top-p P] [--max-tokens N]
  *             [--max-prompt-length N] [--max-problems N] [--seed S] [--threads N] [--output FILE.json]
- *             [--samples FILE.jsonl]
+ *             [--samples FILE.jsonl] [--chat-template auto|qwen2.5|qwen3|llama3|none]
  *
  * Benchmarks (files under --data-dir, default $DAPO_ROOT/data or ./data; prompts as in data/README.md):
  *   aime2024  data/aime-2024.jsonl (30 problems): as DAPO's eval/eval_aime24.py, each problem sampled --aime-n times
@@ -17,7 +17,8 @@
  * (math_dapo rules by data_source, no overlong penalty) as the verifier does. Prompts longer than
  * --max-prompt-length tokens (default 4096, above every AIME prompt) are dropped, never cut, and counted.
  * Generation: the rollout engine (model/generate.h), --max-tokens response tokens at most (default 2048; DAPO's
- * runs use 20480), RNG keys (seed, problem, sample) as dapo-generate, so a run is reproducible.
+ * runs use 20480), prompts rendered with --chat-template (data.chat_template's values; default auto, the
+ * tokenizer's own template: give the training run's value to score prompts as it saw them), RNG keys (seed, problem, sample) as dapo-generate, so a run is reproducible.
  * Output: a table on stdout; with --output, one JSON object {"model", "benchmarks": {name: {...}}}; with --samples,
  * one line per sample {"benchmark", "index", "sample", "data_source", "ground_truth", "response", "acc", "score",
  * "pred"}.
@@ -41,6 +42,7 @@
 #include "io/dataset.h"
 #include "model/generate.h"
 #include "reward/reward.h"
+#include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
 #define MAX_BENCH 16
@@ -48,7 +50,7 @@
 typedef struct { char name[64]; char path[1024]; int n; } Bench;
 
 typedef struct {
-    const char *model, *tokenizer, *output, *samples, *data_dir;
+    const char *model, *tokenizer, *output, *samples, *data_dir, *chat_template;
     FILE       *output_f;             /* --output, opened before any work */
     Bench bench[MAX_BENCH];
     int   n_bench, k, aime_n, max_tokens, max_prompt, max_problems, threads;
@@ -62,7 +64,7 @@ static void usage(FILE *f) {
             "usage: dapo-eval --model DIR [--tokenizer DIR] [--benchmarks aime2024,math500,gsm8k] [--data FILE ...]\n"
             "         [--data-dir DIR] [--k N] [--aime-n N] [--temperature T] [--top-p P] [--max-tokens N]\n"
             "         [--max-prompt-length N] [--max-problems N] [--seed S] [--threads N] [--output FILE.json]\n"
-            "         [--samples FILE.jsonl]\n");
+            "         [--samples FILE.jsonl] [--chat-template auto|qwen2.5|qwen3|llama3|none]\n");
 }
 
 /* A numeric flag (core/cliarg.h); the message goes to stderr. */
@@ -131,7 +133,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     static char dd[1024];
     snprintf(dd, sizeof dd, "%s/data", root && *root ? root : ".");
     *a = (Args){ .data_dir = dd, .k = 4, .aime_n = 32, .max_tokens = 2048, .max_prompt = 4096, .temperature = 1.0,
-                 .top_p = 0.7, .seed = 1 };
+                 .top_p = 0.7, .seed = 1, .chat_template = "auto" };
     const char *list = NULL;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -149,6 +151,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--output")) a->output = v;
         else if (!strcmp(f, "--samples")) a->samples = v;
         else if (!strcmp(f, "--data-dir")) a->data_dir = v;
+        else if (!strcmp(f, "--chat-template")) a->chat_template = v;
         else if (!strcmp(f, "--benchmarks")) list = v;
         else if (!strcmp(f, "--data")) {
             const char *base = strrchr(v, '/') ? strrchr(v, '/') + 1 : v, *dot = strrchr(base, '.');
@@ -168,6 +171,12 @@ static int parse_args(int argc, char **argv, Args *a) {
         else { fprintf(stderr, "dapo-eval: unknown argument '%s'\n", f); return -1; }
     }
     if (!a->model) { fprintf(stderr, "dapo-eval: --model DIR is required\n"); return -1; }
+    ChatFamily fam;
+    char cerr[ERR_LEN];
+    if (strcmp(a->chat_template, "auto") && chat_family_parse(a->chat_template, &fam, cerr)) {
+        fprintf(stderr, "dapo-eval: --chat-template: %s\n", cerr);
+        return -1;
+    }
     if ((list || a->n_bench == 0) && named_benchmarks(a, list ? list : "aime2024,math500,gsm8k")) return -1;
     for (int i = 0; i < a->n_bench; i++) a->bench[i].n = a->bench[i].n < 0 ? a->aime_n : a->bench[i].n ? a->bench[i].n : a->k;
     return 0;
@@ -224,7 +233,7 @@ static void score_all(const Args *a, const char *bench, const Tokenizer *tok, co
 static int run_bench(const Args *a, Model *m, Tokenizer *tok, const Bench *b, json_t *out, char err[ERR_LEN]) {
     DatasetOptions dopt;
     Dataset ds = { 0 };
-    int rc = dataset_options_init(&dopt, a->max_prompt, true, "error", "auto", "skip", tok, err);
+    int rc = dataset_options_init(&dopt, a->max_prompt, true, "error", a->chat_template, "skip", tok, err);
     if (!rc) dopt.max_items = a->max_problems;
     if (!rc) rc = dataset_load(&ds, b->path, tok, &dopt, err);
     if (rc) return rc;
@@ -265,6 +274,7 @@ static int run_bench(const Args *a, Model *m, Tokenizer *tok, const Bench *b, js
     json_object_set_new(o, "top_p", json_real(a->top_p));
     json_object_set_new(o, "max_tokens", json_integer(a->max_tokens));
     json_object_set_new(o, "max_prompt_length", json_integer(a->max_prompt));
+    json_object_set_new(o, "chat_template", json_string(a->chat_template));
     json_object_set_new(o, "prompts", json_integer((json_int_t)ds.n));
     json_object_set_new(o, "dropped_overlong_prompts", json_integer((json_int_t)ds.n_filtered));
     json_object_set_new(o, "malformed_lines", json_integer((json_int_t)ds.n_malformed));

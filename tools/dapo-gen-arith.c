@@ -35,9 +35,11 @@ static uint32_t mix(uint32_t h, uint32_t v) {
     return h * 0x85ebca6bu;
 }
 
-/* Test split membership of a problem: independent of the seed and the story. */
-static int is_test(int a, int op1, int b, int op2, int c) {
-    uint32_t h = mix(mix(mix(mix(mix(17, (uint32_t)a), (uint32_t)op1), (uint32_t)b), (uint32_t)op2), (uint32_t)c);
+/* Test split membership of a problem (values x[0..k], operators op[1..k]): independent of the seed and the story.
+ * For two operators it is the hash of (a, op1, b, op2, c), as before --ops existed. */
+static int is_test(const int *x, const int *op, int k) {
+    uint32_t h = mix(17, (uint32_t)x[0]);
+    for (int i = 1; i <= k; i++) h = mix(mix(h, (uint32_t)op[i]), (uint32_t)x[i]);
     return ((h >> 13) & 7) == 0;
 }
 
@@ -52,22 +54,56 @@ static void json_escape(const char *s, char *out, size_t n) {
     out[j] = 0;
 }
 
+#define MAX_OPS 8
+
+/* One problem of candidate k: x[0..nops] the values, op[1..nops] the operators (1 plus, 0 minus), t the answer.
+ * The draws for the first two operators are those of the two-operator task (so --ops 2 writes the same problems as
+ * before the flag existed); further operators and the operator count take draws from positions 2.. of the stream. */
+static int draw_problem(uint64_t seed, uint32_t k, int ops_min, int ops_max, int *x, int *op, int *story) {
+    float u[4], v[4], w[4];
+    rng_uniform4f(seed, 0xA817, k, 0, u);
+    rng_uniform4f(seed, 0xA817, k, 1, v);
+    int nops = ops_min;
+    if (ops_max > ops_min) {
+        rng_uniform4f(seed, 0xA817, k, 2, w);
+        nops = ops_min + (int)(w[0] * (float)(ops_max - ops_min + 1));
+        if (nops > ops_max) nops = ops_max;
+    }
+    x[0] = (int)(u[0] * 100);
+    int s = x[0];
+    for (int i = 1; i <= nops; i++) {
+        float val, sign, adj;
+        if (i == 1) { val = u[1]; sign = u[3]; adj = v[1]; }
+        else if (i == 2) { val = u[2]; sign = v[0]; adj = v[2]; }
+        else { rng_uniform4f(seed, 0xA817, k, (uint32_t)(1 + i), w); val = w[1]; sign = w[2]; adj = w[3]; }
+        x[i] = (int)(val * 100);
+        op[i] = sign < 0.5f;
+        if (!op[i] && x[i] > s) x[i] = (int)(adj * (float)(s + 1));   /* take away at most what there is */
+        s = op[i] ? s + x[i] : s - x[i];
+    }
+    *story = (int)(v[3] * NSTORIES) % NSTORIES;
+    return nops;
+}
+
 static void usage(FILE *f) {
-    fprintf(f, "usage: dapo-gen-arith --split train|test [--n N] [--seed S] > out.jsonl\n"
+    fprintf(f, "usage: dapo-gen-arith --split train|test [--n N] [--seed S] [--ops K|MIN-MAX] > out.jsonl\n"
                "  --split train|test  which split (disjoint by construction)\n"
                "  --n N               problems to write (1..10000000, default 1000)\n"
                "  --seed S            Philox seed (default 1)\n"
-               "  --help, -h          print this text and exit\n");
+               "  --ops K|MIN-MAX     operators per problem, 1..%d, uniform over MIN..MAX (default 2: the default\n"
+               "                      task); the worked solution has one step per operator\n"
+               "  --help, -h          print this text and exit\n", MAX_OPS);
 }
 
 int main(int argc, char **argv) {
-    const char *split = NULL;
+    const char *split = NULL, *ops = "2";
     long n = 1000;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--split") && i + 1 < argc) split = argv[++i];
         else if (!strcmp(argv[i], "--n") && i + 1 < argc) n = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else {
             usage(stderr);
@@ -78,33 +114,39 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dapo-gen-arith: --split must be train or test and --n between 1 and 10000000\n");
         return 2;
     }
+    int ops_min = 0, ops_max = 0, used = 0;
+    if (sscanf(ops, "%d%n-%d%n", &ops_min, &used, &ops_max, &used) < 1 || ops[used] != 0) ops_min = 0;
+    if (!strchr(ops, '-')) ops_max = ops_min;
+    if (ops_min < 1 || ops_max < ops_min || ops_max > MAX_OPS) {
+        fprintf(stderr, "dapo-gen-arith: --ops '%s' must be K or MIN-MAX with 1 <= MIN <= MAX <= %d\n", ops, MAX_OPS);
+        return 2;
+    }
     int want_test = !strcmp(split, "test");
     long made = 0;
     for (uint32_t k = 0; made < n; k++) {
-        float u[4], v[4];
-        rng_uniform4f(seed, 0xA817, k, 0, u);
-        rng_uniform4f(seed, 0xA817, k, 1, v);
-        int a = (int)(u[0] * 100), b = (int)(u[1] * 100), c = (int)(u[2] * 100);
-        int op1 = u[3] < 0.5f, op2 = v[0] < 0.5f;           /* 1: plus, 0: minus */
-        if (!op1 && b > a) b = (int)(v[1] * (a + 1));     /* take away at most what there is */
-        int s = op1 ? a + b : a - b;
-        if (!op2 && c > s) c = (int)(v[2] * (s + 1));
-        int t = op2 ? s + c : s - c;
-        if (is_test(a, op1, b, op2, c) != want_test) continue;
-        const Story *st = &stories[(int)(v[3] * NSTORIES) % NSTORIES];
-        char prob[512], p1[128], p2[128], start[128], sol[128], prompt[1024], esc[2048], esc_sol[256];
-        snprintf(start, sizeof start, st->start, a);
-        snprintf(p1, sizeof p1, op1 ? st->plus : st->minus, b);
-        snprintf(p2, sizeof p2, op2 ? st->plus : st->minus, c);
-        snprintf(prob, sizeof prob, "%s%s%s%s", start, p1, p2, st->question);
-        snprintf(sol, sizeof sol, "%d%c%d=%d. %d%c%d=%d.\nAnswer: %d", a, op1 ? '+' : '-', b, s, s, op2 ? '+' : '-', c,
-                 t, t);
+        int x[MAX_OPS + 1], op[MAX_OPS + 1], si;
+        int nops = draw_problem(seed, k, ops_min, ops_max, x, op, &si);
+        if (is_test(x, op, nops) != want_test) continue;
+        const Story *st = &stories[si];
+        char prob[1024], phrase[128], sol[512], prompt[1280], esc[2560], esc_sol[1024];
+        size_t pl = (size_t)snprintf(prob, sizeof prob, st->start, x[0]), sl = 0;
+        int s = x[0];
+        for (int i = 1; i <= nops; i++) {
+            snprintf(phrase, sizeof phrase, op[i] ? st->plus : st->minus, x[i]);
+            pl += (size_t)snprintf(prob + pl, sizeof prob - pl, "%s", phrase);
+            int t = op[i] ? s + x[i] : s - x[i];
+            sl += (size_t)snprintf(sol + sl, sizeof sol - sl, "%s%d%c%d=%d.", i > 1 ? " " : "", s, op[i] ? '+' : '-',
+                                   x[i], t);
+            s = t;
+        }
+        snprintf(prob + pl, sizeof prob - pl, "%s", st->question);
+        snprintf(sol + sl, sizeof sol - sl, "\nAnswer: %d", s);
         snprintf(prompt, sizeof prompt, "%s Give the answer as \"Answer: N\".", prob);
         json_escape(prompt, esc, sizeof esc);
         json_escape(sol, esc_sol, sizeof esc_sol);
         printf("{\"data_source\":\"arith\",\"prompt\":[{\"role\":\"user\",\"content\":\"%s\"}],\"ability\":\"MATH\","
                "\"reward_model\":{\"ground_truth\":\"%d\",\"style\":\"rule\"},\"extra_info\":{\"index\":%ld,"
-               "\"split\":\"%s\",\"solution\":\"%s\"}}\n", esc, t, made, split, esc_sol);
+               "\"split\":\"%s\",\"solution\":\"%s\"}}\n", esc, s, made, split, esc_sol);
         made++;
     }
     return 0;

@@ -13,7 +13,8 @@
  * Model: actor_rollout_ref.model.path (or --model); a directory with only config.json starts from random weights
  * (normal(0, initializer_range), seeded). Tokenizer: data.tokenizer_path, else the model directory.
  * Eval hook (--val FILE, every --eval-every steps and at the end; --stop-acc A stops at the first evaluation whose
- * greedy accuracy reaches A): held-out response NLL, and with a ground truth,
+ * greedy accuracy reaches A; --max-time S stops after the first step ending S seconds after the start, evaluation
+ * time included, for a wall-clock-matched control): held-out response NLL, and with a ground truth,
  * greedy accuracy of up to --eval-max prompts scored by the verifier's rules (reward/reward.h).
  * Output: --out DIR gets the final Hugging Face model (config.json, model.safetensors fp32) plus the tokenizer files;
  * --save-every K writes learner-format checkpoints to DIR/checkpoints (model/checkpoint.h); --resume continues from the
@@ -66,6 +67,7 @@ typedef struct {
     int   epochs, batch, warmup, eval_every, eval_max, save_every, log_every, resume, schedule_cosine;
     double lr, min_lr_ratio, clip, wd, beta2;
     double stop_acc;       /* > 0: stop at the first evaluation whose held-out greedy accuracy reaches it */
+    double max_time_s;     /* > 0: stop after the first step that ends this many seconds (wall clock) after the start */
     unsigned long seed;
 } Opts;
 
@@ -74,7 +76,7 @@ static void usage(const char *argv0, FILE *f) {
             "usage: %s [--config FILE] [key.path=value ...] --data FILE[,FILE...] --out DIR --model DIR [--val FILE]\n"
             "       [--steps N | --epochs E] [--batch SEQS] [--lr LR] [--warmup STEPS] [--schedule constant|cosine]\n"
             "       [--min-lr-ratio R] [--clip NORM] [--weight-decay WD] [--beta2 B2] [--eval-every K] [--eval-max N]\n"
-            "       [--stop-acc A]\n"
+            "       [--stop-acc A] [--max-time SECONDS]\n"
             "       [--save-every K] [--resume] [--log-every K] [--seed S] [--print-config] [--help]\n"
             "--model DIR may instead be given as actor_rollout_ref.model.path=DIR; a directory with only config.json\n"
             "starts from random weights.\n", argv0);
@@ -282,6 +284,7 @@ static int parse_opts(int argc, char **argv, Opts *o, char err[ERR_LEN]) {
         {.flag = "--clip", 0, 1e9, .d = &o->clip}, {.flag = "--weight-decay", 0, 10, .d = &o->wd},
         {.flag = "--beta2", 0, 1, .d = &o->beta2}, {.flag = "--eval-every", 0, 1e9, .i = &o->eval_every},
         {.flag = "--eval-max", 0, 1e9, .i = &o->eval_max}, {.flag = "--stop-acc", 0, 1, .d = &o->stop_acc},
+        {.flag = "--max-time", 0, 1e9, .d = &o->max_time_s},
         {.flag = "--save-every", 0, 1e9, .i = &o->save_every}, {.flag = "--log-every", 0, 1e9, .i = &o->log_every},
         {.flag = "--seed", 0, 1.8e19, .u = &o->seed},
     };
@@ -429,6 +432,11 @@ static int sft_train(const SftRun *r, char err[ERR_LEN]) {
                 stopped = 1;
                 break;
             }
+        }
+        if (o.max_time_s > 0 && clock_s() - t_start >= o.max_time_s && done < total) {
+            log_info("sft: stopping at step %ld: --max-time %g s reached (%.1f s)", done, o.max_time_s,
+                     clock_s() - t_start);
+            total = done;                                   /* the final evaluation below names this step */
         }
         if (o.save_every > 0 && done % o.save_every == 0) {
             CheckpointState cs = {.step = done, .adam_step = model_adam_step(m), .rng_seed = o.seed, .data_epoch = epoch,

@@ -253,6 +253,76 @@ static void test_python_reward_run(void **state) {
     assert_int_equal(tu_count_procs(needle), 0);
 }
 
+/* dapo-gen-arith --ops 1-4 (the ablation's task): every worked solution is a chain of 1..4 correct steps, each
+ * starting from the previous result, ending in "Answer: <ground truth>"; all four lengths occur; no test problem is
+ * a training one; --ops 2 writes exactly the default task; bad --ops values exit 2. */
+static void check_chain(const char *sol, const char *truth, int *nops) {
+    const char *p = sol;
+    long prev = -1, a, b, r;
+    char op;
+    int used = 0;
+    *nops = 0;
+    while (sscanf(p, "%ld%c%ld=%ld.%n", &a, &op, &b, &r, &used) == 4) {
+        if ((op != '+' && op != '-') || r != (op == '+' ? a + b : a - b) || r < 0 || (prev >= 0 && a != prev))
+            fail_msg("bad step in \"%s\"", sol);
+        prev = r;
+        (*nops)++;
+        p += used;
+        while (*p == ' ') p++;
+    }
+    char want[64];
+    snprintf(want, sizeof want, "\nAnswer: %ld", prev);
+    if (*nops == 0 || strcmp(p, want) || atol(truth) != prev)
+        fail_msg("solution \"%s\" does not end in its answer %s", sol, truth);
+}
+
+static void test_gen_arith_ops(void **state) {
+    (void)state;
+    char cmd[1200], bin[300], out[256];
+    tu_bin(bin, sizeof bin, "dapo-gen-arith");
+    char *lines[2][400] = {{0}};
+    for (int split = 0; split < 2; split++) {
+        snprintf(cmd, sizeof cmd, "%s --split %s --n 400 --ops 1-4 --seed 5", bin, split ? "test" : "train");
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        char line[4096];
+        int count[5] = {0}, n = 0;
+        while (fgets(line, sizeof line, f) && n < 400) {
+            json_error_t je;
+            json_t *o = json_loads(line, 0, &je);
+            assert_non_null(o);
+            const char *sol = json_string_value(json_object_get(json_object_get(o, "extra_info"), "solution"));
+            const char *gt = json_string_value(json_object_get(json_object_get(o, "reward_model"), "ground_truth"));
+            assert_non_null(sol);
+            assert_non_null(gt);
+            int k;
+            check_chain(sol, gt, &k);
+            assert_true(k >= 1 && k <= 4);
+            count[k]++;
+            lines[split][n++] = strdup(sol);
+            json_decref(o);
+        }
+        assert_int_equal(pclose(f), 0);
+        assert_int_equal(n, 400);
+        for (int k = 1; k <= 4; k++) if (count[k] < 60) fail_msg("%d-step problems: %d of 400", k, count[k]);
+    }
+    for (int i = 0; i < 400; i++)
+        for (int t = 0; t < 400; t++)
+            if (!strcmp(lines[0][i], lines[1][t])) fail_msg("test problem \"%s\" is also a training one", lines[1][t]);
+    for (int s = 0; s < 2; s++) for (int i = 0; i < 400; i++) free(lines[s][i]);
+    snprintf(cmd, sizeof cmd, "cmp -s <(%s --split train --n 300 --seed 3) <(%s --split train --n 300 --seed 3 --ops 2)",
+             bin, bin);
+    char bash[1400];
+    snprintf(bash, sizeof bash, "bash -c '%s'", cmd);
+    assert_int_equal(system(bash), 0);
+    const char *bad[] = {"0", "9", "3-2", "2-x", "x", "-1", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s --split train --n 1 --ops '%s' 2>&1 >/dev/null", bin, bad[i]);
+        if (tu_run(cmd, out, sizeof out) != 2 || !strstr(out, "--ops"))
+            fail_msg("--ops '%s': want exit 2 naming --ops, got \"%s\"", bad[i], out);
+    }
+}
+
 static void test_tools_help(void **state) {
     (void)state;
     const char *tools[] = {"dapo-gen-arith", "dapo-init-model"};
@@ -273,7 +343,7 @@ static void test_tools_help(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_tools_help),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_tools_help), cmocka_unit_test(test_gen_arith_ops),
                                        cmocka_unit_test_teardown(test_python_reward_run, teardown),
                                        cmocka_unit_test_teardown(test_three_steps_kill_and_resume, teardown),
                                        cmocka_unit_test_teardown(test_stop_between_checkpoints_and_resume, teardown)};
