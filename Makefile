@@ -95,7 +95,7 @@ LONGTEST_BINS := $(addprefix $(BUILD)/tests/,$(notdir $(LONGTEST_SRC:.c=)))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 BENCH_BINS := $(addprefix $(BUILD)/bench/,$(notdir $(BENCH_SRC:.c=)))
 
-.PHONY: all deps test test-build run bench fixtures check-long check-k8s check-tfevents clean fuzz
+.PHONY: all deps test test-build run ablation bench fixtures check-long check-k8s check-tfevents clean fuzz
 .SECONDARY:            # keep intermediate objects (tools/*.o, tests/*.o): no rebuild on the next make
 .DEFAULT_GOAL := all
 all: $(SVC_BINS) $(TOOL_BINS)
@@ -231,6 +231,14 @@ check-tfevents: all
 run: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) deploy/local/run.sh $(RUN_ARGS)
+
+# ablation: the DAPO paper's Table 1 at small scale (tools/ablation/run.sh: 7 rows x SEEDS seeds of STEPS steps and
+# an SFT-only control, about 90 minutes on 2 cores once the base models exist; resumable), then docs/ablation.md
+# and its plots (matplotlib, pip). Run it on a quiet machine: it measures wall-clock.
+ablation: deps
+	@$(MAKE) --no-print-directory all
+	pip install -q -r tools/ablation/requirements.txt
+	@BUILD=$(BUILD) tools/ablation/run.sh
 
 fixtures:
 	pip install -q -r tests/reference/requirements.txt
