@@ -4,7 +4,7 @@
   python3 tools/ablation/report.py --dir runs/ablation --steps 40 --out docs/ablation.md --img docs/img
 
 Reads, per row and seed, <dir>/<row>/s<seed>/{done.json, eval.json, checkpoints/metrics.jsonl} and the control's
-<dir>/sft-control/s<seed>/{done.json, eval.json}; the final score of every row is dapo-eval's acc/mean@k on the
+<dir>/sft-control/s<seed>/{done.json, eval.json}; the final score of every row is dapo-eval's mean@k on the
 held-out set (the same sampler and scorer for the RL rows, the control and the base model). Writes the table (mean,
 standard deviation, min-max over seeds, in the paper's row order), the step-0 statistics of the task, each claim of
 the paper checked against the numbers by the rule stated in the text, and the plots (matplotlib, pip):
@@ -46,7 +46,7 @@ def load_run(d):
         return None
     done = json.load(open(os.path.join(d, "done.json")))
     ev = json.load(open(os.path.join(d, "eval.json")))
-    score = ev["benchmarks"]["test"]["acc/mean@%d" % ev["benchmarks"]["test"]["n"]]
+    score = ev["benchmarks"]["test"]["mean@%d" % ev["benchmarks"]["test"]["n"]]
     run = {"done": done, "score": score, "steps": [], "val": []}
     mpath = os.path.join(d, "checkpoints", "metrics.jsonl")
     if os.path.exists(mpath):
@@ -179,7 +179,7 @@ def main():
     control = [r for r in (load_run(d) for d in seed_dirs(os.path.join(a.dir, "sft-control"))) if r]
     base = json.load(open(os.path.join(a.dir, "base-eval.json")))["benchmarks"]["test"]
     k = base["n"]
-    base_score = base["acc/mean@%d" % k]
+    base_score = base["mean@%d" % k]
     any_run = next((r for rs in rows.values() for r in rs), None)
     if any_run is None:
         raise SystemExit("report: no finished run under %s" % a.dir)

@@ -87,6 +87,8 @@ train_seconds() {
 print(round(sum(json.loads(l).get("timing_s/step", 0) for l in open(sys.argv[1]) if l.strip()), 2))' "$1"
 }
 
+RUN_PID=
+trap '[ -n "$RUN_PID" ] && kill -TERM "$RUN_PID" 2>/dev/null; exit 130' INT TERM
 run_row() {  # row seed
   local dir="$ABL_DIR/$1/s$2" t0 t1
   [ -f "$dir/done.json" ] && return 0
@@ -94,13 +96,23 @@ run_row() {  # row seed
   mkdir -p "$dir"
   echo "ablation: $1 seed $2 ($(date -u +%T))"
   t0=$(date +%s.%N)
+  # The coordinator keeps serving the dashboard after the last step (README): the run is stopped (SIGTERM to the
+  # supervisor, an ordered stop) once the log says training finished and the final checkpoint is recorded.
   deploy/local/run.sh --config "configs/ablation/$1.yaml" --run-dir "$dir" --steps "$STEPS" \
       "actor_rollout_ref.model.path=$ABL_DIR/base-model" "data.train_files=[$ABL_DIR/data/train.jsonl]" \
       "data.val_files=[$ABL_DIR/data/test.jsonl]" "data.tokenizer=data/tokenizers/tiny" \
-      "data.seed=$2" "trainer.seed=$2" "trainer.save_freq=$STEPS" > "$dir/run.log" 2>&1 \
-      || { echo "ablation: $1 seed $2 failed; see $dir/run.log and $dir/logs" >&2; exit 1; }
-  t1=$(date +%s.%N)
+      "data.seed=$2" "trainer.seed=$2" "trainer.save_freq=$STEPS" > "$dir/run.log" 2>&1 &
+  RUN_PID=$!
   local final="$dir/checkpoints/global_step_$STEPS/actor/huggingface"
+  until grep -q "training finished after $STEPS steps" "$dir/run.log" 2>/dev/null &&
+        [ "$(cat "$dir/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null)" = "$STEPS" ]; do
+    kill -0 "$RUN_PID" 2>/dev/null || { echo "ablation: $1 seed $2 failed; see $dir/run.log and $dir/logs" >&2; exit 1; }
+    sleep 1
+  done
+  t1=$(date +%s.%N)
+  kill -TERM "$RUN_PID"
+  wait "$RUN_PID" || true
+  RUN_PID=
   [ -f "$final/model.safetensors" ] || { echo "ablation: $1 seed $2: no final model in $final" >&2; exit 1; }
   score "$final" "$dir/eval.json" "$2"
   write_done "$dir" "$(echo "$t1 - $t0" | bc)" "$(train_seconds "$dir/checkpoints/metrics.jsonl")" "$STEPS"
