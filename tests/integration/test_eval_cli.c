@@ -157,7 +157,7 @@ static void test_metrics_match_samples(void **state) {
 static void test_dropped_prompts_and_bad_input(void **state) {
     (void)state;
     static char out[1 << 16];
-    char args[1000], jpath[600];
+    char args[2400], jpath[600];
     snprintf(jpath, sizeof jpath, "%s/aime-short.json", g_dir);
     snprintf(args, sizeof args, "--benchmarks aime2024 --aime-n 2 --max-tokens 4 --max-prompt-length 250 --output %s",
              jpath);
@@ -183,6 +183,17 @@ static void test_dropped_prompts_and_bad_input(void **state) {
     assert_int_equal(eval("--benchmarks gsm8k --output /proc/no/such/out.json", out, sizeof out), 1);
     assert_non_null(strstr(out, "--output: cannot write /proc/no/such/out.json"));
     assert_null(strstr(out, "gsm8k   "));                                   /* refused before any benchmark ran */
+    /* --chat-template: a bad name is refused before any work; a good one is recorded with the results */
+    assert_int_equal(eval("--benchmarks gsm8k --chat-template qwen4", out, sizeof out), 1);
+    assert_non_null(strstr(out, "--chat-template: data.chat_template: \"qwen4\" is not one of"));
+    assert_null(strstr(out, "gsm8k   "));
+    snprintf(jpath, sizeof jpath, "%s/arith-none.json", g_dir);
+    snprintf(args, sizeof args, "--data %s/arith.jsonl --k 1 --max-tokens 2 --chat-template none --output %s", g_dir,
+             jpath);
+    if (eval(args, out, sizeof out)) fail_msg("dapo-eval failed:\n%s", out);
+    b = bench_json(jpath, "arith");
+    assert_string_equal(json_string_value(json_object_get(b, "chat_template")), "none");
+    json_decref(b);
     /* every prompt over the limit: an error naming the counts, not a 0.0 score */
     assert_int_equal(eval("--benchmarks aime2024 --aime-n 1 --max-prompt-length 5", out, sizeof out), 1);
     assert_non_null(strstr(out, "no prompt to score (30 dropped over --max-prompt-length 5"));

@@ -107,6 +107,15 @@ static void test_sft_runs_and_resumes(void **state) {
     assert_memory_equal(a, b, na);
     xfree(a);
     xfree(b);
+    /* --max-time: the first step past the budget is the last; the model is written and evaluated at that step */
+    rc = sft("timed", "--steps 500 --max-time 0.001", out, sizeof out);
+    if (rc) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "stopping at step 1: --max-time 0.001 s reached"));
+    assert_null(strstr(out, "{\"step\": 2, \"epoch\""));
+    assert_non_null(strstr(out, "{\"step\": 1, \"val/nll\""));
+    snprintf(p, sizeof p, "%s/timed/model.safetensors", dir);
+    assert_int_equal(access(p, F_OK), 0);
     /* bad arguments: usage, exit 2, naming the missing flag */
     char bin[256], cmd[2048];
     snprintf(cmd, sizeof cmd, "%s --steps 3 2>&1", tu_bin(bin, sizeof bin, "dapo-sft"));

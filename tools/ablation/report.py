@@ -10,6 +10,7 @@ standard deviation, min-max over seeds, in the paper's row order), the step-0 st
 the paper checked against the numbers by the rule stated in the text, and the plots (matplotlib, pip):
   ablation.png           held-out mean@k against step and against training wall-clock, mean and min-max band
   ablation-curves.png    entropy, response length, truncation rate and generated samples per step, per row
+  ablation-entropy.png   entropy without (row 2) and with (row 3) clip-higher, every seed (the paper's Figure 2)
 tools/ablation/notes.md, when it exists, is copied in under "Reading" (the hand-written interpretation).
 The product never imports Python; this runs only after `make ablation`."""
 import argparse
@@ -133,6 +134,34 @@ def plot_main(rows, img, k):
     plt.close(fig)
 
 
+def smooth(v, w=5):
+    """Trailing moving average over w points (fewer at the start)."""
+    return [statistics.mean(v[max(0, i - w + 1):i + 1]) for i in range(len(v))]
+
+
+def plot_entropy(rows, img):
+    """The paper's Figure 2 at small scale: entropy without (row 2) and with (row 3) clip-higher, every seed."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, label, _ in ROWS[1:3]:
+        color = None
+        for r in rows.get(name, []):
+            xs = [m["step"] for m in r["steps"]]
+            line = ax.plot(xs, smooth([m["actor/entropy"] for m in r["steps"]]), lw=0.8, alpha=0.45, color=color)[0]
+            color = line.get_color()
+        pts = curve(rows.get(name, []), "actor/entropy")
+        if pts:
+            ax.plot([p[0] for p in pts], smooth([statistics.mean(p[1]) for p in pts]), lw=2.2, color=color,
+                    label=label + " (mean; thin: seeds)")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("policy entropy (nats / token, 5-step average)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Clip-higher and entropy (the paper's Figure 2)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(os.path.join(img, "ablation-entropy.png"), dpi=110)
+    plt.close(fig)
+
+
 def plot_curves(rows, img, n):
     keys = [("actor/entropy", "entropy of the policy (nats / token)", 1),
             ("response_length/mean", "mean response length (tokens)", 1),
@@ -145,12 +174,12 @@ def plot_curves(rows, img, n):
             pts = curve(runs, key)
             if not pts:
                 continue
-            a.plot([p[0] for p in pts], [statistics.mean(p[1]) * scale for p in pts], label=label, lw=1.3)
+            a.plot([p[0] for p in pts], smooth([statistics.mean(p[1]) * scale for p in pts]), label=label, lw=1.3)
         a.set_title(title, fontsize=10)
         a.set_xlabel("training step")
         a.grid(alpha=0.3)
     axs.flat[0].legend(fontsize=8)
-    fig.suptitle("Per-row training curves (mean over seeds)")
+    fig.suptitle("Per-row training curves (mean over seeds, 5-step moving average)")
     fig.tight_layout()
     fig.savefig(os.path.join(img, "ablation-curves.png"), dpi=110)
     plt.close(fig)
@@ -185,6 +214,7 @@ def main():
         raise SystemExit("report: no finished run under %s" % a.dir)
     plot_main(rows, a.img, k)
     plot_curves(rows, a.img, ROLLOUT_N)
+    plot_entropy(rows, a.img)
     write_doc(a, rows, control, base_score, k, any_run)
 
 
@@ -248,6 +278,7 @@ def write_doc(a, rows, control, base_score, k, any_run):
         m, sd, mm, sc["n"] if sc else 0, "%.0f" % cw if cw else "–"))
     L.append("![held-out accuracy against steps and wall-clock](img/ablation.png)\n")
     L.append("![entropy, length, truncation and generated samples per step](img/ablation-curves.png)\n")
+    L.append("![entropy with and without clip-higher, every seed](img/ablation-entropy.png)\n")
     L.extend(claims(rows, S, sc))
     notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
     if os.path.exists(notes):
