@@ -85,6 +85,35 @@ static int draw_problem(uint64_t seed, uint32_t k, int ops_min, int ops_max, int
     return nops;
 }
 
+/* A whole number of decimal digits only (no sign, space or exponent) in [lo, hi], ending at *end (or at the end
+ * of s when end is NULL): 0, or -1 when s is not one. */
+static int whole(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out,
+                 const char **end) {
+    unsigned long long v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned long long d = (unsigned long long)(*p - '0');
+        if (d > hi || v > (hi - d) / 10) return -1;                /* 10 v + d > hi: past hi, and no overflow */
+        v = v * 10 + d;
+    }
+    if (p == s || v < lo || (end ? 0 : *p != 0)) return -1;
+    if (end) *end = p;
+    *out = v;
+    return 0;
+}
+
+/* --ops K or MIN-MAX into [1, MAX_OPS]: 0, or -1. */
+static int parse_ops(const char *s, int *lo, int *hi) {
+    unsigned long long a, b;
+    const char *p;
+    if (whole(s, 1, MAX_OPS, &a, &p)) return -1;
+    if (*p == 0) b = a;
+    else if (*p != '-' || whole(p + 1, a, MAX_OPS, &b, NULL)) return -1;
+    *lo = (int)a;
+    *hi = (int)b;
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: dapo-gen-arith --split train|test [--n N] [--seed S] [--ops K|MIN-MAX] > out.jsonl\n"
                "  --split train|test  which split (disjoint by construction)\n"
@@ -96,13 +125,11 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    const char *split = NULL, *ops = "2";
-    long n = 1000;
-    uint64_t seed = 1;
+    const char *split = NULL, *ops = "2", *n_arg = "1000", *seed_arg = "1";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--split") && i + 1 < argc) split = argv[++i];
-        else if (!strcmp(argv[i], "--n") && i + 1 < argc) n = strtol(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--n") && i + 1 < argc) n_arg = argv[++i];
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed_arg = argv[++i];
         else if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else {
@@ -110,14 +137,19 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!split || (strcmp(split, "train") && strcmp(split, "test")) || n < 1 || n > 10000000) {
-        fprintf(stderr, "dapo-gen-arith: --split must be train or test and --n between 1 and 10000000\n");
+    unsigned long long nu, seed;
+    if (!split || (strcmp(split, "train") && strcmp(split, "test")) || whole(n_arg, 1, 10000000, &nu, NULL)) {
+        fprintf(stderr, "dapo-gen-arith: --split must be train or test and --n a whole number in 1..10000000\n");
         return 2;
     }
-    int ops_min = 0, ops_max = 0, used = 0;
-    if (sscanf(ops, "%d%n-%d%n", &ops_min, &used, &ops_max, &used) < 1 || ops[used] != 0) ops_min = 0;
-    if (!strchr(ops, '-')) ops_max = ops_min;
-    if (ops_min < 1 || ops_max < ops_min || ops_max > MAX_OPS) {
+    if (whole(seed_arg, 0, UINT64_MAX, &seed, NULL)) {
+        fprintf(stderr, "dapo-gen-arith: --seed '%s' must be a whole number in 0..%llu\n", seed_arg,
+                (unsigned long long)UINT64_MAX);
+        return 2;
+    }
+    long n = (long)nu;
+    int ops_min = 0, ops_max = 0;
+    if (parse_ops(ops, &ops_min, &ops_max)) {
         fprintf(stderr, "dapo-gen-arith: --ops '%s' must be K or MIN-MAX with 1 <= MIN <= MAX <= %d\n", ops, MAX_OPS);
         return 2;
     }

@@ -76,7 +76,7 @@ static void usage(const char *argv0, FILE *f) {
             "usage: %s [--config FILE] [key.path=value ...] --data FILE[,FILE...] --out DIR --model DIR [--val FILE]\n"
             "       [--steps N | --epochs E] [--batch SEQS] [--lr LR] [--warmup STEPS] [--schedule constant|cosine]\n"
             "       [--min-lr-ratio R] [--clip NORM] [--weight-decay WD] [--beta2 B2] [--eval-every K] [--eval-max N]\n"
-            "       [--stop-acc A] [--max-time SECONDS]\n"
+            "       [--stop-acc A] [--max-time SECONDS (0: no limit, the default)]\n"
             "       [--save-every K] [--resume] [--log-every K] [--seed S] [--print-config] [--help]\n"
             "--model DIR may instead be given as actor_rollout_ref.model.path=DIR; a directory with only config.json\n"
             "starts from random weights.\n", argv0);

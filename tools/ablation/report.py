@@ -16,6 +16,7 @@ The product never imports Python; this runs only after `make ablation`."""
 import argparse
 import json
 import os
+import re
 import statistics
 
 import matplotlib
@@ -45,10 +46,13 @@ def load_run(d):
     """A finished run: its done.json, final dapo-eval score, training steps and validation points."""
     if not os.path.exists(os.path.join(d, "done.json")):
         return None
-    done = json.load(open(os.path.join(d, "done.json")))
-    ev = json.load(open(os.path.join(d, "eval.json")))
-    score = ev["benchmarks"]["test"]["mean@%d" % ev["benchmarks"]["test"]["n"]]
-    run = {"done": done, "score": score, "steps": [], "val": []}
+    try:
+        done = json.load(open(os.path.join(d, "done.json")))
+        ev = json.load(open(os.path.join(d, "eval.json")))
+        score = ev["benchmarks"]["test"]["mean@%d" % ev["benchmarks"]["test"]["n"]]
+    except (OSError, ValueError, KeyError) as e:
+        raise SystemExit("report: %s: not a finished run (%s); run tools/ablation/run.sh again to redo it" % (d, e))
+    run = {"done": done, "score": score, "steps": [], "val": [], "config": read_config(d)}
     mpath = os.path.join(d, "checkpoints", "metrics.jsonl")
     if os.path.exists(mpath):
         clock = 0.0
@@ -60,6 +64,22 @@ def load_run(d):
             elif VAL in m:
                 run["val"].append((m["step"], clock, m[VAL]))
     return run
+
+
+def read_config(d):
+    """The few numbers the text quotes, from the run's resolved config (deploy/local/run.sh's config.yaml)."""
+    out = {}
+    try:
+        text = open(os.path.join(d, "config.yaml")).read()
+    except OSError:
+        return out
+    for key, pat in (("max_response_length", r"\n  max_response_length: (\d+)"),
+                     ("buffer", r"\n  overlong_buffer:\n    enable: \w+\n    len: (\d+)"),
+                     ("train_batch_size", r"\n  train_batch_size: (\d+)"), ("test_freq", r"\n  test_freq: (\d+)")):
+        m = re.search(pat, text)
+        if m:
+            out[key] = int(m.group(1))
+    return out
 
 
 def stats(xs):
@@ -185,7 +205,9 @@ def plot_curves(rows, img, n):
     plt.close(fig)
 
 
-def verdict(delta, noise):
+def verdict(delta, noise, n=2):
+    if n < 2:
+        return "n/a (fewer than 2 seeds)"
     if delta > noise:
         return "reproduces"
     if delta < -noise:
@@ -206,7 +228,10 @@ def main():
     for name, _, _ in ROWS:
         rows[name] = [r for r in (load_run(d) for d in seed_dirs(os.path.join(a.dir, name))) if r]
     control = [r for r in (load_run(d) for d in seed_dirs(os.path.join(a.dir, "sft-control"))) if r]
-    base = json.load(open(os.path.join(a.dir, "base-eval.json")))["benchmarks"]["test"]
+    try:
+        base = json.load(open(os.path.join(a.dir, "base-eval.json")))["benchmarks"]["test"]
+    except (OSError, ValueError, KeyError) as e:
+        raise SystemExit("report: %s: no base-model score (%s): run tools/ablation/run.sh first" % (a.dir, e))
     k = base["n"]
     base_score = base["mean@%d" % k]
     any_run = next((r for rs in rows.values() for r in rs), None)
@@ -219,11 +244,14 @@ def main():
 
 
 def step0(rows):
-    """The task at step 0: step 1's rollouts are the base model's (no update yet), over every run of rows 1-5
-    (no dynamic sampling there, so the generated groups are all the batch)."""
+    """The task at step 0: step 1's rollouts are the base model's (no update yet), one set per seed: row 1's runs
+    (rows 1-5 generate the same step-1 rollouts for a seed; there is no dynamic sampling in row 1, so the generated
+    groups are the whole batch)."""
     trunc, solve_all, solve_none, groups = [], 0, 0, 0
-    for name, _, _ in ROWS[:5]:
+    for name, _, _ in ROWS[:1]:
         for r in rows[name]:
+            if not r["steps"]:
+                continue
             m = r["steps"][0]
             trunc.append(m["response_length/clip_ratio"])
             solve_all += m["batch/groups_solve_all"]
@@ -241,22 +269,27 @@ def write_doc(a, rows, control, base_score, k, any_run):
              "tools/ablation/report.py); nothing in it is typed by hand except the section *Reading*.\n" % a.command)
     L.append("- **Machine:** %s. **Build:** %s. **Date:** %s." % (done["cpu"], done["build"], done["date"][:10]))
     nseeds = min((len(v) for v in rows.values()), default=0)
-    L.append("- **Budget:** %d training steps per run, %d seeds per row (seeds 1..%d: `data.seed` and "
-             "`trainer.seed`), every row from the same base model." % (a.steps, nseeds, nseeds))
-    L.append("- **Score:** `dapo-eval` mean@%d on the 500 held-out problems (temperature 1.0, top_p 1.0, 44 tokens, "
+    seeds = sorted({os.path.basename(d)[1:] for name, _, _ in ROWS for d in seed_dirs(os.path.join(a.dir, name))})
+    cfg = any_run["config"]
+    L.append("- **Budget:** %d training steps per run, at least %d seeds per row (seeds %s: `data.seed` and "
+             "`trainer.seed`), every row from the same base model." % (a.steps, nseeds, ", ".join(seeds)))
+    L.append("- **Score:** `dapo-eval` mean@%d on the held-out problems (temperature 1.0, top_p 1.0, %s tokens, "
              "the training prompts' chat template), the same for every row, the control and the base model; "
-             "the curves use the runs' own validation (the same sampler, every 10 steps)." % k)
+             "the curves use the runs' own validation (the same sampler, every %s steps)." % (
+                 k, cfg.get("max_response_length", "?"), cfg.get("test_freq", "?")))
     L.append("- **Wall-clock:** training time (the sum of `timing_s/step`, validation excluded), on one CPU model.\n")
     trunc, sa, sn, g = step0(rows)
     if g:
         L.append("## The task\n")
         L.append("`dapo-gen-arith --ops 1-4`: arithmetic word problems of 1 to 4 steps (a worked solution of 11 to 53 "
-                 "tiny-tokenizer tokens) under `max_response_length` 44, so the longest solutions do not fit; the "
-                 "soft overlong punishment (rows 4-7) starts at 32 tokens (buffer 12). At step 0 (the base model's "
-                 "rollouts, step 1 of rows 1-5, %d groups of 8):\n" % g)
+                 "tiny-tokenizer tokens) under `max_response_length` %d, so the longest solutions do not fit; the "
+                 "soft overlong punishment (rows 4-7) starts at %d tokens (buffer %d). At step 0 (the base model's "
+                 "rollouts: step 1 of row 1, one run per seed, %d groups of %d; rows 2-5 generate the same):\n" % (
+                     cfg.get("max_response_length", 0), cfg.get("max_response_length", 0) - cfg.get("buffer", 0),
+                     cfg.get("buffer", 0), g, ROLLOUT_N))
         L.append("| truncated responses | groups solved by all 8 | groups solved by none |")
         L.append("|---|---|---|")
-        L.append("| %.1f%% (runs: %.1f–%.1f%%) | %.1f%% | %.1f%% |\n" % (
+        L.append("| %.1f%% (seeds: %.1f–%.1f%%) | %.1f%% | %.1f%% |\n" % (
             100 * statistics.mean(trunc), 100 * min(trunc), 100 * max(trunc), 100 * sa / g, 100 * sn / g))
     L.append("## Table 1, small scale\n")
     L.append("Held-out mean@%d (%%) after %d steps; the base model scores %.1f. The paper's column is AIME 2024 "
@@ -279,20 +312,27 @@ def write_doc(a, rows, control, base_score, k, any_run):
     L.append("![held-out accuracy against steps and wall-clock](img/ablation.png)\n")
     L.append("![entropy, length, truncation and generated samples per step](img/ablation-curves.png)\n")
     L.append("![entropy with and without clip-higher, every seed](img/ablation-entropy.png)\n")
-    L.extend(claims(rows, S, sc))
+    L.extend(claims(rows, S, sc, a.steps))
     notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
     if os.path.exists(notes):
+        # the hand-written reading names the run it reads: "<!-- for build B, STEPS steps, N seeds -->" first
+        text = open(notes).read().strip()
+        tag = "<!-- for build %s, %d steps, %d seeds -->" % (any_run["done"]["build"], a.steps, nseeds)
         L.append("## Reading\n")
-        L.append(open(notes).read().strip() + "\n")
+        if text.startswith(tag):
+            L.append(text[len(tag):].strip() + "\n")
+        else:
+            L.append("tools/ablation/notes.md reads another run (%s); these runs (%s) have no reading yet.\n" % (
+                text.splitlines()[0] if text else "empty", tag))
     L.append("## Reproduce\n")
-    L.append("```\nmake ablation          # SEEDS=\"1 2 3\" STEPS=%d; resumable: finished runs are kept\n```\n" % a.steps)
+    L.append("```\n%s          # resumable: finished runs are kept\n```\n" % a.command)
     L.append("The rows are `configs/ablation/1-naive-grpo.yaml` .. `7-dapo-default.yaml`, each the previous one plus "
-             "one change (`diff` them). Runs, logs and metrics stay under `runs/ablation/`.")
+             "one change (`diff` them). Runs, logs and metrics stay under `%s/`." % os.path.relpath(a.dir))
     with open(a.out, "w") as f:
         f.write("\n".join(L) + "\n")
 
 
-def claims(rows, S, sc):
+def claims(rows, S, sc, steps):
     """The paper's claims, each with the numbers and the rule: a difference of means counts when it is larger than
     the larger of the two rows' standard deviations across seeds."""
     L = ["## The paper's claims, checked\n",
@@ -307,36 +347,38 @@ def claims(rows, S, sc):
         d = S[cur]["mean"] - S[prev]["mean"]
         noise = max(S[cur]["sd"], S[prev]["sd"])
         L.append("| %s adds %+d points | %+.1f points (sd %.1f) | %s |" % (
-            ROWS[i][1], ROWS[i][2] - ROWS[i - 1][2], 100 * d, 100 * noise, verdict(d, noise)))
+            ROWS[i][1], ROWS[i][2] - ROWS[i - 1][2], 100 * d, 100 * noise,
+            verdict(d, noise, min(S[cur]["n"], S[prev]["n"]))))
     if S["1-naive-grpo"] and S["6-dynamic-sampling"]:
         d = S["6-dynamic-sampling"]["mean"] - S["1-naive-grpo"]["mean"]
         noise = max(S["6-dynamic-sampling"]["sd"], S["1-naive-grpo"]["sd"])
-        L.append("| DAPO beats naive GRPO (+20) | %+.1f points (sd %.1f) | %s |" % (100 * d, 100 * noise,
-                                                                                verdict(d, noise)))
+        L.append("| DAPO beats naive GRPO (+20) | %+.1f points (sd %.1f) | %s |" % (
+            100 * d, 100 * noise, verdict(d, noise, min(S["6-dynamic-sampling"]["n"], S["1-naive-grpo"]["n"]))))
     ent = {n: step_mean(rows[n], "actor/entropy") for n in ("2-overlong-filtering", "3-clip-higher")}
     late = {n: [statistics.mean(m["actor/entropy"] for m in r["steps"][-10:]) for r in rows[n]]
             for n in ent}
     first = {n: [statistics.mean(m["actor/entropy"] for m in r["steps"][:5]) for r in rows[n]] for n in ent}
-    if all(late.values()) and all(first.values()):
+    if all(late.values()) and all(first.values()) and steps >= 15:
         a_, b_ = late["2-overlong-filtering"], late["3-clip-higher"]
         fa, fb = statistics.mean(first["2-overlong-filtering"]), statistics.mean(first["3-clip-higher"])
         d = statistics.mean(b_) - statistics.mean(a_)
         noise = max(statistics.stdev(a_) if len(a_) > 1 else 0, statistics.stdev(b_) if len(b_) > 1 else 0)
         L.append("| Clip-higher keeps entropy from collapsing (Fig. 2) | entropy, first 5 steps -> last 10: row 2 "
                  "%.3f -> %.3f, row 3 %.3f -> %.3f | %s |" % (fa, statistics.mean(a_), fb, statistics.mean(b_),
-                                                              verdict(d, noise)))
+                                                              verdict(d, noise, min(len(a_), len(b_)))))
     ds, nd = rows["6-dynamic-sampling"], rows["5-token-mean"]
     if ds and nd:
         gen = step_mean(ds, "batch/groups_generated")
         L.append("| Dynamic sampling costs more generation per step but fewer steps (Fig. 6) | row 6 generates %.1f "
-                 "groups per step (row 5: 16); training wall-clock median %.0f s vs %.0f s | see the wall-clock "
-                 "plot |" % (statistics.mean(gen), statistics.median(r["done"]["train_s"] for r in ds),
+                 "groups per step (row 5: %.0f); training wall-clock median %.0f s vs %.0f s | see the wall-clock "
+                 "plot |" % (statistics.mean(gen), statistics.mean(step_mean(nd, "batch/groups_generated")),
+                             statistics.median(r["done"]["train_s"] for r in ds),
                              statistics.median(r["done"]["train_s"] for r in nd)))
     if sc and S["6-dynamic-sampling"]:
         d = S["6-dynamic-sampling"]["mean"] - sc["mean"]
         noise = max(S["6-dynamic-sampling"]["sd"], sc["sd"])
         L.append("| RL adds over more SFT for the same time | row 6 %+.1f points over the control (sd %.1f) | %s |"
-                 % (100 * d, 100 * noise, verdict(d, noise)))
+                 % (100 * d, 100 * noise, verdict(d, noise, min(S["6-dynamic-sampling"]["n"], sc["n"]))))
     L.append("")
     return L
 

@@ -32,12 +32,24 @@ DAPO_ROW=6-dynamic-sampling          # the row whose median wall-clock the SFT c
 for b in dapo-gen-arith dapo-sft dapo-eval dapo-coordinator; do
   [ -x "$bin/$b" ] || { echo "ablation: $bin/$b is missing: run make first" >&2; exit 2; }
 done
+# A stop (SIGINT / SIGTERM) stops the child at work too: the cluster run (an ordered stop) or dapo-sft / dapo-eval.
+CHILD=
+trap '[ -n "$CHILD" ] && kill -TERM "$CHILD" 2>/dev/null && wait "$CHILD"; exit 130' INT TERM
+child() {  # command...: runs it as the stoppable child; its exit status
+  "$@" &
+  CHILD=$!
+  local rc=0
+  wait "$CHILD" || rc=$?
+  CHILD=
+  return $rc
+}
 mkdir -p "$ABL_DIR/data" "$ABL_DIR/logs"
 ABL_DIR=$(cd "$ABL_DIR" && pwd)
 . "$root/deploy/local/env.sh"
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 build_rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-git -C "$root" diff --quiet HEAD 2>/dev/null || build_rev="$build_rev+dirty"
+# the report this script writes (docs/ablation.md, docs/img/ablation*) does not make the build dirty
+git -C "$root" diff --quiet HEAD -- . ':!docs/ablation.md' ':!docs/img' 2>/dev/null || build_rev="$build_rev+dirty"
 if [ -f "$ABL_DIR/cpu.txt" ] && [ "$(cat "$ABL_DIR/cpu.txt")" != "$cpu" ]; then
   echo "ablation: $ABL_DIR was made on '$(cat "$ABL_DIR/cpu.txt")', this is '$cpu': wall-clock would not compare;" \
        "use another ABL_DIR" >&2
@@ -60,7 +72,7 @@ if [ ! -f "$ABL_DIR/base-model/model.safetensors" ]; then
   fi
   echo "ablation: training the base model further on the ablation task (log in $ABL_DIR/logs/sft-base.log)"
   rm -rf "$ABL_DIR/base-model.tmp"
-  "$bin/dapo-sft" --config configs/ablation/1-naive-grpo.yaml data.tokenizer=data/tokenizers/tiny \
+  child "$bin/dapo-sft" --config configs/ablation/1-naive-grpo.yaml data.tokenizer=data/tokenizers/tiny \
       --model runs/default/base-model --data "$ABL_DIR/data/train.jsonl" --val "$ABL_DIR/data/test.jsonl" \
       --out "$ABL_DIR/base-model.tmp" --steps 400 --batch 128 --lr 5e-4 --warmup 20 --weight-decay 0.01 \
       --beta2 0.95 --eval-every 25 --eval-max 200 --stop-acc 0.40 --log-every 25 --seed 1 \
@@ -70,7 +82,7 @@ fi
 
 # dapo-eval on the held-out set, as the runs' validation samples it (val_kwargs: n EVAL_K, temperature 1, top_p 1).
 score() {  # model_dir out.json seed
-  "$bin/dapo-eval" --model "$1" --tokenizer data/tokenizers/tiny --data "$ABL_DIR/data/test.jsonl" --k "$EVAL_K" \
+  child "$bin/dapo-eval" --model "$1" --tokenizer data/tokenizers/tiny --data "$ABL_DIR/data/test.jsonl" --k "$EVAL_K" \
       --temperature 1.0 --top-p 1.0 --max-tokens 44 --chat-template qwen3 --seed "$3" --output "$2.tmp" \
       > /dev/null 2>> "$ABL_DIR/logs/eval.log"
   mv "$2.tmp" "$2"
@@ -87,11 +99,18 @@ train_seconds() {
 print(round(sum(json.loads(l).get("timing_s/step", 0) for l in open(sys.argv[1]) if l.strip()), 2))' "$1"
 }
 
-RUN_PID=
-trap '[ -n "$RUN_PID" ] && kill -TERM "$RUN_PID" 2>/dev/null; exit 130' INT TERM
+# A finished run is kept only when it ran the same number of steps: an ABL_DIR of other runs is refused.
+kept() {  # dir: 0 when dir holds a finished run of STEPS steps
+  [ -f "$1/done.json" ] || return 1
+  local n
+  n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$1/done.json")
+  [ "$n" = "$STEPS" ] || [ "${1#"$ABL_DIR"/sft-control}" != "$1" ] && return 0
+  echo "ablation: $1 holds a finished run of $n steps, not STEPS=$STEPS: use another ABL_DIR" >&2
+  exit 1
+}
 run_row() {  # row seed
   local dir="$ABL_DIR/$1/s$2" t0 t1
-  [ -f "$dir/done.json" ] && return 0
+  kept "$dir" && return 0
   rm -rf "$dir"
   mkdir -p "$dir"
   echo "ablation: $1 seed $2 ($(date -u +%T))"
@@ -102,17 +121,17 @@ run_row() {  # row seed
       "actor_rollout_ref.model.path=$ABL_DIR/base-model" "data.train_files=[$ABL_DIR/data/train.jsonl]" \
       "data.val_files=[$ABL_DIR/data/test.jsonl]" "data.tokenizer=data/tokenizers/tiny" \
       "data.seed=$2" "trainer.seed=$2" "trainer.save_freq=$STEPS" > "$dir/run.log" 2>&1 &
-  RUN_PID=$!
+  CHILD=$!
   local final="$dir/checkpoints/global_step_$STEPS/actor/huggingface"
   until grep -q "training finished after $STEPS steps" "$dir/run.log" 2>/dev/null &&
         [ "$(cat "$dir/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null)" = "$STEPS" ]; do
-    kill -0 "$RUN_PID" 2>/dev/null || { echo "ablation: $1 seed $2 failed; see $dir/run.log and $dir/logs" >&2; exit 1; }
+    kill -0 "$CHILD" 2>/dev/null || { echo "ablation: $1 seed $2 failed; see $dir/run.log and $dir/logs" >&2; exit 1; }
     sleep 1
   done
   t1=$(date +%s.%N)
-  kill -TERM "$RUN_PID"
-  wait "$RUN_PID" || true
-  RUN_PID=
+  kill -TERM "$CHILD"
+  wait "$CHILD" || true
+  CHILD=
   [ -f "$final/model.safetensors" ] || { echo "ablation: $1 seed $2: no final model in $final" >&2; exit 1; }
   score "$final" "$dir/eval.json" "$2"
   write_done "$dir" "$(echo "$t1 - $t0" | bc)" "$(train_seconds "$dir/checkpoints/metrics.jsonl")" "$STEPS"
@@ -120,14 +139,14 @@ run_row() {  # row seed
 
 run_control() {  # seed
   local dir="$ABL_DIR/sft-control/s$1" budget t0 t1
-  [ -f "$dir/done.json" ] && return 0
+  kept "$dir" && return 0
   budget=$(python3 -c 'import json,sys,statistics
 print(statistics.median(json.load(open(f))["train_s"] for f in sys.argv[1:]))' "$ABL_DIR/$DAPO_ROW"/s*/done.json)
   rm -rf "$dir"
   mkdir -p "$dir"
   echo "ablation: SFT control seed $1, $budget s ($(date -u +%T))"
   t0=$(date +%s.%N)
-  "$bin/dapo-sft" --config configs/ablation/1-naive-grpo.yaml data.tokenizer=data/tokenizers/tiny \
+  child "$bin/dapo-sft" --config configs/ablation/1-naive-grpo.yaml data.tokenizer=data/tokenizers/tiny \
       --model "$ABL_DIR/base-model" --data "$ABL_DIR/data/train.jsonl" --out "$dir/model" --steps 100000 \
       --batch 128 --lr 5e-4 --warmup 0 --weight-decay 0.01 --beta2 0.95 --log-every 25 --seed "$1" \
       --max-time "$budget" > "$dir/sft.log" 2>&1 \
@@ -142,6 +161,6 @@ for s in $SEEDS; do
   for r in "${ROWS[@]}"; do run_row "$r" "$s"; done
 done
 for s in $SEEDS; do run_control "$s"; done
-python3 tools/ablation/report.py --dir "$ABL_DIR" --steps "$STEPS" --command "make ablation" \
-    --out docs/ablation.md --img docs/img
+python3 tools/ablation/report.py --dir "$ABL_DIR" --steps "$STEPS" \
+    --command "SEEDS=\"$SEEDS\" STEPS=$STEPS make ablation" --out docs/ablation.md --img docs/img
 echo "ablation: wrote docs/ablation.md"
