@@ -354,7 +354,7 @@ def claims(rows, S, sc, steps):
         noise = max(S["6-dynamic-sampling"]["sd"], S["1-naive-grpo"]["sd"])
         L.append("| DAPO beats naive GRPO (+20) | %+.1f points (sd %.1f) | %s |" % (
             100 * d, 100 * noise, verdict(d, noise, min(S["6-dynamic-sampling"]["n"], S["1-naive-grpo"]["n"]))))
-    ent = {n: step_mean(rows[n], "actor/entropy") for n in ("2-overlong-filtering", "3-clip-higher")}
+    ent = ("2-overlong-filtering", "3-clip-higher")
     late = {n: [statistics.mean(m["actor/entropy"] for m in r["steps"][-10:]) for r in rows[n]]
             for n in ent}
     first = {n: [statistics.mean(m["actor/entropy"] for m in r["steps"][:5]) for r in rows[n]] for n in ent}

@@ -99,12 +99,13 @@ train_seconds() {
 print(round(sum(json.loads(l).get("timing_s/step", 0) for l in open(sys.argv[1]) if l.strip()), 2))' "$1"
 }
 
-# A finished run is kept only when it ran the same number of steps: an ABL_DIR of other runs is refused.
+# A finished run is kept only when it ran the same number of steps: an ABL_DIR of other runs is refused. (The
+# controls need no such check: their budget comes from row 6's runs, which are checked before any control.)
 kept() {  # dir: 0 when dir holds a finished run of STEPS steps
   [ -f "$1/done.json" ] || return 1
   local n
   n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$1/done.json")
-  [ "$n" = "$STEPS" ] || [ "${1#"$ABL_DIR"/sft-control}" != "$1" ] && return 0
+  [ "$n" = "$STEPS" ] && return 0
   echo "ablation: $1 holds a finished run of $n steps, not STEPS=$STEPS: use another ABL_DIR" >&2
   exit 1
 }
@@ -139,7 +140,7 @@ run_row() {  # row seed
 
 run_control() {  # seed
   local dir="$ABL_DIR/sft-control/s$1" budget t0 t1
-  kept "$dir" && return 0
+  [ -f "$dir/done.json" ] && return 0
   budget=$(python3 -c 'import json,sys,statistics
 print(statistics.median(json.load(open(f))["train_s"] for f in sys.argv[1:]))' "$ABL_DIR/$DAPO_ROW"/s*/done.json)
   rm -rf "$dir"
