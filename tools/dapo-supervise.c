@@ -2,6 +2,7 @@
  * starts the run's daemons, restarts one that exits or is killed, stops them all in order on a signal.
  *
  *   dapo-supervise --run-dir DIR --spec FILE [--min-uptime S] [--max-fast N] [--backoff-max S] [--stop-timeout S]
+ *                  [--max-same N] [--same-window S]
  *
  * FILE (written by deploy/local/run.sh): {"procs": [{"name": "coordinator", "argv": ["/path/dapo-coordinator", ...]},
  * ...]}; the first entry is the coordinator. Each daemon runs in its own session (setsid), stdin /dev/null, stdout and
@@ -12,7 +13,11 @@
  * Restarts: a daemon that exits (any status but 0) or is killed is started again, at once; one that dies again
  * within --min-uptime (10) seconds of that start waits 1, 2, 4 ... seconds before the next, capped at --backoff-max
  * (30); staying up --min-uptime seconds starts the backoff again from the beginning. A daemon that dies within --min-uptime of its start --max-fast (5) times in a row
- * is given up on: the last lines of its log go to the terminal and the run is stopped and failed. A daemon whose
+ * is given up on: the last lines of its log go to the terminal and the run is stopped and failed. So is one that fails
+ * the same way --max-same (5) times within --same-window (300) seconds, however long each start lived (issue 31: a
+ * learner that waited out its join timeout every 20 s was restarted for ever): the same exit status (not 0 or 75), or
+ * death by the same signal other than SIGKILL, SIGTERM and SIGINT, which come from outside (an operator, a chaos test,
+ * the OOM killer; a daemon killed quickly in a row still meets the --max-fast rule). A daemon whose
  * FIRST start exits with an error status within --min-uptime (a bad model, a port in use) fails the run at once, as
  * the launcher always did. Exit status 75 asks for a restart at once, never counted as a death (a learner told to
  * start again from the last checkpoint). A worker that exits 0 while the run goes on was stopped from outside (a plain
@@ -30,6 +35,9 @@
  * after 30 s). A second signal sends the coordinator SIGTERM again (it then exits at once); a third SIGKILLs every
  * daemon. SIGQUIT (Ctrl-\\) stops the run the same way. Every daemon gets DAPO_SUPERVISOR_PID: one whose supervisor
  * is gone (killed with SIGKILL) stops itself (common/net/daemon.h daemon_orphaned), so no run is left unsupervised.
+ *
+ * Tests only: DAPO_SUPERVISE_RESTART_DELAY="name=S[,name=S...]" starts the named daemons S seconds late after each
+ * death (not at their first start), so that a test can choose which of two daemons comes back first.
  *
  * Terminal: lines of the coordinator's log that a user should not miss (errors, a failed run, the end of training,
  * a resume, workers lost and back) are echoed as "dapo: ...". Exit status: 0 when the coordinator ended with 0
@@ -65,6 +73,9 @@ typedef struct {
     int          fast;          /* deaths in a row within min_uptime */
     int          asked;         /* exit-75 restarts in a row within min_uptime (a reload loop is bounded too) */
     double       started_at, backoff;
+    double       fail_t[16];    /* the last deaths that count for --max-same: when, and how (status, or -signal) */
+    int          fail_how[16], n_fail;
+    double       test_delay;    /* DAPO_SUPERVISE_RESTART_DELAY: seconds before each restart (tests) */
 } Proc;
 
 typedef struct {
@@ -73,7 +84,8 @@ typedef struct {
     Proc       *p;
     int         n;
     double      min_uptime, backoff_max, stop_timeout;
-    int         max_fast;
+    int         max_fast, max_same;
+    double      same_window;
     int         stopping;       /* 0 running, 1 stopping the coordinator, 2 stopping the rest */
     int         failed;         /* a daemon was given up on, or failed at start */
     char        failed_name[128], failed_log[4300];   /* which one */
@@ -256,6 +268,24 @@ static void stop_rest(void) {
     if (all_down(0)) finish();
 }
 
+/* Records a death for the --max-same rule and returns how many deaths of the same kind fell within --same-window
+ * (this one included); 0 for a death that does not count (status 0 or 75; SIGKILL, SIGTERM, SIGINT from outside). */
+static int same_failures(Proc *p, int64_t status, int sig) {
+    if (sig ? sig == SIGKILL || sig == SIGTERM || sig == SIGINT : status == 0 || status == SUP_EXIT_RESTART) return 0;
+    int how = sig ? -sig : (int)status, cap = (int)(sizeof p->fail_t / sizeof p->fail_t[0]);
+    double now = clock_s();
+    if (p->n_fail == cap) {
+        memmove(p->fail_t, p->fail_t + 1, (size_t)(cap - 1) * sizeof *p->fail_t);
+        memmove(p->fail_how, p->fail_how + 1, (size_t)(cap - 1) * sizeof *p->fail_how);
+        p->n_fail--;
+    }
+    p->fail_t[p->n_fail] = now;
+    p->fail_how[p->n_fail++] = how;
+    int n = 0;
+    for (int i = 0; i < p->n_fail; i++) n += p->fail_how[i] == how && now - p->fail_t[i] <= S.same_window;
+    return n;
+}
+
 /* A daemon exited: restart it with backoff, give up on it, or go on with the stop. */
 static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
     Proc *p = h->data;
@@ -294,13 +324,22 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
         say("%s asked to be started again (status %d); restarting it", p->name, SUP_EXIT_RESTART);
         event("restart", p, status, sig, up);
         p->fast = 0;
-        uv_timer_start(&p->restart, on_restart, 0, 0);
+        uv_timer_start(&p->restart, on_restart, (uint64_t)(p->test_delay * 1000), 0);
         return;
     }
     if (p->starts == 1 && !sig && status != 0 && up < S.min_uptime) {
         say("%s exited at start (status %lld)", p->name, (long long)status);
         event("start_failed", p, status, sig, up);
         log_tail(p, 5);
+        begin_stop(1);
+        return;
+    }
+    int same = same_failures(p, status, sig);
+    if (same >= S.max_same) {
+        say("%s %s, the same way %d times within %.0f s: giving up on it; the run is stopped", p->name, how, same,
+            S.same_window);
+        event("gave_up", p, status, sig, up);
+        log_tail(p, 10);
         begin_stop(1);
         return;
     }
@@ -316,6 +355,7 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
     /* the first restart of a streak at once, then 1, 2, 4 ... s (capped) while it keeps dying young */
     p->backoff = p->fast <= 1 ? 0 : (p->backoff <= 0 ? 1 : p->backoff * 2);
     if (p->backoff > S.backoff_max) p->backoff = S.backoff_max;
+    if (p->backoff < p->test_delay) p->backoff = p->test_delay;
     if (p->backoff > 0) say("%s %s after %.0f s; restarting it in %.0f s", p->name, how, up, p->backoff);
     else say("%s %s after %.0f s; restarting it", p->name, how, up);
     event("restart", p, status, sig, up);
@@ -436,6 +476,27 @@ static int load_spec(const char *path) {
     return 0;
 }
 
+/* DAPO_SUPERVISE_RESTART_DELAY (tests): "name=S[,name=S...]", each name one of the spec's, 0 <= S <= 3600. */
+static int test_delays(const char *v) {
+    while (v && *v) {
+        const char *eq = strchr(v, '='), *end = strchr(v, ',');
+        if (!end) end = v + strlen(v);
+        char *stop = NULL;
+        double d = eq && eq < end ? strtod(eq + 1, &stop) : -1;
+        int k = -1;
+        for (int i = 0; eq && eq < end && i < S.n; i++)
+            if ((size_t)(eq - v) == strlen(S.p[i].name) && !strncmp(v, S.p[i].name, (size_t)(eq - v))) k = i;
+        if (k < 0 || stop != end || stop == eq + 1 || !(d >= 0 && d <= 3600)) {
+            fprintf(stderr, "dapo-supervise: DAPO_SUPERVISE_RESTART_DELAY needs name=seconds[,...] with names of the "
+                    "spec and 0..3600 s, got '%.*s'\n", (int)(end - v), v);
+            return -1;
+        }
+        S.p[k].test_delay = d;
+        v = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 static int num_arg(const char *flag, const char *v, double lo, double hi, double *out) {
     char *end = NULL;
     double x = v ? strtod(v, &end) : 0;
@@ -449,7 +510,7 @@ static int num_arg(const char *flag, const char *v, double lo, double hi, double
 
 static void usage(FILE *f) {
     fprintf(f, "usage: dapo-supervise --run-dir DIR --spec FILE [--min-uptime S] [--max-fast N] [--backoff-max S]\n"
-               "                      [--stop-timeout S]\n"
+               "                      [--stop-timeout S] [--max-same N] [--same-window S]\n"
                "  starts the processes of FILE ({\"procs\": [{\"name\", \"argv\"}, ...]}, the coordinator first),\n"
                "  restarts them with backoff, stops them in order on SIGINT/SIGTERM/SIGHUP (see the source's header)\n");
 }
@@ -463,7 +524,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], SIG_DFL);
     signal(SIGPIPE, SIG_IGN);                       /* a closed terminal must not kill the stop */
     const char *spec = NULL;
-    double fast = 5;
+    double fast = 5, same = 5;
+    S.same_window = 300;
     S.min_uptime = 10;
     S.backoff_max = 30;
     S.stop_timeout = 330;
@@ -477,6 +539,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-fast")) bad = num_arg(a, v, 1, 1000, &fast), i++;
         else if (!strcmp(a, "--backoff-max")) bad = num_arg(a, v, 0, 3600, &S.backoff_max), i++;
         else if (!strcmp(a, "--stop-timeout")) bad = num_arg(a, v, 1, 1e6, &S.stop_timeout), i++;
+        else if (!strcmp(a, "--max-same")) bad = num_arg(a, v, 1, 16, &same), i++;
+        else if (!strcmp(a, "--same-window")) bad = num_arg(a, v, 1, 1e6, &S.same_window), i++;
         else { fprintf(stderr, "dapo-supervise: unknown or incomplete argument '%s'\n", a); usage(stderr); return 2; }
         if (bad) return 2;
     }
@@ -486,12 +550,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (fast != (double)(int)fast) { fprintf(stderr, "dapo-supervise: --max-fast needs a whole number, got %g\n", fast); return 2; }
+    if (same != (double)(int)same) { fprintf(stderr, "dapo-supervise: --max-same needs a whole number, got %g\n", same); return 2; }
     S.max_fast = (int)fast;
+    S.max_same = (int)same;
     char logs[4200];
     snprintf(logs, sizeof logs, "%s/logs", S.run_dir);
     if (mkdir(S.run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "dapo-supervise: %s: %s\n", S.run_dir, strerror(errno)); return 2; }
     if (mkdir(logs, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "dapo-supervise: %s: %s\n", logs, strerror(errno)); return 2; }
-    if (load_spec(spec)) return 2;
+    if (load_spec(spec) || test_delays(getenv("DAPO_SUPERVISE_RESTART_DELAY"))) return 2;
     snprintf(S.pids_path, sizeof S.pids_path, "%s/pids", S.run_dir);
     snprintf(S.events_path, sizeof S.events_path, "%s/logs/supervisor.jsonl", S.run_dir);
     snprintf(S.coord_log, sizeof S.coord_log, "%s/logs/%s.log", S.run_dir, S.p[0].name);

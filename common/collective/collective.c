@@ -1,5 +1,6 @@
 /* common/collective/collective.c: the backend-independent part of collective.h: dispatch through the backend
- * vtable, the "broken after a failure" rule, time accounting, and barrier (a one-float all-reduce).
+ * vtable, the "broken after a failure" rule (a lost peer seen by coll_poll too), time accounting, and barrier (a
+ * one-float all-reduce).
  * Not here: the transports (collective_cpu.c, collective_nccl.c). */
 #include "collective/collective.h"
 
@@ -35,6 +36,14 @@ int coll_broadcast(Collective *c, void *buf, size_t bytes, char err[ERR_LEN]) {
 int coll_barrier(Collective *c, char err[ERR_LEN]) {
     float one = 1.0f;
     return coll_allreduce_sum(c, &one, 1, err);
+}
+
+int coll_poll(Collective *c, char err[ERR_LEN]) {
+    if (!c || c->world == 1) return 0;
+    if (c->broken) return broken(c, err);
+    int rc = c->be->poll ? c->be->poll(c->impl, err) : 0;
+    if (rc) c->broken = 1;
+    return rc;
 }
 
 int coll_rank(const Collective *c) { return c ? c->rank : 0; }

@@ -11,7 +11,10 @@
  *        hung peer is aborted (ncclCommAbort) with an error instead of hanging.
  * Every wait has a deadline (timeout_s): a dead or hung peer makes the call fail with ERR_TIMEOUT and a message
  * that names the rank and the operation; the collective is then unusable (ERR_CLOSED) and the learner must be
- * restarted (the run resumes from its last checkpoint, DESIGN.md §7).
+ * restarted (the run resumes from its last checkpoint, DESIGN.md §7). The group is all or nothing (issue 31): once a
+ * rank's connection to a joined peer closes (the peer died, restarted, or stayed silent for timeout_s), the call under
+ * way fails at once with ERR_CLOSED naming that rank, and coll_poll tells an idle caller, which starts again and joins
+ * whichever rank 0 is up: the ranks re-form whatever order they restart in.
  * Not here: reduce-scatter / all-gather (ZeRO-style sharding, left for later), averaging (callers scale). */
 #ifndef DAPO_COLLECTIVE_H
 #define DAPO_COLLECTIVE_H
@@ -58,6 +61,12 @@ int coll_broadcast(Collective *c, void *buf, size_t bytes, char err[ERR_LEN]);
 /* Returns when every rank has called it. Errors as coll_allreduce_sum. */
 int coll_barrier(Collective *c, char err[ERR_LEN]);
 
+/* Never blocks: 0 while every peer this rank joined is still connected; ERR_CLOSED with err naming the lost rank
+ * once one is gone (or after an earlier failed operation): the collective is unusable from then on, and the caller
+ * must start again (the learner exits with status 75 and rejoins from the newest checkpoint). Call it while idle
+ * between collectives; world 1 and backends without a membership check always give 0. */
+int coll_poll(Collective *c, char err[ERR_LEN]);
+
 int         coll_rank(const Collective *c);
 int         coll_world(const Collective *c);
 const char *coll_backend_name(const Collective *c);   /* "cpu" | "nccl" */
@@ -71,6 +80,7 @@ typedef struct {
     const char *name;
     int  (*allreduce_sum)(void *impl, float *buf, long n, char err[ERR_LEN]);
     int  (*broadcast)(void *impl, void *buf, size_t bytes, char err[ERR_LEN]);
+    int  (*poll)(void *impl, char err[ERR_LEN]);                 /* NULL: nothing to check (coll_poll gives 0) */
     void (*close)(void *impl);
 } CollBackend;
 

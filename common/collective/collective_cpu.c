@@ -4,6 +4,14 @@
  * Rank 0 checks every header (magic, version, op, seq, size) before using a payload, so a confused or stale peer
  * gives a clear error rather than wrong sums. Every receive polls in <= 50 ms slices up to the deadline and calls
  * the idle hook in between.
+ * Membership (issue 31): every rank watches its own socket's connections (zmq_socket_monitor, DISCONNECTED events)
+ * and ZMTP heartbeats drop a connection whose peer stays silent for timeout_s (dead, hung or cut off), in the I/O
+ * thread, whatever the caller is doing. Once joined, a rank whose peer's connection closes (rank 0: the connection a
+ * rank's HELLO came on; rank r > 0: the one READY came on, matched by ZMQ_SRCFD) marks the group lost: the
+ * operation under way fails at once, and coll_poll reports it to an idle caller, which starts again and joins
+ * whatever rank 0 is up then — so the ranks re-form in any restart order. Events are read before every data
+ * frame: a connection's DISCONNECTED is queued before its file descriptor is closed (and can be reused), so an event
+ * never applies to a later connection.
  * Not here: ring / tree algorithms (rank 0 is the bottleneck for large W), RDMA, compression. */
 #include "collective/collective.h"
 
@@ -39,6 +47,12 @@ typedef struct {
     zmq_msg_t *got;              /* [world] received payload messages (rank 0) */
     uint64_t  nonce;             /* this process's join nonce (pid and clock), sent in HELLO */
     uint64_t *joined;            /* [world] rank 0: the nonce each rank joined with */
+    void     *mon;               /* PAIR socket reading the data socket's DISCONNECTED events */
+    int      *peer_fd;           /* [world] the connection (ZMQ_SRCFD) of each rank's HELLO (rank 0), of READY ([0]) */
+    unsigned char *fd_open;      /* [n_fd] by file descriptor: 1 after its CONNECTED/ACCEPTED event, 0 after DISCONNECTED */
+    int       n_fd;
+    int       ready;             /* the join is complete: from now on a closed peer connection loses the group */
+    char      lost[160];         /* non-empty once a peer's connection closed after the join: who and how */
 } CpuColl;
 
 static const char *op_name(uint32_t op) {
@@ -67,15 +81,67 @@ static int send_frame(CpuColl *c, const void *rid, size_t rid_len, uint32_t op, 
     return 0;
 }
 
-/* Receives one frame before the deadline into *m (payload after the routing id, which goes into rid).
- * 0, ERR_TIMEOUT, or the idle hook's code. */
-static int recv_frame(CpuColl *c, int64_t deadline_ms, zmq_msg_t *m, char *rid, size_t *rid_len) {
+/* 1 when the connection a frame came on (ZMQ_SRCFD) has closed already: its DISCONNECTED was read after the frame had
+ * arrived (events of an earlier connection with the same number come before that connection's CONNECTED/ACCEPTED). */
+static int fd_closed(const CpuColl *c, int fd) { return fd >= 0 && fd < c->n_fd && !c->fd_open[fd]; }
+
+/* Applies the connection events queued so far (never blocks). Rank 0 while joining: a rank whose connection closed
+ * must say HELLO again. After the join: the connection of a joined peer closed, so the group is lost (c->lost). */
+static void mon_drain(CpuColl *c) {
+    if (!c->mon) return;
     for (;;) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) < 0) { zmq_msg_close(&ev); return; }
+        uint16_t what = 0;
+        uint32_t fd = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&what, zmq_msg_data(&ev), 2);
+            memcpy(&fd, (const char *)zmq_msg_data(&ev) + 2, 4);
+        }
+        int more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        if (more) {                                  /* the endpoint's address: not needed */
+            zmq_msg_init(&addr);
+            zmq_msg_recv(&addr, c->mon, 0);
+            zmq_msg_close(&addr);
+        }
+        if (fd >= (uint32_t)c->n_fd && fd < (1u << 24)) {
+            int n = c->n_fd;
+            while (c->n_fd <= (int)fd) c->n_fd = c->n_fd ? 2 * c->n_fd : 64;
+            c->fd_open = xrealloc(c->fd_open, (size_t)c->n_fd);
+            memset(c->fd_open + n, 0, (size_t)(c->n_fd - n));
+        }
+        if (fd < (uint32_t)c->n_fd) c->fd_open[fd] = what != ZMQ_EVENT_DISCONNECTED;
+        if (what != ZMQ_EVENT_DISCONNECTED) continue;
+        for (int r = 0; r < c->world; r++) {
+            if (r == c->rank || c->peer_fd[r] < 0 || c->peer_fd[r] != (int)fd) continue;
+            c->peer_fd[r] = -1;
+            if (!c->ready) {                         /* rank 0 joining: that rank says HELLO again when it can */
+                c->joined[r] = 0;
+            } else if (!c->lost[0]) {
+                snprintf(c->lost, sizeof c->lost, "the connection to rank %d closed (it died, restarted or was silent "
+                         "for cluster.collective_timeout_s, %.1f s)", r, c->timeout_s);
+                log_warn("collective: rank %d lost: %s", c->rank, c->lost);
+            }
+        }
+    }
+}
+
+/* Receives one frame before the deadline into *m (payload after the routing id, which goes into rid; the connection
+ * it came on into *fd when fd is non-NULL). 0, ERR_TIMEOUT, ERR_CLOSED (the group is lost: c->lost says why), or the
+ * idle hook's code. */
+static int recv_frame(CpuColl *c, int64_t deadline_ms, zmq_msg_t *m, char *rid, size_t *rid_len, int *fd) {
+    for (;;) {
+        mon_drain(c);
+        if (c->lost[0]) return ERR_CLOSED;
         int64_t left = deadline_ms - clock_ms();
         if (left <= 0) return ERR_TIMEOUT;
-        zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
-        int n = zmq_poll(&it, 1, left < 50 ? (long)left : 50);
-        if (n > 0) {
+        zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {c->mon, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll(it, c->mon ? 2 : 1, left < 50 ? (long)left : 50);
+        if (n > 0 && (it[0].revents & ZMQ_POLLIN)) {
+            mon_drain(c);                            /* the events before this frame first */
+            if (c->lost[0]) return ERR_CLOSED;
             if (rid) {
                 zmq_msg_t id;
                 zmq_msg_init(&id);
@@ -89,6 +155,7 @@ static int recv_frame(CpuColl *c, int64_t deadline_ms, zmq_msg_t *m, char *rid, 
             }
             zmq_msg_init(m);
             if (zmq_msg_recv(m, c->sock, 0) < 0) { zmq_msg_close(m); continue; }
+            if (fd) *fd = zmq_msg_get(m, ZMQ_SRCFD);
             while (zmq_msg_more(m)) {            /* a peer never sends more frames: drain and drop */
                 zmq_msg_t x;
                 zmq_msg_init(&x);
@@ -97,6 +164,7 @@ static int recv_frame(CpuColl *c, int64_t deadline_ms, zmq_msg_t *m, char *rid, 
             }
             return 0;
         }
+        if (n > 0) continue;                         /* an event: applied at the top */
         if (n < 0 && zmq_errno() != EINTR) return ERR_IO;
         if (c->idle) {
             int rc = c->idle(c->idle_ud);
@@ -135,6 +203,9 @@ static int timeout_err(CpuColl *c, int rc, uint32_t op, const char *who, char er
         return err_set(err, ERR_TIMEOUT, "collective %s #%llu on rank %d: nothing from %s within %.1f s: that rank is "
                        "dead or hung (cluster.collective_timeout_s); restart the learners and resume from the last "
                        "checkpoint", op_name(op), (unsigned long long)c->seq, c->rank, who, c->timeout_s);
+    if (rc == ERR_CLOSED && c->lost[0])
+        return err_set(err, ERR_CLOSED, "collective %s #%llu on rank %d: %s; restart the learners and resume from the "
+                       "last checkpoint", op_name(op), (unsigned long long)c->seq, c->rank, c->lost);
     return err_set(err, rc, "collective %s #%llu on rank %d: wait aborted: %s", op_name(op),
                    (unsigned long long)c->seq, c->rank, err_str(rc));
 }
@@ -169,7 +240,7 @@ static int gather(CpuColl *c, uint32_t op, uint64_t bytes, char err[ERR_LEN]) {
         zmq_msg_t m;
         char rid[32];
         size_t rid_len = 0;
-        rc = recv_frame(c, deadline, &m, rid, &rid_len);
+        rc = recv_frame(c, deadline, &m, rid, &rid_len, NULL);
         if (rc) {
             rc = missing_err(c, rc, op, seen, err);
             break;
@@ -194,12 +265,20 @@ static int gather(CpuColl *c, uint32_t op, uint64_t bytes, char err[ERR_LEN]) {
     return rc;
 }
 
+/* ERR_CLOSED naming the lost peer when the group is lost (events read first), else 0: an operation's first check. */
+static int check_lost(CpuColl *c, uint32_t op, char err[ERR_LEN]) {
+    mon_drain(c);
+    return c->lost[0] ? timeout_err(c, ERR_CLOSED, op, "", err) : 0;
+}
+
 static int cpu_allreduce(void *impl, float *buf, long n, char err[ERR_LEN]) {
     CpuColl *c = impl;
     uint64_t bytes = (uint64_t)n * sizeof(float);
     c->seq++;
+    int rc = check_lost(c, OP_REDUCE, err);
+    if (rc) return rc;
     if (c->rank == 0) {
-        int rc = gather(c, OP_REDUCE, bytes, err);
+        rc = gather(c, OP_REDUCE, bytes, err);
         if (rc) return rc;
         for (int r = 1; r < c->world; r++) {     /* rank order: the same bits on every rank and every run */
             const char *x = (const char *)zmq_msg_data(&c->got[r]) + sizeof(CollHeader);   /* not float-aligned */
@@ -215,10 +294,10 @@ static int cpu_allreduce(void *impl, float *buf, long n, char err[ERR_LEN]) {
             rc = send_frame(c, c->rid[r], c->rid_len[r], OP_RESULT, buf, bytes, err);
         return rc;
     }
-    int rc = send_frame(c, NULL, 0, OP_REDUCE, buf, bytes, err);
+    rc = send_frame(c, NULL, 0, OP_REDUCE, buf, bytes, err);
     if (rc) return rc;
     zmq_msg_t m;
-    rc = recv_frame(c, clock_ms() + (int64_t)(c->timeout_s * 1000), &m, NULL, NULL);
+    rc = recv_frame(c, clock_ms() + (int64_t)(c->timeout_s * 1000), &m, NULL, NULL, NULL);
     if (rc) return timeout_err(c, rc, OP_REDUCE, "rank 0", err);
     CollHeader h;
     rc = check_header(c, &m, OP_RESULT, bytes, 0, &h, err);
@@ -230,13 +309,14 @@ static int cpu_allreduce(void *impl, float *buf, long n, char err[ERR_LEN]) {
 static int cpu_broadcast(void *impl, void *buf, size_t bytes, char err[ERR_LEN]) {
     CpuColl *c = impl;
     c->seq++;
+    int rc = check_lost(c, OP_BCAST, err);
+    if (rc) return rc;
     if (c->rank == 0) {
-        int rc = 0;
         for (int r = 1; r < c->world && !rc; r++) rc = send_frame(c, c->rid[r], c->rid_len[r], OP_BCAST, buf, bytes, err);
         return rc;
     }
     zmq_msg_t m;
-    int rc = recv_frame(c, clock_ms() + (int64_t)(c->timeout_s * 1000), &m, NULL, NULL);
+    rc = recv_frame(c, clock_ms() + (int64_t)(c->timeout_s * 1000), &m, NULL, NULL, NULL);
     if (rc) return timeout_err(c, rc, OP_BCAST, "rank 0", err);
     CollHeader h;
     rc = check_header(c, &m, OP_BCAST, bytes, 0, &h, err);
@@ -245,75 +325,132 @@ static int cpu_broadcast(void *impl, void *buf, size_t bytes, char err[ERR_LEN])
     return rc;
 }
 
+static int cpu_poll(void *impl, char err[ERR_LEN]) {
+    CpuColl *c = impl;
+    mon_drain(c);
+    return c->lost[0] ? err_set(err, ERR_CLOSED, "collective (cpu, rank %d of %d): %s", c->rank, c->world, c->lost) : 0;
+}
+
 static void cpu_close(void *impl) {
     CpuColl *c = impl;
     if (!c) return;
+    if (c->mon) {
+        zmq_socket_monitor(c->sock, NULL, 0);        /* stop the monitor before its reader goes */
+        zmq_close(c->mon);
+    }
     if (c->sock) zmq_close(c->sock);
     if (c->own_ctx && c->zctx) zmq_ctx_term(c->zctx);
     xfree(c->rid);
     xfree(c->rid_len);
     xfree(c->got);
     xfree(c->joined);
+    xfree(c->peer_fd);
+    xfree(c->fd_open);
     xfree(c);
 }
 
-static const CollBackend cpu_backend = {"cpu", cpu_allreduce, cpu_broadcast, cpu_close};
+static const CollBackend cpu_backend = {"cpu", cpu_allreduce, cpu_broadcast, cpu_poll, cpu_close};
 
-/* Join, robust to restarts (issue 17: a rank restarted by its supervisor meets a peer that is still the old
- * process, or that restarts too). Ranks > 0 send HELLO (with their nonce) every HELLO_RESEND_MS until READY comes,
- * so a HELLO that an exiting rank 0 swallowed is sent again to its successor. Rank 0 waits for every rank's HELLO:
- * frames of any other op are leftovers of a rank from before a restart and are dropped (logged), a HELLO repeated
- * with the same nonce is dropped, one with a new nonce (that rank restarted meanwhile) replaces it. */
+/* Rank 0's HELLO handling while joining: frames of any other op are leftovers of a rank from before a restart and
+ * are dropped (logged); a HELLO records the rank's nonce, routing id and connection. 1 when the frame was a HELLO
+ * from a new process of that rank (it needs READY), 0 when dropped or repeated, < 0 on a bad frame. */
+static int take_hello(CpuColl *c, zmq_msg_t *m, const char *rid, size_t rid_len, int fd, char err[ERR_LEN]) {
+    CollHeader h;
+    uint64_t nonce = 0;
+    if (zmq_msg_size(m) >= sizeof h) memcpy(&h, zmq_msg_data(m), sizeof h);
+    if (zmq_msg_size(m) >= sizeof h && h.magic == COLL_MAGIC && h.version == COLL_VERSION && h.op != OP_HELLO &&
+        h.rank > 0 && h.rank < (uint32_t)c->world) {
+        log_warn("collective: dropped %s #%llu from rank %u, sent before a restart", op_name(h.op),
+                 (unsigned long long)h.seq, h.rank);
+        return 0;
+    }
+    int rc = check_header(c, m, OP_HELLO, sizeof nonce, -1, &h, err);
+    if (!rc && h.rank == 0) rc = err_set(err, ERR_INVAL, "collective: a second rank 0 sent hello");
+    if (rc) return rc;
+    if (fd_closed(c, fd)) return 0;                  /* its connection closed since: it says HELLO again if alive */
+    memcpy(&nonce, (const char *)zmq_msg_data(m) + sizeof h, sizeof nonce);
+    if (!nonce) return err_set(err, ERR_INVAL, "collective: rank %u sent hello without a nonce", h.rank);
+    int fresh = c->joined[h.rank] != nonce;          /* 0 also after its connection closed: it is unjoined then */
+    c->joined[h.rank] = nonce;
+    c->peer_fd[h.rank] = fd;
+    memcpy(c->rid[h.rank], rid, rid_len);
+    c->rid_len[h.rank] = rid_len;
+    return fresh;
+}
+
+/* Join, robust to restarts (issues 17, 31: a rank restarted by its supervisor meets a peer that is still the old
+ * process, or that restarts too, in any order). Ranks > 0 send HELLO (with their nonce) every HELLO_RESEND_MS until
+ * READY comes, so a HELLO that an exiting rank 0 swallowed is sent again to its successor; a rank > 0 that already
+ * joined a rank 0 which then went sees its connection close (mon_drain) and starts again. Rank 0 waits until every
+ * rank has said HELLO on a connection that is still open (a rank whose connection closed meanwhile must say it
+ * again), sends READY to each process once, and is done when all have it. */
 static int join_rank0(CpuColl *c, char err[ERR_LEN]) {
     int64_t deadline = clock_ms() + (int64_t)(c->timeout_s * 1000);
-    int have = 0, rc = 0;
-    while (have < c->world - 1) {
+    uint64_t *told = xcalloc((size_t)c->world, sizeof *told);   /* the nonce READY went to, per rank */
+    int rc = 0;
+    for (;;) {
+        mon_drain(c);
+        int all = 1;
+        for (int r = 1; r < c->world; r++) all &= c->joined[r] != 0;
+        for (int r = 1; all && r < c->world; r++) {
+            if (told[r] == c->joined[r]) continue;
+            char e2[ERR_LEN];
+            if (send_frame(c, c->rid[r], c->rid_len[r], OP_READY, NULL, 0, e2)) {
+                log_warn("%s: rank %d must say hello again", e2, r);   /* it went meanwhile */
+                c->joined[r] = 0;
+                c->peer_fd[r] = -1;
+                all = 0;
+                continue;
+            }
+            told[r] = c->joined[r];
+        }
+        if (all) break;
         zmq_msg_t m;
         char rid[32];
         size_t rid_len = 0;
-        rc = recv_frame(c, deadline, &m, rid, &rid_len);
-        if (rc) return missing_err(c, rc, OP_HELLO, c->joined, err);
-        CollHeader h;
-        uint64_t nonce = 0;
-        if (zmq_msg_size(&m) >= sizeof h) memcpy(&h, zmq_msg_data(&m), sizeof h);
-        if (zmq_msg_size(&m) >= sizeof h && h.magic == COLL_MAGIC && h.version == COLL_VERSION && h.op != OP_HELLO &&
-            h.rank > 0 && h.rank < (uint32_t)c->world) {
-            log_warn("collective: dropped %s #%llu from rank %u, sent before a restart", op_name(h.op),
-                     (unsigned long long)h.seq, h.rank);
-            zmq_msg_close(&m);
-            continue;
-        }
-        rc = check_header(c, &m, OP_HELLO, sizeof nonce, -1, &h, err);
-        if (!rc && h.rank == 0) rc = err_set(err, ERR_INVAL, "collective: a second rank 0 sent hello");
-        if (!rc) memcpy(&nonce, (const char *)zmq_msg_data(&m) + sizeof h, sizeof nonce);
+        int fd = -1;
+        rc = recv_frame(c, deadline, &m, rid, &rid_len, &fd);
+        if (rc) { rc = missing_err(c, rc, OP_HELLO, c->joined, err); break; }
+        rc = take_hello(c, &m, rid, rid_len, fd, err);
         zmq_msg_close(&m);
-        if (rc) return rc;
-        if (!nonce) return err_set(err, ERR_INVAL, "collective: rank %u sent hello without a nonce", h.rank);
-        if (!c->joined[h.rank]) have++;
-        c->joined[h.rank] = nonce;
-        memcpy(c->rid[h.rank], rid, rid_len);
-        c->rid_len[h.rank] = rid_len;
+        if (rc < 0) break;
+        rc = 0;
     }
-    for (int r = 1; r < c->world && !rc; r++) rc = send_frame(c, c->rid[r], c->rid_len[r], OP_READY, NULL, 0, err);
+    xfree(told);
     return rc;
 }
 
 static int cpu_join(CpuColl *c, char err[ERR_LEN]) {
-    if (c->rank == 0) return join_rank0(c, err);
+    int rc = c->rank == 0 ? join_rank0(c, err) : 0;
     int64_t deadline = clock_ms() + (int64_t)(c->timeout_s * 1000);
-    for (;;) {
-        int rc = send_frame(c, NULL, 0, OP_HELLO, &c->nonce, sizeof c->nonce, err);
+    while (c->rank > 0) {
+        rc = send_frame(c, NULL, 0, OP_HELLO, &c->nonce, sizeof c->nonce, err);
         if (rc) return rc;
         int64_t slice = clock_ms() + HELLO_RESEND_MS;
         zmq_msg_t m;
-        rc = recv_frame(c, slice < deadline ? slice : deadline, &m, NULL, NULL);
+        int fd = -1;
+        rc = recv_frame(c, slice < deadline ? slice : deadline, &m, NULL, NULL, &fd);
         if (rc == ERR_TIMEOUT && clock_ms() < deadline) continue;           /* send HELLO again */
         if (rc) return timeout_err(c, rc, OP_HELLO, "rank 0", err);
         CollHeader h;
+        if (zmq_msg_size(&m) >= sizeof h) memcpy(&h, zmq_msg_data(&m), sizeof h);
+        if (zmq_msg_size(&m) >= sizeof h && h.magic == COLL_MAGIC && h.version == COLL_VERSION && h.op != OP_READY &&
+            h.rank == 0) {                           /* an old rank 0's frame for the process before this one */
+            log_warn("collective: dropped %s #%llu from rank 0, meant for this rank's previous process",
+                     op_name(h.op), (unsigned long long)h.seq);
+            zmq_msg_close(&m);
+            continue;
+        }
         rc = check_header(c, &m, OP_READY, 0, 0, &h, err);
         zmq_msg_close(&m);
-        return rc;
+        if (rc) return rc;
+        c->peer_fd[0] = fd;                          /* rank 0's connection: its closing loses the group */
+        if (fd_closed(c, fd))
+            snprintf(c->lost, sizeof c->lost, "the connection to rank 0 closed right after it said READY");
+        break;
     }
+    if (!rc) c->ready = 1;
+    return rc;
 }
 
 /* zmq_setsockopt, checked: 0 or ERR_IO naming the option. */
@@ -339,6 +476,60 @@ static int coll_curve(void *s, const CollOptions *o, char err[ERR_LEN]) {
     return rc;
 }
 
+/* Watches the data socket's connection events on an inproc PAIR socket (c->mon), before any connection exists. */
+static int coll_monitor(CpuColl *c, char err[ERR_LEN]) {
+    char addr[64];
+    snprintf(addr, sizeof addr, "inproc://dapo-coll-monitor-%p", (void *)c);
+    if (zmq_socket_monitor(c->sock, addr, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED))
+        return err_set(err, ERR_IO, "collective: zmq_socket_monitor: %s", zmq_strerror(zmq_errno()));
+    int zero = 0;
+    c->mon = zmq_socket(c->zctx, ZMQ_PAIR);
+    if (!c->mon || zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero) || zmq_connect(c->mon, addr)) {
+        int rc = err_set(err, ERR_IO, "collective: the connection monitor: %s", zmq_strerror(zmq_errno()));
+        zmq_socket_monitor(c->sock, NULL, 0);
+        if (c->mon) zmq_close(c->mon);
+        c->mon = NULL;
+        return rc;
+    }
+    return 0;
+}
+
+/* The rank's socket (rank 0 a ROUTER bound at the endpoint, the others DEALERs connected to it), its options, CURVE,
+ * ZMTP heartbeats (a ping every timeout/5, at most 1 s; a connection silent for timeout_s is dropped) and monitor. */
+static int coll_socket(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
+    c->sock = zmq_socket(c->zctx, o->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER);
+    if (!c->sock) return err_set(err, ERR_IO, "collective: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    int zero = 0, one = 1;
+    int64_t maxmsg = -1;
+    double tmo_ms = o->timeout_s * 1000 < 2e9 ? o->timeout_s * 1000 : 2e9;
+    int hb_timeout = tmo_ms < 1 ? 1 : (int)tmo_ms, hb_ivl = hb_timeout / 5 < 1000 ? hb_timeout / 5 : 1000;
+    if (hb_ivl < 1) hb_ivl = 1;
+    char id[32];
+    snprintf(id, sizeof id, "coll-rank-%d", o->rank);
+    int rc = sockopt(c->sock, ZMQ_LINGER, "ZMQ_LINGER", &zero, sizeof zero, err);
+    if (!rc) rc = sockopt(c->sock, ZMQ_SNDHWM, "ZMQ_SNDHWM", &zero, sizeof zero, err);
+    if (!rc) rc = sockopt(c->sock, ZMQ_RCVHWM, "ZMQ_RCVHWM", &zero, sizeof zero, err);
+    if (!rc) rc = sockopt(c->sock, ZMQ_MAXMSGSIZE, "ZMQ_MAXMSGSIZE", &maxmsg, sizeof maxmsg, err);
+    if (!rc) rc = sockopt(c->sock, ZMQ_HEARTBEAT_IVL, "ZMQ_HEARTBEAT_IVL", &hb_ivl, sizeof hb_ivl, err);
+    if (!rc) rc = sockopt(c->sock, ZMQ_HEARTBEAT_TIMEOUT, "ZMQ_HEARTBEAT_TIMEOUT", &hb_timeout, sizeof hb_timeout, err);
+    if (!rc) rc = coll_curve(c->sock, o, err);
+    if (!rc) rc = coll_monitor(c, err);
+    if (rc) return rc;
+    if (o->rank == 0) {
+        rc = sockopt(c->sock, ZMQ_ROUTER_MANDATORY, "ZMQ_ROUTER_MANDATORY", &one, sizeof one, err);
+        if (!rc) rc = sockopt(c->sock, ZMQ_ROUTER_HANDOVER, "ZMQ_ROUTER_HANDOVER", &one, sizeof one, err);
+        if (!rc && zmq_bind(c->sock, o->endpoint))
+            rc = err_set(err, ERR_IO, "collective: rank 0 cannot bind %s: %s (cluster.collective)", o->endpoint,
+                         zmq_strerror(zmq_errno()));
+        return rc;
+    }
+    rc = sockopt(c->sock, ZMQ_ROUTING_ID, "ZMQ_ROUTING_ID", id, strlen(id), err);
+    if (!rc && zmq_connect(c->sock, o->endpoint))
+        rc = err_set(err, ERR_IO, "collective: rank %d cannot connect to %s: %s", o->rank, o->endpoint,
+                     zmq_strerror(zmq_errno()));
+    return rc;
+}
+
 Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
     if (!o || o->world < 1 || o->rank < 0 || o->rank >= o->world || o->timeout_s <= 0 ||
         (o->world > 1 && (!o->endpoint || !o->endpoint[0]))) {
@@ -356,6 +547,8 @@ Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
     c->rid_len = xcalloc((size_t)o->world, sizeof *c->rid_len);
     c->got = xcalloc((size_t)o->world, sizeof *c->got);
     c->joined = xcalloc((size_t)o->world, sizeof *c->joined);
+    c->peer_fd = xcalloc((size_t)o->world, sizeof *c->peer_fd);
+    for (int r = 0; r < o->world; r++) c->peer_fd[r] = -1;
     c->nonce = clock_nonce(c);
     Collective *out = xcalloc(1, sizeof *out);
     out->be = &cpu_backend;
@@ -365,32 +558,7 @@ Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
     if (o->world == 1) return out;
     c->zctx = o->zctx;
     if (!c->zctx) { c->zctx = zmq_ctx_new(); c->own_ctx = 1; }
-    c->sock = c->zctx ? zmq_socket(c->zctx, o->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER) : NULL;
-    int rc = c->sock ? 0 : err_set(err, ERR_IO, "collective: zmq_socket: %s", zmq_strerror(zmq_errno()));
-    if (!rc) {
-        int zero = 0, one = 1;
-        int64_t maxmsg = -1;
-        char id[32];
-        snprintf(id, sizeof id, "coll-rank-%d", o->rank);
-        rc = sockopt(c->sock, ZMQ_LINGER, "ZMQ_LINGER", &zero, sizeof zero, err);
-        if (!rc) rc = sockopt(c->sock, ZMQ_SNDHWM, "ZMQ_SNDHWM", &zero, sizeof zero, err);
-        if (!rc) rc = sockopt(c->sock, ZMQ_RCVHWM, "ZMQ_RCVHWM", &zero, sizeof zero, err);
-        if (!rc) rc = sockopt(c->sock, ZMQ_MAXMSGSIZE, "ZMQ_MAXMSGSIZE", &maxmsg, sizeof maxmsg, err);
-        if (!rc) rc = coll_curve(c->sock, o, err);
-        if (rc) {
-        } else if (o->rank == 0) {
-            rc = sockopt(c->sock, ZMQ_ROUTER_MANDATORY, "ZMQ_ROUTER_MANDATORY", &one, sizeof one, err);
-            if (!rc) rc = sockopt(c->sock, ZMQ_ROUTER_HANDOVER, "ZMQ_ROUTER_HANDOVER", &one, sizeof one, err);
-            if (!rc && zmq_bind(c->sock, o->endpoint))
-                rc = err_set(err, ERR_IO, "collective: rank 0 cannot bind %s: %s (cluster.collective)", o->endpoint,
-                             zmq_strerror(zmq_errno()));
-        } else {
-            rc = sockopt(c->sock, ZMQ_ROUTING_ID, "ZMQ_ROUTING_ID", id, strlen(id), err);
-            if (!rc && zmq_connect(c->sock, o->endpoint))
-                rc = err_set(err, ERR_IO, "collective: rank %d cannot connect to %s: %s", o->rank, o->endpoint,
-                             zmq_strerror(zmq_errno()));
-        }
-    }
+    int rc = c->zctx ? coll_socket(c, o, err) : err_set(err, ERR_IO, "collective: zmq_ctx_new failed");
     if (!rc) rc = cpu_join(c, err);
     if (rc) {
         coll_close(out);

@@ -3,7 +3,8 @@
  * CPU collective on the same endpoint (the side channel); then ncclCommInitRankConfig with blocking = 0 on the current
  * CUDA device. Every operation is enqueued on the backend's own stream and waited for by polling cudaStreamQuery and
  * ncclCommGetAsyncError against the deadline: a dead or hung peer gives ERR_TIMEOUT (the communicator is aborted with
- * ncclCommAbort) instead of a hang. Host buffers (e.g. a barrier's one float) are staged through device scratch.
+ * ncclCommAbort) instead of a hang. The side channel stays open for membership: coll_poll asks it (a peer's
+ * connection closed) and the communicator's async error. Host buffers (e.g. a barrier's one float) are staged through device scratch.
  * Without USE_CUDA only coll_open_nccl exists and returns ERR_UNSUPPORTED.
  * Not here: multi-node bootstrap beyond what the CPU side channel's endpoint reaches, NVLS / user buffer registration. */
 #include "collective/collective.h"
@@ -35,6 +36,7 @@ typedef struct {
     void        *scratch;        /* device staging for host buffers */
     size_t       scratch_bytes;
     int          aborted;
+    Collective  *side;           /* the CPU collective of the bootstrap, kept for coll_poll's membership check */
 } NcclColl;
 
 /* Waits for the stream (and the communicator's async state) up to the deadline. */
@@ -119,16 +121,28 @@ static int nccl_broadcast(void *impl, void *buf, size_t bytes, char err[ERR_LEN]
     return nccl_wait(c, "broadcast", err);
 }
 
+static int nccl_poll(void *impl, char err[ERR_LEN]) {
+    NcclColl *c = impl;
+    int rc = coll_poll(c->side, err);
+    if (rc) return rc;
+    if (c->aborted) return err_set(err, ERR_CLOSED, "nccl: the communicator was aborted after an earlier failure");
+    ncclResult_t async = ncclSuccess, r = ncclCommGetAsyncError(c->comm, &async);
+    if (r == ncclSuccess && (async == ncclSuccess || async == ncclInProgress)) return 0;
+    return err_set(err, ERR_CLOSED, "nccl: the communicator failed: %s",
+                   ncclGetErrorString(r != ncclSuccess ? r : async));
+}
+
 static void nccl_close(void *impl) {
     NcclColl *c = impl;
     if (!c) return;
+    coll_close(c->side);
     if (c->comm && !c->aborted) ncclCommDestroy(c->comm);
     if (c->scratch) cudaFree(c->scratch);
     if (c->stream) cudaStreamDestroy(c->stream);
     xfree(c);
 }
 
-static const CollBackend nccl_backend = {"nccl", nccl_allreduce, nccl_broadcast, nccl_close};
+static const CollBackend nccl_backend = {"nccl", nccl_allreduce, nccl_broadcast, nccl_poll, nccl_close};
 
 Collective *coll_open_nccl(const CollOptions *o, char err[ERR_LEN]) {
     Collective *side = coll_open_cpu(o, err);        /* the side channel for the unique id */
@@ -141,9 +155,9 @@ Collective *coll_open_nccl(const CollOptions *o, char err[ERR_LEN]) {
         if (r != ncclSuccess) rc = err_set(err, ERR_IO, "ncclGetUniqueId: %s", ncclGetErrorString(r));
     }
     if (!rc) rc = coll_broadcast(side, &id, sizeof id, err);
-    coll_close(side);
-    if (rc) return NULL;
+    if (rc) { coll_close(side); return NULL; }
     NcclColl *c = xcalloc(1, sizeof *c);
+    c->side = side;
     c->timeout_s = o->timeout_s;
     c->idle = o->idle;
     c->idle_ud = o->idle_ud;

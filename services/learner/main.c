@@ -8,7 +8,8 @@
  * last step and when it stops, and keeps its own state of that step beside them): Control CHECKPOINT of step S saves
  * the weights of step S (rank 0) between steps and answers Control CHECKPOINT_DONE — the coordinator records a
  * checkpoint only once both sides hold it. Control SHUTDOWN stops like SIGTERM; Control RELOAD (the run rolls back to
- * its last checkpoint, coordinator recover.c) exits with status 75 so that the supervisor starts it again from there. Long computations keep heartbeating
+ * its last checkpoint, coordinator recover.c) exits with status 75 so that the supervisor starts it again from there;
+ * so does a rank whose collective lost a peer between steps (coll_poll). Long computations keep heartbeating
  * and serving weight requests (keepalive).
  * Not here: the GPU path (the NCCL collective exists for CUDA builds; the model core is CPU-only), pushing weights. */
 #include <signal.h>
@@ -202,10 +203,22 @@ static int on_work(void *ud, NetMsg *m) {
     return handle(ud, m);
 }
 
+/* Between steps, a rank whose collective lost a peer (that rank died, restarted, or went silent; issue 31) starts
+ * again from the newest checkpoint, as on Control RELOAD: whichever rank 0 is up then is the one it joins. */
+static void check_collective(Svc *s) {
+    char err[ERR_LEN];
+    if (s->reload || !s->coll || coll_poll(s->coll, err) == 0) return;
+    log_warn("%s: exiting with status %d to join the collective again from the newest checkpoint under %s", err,
+             LEARNER_EXIT_RELOAD, s->d.cfg.default_local_dir);
+    s->reload = 1;
+    raise(SIGTERM);
+}
+
 static int on_idle(void *ud) {
     Svc *s = ud;
     char err[ERR_LEN];
     flush_deferred(s);
+    check_collective(s);
     if (s->ws && wsrv_serve(s->ws, 0, err) < 0) log_warn("%s", err);
     int ran = run_one(s);
     worker_set_status(s->d.worker, (uint32_t)s->L->n_pending, s->L->version);

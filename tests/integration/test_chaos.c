@@ -7,8 +7,10 @@
  * exactly (before training and every test_freq steps), and the final weights are bitwise those of an undisturbed run
  * of the same seed (every rollback goes to a two-sided checkpoint of the same data cursor, group ids and weights, and
  * batch-invariant sampling depends on the group's seed and id only, not on the attempt or the worker).
- * test_chaos_two_learner_ranks runs it again with two learner ranks (a learner fault then hits rank 0 or 1 at random);
- * DAPO_CHAOS_LEARNERS=N runs only one run, with N ranks.
+ * test_chaos_two_learner_ranks runs it again with two learner ranks (a learner fault then hits rank 0 or 1 at random;
+ * an eighth fault kills both, rank 0 or rank 1 first, and the supervisor brings rank 0 back 2 s late, rank 1 2 s late,
+ * or both at once, by the seed: DAPO_SUPERVISE_RESTART_DELAY; issue 31); DAPO_CHAOS_LEARNERS=N runs only one run, with
+ * N ranks.
  * DAPO_CHAOS_SEED replays a run (the seed and every fault's time are printed); DAPO_CHAOS_FAULTS=N and
  * DAPO_CHAOS_STEPS=S change the run (longtest_chaos.c, in make check-long, is 30 faults over 200 steps). */
 #include <setjmp.h>
@@ -177,27 +179,34 @@ static json_t *wait_done(const Run *r, int ms) {
 
 static uint32_t lcg(uint32_t *x) { *x = *x * 1664525u + 1013904223u; return *x >> 8; }
 
+#define N_FAULT_KINDS 8              /* the last, both learner ranks, only with two or more ranks */
+
 static void fault(const Run *r, int kind, uint32_t *rng, double t0) {
     static const char *names[] = {"kill -9 rollout-0", "kill -9 verifier-0", "kill -9 learner-0",
                                   "kill -9 coordinator", "kill -9 rollout-1 + learner-0", "SIGSTOP rollout-1 2.5 s",
-                                  "SIGSTOP learner-0 2.5 s"};
+                                  "SIGSTOP learner-0 2.5 s", "kill -9 learner-0 + learner-1"};
     usleep(200000 + lcg(rng) % 1300000);                  /* somewhere inside the next step */
-    printf("chaos: t=%.2f s: %s (steps done: %ld)\n", clock_s() - t0, names[kind], steps_done(r));
-    fflush(stdout);
     const char *who[][2] = {{"rollout-0", NULL}, {"verifier-0", NULL}, {"learner-0", NULL}, {"coordinator", NULL},
-                            {"rollout-1", "learner-0"}, {"rollout-1", NULL}, {"learner-0", NULL}};
+                            {"rollout-1", "learner-0"}, {"rollout-1", NULL}, {"learner-0", NULL},
+                            {"learner-0", "learner-1"}};
+    int swap = kind == 7 && (lcg(rng) & 1);               /* both ranks: rank 1 first or rank 0 first */
+    printf("chaos: t=%.2f s: %s%s (steps done: %ld)\n", clock_s() - t0, names[kind],
+           kind == 7 ? (swap ? ", rank 1 first" : ", rank 0 first") : "", steps_done(r));
+    fflush(stdout);
     for (int k = 0; k < 2 && who[kind][k]; k++) {
-        const char *name = g_learners > 1 && !strcmp(who[kind][k], "learner-0") && (lcg(rng) & 1) ? "learner-1"
-                                                                                                  : who[kind][k];
+        const char *name = kind == 7 ? who[kind][swap ? 1 - k : k]
+                           : g_learners > 1 && !strcmp(who[kind][k], "learner-0") && (lcg(rng) & 1) ? "learner-1"
+                                                                                                   : who[kind][k];
         pid_t p = pid_of(r, name);
-        if (strcmp(name, who[kind][k])) printf("chaos:   (on %s)\n", name);
+        if (kind != 7 && strcmp(name, who[kind][k])) printf("chaos:   (on %s)\n", name);
         assert_true(p > 0);
-        if (kind >= 5) {
+        if (kind >= 5 && kind <= 6) {
             kill(p, SIGSTOP);
             usleep(2500000);                               /* past cluster.lease_timeout_s = 1.5 */
             kill(p, SIGCONT);
         } else {
             kill(p, SIGKILL);
+            if (kind == 7 && k == 0) usleep(100000);
         }
     }
 }
@@ -247,7 +256,8 @@ static void chaos(int learners) {
     e = getenv("DAPO_CHAOS_STEPS");
     g_steps = e && *e ? atoi(e) : CHAOS_DEFAULT_STEPS;
     e = getenv("DAPO_CHAOS_FAULTS");
-    int nfaults = e && *e ? atoi(e) : CHAOS_DEFAULT_FAULTS;
+    int kinds = learners > 1 ? N_FAULT_KINDS : N_FAULT_KINDS - 1;
+    int nfaults = e && *e ? atoi(e) : CHAOS_DEFAULT_FAULTS + (learners > 1);
     g_learners = learners;
     printf("chaos: seed %u (DAPO_CHAOS_SEED replays it), %d faults over %d steps, %d learner rank%s\n", seed, nfaults,
            g_steps, learners, learners > 1 ? "s" : "");
@@ -261,11 +271,16 @@ static void chaos(int learners) {
     json_decref(st);
     stop_run(&Ref);
     printf("chaos: undisturbed run done at t=%.1f s\n", clock_s() - t0);
+    /* two ranks: which comes back first after a death is the seed's (the supervisor starts one 2 s late, or none) */
+    const char *delay = learners < 2 ? NULL : seed % 3 == 0 ? "learner-0=2" : seed % 3 == 1 ? "learner-1=2" : NULL;
+    if (delay) setenv("DAPO_SUPERVISE_RESTART_DELAY", delay, 1);
+    printf("chaos: restarts delayed: %s\n", delay ? delay : "none");
     start_run(&R, name, g_steps);
+    unsetenv("DAPO_SUPERVISE_RESTART_DELAY");
     wait_steps(&R, 1, 120000);
     for (int k = 0; k < nfaults; k++) {
         long before = steps_done(&R);
-        fault(&R, k < 7 ? k : (int)(lcg(&rng) % 7), &rng, t0);
+        fault(&R, k < kinds ? k : (int)(lcg(&rng) % (uint32_t)kinds), &rng, t0);
         /* the run goes on by itself: two more steps finished (after a rollback: counted from where it went back) */
         if (before + 2 <= g_steps) wait_steps(&R, before + 2, 180000);
     }

@@ -2,7 +2,9 @@
  * sums in rank order (exact expected bits), broadcast, barrier, world 1, and the failure paths — a rank that never
  * joins, a peer that stops calling (hung) or is gone (dead), mismatched sizes — each a clear error within the timeout,
  * never a hang, and the collective unusable afterwards (ERR_CLOSED); and the restarts of issue 17 — a join whose first
- * HELLO was lost with an exiting rank 0, a stale frame from before a restart, a restarted rank mid-collective. */
+ * HELLO was lost with an exiting rank 0, a stale frame from before a restart, a restarted rank mid-collective; and the
+ * restart orders of issue 31 (ranks as learner-like members: a member that is killed comes back after a delay, one
+ * whose coll_poll reports a lost peer starts again at once; every order re-forms the group and sums right). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -128,13 +130,17 @@ static void test_hung_peer(void **state) {
     for (int r = 0; r < 2; r++) free(a[r].buf);
 }
 
+/* Rank 0 joins and leaves while rank 1 is in an all-reduce: rank 1 sees the connection close and fails at once
+ * (issue 31), not after the timeout. */
 static void test_dead_rank0(void **state) {
     (void)state;
     Arg a[2];
-    int modes[2] = {2, 0};                                   /* rank 0 joins and leaves: rank 1 waits for it */
-    run(a, 2, modes, 0.5);
-    assert_int_equal(a[1].rc, ERR_TIMEOUT);
-    assert_non_null(strstr(a[1].err, "nothing from rank 0"));
+    int modes[2] = {2, 0};
+    run(a, 2, modes, 5);
+    assert_int_equal(a[1].rc, ERR_CLOSED);
+    assert_true(a[1].took < 2.5);
+    assert_non_null(strstr(a[1].err, "the connection to rank 0 closed"));
+    assert_int_equal(a[1].rc2, ERR_CLOSED);                  /* unusable afterwards */
     for (int r = 0; r < 2; r++) free(a[r].buf);
 }
 
@@ -244,6 +250,177 @@ static void test_restarted_rank_out_of_step(void **state) {
     for (int r = 0; r < 2; r++) free(a[r].buf);
 }
 
+/* ---- restart orders (issue 31). A member is a learner in miniature: it joins (coll_open_cpu, retried like a
+ * supervisor restarts a learner whose join timed out), then idles calling coll_poll every 20 ms as the learner's idle
+ * loop does and starts again at once when a peer is lost; a kill closes its collective and starts it again after
+ * its delay. When the driver asks, every member all-reduces one round. */
+typedef struct {
+    int rank, port;
+    pthread_mutex_t mu;
+    int kill, stop;            /* requests: kill (close, then come back after delay_s), stop for good */
+    double delay_s;
+    int reduce_gen;            /* the driver's round; the member answers with done_gen (success) or fail_gen */
+    int up, done_gen, fail_gen, joins;
+    float sum;
+    char err[ERR_LEN];
+} Member;
+
+static int member_get(Member *m, int *field, int clear) {
+    pthread_mutex_lock(&m->mu);
+    int v = *field;
+    if (clear) *field = 0;
+    pthread_mutex_unlock(&m->mu);
+    return v;
+}
+
+/* One life of a member: idles until killed, stopped or its group is lost; answers the driver's rounds. 1 when it
+ * was killed (it stays down delay_s), 0 otherwise. */
+static int member_life(Member *m, Collective *c) {
+    for (;;) {
+        char err[ERR_LEN];
+        if (member_get(m, &m->stop, 0)) return 0;
+        if (member_get(m, &m->kill, 1)) return 1;
+        if (coll_poll(c, err)) return 0;                              /* a learner exits 75 and starts again */
+        pthread_mutex_lock(&m->mu);
+        int want = m->reduce_gen, last = m->done_gen > m->fail_gen ? m->done_gen : m->fail_gen;
+        pthread_mutex_unlock(&m->mu);
+        if (want > last) {                    /* x[0]: the round both are in (a member restarted alone may lag) */
+            float x[2] = {(float)want, (float)(m->rank + 1)};
+            int rc = coll_allreduce_sum(c, x, 2, err);
+            if (!rc && x[0] != 2.0f * (float)want)
+                rc = err_set(err, ERR_INVAL, "round %d: the other member was in round %g", want, x[0] - want);
+            pthread_mutex_lock(&m->mu);
+            if (rc) m->fail_gen = want;
+            else m->done_gen = want;
+            m->sum = x[1];
+            if (rc) snprintf(m->err, sizeof m->err, "%s", err);
+            pthread_mutex_unlock(&m->mu);
+            if (rc) return 0;                 /* a learner whose step failed: the coordinator restarts it */
+        }
+        usleep(20000);
+    }
+}
+
+static void *member_main(void *p) {
+    Member *m = p;
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", m->port);
+    while (!member_get(m, &m->stop, 0)) {
+        CollOptions o = {.rank = m->rank, .world = 2, .endpoint = ep, .timeout_s = 3};
+        char err[ERR_LEN];
+        Collective *c = coll_open_cpu(&o, err);
+        if (!c) {                                                     /* the join timed out: restarted */
+            pthread_mutex_lock(&m->mu);
+            snprintf(m->err, sizeof m->err, "%s", err);
+            pthread_mutex_unlock(&m->mu);
+            usleep(100000);
+            continue;
+        }
+        pthread_mutex_lock(&m->mu);
+        m->up = 1;
+        m->joins++;
+        pthread_mutex_unlock(&m->mu);
+        int killed = member_life(m, c);
+        pthread_mutex_lock(&m->mu);
+        m->up = 0;
+        pthread_mutex_unlock(&m->mu);
+        coll_close(c);                                                /* like kill -9: the connections close */
+        if (killed) usleep((useconds_t)(m->delay_s * 1e6));
+    }
+    return NULL;
+}
+
+/* Rounds of one all-reduce until both members answer one right (a round that failed on either is asked again as
+ * the next round) within `ms`. 1 on success. */
+static int members_reduce(Member *m, int *gen, int ms) {
+    int64_t end = clock_ms() + ms;
+    int g = ++*gen;
+    for (int r = 0; r < 2; r++) { pthread_mutex_lock(&m[r].mu); m[r].reduce_gen = g; pthread_mutex_unlock(&m[r].mu); }
+    while (clock_ms() < end) {
+        int ok = 1, failed = 0;
+        for (int r = 0; r < 2; r++) {
+            pthread_mutex_lock(&m[r].mu);
+            ok &= m[r].done_gen == g && m[r].sum == 3.0f;
+            failed |= m[r].fail_gen == g;
+            pthread_mutex_unlock(&m[r].mu);
+        }
+        if (ok) return 1;
+        if (failed) {
+            g = ++*gen;
+            for (int r = 0; r < 2; r++) {
+                pthread_mutex_lock(&m[r].mu);
+                m[r].reduce_gen = g;
+                pthread_mutex_unlock(&m[r].mu);
+            }
+        }
+        usleep(20000);
+    }
+    return 0;
+}
+
+/* kills[k]: the rank killed k-th (100 ms apart), -1 ends; delay[r]: how long a killed rank r stays down. */
+static void restart_order(const int *kills, const double *delay, const char *what) {
+    Member m[2];
+    pthread_t th[2];
+    int port = tu_free_port();
+    memset(m, 0, sizeof m);
+    for (int r = 0; r < 2; r++) {
+        m[r].rank = r;
+        m[r].port = port;
+        m[r].delay_s = delay[r];
+        pthread_mutex_init(&m[r].mu, NULL);
+        pthread_create(&th[r], NULL, member_main, &m[r]);
+    }
+    int gen = 0;
+    if (!members_reduce(m, &gen, 10000)) fail_msg("%s: the first group never formed", what);
+    double t0 = clock_s();
+    for (int k = 0; kills[k] >= 0; k++) {
+        if (k) usleep(100000);
+        pthread_mutex_lock(&m[kills[k]].mu);
+        m[kills[k]].kill = 1;
+        pthread_mutex_unlock(&m[kills[k]].mu);
+    }
+    usleep(50000);
+    /* the group re-forms: within the longest delay + a few seconds (a rank that joined the old rank 0 notices) */
+    if (!members_reduce(m, &gen, 8000))
+        fail_msg("%s: no group within 8 s of the kills (rank 0: up %d, joins %d, %s; rank 1: up %d, joins %d, %s)", what,
+                 m[0].up, m[0].joins, m[0].err, m[1].up, m[1].joins, m[1].err);
+    printf("restart order %s: group re-formed in %.2f s (joins: rank 0 %d, rank 1 %d)\n", what, clock_s() - t0,
+           m[0].joins, m[1].joins);
+    for (int r = 0; r < 2; r++) {
+        pthread_mutex_lock(&m[r].mu);
+        m[r].stop = 1;
+        pthread_mutex_unlock(&m[r].mu);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < 2; r++) pthread_mutex_destroy(&m[r].mu);
+}
+
+/* Rank 1 killed, then rank 0: rank 0 back first, rank 1 back first, both within 1 s of each other. */
+static void test_restart_rank1_then_rank0(void **state) {
+    (void)state;
+    const int kills[] = {1, 0, -1};
+    restart_order(kills, (double[]){0.0, 1.5}, "rank 1 then rank 0, rank 0 back first");
+    restart_order(kills, (double[]){1.5, 0.0}, "rank 1 then rank 0, rank 1 back first");
+    restart_order(kills, (double[]){0.3, 0.2}, "rank 1 then rank 0, both back within 1 s");
+}
+
+static void test_restart_rank0_then_rank1(void **state) {
+    (void)state;
+    const int kills[] = {0, 1, -1};
+    restart_order(kills, (double[]){0.0, 1.5}, "rank 0 then rank 1, rank 0 back first");
+    restart_order(kills, (double[]){1.5, 0.0}, "rank 0 then rank 1, rank 1 back first");
+    restart_order(kills, (double[]){0.2, 0.3}, "rank 0 then rank 1, both back within 1 s");
+}
+
+/* One rank killed while the other idles joined to it: the survivor sees the loss (coll_poll) and joins the
+ * restarted one — the deadlock of issue 31 was a rank 1 that stayed joined to a rank 0 gone for good. */
+static void test_restart_one_rank(void **state) {
+    (void)state;
+    restart_order((const int[]){0, -1}, (double[]){1.0, 0.0}, "rank 0 alone, back after 1 s");
+    restart_order((const int[]){1, -1}, (double[]){0.0, 1.0}, "rank 1 alone, back after 1 s");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sum_broadcast_barrier),
@@ -254,6 +431,9 @@ int main(void) {
         cmocka_unit_test(test_size_mismatch),
         cmocka_unit_test(test_join_survives_restarts),
         cmocka_unit_test(test_restarted_rank_out_of_step),
+        cmocka_unit_test(test_restart_rank1_then_rank0),
+        cmocka_unit_test(test_restart_rank0_then_rank1),
+        cmocka_unit_test(test_restart_one_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
