@@ -129,19 +129,22 @@ static void mon_drain(CpuColl *c) {
 }
 
 /* Receives one frame before the deadline into *m (payload after the routing id, which goes into rid; the connection
- * it came on into *fd when fd is non-NULL). 0, ERR_TIMEOUT, ERR_CLOSED (the group is lost: c->lost says why), or the
- * idle hook's code. */
+ * it came on into *fd when fd is non-NULL). A frame that arrived is returned even when the group is lost meanwhile
+ * (a peer's last RESULT is good); only with none waiting does a lost group give ERR_CLOSED (c->lost says why).
+ * 0, ERR_TIMEOUT, ERR_CLOSED, or the idle hook's code. */
 static int recv_frame(CpuColl *c, int64_t deadline_ms, zmq_msg_t *m, char *rid, size_t *rid_len, int *fd) {
     for (;;) {
-        mon_drain(c);
-        if (c->lost[0]) return ERR_CLOSED;
-        int64_t left = deadline_ms - clock_ms();
-        if (left <= 0) return ERR_TIMEOUT;
         zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {c->mon, 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll(it, c->mon ? 2 : 1, left < 50 ? (long)left : 50);
+        int64_t left = deadline_ms - clock_ms();
+        int n = zmq_poll(it, 1, 0);                  /* a frame waiting? */
+        if (n == 0) {
+            mon_drain(c);
+            if (c->lost[0]) return ERR_CLOSED;
+            if (left <= 0) return ERR_TIMEOUT;
+            n = zmq_poll(it, c->mon ? 2 : 1, left < 50 ? (long)left : 50);
+        }
         if (n > 0 && (it[0].revents & ZMQ_POLLIN)) {
             mon_drain(c);                            /* the events before this frame first */
-            if (c->lost[0]) return ERR_CLOSED;
             if (rid) {
                 zmq_msg_t id;
                 zmq_msg_init(&id);
