@@ -545,8 +545,8 @@ static void run_model(void) {
     check("model", "adamw 2 steps: exp_avg_sq", rel_err(gp, model_host_slab(m, MODEL_ADAM_V), P), 1e-5, "rel_l2");
     /* NCCL one-rank communicator on the model's device slabs */
     CollOptions co = { .rank = 0, .world = 1, .endpoint = "ipc:///tmp/dapo-gpu-check-nccl", .timeout_s = 30 };
-    Collective *cl = coll_open_nccl(&co, err);
-    if (!cl) {
+    Collective *cl = NULL;
+    if (coll_open_nccl(&co, &cl, err)) {
         printf("FAIL model    nccl open: %s\n", err);
         g_fail++;
     } else {

@@ -321,7 +321,11 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
             begin_stop(1);
             return;
         }
-        say("%s asked to be started again (status %d); restarting it", p->name, SUP_EXIT_RESTART);
+        if (p->test_delay > 0)
+            say("%s asked to be started again (status %d); restarting it in %.3g s (DAPO_SUPERVISE_RESTART_DELAY)",
+                p->name, SUP_EXIT_RESTART, p->test_delay);
+        else
+            say("%s asked to be started again (status %d); restarting it", p->name, SUP_EXIT_RESTART);
         event("restart", p, status, sig, up);
         p->fast = 0;
         uv_timer_start(&p->restart, on_restart, (uint64_t)(p->test_delay * 1000), 0);
@@ -356,7 +360,7 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
     p->backoff = p->fast <= 1 ? 0 : (p->backoff <= 0 ? 1 : p->backoff * 2);
     if (p->backoff > S.backoff_max) p->backoff = S.backoff_max;
     if (p->backoff < p->test_delay) p->backoff = p->test_delay;
-    if (p->backoff > 0) say("%s %s after %.0f s; restarting it in %.0f s", p->name, how, up, p->backoff);
+    if (p->backoff > 0) say("%s %s after %.0f s; restarting it in %.3g s", p->name, how, up, p->backoff);
     else say("%s %s after %.0f s; restarting it", p->name, how, up);
     event("restart", p, status, sig, up);
     uv_timer_start(&p->restart, on_restart, (uint64_t)(p->backoff * 1000), 0);
@@ -492,6 +496,11 @@ static int test_delays(const char *v) {
             return -1;
         }
         S.p[k].test_delay = d;
+        if (*end && !end[1]) {                       /* a trailing comma: an empty last item */
+            fprintf(stderr, "dapo-supervise: DAPO_SUPERVISE_RESTART_DELAY needs name=seconds[,...], got an empty item "
+                    "at the end\n");
+            return -1;
+        }
         v = *end ? end + 1 : end;
     }
     return 0;

@@ -57,8 +57,7 @@ int main(int argc, char **argv) {
     Collective *coll = NULL;
     if (world > 1) {
         CollOptions o = {.rank = rank, .world = world, .endpoint = ep, .timeout_s = 120};
-        coll = coll_open_cpu(&o, err);
-        if (!coll) { fprintf(stderr, "%s\n", err); return 1; }
+        if (coll_open_cpu(&o, &coll, err)) { fprintf(stderr, "%s\n", err); return 1; }
     }
     Learner *L = learner_open(&c, rank, world, coll, err);
     config_free(&c);

@@ -12,9 +12,11 @@
  * Every wait has a deadline (timeout_s): a dead or hung peer makes the call fail with ERR_TIMEOUT and a message
  * that names the rank and the operation; the collective is then unusable (ERR_CLOSED) and the learner must be
  * restarted (the run resumes from its last checkpoint, DESIGN.md §7). The group is all or nothing (issue 31): once a
- * rank's connection to a joined peer closes (the peer died, restarted, or stayed silent for timeout_s), the call under
- * way fails at once with ERR_CLOSED naming that rank, and coll_poll tells an idle caller, which starts again and joins
- * whichever rank 0 is up: the ranks re-form whatever order they restart in.
+ * rank's connection to a joined peer closes (the peer died, restarted, or stayed silent for timeout_s), the CPU
+ * backend's call under way fails at once with ERR_CLOSED naming that rank, and coll_poll tells an idle caller, which
+ * starts again and joins whichever rank 0 is up: the ranks re-form whatever order they restart in. Rank 0 watches
+ * every other rank; a rank r > 0 watches rank 0 only (it learns of another rank's death when rank 0 goes). The NCCL
+ * backend checks its side channel in coll_poll only (an NCCL operation with a dead peer ends at its deadline).
  * Not here: reduce-scatter / all-gather (ZeRO-style sharding, left for later), averaging (callers scale). */
 #ifndef DAPO_COLLECTIVE_H
 #define DAPO_COLLECTIVE_H
@@ -42,13 +44,15 @@ typedef struct {
 
 typedef struct Collective Collective;
 
-/* Opens the CPU backend and waits (up to timeout_s) until all W ranks are connected. world == 1 needs no socket.
- * Returns NULL with a message (ERR_INVAL bad options, ERR_IO socket errors, ERR_TIMEOUT ranks missing: named). */
-Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]);
+/* Opens the CPU backend into *out and waits (up to timeout_s) until all W ranks are connected. world == 1 needs no
+ * socket. Returns 0, or with *out NULL and a message: ERR_INVAL bad options, ERR_IO socket errors, ERR_TIMEOUT ranks
+ * missing (named: a peer that is not up yet, which a later try may find), ERR_NOMEM. */
+int coll_open_cpu(const CollOptions *o, Collective **out, char err[ERR_LEN]);
 
-/* Opens the NCCL backend (CUDA builds): bootstraps through a CPU collective on o->endpoint, then
- * ncclCommInitRank on the current CUDA device. Without USE_CUDA returns NULL with ERR_UNSUPPORTED in err. */
-Collective *coll_open_nccl(const CollOptions *o, char err[ERR_LEN]);
+/* Opens the NCCL backend into *out (CUDA builds): bootstraps through a CPU collective on o->endpoint (kept open for
+ * coll_poll), then ncclCommInitRank on the current CUDA device. Errors as coll_open_cpu, and ERR_UNSUPPORTED without
+ * USE_CUDA. */
+int coll_open_nccl(const CollOptions *o, Collective **out, char err[ERR_LEN]);
 
 /* In place: buf[i] = sum over ranks of buf[i] (fp32, summed in rank order). buf: n floats, host memory (cpu)
  * or device memory (nccl). Every rank must call with the same n. 0, ERR_TIMEOUT (peer dead or hung: err names it),

@@ -479,15 +479,20 @@ static int coll_curve(void *s, const CollOptions *o, char err[ERR_LEN]) {
     return rc;
 }
 
-/* Watches the data socket's connection events on an inproc PAIR socket (c->mon), before any connection exists. */
+/* Watches the data socket's connection events on an inproc PAIR socket (c->mon), before any connection exists. Its
+ * queue has no limit: a socket monitor blocks the context's I/O thread when its queue is full (a port scan while the
+ * learner computes for long would stall heartbeats, the weight server and ZAP), so a flood costs memory until the
+ * next collective or coll_poll reads it (a few dozen bytes an event). Events of a connection come in the order they
+ * happened relative to its frames with one I/O thread (the context's default; the learner's has one). */
 static int coll_monitor(CpuColl *c, char err[ERR_LEN]) {
     char addr[64];
     snprintf(addr, sizeof addr, "inproc://dapo-coll-monitor-%p", (void *)c);
     if (zmq_socket_monitor(c->sock, addr, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED))
         return err_set(err, ERR_IO, "collective: zmq_socket_monitor: %s", zmq_strerror(zmq_errno()));
     int zero = 0;
-    c->mon = zmq_socket(c->zctx, ZMQ_PAIR);
-    if (!c->mon || zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero) || zmq_connect(c->mon, addr)) {
+    c->mon = zmq_socket(c->zctx, ZMQ_PAIR);     /* no limit on queued events: the I/O thread must never block on it */
+    if (!c->mon || zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_setsockopt(c->mon, ZMQ_RCVHWM, &zero, sizeof zero) || zmq_connect(c->mon, addr)) {
         int rc = err_set(err, ERR_IO, "collective: the connection monitor: %s", zmq_strerror(zmq_errno()));
         zmq_socket_monitor(c->sock, NULL, 0);
         if (c->mon) zmq_close(c->mon);
@@ -498,15 +503,17 @@ static int coll_monitor(CpuColl *c, char err[ERR_LEN]) {
 }
 
 /* The rank's socket (rank 0 a ROUTER bound at the endpoint, the others DEALERs connected to it), its options, CURVE,
- * ZMTP heartbeats (a ping every timeout/5, at most 1 s; a connection silent for timeout_s is dropped) and monitor. */
+ * ZMTP heartbeats (a ping every timeout/5 within [min(100 ms, timeout/2), 1 s]; a connection silent for timeout_s is
+ * dropped) and monitor. */
 static int coll_socket(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
     c->sock = zmq_socket(c->zctx, o->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER);
     if (!c->sock) return err_set(err, ERR_IO, "collective: zmq_socket: %s", zmq_strerror(zmq_errno()));
     int zero = 0, one = 1;
     int64_t maxmsg = -1;
     double tmo_ms = o->timeout_s * 1000 < 2e9 ? o->timeout_s * 1000 : 2e9;
-    int hb_timeout = tmo_ms < 1 ? 1 : (int)tmo_ms, hb_ivl = hb_timeout / 5 < 1000 ? hb_timeout / 5 : 1000;
-    if (hb_ivl < 1) hb_ivl = 1;
+    int hb_timeout = tmo_ms < 2 ? 2 : (int)tmo_ms;
+    int hb_ivl = hb_timeout / 5 < 1000 ? hb_timeout / 5 : 1000, floor_ms = hb_timeout / 2 < 100 ? hb_timeout / 2 : 100;
+    if (hb_ivl < floor_ms) hb_ivl = floor_ms;      /* at least every 100 ms apart, and twice within the timeout */
     char id[32];
     snprintf(id, sizeof id, "coll-rank-%d", o->rank);
     int rc = sockopt(c->sock, ZMQ_LINGER, "ZMQ_LINGER", &zero, sizeof zero, err);
@@ -533,13 +540,13 @@ static int coll_socket(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
     return rc;
 }
 
-Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
-    if (!o || o->world < 1 || o->rank < 0 || o->rank >= o->world || o->timeout_s <= 0 ||
-        (o->world > 1 && (!o->endpoint || !o->endpoint[0]))) {
-        err_set(err, ERR_INVAL, "collective: bad options (rank %d, world %d, timeout %.3g s, endpoint '%s')",
-                o ? o->rank : -1, o ? o->world : 0, o ? o->timeout_s : 0, o && o->endpoint ? o->endpoint : "");
-        return NULL;
-    }
+int coll_open_cpu(const CollOptions *o, Collective **pout, char err[ERR_LEN]) {
+    if (!pout) return err_set(err, ERR_INVAL, "coll_open_cpu: no place for the result");
+    *pout = NULL;
+    if (!o || o->world < 1 || o->rank < 0 || o->rank >= o->world || !(o->timeout_s > 0) ||
+        (o->world > 1 && (!o->endpoint || !o->endpoint[0])))
+        return err_set(err, ERR_INVAL, "collective: bad options (rank %d, world %d, timeout %.3g s, endpoint '%s')",
+                       o ? o->rank : -1, o ? o->world : 0, o ? o->timeout_s : 0, o && o->endpoint ? o->endpoint : "");
     CpuColl *c = xcalloc(1, sizeof *c);
     c->rank = o->rank;
     c->world = o->world;
@@ -558,15 +565,17 @@ Collective *coll_open_cpu(const CollOptions *o, char err[ERR_LEN]) {
     out->impl = c;
     out->rank = o->rank;
     out->world = o->world;
-    if (o->world == 1) return out;
+    *pout = out;
+    if (o->world == 1) return 0;
     c->zctx = o->zctx;
     if (!c->zctx) { c->zctx = zmq_ctx_new(); c->own_ctx = 1; }
     int rc = c->zctx ? coll_socket(c, o, err) : err_set(err, ERR_IO, "collective: zmq_ctx_new failed");
     if (!rc) rc = cpu_join(c, err);
     if (rc) {
         coll_close(out);
-        return NULL;
+        *pout = NULL;
+        return rc;
     }
     log_info("collective: cpu backend, rank %d of %d on %s", o->rank, o->world, o->endpoint);
-    return out;
+    return 0;
 }

@@ -11,10 +11,10 @@
 
 #ifndef USE_CUDA
 
-Collective *coll_open_nccl(const CollOptions *o, char err[ERR_LEN]) {
+int coll_open_nccl(const CollOptions *o, Collective **out, char err[ERR_LEN]) {
     (void)o;
-    err_set(err, ERR_UNSUPPORTED, "collective: the nccl backend needs a CUDA build (make CUDA=1)");
-    return NULL;
+    if (out) *out = NULL;
+    return err_set(err, ERR_UNSUPPORTED, "collective: the nccl backend needs a CUDA build (make CUDA=1)");
 }
 
 #else
@@ -144,36 +144,17 @@ static void nccl_close(void *impl) {
 
 static const CollBackend nccl_backend = {"nccl", nccl_allreduce, nccl_broadcast, nccl_poll, nccl_close};
 
-Collective *coll_open_nccl(const CollOptions *o, char err[ERR_LEN]) {
-    Collective *side = coll_open_cpu(o, err);        /* the side channel for the unique id */
-    if (!side) return NULL;
-    ncclUniqueId id;
-    memset(&id, 0, sizeof id);
-    int rc = 0;
-    if (o->rank == 0) {
-        ncclResult_t r = ncclGetUniqueId(&id);
-        if (r != ncclSuccess) rc = err_set(err, ERR_IO, "ncclGetUniqueId: %s", ncclGetErrorString(r));
-    }
-    if (!rc) rc = coll_broadcast(side, &id, sizeof id, err);
-    if (rc) { coll_close(side); return NULL; }
-    NcclColl *c = xcalloc(1, sizeof *c);
-    c->side = side;
-    c->timeout_s = o->timeout_s;
-    c->idle = o->idle;
-    c->idle_ud = o->idle_ud;
-    if (cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess) {
-        err_set(err, ERR_IO, "nccl: cudaStreamCreate failed");
-        nccl_close(c);
-        return NULL;
-    }
+/* The communicator of c (its stream made): ncclCommInitRankConfig, non-blocking, waited for up to timeout_s. */
+static int nccl_init(NcclColl *c, const CollOptions *o, const ncclUniqueId *id, char err[ERR_LEN]) {
+    if (cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess)
+        return err_set(err, ERR_IO, "nccl: cudaStreamCreate failed");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
-    ncclResult_t r = ncclCommInitRankConfig(&c->comm, o->world, id, o->rank, &cfg);
+    ncclResult_t r = ncclCommInitRankConfig(&c->comm, o->world, *id, o->rank, &cfg);
     if (r != ncclSuccess && r != ncclInProgress) {
-        err_set(err, ERR_IO, "ncclCommInitRankConfig (rank %d of %d): %s", o->rank, o->world, ncclGetErrorString(r));
         c->comm = NULL;
-        nccl_close(c);
-        return NULL;
+        return err_set(err, ERR_IO, "ncclCommInitRankConfig (rank %d of %d): %s", o->rank, o->world,
+                       ncclGetErrorString(r));
     }
     int64_t deadline = clock_ms() + (int64_t)(o->timeout_s * 1000);
     ncclResult_t st = ncclInProgress;
@@ -182,27 +163,48 @@ Collective *coll_open_nccl(const CollOptions *o, char err[ERR_LEN]) {
         if (st == ncclInProgress && clock_ms() > deadline) {
             ncclCommAbort(c->comm);
             c->aborted = 1;
-            err_set(err, ERR_TIMEOUT, "nccl: communicator init did not finish within %.1f s (rank %d of %d)",
-                    o->timeout_s, o->rank, o->world);
-            nccl_close(c);
-            return NULL;
+            return err_set(err, ERR_TIMEOUT, "nccl: communicator init did not finish within %.1f s (rank %d of %d)",
+                           o->timeout_s, o->rank, o->world);
         }
         if (st == ncclInProgress) usleep(1000);
     }
     if (st != ncclSuccess) {
-        err_set(err, ERR_IO, "nccl: communicator init failed: %s", ncclGetErrorString(st));
         ncclCommAbort(c->comm);
         c->aborted = 1;
-        nccl_close(c);
-        return NULL;
+        return err_set(err, ERR_IO, "nccl: communicator init failed: %s", ncclGetErrorString(st));
     }
-    Collective *out = xcalloc(1, sizeof *out);
-    out->be = &nccl_backend;
-    out->impl = c;
-    out->rank = o->rank;
-    out->world = o->world;
+    return 0;
+}
+
+int coll_open_nccl(const CollOptions *o, Collective **out, char err[ERR_LEN]) {
+    if (!out) return err_set(err, ERR_INVAL, "coll_open_nccl: no place for the result");
+    *out = NULL;
+    Collective *side = NULL;
+    int rc = coll_open_cpu(o, &side, err);           /* the side channel for the unique id, then membership */
+    if (rc) return rc;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (o->rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess) rc = err_set(err, ERR_IO, "ncclGetUniqueId: %s", ncclGetErrorString(r));
+    }
+    if (!rc) rc = coll_broadcast(side, &id, sizeof id, err);
+    if (rc) { coll_close(side); return rc; }
+    NcclColl *c = xcalloc(1, sizeof *c);
+    c->side = side;
+    c->timeout_s = o->timeout_s;
+    c->idle = o->idle;
+    c->idle_ud = o->idle_ud;
+    rc = nccl_init(c, o, &id, err);
+    if (rc) { nccl_close(c); return rc; }
+    Collective *coll = xcalloc(1, sizeof *coll);
+    coll->be = &nccl_backend;
+    coll->impl = c;
+    coll->rank = o->rank;
+    coll->world = o->world;
     log_info("collective: nccl backend, rank %d of %d (bootstrap via %s)", o->rank, o->world, o->endpoint);
-    return out;
+    *out = coll;
+    return 0;
 }
 
 #endif

@@ -9,7 +9,8 @@
  * the weights of step S (rank 0) between steps and answers Control CHECKPOINT_DONE — the coordinator records a
  * checkpoint only once both sides hold it. Control SHUTDOWN stops like SIGTERM; Control RELOAD (the run rolls back to
  * its last checkpoint, coordinator recover.c) exits with status 75 so that the supervisor starts it again from there;
- * so does a rank whose collective lost a peer between steps (coll_poll). Long computations keep heartbeating
+ * so does a rank whose collective lost a peer between steps (coll_poll), and one whose join timed out (a peer not up
+ * yet: how long to wait for it is the coordinator's cluster.learner_rejoin_timeout_s, not the supervisor's). Long computations keep heartbeating
  * and serving weight requests (keepalive).
  * Not here: the GPU path (the NCCL collective exists for CUDA builds; the model core is CPU-only), pushing weights. */
 #include <signal.h>
@@ -252,7 +253,12 @@ int main(int argc, char **argv) {
                           .timeout_s = s.d.cfg.collective_timeout_s, .zctx = s.d.zctx, .idle = keepalive, .idle_ud = &s,
                           .curve_server_secret = k->server_secret, .curve_server_public = k->server_public,
                           .curve_public = k->client_public, .curve_secret = k->client_secret};
-        if (rc == 0 && !(s.coll = coll_open_cpu(&co, err))) rc = ERR_IO;
+        if (rc == 0) rc = coll_open_cpu(&co, &s.coll, err);
+        if (rc == ERR_TIMEOUT) {                     /* a peer is not up (yet): the coordinator decides how long */
+            log_warn("%s: exiting with status %d to try again (the coordinator waits up to "
+                     "cluster.learner_rejoin_timeout_s for the learners)", err, LEARNER_EXIT_RELOAD);
+            s.reload = 1;
+        }
     }
     if (rc == 0) {
         s.L = learner_open(&s.d.cfg, s.d.rank, W, s.coll, err);
@@ -287,7 +293,7 @@ int main(int argc, char **argv) {
         s.zap = NULL;
         zmq_ctx_term(ours);
     }
-    if (rc < 0) log_error("%s", err);
+    if (rc < 0 && !s.reload) log_error("%s", err);
     for (int i = 0; i < s.n_deferred; i++) net_msg_free(&s.deferred[i]);
     xfree(s.deferred);
     learner_close(s.L);

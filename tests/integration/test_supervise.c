@@ -120,7 +120,8 @@ static void test_bad_values(void **state) {
     assert_non_null(strstr(out, "--max-same needs a whole number"));
     assert_int_equal(supervise(a2, 5000, out, sizeof out), 2);
     assert_non_null(strstr(out, "--same-window needs a number"));
-    const char *bad[] = {"nobody=1", "worker=-1", "worker", "worker=1x", "worker=1,coordinator="};
+    const char *bad[] = {"nobody=1", "worker=-1", "worker", "worker=1x", "worker=1,coordinator=", "worker=1,",
+                         ",worker=1", "worker=1,,coordinator=1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("DAPO_SUPERVISE_RESTART_DELAY", bad[i], 1);
         int rc = supervise(NULL, 5000, out, sizeof out);

@@ -35,8 +35,8 @@ typedef struct {
 static void *rank_main(void *p) {
     Arg *a = p;
     CollOptions o = {.rank = a->rank, .world = a->world, .endpoint = a->endpoint, .timeout_s = a->timeout};
-    Collective *c = coll_open_cpu(&o, a->err);
-    if (!c) { a->rc = -99; return NULL; }
+    Collective *c = NULL;
+    if (coll_open_cpu(&o, &c, a->err)) { a->rc = -99; return NULL; }
     a->buf = malloc(N * sizeof(float));
     for (int i = 0; i < N; i++) a->buf[i] = (float)(a->rank + 1) * 0.1f + (float)i * 1e-3f;
     if (a->mode == 1) { usleep((useconds_t)(a->timeout * 2.5e6)); coll_close(c); return NULL; }
@@ -92,7 +92,8 @@ static void test_world_one(void **state) {
     (void)state;
     char err[ERR_LEN];
     CollOptions o = {.rank = 0, .world = 1, .timeout_s = 1};
-    Collective *c = coll_open_cpu(&o, err);
+    Collective *c = NULL;
+    assert_int_equal(coll_open_cpu(&o, &c, err), 0);
     assert_non_null(c);
     float x[2] = {1.5f, -2};
     assert_int_equal(coll_allreduce_sum(c, x, 2, err), 0);
@@ -101,7 +102,8 @@ static void test_world_one(void **state) {
     assert_string_equal(coll_backend_name(c), "cpu");
     coll_close(c);
     o.world = 0;
-    assert_null(coll_open_cpu(&o, err));
+    assert_int_equal(coll_open_cpu(&o, &c, err), ERR_INVAL);
+    assert_null(c);
     assert_non_null(strstr(err, "bad options"));
 }
 
@@ -111,7 +113,9 @@ static void test_missing_rank_at_join(void **state) {
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", tu_free_port());
     CollOptions o = {.rank = 0, .world = 3, .endpoint = ep, .timeout_s = 0.5};
     double t0 = clock_s();
-    assert_null(coll_open_cpu(&o, err));
+    Collective *c = NULL;
+    assert_int_equal(coll_open_cpu(&o, &c, err), ERR_TIMEOUT);
+    assert_null(c);
     assert_true(clock_s() - t0 < 3);
     assert_non_null(strstr(err, "rank 1, rank 2"));
     assert_non_null(strstr(err, "dead or hung"));
@@ -308,8 +312,8 @@ static void *member_main(void *p) {
     while (!member_get(m, &m->stop, 0)) {
         CollOptions o = {.rank = m->rank, .world = 2, .endpoint = ep, .timeout_s = 3};
         char err[ERR_LEN];
-        Collective *c = coll_open_cpu(&o, err);
-        if (!c) {                                                     /* the join timed out: restarted */
+        Collective *c = NULL;
+        if (coll_open_cpu(&o, &c, err)) {                             /* the join timed out: restarted */
             pthread_mutex_lock(&m->mu);
             snprintf(m->err, sizeof m->err, "%s", err);
             pthread_mutex_unlock(&m->mu);

@@ -299,8 +299,8 @@ typedef struct {
 static void *rank_main(void *p) {
     RankArg *a = p;
     CollOptions o = {.rank = a->rank, .world = a->world, .endpoint = a->endpoint, .timeout_s = 20};
-    Collective *c = coll_open_cpu(&o, a->err);
-    if (!c) { a->rc = -1; return NULL; }
+    Collective *c = NULL;
+    if (coll_open_cpu(&o, &c, a->err)) { a->rc = -1; return NULL; }
     const char *m2[][2] = {{"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "2"},
                            {"cluster.num_learners", "2"}};
     Config cfg;
