@@ -6,7 +6,8 @@
  *
  * FILE (written by deploy/local/run.sh): {"procs": [{"name": "coordinator", "argv": ["/path/dapo-coordinator", ...]},
  * ...]}; the first entry is the coordinator. Each daemon runs in its own session (setsid), stdin /dev/null, stdout and
- * stderr appended to DIR/logs/<name>.log, with the signal dispositions reset to the defaults (libuv does it in the
+ * stderr appended to DIR/logs/<name>.log after a line "==== dapo-supervise: start N of NAME at TIME ====" (the end of
+ * a log shown for a failure starts at the latest one), with the signal dispositions reset to the defaults (libuv does it in the
  * child), so a daemon never inherits an ignored SIGINT from a background shell, and DAPO_RESTARTS set to how many
  * times it was restarted so far (the daemon reports it; the dashboard's workers table and recovery figure show it).
  *
@@ -137,6 +138,11 @@ static void event(const char *what, const Proc *p, int64_t status, int sig, doub
     fclose(f);
 }
 
+/* The line spawn() writes into a daemon's log before each start: the end of the log is shown from the last one on,
+ * so a failed start shows its own lines, not an earlier run's (logs are appended per run directory). */
+#define START_MARK "==== dapo-supervise: start "
+
+/* The last `lines` lines of p's log since its latest start marker, on stderr. */
 static void log_tail(const Proc *p, int lines) {
     char path[4300];
     snprintf(path, sizeof path, "%s/logs/%s.log", S.run_dir, p->name);
@@ -146,9 +152,14 @@ static void log_tail(const Proc *p, int lines) {
     if (!f) return;
     char **ring = calloc((size_t)lines, sizeof *ring), buf[4096];
     int k = 0;
-    while (fgets(buf, sizeof buf, f)) { free(ring[k % lines]); ring[k % lines] = strdup(buf); k++; }
+    while (fgets(buf, sizeof buf, f)) {
+        if (!strncmp(buf, START_MARK, strlen(START_MARK))) k = 0;    /* this start's lines only */
+        free(ring[k % lines]);
+        ring[k % lines] = strdup(buf);
+        k++;
+    }
     fclose(f);
-    fprintf(stderr, "dapo: the end of %s:\n", path);
+    fprintf(stderr, "dapo: the end of %s (this start):\n", path);
     for (int i = k > lines ? k - lines : 0; i < k; i++) fprintf(stderr, "    %s", ring[i % lines]);
     for (int i = 0; i < lines; i++) free(ring[i]);
     free(ring);
@@ -204,6 +215,11 @@ static int spawn(Proc *p) {
         if (nul >= 0) close(nul);
         return -1;
     }
+    char mark[256], when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    int ml = snprintf(mark, sizeof mark, START_MARK "%d of %s at %s ====\n", p->starts + 1, p->name, when);
+    if (write(fd, mark, (size_t)ml) != ml) say("%s: cannot write %s: %s", p->name, path, strerror(errno));
     uv_stdio_container_t io[3] = { { .flags = UV_INHERIT_FD, .data.fd = nul },
                                    { .flags = UV_INHERIT_FD, .data.fd = fd },
                                    { .flags = UV_INHERIT_FD, .data.fd = fd } };

@@ -4,9 +4,14 @@
 # URL; Ctrl-C / SIGTERM stops everything cleanly (the coordinator checkpoints first).
 #
 #   deploy/local/run.sh [--config FILE] [--run-dir DIR] [--rollouts N] [--verifiers M] [--learners W]
-#                       [--steps S] [key.path=value ...]
+#                       [--steps S] [--port-base N] [key.path=value ...]
 #
 # Defaults: configs/default.yaml, run directory runs/<config name>, 1 rollout, 1 verifier, 1 learner.
+# Ports: the run binds cluster.http (the dashboard, 127.0.0.1:8080), cluster.bind (the coordinator, 5555; workers
+# reach it at cluster.coordinator), cluster.weights_bind (learner rank 0's weight server, 5556; cluster.weights) and,
+# with two or more learner ranks, cluster.collective (5557). Every one is checked before any preparation (a busy one
+# stops the launch in under a second, naming the key); --port-base N moves them all to loopback ports N (dashboard),
+# N+1 (coordinator), N+2 (weights), N+3 (collective), for a second run beside the first.
 # Before launching, configs/<name>.prepare.sh (when it exists) makes what the run needs that is not in the
 # repository — the generated task data, the SFT-warm-started base model — into the run directory, cached there
 # (it skips what already exists), and writes the config overrides that point at it into RUN_DIR/overrides.txt.
@@ -18,7 +23,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 BUILD=${BUILD:-build}
 case "$BUILD" in /*) bin="$BUILD/bin" ;; *) bin="$root/$BUILD/bin" ;; esac   # BUILD: absolute, or under the tree
-config="configs/default.yaml"; rundir=""; nroll=1; nver=1; nlearn=1; steps=""; args=()
+config="configs/default.yaml"; rundir=""; nroll=1; nver=1; nlearn=1; steps=""; portbase=""; args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
@@ -27,7 +32,8 @@ while [ $# -gt 0 ]; do
     --verifiers) nver=$2; shift 2 ;;
     --learners) nlearn=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --port-base) portbase=$2; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -63,9 +69,19 @@ esac
 common=(--config "$config" "trainer.default_local_dir=$rundir/checkpoints" "cluster.num_learners=$nlearn"
         "${token_args[@]}")
 [ -n "$steps" ] && common+=("trainer.total_training_steps=$steps")
+if [ -n "$portbase" ]; then                  # before the user's keys: a key on the command line still wins
+  case "$portbase" in *[!0-9]*|'') echo "run.sh: --port-base needs a port number, got '$portbase'" >&2; exit 2 ;; esac
+  [ "$portbase" -ge 1024 ] && [ "$portbase" -le 65532 ] ||
+    { echo "run.sh: --port-base must be within 1024..65532 (it uses N..N+3), got $portbase" >&2; exit 2; }
+  common+=("cluster.http=127.0.0.1:$portbase" "cluster.bind=tcp://127.0.0.1:$((portbase + 1))"
+           "cluster.coordinator=tcp://127.0.0.1:$((portbase + 1))" "cluster.weights_bind=tcp://127.0.0.1:$((portbase + 2))"
+           "cluster.weights=tcp://127.0.0.1:$((portbase + 2))" "cluster.collective=tcp://127.0.0.1:$((portbase + 3))")
+fi
 # trainer.logger=tensorboard writes to TENSORBOARD_DIR (verl's variable); here it defaults into the run directory
 export TENSORBOARD_DIR=${TENSORBOARD_DIR:-$rundir/tensorboard}
 "$bin/dapo-coordinator" "${common[@]}" "${args[@]}" --print-config > /dev/null
+# every port the run binds, before the preparation's minutes of work (the message names the key)
+"$bin/dapo-coordinator" "${common[@]}" "${args[@]}" --check-ports || exit 1
 prep_model=1                                  # a model given on the command line needs no prepared base model
 for a in "${args[@]}"; do
   case "$a" in

@@ -71,8 +71,8 @@ static int snap_from_json(json_t *j, EngineSnapshot *s) {
 /* Writes coordinator.json from c->ckpt (saved and pending as they are now). */
 static int write_file(Coord *c, char err[ERR_LEN]) {
     CkptState *k = &c->ckpt;
-    json_t *j = json_pack("{s:s, s:i, s:s, s:I}", "format", CKPT_FORMAT, "version", CKPT_VERSION, "run_id", c->run_id,
-                          "incarnation", (json_int_t)c->incarnation);
+    json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f}", "format", CKPT_FORMAT, "version", CKPT_VERSION, "run_id",
+                          c->run_id, "incarnation", (json_int_t)c->incarnation, "run_s", coord_run_seconds(c));
     if (k->has_saved) json_object_set_new(j, "saved", snap_to_json(&k->saved));
     if (k->has_pending) json_object_set_new(j, "pending", snap_to_json(&k->pending));
     char *text = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
@@ -321,6 +321,8 @@ int ckpt_resume(Coord *c, char err[ERR_LEN]) {
     if (run_id && !c->cfg.run_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", run_id);
     /* every resume is a rollback to the checkpoint: the weights of versions after it may exist out there (rollouts
      * that ran on), so the incarnation moves on, on disk at once (a second crash must not reuse it) */
+    double run_s = json_number_value(json_object_get(j, "run_s"));   /* absent in older files: 0 */
+    if (run_s > c->run_s_base) c->run_s_base = run_s;
     json_t *inc = json_object_get(j, "incarnation");
     c->incarnation = (json_is_integer(inc) ? (uint32_t)json_integer_value(inc) : 0) + 1;
     json_decref(j);
@@ -364,6 +366,7 @@ static void restore(Coord *c, const EngineSnapshot *s, int rejoin, int with_val)
              c->ckpt.has_saved || s->step ? c->ckpt.resume_path : "the start", s->step, (long long)s->policy_version,
              s->epoch, s->cursor);
     if (rejoin) engine_rejoin_done(c, s->step);
+    else if (s->step > 0) coord_event(c, "resumed from step %ld (policy version %lld)", s->step, (long long)s->policy_version);
 }
 
 /* The resume decision, at learner rank 0's first Hello: the snapshot whose policy version is the learner's. */

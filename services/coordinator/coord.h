@@ -147,10 +147,13 @@ typedef struct Coord {
     uint64_t     groups_kept_total, tokens_generated_total, tokens_trained_total;
     uint32_t     incarnation;          /* +1 at every rollback to a checkpoint (a learner or coordinator crash): the
                                         * version numbers after it name other weights than before (recover.c) */
-    int64_t      started_ms;
+    int64_t      started_ms;           /* this process's start (monotonic ms) */
+    double       run_s_base;           /* seconds the run was up before this process (events.jsonl, coordinator.json) */
     char         events[COORD_EVENTS][200];   /* the latest worker losses, rejoins and rollbacks (coord_event), a ring */
     double       event_t[COORD_EVENTS];      /* unix seconds */
-    int          nevents;                   /* events ever recorded */
+    long         event_step[COORD_EVENTS];   /* the run's step when it happened */
+    int          nevents;                   /* events in the ring's history (read back ones included) */
+    FILE        *events_file;          /* trainer.default_local_dir/events.jsonl (appended per event), or NULL */
     int          stopping, sigints;    /* stopping: 1 finishing the step in training and its checkpoint, 2 exiting */
     int          stop_failed;          /* the stop ran out of cluster.stop_timeout_s: exit status 1 */
     int          lock_fd;              /* coordinator.lock in trainer.default_local_dir (ckpt_lock), or -1 */
@@ -274,8 +277,16 @@ void coord_history_append(Coord *c, long step, const Metrics *m);   /* history o
 void coord_history_reset(Coord *c);
 /* panels.c: the dashboard's RL panels for history entries [since, since + limit): a JSON object (caller owns). */
 struct json_t *coord_panels_json(const Coord *c, long since, long limit);       /* forgets the in-memory history (a rollback reads it back) */
-/* One line for the dashboard's event list (and the log at WARN): a worker lost or back, a rollback. */
+/* One line for the dashboard's event list: a worker lost or back, a rollback, a restart. Also appended to
+ * events.jsonl (coord_events_open) as {"t": unix s, "step": the run's step, "run_s": the run's seconds, "text"}. */
 void coord_event(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Opens trainer.default_local_dir/events.jsonl (issue 33): a run that resumes (a checkpoint, or a restart by the
+ * supervisor) reads its events back into the list and its run seconds (the largest "run_s"); a fresh run sets an
+ * earlier run's file aside (events-before-<unix s>.jsonl) and starts with "run started". Events recorded before the
+ * call are appended after the ones read back. 0 or ERR_IO (the file cannot be written). */
+int  coord_events_open(Coord *c, char err[ERR_LEN]);
+double coord_run_seconds(const Coord *c);   /* seconds the run has been up, over every coordinator process */
+long coord_event_step(const Coord *c);      /* the run's finished steps (the checkpoint's while resuming) */
 void coord_record_sample(Coord *c, const SampleView *s);      /* copies the strings */
 void coord_history_free(Coord *c);
 void coord_pause(Coord *c);                                   /* stop dispatching new groups */

@@ -200,7 +200,8 @@ static json_t *status_json(Coord *c) {
     json_object_set_new(j, "run_id", json_str(c->run_id));
     json_object_set_new(j, "step", json_integer(c->step));
     json_object_set_new(j, "policy_version", json_integer(c->policy_version));
-    json_object_set_new(j, "uptime_s", json_real((now - c->started_ms) / 1000.0));
+    json_object_set_new(j, "uptime_s", json_real(coord_run_seconds(c)));                 /* the run's, all processes */
+    json_object_set_new(j, "coordinator_uptime_s", json_real((now - c->started_ms) / 1000.0));
     json_object_set_new(j, "alive", alive);
     json_object_set_new(j, "workers", workers);
     json_object_set_new(j, "messages_in", json_integer((json_int_t)c->msgs_in));
@@ -216,7 +217,8 @@ static json_t *status_json(Coord *c) {
     json_t *ev = json_array();                    /* newest first */
     for (int i = 0; i < COORD_EVENTS && i < c->nevents; i++) {
         int k = (c->nevents - 1 - i) % COORD_EVENTS;
-        json_array_append_new(ev, json_pack("{s:f, s:s}", "t", c->event_t[k], "text", c->events[k]));
+        json_array_append_new(ev, json_pack("{s:f, s:I, s:s}", "t", c->event_t[k], "step", (json_int_t)c->event_step[k],
+                                            "text", c->events[k]));
     }
     json_object_set_new(j, "events", ev);
     json_object_set_new(j, "history", json_integer(c->nhistory));

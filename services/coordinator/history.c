@@ -1,11 +1,19 @@
 /* services/coordinator/history.c: what the dashboard shows — the per-step metric history (also appended to the
- * metrics JSONL), the latest sampled responses — and the control actions behind /api/control/.... */
+ * metrics JSONL), the latest sampled responses, the event list (also appended to events.jsonl, read back on a
+ * restart, with the run's seconds) — and the control actions behind /api/control/.... */
+#include <errno.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "core/clock.h"
+#include "core/fsutil.h"
 #include "core/log.h"
+#include "net/daemon.h"
 #include "coord.h"
 #include "io/tfevents.h"
 
@@ -47,6 +55,26 @@ void coord_record_sample(Coord *c, const SampleView *s) {
     if (c->nsamples < COORD_SAMPLES) c->nsamples++;
 }
 
+double coord_run_seconds(const Coord *c) { return c->run_s_base + (double)(clock_ms() - c->started_ms) / 1000.0; }
+
+long coord_event_step(const Coord *c) {
+    const CkptState *k = &c->ckpt;
+    if (k->undecided && (k->has_saved || k->has_pending)) return k->has_saved ? k->saved.step : k->pending.step;
+    EngineSnapshot s;                                /* the finished steps */
+    return engine_snapshot(c, &s) == 0 ? s.step : (long)c->step;
+}
+
+static void event_write(Coord *c, int k) {
+    if (!c->events_file) return;
+    json_t *j = json_pack("{s:f, s:I, s:f, s:s}", "t", c->event_t[k], "step", (json_int_t)c->event_step[k], "run_s",
+                          coord_run_seconds(c), "text", c->events[k]);
+    char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (!line || fprintf(c->events_file, "%s\n", line) < 0 || fflush(c->events_file))
+        log_warn("events.jsonl: write failed (disk full?); the dashboard keeps the event");
+    free(line);
+    json_decref(j);
+}
+
 void coord_event(Coord *c, const char *fmt, ...) {
     int k = c->nevents++ % COORD_EVENTS;
     va_list ap;
@@ -56,6 +84,63 @@ void coord_event(Coord *c, const char *fmt, ...) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     c->event_t[k] = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    c->event_step[k] = coord_event_step(c);
+    event_write(c, k);
+}
+
+/* Reads events.jsonl's lines into the ring (the last COORD_EVENTS stay) and run_s_base from the largest "run_s". */
+static void events_read_back(Coord *c, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        json_t *j = json_loads(line, 0, NULL);
+        const char *text = json_string_value(json_object_get(j, "text"));
+        if (text) {
+            int k = c->nevents++ % COORD_EVENTS;
+            snprintf(c->events[k], sizeof c->events[k], "%s", text);
+            c->event_t[k] = json_number_value(json_object_get(j, "t"));
+            c->event_step[k] = (long)json_integer_value(json_object_get(j, "step"));
+            double rs = json_number_value(json_object_get(j, "run_s"));
+            if (rs > c->run_s_base) c->run_s_base = rs;
+        }
+        json_decref(j);
+    }
+    fclose(f);
+}
+
+int coord_events_open(Coord *c, char err[ERR_LEN]) {
+    char path[1024], old[1100];
+    snprintf(path, sizeof path, "%s/events.jsonl", c->cfg.default_local_dir);
+    int n_before = c->nevents < COORD_EVENTS ? c->nevents : COORD_EVENTS, restarts = daemon_restarts();
+    char before[COORD_EVENTS][200];                  /* events of this process so far: written after the old ones */
+    double before_t[COORD_EVENTS];
+    for (int i = 0; i < n_before; i++) {
+        int k = (c->nevents - n_before + i) % COORD_EVENTS;
+        memcpy(before[i], c->events[k], sizeof before[i]);
+        before_t[i] = c->event_t[k];
+    }
+    int resuming = c->ckpt.has_saved || c->ckpt.has_pending || restarts > 0;
+    c->nevents = 0;
+    if (resuming) {
+        events_read_back(c, path);
+    } else if (access(path, F_OK) == 0) {
+        snprintf(old, sizeof old, "%s/events-before-%ld.jsonl", c->cfg.default_local_dir, (long)time(NULL));
+        if (rename(path, old) == 0) log_info("a new run: the earlier run's events moved to %s", old);
+    }
+    if (fs_mkdir_p(c->cfg.default_local_dir, err)) return ERR_IO;
+    c->events_file = fopen(path, "a");
+    if (!c->events_file) return err_set(err, ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (!resuming) coord_event(c, "run %s started", c->run_id);
+    else if (restarts > 0) coord_event(c, "coordinator restarted by its supervisor (restart %d)", restarts);
+    for (int i = 0; i < n_before; i++) {
+        int k = c->nevents++ % COORD_EVENTS;
+        memcpy(c->events[k], before[i], sizeof c->events[k]);
+        c->event_t[k] = before_t[i];
+        c->event_step[k] = coord_event_step(c);
+        event_write(c, k);
+    }
+    return 0;
 }
 
 void coord_history_reset(Coord *c) {
@@ -73,6 +158,8 @@ void coord_history_free(Coord *c) {
     c->len_hist = NULL;
     c->nlen_hist = c->cap_len_hist = 0;
     for (int i = 0; i < COORD_SAMPLES; i++) sample_clear(&c->samples[i]);
+    if (c->events_file) fclose(c->events_file);
+    c->events_file = NULL;
     xfree(c->config_yaml);
     xfree(c->token);
     c->config_yaml = c->token = NULL;

@@ -393,7 +393,7 @@ HttpServer *http_listen(uv_loop_t *loop, const char *hostport, HttpHandler h, vo
     if (!rc) rc = uv_listen((uv_stream_t *)&s->tcp, 128, on_connection);
     if (!rc) rc = uv_timer_start(&s->sweep, on_sweep, 1000, 1000);
     if (rc) {
-        err_set(err, ERR_IO, "dashboard cannot listen on %s: %s", hostport, uv_strerror(rc));
+        err_set(err, ERR_IO, "dashboard cannot listen on %s (cluster.http): %s", hostport, uv_strerror(rc));
         http_close(s);
         return NULL;
     }

@@ -251,8 +251,9 @@ void engine_on_worker_lost(Coord *c, int wi) {
     if (!e) return;
     engine_requeue_worker(c, wi);
     if (c->workers[wi].role == DAPO__ROLE__ROLE_LEARNER)    /* its weights are gone with it: roll back (recover.c) */
-        engine_rejoin_begin(c, -1, "step %ld: learner rank %u (%s) was lost%s", e->step, c->workers[wi].rank,
-                            c->workers[wi].id, e->job.active ? " during the update" : "");
+        engine_rejoin_begin(c, -1, "step %ld: learner rank %u (%s) was lost%s", coord_event_step(c) + 1,
+                            c->workers[wi].rank, c->workers[wi].id, e->job.active ? " during the update"
+                                                                    : c->ckpt.undecided ? " before the run resumed" : "");
 }
 
 /* A lease lives while its worker heartbeats, but not for ever: one older than cluster.max_lease_s (generation)

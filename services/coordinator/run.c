@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "net/daemon.h"
+#include "net/portcheck.h"
 #include "core/clock.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -266,8 +267,9 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     if (c->keys.on && !(c->zap = zap_start(c->zctx, c->keys.authorized_keys, err))) return ERR_IO;
     NetOpts o = {.bind = true, .max_msg_bytes = (int64_t)c->cfg.max_msg_mb << 20, .curve = &c->keys,
                  .curve_server = true};
-    c->router = net_socket(c->zctx, ZMQ_ROUTER, c->cfg.bind, &o, err);
-    if (!c->router) return ERR_IO;
+    char e2[ERR_LEN];
+    c->router = net_socket(c->zctx, ZMQ_ROUTER, c->cfg.bind, &o, e2);
+    if (!c->router) return err_set(err, ERR_IO, "cluster.bind: %s", e2);
     net_last_endpoint(c->router, c->endpoint, sizeof c->endpoint);
     int fd;
     size_t fdsz = sizeof fd;
@@ -297,6 +299,7 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     if (!rc2) rc2 = ckpt_resume(c, err);
     if (rc2) return rc2;
     if (c->engine && !c->ckpt.has_saved && !c->ckpt.has_pending) ckpt_set_aside_metrics(c);
+    if (c->engine && coord_events_open(c, err)) return ERR_IO;
     if (c->engine) {
         char path[1024];
         if (fs_mkdir_p(c->cfg.default_local_dir, err)) return ERR_IO;
@@ -311,6 +314,34 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     return 0;
 }
 
+/* --check-ports (deploy/local/run.sh, before any preparation): every address a one-machine run binds — the
+ * coordinator's cluster.http and cluster.bind, learner rank 0's cluster.weights_bind and, with two or more ranks,
+ * cluster.collective — is free here. 0, or 1 after naming the first busy key, its value and the reason on stderr. */
+static int check_ports(const Config *cfg) {
+    const struct { const char *key, *value; int used; } a[] = {
+        {"cluster.http", cfg->http, 1}, {"cluster.bind", cfg->bind, 1}, {"cluster.weights_bind", cfg->weights_bind, 1},
+        {"cluster.collective", cfg->collective, cfg->num_learners > 1}};
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+        char err[ERR_LEN];
+        if (!a[i].used || !net_port_free(a[i].value, err)) continue;
+        fprintf(stderr, "dapo-coordinator: %s: %s on this machine (another dapo run? set %s=..., or move every port "
+                "of the run at once with deploy/local/run.sh --port-base N)\n", a[i].key, err, a[i].key);
+        return 1;
+    }
+    return 0;
+}
+
+/* Removes the first `flag` from argv; 1 when there was one. */
+static int take_flag(int *argc, char **argv, const char *flag) {
+    for (int i = 1; i < *argc; i++)
+        if (!strcmp(argv[i], flag)) {
+            memmove(&argv[i], &argv[i + 1], (size_t)(*argc - i) * sizeof *argv);
+            (*argc)--;
+            return 1;
+        }
+    return 0;
+}
+
 int coord_run(int argc, char **argv, const CoordHooks *hooks) {
     log_init("coordinator", LL_INFO);
     signal(SIGPIPE, SIG_IGN);
@@ -318,11 +349,14 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
     bool print = false;
     char err[ERR_LEN];
     if (config_help_wanted(argc, argv)) {
-        config_usage_print(stdout, argv[0], NULL);
+        config_usage_print(stdout, argv[0], "[--check-ports]\n  --check-ports     check that this machine can bind "
+                           "every address of a one-machine run\n                    (cluster.http, .bind, .weights_bind, "
+                           ".collective) and exit (1 names a busy one)");
         return 0;
     }
+    int ports = take_flag(&argc, argv, "--check-ports");
     int rc = config_from_cli(&c.cfg, &argc, argv, &print, err);
-    if (!rc && argc > 1) rc = err_set(err, ERR_INVAL, "unknown argument '%s' (usage: dapo-coordinator [--config FILE] [key.path=value ...] [--print-config])", argv[1]);
+    if (!rc && argc > 1) rc = err_set(err, ERR_INVAL, "unknown argument '%s' (usage: dapo-coordinator [--config FILE] [key.path=value ...] [--print-config] [--check-ports])", argv[1]);
     RolloutCorrConfig corr;              /* the values of algorithm.rollout_correction, checked before anything starts */
     if (!rc) rc = rollout_corr_config_from(&c.cfg, &corr, err);
     if (!rc) rc = backend_known(c.cfg.device, err);   /* trainer.device, before any worker starts (not whether this
@@ -332,10 +366,11 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
         config_free(&c.cfg);
         return 2;
     }
-    if (print) {
-        config_print_yaml(&c.cfg, stdout);
+    if (print || ports) {
+        if (print) config_print_yaml(&c.cfg, stdout);
+        rc = ports ? check_ports(&c.cfg) : 0;
         config_free(&c.cfg);
-        return 0;
+        return rc;
     }
     c.lock_fd = -1;
     rc = coord_start(&c, hooks, err);

@@ -39,8 +39,12 @@ struct WeightServer {
 WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, int64_t max_msg_bytes,
                         const CurveKeys *curve, char err[ERR_LEN]) {
     NetOpts o = {.bind = true, .max_msg_bytes = max_msg_bytes, .curve = curve, .curve_server = true};
-    void *s = net_socket(zctx, ZMQ_ROUTER, endpoint, &o, err);
-    if (!s) return NULL;
+    char e2[ERR_LEN];
+    void *s = net_socket(zctx, ZMQ_ROUTER, endpoint, &o, e2);
+    if (!s) {
+        err_set(err, ERR_IO, "the weight server (cluster.weights_bind): %s", e2);
+        return NULL;
+    }
     int zero = 0;
     zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);   /* a full version per requester may queue */
     WeightServer *ws = xcalloc(1, sizeof *ws);

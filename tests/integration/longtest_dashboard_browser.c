@@ -7,7 +7,10 @@
  * (#steps-seen, #points-plotted and the Chart.js datasets themselves), pixels were drawn, the final point count
  * equals the finite values in /api/metrics exactly, every metric got a chart, the worker-free table and the
  * samples render, HTML in a response stays text (the page title is not rewritten by the <script> in it), and a
- * pause through the control endpoint shows the badge. A PNG screenshot goes to $DAPO_BUILD/dashboard.png.
+ * pause through the control endpoint shows the badge; issue 33: the header's headline is the held-out accuracy with
+ * its change, the funnel is three series, a flat tiny series (actor/lr = 1e-6) gets a y range around its value, and
+ * the event list after a coordinator restart still holds the event from before it (events.jsonl). A PNG screenshot
+ * goes to $DAPO_BUILD/dashboard.png.
  * A long test (make check-long), not part of make test: Chromium is a ~350 MB install. Needs `apt-get install
  * chromium`; DAPO_CHROMIUM overrides the binary. Build and run alone:
  *   make BUILD=build build/tests/longtest_dashboard_browser && DAPO_BUILD=build build/tests/longtest_dashboard_browser */
@@ -144,7 +147,13 @@ static const char *STATE_JS =
     "  paused: !document.getElementById('paused-badge').hidden, status_line: t('status-line'),"
     "  workers_row: document.querySelector('#workers tbody').textContent,"
     "  config: t('config').length, error_hidden: document.getElementById('chart-error').hidden,"
-    "  errors: window.__errors ? window.__errors.join('; ') : 'the error hook is missing' }); })()";
+    "  errors: window.__errors ? window.__errors.join('; ') : 'the error hook is missing',"
+    "  headline: t('headline-acc'), headline_delta: t('headline-delta'), events: t('events'),"
+    "  funnel_series: (panels.find(ch => ch.canvas.closest('.card').querySelector('h3').textContent.includes('funnel'))"
+    "                  || {data: {datasets: []}}).data.datasets.length,"
+    "  lr_min: (all.find(ch => ch.data.datasets.some(d => d.label === 'actor/lr')) || {scales: {y: {}}}).scales.y.min,"
+    "  lr_max: (all.find(ch => ch.data.datasets.some(d => d.label === 'actor/lr')) || {scales: {y: {}}}).scales.y.max"
+    " }); })()";
 
 static int state_int(json_t *s, const char *key) { return (int)json_number_value(json_object_get(s, key)); }
 
@@ -336,11 +345,22 @@ static void test_page_renders_and_updates(void **state) {
     assert_int_equal(state_int(s3, "data_points"), state_int(s3, "points"));
     assert_int_equal(state_int(s3, "charts_count"), 6 + 10 + 25); /* dashboard_demo.c: 25 ungrouped names */
     /* The Run health panels (/api/panels): one entry per step; every series of the 5 step charts has a point per step
-     * (throughput 3, time split 6, length percentiles 4, funnel 5, log-prob mismatch 4 = 22 series), and the
+     * (throughput 3, time split 6, length percentiles 4, funnel 3, log-prob mismatch 4 = 20 series), and the
      * histogram the latest step's 20 bins. */
     assert_int_equal(state_int(s3, "panel_charts"), 6);
     assert_int_equal(state_int(s3, "panel_steps"), DEMO_STEPS);
-    assert_int_equal(state_int(s3, "panel_points"), 22 * DEMO_STEPS + 20);
+    assert_int_equal(state_int(s3, "panel_points"), 20 * DEMO_STEPS + 20);
+    assert_int_equal(state_int(s3, "funnel_series"), 3);               /* trained, surplus, filtered */
+    /* the headline: dashboard_demo.c's val-core/math_dapo/acc/mean@4 = 0.1 + 0.3 (1 - exp(-k/20)) at k = 5..20 */
+    char want[64];
+    snprintf(want, sizeof want, "%.1f%%", 100 * (0.1 + 0.3 * (1 - exp(-20 / 20.0))));
+    assert_string_equal(json_string_value(json_object_get(s3, "headline")), want);
+    snprintf(want, sizeof want, "(+%.1f since step 5, at step 20)", 100 * 0.3 * (exp(-5 / 20.0) - exp(-1.0)));
+    assert_string_equal(json_string_value(json_object_get(s3, "headline_delta")), want);
+    double lr_min = json_number_value(json_object_get(s3, "lr_min")), lr_max = json_number_value(json_object_get(s3, "lr_max"));
+    if (!(lr_min < 1e-6 && lr_max > 1e-6 && lr_max - lr_min < 1e-5))
+        fail_msg("actor/lr = 1e-6 on a y range of [%g, %g]", lr_min, lr_max);
+    assert_non_null(strstr(json_string_value(json_object_get(s3, "events")), "demo: a synthetic event (restart 0)"));
     assert_true(state_int(s3, "samples") >= 10);
     assert_string_equal(json_string_value(json_object_get(s3, "title")), "dapo dashboard");   /* no script ran */
     assert_non_null(strstr(json_string_value(json_object_get(s3, "sample_text")), "<script>document.title='pwned'</script>"));
@@ -415,6 +435,29 @@ static void test_page_renders_and_updates(void **state) {
     kill(g.bare, SIGTERM);
     assert_int_equal(tu_wait(g.bare, 5000), 0);
     g.bare = 0;
+
+    /* The coordinator restarted (as its supervisor would: DAPO_RESTARTS=1): the page reloads, and the event list still
+     * holds the event from before the restart, read back from events.jsonl, with the restart's own. */
+    kill(g.coord, SIGTERM);
+    assert_int_equal(tu_wait(g.coord, 5000), 0);
+    snprintf(bind, sizeof bind, "cluster.bind=tcp://127.0.0.1:%d", tu_free_port());
+    snprintf(http, sizeof http, "cluster.http=127.0.0.1:%d", g.hport);
+    snprintf(dir, sizeof dir, "trainer.default_local_dir=%s/ckpt", g.logdir);
+    snprintf(log, sizeof log, "%s/coordinator.log", g.logdir);
+    char *rargv[] = {bin, bind, http, dir, "--demo-steps", "5", NULL};
+    setenv("DAPO_RESTARTS", "1", 1);
+    g.coord = tu_spawn(rargv, log);
+    unsetenv("DAPO_RESTARTS");
+    assert_true(g.coord > 0);
+    up = clock_ms() + 5000;
+    while (clock_ms() < up && tu_http(g.hport, "GET", "/api/status", NULL, body, sizeof body) != 200) usleep(50000);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/?poll_ms=250", g.hport);
+    json_decref(cdp_call("Page.navigate", json_pack("{s:s}", "url", url), 1));
+    json_t *s5 = wait_state(steps_at_least, 4, 15000);
+    const char *ev = json_string_value(json_object_get(s5, "events"));
+    if (!strstr(ev, "demo: a synthetic event (restart 0)") || !strstr(ev, "coordinator restarted by its supervisor"))
+        fail_msg("the event list after the restart: %s", ev);
+    json_decref(s5);
 
     cdp_send("Browser.close", NULL, 0);
     assert_int_equal(tu_wait(g.chrome, 10000), 0);

@@ -7,7 +7,9 @@
  * same handler and are checked the same way: Ctrl-C (SIGINT to the terminal's foreground process group), SIGTERM
  * (kill, systemd) and SIGHUP (the terminal closed); the daemons report how often they were restarted (DAPO_RESTARTS,
  * the dashboard's "restarts" column); a worker stopped with a plain kill (it exits 0) is restarted as well; and when
- * the supervisor itself is killed with SIGKILL the daemons stop by themselves. A fresh tiny model on the command line skips the SFT preparation. */
+ * the supervisor itself is killed with SIGKILL the daemons stop by themselves. A fresh tiny model on the command line skips the SFT preparation.
+ * Issue 33: a second launch beside a live run, on one of its ports, fails in under a second before any preparation,
+ * naming the key; with --port-base it runs beside the first. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -209,6 +211,62 @@ static void test_supervisor_killed(void **state) {
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);
 }
 
+/* run.sh with args in the background, its output to out; returns the pid. */
+static pid_t launch_second(const char *args, const char *out) {
+    char cmd[2200];
+    snprintf(cmd, sizeof cmd, "cd %s && BUILD=%s exec deploy/local/run.sh %s", tu_root(), tu_build(), args);
+    char *argv[] = {"/usr/bin/setsid", "bash", "-c", cmd, NULL};
+    return tu_spawn(argv, out);
+}
+
+static void test_ports_before_work(void **state) {
+    (void)state;
+    launch_foreground("launcher-ports");
+    char args[1500], out[600], text[4096], cmd[900];
+    /* the default config (an SFT preparation of minutes) on the first run's dashboard port */
+    snprintf(args, sizeof args, "--run-dir %s/run2 cluster.http=127.0.0.1:%d", dir, hport);
+    snprintf(out, sizeof out, "%s/second.out", dir);
+    double t0 = clock_s();
+    pid_t p = launch_second(args, out);
+    assert_int_equal(tu_wait(p, 10000), 1);
+    double took = clock_s() - t0;
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    if (took >= 1.0 || !strstr(text, "cluster.http: 127.0.0.1:") || !strstr(text, "in use") ||
+        strstr(text, "preparing") || strstr(text, "dashboard at"))
+        fail_msg("a launch on a busy port took %.2f s and said:\n%s", took, text);
+    /* --port-base N: all four ports moved; the second run comes up beside the first and is stopped */
+    pid_t b = -1;
+    int base = 0;
+    for (int tries = 0; tries < 5 && b < 0; tries++) {
+        base = 20000 + (int)((unsigned)getpid() * 7919u + (unsigned)tries * 104729u) % 30000;
+        snprintf(args, sizeof args, "--run-dir %s/run3 --port-base %d actor_rollout_ref.model.path=%s/model "
+                 "cluster.heartbeat_ms=100", dir, base, dir);
+        snprintf(out, sizeof out, "%s/third.out", dir);
+        remove(out);
+        b = launch_second(args, out);
+        usleep(1500000);
+        if (tu_wait(b, 0) >= 0) b = -1;              /* exited: a port of that base was taken, try another */
+    }
+    assert_true(b > 0);
+    char body[512], pids[700];
+    snprintf(pids, sizeof pids, "%s/run3/pids", dir);
+    int64_t end = clock_ms() + 60000;
+    while (clock_ms() < end && !(alive(tu_pid_in(pids, "rollout-0")) &&
+                                 tu_http(base, "GET", "/api/status", NULL, body, sizeof body) == 200))
+        usleep(100000);
+    assert_int_equal(tu_http(base, "GET", "/api/status", NULL, body, sizeof body), 200);
+    assert_int_equal(tu_http(hport, "GET", "/api/status", NULL, body, sizeof body), 200);   /* the first still runs */
+    snprintf(cmd, sizeof cmd, "grep -c 'dashboard at http://127.0.0.1:%d/' %s", base, out);
+    assert_int_equal(tu_run(cmd, text, sizeof text), 0);
+    kill(b, SIGTERM);
+    assert_int_equal(tu_wait(b, 60000), 0);
+    assert_int_equal(stop_and_check(g_fg, SIGTERM, 0, 1), 0);
+}
+
 static void test_foreground_ctrl_c(void **state) { (void)state; foreground_stop(SIGINT, 1); }
 static void test_sigterm(void **state) { (void)state; foreground_stop(SIGTERM, 0); }
 static void test_sighup(void **state) { (void)state; foreground_stop(SIGHUP, 0); }
@@ -218,6 +276,7 @@ int main(void) {
                                        cmocka_unit_test_teardown(test_foreground_ctrl_c, teardown),
                                        cmocka_unit_test_teardown(test_sigterm, teardown),
                                        cmocka_unit_test_teardown(test_sighup, teardown),
-                                       cmocka_unit_test_teardown(test_supervisor_killed, teardown)};
+                                       cmocka_unit_test_teardown(test_supervisor_killed, teardown),
+                                       cmocka_unit_test_teardown(test_ports_before_work, teardown)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

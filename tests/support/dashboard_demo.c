@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "net/daemon.h"
 
 #define DEMO_MS 200   /* one synthetic step per 200 ms */
 
@@ -86,6 +87,7 @@ static void demo_step(Coord *c, int k) {
     metrics_set(&m, "demo/odd \"name\"\\ \xc3\xa9\xff", 7);      /* quotes, backslash, UTF-8, an invalid byte */
     c->step = k;
     coord_record_step(c, k, &m);
+    if (k == 3) coord_event(c, "demo: a synthetic event (restart %u)", daemon_restarts());
     metrics_free(&m);
 
     char prompt[160], response[256], truth[32], pred[32];
@@ -118,6 +120,7 @@ int dashboard_demo_start(Coord *c, void *ud, char err[ERR_LEN]) {
     if (g_demo.total <= 0) return 0;
     log_warn("--demo-steps %d: recording synthetic metrics (the dashboard tests' coordinator, not a training run)",
              g_demo.total);
+    if (coord_events_open(c, err)) return ERR_IO;    /* events.jsonl in trainer.default_local_dir, as a run's */
     snprintf(c->status_line, sizeof c->status_line, "demo: waiting for the first synthetic step");
     int rc = uv_timer_init(c->loop, &g_demo.timer);
     g_demo.timer.data = c;

@@ -4,9 +4,15 @@
  * group counts when the coordinator reports them) and /api/samples. Every step metric is plotted: the named
  * groups below in the "Training" grid, every other metric in a small chart of its own. The x axis is the
  * entry's "step" metric. A changed run_id or a shorter history (coordinator restarted) reloads the page.
- * The "Run health" panels come from /api/panels?since=N (panels.c): throughput lines, the step's time split and the
- * group funnel as bars per step, response-length percentiles per step with the latest step's histogram, and the
- * rollout/learner log-prob mismatch. #panel-steps counts the steps they hold.
+ * The "Run health" panels come from /api/panels?since=N (panels.c): throughput lines, the step's time split as bars
+ * per step, the dynamic-sampling funnel as three stacked areas (trained, surplus mixed groups, filtered groups; a
+ * moving mean over FUNNEL_WINDOW steps), response-length percentiles per step with the latest step's histogram, and
+ * the rollout/learner log-prob mismatch. #panel-steps counts the steps they hold. The header's headline is held-out
+ * accuracy (the first val-core/<source>/acc/mean@k metric: its latest value and the change since its first, step 0
+ * when trainer.val_before_train); "up" is the run's time over every coordinator process (the title has this one's),
+ * and the event list (newest first) survives a coordinator restart (events.jsonl). A chart whose values are all
+ * equal gets a y range around them (Chart.js would draw 5e-5 on -1..1); tick labels of small values are in
+ * scientific notation.
  * Counters for tests: #steps-seen (entries received), #charts-count, #points-plotted (finite points added).
  * All text from the coordinator goes into the DOM through textContent, never as HTML. */
 (function () {
@@ -46,16 +52,17 @@
     ['Response length per step (tokens)', 'line', [['p50', 'response_length.p50'], ['p90', 'response_length.p90'],
                                                    ['p99', 'response_length.p99'], ['max', 'response_length.max']]],
     ['Response lengths, latest step', 'hist', []],
-    ['Dynamic-sampling funnel (groups per step)', 'bar', [['generated', 'funnel.generated'],
-                                                          ['solved by none', 'funnel.solve_none'],
-                                                          ['solved by all', 'funnel.solve_all'],
-                                                          ['kept', 'funnel.kept'], ['dropped', 'funnel.dropped']]],
+    ['Dynamic-sampling funnel (groups per step, mean of the last 10 steps)', 'funnel',
+     [['trained', null], ['surplus (mixed, beyond the batch)', null], ['filtered (solved by none or all)', null]]],
     ['Rollout vs learner log-probs (rollout_corr/*)', 'line', [['kl', 'logprob_mismatch.kl'],
                                                                ['k3 kl', 'logprob_mismatch.k3_kl'],
                                                                ['|log ppl diff|', 'logprob_mismatch.log_ppl_abs_diff'],
                                                                ['|logprob diff|', 'logprob_mismatch.abs_logprob_diff']]],
   ];
+  const FUNNEL_WINDOW = 10;          /* steps in the funnel's moving mean */
   const panelCharts = [];            /* per PANELS entry: its Chart (null without Chart.js) */
+  const funnelRaw = [];              /* per step: [trained, surplus, filtered] before the moving mean */
+  const headline = {key: null, first: null, firstStep: null, last: null, lastStep: null};
   let panelSince = 0, panelSteps = 0;
 
   const $ = id => document.getElementById(id);
@@ -101,7 +108,7 @@
         scales: {
           x: {type: 'linear', bounds: 'data', title: {display: !small, text: 'step'},
               ticks: {precision: 0, maxTicksLimit: small ? 5 : 10}},
-          y: {ticks: {maxTicksLimit: small ? 4 : 6}},
+          y: {ticks: {maxTicksLimit: small ? 4 : 6, callback: v => fmt(v, 2)}},
         },
         plugins: {
           legend: {display: !small, labels: {boxWidth: 10, font: {size: 11}}},
@@ -163,12 +170,42 @@
     return r;
   }
 
+  /* A y range around the values when they are all equal (Chart.js pads a flat line by +-1: 5e-5 would read as 0). */
+  function fitY(chart) {
+    let lo = Infinity, hi = -Infinity;
+    for (const ds of chart.data.datasets) for (const p of ds.data) { if (p.y < lo) lo = p.y; if (p.y > hi) hi = p.y; }
+    const y = chart.options.scales.y;
+    if (isFinite(lo) && hi - lo <= 1e-9 * Math.max(Math.abs(lo), Math.abs(hi))) {
+      const pad = lo !== 0 ? Math.abs(lo) * 0.1 : 1;
+      y.min = lo - pad;
+      y.max = hi + pad;
+    } else {
+      delete y.min;
+      delete y.max;
+    }
+  }
+
+  /* The header's held-out accuracy: the first val-core/<source>/acc/mean@k seen, latest value and change. */
+  function trackHeadline(name, x, v) {
+    if (!/^val-core\/[^/]+\/acc\/mean@\d+$/.test(name) || typeof v !== 'number' || !isFinite(v)) return;
+    if (headline.key === null) headline.key = name;
+    if (name !== headline.key) return;
+    if (headline.firstStep === null || x < headline.firstStep) { headline.first = v; headline.firstStep = x; }
+    if (headline.lastStep === null || x >= headline.lastStep) { headline.last = v; headline.lastStep = x; }
+    const d = (headline.last - headline.first) * 100;
+    $('headline-acc').textContent = (headline.last * 100).toFixed(1) + '%';
+    $('headline-delta').textContent = '(' + (d >= 0 ? '+' : '') + d.toFixed(1) + ' since step ' + headline.firstStep +
+                                      ', at step ' + headline.lastStep + ')';
+    $('headline').title = headline.key + ': held-out accuracy';
+  }
+
   function addEntries(entries, base) {
     const touched = new Set();
     entries.forEach((e, i) => {
       const x = typeof e.step === 'number' ? e.step : base + i;     /* the history index when no step */
       for (const name of Object.keys(e)) {
         if (name === 'step') continue;
+        trackHeadline(name, x, e[name]);
         const r = route(name);
         const v = e[name];
         if (r.latest) r.latest.textContent = ' = ' + (typeof v === 'number' ? fmt(v, 4) : 'NaN/Inf');
@@ -179,7 +216,7 @@
       stepsSeen++;
       $('last-step').textContent = String(x);
     });
-    for (const c of touched) c.update('none');
+    for (const c of touched) { fitY(c); c.update('none'); }
     $('steps-seen').textContent = String(stepsSeen);
     $('points-plotted').textContent = String(pointsPlotted);
     $('charts-count').textContent = String(chartsCount);
@@ -191,17 +228,20 @@
   }
 
   function makePanel(canvas, kind, series) {
-    const bars = kind !== 'line';
+    const bars = kind === 'stacked' || kind === 'hist', area = kind === 'funnel', stack = bars || area;
     const chart = new Chart(canvas, {
       type: bars ? 'bar' : 'line',
       data: {labels: [], datasets: series.map((s, i) => ({label: s[0], data: [], borderColor: COLORS[i % COLORS.length],
-                                                        backgroundColor: COLORS[i % COLORS.length]}))},
+                                                        backgroundColor: area ? COLORS[i % COLORS.length] + '99'
+                                                                              : COLORS[i % COLORS.length],
+                                                        fill: area ? (i === 0 ? 'origin' : '-1') : false}))},
       options: {
         animation: false, responsive: true, maintainAspectRatio: false, spanGaps: true,
         interaction: {mode: 'index', intersect: false},
-        elements: {point: {radius: 2}, line: {borderWidth: 1.5, tension: 0}},
+        elements: {point: {radius: area ? 0 : 2}, line: {borderWidth: area ? 1 : 1.5, tension: 0}},
         scales: {x: {stacked: kind === 'stacked', title: {display: true, text: kind === 'hist' ? 'tokens' : 'step'}},
-                 y: {stacked: kind === 'stacked', beginAtZero: bars, ticks: {maxTicksLimit: 6, callback: v => fmt(v, 2)}}},
+                 y: {stacked: stack && kind !== 'hist', beginAtZero: stack,
+                     ticks: {maxTicksLimit: 6, callback: v => fmt(v, 2)}}},
         plugins: {legend: {display: kind !== 'hist', labels: {boxWidth: 10, font: {size: 11}}}},
       },
     });
@@ -219,6 +259,15 @@
     }
   }
 
+  /* The funnel's three series at a step: trained, surplus (kept - trained), filtered; each a moving mean over the
+   * last FUNNEL_WINDOW steps (a missing value counts as 0). */
+  function funnelPoint(st) {
+    const f = st.funnel || {}, n = v => (typeof v === 'number' && isFinite(v) ? v : 0);
+    funnelRaw.push([n(f.trained), Math.max(0, n(f.kept) - n(f.trained)), n(f.dropped)]);
+    const w = funnelRaw.slice(-FUNNEL_WINDOW);
+    return [0, 1, 2].map(k => w.reduce((a, r) => a + r[k], 0) / w.length);
+  }
+
   function addPanelSteps(steps) {
     let latestHist = null;
     for (const st of steps) {
@@ -226,7 +275,8 @@
         const ch = panelCharts[i];
         if (!ch || kind === 'hist') return;
         ch.data.labels.push(st.step);
-        series.forEach((s, k) => ch.data.datasets[k].data.push(pathGet(st, s[1])));
+        if (kind === 'funnel') funnelPoint(st).forEach((v, k) => ch.data.datasets[k].data.push(v));
+        else series.forEach((s, k) => ch.data.datasets[k].data.push(pathGet(st, s[1])));
       });
       if (st.response_length && st.response_length.hist) latestHist = {step: st.step, h: st.response_length.hist};
       panelSteps++;
@@ -310,6 +360,8 @@
     $('step').textContent = String(st.step);
     $('policy-version').textContent = String(st.policy_version);
     $('uptime').textContent = fmtDuration(st.uptime_s);
+    $('uptime-box').title = 'the run, over every coordinator process; this coordinator process: ' +
+                            fmtDuration(st.coordinator_uptime_s || 0);
     $('heap').textContent = (st.heap_bytes / 1048576).toFixed(1) + ' MiB';
     const rec = st.recovery || {};                  /* issue 17: what healed itself so far */
     $('recovery').textContent = (rec.rollbacks ?? 0) + ' rollbacks, coordinator restarted ' +
@@ -324,7 +376,7 @@
     const ev = $('events');                          /* worker losses, rejoins, rollbacks (newest first) */
     ev.replaceChildren(...(st.events || []).slice(0, 5).map(x => {
       const li = document.createElement('li');
-      li.textContent = new Date(x.t * 1000).toLocaleTimeString() + '  ' + x.text;
+      li.textContent = new Date(x.t * 1000).toLocaleTimeString() + '  step ' + (x.step ?? '–') + '  ' + x.text;
       return li;
     }));
     renderWorkers(st);
