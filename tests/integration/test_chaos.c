@@ -297,7 +297,15 @@ static void chaos(int learners) {
     snprintf(a, sizeof a, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", Ref.dir, g_steps);
     snprintf(b, sizeof b, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", R.dir, g_steps);
     if (!files_equal(a, b)) fail_msg("the final weights differ from the undisturbed run's: %s vs %s", b, a);
+    /* the event history survived the coordinator's restart (issue 33): events.jsonl holds events from before it */
     char ev[400], out[256];
+    snprintf(ev, sizeof ev, "grep -c 'coordinator restarted by its supervisor' %s/ckpt/events.jsonl", R.dir);
+    tu_run(ev, out, sizeof out);
+    assert_true(atoi(out) >= 1);
+    snprintf(ev, sizeof ev, "grep -n -m1 'coordinator restarted by its supervisor' %s/ckpt/events.jsonl | cut -d: -f1",
+             R.dir);
+    tu_run(ev, out, sizeof out);
+    assert_true(atoi(out) > 1);                          /* after the events of the first coordinator process */
     snprintf(ev, sizeof ev, "grep -c '\"event\":\"restart\"' %s/logs/supervisor.jsonl", R.dir);
     tu_run(ev, out, sizeof out);
     printf("chaos: %d restarts by the supervisor; final weights bitwise equal to the undisturbed run\n", atoi(out));

@@ -55,7 +55,7 @@ static int supervise(char *const *extra, int ms, char *out, size_t cap) {
 /* Exits with status 1 after 0.4 s, every start: past --min-uptime 0.2, so only --max-same stops it. */
 static void test_same_failure_given_up(void **state) {
     (void)state;
-    make_spec("supervise-same", "sleep 0.4; exit 1");
+    make_spec("supervise-same", "echo this start says hello; sleep 0.4; exit 1");
     char out[1 << 14], *extra[] = {"--min-uptime", "0.2", "--max-same", "3", "--same-window", "60", NULL};
     double t0 = clock_s();
     int rc = supervise(extra, 20000, out, sizeof out);
@@ -63,6 +63,13 @@ static void test_same_failure_given_up(void **state) {
     assert_true(clock_s() - t0 < 10);
     if (!strstr(out, "worker exited with status 1, the same way 3 times within 60 s: giving up on it"))
         fail_msg("no give-up line in:\n%s", out);
+    /* the end of the log shown is this start's only (issue 33): from its marker on, one hello */
+    const char *tail = strstr(out, "dapo: the end of");
+    assert_non_null(tail);
+    assert_non_null(strstr(tail, "==== dapo-supervise: start 3 of worker at "));
+    assert_null(strstr(tail, "start 2 of worker"));
+    assert_non_null(strstr(tail, "this start says hello"));
+    assert_null(strstr(strstr(tail, "this start says hello") + 1, "this start says hello"));
     char cmd[1000], n[32];
     snprintf(cmd, sizeof cmd, "grep -c '\"event\":\"gave_up\",\"name\":\"worker\"' %s/logs/supervisor.jsonl", dir);
     tu_run(cmd, n, sizeof n);
