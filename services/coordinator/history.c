@@ -68,7 +68,7 @@ static void event_write(Coord *c, int k) {
     if (!c->events_file) return;
     json_t *j = json_pack("{s:f, s:I, s:f, s:s}", "t", c->event_t[k], "step", (json_int_t)c->event_step[k], "run_s",
                           coord_run_seconds(c), "text", c->events[k]);
-    char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *line = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     if (!line || fprintf(c->events_file, "%s\n", line) < 0 || fflush(c->events_file))
         log_warn("events.jsonl: write failed (disk full?); the dashboard keeps the event");
     free(line);
