@@ -23,7 +23,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 BUILD=${BUILD:-build}
 case "$BUILD" in /*) bin="$BUILD/bin" ;; *) bin="$root/$BUILD/bin" ;; esac   # BUILD: absolute, or under the tree
-config="configs/default.yaml"; rundir=""; nroll=1; nver=1; nlearn=1; steps=""; portbase=""; args=()
+config="configs/default.yaml"; rundir=""; nroll=1; nver=1; nlearn=1; steps=""; portbase=""; portbase_set=0; args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
@@ -32,16 +32,15 @@ while [ $# -gt 0 ]; do
     --verifiers) nver=$2; shift 2 ;;
     --learners) nlearn=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
-    --port-base) portbase=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --port-base) portbase=$2; portbase_set=1; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done
 [ -f "$config" ] || { echo "run.sh: no config file $config" >&2; exit 2; }
 name=$(basename "$config" .yaml)
 rundir=${rundir:-runs/$name}
-mkdir -p "$rundir/logs"
-rundir=$(cd "$rundir" && pwd)
+rundir=$(realpath -m "$rundir")            # made only once the config and the ports are checked
 . "$root/deploy/local/env.sh"
 
 if [ -f "$rundir/pids" ]; then
@@ -57,20 +56,17 @@ if [ -f "$rundir/pids" ]; then
   rm -f "$rundir/pids"
 fi
 
-# The dashboard's controls (Pause, Stop, ...) need a bearer token: a random one in RUN_DIR/token, made once (0600).
+# The dashboard's controls (Pause, Stop, ...) need a bearer token: a random one in RUN_DIR/token, made once (0600)
+# after the checks below.
 token_args=()
-case " ${args[*]} " in *" cluster.token_file="*) ;; *)
-  if [ ! -s "$rundir/token" ]; then
-    (umask 077; od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > "$rundir/token")
-  fi
-  token_args=("cluster.token_file=$rundir/token") ;;
-esac
+case " ${args[*]} " in *" cluster.token_file="*) ;; *) token_args=("cluster.token_file=$rundir/token") ;; esac
 # The config as given (without what the preparation adds) is checked before the preparation's long work.
 common=(--config "$config" "trainer.default_local_dir=$rundir/checkpoints" "cluster.num_learners=$nlearn"
         "${token_args[@]}")
 [ -n "$steps" ] && common+=("trainer.total_training_steps=$steps")
-if [ -n "$portbase" ]; then                  # before the user's keys: a key on the command line still wins
-  case "$portbase" in *[!0-9]*|'') echo "run.sh: --port-base needs a port number, got '$portbase'" >&2; exit 2 ;; esac
+if [ "$portbase_set" = 1 ]; then             # before the user's keys: a key on the command line still wins
+  case "$portbase" in [1-9]|[1-9][0-9]|[1-9][0-9][0-9]|[1-9][0-9][0-9][0-9]|[1-9][0-9][0-9][0-9][0-9]) ;;
+    *) echo "run.sh: --port-base needs a port number (decimal, no leading zero), got '$portbase'" >&2; exit 2 ;; esac
   [ "$portbase" -ge 1024 ] && [ "$portbase" -le 65532 ] ||
     { echo "run.sh: --port-base must be within 1024..65532 (it uses N..N+3), got $portbase" >&2; exit 2; }
   common+=("cluster.http=127.0.0.1:$portbase" "cluster.bind=tcp://127.0.0.1:$((portbase + 1))"
@@ -82,6 +78,10 @@ export TENSORBOARD_DIR=${TENSORBOARD_DIR:-$rundir/tensorboard}
 "$bin/dapo-coordinator" "${common[@]}" "${args[@]}" --print-config > /dev/null
 # every port the run binds, before the preparation's minutes of work (the message names the key)
 "$bin/dapo-coordinator" "${common[@]}" "${args[@]}" --check-ports || exit 1
+mkdir -p "$rundir/logs"
+if [ ${#token_args[@]} -gt 0 ] && [ ! -s "$rundir/token" ]; then
+  (umask 077; od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > "$rundir/token")
+fi
 prep_model=1                                  # a model given on the command line needs no prepared base model
 for a in "${args[@]}"; do
   case "$a" in

@@ -321,8 +321,7 @@ int ckpt_resume(Coord *c, char err[ERR_LEN]) {
     if (run_id && !c->cfg.run_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", run_id);
     /* every resume is a rollback to the checkpoint: the weights of versions after it may exist out there (rollouts
      * that ran on), so the incarnation moves on, on disk at once (a second crash must not reuse it) */
-    double run_s = json_number_value(json_object_get(j, "run_s"));   /* absent in older files: 0 */
-    if (run_s > c->run_s_base) c->run_s_base = run_s;
+    coord_run_seconds_seen(c, json_number_value(json_object_get(j, "run_s")));   /* absent in older files: 0 */
     json_t *inc = json_object_get(j, "incarnation");
     c->incarnation = (json_is_integer(inc) ? (uint32_t)json_integer_value(inc) : 0) + 1;
     json_decref(j);

@@ -281,11 +281,14 @@ struct json_t *coord_panels_json(const Coord *c, long since, long limit);       
  * events.jsonl (coord_events_open) as {"t": unix s, "step": the run's step, "run_s": the run's seconds, "text"}. */
 void coord_event(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Opens trainer.default_local_dir/events.jsonl (issue 33): a run that resumes (a checkpoint, or a restart by the
- * supervisor) reads its events back into the list and its run seconds (the largest "run_s"); a fresh run sets an
- * earlier run's file aside (events-before-<unix s>.jsonl) and starts with "run started". Events recorded before the
- * call are appended after the ones read back. 0 or ERR_IO (the file cannot be written). */
+ * supervisor) reads its events back into the list and its run seconds (the largest "run_s" there and in
+ * run_seconds); a fresh run sets an earlier run's file aside (events-before-<unix s>-<pid>.jsonl) and starts with
+ * "run started". Events recorded before the call are appended after the ones read back. 0 or ERR_IO (the file
+ * cannot be written: the caller goes on without it, the dashboard keeps its list in memory). */
 int  coord_events_open(Coord *c, char err[ERR_LEN]);
 double coord_run_seconds(const Coord *c);   /* seconds the run has been up, over every coordinator process */
+void coord_run_seconds_seen(Coord *c, double run_s);   /* a saved run_s (finite, < 1e9) raises the base */
+void coord_tick_run_seconds(Coord *c);      /* cron: rewrites default_local_dir/run_seconds every 5 s */
 long coord_event_step(const Coord *c);      /* the run's finished steps (the checkpoint's while resuming) */
 void coord_record_sample(Coord *c, const SampleView *s);      /* copies the strings */
 void coord_history_free(Coord *c);

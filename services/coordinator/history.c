@@ -3,6 +3,7 @@
  * restart, with the run's seconds) — and the control actions behind /api/control/.... */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,12 +89,19 @@ void coord_event(Coord *c, const char *fmt, ...) {
     event_write(c, k);
 }
 
-/* Reads events.jsonl's lines into the ring (the last COORD_EVENTS stay) and run_s_base from the largest "run_s". */
+/* A run_s read back (events.jsonl, run_seconds, coordinator.json) raises run_s_base: finite, 0 .. 1e9 s only. */
+void coord_run_seconds_seen(Coord *c, double run_s) {
+    if (isfinite(run_s) && run_s > c->run_s_base && run_s < 1e9) c->run_s_base = run_s;
+}
+
+/* Reads events.jsonl's lines (any length) into the ring (the last COORD_EVENTS stay); a line that is not an event
+ * object is skipped. */
 static void events_read_back(Coord *c, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return;
-    char line[1024];
-    while (fgets(line, sizeof line, f)) {
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
         json_t *j = json_loads(line, 0, NULL);
         const char *text = json_string_value(json_object_get(j, "text"));
         if (text) {
@@ -101,32 +109,58 @@ static void events_read_back(Coord *c, const char *path) {
             snprintf(c->events[k], sizeof c->events[k], "%s", text);
             c->event_t[k] = json_number_value(json_object_get(j, "t"));
             c->event_step[k] = (long)json_integer_value(json_object_get(j, "step"));
-            double rs = json_number_value(json_object_get(j, "run_s"));
-            if (rs > c->run_s_base) c->run_s_base = rs;
+            coord_run_seconds_seen(c, json_number_value(json_object_get(j, "run_s")));
         }
         json_decref(j);
     }
+    free(line);
     fclose(f);
 }
 
+/* trainer.default_local_dir/run_seconds: the run's seconds, rewritten every RUN_S_EVERY_MS by the cron (coord_tick_run
+ * _seconds), so that a crash loses at most that much of the run's uptime. */
+#define RUN_S_EVERY_MS 5000
+static void run_seconds_path(const Coord *c, char *buf, size_t n) {
+    snprintf(buf, n, "%s/run_seconds", c->cfg.default_local_dir);
+}
+
+void coord_tick_run_seconds(Coord *c) {
+    static int64_t last;
+    if (!c->events_file || clock_ms() - last < RUN_S_EVERY_MS) return;
+    last = clock_ms();
+    char path[1024], text[64], err[ERR_LEN];
+    run_seconds_path(c, path, sizeof path);
+    int n = snprintf(text, sizeof text, "%.3f\n", coord_run_seconds(c));
+    if (fs_write_atomic(path, text, (size_t)n, err)) log_warn("run_seconds: %s", err);
+}
+
 int coord_events_open(Coord *c, char err[ERR_LEN]) {
-    char path[1024], old[1100];
+    char path[1024], old[1100], rs_path[1024];
     snprintf(path, sizeof path, "%s/events.jsonl", c->cfg.default_local_dir);
     int n_before = c->nevents < COORD_EVENTS ? c->nevents : COORD_EVENTS, restarts = daemon_restarts();
     char before[COORD_EVENTS][200];                  /* events of this process so far: written after the old ones */
     double before_t[COORD_EVENTS];
+    long before_step[COORD_EVENTS];
     for (int i = 0; i < n_before; i++) {
         int k = (c->nevents - n_before + i) % COORD_EVENTS;
         memcpy(before[i], c->events[k], sizeof before[i]);
         before_t[i] = c->event_t[k];
+        before_step[i] = c->event_step[k];
     }
     int resuming = c->ckpt.has_saved || c->ckpt.has_pending || restarts > 0;
     c->nevents = 0;
+    run_seconds_path(c, rs_path, sizeof rs_path);
     if (resuming) {
         events_read_back(c, path);
+        FILE *rf = fopen(rs_path, "r");
+        double rs = 0;
+        if (rf && fscanf(rf, "%lf", &rs) == 1) coord_run_seconds_seen(c, rs);
+        if (rf) fclose(rf);
     } else if (access(path, F_OK) == 0) {
-        snprintf(old, sizeof old, "%s/events-before-%ld.jsonl", c->cfg.default_local_dir, (long)time(NULL));
+        snprintf(old, sizeof old, "%s/events-before-%ld-%d.jsonl", c->cfg.default_local_dir, (long)time(NULL),
+                 (int)getpid());
         if (rename(path, old) == 0) log_info("a new run: the earlier run's events moved to %s", old);
+        remove(rs_path);
     }
     if (fs_mkdir_p(c->cfg.default_local_dir, err)) return ERR_IO;
     c->events_file = fopen(path, "a");
@@ -137,7 +171,7 @@ int coord_events_open(Coord *c, char err[ERR_LEN]) {
         int k = c->nevents++ % COORD_EVENTS;
         memcpy(c->events[k], before[i], sizeof c->events[k]);
         c->event_t[k] = before_t[i];
-        c->event_step[k] = coord_event_step(c);
+        c->event_step[k] = before_step[i];
         event_write(c, k);
     }
     return 0;

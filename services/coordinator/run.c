@@ -116,6 +116,7 @@ static void on_cron(uv_timer_t *t) {
     registry_cron(c);
     if (!c->stopping) engine_reclaim_leases(c);
     engine_tick(c);
+    coord_tick_run_seconds(c);
     check_stop_deadline(c);
     coord_drain(c);
 }
@@ -299,7 +300,8 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     if (!rc2) rc2 = ckpt_resume(c, err);
     if (rc2) return rc2;
     if (c->engine && !c->ckpt.has_saved && !c->ckpt.has_pending) ckpt_set_aside_metrics(c);
-    if (c->engine && coord_events_open(c, err)) return ERR_IO;
+    if (c->engine && coord_events_open(c, e2))      /* only the dashboard's history: training goes on without it */
+        log_error("%s: the event list is kept in memory only", e2);
     if (c->engine) {
         char path[1024];
         if (fs_mkdir_p(c->cfg.default_local_dir, err)) return ERR_IO;
@@ -314,14 +316,32 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     return 0;
 }
 
+/* The TCP port of a "tcp://HOST:PORT" or "HOST:PORT" address, or -1 (ipc://, inproc://, "*" or 0: none fixed). */
+static long tcp_port(const char *addr) {
+    if (strstr(addr, "://") && strncmp(addr, "tcp://", 6)) return -1;
+    const char *colon = strrchr(addr, ':');
+    char *end;
+    long p = colon ? strtol(colon + 1, &end, 10) : -1;
+    return colon && colon[1] && !*end && p > 0 ? p : -1;
+}
+
 /* --check-ports (deploy/local/run.sh, before any preparation): every address a one-machine run binds — the
  * coordinator's cluster.http and cluster.bind, learner rank 0's cluster.weights_bind and, with two or more ranks,
- * cluster.collective — is free here. 0, or 1 after naming the first busy key, its value and the reason on stderr. */
+ * cluster.collective — is free here, and no two of them share a port. 0, or 1 after naming the first busy key (or
+ * the two that collide), its value and the reason on stderr. */
 static int check_ports(const Config *cfg) {
     const struct { const char *key, *value; int used; } a[] = {
         {"cluster.http", cfg->http, 1}, {"cluster.bind", cfg->bind, 1}, {"cluster.weights_bind", cfg->weights_bind, 1},
         {"cluster.collective", cfg->collective, cfg->num_learners > 1}};
-    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+    size_t n = sizeof a / sizeof a[0];
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = i + 1; k < n; k++)
+            if (a[i].used && a[k].used && tcp_port(a[i].value) > 0 && tcp_port(a[i].value) == tcp_port(a[k].value)) {
+                fprintf(stderr, "dapo-coordinator: %s (%s) and %s (%s) use the same port: one run binds both\n",
+                        a[i].key, a[i].value, a[k].key, a[k].value);
+                return 1;
+            }
+    for (size_t i = 0; i < n; i++) {
         char err[ERR_LEN];
         if (!a[i].used || !net_port_free(a[i].value, err)) continue;
         fprintf(stderr, "dapo-coordinator: %s: %s on this machine (another dapo run? set %s=..., or move every port "

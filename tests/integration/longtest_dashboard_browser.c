@@ -174,6 +174,9 @@ static json_t *wait_state(int (*cond)(json_t *, int), int arg, int ms) {
 
 static int steps_at_least(json_t *s, int n) { return state_int(s, "steps") >= n; }
 static int steps_more_than(json_t *s, int n) { return state_int(s, "steps") > n; }
+/* /api/metrics and /api/panels are polled separately: both must hold n steps */
+static int steps_and_samples(json_t *s, int n) { return state_int(s, "steps") >= n && state_int(s, "samples") >= n; }
+static int steps_and_panels(json_t *s, int n) { return state_int(s, "steps") >= n && state_int(s, "panel_steps") >= n; }
 static int paused_is(json_t *s, int want) { return json_is_true(json_object_get(s, "paused")) == want; }
 
 /* ------------------------------------------------------------------------------------------ setup */
@@ -339,7 +342,7 @@ static void test_page_renders_and_updates(void **state) {
     assert_true(state_int(s2, "score_points") > state_int(s1, "score_points"));
 
     /* All steps: exactly the finite values of /api/metrics, and a chart for every metric. */
-    json_t *s3 = wait_state(steps_at_least, DEMO_STEPS, 15000);
+    json_t *s3 = wait_state(steps_and_panels, DEMO_STEPS, 15000);
     assert_int_equal(state_int(s3, "steps"), DEMO_STEPS);
     assert_int_equal(state_int(s3, "points"), expected_points());
     assert_int_equal(state_int(s3, "data_points"), state_int(s3, "points"));
@@ -383,7 +386,7 @@ static void test_page_renders_and_updates(void **state) {
     char hdr[128];
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", TOKEN);
     assert_int_equal(tu_http(g.hport, "POST", "/api/control/pause", hdr, body, sizeof body), 200);
-    json_decref(wait_state(paused_is, 1, 5000));
+    json_decref(wait_state(paused_is, 1, 15000));
 
     /* The screenshot, for a person to look at. */
     json_t *shot = cdp_call("Page.captureScreenshot", json_pack("{s:s, s:b}", "format", "png", "captureBeyondViewport", 1), 1);
@@ -423,7 +426,7 @@ static void test_page_renders_and_updates(void **state) {
     while (clock_ms() < up && tu_http(bport, "GET", "/api/status", NULL, body, sizeof body) != 200) usleep(50000);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/?poll_ms=250", bport);
     json_decref(cdp_call("Page.navigate", json_pack("{s:s}", "url", url), 1));
-    json_t *s4 = wait_state(steps_at_least, 3, 15000);
+    json_t *s4 = wait_state(steps_and_samples, 3, 15000);       /* samples come from their own poll */
     assert_true(json_is_false(json_object_get(s4, "chart_js")));
     assert_true(json_is_false(json_object_get(s4, "error_hidden")));          /* the message is shown */
     assert_int_equal(state_int(s4, "instances"), 0);

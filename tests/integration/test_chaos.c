@@ -190,6 +190,12 @@ static void fault(const Run *r, int kind, uint32_t *rng, double t0) {
                             {"rollout-1", "learner-0"}, {"rollout-1", NULL}, {"learner-0", NULL},
                             {"learner-0", "learner-1"}};
     int swap = kind == 7 && (lcg(rng) & 1);               /* both ranks: rank 1 first or rank 0 first */
+    double up_before = -1;                                /* the coordinator's: the run's uptime must not go back */
+    if (kind == 3) {
+        json_t *st = status(r);
+        up_before = st ? json_number_value(json_object_get(st, "uptime_s")) : -1;
+        json_decref(st);
+    }
     printf("chaos: t=%.2f s: %s%s (steps done: %ld)\n", clock_s() - t0, names[kind],
            kind == 7 ? (swap ? ", rank 1 first" : ", rank 0 first") : "", steps_done(r));
     fflush(stdout);
@@ -208,6 +214,14 @@ static void fault(const Run *r, int kind, uint32_t *rng, double t0) {
             kill(p, SIGKILL);
             if (kind == 7 && k == 0) usleep(100000);
         }
+    }
+    if (up_before >= 0) {           /* issue 33: run_seconds is rewritten every 5 s, so at most that much is lost */
+        json_t *st = NULL;
+        for (int64_t end = clock_ms() + 60000; !st && clock_ms() < end;) if (!(st = status(r))) usleep(100000);
+        assert_non_null(st);
+        double up_after = json_number_value(json_object_get(st, "uptime_s"));
+        json_decref(st);
+        if (up_after < up_before - 5.5) fail_msg("the run's uptime went back from %.1f s to %.1f s", up_before, up_after);
     }
 }
 

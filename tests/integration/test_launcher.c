@@ -238,6 +238,18 @@ static void test_ports_before_work(void **state) {
     if (took >= 1.0 || !strstr(text, "cluster.http: 127.0.0.1:") || !strstr(text, "in use") ||
         strstr(text, "preparing") || strstr(text, "dashboard at"))
         fail_msg("a launch on a busy port took %.2f s and said:\n%s", took, text);
+    snprintf(cmd, sizeof cmd, "test -e %s/run2", dir);            /* a refused launch makes no run directory */
+    assert_int_not_equal(system(cmd), 0);
+    /* a --port-base bash would read as octal, and two keys on one port, are refused before any work */
+    snprintf(args, sizeof args, "--run-dir %s/run2 --port-base 01100", dir);
+    p = launch_second(args, out);
+    assert_int_equal(tu_wait(p, 10000), 2);
+    snprintf(args, sizeof args, "--run-dir %s/run2 --port-base 40100 cluster.weights_bind=tcp://127.0.0.1:40101", dir);
+    p = launch_second(args, out);
+    assert_int_equal(tu_wait(p, 10000), 1);
+    snprintf(cmd, sizeof cmd, "grep -c 'cluster.bind (tcp://127.0.0.1:40101) and cluster.weights_bind "
+             "(tcp://127.0.0.1:40101) use the same port' %s", out);
+    assert_int_equal(tu_run(cmd, text, sizeof text), 0);
     /* --port-base N: all four ports moved; the second run comes up beside the first and is stopped */
     pid_t b = -1;
     int base = 0;

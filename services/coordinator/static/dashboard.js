@@ -52,7 +52,7 @@
     ['Response length per step (tokens)', 'line', [['p50', 'response_length.p50'], ['p90', 'response_length.p90'],
                                                    ['p99', 'response_length.p99'], ['max', 'response_length.max']]],
     ['Response lengths, latest step', 'hist', []],
-    ['Dynamic-sampling funnel (groups per step, mean of the last 10 steps)', 'funnel',
+    ['Dynamic-sampling funnel (groups, 10-step mean)', 'funnel',
      [['trained', null], ['surplus (mixed, beyond the batch)', null], ['filtered (solved by none or all)', null]]],
     ['Rollout vs learner log-probs (rollout_corr/*)', 'line', [['kl', 'logprob_mismatch.kl'],
                                                                ['k3 kl', 'logprob_mismatch.k3_kl'],
@@ -87,6 +87,19 @@
     return a !== 0 && (a < 1e-3 || a >= 1e6) ? v.toExponential(digits || 3) : v.toFixed(digits || 3);
   }
 
+  /* A tick label that tells neighbouring ticks apart: as many decimals as the tick spacing needs, scientific notation
+   * when the values are under 1e-3 or from 1e6 on (Chart.js's ticks callback: value, index, ticks). */
+  function fmtTick(v, i, ticks) {
+    const step = ticks && ticks.length > 1 ? Math.abs(ticks[1].value - ticks[0].value) : Math.abs(v) || 1;
+    const big = ticks ? Math.max(...ticks.map(t => Math.abs(t.value))) : Math.abs(v);
+    if (v === 0) return '0';
+    if (big !== 0 && (big < 1e-3 || big >= 1e6)) {
+      const digits = Math.min(8, Math.max(1, Math.ceil(Math.log10(big / step) + 1e-9)));
+      return v.toExponential(digits);
+    }
+    return v.toFixed(Math.min(8, Math.max(0, Math.ceil(-Math.log10(step) - 1e-9))));
+  }
+
   function fmtDuration(s) {
     s = Math.floor(s);
     const h = Math.floor(s / 3600), m = Math.floor(s / 60) % 60;
@@ -108,7 +121,7 @@
         scales: {
           x: {type: 'linear', bounds: 'data', title: {display: !small, text: 'step'},
               ticks: {precision: 0, maxTicksLimit: small ? 5 : 10}},
-          y: {ticks: {maxTicksLimit: small ? 4 : 6, callback: v => fmt(v, 2)}},
+          y: {ticks: {maxTicksLimit: small ? 4 : 6, callback: fmtTick}},
         },
         plugins: {
           legend: {display: !small, labels: {boxWidth: 10, font: {size: 11}}},
@@ -241,7 +254,7 @@
         elements: {point: {radius: area ? 0 : 2}, line: {borderWidth: area ? 1 : 1.5, tension: 0}},
         scales: {x: {stacked: kind === 'stacked', title: {display: true, text: kind === 'hist' ? 'tokens' : 'step'}},
                  y: {stacked: stack && kind !== 'hist', beginAtZero: stack,
-                     ticks: {maxTicksLimit: 6, callback: v => fmt(v, 2)}}},
+                     ticks: {maxTicksLimit: 6, callback: fmtTick}}},
         plugins: {legend: {display: kind !== 'hist', labels: {boxWidth: 10, font: {size: 11}}}},
       },
     });
