@@ -95,7 +95,7 @@ LONGTEST_BINS := $(addprefix $(BUILD)/tests/,$(notdir $(LONGTEST_SRC:.c=)))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 BENCH_BINS := $(addprefix $(BUILD)/bench/,$(notdir $(BENCH_SRC:.c=)))
 
-.PHONY: all deps test test-build run ablation bench fixtures check-long check-k8s check-tfevents clean fuzz
+.PHONY: all deps test test-build run ablation bench fixtures check-long check-k8s check-tfevents clean fuzz gpu-bundle
 .SECONDARY:            # keep intermediate objects (tools/*.o, tests/*.o): no rebuild on the next make
 .DEFAULT_GOAL := all
 all: $(SVC_BINS) $(TOOL_BINS)
@@ -202,7 +202,8 @@ test-build: all $(TEST_BINS) $(TESTPROG_BINS) $(FUZZ_BINS)
 
 # check-long: everything in make test with 10-minute fuzzing, plus tests/integration/longtest_* (headless
 # Chromium: installed here only, it is too heavy for make test), then the container image and the no-cluster pod
-# run of deploy/k8s (tests/k8s/pod_run.py: the image's daemons started from the manifests, without a kubelet).
+# run of deploy/k8s (tests/k8s/pod_run.py: the image's daemons started from the manifests, without a kubelet), then
+# the GPU bundle in a clean debootstrap root (tests/gpu/clean_root_test.sh).
 check-long: deps
 	@deps/install.sh --extra chromium
 	@$(MAKE) --no-print-directory test-build $(LONGTEST_BINS)
@@ -210,6 +211,15 @@ check-long: deps
 	@$(MAKE) --no-print-directory image
 	pip install -q -r tests/k8s/requirements.txt
 	@DAPO_BUILD=$(abspath $(BUILD)) python3 tests/k8s/pod_run.py
+	@$(MAKE) --no-print-directory gpu-bundle
+	@tests/gpu/clean_root_test.sh
+
+# gpu-bundle: the CUDA build (sm_90 + PTX) packed for a GPU host that has a driver and the CUDA runtime but none of the
+# build's -dev packages (bench/gpu/make_bundle.sh: bundle/dapo-gpu.tar.xz <= 28 MiB, bundle/run.sh). Carry bundle/
+# with the tree to such a host and run bundle/run.sh there (README "The GPU check").
+gpu-bundle:
+	@$(MAKE) --no-print-directory CUDA=1 all $(BUILD)/tests/test_backend_conformance
+	@BUILD=$(BUILD) bench/gpu/make_bundle.sh
 
 # check-k8s: deploy/k8s rendered with kubectl 1.20 (Debian's, from its .deb) and the one on PATH, yamllint,
 # kubernetes-validate, and every container's command checked with --print-config (tests/k8s/check_manifests.py;

@@ -1,72 +1,145 @@
 #!/usr/bin/env bash
-# bench/gpu_check.sh: the one-shot GPU check of the CUDA backend (issue 10). Run from the repository root on a machine
-# with an NVIDIA GPU (written for one H200; budget < 8 minutes including the build):
-#   1. builds everything with `make CUDA=1` (into $BUILD, default build-gpu), nvcc sm_90 + PTX;
-#   2. build/bin/dapo-gpu-check kernels : every CUDA kernel vs the CPU backend on fresh random inputs (bf16 tolerances);
-#   3. tests/unit/test_backend_conformance: the backend conformance suite of `make test`, which on this machine also
-#                                         runs for backend_cuda (forward, gradients, AdamW, save/load vs transformers);
-#      build/bin/dapo-gpu-check model   : whole forward, backward, grad norm, AdamW step of a small random Qwen2,
-#                                         the one model loop on backend_cuda vs backend_cpu; one-rank NCCL;
-#   4. build/bin/dapo-gpu-check bench   : Qwen2.5-0.5B-shaped random weights: training tokens/s + MFU (decode tokens/s
-#                                         needs the rollout engine on CUDA: the GPU issue);
-#   5. bench/gpu/baseline_torch.py      : PyTorch (transformers, sdpa, autocast bf16, fused AdamW; generate) on the same
-#                                         GPU, same shapes, same run;
-#   6. prints a table (ours vs PyTorch) and writes everything under $OUT/gpu_check (the device tool's output folder;
-#      bench/gpu/out/gpu_check when OUT is unset): build.log, check.log, results.jsonl, baseline.log, table.txt,
-#      summary.json.
-# Exit status: 0 when every check passed and both benchmarks ran, 1 otherwise. NaN never passes a check.
-# Usage: bench/gpu_check.sh            (PEAK_TFLOPS=989 by default: H100/H200 SXM dense bf16; SEED=N to repeat inputs)
+# bench/gpu_check.sh: the GPU check of the CUDA backend (issues 10, 34), the body of bundle/run.sh. It builds nothing:
+# the binaries come from DAPO_BIN / DAPO_TESTS (bundle/run.sh points them into the unpacked bundle; in a CUDA build
+# tree they default to $BUILD/bin and $BUILD/tests). Parts, cheapest first, each with its own timeout (all within
+# 6 minutes), each one's results written as it finishes, so a time-out still leaves the earlier parts' results:
+#   machine      the CPU's model and flags, nvidia-smi, the libraries the loader resolves          (cpu)   10 s
+#   tools        every bundled binary's --help                                                      (cpu)   10 s
+#   conformance  tests/test_backend_conformance: the CPU backend, and backend_cuda when a GPU is here (cpu) 45 s
+#   cluster      the four daemons under dapo-supervise (deploy/local/run.sh) on a fresh tiny model with
+#                trainer.device=cpu, 2 steps, stopped in order                                       (cpu)   50 s
+#   kernels      dapo-gpu-check kernels: every CUDA kernel against the CPU backend                   (gpu)   60 s
+#   model        dapo-gpu-check model: forward, backward, grad norm, AdamW of a small Qwen2 on CUDA vs CPU;
+#                one-rank NCCL                                                                       (gpu)   45 s
+#   bench        dapo-gpu-check bench: Qwen2.5-0.5B-shaped training tokens/s and MFU                 (gpu)   60 s
+#   baseline     bench/gpu/baseline_torch.py: PyTorch on the same GPU (transformers if it imports, else plain
+#                PyTorch with SDPA)                                                                  (gpu)   75 s
+# Usage: bench/gpu_check.sh [--cpu-only] [PART ...]   (--cpu-only: the cpu parts, for a host without a GPU: the
+# clean-root test). Results under GPU_CHECK_OUT (default $OUT/gpu_check when the device tool's OUT is set, else
+# bench/gpu/out/gpu_check): machine.txt, parts.jsonl (one line per part: part, status, seconds), <part>.log,
+# results.jsonl (dapo-gpu-check's checks), table.txt and summary.json (with python3). PEAK_TFLOPS (989: H100/H200
+# SXM dense bf16), SEED. Exit status 0 when every part that ran passed, 1 otherwise.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
-DEST=${OUT:-$ROOT/bench/gpu/out}/gpu_check
-BUILD=${BUILD:-build-gpu}
+BUILD=${BUILD:-build}
+BIN=${DAPO_BIN:-$ROOT/$BUILD/bin}
+TESTS=${DAPO_TESTS:-$ROOT/$BUILD/tests}
+DEST=${GPU_CHECK_OUT:-${OUT:+$OUT/gpu_check}}
+DEST=${DEST:-$ROOT/bench/gpu/out/gpu_check}
 PEAK=${PEAK_TFLOPS:-989}
 SEED=${SEED:-$(date +%s)}
+cpu_only=0
+parts=()
+for a in "$@"; do
+  case "$a" in
+    --cpu-only) cpu_only=1 ;;
+    machine|tools|conformance|cluster|kernels|model|bench|baseline) parts+=("$a") ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
+    *) echo "gpu_check: unknown argument '$a'" >&2; exit 2 ;;
+  esac
+done
+[ ${#parts[@]} -gt 0 ] || parts=(machine tools conformance cluster kernels model bench baseline)
 mkdir -p "$DEST"
+: > "$DEST/parts.jsonl"
 : > "$DEST/results.jsonl"
 T0=$(date +%s)
 say() { echo "[gpu_check +$(( $(date +%s) - T0 ))s] $*"; }
 status=0
+gpu=0
+command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 && gpu=1
+[ "$cpu_only" = 1 ] && gpu=0
+[ -n "${DAPO_CUDA_MISSING:-}" ] && { say "CUDA libraries missing: $DAPO_CUDA_MISSING: GPU parts skipped"; gpu=0; }
 
-say "device"
-(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1; nvcc --version 2>&1 | tail -2) | tee "$DEST/device.txt"
-
-say "build: make CUDA=1 -j$(nproc) BUILD=$BUILD all"
-if ! make CUDA=1 -j"$(nproc)" BUILD="$BUILD" all "$BUILD/tests/test_backend_conformance" > "$DEST/build.log" 2>&1; then
-    tail -30 "$DEST/build.log"
-    say "BUILD FAILED (full log: $DEST/build.log)"
-    exit 1
-fi
-grep -E "warning:" "$DEST/build.log" | head -5
-say "built ($(grep -c 'nvcc ' "$DEST/build.log") nvcc compiles)"
-
-run_part() {   # part, timeout seconds
-    say "dapo-gpu-check $1"
-    timeout "$2" "$BUILD/bin/dapo-gpu-check" "$1" --seed "$SEED" --peak-tflops "$PEAK" --out "$DEST/results.jsonl" \
-        2>&1 | tee -a "$DEST/check.log"
-    local rc=${PIPESTATUS[0]}
-    [ "$rc" = 0 ] || { say "part $1: exit status $rc"; status=1; }
+# part name, "cpu"|"gpu", timeout seconds, command...: runs it, logs to DEST/<part>.log, records the result
+part() {
+  local name=$1 kind=$2 tmo=$3; shift 3
+  local want=0 p
+  for p in "${parts[@]}"; do [ "$p" = "$name" ] && want=1; done
+  [ "$want" = 1 ] || return 0
+  if [ "$kind" = gpu ] && [ "$gpu" = 0 ]; then
+    echo "{\"part\": \"$name\", \"status\": \"skipped\", \"seconds\": 0}" >> "$DEST/parts.jsonl"
+    say "$name: skipped (no GPU here)"
+    return 0
+  fi
+  say "$name (at most $tmo s)"
+  local t rc=0
+  t=$(date +%s)
+  timeout "$tmo" bash -c '"$@"' part "$@" > "$DEST/$name.log" 2>&1 || rc=$?   # the functions below are exported
+  local s=$(( $(date +%s) - t )) st=passed
+  [ "$rc" = 0 ] || st=failed
+  [ "$rc" = 124 ] && st=timeout
+  [ "$st" = passed ] || status=1
+  echo "{\"part\": \"$name\", \"status\": \"$st\", \"exit\": $rc, \"seconds\": $s}" >> "$DEST/parts.jsonl"
+  tail -n 6 "$DEST/$name.log" | sed 's/^/    /'
+  say "$name: $st (exit $rc, $s s)"
 }
-run_part kernels 120
-say "backend conformance suite (CPU and CUDA)"
-DAPO_ROOT=$ROOT timeout 120 "$BUILD/tests/test_backend_conformance" > "$DEST/conformance.log" 2>&1 ||
-    { say "conformance suite failed"; status=1; }
-grep -E "^\[  (PASSED|FAILED)|not run|relative L2|outside" "$DEST/conformance.log" | head -20
-run_part model 120
-run_part bench 200
 
-say "PyTorch baseline (bench/gpu/baseline_torch.py)"
-if python3 -c "import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-    timeout 240 python3 bench/gpu/baseline_torch.py > "$DEST/baseline.log" 2>&1 || { say "baseline failed"; status=1; }
-else
-    echo "torch with CUDA is not importable here: no baseline" > "$DEST/baseline.log"
-    status=1
+machine() {
+  echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, family" \
+       "$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1) model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+  echo "flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -oE 'avx512[a-z_0-9]*|amx[a-z_0-9]*|avx2|fma' | sort -u | tr '\n' ' ')"
+  echo "kernel: $(uname -sr)"
+  if command -v nvidia-smi > /dev/null; then nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
+       --format=csv 2>&1; else echo "nvidia-smi: not here"; fi
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  ldd "$BIN/dapo-learner" | grep -E 'not found|cuda|cublas|nccl|openblas|zmq' || true
+  ! ldd "$BIN/dapo-learner" "$TESTS/test_backend_conformance" | grep -q 'not found'
+}
+
+tools() {
+  local b
+  for b in "$BIN"/*; do "$b" --help > /dev/null || { echo "$b --help failed"; return 1; }; echo "ok $(basename "$b") --help"; done
+}
+
+conformance() { DAPO_ROOT=$ROOT "$TESTS/test_backend_conformance"; }
+
+# 2 steps of the default run on a fresh tiny model, trainer.device=cpu, on ports from 47100, stopped in order
+cluster() {
+  local dir rc=0
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/dapo-gpu-cluster.XXXXXX")
+  "$BIN/dapo-init-model" --config configs/tiny-model/config.json --tokenizer data/tokenizers/tiny --out "$dir/model" || return 1
+  BUILD=$(dirname "$BIN") deploy/local/run.sh --run-dir "$dir/run" --port-base "${GPU_CHECK_PORT_BASE:-47100}" \
+    --steps 2 trainer.device=cpu "actor_rollout_ref.model.path=$dir/model" data.train_batch_size=4 data.gen_batch_size=4 \
+    actor_rollout_ref.rollout.n=4 actor_rollout_ref.actor.ppo_mini_batch_size=2 data.max_response_length=24 \
+    reward_model.overlong_buffer.len=8 algorithm.filter_groups.enable=false trainer.val_before_train=false \
+    trainer.save_freq=2 > "$dir/launch.log" 2>&1 &
+  local L=$!
+  for _ in $(seq 400); do
+    grep -q "training finished after 2 steps" "$dir/run/logs/coordinator.log" 2>/dev/null && break
+    kill -0 "$L" 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q "training finished after 2 steps" "$dir/run/logs/coordinator.log" 2>/dev/null || rc=1
+  kill -TERM "$L" 2>/dev/null; wait "$L" 2>/dev/null
+  cat "$dir/launch.log"
+  grep -h "step 2 done" "$dir/run/logs/coordinator.log" || true
+  [ "$rc" = 0 ] && echo "cluster: 2 steps trained with trainer.device=cpu" && rm -rf "$dir"
+  return $rc
+}
+
+check() { "$BIN/dapo-gpu-check" "$1" --seed "$SEED" --peak-tflops "$PEAK" --out "$DEST/results.jsonl"; }
+
+export ROOT BIN TESTS DEST PEAK SEED
+export -f machine tools conformance cluster check
+say "results in $DEST (seed $SEED, $( [ "$gpu" = 1 ] && echo "GPU here" || echo "CPU parts only"))"
+part machine cpu 10 machine
+cat "$DEST/machine.log" > "$DEST/machine.txt" 2>/dev/null
+part tools cpu 10 tools
+part conformance cpu 45 conformance
+part cluster cpu 50 cluster
+part kernels gpu 60 check kernels
+part model gpu 45 check model
+part bench gpu 60 check bench
+if command -v python3 > /dev/null && python3 -c 'import torch' 2>/dev/null; then
+  part baseline gpu 75 python3 bench/gpu/baseline_torch.py
+elif [ "$gpu" = 1 ]; then
+  say "baseline: python3 with torch is not here"; status=1
 fi
-tail -3 "$DEST/baseline.log"
 
-python3 - "$DEST" "$SEED" "$PEAK" <<'PY'
-import json, re, sys, os, datetime
+if command -v python3 > /dev/null && [ "$gpu" = 1 ]; then
+python3 - "$DEST" "$SEED" "$PEAK" <<'PY' || status=1
+import json, sys, os, datetime
 dest, seed, peak = sys.argv[1], sys.argv[2], float(sys.argv[3])
 def grab(path, tag):
     try:
@@ -76,7 +149,7 @@ def grab(path, tag):
     except OSError:
         pass
     return {}
-ours = grab(os.path.join(dest, "check.log"), "BENCHJSON")
+ours = grab(os.path.join(dest, "bench.log"), "BENCHJSON")
 base = grab(os.path.join(dest, "baseline.log"), "BASEJSON")
 checks = [json.loads(l) for l in open(os.path.join(dest, "results.jsonl")) if '"check"' in l]
 npass = sum(c["pass"] for c in checks)
@@ -92,19 +165,17 @@ mfu_base = None
 if base.get("train_tokens_per_s") and ours.get("flops_per_token"):
     mfu_base = base["train_tokens_per_s"] * ours["flops_per_token"] / (peak * 1e12)
 lines += ["",
-          f"{'Qwen2.5-0.5B shape, random weights':40s} {'dapo (CUDA)':>14s} {'PyTorch':>14s} {'ratio':>7s}",
-          f"{'train tokens/s (8 x 1024 packed)':40s} {f(ours.get('train_tokens_per_s')):>14s} {f(base.get('train_tokens_per_s')):>14s} {ratio(ours.get('train_tokens_per_s'), base.get('train_tokens_per_s')):>7s}",
-          f"{'train MFU (peak %.0f TFLOPS bf16)' % peak:40s} {f(100 * ours['mfu'] if 'mfu' in ours else None, '{:.2f}%'):>14s} {f(100 * mfu_base if mfu_base else None, '{:.2f}%'):>14s}",
-          f"{'decode tokens/s (64 seqs, 128+128)':40s} {f(ours.get('decode_tokens_per_s')):>14s} {f(base.get('decode_tokens_per_s')):>14s} {ratio(ours.get('decode_tokens_per_s'), base.get('decode_tokens_per_s')):>7s}",
-          f"{'prefill tokens/s':40s} {f(ours.get('prefill_tokens_per_s')):>14s} {f(64 * 128 / base['prefill_s'] if base.get('prefill_s') else None):>14s}"]
+          f"{'Qwen2.5-0.5B shape, random weights':40s} {'dapo (CUDA)':>14s} {'PyTorch (' + base.get('impl', '?') + ')':>22s} {'ratio':>7s}",
+          f"{'train tokens/s (8 x 1024 packed)':40s} {f(ours.get('train_tokens_per_s')):>14s} {f(base.get('train_tokens_per_s')):>22s} {ratio(ours.get('train_tokens_per_s'), base.get('train_tokens_per_s')):>7s}",
+          f"{'train MFU (peak %.0f TFLOPS bf16)' % peak:40s} {f(100 * ours['mfu'] if 'mfu' in ours else None, '{:.2f}%'):>14s} {f(100 * mfu_base if mfu_base else None, '{:.2f}%'):>22s}",
+          f"{'decode tokens/s (64 seqs, 128+128)':40s} {f(ours.get('decode_tokens_per_s')):>14s} {f(base.get('decode_tokens_per_s')):>22s} {ratio(ours.get('decode_tokens_per_s'), base.get('decode_tokens_per_s')):>7s}"]
 text = "\n".join(lines)
 print(text)
 open(os.path.join(dest, "table.txt"), "w").write(text + "\n")
 json.dump(dict(ours=ours, baseline=base, checks_passed=npass, checks=len(checks), seed=seed), open(os.path.join(dest, "summary.json"), "w"), indent=1)
-print(f"BENCH gpu_decode ours={ours.get('decode_tokens_per_s', 0):.1f} baseline={base.get('decode_tokens_per_s', 0):.1f} ratio={ratio(ours.get('decode_tokens_per_s'), base.get('decode_tokens_per_s'))}")
 print(f"BENCH gpu_train ours={ours.get('train_tokens_per_s', 0):.1f} baseline={base.get('train_tokens_per_s', 0):.1f} ratio={ratio(ours.get('train_tokens_per_s'), base.get('train_tokens_per_s'))}")
 sys.exit(0 if checks and npass == len(checks) and ours and base else 1)
 PY
-[ $? = 0 ] || status=1
+fi
 say "done (status $status); results in $DEST"
 exit $status
