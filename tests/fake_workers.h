@@ -106,6 +106,9 @@ typedef struct {
     int           rows, stale_rows;      /* rows seen; rows with behaviour version < policy_version */
     int           too_stale;             /* rows outside [policy_version - staleness, policy_version] */
     int           version_mismatch;      /* rows whose behaviour version is not the one their rollout encoded */
+    long          fail_step;             /* > 0: the shards of this step fail with fail_code and fail_text */
+    int           fail_code;
+    const char   *fail_text;
     FakeTraffic   traffic;
     pthread_t     th;
 } FakeLearner;
@@ -291,6 +294,7 @@ static inline void *learner_main(void *arg) {
             done.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT_DONE;
             done.step = ((Dapo__Control *)m.msg)->step;
             done.reason = "";
+            done.code = 0;
             f->saved_version = f->version;
             f->checkpoints++;
             fake_send(w, &f->traffic, &f->stop, DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
@@ -327,6 +331,12 @@ static inline void *learner_main(void *arg) {
             sr.metrics = mes;
             sr.error = "";
             sr.new_policy_version = tb->last_of_step ? tb->policy_version + 1 : 0;
+            if (f->fail_step > 0 && tb->step == f->fail_step) {
+                sr.code = f->fail_code;
+                sr.error = (char *)(f->fail_text ? f->fail_text : "");
+                sr.n_metrics = 0;
+                sr.new_policy_version = 0;
+            }
             if (tb->last_of_step && f->delay_ms) {
                 for (int t = 0; t < f->delay_ms; t += 10) {           /* keep heartbeating while "training" */
                     NetMsg x;

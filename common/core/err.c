@@ -25,6 +25,7 @@ const char *err_str(int code) {
     case ERR_CLOSED: return "closed";
     case ERR_AGAIN: return "try again";
     case ERR_UNSUPPORTED: return "unsupported";
+    case ERR_COLLECTIVE: return "collective failed";
     default: return code < 0 && code > -1000 ? strerror(-code) : "unknown error";
     }
 }

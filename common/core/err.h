@@ -23,6 +23,8 @@ enum {
     ERR_CLOSED   = -1010,      /* peer or endpoint closed */
     ERR_AGAIN    = -1011,      /* nothing available now; try again */
     ERR_UNSUPPORTED = -1012,   /* valid input that this build cannot run */
+    ERR_COLLECTIVE = -1013,    /* a collective over the learner ranks failed (a rank lost, hung or out of step): the
+                                  ranks must re-form before the step can run (the coordinator rolls back, recover.c) */
 };
 
 /* Static text for an ERR_* code, or strerror() for a negative errno value (-EINTR, ...). Never NULL. */

@@ -150,8 +150,9 @@ void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m) {
         return;
     }
     char err[ERR_LEN];
-    if (m->reason && m->reason[0]) {
-        log_error("learner %s did not checkpoint step %lld: %s", w->id, (long long)m->step, m->reason);
+    if (m->code) {
+        log_error("learner %s did not checkpoint step %lld (%s): %s", w->id, (long long)m->step, err_str(m->code),
+                  m->reason && m->reason[0] ? m->reason : "no reason given");
         k->has_pending = k->asked = 0;
         if (write_file(c, err)) log_error("checkpoint: %s", err);
         return;

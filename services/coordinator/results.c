@@ -166,17 +166,18 @@ static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
         log_debug("dropped a step result for step %lld from %s", (long long)r->step, w->id);
         return;
     }
-    if (r->error[0]) {
-        /* a collective that broke because another rank died and came back: every rank reloads (recover.c), at most
-           three times for the same step, so that a real fault still fails the run */
+    if (r->code || r->error[0]) {
+        /* ERR_COLLECTIVE: a collective broke because another rank died and came back: every rank reloads (recover.c),
+           at most three times for the same step, so that a real fault still fails the run. The text is for people. */
         int tries = e->rejoin_fail_step == t->step ? e->rejoin_step_tries + 1 : 1;
-        if (c->cfg.num_learners > 1 && strstr(r->error, "collective") && tries <= 3) {
+        if (c->cfg.num_learners > 1 && r->code == ERR_COLLECTIVE && tries <= 3) {
             e->rejoin_step_tries = tries;
             e->rejoin_fail_step = t->step;
             engine_rejoin_begin(c, -1, "step %ld: learner %s (rank %u): %.120s", t->step, w->id, r->rank, r->error);
             return;
         }
-        engine_fail(c, "step %ld: learner %s (rank %u) failed: %s", t->step, w->id, r->rank, r->error);
+        engine_fail(c, "step %ld: learner %s (rank %u) failed (%s): %s", t->step, w->id, r->rank,
+                    r->code ? err_str(r->code) : "no error code", r->error[0] ? r->error : "no reason given");
         return;
     }
     for (size_t i = 0; i < r->n_metrics; i++)

@@ -36,7 +36,7 @@ static int grads_allreduce(Learner *L, int poison, char err[ERR_LEN]) {
     int rc = copy ? model_read(m, MODEL_GRADS, g, err) : 0;
     if (!rc && poison)
         for (long i = 0; i < n; i++) g[i] = NAN;
-    if (!rc && L->coll) rc = coll_allreduce_sum(L->coll, g, n, err);
+    if (!rc && L->coll && coll_allreduce_sum(L->coll, g, n, err)) rc = ERR_COLLECTIVE;   /* the ranks must re-form */
     if (copy) {
         if (!rc) rc = model_write(m, MODEL_GRADS, g, err);
         xfree(copy);
@@ -331,7 +331,7 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, c
     v[6] = (float)g.acc.n_tokens; v[7] = (float)g.nonfinite;
     double t0 = clock_s();
     rc = grads_allreduce(L, g.nonfinite, err);
-    if (!rc && L->coll) rc = coll_allreduce_sum(L->coll, v, 8, err);
+    if (!rc && L->coll && coll_allreduce_sum(L->coll, v, 8, err)) rc = ERR_COLLECTIVE;
     st->t_comm = clock_s() - t0;
     if (rc) return rc;
     double nt = v[6];
@@ -508,6 +508,7 @@ int learner_next(Learner *L, LearnerResult *r) {
     }
     if (rc < 0) {
         r->failed = 1;
+        r->code = rc;
         log_error("learner rank %d: step %lld mini-batch %u failed: %s", L->rank, (long long)tb->step,
                   tb->mini_batch_index, r->error);
         L->failed_step = L->cur_step;

@@ -112,7 +112,8 @@ int learner_logprobs(Learner *L, const Dapo__TrainBatch *tb, float *out, char er
 
 /* Gradient of the shard's mini-batch loss summed over ranks into the model's gradients (zeroed first), and the
  * all-reduced loss statistics into *st (apply not yet done). old_lp[n_response_tokens]; corr: the mini-batch's IS weights /
- * rejection mask / rejected-token count (offpolicy.h), NULL for none. */
+ * rejection mask / rejected-token count (offpolicy.h), NULL for none. 0, ERR_COLLECTIVE when a sum over the ranks
+ * failed (err: the collective's reason), or the model's error. */
 int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const OffpolicyMini *corr,
                   LearnerMiniStats *st, char err[ERR_LEN]);
 
@@ -128,7 +129,8 @@ typedef struct {
     Dapo__TrainBatch *tb;        /* the shard (owned by the result; learner_result_free frees it) */
     Metrics           metrics;   /* verl names; the coordinator averages them over every StepResult of the step */
     LearnerMiniStats  st;
-    int               failed;    /* 1: error holds why; the rest of the step's shards are dropped */
+    int               failed;    /* 1: code and error say why; the rest of the step's shards are dropped */
+    int               code;      /* failed: its ERR_* code (ERR_COLLECTIVE: the ranks must re-form), else 0 */
     char              error[ERR_LEN];
 } LearnerResult;
 

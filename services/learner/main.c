@@ -102,6 +102,7 @@ static void send_result(Svc *s, const LearnerResult *r, int64_t new_version) {
     sr.metrics = ep;
     sr.new_policy_version = new_version;
     sr.error = (char *)(r->failed ? r->error : "");
+    sr.code = r->failed ? r->code : 0;
     sr.skipped = r->st.skipped != 0;
     int rc = worker_send(s->d.worker, DAPO__MSG_TYPE__MSG_STEP_RESULT, &sr.base);
     if (rc) log_error("step %lld: StepResult not sent: %s", (long long)r->tb->step, err_str(rc));
@@ -117,22 +118,25 @@ static void checkpoint_requested(Svc *s, int64_t step) {
     Learner *L = s->L;
     char err[ERR_LEN] = "", path[4096];
     long have = -1;
+    int code = 0;
     if (step != L->steps_done)
-        snprintf(err, sizeof err, "checkpoint asked for step %lld, but the learner's last finished step is %ld",
-                 (long long)step, L->steps_done);
+        code = err_set(err, ERR_INVAL, "checkpoint asked for step %lld, but the learner's last finished step is %ld",
+                       (long long)step, L->steps_done);
     else if (L->cur_step >= 0)
-        snprintf(err, sizeof err, "checkpoint of step %lld asked while step %ld is being trained", (long long)step,
-                 L->cur_step);
+        code = err_set(err, ERR_AGAIN, "checkpoint of step %lld asked while step %ld is being trained", (long long)step,
+                       L->cur_step);
     else if (checkpoint_find_latest(L->ckpt_root, path, sizeof path, &have, err) == 0 && have == L->steps_done)
         log_info("checkpoint of step %ld already written", have);
-    else if (learner_checkpoint(L, err) == 0)
-        err[0] = 0;
-    if (err[0]) log_error("checkpoint: %s", err);
+    else
+        code = learner_checkpoint(L, err);
+    if (!code) err[0] = 0;
+    else log_error("checkpoint: %s", err);
     Dapo__Control m = DAPO__CONTROL__INIT;
     m.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT_DONE;
     m.step = step;
     m.path = L->ckpt_root;
     m.reason = err;
+    m.code = code;
     int rc = worker_send(s->d.worker, DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
     if (rc) log_error("checkpoint of step %lld: the confirmation was not sent: %s", (long long)step, err_str(rc));
 }
@@ -145,8 +149,10 @@ static int run_one(Svc *s) {
     int last = !r.failed && r.tb->last_of_step;
     if (last && s->d.rank == 0) {
         char err[ERR_LEN];
-        if (wsrv_publish(s->ws, s->L->m, s->L->version, err)) {
+        int prc = wsrv_publish(s->ws, s->L->m, s->L->version, err);
+        if (prc) {
             r.failed = 1;
+            r.code = prc;
             snprintf(r.error, sizeof r.error, "publishing weights: %.200s", err);
         } else {
             newv = s->L->version;

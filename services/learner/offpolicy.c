@@ -92,7 +92,7 @@ int offpolicy_reduce(Learner *L, int failed, char err[ERR_LEN]) {
     for (int i = 0; i < ACC_N; i++) v[nm + i] = (float)L->corr_acc[i];
     v[nm + ACC_N + L->rank] = (float)L->corr_step.lag_max;   /* one slot per rank: the max survives the sum */
     v[n - 1] = (float)(failed != 0);
-    int rc = L->coll ? coll_allreduce_sum(L->coll, v, n, err) : 0;
+    int rc = L->coll && coll_allreduce_sum(L->coll, v, n, err) ? ERR_COLLECTIVE : 0;   /* the ranks must re-form */
     if (!rc && v[n - 1] > 0 && !failed)
         rc = err_set(err, ERR_INVAL, "another learner rank failed the step's old-log-prob pass (see its log)");
     if (rc || failed) { xfree(v); return rc ? rc : ERR_INVAL; }

@@ -47,7 +47,7 @@ typedef struct {
  * L->old_lp[k]) into L->corr[k]; local counts into L->corr_acc. 0, or ERR_INVAL naming the row. */
 int  offpolicy_mini(Learner *L, int k, const Dapo__TrainBatch *tb, char err[ERR_LEN]);
 /* The step's all-reduce (every rank calls it once per step, also after a local error: failed != 0 makes every rank
- * fail with ERR_INVAL), then batch normalisation. 0 or an error. */
+ * fail with ERR_INVAL), then batch normalisation. 0, ERR_INVAL, or ERR_COLLECTIVE when the all-reduce failed. */
 int  offpolicy_reduce(Learner *L, int failed, char err[ERR_LEN]);
 /* Bypass-mode rejection of one packed chunk (logp current, old = rollout log-probs, mask in/out over its n segments
  * off[0..n]); adds the counts to *rejected / *counted. */

@@ -535,6 +535,24 @@ static void test_silent_learner_update_bounded(void **state) {
     stop_run(&r);
 }
 
+/* A failed StepResult is decided by its code, never its text: ERR_INVAL with text that names a collective fails the
+ * run (only ERR_COLLECTIVE may roll back, and with one learner nothing can re-form), and the status line gives both
+ * the code's name and the learner's words. */
+static void test_step_failure_decided_by_code(void **state) {
+    (void)state;
+    static Run r;
+    start_run(&r, MODE_BY_LENGTH, "trainer.val_before_train=false", NULL);
+    r.l.fail_text = "collective allreduce #7: rank 1 lost (a text that must not decide)";
+    r.l.fail_code = ERR_INVAL;
+    r.l.fail_step = 1;
+    json_t *st = wait_phase(&r, "failed", 30000);
+    const char *line = json_string_value(json_object_get(st, "status_line"));
+    assert_non_null(strstr(line, "step 1: learner learner-0 (rank 0) failed (invalid argument): collective allreduce #7"));
+    json_decref(st);
+    g_want_exit = 1;
+    stop_run(&r);
+}
+
 /* A second coordinator over the same trainer.default_local_dir (another run pointed at the same checkpoints) is
  * refused at start, naming the live one's pid; the first run is unaffected. */
 static void test_second_coordinator_same_dir_refused(void **state) {
@@ -605,6 +623,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_learner_checkpoint_mismatch_fails_clearly, teardown),
         cmocka_unit_test_teardown(test_second_coordinator_same_dir_refused, teardown),
         cmocka_unit_test_teardown(test_silent_learner_update_bounded, teardown),
+        cmocka_unit_test_teardown(test_step_failure_decided_by_code, teardown),
     };
     return cmocka_run_group_tests_name("coordinator", tests, NULL, NULL);
 }

@@ -264,6 +264,7 @@ static void test_step_and_weights(void **state) {
     NetMsg *m = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_STEP_RESULT, 10000, NULL);
     assert_non_null(m);
     assert_non_null(strstr(((Dapo__StepResult *)m->msg)->error, "rank 3"));
+    assert_int_equal(((Dapo__StepResult *)m->msg)->code, ERR_INVAL);
     /* SIGTERM: clean exit */
     kill(f->pid, SIGTERM);
     assert_int_equal(tu_wait(f->pid, 10000), 0);
