@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the include-rule check (tests/check_layers.sh), the test of the call-graph check
-# (tests/check_calls_test.sh), each cmocka binary $BUILD/tests/test_* (and longtest_* when LONG=1), each fuzz target in
+# Runs every test: the include-rule check (tests/check_layers.sh), the coordinator's call-graph check
+# (tests/check_calls.sh) and its test (tests/check_calls_test.sh), each cmocka binary $BUILD/tests/test_* (and longtest_* when LONG=1), each fuzz target in
 # $BUILD/fuzz for FUZZ_SECONDS.
 # Prints one line per test program and, last, "N passed, N failed" (programs). Exit 1 on any failure.
 # TEST_FILTER=substring runs only the matching programs.
@@ -29,6 +29,9 @@ if [ -z "${TEST_FILTER:-}" ] || [[ check_layers == *"$TEST_FILTER"* ]]; then
 fi
 if [ -z "${TEST_FILTER:-}" ] || [[ check_calls_test == *"$TEST_FILTER"* ]]; then
   run_one check_calls_test tests/check_calls_test.sh   # the call-graph cycle check finds a planted back-call
+fi
+if [ -z "${TEST_FILTER:-}" ] || [[ check_calls == *"$TEST_FILTER"* ]]; then
+  run_one check_calls env BUILD="$BUILD" tests/check_calls.sh   # no circle of files in services/coordinator
 fi
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue

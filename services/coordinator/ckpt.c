@@ -130,7 +130,7 @@ int ckpt_request(Coord *c, char err[ERR_LEN]) {
     m.step = s.step;
     m.path = c->cfg.default_local_dir;
     m.reason = "coordinator checkpoint";
-    rc = coord_send(c, w, DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
+    rc = out_send(c, w, DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
     if (rc) return err_set(err, rc, "asking learner %s to checkpoint step %ld: %s", w->id, s.step, err_str(rc));
     k->asked = 1;
     log_info("checkpoint of step %ld (policy version %lld): coordinator state written, learner %s asked for the weights",

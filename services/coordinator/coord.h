@@ -1,8 +1,17 @@
 /* services/coordinator/coord.h: the coordinator's state, shared by its modules (DESIGN.md §1).
  * One libuv loop owns everything: the ZeroMQ ROUTER (joined through uv_poll on ZMQ_FD), a cron timer, the
  * dashboard's HTTP server and the signal handlers. Single-threaded: no locks.
- * Modules: registry.c (workers: hello, heartbeats, credit, leases of workers), dashboard.c (HTTP routes),
- * main.c (loop, ZeroMQ hub, signals). */
+ * The files, each calling only those listed before it (tests/check_calls.sh fails on a circle, make test runs it):
+ *   outbox.c, workers.c          sends as actions; queries of the worker table
+ *   batch.c, tbwire.c, stepstats.c, panels.c, http.c    the batch plan, TrainBatch bytes, step metrics, HTTP
+ *   group.c                      the engine's core: groups, states, status, fail, cancels (engine.h)
+ *   setup.c, history.c           data and snapshots; the metric history and events
+ *   dispatch.c, recover.c        leases and sends of work; a learner lost (rollback)
+ *   ckpt.c                       two-sided checkpoints and the resume decision
+ *   steps.c, results.c           the step state machine; result handlers
+ *   registry.c, engine.c         Hello / heartbeats / liveness; engine_on, the one entry point for events
+ *   dashboard.c                  HTTP routes (reads the state; control requests are events)
+ *   run.c, main.c                the loop: the only I/O on sockets, timers and signals */
 #ifndef DAPO_COORD_H
 #define DAPO_COORD_H
 
@@ -107,6 +116,43 @@ typedef struct {
     atomic_int  busy;                  /* 1 while ZeroMQ holds it */
 } ZcBuf;
 
+/* One action of the outbox (outbox.c): a frame to send to a worker (or to a peer not registered: rid), or the end of
+ * the loop. run.c carries them out in order after every event. */
+typedef enum { OUT_SEND = 0, OUT_EXIT } OutKind;
+typedef struct {
+    OutKind        kind;
+    int            worker;             /* index into c->workers, or -1: the peer is rid (a reply to an unknown peer) */
+    uint8_t        rid[NET_PEER_MAX];
+    size_t         rid_len;
+    Dapo__MsgType  type;
+    uint8_t       *frame;              /* header + payload, len bytes: xmalloc'd (zb NULL) or a pool buffer (zb) */
+    size_t         len;
+    ZcBuf         *zb;
+    uint64_t       item;               /* GenerateGroup / ScoreRequest: the group id; TrainBatch: the step */
+    uint32_t       attempt;            /* GenerateGroup / ScoreRequest: its attempt; TrainBatch: the learner rank */
+} OutAction;
+
+/* What the event loop (run.c) hands the engine (engine_on in engine.c): every input of the coordinator but HTTP
+ * reads, which the dashboard answers from the state directly. */
+typedef enum {
+    EV_MESSAGE = 0,      /* msg: a decoded worker message (its sender: msg->peer, msg->peer_key) */
+    EV_BAD_HELLO,        /* msg: a Hello of another protocol version (answered with a refusal) */
+    EV_TICK,             /* the 100 ms cron: liveness, leases, the state machine, the stop deadline */
+    EV_SEND_FAILED,      /* a send of the outbox failed: worker, type, item, attempt as in its OutAction; code */
+    EV_STOP,             /* SIGTERM / SIGINT, the supervisor gone, or the dashboard's stop */
+    EV_PAUSE, EV_RESUME, /* the dashboard: no new groups are dispatched / they are again */
+    EV_CHECKPOINT        /* the dashboard: a checkpoint of the last finished step (engine_on's return says if not) */
+} EventKind;
+typedef struct {
+    EventKind      kind;
+    NetMsg        *msg;                /* EV_MESSAGE, EV_BAD_HELLO: the engine may take msg->msg (then sets it NULL) */
+    int            worker;             /* EV_SEND_FAILED */
+    Dapo__MsgType  type;
+    uint64_t       item;
+    uint32_t       attempt;
+    int            code;
+} Event;
+
 /* The engine's resumable state as of the last finished step (what a coordinator checkpoint holds). */
 typedef struct {
     long     step;                     /* finished steps */
@@ -161,7 +207,9 @@ typedef struct Coord {
     uint64_t     msgs_in, msgs_bad;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */
     int          ready;                /* config loaded, data read, checkpoint restored: /readyz answers 200 */
-    ZcBuf        zc[COORD_ZC_BUFS];    /* coord_zc_frame / coord_zc_send buffers, freed after zmq_ctx_term */
+    ZcBuf        zc[COORD_ZC_BUFS];    /* out_zc_frame / out_zc_send buffers, freed after zmq_ctx_term */
+    OutAction   *out;                  /* the outbox (outbox.c): actions since the last flush, in order */
+    int          nout, cap_out;
 
     /* What the dashboard shows (history.c). */
     Metrics     *history;              /* one metric set per finished step (or validation), in order */
@@ -186,33 +234,52 @@ typedef struct Coord {
     CkptState    ckpt;
 } Coord;
 
-/* registry.c */
+/* registry.c (engine.c calls it): Hello, heartbeats, credit, goodbye; liveness */
 void registry_on_message(Coord *c, NetMsg *m);         /* every message from a worker */
 void registry_on_bad_version_hello(Coord *c, NetMsg *m); /* refuses it, naming both versions */
 void registry_cron(Coord *c);                          /* marks workers lost after the lease timeout */
+/* workers.c: queries of the worker table (no side effects) */
 WorkerEntry *registry_find(Coord *c, const uint8_t *rid, size_t rid_len);
 const char *role_name(Dapo__Role r);
 const char *life_name(WorkerLife l);
 int  registry_count(const Coord *c, Dapo__Role role, WorkerLife life);
 
-/* main.c */
-void coord_drain(Coord *c);                            /* reads every pending ZeroMQ message */
-int  coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m);
-/* Zero-copy sends of large frames (the TrainBatch shards). coord_zc_frame returns a buffer of len bytes to write
- * the whole frame into (header + payload, net_encode_into): one of c->zc's reused buffers (*zb set), or, while
- * all COORD_ZC_BUFS are in flight, a one-off xmalloc'd one (*zb NULL). coord_zc_send hands it to ZeroMQ, which
- * owns it from then on, sent or not (a pool buffer is free again once ZeroMQ lets go of it). Returns as
- * coord_send: 0, ERR_AGAIN, ERR_CLOSED (peer gone) or -errno. */
-uint8_t *coord_zc_frame(Coord *c, size_t len, ZcBuf **zb);
-int  coord_zc_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, uint8_t *frame, size_t len, ZcBuf *zb);
-void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
-                      const char *msg);
+/* outbox.c: sends as actions, carried out by run.c after the event (in order; a failed one comes back as
+ * EV_SEND_FAILED). out_send encodes m at once (the caller's message may go away): 0, or ERR_TOO_BIG (not queued,
+ * logged). out_send_item also names the work item (group id and attempt) that a failure event gives back. */
+int  out_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m);
+int  out_send_item(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m, uint64_t item,
+                   uint32_t attempt);
+int  out_send_peer(Coord *c, const uint8_t *rid, size_t rid_len, Dapo__MsgType type, const ProtobufCMessage *m);
+void out_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
+                    const char *msg);
+/* Zero-copy sends of large frames (the TrainBatch shards). out_zc_frame returns a buffer of len bytes to write the
+ * whole frame into (header + payload, net_encode_into): one of c->zc's reused buffers (*zb set), or, while all
+ * COORD_ZC_BUFS are in flight, a one-off xmalloc'd one (*zb NULL). out_zc_send queues it; the outbox owns it from
+ * then on, and ZeroMQ once it is sent (a pool buffer is free again once ZeroMQ lets go of it). item / attempt: the
+ * step and the learner rank (a failure event gives them back). */
+uint8_t *out_zc_frame(Coord *c, size_t len, ZcBuf **zb);
+void out_zc_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, uint8_t *frame, size_t len, ZcBuf *zb,
+                 uint64_t item, uint32_t attempt);
+void out_tell_stopping(Coord *c, int learners);   /* Control PAUSE to every live worker (learners too, or not) */
+/* The end of the run: stopping = 2, the workers told, then OUT_EXIT (run.c closes the dashboard, ends the loop). */
+void out_exit(Coord *c);
+void out_release(void *frame, void *zb);          /* a frame's release (ZeroMQ's callback, thread-safe) */
+void outbox_clear(Coord *c);                      /* drops every queued action, releasing its frame */
+
+/* engine.c: the coordinator's one entry point. run.c turns socket reads, timers, signals and the dashboard's
+ * control requests into events; engine_on updates the state (registry, engine, checkpoints) and queues what is to
+ * be done in the outbox, which run.c then carries out. 0, or (EV_CHECKPOINT) why no checkpoint was asked, in err. */
+int engine_on(Coord *c, const Event *ev, char err[ERR_LEN]);
 
 /* The training engine (engine.h; steps.c, dispatch.c, results.c, setup.c): dataset, dispatch, dynamic sampling,
  * batches, validation (DESIGN.md §1 steps 1-5). */
 int  engine_start(Coord *c, char err[ERR_LEN]);        /* loads the data; NULL engine when none configured */
 void engine_tick(Coord *c);                            /* advances the state machine; called from cron and after messages */
 void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m);   /* GroupResult, ScoreResult, StepResult, WeightAck */
+/* A send to workers[wi] failed (code): a GenerateGroup / ScoreRequest lease (item, attempt) goes back to the queue as
+ * if never sent; a TrainBatch shard fails the run (ERR_AGAIN: the learner does not read) or rolls back (peer gone). */
+void engine_on_send_failed(Coord *c, int wi, Dapo__MsgType type, uint64_t item, uint32_t attempt, int code);
 void engine_on_worker_lost(Coord *c, int worker);      /* its leases go back to the queue; a learner: recover.c */
 void engine_requeue_worker(Coord *c, int worker);      /* its leases go back to the queue (a worker that registers
                                                           again holds nothing: it may be a new process) */
@@ -270,8 +337,8 @@ int  ckpt_write(Coord *c, char err[ERR_LEN]);                 /* coordinator.jso
 int  ckpt_lock(Coord *c, char err[ERR_LEN]);
 void ckpt_set_aside_metrics(Coord *c);   /* a run that resumes nothing: an earlier run's metrics.jsonl is renamed */
 
-/* history.c: the metric history (each entry has a "step" metric), samples, and the control actions the dashboard
- * triggers. coord_record_step copies m and appends a line to the metrics JSONL. */
+/* history.c: the metric history (each entry has a "step" metric), samples and events. coord_record_step copies m and
+ * appends a line to the metrics JSONL. */
 void coord_record_step(Coord *c, long step, const Metrics *m);
 void coord_history_append(Coord *c, long step, const Metrics *m);   /* history only, no JSONL line */
 void coord_history_reset(Coord *c);
@@ -292,13 +359,6 @@ void coord_tick_run_seconds(Coord *c);      /* cron: rewrites default_local_dir/
 long coord_event_step(const Coord *c);      /* the run's finished steps (the checkpoint's while resuming) */
 void coord_record_sample(Coord *c, const SampleView *s);      /* copies the strings */
 void coord_history_free(Coord *c);
-void coord_pause(Coord *c);                                   /* stop dispatching new groups */
-void coord_resume(Coord *c);
-int  coord_checkpoint_now(Coord *c, char err[ERR_LEN]);       /* ckpt_request */
-/* As SIGTERM: stop generating, let the step in training finish, checkpoint it on both sides, then exit 0 — bounded by
- * cluster.stop_timeout_s. A second call exits at once. */
-void coord_stop(Coord *c);
-void coord_exit(Coord *c);                                    /* tells the workers, closes the dashboard, ends the loop */
 
 /* dashboard.c: the HTTP routes (the handler given to http_listen; coord is the Coord). */
 void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp);

@@ -631,7 +631,11 @@ static int bearer_ok(const char *auth, const char *token) {
     return diff == 0;
 }
 
-static void after_stop(void *coord) { coord_stop(coord); }
+/* The stop runs after the answer is written; its sends leave with the next cron (run.c flushes the outbox). */
+static void after_stop(void *coord) {
+    Event ev = {.kind = EV_STOP};
+    engine_on(coord, &ev, NULL);
+}
 
 static void route_control(Coord *c, const HttpRequest *req, const char *action, HttpResponse *r) {
     static const char *const actions[] = {"pause", "resume", "checkpoint", "stop"};
@@ -652,11 +656,13 @@ static void route_control(Coord *c, const HttpRequest *req, const char *action, 
     json_t *j = json_object();
     json_object_set_new(j, "action", json_string(action));
     int status = 200;
-    if (a == 0) coord_pause(c);
-    else if (a == 1) coord_resume(c);
-    else if (a == 2) {
+    if (a <= 1) {
+        Event ev = {.kind = a == 0 ? EV_PAUSE : EV_RESUME};
+        engine_on(c, &ev, NULL);
+    } else if (a == 2) {
         char err[ERR_LEN] = "";
-        int rc = coord_checkpoint_now(c, err);
+        Event ev = {.kind = EV_CHECKPOINT};
+        int rc = engine_on(c, &ev, err);
         if (rc) {
             status = rc == ERR_UNSUPPORTED ? 501 : 500;
             json_object_set_new(j, "error", json_str(err));

@@ -2,17 +2,6 @@
  * choosing a worker with credit, GenerateGroup / ScoreGroup sends, and the dispatch pass over the queued groups. */
 #include "engine.h"
 
-/* ------------------------------------------------------------------------------------------------ dispatch */
-
-/* A policy version the learner may train on: at most trainer.staleness behind the current one (the learner holds the
- * current version when the next batch reaches it: a batch goes out only when no update is in flight). */
-int eng__version_ok(Coord *c, int64_t v) { return v >= c->policy_version - c->cfg.staleness && v <= c->policy_version; }
-
-int64_t eng__worker_version(const Coord *c, const WorkerEntry *w) {
-    return w->incarnation == c->incarnation ? w->policy_version : -1;
-}
-
-
 /* g (generated, scoring, kept or surplus; its results held) came from a policy too far behind: it becomes GS_STALE
  * (its responses are never trained; a verifier holding it is told to drop it) and its prompt is generated again as
  * a new group in the same round, at the same epoch position (batch alignment is unchanged). */
@@ -96,7 +85,7 @@ static void send_generate(Coord *c, Group *g, int wi) {
     m.seed = (uint64_t)c->cfg.trainer_seed;
     m.validation = g->validation;
     WorkerEntry *w = &c->workers[wi];
-    if (coord_send(c, w, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, &m.base)) return;   /* stays queued */
+    if (out_send_item(c, w, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, &m.base, g->id, g->attempt)) return;   /* stays queued */
     w->credit -= (uint32_t)g->n;
     g->worker = wi;
     g->lease_ms = clock_ms();
@@ -133,7 +122,7 @@ static void send_score(Coord *c, Group *g, int wi) {
     m.prompt_text.data = (uint8_t *)it->prompt_text;
     m.prompt_text.len = it->prompt_text ? strlen(it->prompt_text) : 0;
     WorkerEntry *w = &c->workers[wi];
-    if (coord_send(c, w, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, &m.base)) return;
+    if (out_send_item(c, w, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, &m.base, g->id, g->score_attempt)) return;
     w->credit -= (uint32_t)g->n;
     g->worker = wi;
     g->lease_ms = clock_ms();

@@ -199,12 +199,4 @@ void coord_history_free(Coord *c) {
     c->config_yaml = c->token = NULL;
 }
 
-void coord_pause(Coord *c) {
-    if (!c->paused) log_info("paused from the dashboard: no new groups are dispatched");
-    c->paused = 1;
-}
 
-void coord_resume(Coord *c) {
-    if (c->paused) log_info("resumed from the dashboard");
-    c->paused = 0;
-}

@@ -25,7 +25,7 @@ void recover_reload_one(Coord *c, int wi, const char *why) {
     m.cmd = DAPO__CONTROL_CMD__CONTROL_RELOAD;
     m.path = c->cfg.default_local_dir;
     m.reason = (char *)why;
-    int rc = coord_send(c, w, DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
+    int rc = out_send(c, w, DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
     if (rc) log_warn("learner %s: the reload request was not sent: %s", w->id, err_str(rc));
     else log_info("learner %s (rank %u) asked to start again from the last checkpoint", w->id, w->rank);
 }

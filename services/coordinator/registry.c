@@ -1,5 +1,6 @@
 /* services/coordinator/registry.c: the worker registry — hello and its answer, heartbeats, credit, goodbye, and
  * noticing a worker that went silent (DESIGN.md §1, §7).
+ * Called by engine.c only; its sends go to the outbox. The table's queries are in workers.c.
  * Not here: the work items a worker holds (their leases return to the queue when the worker is lost; the
  * dispatch module owns them). */
 #include <stdio.h>
@@ -8,33 +9,6 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "coord.h"
-
-const char *role_name(Dapo__Role r) {
-    switch (r) {
-    case DAPO__ROLE__ROLE_ROLLOUT: return "rollout";
-    case DAPO__ROLE__ROLE_VERIFIER: return "verifier";
-    case DAPO__ROLE__ROLE_LEARNER: return "learner";
-    case DAPO__ROLE__ROLE_COORDINATOR: return "coordinator";
-    default: return "unknown";
-    }
-}
-
-const char *life_name(WorkerLife l) {
-    static const char *names[] = {"alive", "lost", "gone"};
-    return (unsigned)l < 3 ? names[l] : "?";
-}
-
-WorkerEntry *registry_find(Coord *c, const uint8_t *rid, size_t rid_len) {
-    for (int i = 0; i < c->nworkers; i++)
-        if (c->workers[i].rid_len == rid_len && memcmp(c->workers[i].rid, rid, rid_len) == 0) return &c->workers[i];
-    return NULL;
-}
-
-int registry_count(const Coord *c, Dapo__Role role, WorkerLife life) {
-    int n = 0;
-    for (int i = 0; i < c->nworkers; i++) n += c->workers[i].role == role && c->workers[i].life == life;
-    return n;
-}
 
 static void send_welcome(Coord *c, const NetMsg *m, int accepted, const char *reason) {
     Dapo__Welcome w = DAPO__WELCOME__INIT;
@@ -47,8 +21,7 @@ static void send_welcome(Coord *c, const NetMsg *m, int accepted, const char *re
     w.policy_version = c->policy_version;
     w.incarnation = c->incarnation;
     w.attempt = ((const Dapo__Hello *)m->msg)->attempt;     /* the worker takes only its current attempt's */
-    if (net_send(c->router, m->peer, m->peer_len, DAPO__MSG_TYPE__MSG_WELCOME, &w.base, true))
-        log_warn("welcome not sent (peer gone)");
+    out_send_peer(c, m->peer, m->peer_len, DAPO__MSG_TYPE__MSG_WELCOME, &w.base);
 }
 
 static void on_hello(Coord *c, NetMsg *m, int version_ok) {
@@ -144,7 +117,7 @@ void registry_on_message(Coord *c, NetMsg *m) {
     WorkerEntry *w = registry_find(c, m->peer, m->peer_len);
     if (!w || w->life != WORKER_ALIVE) {
         /* A worker from before a coordinator restart, or one declared lost: ask it to register again. */
-        coord_send_error(c, m->peer, m->peer_len, ERR_NOTFOUND, m->type, "unknown worker: send Hello");
+        out_send_error(c, m->peer, m->peer_len, ERR_NOTFOUND, m->type, "unknown worker: send Hello");
         return;
     }
     w->last_seen_ms = clock_ms();
@@ -160,7 +133,7 @@ void registry_on_message(Coord *c, NetMsg *m) {
         reply.seq = hb->seq;
         reply.policy_version = c->policy_version;
         reply.incarnation = c->incarnation;
-        coord_send(c, w, DAPO__MSG_TYPE__MSG_HEARTBEAT, &reply.base);
+        out_send(c, w, DAPO__MSG_TYPE__MSG_HEARTBEAT, &reply.base);
         break;
     }
     case DAPO__MSG_TYPE__MSG_CREDIT: {

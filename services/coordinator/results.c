@@ -200,7 +200,7 @@ static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
 
 void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m) {
     if (!c->engine) {
-        coord_send_error(c, w->rid, w->rid_len, ERR_UNSUPPORTED, m->type, "no training run configured");
+        out_send_error(c, w->rid, w->rid_len, ERR_UNSUPPORTED, m->type, "no training run configured");
         return;
     }
     switch (m->type) {
@@ -220,9 +220,37 @@ void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m) {
         break;
     case DAPO__MSG_TYPE__MSG_CONTROL: ckpt_on_control(c, w, (Dapo__Control *)m->msg); break;
     default:
-        coord_send_error(c, w->rid, w->rid_len, ERR_UNSUPPORTED, m->type, "message not handled by the coordinator");
+        out_send_error(c, w->rid, w->rid_len, ERR_UNSUPPORTED, m->type, "message not handled by the coordinator");
     }
     engine_tick(c);
+}
+
+void engine_on_send_failed(Coord *c, int wi, Dapo__MsgType type, uint64_t item, uint32_t attempt, int code) {
+    Engine *e = c->engine;
+    WorkerEntry *w = &c->workers[wi];
+    if (!e) return;
+    if (type == DAPO__MSG_TYPE__MSG_GENERATE_GROUP || type == DAPO__MSG_TYPE__MSG_SCORE_REQUEST) {
+        int gen = type == DAPO__MSG_TYPE__MSG_GENERATE_GROUP;
+        Group *g = eng__group_by_id(e, item);
+        if (!g || g->worker != wi || g->state != (gen ? GS_LEASED : GS_SCORING) ||
+            (gen ? g->attempt : g->score_attempt) != attempt)
+            return;
+        uint64_t credit = (uint64_t)w->credit + (uint64_t)g->n;     /* as if never sent: it stays queued */
+        w->credit = credit > w->capacity ? w->capacity : (uint32_t)credit;
+        g->worker = -1;
+        eng__set_state(c, g, gen ? GS_QUEUED : GS_GENERATED);
+        log_debug("group %llu: %s to %s not sent (%s): back in the queue", (unsigned long long)item,
+                  net_type_name(type), w->id, err_str(code));
+        return;
+    }
+    if (type != DAPO__MSG_TYPE__MSG_TRAIN_BATCH || !e->job.active || (long)item != e->job.step || e->phase == PH_FAILED)
+        return;
+    if (code == ERR_AGAIN)
+        engine_fail(c, "step %ld: TrainBatch not sent: the send queue to learner %s (rank %u) is full: it has not read "
+                    "its earlier shards", e->job.step, w->id, attempt);
+    else                                             /* a learner went away: wait for it and roll back (recover.c) */
+        engine_rejoin_begin(c, -1, "step %ld: TrainBatch not sent: learner %s (rank %u) vanished while its shards "
+                            "were sent: %s", e->job.step, w->id, attempt, err_str(code));
 }
 
 void engine_requeue_worker(Coord *c, int wi) {

@@ -25,53 +25,40 @@
 #include "dapo/rollout_corr.h"
 #include "io/tfevents.h"
 
-int coord_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, const ProtobufCMessage *m) {
-    int rc = net_send(c->router, w->rid, w->rid_len, type, m, true);
-    c->need_drain = 1;
-    if (rc) log_debug("send %s to %s: %s", net_type_name(type), w->id, err_str(rc));
-    return rc;
-}
-
-/* ZeroMQ's free callback for a zero-copy frame (runs on its I/O thread, or in zmq_msg_close on a failed send):
- * a pool buffer becomes free again, a one-off buffer is freed. */
-static void zc_release(void *data, void *hint) {
-    if (hint) atomic_store_explicit(&((ZcBuf *)hint)->busy, 0, memory_order_release);
-    else xfree(data);
-}
-
-uint8_t *coord_zc_frame(Coord *c, size_t len, ZcBuf **zb) {
-    *zb = NULL;
-    for (int i = 0; i < COORD_ZC_BUFS && !*zb; i++)
-        if (!atomic_load_explicit(&c->zc[i].busy, memory_order_acquire)) *zb = &c->zc[i];
-    if (!*zb) return xmalloc(len ? len : 1);            /* all in flight: a one-off buffer */
-    ZcBuf *b = *zb;
-    if (b->cap < len) {                                 /* grow (contents need not survive) */
-        xfree(b->p);
-        b->cap = len + len / 8;
-        b->p = xmalloc(b->cap);
+/* Carries out the outbox (outbox.c), in order: each frame to its worker (or peer), the end of the loop. A send that
+ * fails (peer gone, queue full) goes back to the engine as EV_SEND_FAILED, whose actions join the same flush. */
+static void outbox_flush(Coord *c) {
+    for (int i = 0; i < c->nout; i++) {
+        OutAction a = c->out[i];                      /* engine_on below may append (and move c->out) */
+        c->out[i].frame = NULL;
+        if (a.kind == OUT_EXIT) {
+            http_close(c->http);
+            c->http = NULL;
+            uv_stop(c->loop);
+            continue;
+        }
+        const WorkerEntry *w = a.worker >= 0 ? &c->workers[a.worker] : NULL;
+        c->need_drain = 1;
+        int rc = net_send_frames(c->router, w ? w->rid : a.rid, w ? w->rid_len : a.rid_len, a.frame, a.len,
+                                 ZMQ_DONTWAIT, out_release, a.zb);
+        if (!rc) continue;
+        log_debug("send %s to %s: %s", net_type_name(a.type), w ? w->id : "an unregistered peer", err_str(rc));
+        if (!w) continue;
+        Event ev = {.kind = EV_SEND_FAILED, .worker = a.worker, .type = a.type, .item = a.item, .attempt = a.attempt,
+                    .code = rc};
+        engine_on(c, &ev, NULL);
     }
-    atomic_store_explicit(&b->busy, 1, memory_order_relaxed);   /* ours until sent (or released on failure) */
-    return b->p;
+    c->nout = 0;
 }
 
-int coord_zc_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, uint8_t *frame, size_t len, ZcBuf *zb) {
-    c->need_drain = 1;
-    int rc = net_send_frames(c->router, w->rid, w->rid_len, frame, len, ZMQ_DONTWAIT, zc_release, zb);
-    if (rc) log_debug("send %s to %s: %s", net_type_name(type), w->id, err_str(rc));
+/* engine_on, then its actions carried out. */
+static int on_event(Coord *c, const Event *ev, char err[ERR_LEN]) {
+    int rc = engine_on(c, ev, err);
+    outbox_flush(c);
     return rc;
 }
 
-void coord_send_error(Coord *c, const uint8_t *rid, size_t rid_len, int code, Dapo__MsgType in_reply_to,
-                      const char *msg) {
-    Dapo__ErrorReply e = DAPO__ERROR_REPLY__INIT;
-    e.code = code;
-    e.message = (char *)msg;
-    e.in_reply_to = (uint32_t)in_reply_to;
-    net_send(c->router, rid, rid_len, DAPO__MSG_TYPE__MSG_ERROR, &e.base, true);
-    c->need_drain = 1;
-}
-
-void coord_drain(Coord *c) {
+static void drain(Coord *c) {
     size_t maxb = (size_t)c->cfg.max_msg_mb << 20;
     do {
         c->need_drain = 0;
@@ -83,15 +70,14 @@ void coord_drain(Coord *c) {
             char err[ERR_LEN];
             int rc = net_recv_arena(c->router, &m, 0, maxb, err);
             if (rc == ERR_AGAIN) break;
-            if (rc == 0) {
-                c->msgs_in++;
-                registry_on_message(c, &m);
-            } else if (rc == ERR_VERSION && m.type == DAPO__MSG_TYPE__MSG_HELLO && m.msg) {
-                registry_on_bad_version_hello(c, &m);
+            if (rc == 0 || (rc == ERR_VERSION && m.type == DAPO__MSG_TYPE__MSG_HELLO && m.msg)) {
+                Event e = {.kind = rc == 0 ? EV_MESSAGE : EV_BAD_HELLO, .msg = &m};
+                on_event(c, &e, err);
             } else {
                 c->msgs_bad++;
                 log_warn("dropped a bad message (%zu bytes): %s", m.bytes, err);
-                if (m.peer_len) coord_send_error(c, m.peer, m.peer_len, rc, m.type, err);
+                if (m.peer_len) out_send_error(c, m.peer, m.peer_len, rc, m.type, err);
+                outbox_flush(c);
             }
             net_msg_free(&m);
         }
@@ -102,23 +88,20 @@ static void on_zmq_readable(uv_poll_t *h, int status, int events) {
     (void)events;
     Coord *c = h->data;
     if (status < 0) log_warn("uv_poll on ZMQ_FD: %s", uv_strerror(status));
-    coord_drain(c);
+    drain(c);
 }
-
-static void check_stop_deadline(Coord *c);
 
 static void on_cron(uv_timer_t *t) {
     Coord *c = t->data;
     if (!c->stopping && daemon_orphaned()) {        /* its supervisor was killed: stop as on SIGTERM (checkpoint) */
         log_warn("the supervisor (pid %s) is gone: stopping the run", getenv("DAPO_SUPERVISOR_PID"));
-        coord_stop(c);
+        Event stop = {.kind = EV_STOP};
+        on_event(c, &stop, NULL);
     }
-    registry_cron(c);
-    if (!c->stopping) engine_reclaim_leases(c);
-    engine_tick(c);
+    Event tick = {.kind = EV_TICK};
+    on_event(c, &tick, NULL);
     coord_tick_run_seconds(c);
-    check_stop_deadline(c);
-    coord_drain(c);
+    drain(c);
 }
 
 static void close_all(uv_handle_t *h, void *arg) {
@@ -133,68 +116,16 @@ static void on_signal(uv_signal_t *s, int signum) {
         _exit(130);
     }
     log_info("%s", signum == SIGTERM ? "SIGTERM" : "SIGINT");
-    coord_stop(c);
+    Event stop = {.kind = EV_STOP};
+    on_event(c, &stop, NULL);
 }
 
-
-int coord_checkpoint_now(Coord *c, char err[ERR_LEN]) {
-    if (!c->engine) return err_set(err, ERR_UNSUPPORTED, "no training run configured: nothing to checkpoint");
-    return ckpt_request(c, err);
+/* The dashboard's routes; a control request's actions leave at once. */
+static void on_http(void *coord, const HttpRequest *req, HttpResponse *resp) {
+    dashboard_handle(coord, req, resp);
+    outbox_flush(coord);
 }
 
-/* Tells the workers (learners too, or not) that the coordinator is going away: work in flight is dropped, and they
- * register again when it comes back (their state machine does that on its own). */
-static void tell_workers_stopping(Coord *c, int learners) {
-    Dapo__Control m = DAPO__CONTROL__INIT;
-    m.cmd = DAPO__CONTROL_CMD__CONTROL_PAUSE;
-    m.reason = "coordinator stopping: drop work in flight; register again when it is back";
-    for (int i = 0; i < c->nworkers; i++)
-        if (c->workers[i].life == WORKER_ALIVE && (learners || c->workers[i].role != DAPO__ROLE__ROLE_LEARNER))
-            coord_send(c, &c->workers[i], DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
-}
-
-void coord_exit(Coord *c) {
-    if (c->stopping > 1) return;
-    c->stopping = 2;
-    tell_workers_stopping(c, 1);
-    http_close(c->http);
-    c->http = NULL;
-    uv_stop(c->loop);
-}
-
-void coord_stop(Coord *c) {
-    if (c->stopping) {
-        if (ckpt_done(c)) {
-            log_info("stop requested again: exiting now");
-        } else {
-            EngineSnapshot s = {0};
-            engine_snapshot(c, &s);
-            log_error("stop requested again: exiting now, without a checkpoint of step %ld; the next start resumes "
-                      "step %ld, the last checkpoint both sides hold", s.step, c->ckpt.has_saved ? c->ckpt.saved.step : 0L);
-            c->stop_failed = 1;
-        }
-        coord_exit(c);
-        return;
-    }
-    c->stopping = 1;
-    c->stop_deadline_ms = clock_ms() + (int64_t)(c->cfg.stop_timeout_s * 1000);
-    if (!c->engine) { log_info("stop requested"); coord_exit(c); return; }
-    log_info("stop requested: generation stops; the step in training finishes and is checkpointed on both sides "
-             "(at most %g s, cluster.stop_timeout_s; stop again to exit at once)", c->cfg.stop_timeout_s);
-    tell_workers_stopping(c, 0);
-    engine_tick(c);
-}
-
-/* A stop that has waited cluster.stop_timeout_s for the learner exits without the checkpoint: coordinator.json keeps
- * the last checkpoint both sides confirmed (and the one asked for, as pending), so a resume still agrees. */
-static void check_stop_deadline(Coord *c) {
-    if (c->stopping != 1 || clock_ms() < c->stop_deadline_ms) return;
-    log_error("stopping: no checkpoint confirmed by the learner within %g s (cluster.stop_timeout_s); exiting with "
-              "the last confirmed one (%s)", c->cfg.stop_timeout_s,
-              c->ckpt.has_saved ? "see coordinator.json \"saved\"" : "none: a resume starts over");
-    c->stop_failed = 1;
-    coord_exit(c);
-}
 
 /* The resolved config as YAML text, for the dashboard. */
 static char *config_text(const Config *cfg) {
@@ -285,7 +216,7 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     if (!rc) { rc = uv_signal_init(c->loop, &c->sigint); c->sigint.data = c; }
     if (!rc) rc = uv_signal_start(&c->sigint, on_signal, SIGINT);
     if (rc) return err_set(err, ERR_IO, "libuv setup: %s", uv_strerror(rc));
-    c->http = http_listen(c->loop, c->cfg.http, dashboard_handle, c, err);
+    c->http = http_listen(c->loop, c->cfg.http, on_http, c, err);
     if (!c->http) return ERR_IO;
     if (hooks && hooks->after_listen && hooks->after_listen(c, hooks->ud, err)) return ERR_IO;
     char host[128];
@@ -311,7 +242,8 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
         log_info("metrics: %s", path);
         if (open_loggers(c, err)) return ERR_IO;
     }
-    coord_drain(c);        /* messages that arrived before the poll was registered */
+    outbox_flush(c);       /* what the start queued (a resume's requests) */
+    drain(c);              /* messages that arrived before the poll was registered */
     c->ready = 1;
     return 0;
 }
@@ -408,6 +340,8 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
         zmq_setsockopt(c.router, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(c.router);
     }
+    outbox_clear(&c);                     /* actions queued after the loop ended */
+    xfree(c.out);
     zap_stop(c.zap);                      /* before the context ends: its socket lives there */
     if (c.zctx) zmq_ctx_term(c.zctx);     /* releases every zero-copy buffer still held */
     for (int i = 0; i < COORD_ZC_BUFS; i++) xfree(c.zc[i].p);

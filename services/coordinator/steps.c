@@ -15,115 +15,12 @@
  * response is more than trainer.staleness behind the version the learners will train it with is dropped (GS_STALE)
  * and its prompt generated again (eng__drop_stale_groups in dispatch.c, run whenever the version moves and before a batch goes out),
  * so no stale row is ever sent. The learners correct the rest (issue 15: services/learner/offpolicy.h).
- * This file: groups, epochs, the step state machine and the tick; the engine's other files are listed in engine.h
- * (dispatch.c, results.c, setup.c; the batch plan is batch.h).
+ * This file: epochs, the step state machine and the tick; the engine's other files are listed in engine.h
+ * (group.c, dispatch.c, results.c, setup.c; the batch plan is batch.h).
  * Not here: coordinator checkpoints and resume (ckpt.c). */
 #include "engine.h"
 
-const char *group_state_name(GroupState s) {
-    static const char *names[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus",
-                                  "cancelled", "trained", "validated", "stale"};
-    return (unsigned)s < GS_COUNT ? names[s] : "?";
-}
-
-const char *phase_name(Phase p) {
-    static const char *names[] = {"idle", "validate", "generate", "batch_ready", "train", "weights", "rejoin", "done",
-                                  "failed"};
-    return (unsigned)p <= PH_FAILED ? names[p] : "?";
-}
-
-void eng__set_state(Coord *c, Group *g, GroupState s) {
-    c->group_counts[g->state]--;
-    c->group_counts[s]++;
-    g->state = s;
-    if ((s == GS_QUEUED || s == GS_GENERATED) && c->engine) {       /* back in the dispatch queue */
-        int i = (int)(g - c->engine->groups);
-        if (i < c->engine->first_open) c->engine->first_open = i;
-    }
-}
-
-void eng__status(Coord *c, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char line[sizeof c->status_line];
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (strcmp(line, c->status_line) != 0) {
-        snprintf(c->status_line, sizeof c->status_line, "%s", line);
-        log_info("%s", line);
-    }
-}
-
-void engine_fail(Coord *c, const char *fmt, ...) {
-    Engine *e = c->engine;
-    if (!e) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->fail, sizeof e->fail, fmt, ap);
-    va_end(ap);
-    e->phase = PH_FAILED;
-    snprintf(c->status_line, sizeof c->status_line, "FAILED: %.240s", e->fail);
-    log_error("%s", e->fail);
-}
-
-/* ------------------------------------------------------------------------------------------------ groups */
-
-static void group_free(Group *g) {
-    if (g->result) net_unpacked_free(&g->result->base, g->result_arena);
-    if (g->pred) for (int i = 0; i < g->n; i++) xfree(g->pred[i]);
-    xfree(g->pred);
-    xfree(g->score);
-    xfree(g->acc);
-    xfree(g->penalty);
-    memset(g, 0, sizeof *g);
-}
-
-void eng__groups_reset(Engine *e) {
-    for (int i = 0; i < e->ngroups; i++) group_free(&e->groups[i]);
-    e->ngroups = 0;
-    e->first_open = 0;
-    e->round_first = 0;          /* a validation after a step of several rounds waits for all its groups */
-}
-
-Group *eng__group_new(Coord *c, int item, long order, int validation) {
-    Engine *e = c->engine;
-    XGROW(e->groups, e->ngroups, e->capgroups, 256);
-    Group *g = &e->groups[e->ngroups++];
-    memset(g, 0, sizeof *g);
-    g->id = e->next_group_id++;
-    g->attempt = 1;
-    g->state = GS_QUEUED;
-    c->group_counts[GS_QUEUED]++;
-    g->item = item;
-    g->order = order;
-    g->round = e->round;
-    g->validation = validation;
-    g->n = validation ? c->cfg.val_n : c->cfg.rollout_n;
-    g->worker = -1;
-    return g;
-}
-
-Group *eng__group_by_id(Engine *e, uint64_t id) {
-    if (!e->ngroups || id < e->groups[0].id) return NULL;
-    uint64_t i = id - e->groups[0].id;
-    return i < (uint64_t)e->ngroups ? &e->groups[i] : NULL;
-}
-
-const DatasetItem *eng__group_item(Engine *e, const Group *g) {
-    return g->validation ? &e->val.items[g->item] : &e->train.items[g->item];
-}
-
 /* ------------------------------------------------------------------------------------------------ epochs */
-
-/* Fisher-Yates with Philox draws keyed by (data.seed, epoch): the same order for the same seed and epoch. */
-void eng__shuffle_epoch(Coord *c) {
-    Engine *e = c->engine;
-    if (!c->cfg.shuffle) {
-        for (size_t i = 0; i < e->train.n; i++) e->order[i] = (int)i;
-        return;
-    }
-    rng_permutation(e->order, (long)e->train.n, (uint64_t)c->cfg.data_seed, (uint64_t)e->epoch, 0x5eed);
-}
 
 /* Draws the next prompt; returns its dataset index and writes its global order position. -1 when the last
  * epoch is used up. */
@@ -226,12 +123,6 @@ static void start_validation(Coord *c, int after) {
 
 /* ------------------------------------------------------------------------------------------------ batch */
 
-uint64_t eng__response_tokens(const Group *g) {
-    uint64_t n = 0;
-    for (int i = 0; g->result && i < g->n; i++) n += g->result->responses[i]->n_token_ids;
-    return n;
-}
-
 static int cmp_order(const void *a, const void *b) {
     const Group *x = *(const Group *const *)a, *y = *(const Group *const *)b;
     return x->order < y->order ? -1 : x->order > y->order;
@@ -247,7 +138,8 @@ static void learner_workers(const Coord *c, int *rank_worker, int W) {
 }
 
 /* Encodes shard k of the plan for epoch ep (tbwire.h: the TrainBatch's wire bytes straight from the responses, into
- * a reused buffer handed to ZeroMQ without a copy) and sends it to its learner. 0 or an ERR_* with err set. */
+ * a reused buffer handed to ZeroMQ without a copy) and queues it for its learner. 0, or ERR_CLOSED (its rank is not
+ * registered) / ERR_TOO_BIG with err set. */
 static int send_shard(Coord *c, const BatchPlan *p, int k, int ep, const int *rank_worker, TbwSeq *rows,
                       char err[ERR_LEN]) {
     Engine *e = c->engine;
@@ -267,17 +159,11 @@ static int send_shard(Coord *c, const BatchPlan *p, int k, int ep, const int *ra
         return err_set(err, ERR_TOO_BIG, "the shard of rank %d mini-batch %d is %zu bytes (%lld tokens): over the 4 GiB "
                        "a message can hold", sh->rank, sh->mini, n, p->shard_tokens[k]);
     ZcBuf *zb;
-    uint8_t *frame = coord_zc_frame(c, NET_HEADER_BYTES + n, &zb);
+    uint8_t *frame = out_zc_frame(c, NET_HEADER_BYTES + n, &zb);
     net_encode_into(DAPO__MSG_TYPE__MSG_TRAIN_BATCH, NULL, n, frame);
     tbwire_write(&h, rows, sh->n_seq, &tsz, frame + NET_HEADER_BYTES);
-    const WorkerEntry *lw = &c->workers[rank_worker[sh->rank]];
-    int src = coord_zc_send(c, lw, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, frame, NET_HEADER_BYTES + n, zb);
-    if (src == ERR_AGAIN)
-        return err_set(err, src, "the send queue to learner %s (rank %d) is full: it has not read its earlier shards",
-                       lw->id, sh->rank);
-    if (src)
-        return err_set(err, src, "learner %s (rank %d) vanished while its shards were sent: %s", lw->id, sh->rank,
-                       err_str(src));
+    out_zc_send(c, &c->workers[rank_worker[sh->rank]], DAPO__MSG_TYPE__MSG_TRAIN_BATCH, frame, NET_HEADER_BYTES + n, zb,
+                (uint64_t)e->step, (uint32_t)sh->rank);   /* a failed send comes back: engine_on_send_failed */
     return 0;
 }
 
@@ -306,7 +192,7 @@ static int send_batch(Coord *c, Group **batch, int nb) {
             if (src && !rc) snprintf(first, sizeof first, "%s", err);
             if (src) rc = src;
         }
-    if (rc == ERR_TOO_BIG || rc == ERR_AGAIN) {
+    if (rc == ERR_TOO_BIG) {
         engine_fail(c, "step %ld: TrainBatch not sent: %s", e->step, first);
     } else if (rc) {                                 /* a learner went away: wait for it and roll back (recover.c) */
         engine_rejoin_begin(c, -1, "step %ld: TrainBatch not sent: %s", e->step, first);
@@ -448,31 +334,6 @@ static void send_ready_batch(Coord *c) {
     xfree(batch);
 }
 
-/* Tells the worker holding g's lease (LEASED or SCORING) to drop it. */
-void eng__send_cancel(Coord *c, const Group *g, const char *reason) {
-    if (g->worker < 0 || c->workers[g->worker].life != WORKER_ALIVE) return;
-    Dapo__ItemRef ref = DAPO__ITEM_REF__INIT, *refs[1] = {&ref};
-    ref.item_id = g->id;
-    ref.attempt = g->state == GS_LEASED ? g->attempt : g->score_attempt;
-    Dapo__Cancel m = DAPO__CANCEL__INIT;
-    m.n_items = 1;
-    m.items = refs;
-    m.reason = (char *)reason;
-    coord_send(c, &c->workers[g->worker], DAPO__MSG_TYPE__MSG_CANCEL, &m.base);
-}
-
-/* Cancels every group still in flight (streaming mode, once the batch is full). */
-void eng__cancel_in_flight(Coord *c) {
-    Engine *e = c->engine;
-    for (int i = 0; i < e->ngroups; i++) {
-        Group *g = &e->groups[i];
-        if (g->state != GS_QUEUED && g->state != GS_LEASED && g->state != GS_GENERATED && g->state != GS_SCORING)
-            continue;
-        if (g->state == GS_LEASED || g->state == GS_SCORING) eng__send_cancel(c, g, "batch full");
-        eng__set_state(c, g, GS_CANCELLED);
-    }
-}
-
 static int round_settled(Engine *e) {
     for (int i = e->round_first; i < e->ngroups; i++) {
         GroupState s = e->groups[i].state;
@@ -568,17 +429,6 @@ void eng__finish_step(Coord *c) {
         if (ckpt_request(c, err)) log_error("checkpoint at step %ld: %s", e->done_steps, err);
     }
     if (c->cfg.test_freq > 0 && e->val.n && (e->done_steps % c->cfg.test_freq == 0 || last)) e->val_pending = 1;
-}
-
-/* Tells every rollout at once that a new policy version is out (a Heartbeat carries the version), so they fetch
- * it now rather than at their next heartbeat. */
-void eng__announce_version(Coord *c) {
-    Dapo__Heartbeat hb = DAPO__HEARTBEAT__INIT;
-    hb.policy_version = c->policy_version;
-    hb.incarnation = c->incarnation;
-    for (int i = 0; i < c->nworkers; i++)
-        if (c->workers[i].role == DAPO__ROLE__ROLE_ROLLOUT && c->workers[i].life == WORKER_ALIVE)
-            coord_send(c, &c->workers[i], DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base);
 }
 
 /* Some alive rollout holds a version within the staleness bound (async mode starts generating with it). */
@@ -678,16 +528,16 @@ static int tick_once(Coord *c) {
 static void stop_tick(Coord *c) {
     Engine *e = c->engine;
     if (e->phase == PH_WEIGHTS) eng__finish_step(c);
-    if (e->phase == PH_FAILED) { coord_exit(c); return; }
+    if (e->phase == PH_FAILED) { out_exit(c); return; }
     if (e->job.active) {
         eng__status(c, "stopping: waiting for the learner to finish step %ld", e->job.step);
         return;
     }
     char err[ERR_LEN];
-    if (ckpt_done(c)) { coord_exit(c); return; }
+    if (ckpt_done(c)) { out_exit(c); return; }
     if (!ckpt_waiting(c) && ckpt_request(c, err)) {
         log_error("stopping without a checkpoint of step %ld: %s", e->done_steps, err);
-        coord_exit(c);
+        out_exit(c);
         return;
     }
     eng__status(c, "stopping: waiting for the learner's checkpoint of step %ld", e->done_steps);

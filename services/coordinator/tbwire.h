@@ -6,7 +6,7 @@
  * varints); tests/unit/test_coord_tbwire.c checks that byte for byte against protobuf-c.
  * Little-endian hosts only (floats are copied as they lie in memory, as protobuf-c does there).
  * Not here: the batch plan (batch.h: layout, advantages, the rows), the frame header
- * (net_encode_into) and the send (coord_zc_frame, coord_zc_send). */
+ * (net_encode_into) and the send (out_zc_frame, out_zc_send). */
 #ifndef DAPO_COORD_TBWIRE_H
 #define DAPO_COORD_TBWIRE_H
 
