@@ -18,8 +18,15 @@
 # clean-root test). Results under GPU_CHECK_OUT (default $OUT/gpu_check when the device tool's OUT is set, else
 # bench/gpu/out/gpu_check): machine.txt, parts.jsonl (one line per part: part, status, seconds), <part>.log,
 # results.jsonl (dapo-gpu-check's checks), table.txt and summary.json (with python3). PEAK_TFLOPS (989: H100/H200
-# SXM dense bf16), SEED. Exit status 0 when every part that ran passed, 1 otherwise.
+# SXM dense bf16), SEED, GPU_CHECK_PORT_BASE (47100: the cluster part's ports, 47100-47103). A GPU is there when
+# nvidia-smi -L lists one or /dev/nvidia0 exists (a container without nvidia-smi). Exit status 0 when every part that
+# ran passed and, without --cpu-only, the GPU parts ran; 1 when a part failed or no GPU was found (the GPU parts were
+# then not run: this is no GPU check); 2 on bad arguments or an output folder that cannot be written.
 set -u
+abs() { case "$1" in /*|'') printf '%s' "$1" ;; *) printf '%s/%s' "$PWD" "$1" ;; esac; }
+[ -n "${GPU_CHECK_OUT:-}" ] && GPU_CHECK_OUT=$(abs "$GPU_CHECK_OUT")
+[ -n "${DAPO_BIN:-}" ] && DAPO_BIN=$(abs "$DAPO_BIN")
+[ -n "${DAPO_TESTS:-}" ] && DAPO_TESTS=$(abs "$DAPO_TESTS")
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
 BUILD=${BUILD:-build}
@@ -40,16 +47,30 @@ for a in "$@"; do
   esac
 done
 [ ${#parts[@]} -gt 0 ] || parts=(machine tools conformance cluster kernels model bench baseline)
-mkdir -p "$DEST"
-: > "$DEST/parts.jsonl"
+if [ "$cpu_only" = 1 ] && [[ " ${parts[*]} " != *" machine "* && " ${parts[*]} " != *" tools "* &&
+                             " ${parts[*]} " != *" conformance "* && " ${parts[*]} " != *" cluster "* ]]; then
+  echo "gpu_check: --cpu-only with only GPU parts (${parts[*]}): nothing to run" >&2; exit 2
+fi
+if ! mkdir -p "$DEST" 2>/dev/null || ! : > "$DEST/parts.jsonl" 2>/dev/null; then
+  echo "gpu_check: cannot write the results folder $DEST: set GPU_CHECK_OUT to a writable folder" >&2; exit 2
+fi
 : > "$DEST/results.jsonl"
 T0=$(date +%s)
 say() { echo "[gpu_check +$(( $(date +%s) - T0 ))s] $*"; }
 status=0
 gpu=0
-command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 && gpu=1
-[ "$cpu_only" = 1 ] && gpu=0
-[ -n "${DAPO_CUDA_MISSING:-}" ] && { say "CUDA libraries missing: $DAPO_CUDA_MISSING: GPU parts skipped"; gpu=0; }
+nogpu="no GPU here"
+if [ "$cpu_only" = 1 ]; then nogpu="--cpu-only"
+elif command -v nvidia-smi > /dev/null && timeout -k 2 10 nvidia-smi -L > /dev/null 2>&1; then gpu=1
+elif [ -e /dev/nvidia0 ]; then gpu=1                 # a container with the device but without nvidia-smi
+fi
+[ -n "${DAPO_CUDA_MISSING:-}" ] && [ "$gpu" = 1 ] &&
+  { say "CUDA libraries missing: $DAPO_CUDA_MISSING: GPU parts skipped"; gpu=0; nogpu="CUDA libraries missing"; }
+want_gpu=0
+for p in "${parts[@]}"; do case "$p" in kernels|model|bench|baseline) want_gpu=1 ;; esac; done
+[ "$cpu_only" = 1 ] && want_gpu=0
+# python3 and PyTorch run with the host's libraries, not the bundle's (bundle/run.sh keeps them here)
+py() { if [ -n "${DAPO_HOST_LD_LIBRARY_PATH+x}" ]; then LD_LIBRARY_PATH=$DAPO_HOST_LD_LIBRARY_PATH python3 "$@"; else python3 "$@"; fi; }
 
 # part name, "cpu"|"gpu", timeout seconds, command...: runs it, logs to DEST/<part>.log, records the result
 part() {
@@ -58,17 +79,18 @@ part() {
   for p in "${parts[@]}"; do [ "$p" = "$name" ] && want=1; done
   [ "$want" = 1 ] || return 0
   if [ "$kind" = gpu ] && [ "$gpu" = 0 ]; then
-    echo "{\"part\": \"$name\", \"status\": \"skipped\", \"seconds\": 0}" >> "$DEST/parts.jsonl"
-    say "$name: skipped (no GPU here)"
+    echo "{\"part\": \"$name\", \"status\": \"skipped\", \"why\": \"$nogpu\", \"seconds\": 0}" >> "$DEST/parts.jsonl"
+    say "$name: skipped ($nogpu)"
     return 0
   fi
   say "$name (at most $tmo s)"
   local t rc=0
   t=$(date +%s)
-  timeout "$tmo" bash -c '"$@"' part "$@" > "$DEST/$name.log" 2>&1 || rc=$?   # the functions below are exported
+  timeout -k 5 "$tmo" bash -c '"$@"' part "$@" > "$DEST/$name.log" 2>&1 || rc=$?   # exported functions; KILL 5 s
+                                                                                      # after TERM (a hung part)
   local s=$(( $(date +%s) - t )) st=passed
   [ "$rc" = 0 ] || st=failed
-  [ "$rc" = 124 ] && st=timeout
+  { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && st=timeout
   [ "$st" = passed ] || status=1
   echo "{\"part\": \"$name\", \"status\": \"$st\", \"exit\": $rc, \"seconds\": $s}" >> "$DEST/parts.jsonl"
   tail -n 6 "$DEST/$name.log" | sed 's/^/    /'
@@ -80,9 +102,14 @@ machine() {
        "$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1) model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1)"
   echo "flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -oE 'avx512[a-z_0-9]*|amx[a-z_0-9]*|avx2|fma' | sort -u | tr '\n' ' ')"
   echo "kernel: $(uname -sr)"
-  if command -v nvidia-smi > /dev/null; then nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
+  if command -v nvidia-smi > /dev/null; then timeout -k 2 8 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
        --format=csv 2>&1; else echo "nvidia-smi: not here"; fi
+  echo "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null)"
   echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  local f
+  for f in "$BIN/dapo-learner" "$TESTS/test_backend_conformance"; do
+    [ -x "$f" ] || { echo "machine: $f is missing (DAPO_BIN / DAPO_TESTS, or unpack the bundle again)"; return 1; }
+  done
   ldd "$BIN/dapo-learner" | grep -E 'not found|cuda|cublas|nccl|openblas|zmq' || true
   ! ldd "$BIN/dapo-learner" "$TESTS/test_backend_conformance" | grep -q 'not found'
 }
@@ -131,14 +158,16 @@ part cluster cpu 50 cluster
 part kernels gpu 60 check kernels
 part model gpu 45 check model
 part bench gpu 60 check bench
-if command -v python3 > /dev/null && python3 -c 'import torch' 2>/dev/null; then
-  part baseline gpu 75 python3 bench/gpu/baseline_torch.py
-elif [ "$gpu" = 1 ]; then
-  say "baseline: python3 with torch is not here"; status=1
+export -f py
+if command -v python3 > /dev/null && timeout -k 2 60 bash -c 'py -c "import torch"' 2>/dev/null; then
+  part baseline gpu 75 py bench/gpu/baseline_torch.py
+elif [ "$gpu" = 1 ] && [[ " ${parts[*]} " == *" baseline "* ]]; then
+  echo '{"part": "baseline", "status": "failed", "why": "python3 with torch is not here", "seconds": 0}' >> "$DEST/parts.jsonl"
+  say "baseline: failed (python3 with torch is not here)"; status=1
 fi
 
 if command -v python3 > /dev/null && [ "$gpu" = 1 ]; then
-python3 - "$DEST" "$SEED" "$PEAK" <<'PY' || status=1
+py - "$DEST" "$SEED" "$PEAK" <<'PY' || status=1
 import json, sys, os, datetime
 dest, seed, peak = sys.argv[1], sys.argv[2], float(sys.argv[3])
 def grab(path, tag):
@@ -176,6 +205,10 @@ json.dump(dict(ours=ours, baseline=base, checks_passed=npass, checks=len(checks)
 print(f"BENCH gpu_train ours={ours.get('train_tokens_per_s', 0):.1f} baseline={base.get('train_tokens_per_s', 0):.1f} ratio={ratio(ours.get('train_tokens_per_s'), base.get('train_tokens_per_s'))}")
 sys.exit(0 if checks and npass == len(checks) and ours and base else 1)
 PY
+fi
+if [ "$want_gpu" = 1 ] && [ "$gpu" = 0 ]; then
+  say "no GPU checked ($nogpu: no nvidia-smi -L, no /dev/nvidia0): the GPU parts did not run; --cpu-only runs the CPU parts alone"
+  status=1
 fi
 say "done (status $status); results in $DEST"
 exit $status

@@ -8,7 +8,7 @@
 #                                              libpthread, libdl, librt, libresolv, libutil, ld-linux) and CUDA's or
 #                                              the driver's (libcudart, libcublas, libcublasLt, libnccl, libcuda,
 #                                              libnvidia-*): those the GPU host has, and libcublasLt alone is 541 MB
-#                            dapo-gpu/MANIFEST the commit, the files, their sizes
+#                            dapo-gpu/MANIFEST the commit, the newest glibc the files need, the files, their sizes
 #   bundle/run.sh            bench/gpu/bundle_run.sh: unpacks, finds the CUDA libraries, runs bench/gpu_check.sh
 # The repository's tracked tree travels beside it (configs, tokenizers, test fixtures; the base model is made there
 # with dapo-init-model). Fails when the archive is over BUNDLE_MAX_MIB (28) or the tree + bundle over 64 MiB (what
@@ -48,7 +48,10 @@ while read -r name path; do
 done
 {
   echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . 2>/dev/null || echo +dirty)"
-  echo "built $(date -u +%FT%TZ) on $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+  echo "built $(date -u +%FT%TZ) on $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), glibc $(getconf GNU_LIBC_VERSION | awk '{print $2}')"
+  # the newest glibc symbol version any bundled file needs: bundle/run.sh refuses an older host glibc up front
+  echo "glibc $(objdump -T "$d"/bin/* "$d"/tests/* "$d"/lib/* 2>/dev/null | grep -oE 'GLIBC_[0-9]+\.[0-9]+' |
+                sed 's/GLIBC_//' | sort -uV | tail -1)"
   (cd "$d" && find bin tests lib -type f -printf '%s %p\n' | sort -k2)
 } > "$d/MANIFEST"
 mkdir -p "$OUT"

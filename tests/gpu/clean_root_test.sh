@@ -68,7 +68,7 @@ unpack() {  # archive
   cp "$1" "$work/work/dapo/bundle/dapo-gpu.tar.xz"
   cp bench/gpu/bundle_run.sh "$work/work/dapo/bundle/run.sh"
   xz -dc "$1" | tar -C "$work/work/dapo/bundle/unpacked" -xf -
-  touch "$work/work/dapo/bundle/unpacked/dapo-gpu/MANIFEST"
+  cksum < "$1" > "$work/work/dapo/bundle/unpacked/dapo-gpu/SOURCE"   # run.sh's mark of this archive's unpacking
 }
 inside() {  # log file: bundle/run.sh --cpu-only in the chroot, with nothing from this environment
   chroot "$work" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/tmp \
