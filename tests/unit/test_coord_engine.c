@@ -1,0 +1,369 @@
+/* tests/unit/test_coord_engine.c: the coordinator's engine without sockets (issue 35). A Coord is driven through its
+ * one entry point, engine_on, with scripted events — Hellos, credit, group and score results, step results, a worker
+ * leaving, a failed send, cron ticks — and every assertion reads the outbox (the sends it asked for, decoded) and the
+ * state: the phase, the status line, the group accounting (every group in exactly one state). No socket, thread or
+ * process: run.c is not linked in.
+ *   - a step from registration to the TrainBatch shards of two learner ranks, then its update and version 2's weights
+ *   - a failed step decided by its code, never its text: ERR_COLLECTIVE with unrelated text rolls back (Control
+ *     RELOAD to both ranks, phase rejoin), ERR_INVAL with text that names a collective fails the run
+ *   - a learner rank that leaves during the update: the run waits for the learners (phase rejoin)
+ *   - a GenerateGroup whose send failed: the lease goes back to the queue with the rollout's credit, and is sent again */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/clock.h"
+#include "services/coordinator/engine.h"
+#include "tests/testutil.h"
+
+static char g_dir[512];
+
+/* 8 prompts, every ground truth "7". */
+static void write_dataset(const char *path) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 8; i++)
+        fprintf(f, "{\"data_source\":\"toy\",\"prompt\":[{\"role\":\"user\",\"content\":\"What is 3+4? (%d)\"}],"
+                   "\"ability\":\"MATH\",\"reward_model\":{\"ground_truth\":\"7\",\"style\":\"rule\"}}\n", i);
+    fclose(f);
+}
+
+static void set(Coord *c, const char *key, const char *value) {
+    char err[ERR_LEN];
+    if (config_set(&c->cfg, key, value, "test", err)) fail_msg("%s=%s: %s", key, value, err);
+}
+
+/* A coordinator state with the engine started: 2 prompts x 2 responses a step, 2 learner ranks, no validation. */
+static Coord *coord_new(void) {
+    Coord *c = xcalloc(1, sizeof *c);
+    config_defaults(&c->cfg);
+    char path[1200], tok[700], ckdir[700];
+    snprintf(g_dir, sizeof g_dir, "%s/test-logs/coord-engine", tu_build());
+    snprintf(path, sizeof path, "rm -rf %s && mkdir -p %s", g_dir, g_dir);
+    assert_int_equal(system(path), 0);
+    snprintf(path, sizeof path, "%s/toy.jsonl", g_dir);
+    write_dataset(path);
+    snprintf(tok, sizeof tok, "%s/data/tokenizers/qwen3", tu_root());
+    snprintf(ckdir, sizeof ckdir, "%s/ckpt", g_dir);
+    set(c, "data.train_files", path);
+    set(c, "data.tokenizer", tok);
+    set(c, "trainer.default_local_dir", ckdir);
+    set(c, "data.train_batch_size", "2");
+    set(c, "data.gen_batch_size", "2");
+    set(c, "actor_rollout_ref.rollout.n", "2");
+    set(c, "actor_rollout_ref.actor.ppo_mini_batch_size", "2");
+    set(c, "trainer.total_training_steps", "3");
+    set(c, "data.max_response_length", "16");
+    set(c, "reward_model.overlong_buffer.len", "4");
+    set(c, "trainer.val_before_train", "false");
+    set(c, "cluster.num_learners", "2");
+    char err[ERR_LEN];
+    if (config_validate(&c->cfg, err)) fail_msg("config: %s", err);
+    c->lock_fd = -1;
+    snprintf(c->run_id, sizeof c->run_id, "run-engine-test");
+    c->started_ms = clock_ms();
+    if (engine_start(c, err)) fail_msg("engine_start: %s", err);
+    return c;
+}
+
+static void coord_free(Coord *c) {
+    outbox_clear(c);
+    xfree(c->out);
+    engine_free(c);
+    xfree(c->workers);
+    coord_history_free(c);
+    config_free(&c->cfg);
+    xfree(c);
+}
+
+/* One event from worker `peer`: m is packed and unpacked as the socket would deliver it. */
+static int deliver(Coord *c, const char *peer, Dapo__MsgType type, const ProtobufCMessage *m) {
+    size_t len;
+    uint8_t *buf = net_encode(type, m, &len);
+    assert_non_null(buf);
+    NetMsg nm;
+    memset(&nm, 0, sizeof nm);
+    char err[ERR_LEN];
+    ProtobufCMessage *pm = NULL;
+    assert_int_equal(net_decode(buf, len, 0, &nm.type, &nm.version, &pm, err), 0);
+    xfree(buf);
+    nm.msg = pm;
+    nm.bytes = len;
+    nm.peer_len = strlen(peer);
+    memcpy(nm.peer, peer, nm.peer_len);
+    Event ev = {.kind = EV_MESSAGE, .msg = &nm};
+    int rc = engine_on(c, &ev, err);
+    net_msg_free(&nm);
+    return rc;
+}
+
+static void tick(Coord *c) {
+    Event ev = {.kind = EV_TICK};
+    engine_on(c, &ev, NULL);
+}
+
+static void hello(Coord *c, const char *id, Dapo__Role role, uint32_t rank) {
+    Dapo__Hello h = DAPO__HELLO__INIT;
+    h.protocol_version = DAPO_PROTOCOL_VERSION;
+    h.role = role;
+    h.worker_id = (char *)id;
+    h.capacity = 8;
+    h.policy_version = role == DAPO__ROLE__ROLE_VERIFIER ? -1 : 0;
+    h.rank = rank;
+    h.world_size = role == DAPO__ROLE__ROLE_LEARNER ? 2 : 1;
+    h.fresh = role == DAPO__ROLE__ROLE_LEARNER;
+    h.nonce = 1000 + rank + (uint64_t)role * 10;
+    h.attempt = 1;
+    deliver(c, id, DAPO__MSG_TYPE__MSG_HELLO, &h.base);
+    if (role != DAPO__ROLE__ROLE_LEARNER) {
+        Dapo__Credit cr = DAPO__CREDIT__INIT;
+        cr.credits = 8;
+        deliver(c, id, DAPO__MSG_TYPE__MSG_CREDIT, &cr.base);
+    }
+}
+
+/* The decoded messages of `type` the outbox holds for worker `id` (NULL: any), at most max; the caller frees each
+ * with protobuf_c_message_free_unpacked. */
+static int queued(Coord *c, Dapo__MsgType type, const char *id, ProtobufCMessage **out, int max) {
+    int n = 0;
+    for (int i = 0; i < c->nout && n < max; i++) {
+        OutAction *a = &c->out[i];
+        if (a->kind != OUT_SEND || a->type != type) continue;
+        if (id && (a->worker < 0 || strcmp(c->workers[a->worker].id, id) != 0)) continue;
+        Dapo__MsgType t;
+        uint16_t v;
+        char err[ERR_LEN];
+        assert_int_equal(net_decode(a->frame, a->len, 0, &t, &v, &out[n], err), 0);
+        assert_int_equal(t, type);
+        n++;
+    }
+    return n;
+}
+
+static void free_all(ProtobufCMessage **m, int n) {
+    for (int i = 0; i < n; i++) protobuf_c_message_free_unpacked(m[i], NULL);
+}
+
+/* Every group the run created is in exactly one state. */
+static void assert_accounting(const Coord *c) {
+    uint64_t sum = 0;
+    for (int s = 0; s < GS_COUNT; s++) sum += c->group_counts[s];
+    assert_int_equal(sum, c->engine->next_group_id - 1);
+}
+
+/* Registration of a rollout, a verifier and learner ranks 0 and 1, then step 1 generated (one response of each
+ * group right, one wrong: every group kept) and scored, up to its TrainBatch shards to both ranks. */
+static void step_to_training(Coord *c) {
+    hello(c, "rollout-0", DAPO__ROLE__ROLE_ROLLOUT, 0);
+    hello(c, "verifier-0", DAPO__ROLE__ROLE_VERIFIER, 0);
+    hello(c, "learner-0", DAPO__ROLE__ROLE_LEARNER, 0);
+    hello(c, "learner-1", DAPO__ROLE__ROLE_LEARNER, 1);
+    assert_int_equal(registry_count(c, DAPO__ROLE__ROLE_LEARNER, WORKER_ALIVE), 2);
+    outbox_clear(c);
+    tick(c);
+    assert_int_equal(engine_phase(c), PH_GENERATE);
+    ProtobufCMessage *gen[4];
+    int ng = queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 4);
+    assert_int_equal(ng, 2);                                   /* data.gen_batch_size prompts, one group each */
+    outbox_clear(c);
+    for (int k = 0; k < ng; k++) {
+        Dapo__GenerateGroup *g = (Dapo__GenerateGroup *)gen[k];
+        assert_int_equal(g->n, 2);
+        int32_t tok[2][2] = {{22, 151645}, {18, 151645}};
+        float lp[2] = {-0.1f, -0.2f};
+        Dapo__Response r[2], *rp[2];
+        for (int i = 0; i < 2; i++) {
+            dapo__response__init(&r[i]);
+            r[i].token_ids = tok[i];
+            r[i].n_token_ids = 2;
+            r[i].logprobs = lp;
+            r[i].n_logprobs = 2;
+            r[i].finish_reason = "stop";
+            r[i].text.data = (uint8_t *)(i == 0 ? "7" : "3");
+            r[i].text.len = 1;
+            rp[i] = &r[i];
+        }
+        Dapo__GroupResult gr = DAPO__GROUP_RESULT__INIT;
+        gr.run_id = c->run_id;
+        gr.step = g->step;
+        gr.group_id = g->group_id;
+        gr.attempt = g->attempt;
+        gr.responses = rp;
+        gr.n_responses = 2;
+        deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_GROUP_RESULT, &gr.base);
+    }
+    free_all(gen, ng);
+    ProtobufCMessage *sq[4];
+    int ns = queued(c, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, "verifier-0", sq, 4);
+    assert_int_equal(ns, 2);
+    outbox_clear(c);
+    for (int k = 0; k < ns; k++) {
+        Dapo__ScoreRequest *q = (Dapo__ScoreRequest *)sq[k];
+        Dapo__Score s[2], *sp[2];
+        for (int i = 0; i < 2; i++) {
+            dapo__score__init(&s[i]);
+            s[i].item_id = q->items[i]->item_id;
+            s[i].attempt = q->attempt;
+            s[i].score = i == 0 ? 1.0f : -1.0f;
+            s[i].acc = i == 0;
+            sp[i] = &s[i];
+        }
+        Dapo__ScoreResult sr = DAPO__SCORE_RESULT__INIT;
+        sr.run_id = c->run_id;
+        sr.step = q->step;
+        sr.request_id = q->request_id;
+        sr.attempt = q->attempt;
+        sr.scores = sp;
+        sr.n_scores = 2;
+        deliver(c, "verifier-0", DAPO__MSG_TYPE__MSG_SCORE_RESULT, &sr.base);
+    }
+    free_all(sq, ns);
+    assert_int_equal(engine_phase(c), PH_TRAIN);
+    ProtobufCMessage *tb[4];
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, "learner-0", tb, 4), 1);
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, "learner-1", tb + 1, 3), 1);
+    assert_int_equal(((Dapo__TrainBatch *)tb[0])->rank, 0);
+    assert_int_equal(((Dapo__TrainBatch *)tb[1])->rank, 1);
+    assert_int_equal(((Dapo__TrainBatch *)tb[0])->step, 1);
+    free_all(tb, 2);
+    assert_int_equal(c->group_counts[GS_TRAINED], 2);
+    assert_accounting(c);
+    outbox_clear(c);
+}
+
+static void step_result(Coord *c, const char *learner, uint32_t rank, int code, const char *text, int64_t newv) {
+    Dapo__StepResult r = DAPO__STEP_RESULT__INIT;
+    r.run_id = c->run_id;
+    r.step = 1;
+    r.rank = rank;
+    r.code = code;
+    r.error = (char *)text;
+    r.new_policy_version = newv;
+    deliver(c, learner, DAPO__MSG_TYPE__MSG_STEP_RESULT, &r.base);
+}
+
+static void test_step_and_update(void **state) {
+    (void)state;
+    Coord *c = coord_new();
+    step_to_training(c);
+    step_result(c, "learner-1", 1, 0, "", 0);
+    step_result(c, "learner-0", 0, 0, "", 1);
+    assert_int_equal(c->policy_version, 1);
+    assert_int_equal(engine_phase(c), PH_WEIGHTS);       /* sync: the rollout must load version 1 first */
+    ProtobufCMessage *hb[2];
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_HEARTBEAT, "rollout-0", hb, 2), 1);   /* the version announced */
+    assert_int_equal(((Dapo__Heartbeat *)hb[0])->policy_version, 1);
+    free_all(hb, 1);
+    Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
+    ack.version = 1;
+    deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
+    assert_int_equal(c->engine->done_steps, 1);
+    assert_int_equal(c->nhistory, 1);                    /* step 1's metrics row */
+    assert_int_equal(engine_phase(c), PH_GENERATE);      /* step 2 started at once */
+    assert_accounting(c);
+    coord_free(c);
+}
+
+/* The decision on a failed step reads the code only. */
+static void test_step_failure_by_code(void **state) {
+    (void)state;
+    Coord *c = coord_new();
+    step_to_training(c);
+    step_result(c, "learner-0", 0, ERR_COLLECTIVE, "disk full on /tmp (a text that must not decide)", 0);
+    assert_int_equal(engine_phase(c), PH_REJOIN);
+    ProtobufCMessage *ctl[4];
+    int n = queued(c, DAPO__MSG_TYPE__MSG_CONTROL, NULL, ctl, 4);
+    assert_int_equal(n, 2);                              /* RELOAD to both ranks */
+    for (int i = 0; i < n; i++) assert_int_equal(((Dapo__Control *)ctl[i])->cmd, DAPO__CONTROL_CMD__CONTROL_RELOAD);
+    free_all(ctl, n);
+    assert_accounting(c);
+    coord_free(c);
+
+    c = coord_new();
+    step_to_training(c);
+    step_result(c, "learner-1", 1, ERR_INVAL, "collective all-reduce #3: the connection to rank 0 closed", 0);
+    assert_int_equal(engine_phase(c), PH_FAILED);
+    assert_non_null(strstr(c->status_line, "failed (invalid argument): collective all-reduce #3"));
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_CONTROL, NULL, ctl, 4), 0);   /* nobody asked to reload */
+    coord_free(c);
+
+    c = coord_new();                                     /* no code but a text: fails too (a peer of another kind) */
+    step_to_training(c);
+    step_result(c, "learner-0", 0, 0, "collective", 0);
+    assert_int_equal(engine_phase(c), PH_FAILED);
+    assert_non_null(strstr(c->status_line, "(no error code)"));
+    coord_free(c);
+}
+
+/* A learner rank that says goodbye while its shards are being trained: its weights are gone, the run rolls back. */
+static void test_learner_lost_mid_update(void **state) {
+    (void)state;
+    Coord *c = coord_new();
+    step_to_training(c);
+    Dapo__Goodbye bye = DAPO__GOODBYE__INIT;
+    bye.reason = "killed";
+    deliver(c, "learner-1", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
+    assert_int_equal(engine_phase(c), PH_REJOIN);
+    assert_non_null(strstr(c->engine->rejoin_why, "learner rank 1 (learner-1) was lost during the update"));
+    ProtobufCMessage *ctl[4];
+    int n = queued(c, DAPO__MSG_TYPE__MSG_CONTROL, "learner-0", ctl, 4);
+    assert_int_equal(n, 1);                              /* the live rank is asked to reload */
+    free_all(ctl, n);
+    assert_accounting(c);
+    coord_free(c);
+}
+
+/* A GenerateGroup that could not be sent: the group is queued again with its attempt and the credit comes back. */
+static void test_send_failed_requeues(void **state) {
+    (void)state;
+    Coord *c = coord_new();
+    hello(c, "rollout-0", DAPO__ROLE__ROLE_ROLLOUT, 0);
+    hello(c, "verifier-0", DAPO__ROLE__ROLE_VERIFIER, 0);
+    hello(c, "learner-0", DAPO__ROLE__ROLE_LEARNER, 0);
+    hello(c, "learner-1", DAPO__ROLE__ROLE_LEARNER, 1);
+    outbox_clear(c);
+    tick(c);
+    WorkerEntry *r = registry_find(c, (const uint8_t *)"rollout-0", 9);
+    assert_non_null(r);
+    assert_int_equal(r->credit, 4);                      /* two groups of two leased */
+    int wi = -1;
+    uint64_t id = 0;
+    uint32_t attempt = 0;
+    for (int i = 0; i < c->nout; i++)
+        if (c->out[i].type == DAPO__MSG_TYPE__MSG_GENERATE_GROUP) { wi = c->out[i].worker; id = c->out[i].item;
+                                                                    attempt = c->out[i].attempt; break; }
+    assert_true(wi >= 0);
+    outbox_clear(c);
+    Event ev = {.kind = EV_SEND_FAILED, .worker = wi, .type = DAPO__MSG_TYPE__MSG_GENERATE_GROUP, .item = id,
+                .attempt = attempt, .code = ERR_CLOSED};
+    engine_on(c, &ev, NULL);
+    Group *g = eng__group_by_id(c->engine, id);
+    assert_non_null(g);
+    assert_int_equal(g->attempt, attempt);               /* sent again as the same attempt ... */
+    assert_int_equal(g->state, GS_LEASED);               /* ... at once (engine_on ticks after the failure) */
+    ProtobufCMessage *gen[2];
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 2), 1);
+    assert_int_equal(((Dapo__GenerateGroup *)gen[0])->group_id, id);
+    free_all(gen, 1);
+    assert_int_equal(r->credit, 4);
+    assert_accounting(c);
+    coord_free(c);
+}
+
+int main(void) {
+    log_init("test", LL_WARN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_step_and_update),
+        cmocka_unit_test(test_step_failure_by_code),
+        cmocka_unit_test(test_learner_lost_mid_update),
+        cmocka_unit_test(test_send_failed_requeues),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
