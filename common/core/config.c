@@ -146,6 +146,7 @@ static const CfgEntry cfg_table[] = {
     { "cluster.weights",                     CFG_STR,   0, 0,       "tcp://127.0.0.1:5556", O(weights), NULL, EP_ZMQ },
     { "cluster.run_id",                      CFG_STR,   0, 0,       "",        O(run_id), NULL, 0 },
     { "cluster.token_file",                  CFG_STR,   0, 0,       "",        O(token_file), NULL, 0 },
+    { "cluster.event_log",                   CFG_STR,   0, 0,       "",        O(event_log), NULL, 0 },
     { "cluster.curve.server_public_key",     CFG_STR,   0, 0,       "",        O(curve_server_public_key), NULL, 0 },
     { "cluster.curve.server_secret_key",     CFG_STR,   0, 0,       "",        O(curve_server_secret_key), NULL, 0 },
     { "cluster.curve.secret_key",            CFG_STR,   0, 0,       "",        O(curve_secret_key), NULL, 0 },

@@ -134,6 +134,8 @@ typedef struct Config {
     char   *weights;                  /* where rollouts fetch weights from */
     char   *run_id;
     char   *token_file;               /* bearer token for control endpoints (off loopback: every endpoint) */
+    char   *event_log;                /* the coordinator records every event and action here (services/coordinator/
+                                       * evlog.h; a replay gives the same actions); "" off */
     char   *curve_server_public_key;  /* cluster.curve.*: key files (net/curve.h); CURVE is on when this is set */
     char   *curve_server_secret_key;
     char   *curve_secret_key;

@@ -210,6 +210,10 @@ typedef struct Coord {
     ZcBuf        zc[COORD_ZC_BUFS];    /* out_zc_frame / out_zc_send buffers, freed after zmq_ctx_term */
     OutAction   *out;                  /* the outbox (outbox.c): actions since the last flush, in order */
     int          nout, cap_out;
+    struct EvLog *evlog;               /* cluster.event_log (evlog.h), or NULL */
+    /* run.c's event entry (engine_on, the event log, then the outbox carried out): the dashboard's control requests
+     * go through it; NULL (a state without a loop, as in the engine tests): engine_on alone */
+    int        (*control)(struct Coord *c, const Event *ev, char err[ERR_LEN]);
 
     /* What the dashboard shows (history.c). */
     Metrics     *history;              /* one metric set per finished step (or validation), in order */

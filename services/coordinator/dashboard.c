@@ -631,10 +631,15 @@ static int bearer_ok(const char *auth, const char *token) {
     return diff == 0;
 }
 
-/* The stop runs after the answer is written; its sends leave with the next cron (run.c flushes the outbox). */
+/* A control request as an event, through run.c (logged, its actions carried out at once). The stop runs after the
+ * answer is written. */
+static int control(Coord *c, const Event *ev, char err[ERR_LEN]) {
+    return c->control ? c->control(c, ev, err) : engine_on(c, ev, err);
+}
+
 static void after_stop(void *coord) {
     Event ev = {.kind = EV_STOP};
-    engine_on(coord, &ev, NULL);
+    control(coord, &ev, NULL);
 }
 
 static void route_control(Coord *c, const HttpRequest *req, const char *action, HttpResponse *r) {
@@ -658,11 +663,11 @@ static void route_control(Coord *c, const HttpRequest *req, const char *action, 
     int status = 200;
     if (a <= 1) {
         Event ev = {.kind = a == 0 ? EV_PAUSE : EV_RESUME};
-        engine_on(c, &ev, NULL);
+        control(c, &ev, NULL);
     } else if (a == 2) {
         char err[ERR_LEN] = "";
         Event ev = {.kind = EV_CHECKPOINT};
-        int rc = engine_on(c, &ev, err);
+        int rc = control(c, &ev, err);
         if (rc) {
             status = rc == ERR_UNSUPPORTED ? 501 : 500;
             json_object_set_new(j, "error", json_str(err));

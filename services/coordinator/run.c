@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "coord.h"
 #include "dapo/rollout_corr.h"
+#include "evlog.h"
 #include "io/tfevents.h"
 
 /* Carries out the outbox (outbox.c), in order: each frame to its worker (or peer), the end of the loop. A send that
@@ -31,6 +32,7 @@ static void outbox_flush(Coord *c) {
     for (int i = 0; i < c->nout; i++) {
         OutAction a = c->out[i];                      /* engine_on below may append (and move c->out) */
         c->out[i].frame = NULL;
+        evlog_action(c->evlog, c, &a);
         if (a.kind == OUT_EXIT) {
             http_close(c->http);
             c->http = NULL;
@@ -46,13 +48,15 @@ static void outbox_flush(Coord *c) {
         if (!w) continue;
         Event ev = {.kind = EV_SEND_FAILED, .worker = a.worker, .type = a.type, .item = a.item, .attempt = a.attempt,
                     .code = rc};
+        evlog_event(c->evlog, &ev);
         engine_on(c, &ev, NULL);
     }
     c->nout = 0;
 }
 
-/* engine_on, then its actions carried out. */
+/* engine_on (the event recorded first in cluster.event_log), then its actions carried out. */
 static int on_event(Coord *c, const Event *ev, char err[ERR_LEN]) {
+    evlog_event(c->evlog, ev);
     int rc = engine_on(c, ev, err);
     outbox_flush(c);
     return rc;
@@ -76,8 +80,12 @@ static void drain(Coord *c) {
             } else {
                 c->msgs_bad++;
                 log_warn("dropped a bad message (%zu bytes): %s", m.bytes, err);
-                if (m.peer_len) out_send_error(c, m.peer, m.peer_len, rc, m.type, err);
-                outbox_flush(c);
+                Dapo__ErrorReply e = DAPO__ERROR_REPLY__INIT;   /* the loop's own answer, not the engine's */
+                e.code = rc;
+                e.message = err;
+                e.in_reply_to = (uint32_t)m.type;
+                if (m.peer_len) net_send(c->router, m.peer, m.peer_len, DAPO__MSG_TYPE__MSG_ERROR, &e.base, true);
+                c->need_drain = 1;
             }
             net_msg_free(&m);
         }
@@ -226,6 +234,8 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     log_info("run %s: workers connect to %s%s; dashboard http://%s:%d/%s", c->run_id, c->endpoint,
              c->keys.on ? " (CURVE)" : "", host, http_port(c->http), c->http_public ? " (bearer token required)" : "");
     if (c->cfg.insecure) coord_event(c, "cluster.insecure is set: sockets off loopback may run without CURVE");
+    c->control = on_event;
+    if (c->cfg.event_log[0] && !(c->evlog = evlog_open(c->cfg.event_log, c->run_id, &c->cfg, err))) return ERR_IO;
     int rc2 = engine_start(c, err);
     if (!rc2 && c->engine) rc2 = ckpt_lock(c, err);
     if (!rc2) rc2 = ckpt_resume(c, err);
@@ -341,6 +351,7 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
         zmq_close(c.router);
     }
     outbox_clear(&c);                     /* actions queued after the loop ended */
+    evlog_close(c.evlog);
     xfree(c.out);
     zap_stop(c.zap);                      /* before the context ends: its socket lives there */
     if (c.zctx) zmq_ctx_term(c.zctx);     /* releases every zero-copy buffer still held */
