@@ -76,6 +76,7 @@ static Coord *coord_new(void) {
 static void coord_free(Coord *c) {
     outbox_clear(c);
     xfree(c->out);
+    for (int i = 0; i < COORD_ZC_BUFS; i++) xfree(c->zc[i].p);   /* the TrainBatch send buffers */
     engine_free(c);
     xfree(c->workers);
     coord_history_free(c);
