@@ -7,7 +7,9 @@
  *   - a failed step decided by its code, never its text: ERR_COLLECTIVE with unrelated text rolls back (Control
  *     RELOAD to both ranks, phase rejoin), ERR_INVAL with text that names a collective fails the run
  *   - a learner rank that leaves during the update: the run waits for the learners (phase rejoin)
- *   - a GenerateGroup whose send failed: the lease goes back to the queue with the rollout's credit, and is sent again */
+ *   - a GenerateGroup whose send failed: the lease goes back to the queue with the rollout's credit, and is sent again
+ *   - a coordinator restarted with results in flight: the old run's result is refused (register again), nothing of
+ *     it enters the new run's accounting */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -358,6 +360,71 @@ static void test_send_failed_requeues(void **state) {
     coord_free(c);
 }
 
+/* A coordinator restarted while results were in flight: a fresh state receives a GroupResult of the old process's
+ * lease from a rollout it has not met. The result is not taken (no group state moves), the rollout is told to
+ * register again (ErrorReply ERR_NOTFOUND), and after the workers' Hellos the new run dispatches its own step 1. */
+static void test_restart_with_results_in_flight(void **state) {
+    (void)state;
+    Coord *old = coord_new();
+    hello(old, "rollout-0", DAPO__ROLE__ROLE_ROLLOUT, 0);
+    hello(old, "verifier-0", DAPO__ROLE__ROLE_VERIFIER, 0);
+    hello(old, "learner-0", DAPO__ROLE__ROLE_LEARNER, 0);
+    hello(old, "learner-1", DAPO__ROLE__ROLE_LEARNER, 1);
+    outbox_clear(old);
+    tick(old);
+    ProtobufCMessage *gen[2];
+    assert_int_equal(queued(old, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 2), 2);
+    Dapo__GenerateGroup *g = (Dapo__GenerateGroup *)gen[0];
+    char old_run[64];
+    snprintf(old_run, sizeof old_run, "%s", old->run_id);
+    coord_free(old);                                     /* the coordinator dies with both leases out */
+
+    Coord *c = coord_new();
+    snprintf(c->run_id, sizeof c->run_id, "run-engine-test-2");
+    int32_t tok[2] = {22, 151645};
+    float lp[2] = {-0.1f, -0.2f};
+    Dapo__Response r = DAPO__RESPONSE__INIT, *rp[2] = {&r, &r};
+    r.token_ids = tok;
+    r.n_token_ids = 2;
+    r.logprobs = lp;
+    r.n_logprobs = 2;
+    r.finish_reason = "stop";
+    Dapo__GroupResult gr = DAPO__GROUP_RESULT__INIT;
+    gr.run_id = old_run;
+    gr.step = 1;
+    gr.group_id = g->group_id;
+    gr.attempt = g->attempt;
+    gr.responses = rp;
+    gr.n_responses = 2;
+    deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_GROUP_RESULT, &gr.base);
+    free_all(gen, 2);
+    ProtobufCMessage *er[2];
+    assert_int_equal(c->nout, 1);
+    assert_int_equal(c->out[0].worker, -1);              /* a reply to a peer it does not know */
+    char err[ERR_LEN];
+    Dapo__MsgType t;
+    uint16_t v;
+    assert_int_equal(net_decode(c->out[0].frame, c->out[0].len, 0, &t, &v, &er[0], err), 0);
+    assert_int_equal(t, DAPO__MSG_TYPE__MSG_ERROR);
+    assert_int_equal(((Dapo__ErrorReply *)er[0])->code, ERR_NOTFOUND);
+    assert_int_equal(((Dapo__ErrorReply *)er[0])->in_reply_to, DAPO__MSG_TYPE__MSG_GROUP_RESULT);
+    free_all(er, 1);
+    outbox_clear(c);
+    assert_int_equal(c->engine->next_group_id, 1);       /* nothing of the old run entered the new one */
+    for (int s = 0; s < GS_COUNT; s++) assert_int_equal(c->group_counts[s], 0);
+    hello(c, "rollout-0", DAPO__ROLE__ROLE_ROLLOUT, 0);
+    hello(c, "verifier-0", DAPO__ROLE__ROLE_VERIFIER, 0);
+    hello(c, "learner-0", DAPO__ROLE__ROLE_LEARNER, 0);
+    hello(c, "learner-1", DAPO__ROLE__ROLE_LEARNER, 1);
+    outbox_clear(c);
+    tick(c);
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 2), 2);
+    assert_string_equal(((Dapo__GenerateGroup *)gen[0])->run_id, "run-engine-test-2");
+    free_all(gen, 2);
+    assert_accounting(c);
+    coord_free(c);
+}
+
 int main(void) {
     log_init("test", LL_WARN);
     const struct CMUnitTest tests[] = {
@@ -365,6 +432,7 @@ int main(void) {
         cmocka_unit_test(test_step_failure_by_code),
         cmocka_unit_test(test_learner_lost_mid_update),
         cmocka_unit_test(test_send_failed_requeues),
+        cmocka_unit_test(test_restart_with_results_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
