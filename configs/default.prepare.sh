@@ -10,7 +10,7 @@
 # recipe's prototype started RL from 37% greedy / 25.6% mean@4; a weaker start, 21.5% greedy / 13.4% mean@4, climbed
 # less than half as fast). Greedy accuracy jumps late in SFT, and where it crosses 0.35 depends on the CPU's rounding
 # (the same seed: 38.5% at step 525 on the machine of README's table; 40.0% at step 475 on an AVX-512 Xeon at d35968d;
-# on an AVX2-only AMD EPYC Zen 3 at f00ce06 34.5% at 500, 33.0% at 525, 34.0% at 550, then 52.5% at 575, where it
+# on an AVX2-only AMD EPYC (family 23, Zen 1) at f00ce06 34.5% at 500, 33.0% at 525, 34.0% at 550, then 52.5% at 575, where it
 # stopped — a stronger base model: mean@4 37.9% at RL step 0 against the table's 24.5%).
 # Writes the config overrides that point at these files to RUN_DIR/overrides.txt. PREPARE_MODEL=0 (run.sh sets it
 # when the command line names actor_rollout_ref.model.path) skips the base model.
