@@ -275,6 +275,10 @@ void outbox_clear(Coord *c);                      /* drops every queued action, 
  * control requests into events; engine_on updates the state (registry, engine, checkpoints) and queues what is to
  * be done in the outbox, which run.c then carries out. 0, or (EV_CHECKPOINT) why no checkpoint was asked, in err. */
 int engine_on(Coord *c, const Event *ev, char err[ERR_LEN]);
+/* Frees what the state holds in memory — the outbox, the TrainBatch send buffers (after zmq_ctx_term in run.c: ZeroMQ
+ * may still hold them), the worker table, the engine, the history, the config — but not c itself, and no socket,
+ * file or loop (run.c closes those). */
+void coord_state_free(Coord *c);
 
 /* The training engine (engine.h; steps.c, dispatch.c, results.c, setup.c): dataset, dispatch, dynamic sampling,
  * batches, validation (DESIGN.md §1 steps 1-5). */

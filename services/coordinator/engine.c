@@ -43,6 +43,18 @@ static void check_stop_deadline(Coord *c) {
     out_exit(c);
 }
 
+void coord_state_free(Coord *c) {
+    outbox_clear(c);
+    xfree(c->out);
+    c->out = NULL;
+    for (int i = 0; i < COORD_ZC_BUFS; i++) xfree(c->zc[i].p);
+    xfree(c->workers);
+    c->workers = NULL;
+    engine_free(c);
+    coord_history_free(c);
+    config_free(&c->cfg);
+}
+
 int engine_on(Coord *c, const Event *ev, char err[ERR_LEN]) {
     switch (ev->kind) {
     case EV_MESSAGE:

@@ -17,6 +17,20 @@ static OutAction *push(Coord *c, OutKind kind) {
     return a;
 }
 
+/* A frame to send: to workers[worker], or (worker -1) to the peer rid. */
+static OutAction *push_send(Coord *c, int worker, Dapo__MsgType type, uint8_t *frame, size_t len, ZcBuf *zb,
+                            uint64_t item, uint32_t attempt) {
+    OutAction *a = push(c, OUT_SEND);
+    a->worker = worker;
+    a->type = type;
+    a->frame = frame;
+    a->len = len;
+    a->zb = zb;
+    a->item = item;
+    a->attempt = attempt;
+    return a;
+}
+
 static int push_frame(Coord *c, int worker, const uint8_t *rid, size_t rid_len, Dapo__MsgType type,
                       const ProtobufCMessage *m, uint64_t item, uint32_t attempt) {
     size_t len;
@@ -25,17 +39,11 @@ static int push_frame(Coord *c, int worker, const uint8_t *rid, size_t rid_len, 
         log_warn("%s not sent: over the 4 GiB a message can hold", net_type_name(type));
         return ERR_TOO_BIG;
     }
-    OutAction *a = push(c, OUT_SEND);
-    a->worker = worker;
+    OutAction *a = push_send(c, worker, type, frame, len, NULL, item, attempt);
     if (rid && rid_len <= sizeof a->rid) {
         memcpy(a->rid, rid, rid_len);
         a->rid_len = rid_len;
     }
-    a->type = type;
-    a->frame = frame;
-    a->len = len;
-    a->item = item;
-    a->attempt = attempt;
     return 0;
 }
 
@@ -78,14 +86,7 @@ uint8_t *out_zc_frame(Coord *c, size_t len, ZcBuf **zb) {
 
 void out_zc_send(Coord *c, const WorkerEntry *w, Dapo__MsgType type, uint8_t *frame, size_t len, ZcBuf *zb,
                  uint64_t item, uint32_t attempt) {
-    OutAction *a = push(c, OUT_SEND);
-    a->worker = (int)(w - c->workers);
-    a->type = type;
-    a->frame = frame;
-    a->len = len;
-    a->zb = zb;
-    a->item = item;
-    a->attempt = attempt;
+    push_send(c, (int)(w - c->workers), type, frame, len, zb, item, attempt);
 }
 
 /* Tells the workers (learners too, or not) that the coordinator is going away: work in flight is dropped, and they

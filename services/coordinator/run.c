@@ -350,19 +350,13 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
         zmq_setsockopt(c.router, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(c.router);
     }
-    outbox_clear(&c);                     /* actions queued after the loop ended */
     evlog_close(c.evlog);
-    xfree(c.out);
     zap_stop(c.zap);                      /* before the context ends: its socket lives there */
     if (c.zctx) zmq_ctx_term(c.zctx);     /* releases every zero-copy buffer still held */
-    for (int i = 0; i < COORD_ZC_BUFS; i++) xfree(c.zc[i].p);
-    xfree(c.workers);
-    engine_free(&c);
     if (c.lock_fd >= 0) close(c.lock_fd);
     if (c.metrics_file) fclose(c.metrics_file);
     tfevents_close(c.tb);
-    coord_history_free(&c);
-    config_free(&c.cfg);
+    coord_state_free(&c);                 /* the outbox (actions queued after the loop ended), send buffers, state */
     log_info("stopped%s", failed ? " (the run had failed: exit status 1)" : "");
     return rc || failed ? 1 : 0;
 }

@@ -190,13 +190,7 @@ static void test_replay_gives_the_same_actions(void **state) {
     assert_int_equal(c->engine->done_steps, 2);
     assert_int_equal(engine_phase(c), PH_DONE);
     assert_int_equal(c->stopping, 2);                  /* the stop too */
-    outbox_clear(c);
-    xfree(c->out);
-    for (int i = 0; i < COORD_ZC_BUFS; i++) xfree(c->zc[i].p);   /* the TrainBatch send buffers */
-    engine_free(c);
-    xfree(c->workers);
-    coord_history_free(c);
-    config_free(&c->cfg);
+    coord_state_free(c);
     xfree(c);
 }
 

@@ -76,13 +76,7 @@ static Coord *coord_new(void) {
 }
 
 static void coord_free(Coord *c) {
-    outbox_clear(c);
-    xfree(c->out);
-    for (int i = 0; i < COORD_ZC_BUFS; i++) xfree(c->zc[i].p);   /* the TrainBatch send buffers */
-    engine_free(c);
-    xfree(c->workers);
-    coord_history_free(c);
-    config_free(&c->cfg);
+    coord_state_free(c);
     xfree(c);
 }
 
@@ -132,6 +126,16 @@ static void hello(Coord *c, const char *id, Dapo__Role role, uint32_t rank) {
     }
 }
 
+/* A rollout, a verifier and learner ranks 0 and 1 register (their Welcomes dropped), then the first cron tick. */
+static void register_all(Coord *c) {
+    hello(c, "rollout-0", DAPO__ROLE__ROLE_ROLLOUT, 0);
+    hello(c, "verifier-0", DAPO__ROLE__ROLE_VERIFIER, 0);
+    hello(c, "learner-0", DAPO__ROLE__ROLE_LEARNER, 0);
+    hello(c, "learner-1", DAPO__ROLE__ROLE_LEARNER, 1);
+    outbox_clear(c);
+    tick(c);
+}
+
 /* The decoded messages of `type` the outbox holds for worker `id` (NULL: any), at most max; the caller frees each
  * with protobuf_c_message_free_unpacked. */
 static int queued(Coord *c, Dapo__MsgType type, const char *id, ProtobufCMessage **out, int max) {
@@ -164,13 +168,8 @@ static void assert_accounting(const Coord *c) {
 /* Registration of a rollout, a verifier and learner ranks 0 and 1, then step 1 generated (one response of each
  * group right, one wrong: every group kept) and scored, up to its TrainBatch shards to both ranks. */
 static void step_to_training(Coord *c) {
-    hello(c, "rollout-0", DAPO__ROLE__ROLE_ROLLOUT, 0);
-    hello(c, "verifier-0", DAPO__ROLE__ROLE_VERIFIER, 0);
-    hello(c, "learner-0", DAPO__ROLE__ROLE_LEARNER, 0);
-    hello(c, "learner-1", DAPO__ROLE__ROLE_LEARNER, 1);
+    register_all(c);
     assert_int_equal(registry_count(c, DAPO__ROLE__ROLE_LEARNER, WORKER_ALIVE), 2);
-    outbox_clear(c);
-    tick(c);
     assert_int_equal(engine_phase(c), PH_GENERATE);
     ProtobufCMessage *gen[4];
     int ng = queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 4);
@@ -327,12 +326,7 @@ static void test_learner_lost_mid_update(void **state) {
 static void test_send_failed_requeues(void **state) {
     (void)state;
     Coord *c = coord_new();
-    hello(c, "rollout-0", DAPO__ROLE__ROLE_ROLLOUT, 0);
-    hello(c, "verifier-0", DAPO__ROLE__ROLE_VERIFIER, 0);
-    hello(c, "learner-0", DAPO__ROLE__ROLE_LEARNER, 0);
-    hello(c, "learner-1", DAPO__ROLE__ROLE_LEARNER, 1);
-    outbox_clear(c);
-    tick(c);
+    register_all(c);
     WorkerEntry *r = registry_find(c, (const uint8_t *)"rollout-0", 9);
     assert_non_null(r);
     assert_int_equal(r->credit, 4);                      /* two groups of two leased */
@@ -366,12 +360,7 @@ static void test_send_failed_requeues(void **state) {
 static void test_restart_with_results_in_flight(void **state) {
     (void)state;
     Coord *old = coord_new();
-    hello(old, "rollout-0", DAPO__ROLE__ROLE_ROLLOUT, 0);
-    hello(old, "verifier-0", DAPO__ROLE__ROLE_VERIFIER, 0);
-    hello(old, "learner-0", DAPO__ROLE__ROLE_LEARNER, 0);
-    hello(old, "learner-1", DAPO__ROLE__ROLE_LEARNER, 1);
-    outbox_clear(old);
-    tick(old);
+    register_all(old);
     ProtobufCMessage *gen[2];
     assert_int_equal(queued(old, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 2), 2);
     Dapo__GenerateGroup *g = (Dapo__GenerateGroup *)gen[0];
@@ -412,12 +401,7 @@ static void test_restart_with_results_in_flight(void **state) {
     outbox_clear(c);
     assert_int_equal(c->engine->next_group_id, 1);       /* nothing of the old run entered the new one */
     for (int s = 0; s < GS_COUNT; s++) assert_int_equal(c->group_counts[s], 0);
-    hello(c, "rollout-0", DAPO__ROLE__ROLE_ROLLOUT, 0);
-    hello(c, "verifier-0", DAPO__ROLE__ROLE_VERIFIER, 0);
-    hello(c, "learner-0", DAPO__ROLE__ROLE_LEARNER, 0);
-    hello(c, "learner-1", DAPO__ROLE__ROLE_LEARNER, 1);
-    outbox_clear(c);
-    tick(c);
+    register_all(c);
     assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 2), 2);
     assert_string_equal(((Dapo__GenerateGroup *)gen[0])->run_id, "run-engine-test-2");
     free_all(gen, 2);
