@@ -106,7 +106,8 @@ static void tick(Coord *c) {
     engine_on(c, &ev, NULL);
 }
 
-static void hello(Coord *c, const char *id, Dapo__Role role, uint32_t rank) {
+/* A Hello of a new process (nonce: its registration; a restarted worker draws another). */
+static void hello_nonce(Coord *c, const char *id, Dapo__Role role, uint32_t rank, uint64_t nonce) {
     Dapo__Hello h = DAPO__HELLO__INIT;
     h.protocol_version = DAPO_PROTOCOL_VERSION;
     h.role = role;
@@ -116,7 +117,7 @@ static void hello(Coord *c, const char *id, Dapo__Role role, uint32_t rank) {
     h.rank = rank;
     h.world_size = role == DAPO__ROLE__ROLE_LEARNER ? 2 : 1;
     h.fresh = role == DAPO__ROLE__ROLE_LEARNER;
-    h.nonce = 1000 + rank + (uint64_t)role * 10;
+    h.nonce = nonce;
     h.attempt = 1;
     deliver(c, id, DAPO__MSG_TYPE__MSG_HELLO, &h.base);
     if (role != DAPO__ROLE__ROLE_LEARNER) {
@@ -124,6 +125,10 @@ static void hello(Coord *c, const char *id, Dapo__Role role, uint32_t rank) {
         cr.credits = 8;
         deliver(c, id, DAPO__MSG_TYPE__MSG_CREDIT, &cr.base);
     }
+}
+
+static void hello(Coord *c, const char *id, Dapo__Role role, uint32_t rank) {
+    hello_nonce(c, id, role, rank, 1000 + rank + (uint64_t)role * 10);
 }
 
 /* A rollout, a verifier and learner ranks 0 and 1 register (their Welcomes dropped), then the first cron tick. */
@@ -165,11 +170,8 @@ static void assert_accounting(const Coord *c) {
     assert_int_equal(sum, c->engine->next_group_id - 1);
 }
 
-/* Registration of a rollout, a verifier and learner ranks 0 and 1, then step 1 generated (one response of each
- * group right, one wrong: every group kept) and scored, up to its TrainBatch shards to both ranks. */
-static void step_to_training(Coord *c) {
-    register_all(c);
-    assert_int_equal(registry_count(c, DAPO__ROLE__ROLE_LEARNER, WORKER_ALIVE), 2);
+/* The step's two groups generated (one response of each right, one wrong: every group kept) and scored. */
+static void generate_and_score(Coord *c) {
     assert_int_equal(engine_phase(c), PH_GENERATE);
     ProtobufCMessage *gen[4];
     int ng = queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 4);
@@ -227,6 +229,14 @@ static void step_to_training(Coord *c) {
         deliver(c, "verifier-0", DAPO__MSG_TYPE__MSG_SCORE_RESULT, &sr.base);
     }
     free_all(sq, ns);
+}
+
+/* Registration of a rollout, a verifier and learner ranks 0 and 1, then step 1 generated (one response of each
+ * group right, one wrong: every group kept) and scored, up to its TrainBatch shards to both ranks. */
+static void step_to_training(Coord *c) {
+    register_all(c);
+    assert_int_equal(registry_count(c, DAPO__ROLE__ROLE_LEARNER, WORKER_ALIVE), 2);
+    generate_and_score(c);
     assert_int_equal(engine_phase(c), PH_TRAIN);
     ProtobufCMessage *tb[4];
     assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, "learner-0", tb, 4), 1);
@@ -409,6 +419,59 @@ static void test_restart_with_results_in_flight(void **state) {
     coord_free(c);
 }
 
+/* Two learner ranks; rank 1 is lost mid-update and rank 0, told to reload, rejoins before rank 1 restarts (the
+ * two-rank chaos loop's order). Rank 0's Hello decides the rollback (no checkpoint yet: back to the start); the step is
+ * generated again but its batch waits for rank 1: no TrainBatch goes to a run of one rank. When rank 1 comes back the
+ * step trains on both ranks, and its update is counted once. */
+static void test_rank_rejoins_before_another_restarts(void **state) {
+    (void)state;
+    Coord *c = coord_new();
+    step_to_training(c);
+    Dapo__Goodbye bye = DAPO__GOODBYE__INIT;
+    bye.reason = "killed";
+    deliver(c, "learner-1", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
+    assert_int_equal(engine_phase(c), PH_REJOIN);
+    bye.reason = "asked to reload";                      /* rank 0 exits to reload (status 75) */
+    deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
+    outbox_clear(c);
+    hello_nonce(c, "learner-0", DAPO__ROLE__ROLE_LEARNER, 0, 7001);   /* its new process, no checkpoint to load */
+    assert_int_equal(engine_phase(c), PH_IDLE);          /* rolled back to the start of the run ... */
+    assert_int_equal(c->engine->rollbacks, 1);
+    assert_int_equal(c->incarnation, 1);
+    assert_int_equal(c->policy_version, 0);
+    assert_int_equal(c->group_counts[GS_TRAINED], 0);    /* ... the abandoned step's groups no longer count */
+    assert_accounting(c);
+    for (int i = 0; i < 3; i++) tick(c);                 /* one rank of two: nothing is generated or trained */
+    assert_int_equal(engine_phase(c), PH_IDLE);
+    ProtobufCMessage *m[4];
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, NULL, m, 4), 0);
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, NULL, m, 4), 0);
+    outbox_clear(c);
+    hello_nonce(c, "learner-1", DAPO__ROLE__ROLE_LEARNER, 1, 7002);   /* rank 1's supervisor restarts it */
+    tick(c);
+    assert_int_equal(engine_phase(c), PH_IDLE);          /* the rollout holds weights of the old incarnation */
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, NULL, m, 4), 0);
+    Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
+    ack.version = 0;
+    ack.incarnation = 1;
+    deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
+    generate_and_score(c);                               /* step 1 again, both ranks live */
+    assert_int_equal(engine_phase(c), PH_TRAIN);
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, "learner-0", m, 4), 1);
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_TRAIN_BATCH, "learner-1", m + 1, 3), 1);
+    assert_int_equal(((Dapo__TrainBatch *)m[0])->step, 1);
+    assert_int_equal(((Dapo__TrainBatch *)m[1])->rank, 1);
+    free_all(m, 2);
+    outbox_clear(c);
+    step_result(c, "learner-1", 1, 0, "", 0);
+    step_result(c, "learner-0", 0, 0, "", 1);
+    assert_int_equal(c->policy_version, 1);
+    assert_int_equal(c->group_counts[GS_TRAINED], 2);    /* the retrained step counted once */
+    assert_int_equal(c->group_counts[GS_CANCELLED], 0);
+    assert_accounting(c);
+    coord_free(c);
+}
+
 int main(void) {
     log_init("test", LL_WARN);
     const struct CMUnitTest tests[] = {
@@ -417,6 +480,7 @@ int main(void) {
         cmocka_unit_test(test_learner_lost_mid_update),
         cmocka_unit_test(test_send_failed_requeues),
         cmocka_unit_test(test_restart_with_results_in_flight),
+        cmocka_unit_test(test_rank_rejoins_before_another_restarts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
