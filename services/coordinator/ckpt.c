@@ -1,7 +1,9 @@
 /* services/coordinator/ckpt.c: the coordinator's checkpoint — the dataset cursor (epoch, position, prompts consumed),
  * the step and policy version, group ids and the group accounting, as of a finished step — kept in
  * trainer.default_local_dir/coordinator.json (temp file, fsync, rename: a crash or a full disk keeps the previous one).
- * The metric history is not in it: it is read back from metrics.jsonl on resume.
+ * ckpt.c decides what the file holds; the event loop writes it (an OUT_CKPT_FILE action, persist.c), and a write that
+ * fails comes back here (ckpt_on_write_failed). The metric history is not in it: it is read back from metrics.jsonl
+ * on resume.
  *
  * A checkpoint is two-sided and recorded only once both sides hold it: the coordinator writes its state of step S as
  * "pending" beside the last confirmed one ("saved"), asks learner rank 0 to save the weights of step S (Control
@@ -68,25 +70,27 @@ static int snap_from_json(json_t *j, EngineSnapshot *s) {
     return bad || s->step < 0 || s->cursor < 0 || s->epoch < 0 || s->policy_version < 0;
 }
 
-/* Writes coordinator.json from c->ckpt (saved and pending as they are now). */
-static int write_file(Coord *c, char err[ERR_LEN]) {
-    CkptState *k = &c->ckpt;
+/* coordinator.json's text from c->ckpt (saved and pending as they are now): xmalloc'd, or NULL (encoding failed). */
+char *ckpt_text(const Coord *c) {
+    const CkptState *k = &c->ckpt;
     json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f}", "format", CKPT_FORMAT, "version", CKPT_VERSION, "run_id",
                           c->run_id, "incarnation", (json_int_t)c->incarnation, "run_s", coord_run_seconds(c));
     if (k->has_saved) json_object_set_new(j, "saved", snap_to_json(&k->saved));
     if (k->has_pending) json_object_set_new(j, "pending", snap_to_json(&k->pending));
     char *text = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     json_decref(j);
-    if (!text) return err_set(err, ERR_NOMEM, "checkpoint JSON encoding failed");
-    char path[1024];
-    int rc = fs_mkdir_p(c->cfg.default_local_dir, err);
-    ckpt_path(c, path, sizeof path);
-    if (!rc) rc = fs_write_atomic(path, text, strlen(text), err);
+    char *x = text ? xstrdup(text) : NULL;
     free(text);
-    return rc;
+    return x;
 }
 
-int ckpt_write(Coord *c, char err[ERR_LEN]) { return write_file(c, err); }
+/* coordinator.json as c->ckpt is now, queued for the loop to write (persist.c); a failure comes back as
+ * EV_WRITE_FAILED (ckpt_on_write_failed). */
+static void queue_file(Coord *c, CkptWrite why, long step) {
+    char *text = ckpt_text(c);
+    if (!text) { log_error("checkpoint: coordinator.json could not be encoded (out of memory)"); return; }
+    out_text(c, OUT_CKPT_FILE, text, step, why);
+}
 
 static int learner_rank0(const Coord *c) {
     for (int i = 0; i < c->nworkers; i++)
@@ -123,19 +127,44 @@ int ckpt_request(Coord *c, char err[ERR_LEN]) {
     k->pending = s;
     k->has_pending = 1;
     k->asked = 0;
-    int rc = write_file(c, err);                     /* the coordinator's side first: see the top comment */
-    if (rc) return rc;
     Dapo__Control m = DAPO__CONTROL__INIT;
     m.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT;
     m.step = s.step;
     m.path = c->cfg.default_local_dir;
     m.reason = "coordinator checkpoint";
-    rc = out_send(c, w, DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
-    if (rc) return err_set(err, rc, "asking learner %s to checkpoint step %ld: %s", w->id, s.step, err_str(rc));
+    char *text = ckpt_text(c);     /* the coordinator's side first (see the top comment): the loop writes the file,
+                                      then sends the request; a write that fails sends nothing (ckpt_on_write_failed) */
+    int rc = text ? out_ckpt_then_send(c, text, s.step, CKPT_W_ASK, w, DAPO__MSG_TYPE__MSG_CONTROL, &m.base) : ERR_NOMEM;
+    if (rc) {
+        k->has_pending = 0;
+        return err_set(err, rc, "asking learner %s to checkpoint step %ld: %s", w->id, s.step, err_str(rc));
+    }
     k->asked = 1;
-    log_info("checkpoint of step %ld (policy version %lld): coordinator state written, learner %s asked for the weights",
+    log_info("checkpoint of step %ld (policy version %lld): coordinator state queued, learner %s asked for the weights",
              s.step, (long long)s.policy_version, w->id);
     return 0;
+}
+
+void ckpt_on_write_failed(Coord *c, long step, CkptWrite why, int code) {
+    CkptState *k = &c->ckpt;
+    char path[1024];
+    ckpt_path(c, path, sizeof path);
+    if (why == CKPT_W_ASK && k->has_pending && k->pending.step == step) {
+        log_error("checkpoint of step %ld: %s could not be written (%s): the learner was not asked", step, path,
+                  err_str(code));
+        k->has_pending = k->asked = 0;
+        if (c->stopping && !engine_job_active(c)) {
+            log_error("stopping without a checkpoint of step %ld", step);
+            out_exit(c);
+        }
+    } else if (why == CKPT_W_SAVED && k->has_saved && k->saved.step == step) {
+        log_error("checkpoint of step %ld: the learner has it, but %s could not be written (%s): a resume still finds it "
+                  "as pending", step, path, err_str(code));
+        k->has_pending = 1;
+        k->pending = k->saved;
+    } else {
+        log_error("%s could not be written (%s): it holds the state before", path, err_str(code));
+    }
 }
 
 void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m) {
@@ -149,94 +178,48 @@ void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m) {
                  (long long)m->step);
         return;
     }
-    char err[ERR_LEN];
     if (m->code) {
         log_error("learner %s did not checkpoint step %lld (%s): %s", w->id, (long long)m->step, err_str(m->code),
                   m->reason && m->reason[0] ? m->reason : "no reason given");
         k->has_pending = k->asked = 0;
-        if (write_file(c, err)) log_error("checkpoint: %s", err);
+        queue_file(c, CKPT_W_STATE, (long)m->step);
         return;
     }
     k->saved = k->pending;
     k->has_saved = 1;
     k->has_pending = k->asked = 0;
-    if (write_file(c, err)) {
-        log_error("checkpoint of step %ld: the learner has it, but %s (a resume still finds it as pending)",
-                  k->saved.step, err);
-        k->has_pending = 1;
-        k->pending = k->saved;
-        return;
-    }
+    queue_file(c, CKPT_W_SAVED, k->saved.step);
     char path[1024];
     ckpt_path(c, path, sizeof path);
-    log_info("checkpoint of step %ld complete: %s and the learner's weights under %s", k->saved.step, path,
+    log_info("checkpoint of step %ld complete: %s (being written) and the learner's weights under %s", k->saved.step, path,
              m->path && m->path[0] ? m->path : "(its trainer.default_local_dir)");
 }
 
-static void metrics_path(const Coord *c, char *buf, size_t n) {
-    snprintf(buf, n, "%s/metrics.jsonl", c->cfg.default_local_dir);
-}
-
-/* Re-reads the metric history of steps <= step from metrics.jsonl, so the dashboard keeps its curves, and drops the
- * rows of later steps (a run killed after its last checkpoint logged steps the resume runs again: every step keeps one
- * row). Returns 1 when the history has a validation of `step` itself. */
-static int reload_history(Coord *c, long step) {
-    char path[1024], err[ERR_LEN];
-    metrics_path(c, path, sizeof path);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char *line = NULL, *kept = NULL;
-    size_t cap = 0, kept_len = 0;
-    FILE *out = open_memstream(&kept, &kept_len);
-    int n = 0, dropped = 0, val_at_step = 0;
-    while (getline(&line, &cap, f) > 0) {
-        json_t *j = json_loads(line, 0, NULL);
-        json_t *st = json_object_get(j, "step");
-        int later = json_is_integer(st) && json_integer_value(st) > step;
-        if (later) {
-            dropped++;
-        } else if (json_is_integer(st)) {
-            Metrics m = {0};
-            const char *k;
-            json_t *v;
-            json_object_foreach(j, k, v) {
-                if (strcmp(k, "step") && json_is_number(v)) metrics_set(&m, k, json_number_value(v));
-                if (json_integer_value(st) == step && strncmp(k, "val-core/", 9) == 0) val_at_step = 1;
-            }
-            coord_history_append(c, (long)json_integer_value(st), &m);
-            metrics_free(&m);
-            n++;
-        }
-        if (!later && out && fputs(line, out) == EOF) {   /* out of memory: keep the file as it is */
-            fclose(out);
-            out = NULL;
-        }
-        json_decref(j);
+/* The history back to the steps up to `step` (a resume's start read metrics.jsonl into it: persist_read_history; a
+ * rollback keeps what this process recorded), metrics.jsonl likewise (an action). 1 when the history has a
+ * validation of `step` itself. */
+static int trim_history(Coord *c, long step) {
+    int n = 0, val_at_step = 0;
+    for (int i = 0; i < c->nhistory; i++) {
+        Metrics *m = &c->history[i];
+        long st = (long)metrics_get(m, "step", -1);
+        if (st > step) { metrics_free(m); continue; }
+        for (int k = 0; k < m->n && st == step; k++)
+            if (strncmp(m->m[k].name, "val-core/", 9) == 0) val_at_step = 1;
+        c->history[n++] = *m;
     }
-    free(line);
-    fclose(f);
-    int kept_ok = out != NULL;
-    if (out && fclose(out) != 0) kept_ok = 0;
-    log_info("resume: %d history entries from %s", n, path);
-    if (dropped && !kept_ok) {
-        log_error("resume: %d rows of steps after %ld stay in %s: out of memory while rewriting it", dropped, step, path);
-    } else if (dropped && kept) {
-        if (fs_write_atomic(path, kept, kept_len, err)) {
-            log_error("resume: %d rows of steps after %ld stay in %s: %s", dropped, step, path, err);
-        } else {
-            log_warn("resume: dropped %d rows of steps after %ld from %s (they are run again)", dropped, step, path);
-            if (c->metrics_file) fclose(c->metrics_file);   /* the file was replaced: append to the new one */
-            c->metrics_file = fopen(path, "a");
-            if (!c->metrics_file) log_error("cannot reopen %s: %s", path, strerror(errno));
-        }
-    }
-    free(kept);
+    c->nhistory = n;
+    n = 0;
+    for (int i = 0; i < c->nlen_hist; i++)
+        if (c->len_hist[i].step <= step) c->len_hist[n++] = c->len_hist[i];
+    c->nlen_hist = n;
+    out_metrics_truncate(c, step);
     return val_at_step;
 }
 
 void ckpt_set_aside_metrics(Coord *c) {
     char path[1024], old[1100];
-    metrics_path(c, path, sizeof path);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", c->cfg.default_local_dir);
     FILE *f = fopen(path, "r");
     if (!f) return;
     int empty = fgetc(f) == EOF;
@@ -326,7 +309,7 @@ int ckpt_resume(Coord *c, char err[ERR_LEN]) {
     json_t *inc = json_object_get(j, "incarnation");
     c->incarnation = (json_is_integer(inc) ? (uint32_t)json_integer_value(inc) : 0) + 1;
     json_decref(j);
-    if (write_file(c, err)) return ERR_IO;
+    k->rewrite = 1;                                  /* run.c writes the file before the loop runs */
     /* The data must be the same before anything else waits on the learner. */
     EngineSnapshot *any = k->has_saved ? &k->saved : k->has_pending ? &k->pending : NULL;
     if (any) {
@@ -353,9 +336,8 @@ static void restore(Coord *c, const EngineSnapshot *s, int rejoin, int with_val)
     char err[ERR_LEN];
     if (engine_restore(c, s, err)) { engine_fail(c, "resume: %s", err); return; }
     if (rejoin) c->incarnation++;                   /* the versions after s now name other weights */
-    if (write_file(c, err)) log_error("resume: %s", err);
-    if (rejoin) coord_history_reset(c);
-    int validated = reload_history(c, s->step);
+    queue_file(c, CKPT_W_STATE, s->step);
+    int validated = trim_history(c, s->step);
     if (validated) {
         engine_set_last_validation(c, s->step);
         if (!with_val) engine_count_validation(c);  /* it ran after the checkpoint: its groups are not in it */

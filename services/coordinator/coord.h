@@ -2,16 +2,20 @@
  * One libuv loop owns everything: the ZeroMQ ROUTER (joined through uv_poll on ZMQ_FD), a cron timer, the
  * dashboard's HTTP server and the signal handlers. Single-threaded: no locks.
  * The files, each calling only those listed before it (tests/check_calls.sh fails on a circle, make test runs it):
- *   outbox.c, workers.c          sends as actions; queries of the worker table
- *   batch.c, tbwire.c, stepstats.c, panels.c, http.c    the batch plan, TrainBatch bytes, step metrics, HTTP
+ *   outbox.c, workers.c          sends and file writes as actions; queries of the worker table
+ *   batch.c, tbwire.c, stepstats.c, http.c    the batch plan, TrainBatch bytes, step metrics, HTTP
  *   group.c                      the engine's core: groups, states, status, fail, cancels (engine.h)
  *   setup.c, history.c           data and snapshots; the metric history and events
  *   dispatch.c, recover.c        leases and sends of work; a learner lost (rollback)
  *   ckpt.c                       two-sided checkpoints and the resume decision
  *   steps.c, results.c           the step state machine; result handlers
  *   registry.c, engine.c         Hello / heartbeats / liveness; engine_on, the one entry point for events
- *   dashboard.c                  HTTP routes (reads the state; control requests are events)
- *   run.c, main.c                the loop: the only I/O on sockets, timers and signals */
+ *   prom.c, view.c               the snapshot the dashboard reads (view.h): /api/status, the /metrics text
+ *   panels.c, dashboard.c        HTTP routes, reading the view only (control requests go back as events)
+ *   persist.c                    the run directory's files: the outbox's file actions, run_seconds
+ *   run.c, main.c                the loop: the only I/O on sockets, timers, signals and (through persist.c) files
+ * At start, before the first event, run.c also reads what a resume needs (ckpt_resume, coord_events_open, the
+ * lock); from then on the engine's files do no I/O of their own. */
 #ifndef DAPO_COORD_H
 #define DAPO_COORD_H
 
@@ -24,6 +28,7 @@
 #include "net/net.h"
 #include "net/zap.h"
 #include "http.h"
+#include "view.h"
 
 typedef enum { WORKER_ALIVE = 0, WORKER_LOST, WORKER_GONE } WorkerLife;
 
@@ -52,26 +57,7 @@ typedef struct {
     uint64_t    heartbeats;
 } WorkerEntry;
 
-/* The latest sampled responses shown on the dashboard (a ring of COORD_SAMPLES). Strings owned (xmalloc). */
-#define COORD_SAMPLES 16
 #define COORD_EVENTS  16                   /* worker losses, rejoins and rollbacks kept for the dashboard */
-typedef struct {
-    long   step;
-    char  *data_source, *prompt, *response, *ground_truth, *pred;   /* response text as bytes, NUL-terminated */
-    float  score;
-    int    acc;
-    int    response_tokens;
-    char   finish_reason[8];
-} SampleView;
-
-/* The response lengths of one step's trained batch: LEN_BINS equal bins over [0, max_len] tokens (the last bin
- * holds max_len itself, i.e. the truncated responses). Kept in memory for /api/response_lengths. */
-#define LEN_BINS 20
-typedef struct {
-    long     step;
-    int      max_len;
-    uint32_t count[LEN_BINS];
-} LengthHist;
 
 /* Every prompt group is in exactly one of these states (DESIGN.md §7); c->group_counts counts them over the
  * run and always adds up to the groups created. */
@@ -116,9 +102,18 @@ typedef struct {
     atomic_int  busy;                  /* 1 while ZeroMQ holds it */
 } ZcBuf;
 
-/* One action of the outbox (outbox.c): a frame to send to a worker (or to a peer not registered: rid), or the end of
- * the loop. run.c carries them out in order after every event. */
-typedef enum { OUT_SEND = 0, OUT_EXIT } OutKind;
+/* One action of the outbox (outbox.c): a frame to send to a worker (or to a peer not registered: rid), a line or file
+ * of the run directory to write (persist.c carries those out), or the end of the loop. run.c carries them out in
+ * order after every event; the engine's files do no I/O of their own. */
+typedef enum {
+    OUT_SEND = 0,
+    OUT_EXIT,
+    OUT_METRICS_ROW,        /* metrics: a step's row for metrics.jsonl and tensorboard (item: the step) */
+    OUT_METRICS_TRUNCATE,   /* metrics.jsonl without the rows of steps after item (a resume or rollback to item) */
+    OUT_EVENT_LINE,         /* text: a line of events.jsonl */
+    OUT_CKPT_FILE           /* text: coordinator.json (item: the step, attempt: CkptWrite); then, when the action
+                               also holds a frame, that frame is sent to workers[worker] once the file is written */
+} OutKind;
 typedef struct {
     OutKind        kind;
     int            worker;             /* index into c->workers, or -1: the peer is rid (a reply to an unknown peer) */
@@ -128,12 +123,21 @@ typedef struct {
     uint8_t       *frame;              /* header + payload, len bytes: xmalloc'd (zb NULL) or a pool buffer (zb) */
     size_t         len;
     ZcBuf         *zb;
-    uint64_t       item;               /* GenerateGroup / ScoreRequest: the group id; TrainBatch: the step */
+    uint64_t       item;               /* GenerateGroup / ScoreRequest: the group id; TrainBatch: the step; files: the step */
     uint32_t       attempt;            /* GenerateGroup / ScoreRequest: its attempt; TrainBatch: the learner rank */
+    Metrics       *metrics;            /* OUT_METRICS_ROW (xmalloc'd, owned) */
+    char          *text;               /* OUT_EVENT_LINE, OUT_CKPT_FILE (xmalloc'd, owned) */
 } OutAction;
 
+/* Why coordinator.json is written (OUT_CKPT_FILE's attempt; EV_WRITE_FAILED gives it back to ckpt.c). */
+typedef enum {
+    CKPT_W_ASK = 0,         /* step S as pending, before learner rank 0 is asked for its weights (the frame) */
+    CKPT_W_SAVED,           /* the learner confirmed S: S is the saved one */
+    CKPT_W_STATE            /* anything else: a refused checkpoint dropped, a resume's or rollback's incarnation */
+} CkptWrite;
+
 /* What the event loop (run.c) hands the engine (engine_on in engine.c): every input of the coordinator but HTTP
- * reads, which the dashboard answers from the state directly. */
+ * reads, which the dashboard answers from the view run.c publishes for each request (view.h). */
 typedef enum {
     EV_MESSAGE = 0,      /* msg: a decoded worker message (its sender: msg->peer, msg->peer_key) */
     EV_BAD_HELLO,        /* msg: a Hello of another protocol version (answered with a refusal) */
@@ -141,13 +145,14 @@ typedef enum {
     EV_SEND_FAILED,      /* a send of the outbox failed: worker, type, item, attempt as in its OutAction; code */
     EV_STOP,             /* SIGTERM / SIGINT, the supervisor gone, or the dashboard's stop */
     EV_PAUSE, EV_RESUME, /* the dashboard: no new groups are dispatched / they are again */
-    EV_CHECKPOINT        /* the dashboard: a checkpoint of the last finished step (engine_on's return says if not) */
+    EV_CHECKPOINT,       /* the dashboard: a checkpoint of the last finished step (engine_on's return says if not) */
+    EV_WRITE_FAILED      /* coordinator.json could not be written: item (step), attempt (CkptWrite), code */
 } EventKind;
 typedef struct {
     EventKind      kind;
     NetMsg        *msg;                /* EV_MESSAGE, EV_BAD_HELLO: the engine may take msg->msg (then sets it NULL) */
     int            worker;             /* EV_SEND_FAILED */
-    Dapo__MsgType  type;
+    Dapo__MsgType  type;               /* EV_SEND_FAILED */
     uint64_t       item;
     uint32_t       attempt;
     int            code;
@@ -171,6 +176,8 @@ typedef struct {
     int            has_saved, has_pending;
     int            asked;              /* the pending one was sent to learner rank 0 */
     int            undecided;          /* resuming: learner rank 0's Hello picks saved or pending */
+    int            rewrite;            /* ckpt_resume read coordinator.json: run.c writes it back (the incarnation one
+                                          up) before the loop runs */
     char           resume_path[1024];
 } CkptState;
 
@@ -269,7 +276,17 @@ void out_tell_stopping(Coord *c, int learners);   /* Control PAUSE to every live
 /* The end of the run: stopping = 2, the workers told, then OUT_EXIT (run.c closes the dashboard, ends the loop). */
 void out_exit(Coord *c);
 void out_release(void *frame, void *zb);          /* a frame's release (ZeroMQ's callback, thread-safe) */
-void outbox_clear(Coord *c);                      /* drops every queued action, releasing its frame */
+/* The run directory's files, as actions (persist.c writes them). out_metrics_row copies m; out_text takes text
+ * (xmalloc'd) for OUT_EVENT_LINE or OUT_CKPT_FILE (item: the step, attempt: its CkptWrite); out_ckpt_then_send
+ * queues coordinator.json and the message sent to w once the file is written (not at all when it cannot be: then
+ * EV_WRITE_FAILED). out_ckpt_then_send returns 0 or ERR_TOO_BIG (nothing queued, text freed). */
+void out_metrics_row(Coord *c, long step, const Metrics *m);
+void out_metrics_truncate(Coord *c, long step);
+void out_text(Coord *c, OutKind kind, char *text, long step, uint32_t attempt);
+int  out_ckpt_then_send(Coord *c, char *text, long step, CkptWrite why, const WorkerEntry *w, Dapo__MsgType type,
+                        const ProtobufCMessage *m);
+void out_action_free(OutAction *a);               /* releases what the action owns (frame, metrics, text) */
+void outbox_clear(Coord *c);                      /* drops every queued action, releasing what it owns */
 
 /* engine.c: the coordinator's one entry point. run.c turns socket reads, timers, signals and the dashboard's
  * control requests into events; engine_on updates the state (registry, engine, checkpoints) and queues what is to
@@ -339,21 +356,21 @@ int  ckpt_waiting(const Coord *c);     /* 1: its checkpoint was asked of the lea
 void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m);   /* the learner's CHECKPOINT_DONE */
 void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w);   /* resume decision / version check (rank 0) */
 int  ckpt_resume(Coord *c, char err[ERR_LEN]);                /* reads coordinator.json; 0 also when there is none */
-int  ckpt_write(Coord *c, char err[ERR_LEN]);                 /* coordinator.json as c->ckpt and c->incarnation are now */
+char *ckpt_text(const Coord *c);     /* coordinator.json as c->ckpt and c->incarnation are now (xmalloc'd; NULL: OOM) */
+/* EV_WRITE_FAILED: coordinator.json of `step` could not be written (why: CkptWrite). ASK: the pending step is dropped
+ * (the learner was not asked; a stop exits without it); SAVED: the confirmed step stays pending on disk. */
+void ckpt_on_write_failed(Coord *c, long step, CkptWrite why, int code);
 /* Locks trainer.default_local_dir (coordinator.lock, flock, our pid in it) for this process: ERR_INVAL naming the
  * other coordinator's pid when a live one holds it, ERR_IO when the file cannot be made. */
 int  ckpt_lock(Coord *c, char err[ERR_LEN]);
 void ckpt_set_aside_metrics(Coord *c);   /* a run that resumes nothing: an earlier run's metrics.jsonl is renamed */
 
 /* history.c: the metric history (each entry has a "step" metric), samples and events. coord_record_step copies m and
- * appends a line to the metrics JSONL. */
+ * queues its row for metrics.jsonl and tensorboard (OUT_METRICS_ROW). */
 void coord_record_step(Coord *c, long step, const Metrics *m);
 void coord_history_append(Coord *c, long step, const Metrics *m);   /* history only, no JSONL line */
-void coord_history_reset(Coord *c);
-/* panels.c: the dashboard's RL panels for history entries [since, since + limit): a JSON object (caller owns). */
-struct json_t *coord_panels_json(const Coord *c, long since, long limit);       /* forgets the in-memory history (a rollback reads it back) */
-/* One line for the dashboard's event list: a worker lost or back, a rollback, a restart. Also appended to
- * events.jsonl (coord_events_open) as {"t": unix s, "step": the run's step, "run_s": the run's seconds, "text"}. */
+/* One line for the dashboard's event list: a worker lost or back, a rollback, a restart. Also queued for
+ * events.jsonl (OUT_EVENT_LINE, once coord_events_open opened it) as {"t": unix s, "step": the run's step, "run_s": the run's seconds, "text"}. */
 void coord_event(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Opens trainer.default_local_dir/events.jsonl (issue 33): a run that resumes (a checkpoint, or a restart by the
  * supervisor) reads its events back into the list and its run seconds (the largest "run_s" there and in
@@ -363,13 +380,9 @@ void coord_event(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2
 int  coord_events_open(Coord *c, char err[ERR_LEN]);
 double coord_run_seconds(const Coord *c);   /* seconds the run has been up, over every coordinator process */
 void coord_run_seconds_seen(Coord *c, double run_s);   /* a saved run_s (finite, < 1e9) raises the base */
-void coord_tick_run_seconds(Coord *c);      /* cron: rewrites default_local_dir/run_seconds every 5 s */
 long coord_event_step(const Coord *c);      /* the run's finished steps (the checkpoint's while resuming) */
 void coord_record_sample(Coord *c, const SampleView *s);      /* copies the strings */
 void coord_history_free(Coord *c);
-
-/* dashboard.c: the HTTP routes (the handler given to http_listen; coord is the Coord). */
-void dashboard_handle(void *coord, const HttpRequest *req, HttpResponse *resp);
 
 /* run.c: the whole dapo-coordinator (config, sockets, loop, shutdown); its exit status. hooks may be NULL: a program
  * that embeds the coordinator (the dashboard tests' demo, tests/support/dashboard_demo.h) adds work after the

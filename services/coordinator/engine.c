@@ -90,6 +90,9 @@ int engine_on(Coord *c, const Event *ev, char err[ERR_LEN]) {
     case EV_CHECKPOINT:
         if (!c->engine) return err_set(err, ERR_UNSUPPORTED, "no training run configured: nothing to checkpoint");
         return ckpt_request(c, err);
+    case EV_WRITE_FAILED:
+        if (c->engine) ckpt_on_write_failed(c, (long)ev->item, (CkptWrite)ev->attempt, ev->code);
+        break;
     }
     return 0;
 }

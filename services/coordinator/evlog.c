@@ -96,8 +96,7 @@ void evlog_event(EvLog *l, const Event *ev) {
     flush_record(l, 'E');
 }
 
-void evlog_action(EvLog *l, const Coord *c, const OutAction *a) {
-    (void)c;
+void evlog_action(EvLog *l, const OutAction *a) {
     if (!l || l->failed) return;
     put_u8(l, (uint8_t)a->kind);
     put_u32(l, (uint32_t)a->worker);

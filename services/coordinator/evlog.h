@@ -9,6 +9,8 @@
  *                u8 n + the sender's routing id, u8 n + its CURVE key name, u8 n + its address, then (EV_MESSAGE,
  *                EV_BAD_HELLO) the message as net_encode frames it
  *   'A' action   u8 kind (OutKind), i32 worker, u32 type, u8 n + the routing id (worker -1), then the frame sent
+ *                (a file action: its kind only, and the frame sent after it: what it writes holds times and
+ *                timings, which a replay computes anew)
  * A record the reader cannot parse (a log cut short by a crash) ends the reading with ERR_DECODE naming its offset. */
 #ifndef DAPO_COORD_EVLOG_H
 #define DAPO_COORD_EVLOG_H
@@ -23,7 +25,7 @@ typedef struct EvLog EvLog;
 EvLog *evlog_open(const char *path, const char *run_id, const Config *cfg, char err[ERR_LEN]);
 /* Appends one record; a write error is logged once and the log stops (the run goes on). NULL-safe. */
 void evlog_event(EvLog *l, const Event *ev);
-void evlog_action(EvLog *l, const Coord *c, const OutAction *a);
+void evlog_action(EvLog *l, const OutAction *a);
 void evlog_close(EvLog *l);     /* flushes and closes; NULL-safe */
 
 /* One record as read back. Pointers into the reader's buffer, valid until the next evlog_next. */

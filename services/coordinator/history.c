@@ -1,6 +1,6 @@
 /* services/coordinator/history.c: what the dashboard shows — the per-step metric history (also appended to the
  * metrics JSONL), the latest sampled responses, the event list (also appended to events.jsonl, read back on a
- * restart, with the run's seconds) — and the control actions behind /api/control/.... */
+ * restart, with the run's seconds). The rows and lines to write are outbox actions (persist.c writes them). */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -16,16 +16,10 @@
 #include "core/log.h"
 #include "net/daemon.h"
 #include "coord.h"
-#include "io/tfevents.h"
 
 void coord_record_step(Coord *c, long step, const Metrics *m) {
     coord_history_append(c, step, m);
-    if (c->metrics_file && metrics_write_jsonl(c->metrics_file, step, m))
-        log_warn("metrics JSONL: write failed (disk full?); the dashboard keeps the history");
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    if (c->tb && tfevents_write_scalars(c->tb, step, (double)ts.tv_sec + ts.tv_nsec / 1e9, m))
-        log_warn("tensorboard: write to %s failed (disk full?)", tfevents_path(c->tb));
+    out_metrics_row(c, step, m);
 }
 
 void coord_history_append(Coord *c, long step, const Metrics *m) {
@@ -65,13 +59,13 @@ long coord_event_step(const Coord *c) {
     return engine_snapshot(c, &s) == 0 ? s.step : (long)c->step;
 }
 
+/* Queues event k's line for events.jsonl (persist.c writes it where the file is open). */
 static void event_write(Coord *c, int k) {
-    if (!c->events_file) return;
     json_t *j = json_pack("{s:f, s:I, s:f, s:s}", "t", c->event_t[k], "step", (json_int_t)c->event_step[k], "run_s",
                           coord_run_seconds(c), "text", c->events[k]);
     char *line = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
-    if (!line || fprintf(c->events_file, "%s\n", line) < 0 || fflush(c->events_file))
-        log_warn("events.jsonl: write failed (disk full?); the dashboard keeps the event");
+    if (line) out_text(c, OUT_EVENT_LINE, xstrdup(line), c->event_step[k], 0);
+    else log_warn("events.jsonl: an event could not be encoded; the dashboard keeps it");
     free(line);
     json_decref(j);
 }
@@ -117,21 +111,8 @@ static void events_read_back(Coord *c, const char *path) {
     fclose(f);
 }
 
-/* trainer.default_local_dir/run_seconds: the run's seconds, rewritten every RUN_S_EVERY_MS by the cron (coord_tick_run
- * _seconds), so that a crash loses at most that much of the run's uptime. */
-#define RUN_S_EVERY_MS 5000
 static void run_seconds_path(const Coord *c, char *buf, size_t n) {
     snprintf(buf, n, "%s/run_seconds", c->cfg.default_local_dir);
-}
-
-void coord_tick_run_seconds(Coord *c) {
-    static int64_t last;
-    if (!c->events_file || clock_ms() - last < RUN_S_EVERY_MS) return;
-    last = clock_ms();
-    char path[1024], text[64], err[ERR_LEN];
-    run_seconds_path(c, path, sizeof path);
-    int n = snprintf(text, sizeof text, "%.3f\n", coord_run_seconds(c));
-    if (fs_write_atomic(path, text, (size_t)n, err)) log_warn("run_seconds: %s", err);
 }
 
 int coord_events_open(Coord *c, char err[ERR_LEN]) {
@@ -171,16 +152,9 @@ int coord_events_open(Coord *c, char err[ERR_LEN]) {
         int k = c->nevents++ % COORD_EVENTS;
         memcpy(c->events[k], before[i], sizeof c->events[k]);
         c->event_t[k] = before_t[i];
-        c->event_step[k] = before_step[i];
-        event_write(c, k);
+        c->event_step[k] = before_step[i];      /* its line was queued when it happened */
     }
     return 0;
-}
-
-void coord_history_reset(Coord *c) {
-    for (int i = 0; i < c->nhistory; i++) metrics_free(&c->history[i]);
-    c->nhistory = 0;
-    c->nlen_hist = 0;
 }
 
 void coord_history_free(Coord *c) {

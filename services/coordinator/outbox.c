@@ -1,7 +1,8 @@
 /* services/coordinator/outbox.c: the coordinator's sends, as actions (issue 35). The engine's files never touch a
  * socket: out_send and its siblings encode a message at once (the caller's structures may go away) and append it to
  * c->out; run.c carries the actions out after every event, in order (outbox_flush), and turns a send that failed
- * into an event for the engine (EV_SEND_FAILED). The bottom of the coordinator's files: it calls no other.
+ * into an event for the engine (EV_SEND_FAILED). The run directory's files are actions too (metrics rows, event lines,
+ * coordinator.json: persist.c writes them). The bottom of the coordinator's files: it calls no other.
  * Not here: the socket (run.c). */
 #include <string.h>
 
@@ -112,8 +113,50 @@ void out_release(void *frame, void *zb) {
     else xfree(frame);
 }
 
+void out_metrics_row(Coord *c, long step, const Metrics *m) {
+    OutAction *a = push(c, OUT_METRICS_ROW);
+    a->item = (uint64_t)step;
+    a->metrics = xcalloc(1, sizeof *a->metrics);
+    for (int i = 0; i < m->n; i++) metrics_set(a->metrics, m->m[i].name, m->m[i].value);
+}
+
+void out_metrics_truncate(Coord *c, long step) { push(c, OUT_METRICS_TRUNCATE)->item = (uint64_t)step; }
+
+void out_text(Coord *c, OutKind kind, char *text, long step, uint32_t attempt) {
+    OutAction *a = push(c, kind);
+    a->text = text;
+    a->item = (uint64_t)step;
+    a->attempt = attempt;
+}
+
+int out_ckpt_then_send(Coord *c, char *text, long step, CkptWrite why, const WorkerEntry *w, Dapo__MsgType type,
+                       const ProtobufCMessage *m) {
+    size_t len;
+    uint8_t *frame = net_encode(type, m, &len);
+    if (!frame) {
+        xfree(text);
+        return ERR_TOO_BIG;
+    }
+    out_text(c, OUT_CKPT_FILE, text, step, why);
+    OutAction *a = &c->out[c->nout - 1];
+    a->worker = (int)(w - c->workers);
+    a->type = type;
+    a->frame = frame;
+    a->len = len;
+    return 0;
+}
+
+void out_action_free(OutAction *a) {
+    if (a->frame) out_release(a->frame, a->zb);
+    if (a->metrics) metrics_free(a->metrics);
+    xfree(a->metrics);
+    xfree(a->text);
+    a->frame = NULL;
+    a->metrics = NULL;
+    a->text = NULL;
+}
+
 void outbox_clear(Coord *c) {
-    for (int i = 0; i < c->nout; i++)
-        if (c->out[i].frame) out_release(c->out[i].frame, c->out[i].zb);
+    for (int i = 0; i < c->nout; i++) out_action_free(&c->out[i]);
     c->nout = 0;
 }

@@ -14,7 +14,7 @@
 #include <jansson.h>
 #include <math.h>
 
-#include "coord.h"
+#include "view.h"
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
@@ -42,15 +42,15 @@ static json_t *time_split(const Metrics *m) {
     return o;
 }
 
-static json_t *lengths(const Coord *c, const Metrics *m, long step) {
+static json_t *lengths(const CoordView *v, const Metrics *m, long step) {
     static const char *const f[] = {"p50", "p90", "p99", "max", "mean", "clip_ratio"};
     json_t *o = json_object();
     copy_fields(o, m, "response_length/", f, 6);
-    for (int i = c->nlen_hist - 1; i >= 0; i--)
-        if (c->len_hist[i].step == step) {
+    for (int i = v->nlen_hist - 1; i >= 0; i--)
+        if (v->len_hist[i].step == step) {
             json_t *h = json_object(), *counts = json_array();
-            for (int b = 0; b < LEN_BINS; b++) json_array_append_new(counts, json_integer(c->len_hist[i].count[b]));
-            json_object_set_new(h, "max_len", json_integer(c->len_hist[i].max_len));
+            for (int b = 0; b < LEN_BINS; b++) json_array_append_new(counts, json_integer(v->len_hist[i].count[b]));
+            json_object_set_new(h, "max_len", json_integer(v->len_hist[i].max_len));
             json_object_set_new(h, "counts", counts);
             json_object_set_new(o, "hist", h);
             break;
@@ -58,14 +58,14 @@ static json_t *lengths(const Coord *c, const Metrics *m, long step) {
     return o;
 }
 
-json_t *coord_panels_json(const Coord *c, long since, long limit) {
+json_t *coord_panels_json(const CoordView *v, long since, long limit) {
     static const char *const tput[] = {"effective", "rollout", "training"};
     static const char *const mism[] = {"kl", "k3_kl", "log_ppl_abs_diff", "abs_logprob_diff"};
     json_t *steps = json_array();
     if (since < 0) since = 0;
-    long end = since + limit < c->nhistory ? since + limit : c->nhistory;
+    long end = since + limit < v->nhistory ? since + limit : v->nhistory;
     for (long i = since; i < end; i++) {
-        const Metrics *m = &c->history[i];
+        const Metrics *m = &v->history[i];
         if (!isfinite(get(m, "timing_s/step"))) continue;                 /* a validation entry */
         long step = (long)get(m, "step");
         json_t *o = json_object(), *t = json_object(), *fu = json_object(), *lp = json_object();
@@ -77,7 +77,7 @@ json_t *coord_panels_json(const Coord *c, long since, long limit) {
         }
         json_object_set_new(o, "throughput", t);
         json_object_set_new(o, "time_split", time_split(m));
-        json_object_set_new(o, "response_length", lengths(c, m, step));
+        json_object_set_new(o, "response_length", lengths(v, m, step));
         static const char *const fn[] = {"generated", "solve_none", "solve_all", "kept", "trained"};
         copy_fields(fu, m, "batch/groups_", fn, 5);
         json_object_set_new(fu, "dropped", num(get(m, "batch/groups_filtered")));
@@ -88,7 +88,7 @@ json_t *coord_panels_json(const Coord *c, long since, long limit) {
     }
     json_t *j = json_object();
     json_object_set_new(j, "next", json_integer(end));
-    json_object_set_new(j, "total", json_integer(c->nhistory));
+    json_object_set_new(j, "total", json_integer(v->nhistory));
     json_object_set_new(j, "len_bins", json_integer(LEN_BINS));
     json_object_set_new(j, "steps", steps);
     return j;

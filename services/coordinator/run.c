@@ -24,20 +24,46 @@
 #include "coord.h"
 #include "dapo/rollout_corr.h"
 #include "evlog.h"
+#include "persist.h"
 #include "io/tfevents.h"
 
-/* Carries out the outbox (outbox.c), in order: each frame to its worker (or peer), the end of the loop. A send that
- * fails (peer gone, queue full) goes back to the engine as EV_SEND_FAILED, whose actions join the same flush. */
+/* A file action (persist.c); coordinator.json that could not be written comes back as EV_WRITE_FAILED, and the
+ * frame to send after it (a checkpoint request) is dropped. 1 when a frame is to be sent now. */
+static int carry_file(Coord *c, OutAction *a) {
+    char err[ERR_LEN];
+    int rc = persist_carry(c, a, err);
+    if (!rc) return a->frame != NULL;
+    log_error("%s", err);
+    Event ev = {.kind = EV_WRITE_FAILED, .worker = -1, .item = a->item, .attempt = a->attempt, .code = rc};
+    evlog_event(c->evlog, &ev);
+    engine_on(c, &ev, NULL);
+    return 0;
+}
+
+/* Carries out the outbox (outbox.c), in order: each frame to its worker (or peer), each file write, the end of the
+ * loop. A send that fails (peer gone, queue full) goes back to the engine as EV_SEND_FAILED, a coordinator.json
+ * that cannot be written as EV_WRITE_FAILED; their actions join the same flush. */
 static void outbox_flush(Coord *c) {
     for (int i = 0; i < c->nout; i++) {
         OutAction a = c->out[i];                      /* engine_on below may append (and move c->out) */
         c->out[i].frame = NULL;
-        evlog_action(c->evlog, c, &a);
+        c->out[i].metrics = NULL;
+        c->out[i].text = NULL;
+        evlog_action(c->evlog, &a);
         if (a.kind == OUT_EXIT) {
             http_close(c->http);
             c->http = NULL;
             uv_stop(c->loop);
             continue;
+        }
+        if (a.kind != OUT_SEND) {
+            int send = carry_file(c, &a);
+            if (!send && a.frame) out_release(a.frame, a.zb);
+            a.frame = send ? a.frame : NULL;
+            if (a.metrics) metrics_free(a.metrics);
+            xfree(a.metrics);
+            xfree(a.text);
+            if (!send) continue;
         }
         const WorkerEntry *w = a.worker >= 0 ? &c->workers[a.worker] : NULL;
         c->need_drain = 1;
@@ -108,7 +134,7 @@ static void on_cron(uv_timer_t *t) {
     }
     Event tick = {.kind = EV_TICK};
     on_event(c, &tick, NULL);
-    coord_tick_run_seconds(c);
+    persist_run_seconds(c);
     drain(c);
 }
 
@@ -130,7 +156,10 @@ static void on_signal(uv_signal_t *s, int signum) {
 
 /* The dashboard's routes; a control request's actions leave at once. */
 static void on_http(void *coord, const HttpRequest *req, HttpResponse *resp) {
-    dashboard_handle(coord, req, resp);
+    CoordView v;
+    view_publish(coord, &v);          /* the dashboard reads this snapshot, not the state */
+    dashboard_handle(&v, req, resp);
+    view_release(&v);
     outbox_flush(coord);
 }
 
@@ -241,6 +270,13 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     if (!rc2) rc2 = ckpt_resume(c, err);
     if (rc2) return rc2;
     if (c->engine && !c->ckpt.has_saved && !c->ckpt.has_pending) ckpt_set_aside_metrics(c);
+    else if (c->engine) persist_read_history(c);    /* the dashboard's curves; the resume decision trims them */
+    if (c->ckpt.rewrite) {                          /* the incarnation one up, on disk before anything runs */
+        char *text = ckpt_text(c);
+        rc2 = text ? persist_ckpt_now(c, text, err) : err_set(err, ERR_NOMEM, "coordinator.json: out of memory");
+        xfree(text);
+        if (rc2) return rc2;
+    }
     if (c->engine && coord_events_open(c, e2))      /* only the dashboard's history: training goes on without it */
         log_error("%s: the event list is kept in memory only", e2);
     if (c->engine) {

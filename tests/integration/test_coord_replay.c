@@ -118,6 +118,8 @@ static Coord *replay_coord(const EvRecord *h, const char *dir) {
     snprintf(c->run_id, sizeof c->run_id, "%s", h->run_id);
     c->started_ms = clock_ms();
     if (engine_start(c, err)) fail_msg("engine_start: %s", err);
+    if (coord_events_open(c, err)) fail_msg("%s", err);   /* as the live start: "run started" queued (the live
+                                                              run's events.jsonl, done with, is set aside) */
     return c;
 }
 
@@ -157,7 +159,7 @@ static void test_replay_gives_the_same_actions(void **state) {
     Coord *c = replay_coord(&r, L.dir);
     int more = 1;
     long nev = 0, msgs = 0, ticks = 0, actions = 0;
-    compare(c, rd, &r, -1, &more);                     /* what the start queued (nothing: no checkpoint to resume) */
+    compare(c, rd, &r, -1, &more);                     /* what the start queued ("run started"; no checkpoint) */
     while (more) {
         assert_int_equal(r.tag, 'E');
         NetMsg nm;

@@ -10,6 +10,7 @@
  *   - a GenerateGroup whose send failed: the lease goes back to the queue with the rollout's credit, and is sent again
  *   - a coordinator restarted with results in flight: the old run's result is refused (register again), nothing of
  *     it enters the new run's accounting */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,8 +43,9 @@ static void set(Coord *c, const char *key, const char *value) {
     if (config_set(&c->cfg, key, value, "test", err)) fail_msg("%s=%s: %s", key, value, err);
 }
 
-/* A coordinator state with the engine started: 2 prompts x 2 responses a step, 2 learner ranks, no validation. */
-static Coord *coord_new(void) {
+/* A coordinator state with the engine started: 2 prompts x 2 responses a step, 2 learner ranks, no validation;
+ * extra: more key, value pairs (NULL-terminated; may be NULL). */
+static Coord *coord_new_with(const char *const *extra) {
     Coord *c = xcalloc(1, sizeof *c);
     config_defaults(&c->cfg);
     char path[1200], tok[700], ckdir[700];
@@ -66,6 +68,7 @@ static Coord *coord_new(void) {
     set(c, "reward_model.overlong_buffer.len", "4");
     set(c, "trainer.val_before_train", "false");
     set(c, "cluster.num_learners", "2");
+    for (int i = 0; extra && extra[i]; i += 2) set(c, extra[i], extra[i + 1]);
     char err[ERR_LEN];
     if (config_validate(&c->cfg, err)) fail_msg("config: %s", err);
     c->lock_fd = -1;
@@ -74,6 +77,8 @@ static Coord *coord_new(void) {
     if (engine_start(c, err)) fail_msg("engine_start: %s", err);
     return c;
 }
+
+static Coord *coord_new(void) { return coord_new_with(NULL); }
 
 static void coord_free(Coord *c) {
     coord_state_free(c);
@@ -261,10 +266,8 @@ static void step_result(Coord *c, const char *learner, uint32_t rank, int code, 
     deliver(c, learner, DAPO__MSG_TYPE__MSG_STEP_RESULT, &r.base);
 }
 
-static void test_step_and_update(void **state) {
-    (void)state;
-    Coord *c = coord_new();
-    step_to_training(c);
+/* Both ranks' StepResults of step 1, the rollout's WeightAck of version 1: step 1 is finished. */
+static void finish_step1(Coord *c) {
     step_result(c, "learner-1", 1, 0, "", 0);
     step_result(c, "learner-0", 0, 0, "", 1);
     assert_int_equal(c->policy_version, 1);
@@ -277,9 +280,90 @@ static void test_step_and_update(void **state) {
     ack.version = 1;
     deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
     assert_int_equal(c->engine->done_steps, 1);
-    assert_int_equal(c->nhistory, 1);                    /* step 1's metrics row */
+}
+
+/* The file actions of `kind` in the outbox; *last: the latest of them. */
+static int file_actions(const Coord *c, OutKind kind, const OutAction **last) {
+    int n = 0;
+    for (int i = 0; i < c->nout; i++)
+        if (c->out[i].kind == kind) { n++; *last = &c->out[i]; }
+    return n;
+}
+
+static void test_step_and_update(void **state) {
+    (void)state;
+    Coord *c = coord_new();
+    step_to_training(c);
+    finish_step1(c);
+    assert_int_equal(c->nhistory, 1);                    /* step 1's metrics row, in memory ... */
+    const OutAction *row = NULL;
+    assert_int_equal(file_actions(c, OUT_METRICS_ROW, &row), 1);   /* ... and queued for metrics.jsonl */
+    assert_int_equal(row->item, 1);
+    assert_true(metrics_get(row->metrics, "critic/score/mean", NAN) == 0.0);   /* scores 1 and -1 */
     assert_int_equal(engine_phase(c), PH_GENERATE);      /* step 2 started at once */
     assert_accounting(c);
+    coord_free(c);
+}
+
+static void write_failed(Coord *c, long step, CkptWrite why) {
+    Event ev = {.kind = EV_WRITE_FAILED, .worker = -1, .item = (uint64_t)step, .attempt = why, .code = ERR_IO};
+    engine_on(c, &ev, NULL);
+}
+
+/* coordinator.json is the loop's to write: a checkpoint request queues the file with the learner's request behind it
+ * (sent only once the file is written); a write that fails drops the pending step (the learner is never asked), a
+ * confirmed step whose file failed stays pending; a stop whose checkpoint cannot be written exits without it. */
+static void test_checkpoint_file_actions(void **state) {
+    (void)state;
+    Coord *c = coord_new();
+    step_to_training(c);
+    finish_step1(c);
+    outbox_clear(c);
+    char err[ERR_LEN];
+    Event ck = {.kind = EV_CHECKPOINT};
+    assert_int_equal(engine_on(c, &ck, err), 0);
+    const OutAction *f = NULL;
+    assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 1);
+    assert_int_equal(f->item, 1);
+    assert_int_equal(f->attempt, CKPT_W_ASK);
+    assert_non_null(strstr(f->text, "\"pending\""));
+    assert_int_equal(f->type, DAPO__MSG_TYPE__MSG_CONTROL);     /* the request to learner rank 0 rides behind it */
+    assert_string_equal(c->workers[f->worker].id, "learner-0");
+    ProtobufCMessage *m[2];
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_CONTROL, NULL, m, 2), 0);   /* not a send of its own */
+    assert_true(c->ckpt.has_pending && c->ckpt.asked);
+    outbox_clear(c);
+    write_failed(c, 1, CKPT_W_ASK);
+    assert_false(c->ckpt.has_pending);
+    assert_int_equal(c->nout, 0);
+    assert_int_equal(engine_on(c, &ck, err), 0);         /* asked again: queued again */
+    assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 1);
+    outbox_clear(c);
+    Dapo__Control done = DAPO__CONTROL__INIT;
+    done.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT_DONE;
+    done.step = 1;
+    deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
+    assert_true(c->ckpt.has_saved && !c->ckpt.has_pending);
+    assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 1);
+    assert_int_equal(f->attempt, CKPT_W_SAVED);
+    assert_null(f->frame);
+    outbox_clear(c);
+    write_failed(c, 1, CKPT_W_SAVED);                    /* the file still says pending: so does the state */
+    assert_true(c->ckpt.has_saved && c->ckpt.has_pending);
+    assert_int_equal(c->ckpt.pending.step, 1);
+    coord_free(c);
+
+    c = coord_new();
+    step_to_training(c);
+    finish_step1(c);
+    outbox_clear(c);
+    Event stop = {.kind = EV_STOP};
+    engine_on(c, &stop, NULL);
+    assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 1);   /* the stop's checkpoint of step 1 */
+    assert_int_equal(file_actions(c, OUT_EXIT, &f), 0);
+    outbox_clear(c);
+    write_failed(c, 1, CKPT_W_ASK);
+    assert_int_equal(file_actions(c, OUT_EXIT, &f), 1);  /* stopping without it */
     coord_free(c);
 }
 
@@ -472,15 +556,140 @@ static void test_rank_rejoins_before_another_restarts(void **state) {
     coord_free(c);
 }
 
+/* Drops the outbox's actions of `type` (the test has taken them), keeping the others in order. */
+static void drop_type(Coord *c, Dapo__MsgType type) {
+    int n = 0;
+    for (int i = 0; i < c->nout; i++) {
+        if (c->out[i].kind == OUT_SEND && c->out[i].type == type) out_action_free(&c->out[i]);
+        else c->out[n++] = c->out[i];
+    }
+    c->nout = n;
+}
+
+/* Answers every GenerateGroup in the outbox (each response "7", right, or "3"; right: how many of a group's n are
+ * right) and then every ScoreRequest (scored as generated); returns the groups answered. */
+static int answer_round(Coord *c, int right) {
+    ProtobufCMessage *gen[16];
+    int ng = queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 16);
+    drop_type(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP);
+    for (int k = 0; k < ng; k++) {
+        Dapo__GenerateGroup *g = (Dapo__GenerateGroup *)gen[k];
+        int32_t tok[2][2] = {{22, 151645}, {18, 151645}};
+        float lp[2] = {-0.1f, -0.2f};
+        Dapo__Response r[8], *rp[8];
+        assert_true(g->n <= 8);
+        for (uint32_t i = 0; i < g->n; i++) {
+            int ok = (int)i < right;
+            dapo__response__init(&r[i]);
+            r[i].token_ids = tok[!ok];
+            r[i].n_token_ids = 2;
+            r[i].logprobs = lp;
+            r[i].n_logprobs = 2;
+            r[i].finish_reason = "stop";
+            r[i].policy_version = c->policy_version;   /* the rollout holds the current version */
+            r[i].text.data = (uint8_t *)(ok ? "7" : "3");
+            r[i].text.len = 1;
+            rp[i] = &r[i];
+        }
+        Dapo__GroupResult gr = DAPO__GROUP_RESULT__INIT;
+        gr.run_id = c->run_id;
+        gr.step = g->step;
+        gr.group_id = g->group_id;
+        gr.attempt = g->attempt;
+        gr.responses = rp;
+        gr.n_responses = g->n;
+        gr.policy_version = c->policy_version;
+        deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_GROUP_RESULT, &gr.base);
+        Dapo__Credit cr = DAPO__CREDIT__INIT;          /* its n slots are free again */
+        cr.credits = g->n;
+        deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_CREDIT, &cr.base);
+    }
+    free_all(gen, ng);
+    ProtobufCMessage *sq[16];
+    int ns = queued(c, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, "verifier-0", sq, 16);
+    assert_int_equal(ns, ng);
+    drop_type(c, DAPO__MSG_TYPE__MSG_SCORE_REQUEST);
+    for (int k = 0; k < ns; k++) {
+        Dapo__ScoreRequest *q = (Dapo__ScoreRequest *)sq[k];
+        Dapo__Score s[8], *sp[8];
+        for (size_t i = 0; i < q->n_items; i++) {
+            int ok = q->items[i]->response_text.len == 1 && q->items[i]->response_text.data[0] == '7';
+            dapo__score__init(&s[i]);
+            s[i].item_id = q->items[i]->item_id;
+            s[i].attempt = q->attempt;
+            s[i].score = ok ? 1.0f : -1.0f;
+            s[i].acc = ok;
+            sp[i] = &s[i];
+        }
+        Dapo__ScoreResult sr = DAPO__SCORE_RESULT__INIT;
+        sr.run_id = c->run_id;
+        sr.step = q->step;
+        sr.request_id = q->request_id;
+        sr.attempt = q->attempt;
+        sr.scores = sp;
+        sr.n_scores = q->n_items;
+        deliver(c, "verifier-0", DAPO__MSG_TYPE__MSG_SCORE_RESULT, &sr.base);
+        Dapo__Credit cr = DAPO__CREDIT__INIT;
+        cr.credits = (uint32_t)q->n_items;
+        deliver(c, "verifier-0", DAPO__MSG_TYPE__MSG_CREDIT, &cr.base);
+    }
+    free_all(sq, ns);
+    return ng;
+}
+
+/* A step of two generation rounds (dynamic sampling: round 1's groups all right, filtered; round 2's mixed, kept),
+ * trained, then the validation trainer.test_freq asks for after it (4 held-out prompts x val_kwargs.n 2): the
+ * accounting adds up after each, the step's row counts both rounds, and the validation's row holds val-core/. */
+static void test_validation_after_multi_round_step(void **state) {
+    (void)state;
+    char val[600];
+    snprintf(val, sizeof val, "%s/test-logs/coord-engine-val.jsonl", tu_build());
+    write_dataset(val);
+    const char *const extra_val[] = {"trainer.test_freq", "1", "actor_rollout_ref.rollout.val_kwargs.n", "2",
+                                     "data.val_files", val, NULL};
+    Coord *c = coord_new_with(extra_val);
+    register_all(c);
+    assert_int_equal(answer_round(c, 2), 2);             /* round 1: every response right: both groups filtered */
+    assert_int_equal(c->group_counts[GS_FILTERED], 2);
+    assert_int_equal(engine_phase(c), PH_GENERATE);
+    assert_int_equal(c->engine->round, 2);
+    assert_int_equal(answer_round(c, 1), 2);             /* round 2: one of two right: kept, the batch goes out */
+    assert_int_equal(engine_phase(c), PH_TRAIN);
+    assert_int_equal(c->group_counts[GS_TRAINED], 2);
+    assert_accounting(c);
+    outbox_clear(c);
+    finish_step1(c);
+    const Metrics *row = &c->history[0];
+    assert_true(metrics_get(row, "train/num_gen_batches", NAN) == 2.0);
+    assert_int_equal(engine_phase(c), PH_VALIDATE);      /* test_freq 1: the validation before step 2 */
+    int nv = 0, n;
+    for (int idle = 0; idle < 2 && engine_phase(c) == PH_VALIDATE; nv += n) {   /* half of each group right, as
+                                                                                     credit allows */
+        n = answer_round(c, 1);
+        idle = n ? 0 : idle + 1;
+        if (!n) tick(c);                                 /* the cron dispatches what a credit freed */
+    }
+    assert_int_equal(nv, 8);                             /* every held-out prompt */
+    assert_int_equal(c->group_counts[GS_VALIDATED], 8);
+    assert_int_equal(c->nhistory, 2);
+    double acc = metrics_get(&c->history[1], "val-core/toy/acc/mean@2", NAN);
+    assert_true(fabs(acc - 0.5) < 1e-9);
+    assert_int_equal(engine_phase(c), PH_GENERATE);      /* then step 2 */
+    assert_accounting(c);
+    coord_free(c);
+}
+
 int main(void) {
     log_init("test", LL_WARN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_and_update),
+        cmocka_unit_test(test_checkpoint_file_actions),
         cmocka_unit_test(test_step_failure_by_code),
         cmocka_unit_test(test_learner_lost_mid_update),
         cmocka_unit_test(test_send_failed_requeues),
         cmocka_unit_test(test_restart_with_results_in_flight),
         cmocka_unit_test(test_rank_rejoins_before_another_restarts),
+        cmocka_unit_test(test_validation_after_multi_round_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
