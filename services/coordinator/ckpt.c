@@ -113,6 +113,17 @@ int ckpt_waiting(const Coord *c) {
            learner_rank0(c) >= 0;                    /* a learner gone since will not answer */
 }
 
+CkptPhase ckpt_phase(const Coord *c) {
+    if (c->ckpt.undecided || engine_phase(c) == PH_REJOIN) return CKPT_RESUMING;
+    if (ckpt_done(c)) return CKPT_SAVED;
+    return ckpt_waiting(c) ? CKPT_ASKED : CKPT_BEHIND;
+}
+
+const char *ckpt_phase_name(CkptPhase p) {
+    static const char *const names[] = {"resuming", "asked", "saved", "behind"};
+    return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
+}
+
 int ckpt_request(Coord *c, char err[ERR_LEN]) {
     CkptState *k = &c->ckpt;
     EngineSnapshot s;

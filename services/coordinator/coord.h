@@ -353,6 +353,13 @@ void engine_count_validation(Coord *c);
 int  ckpt_request(Coord *c, char err[ERR_LEN]);
 int  ckpt_done(const Coord *c);        /* 1: the last finished step is saved on both sides (or there is none to save) */
 int  ckpt_waiting(const Coord *c);     /* 1: its checkpoint was asked of the learner, no answer yet */
+/* The checkpoint's state as the engine sees it (/api/status "checkpoint"): RESUMING until learner rank 0's Hello
+ * says which checkpoint it loaded (a resume, or a rollback after a lost learner: PH_REJOIN); ASKED while the
+ * last finished step's coordinator.json is queued or written and the learner has not confirmed; SAVED when both
+ * sides hold it; BEHIND when neither asked nor saved (between trainer.save_freq steps). */
+typedef enum { CKPT_RESUMING = 0, CKPT_ASKED, CKPT_SAVED, CKPT_BEHIND } CkptPhase;
+CkptPhase ckpt_phase(const Coord *c);
+const char *ckpt_phase_name(CkptPhase p);
 void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m);   /* the learner's CHECKPOINT_DONE */
 void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w);   /* resume decision / version check (rank 0) */
 int  ckpt_resume(Coord *c, char err[ERR_LEN]);                /* reads coordinator.json; 0 also when there is none */

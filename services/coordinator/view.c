@@ -100,7 +100,14 @@ static json_t *status_json(Coord *c) {
     json_object_set_new(j, "events", ev);
     json_object_set_new(j, "history", json_integer(c->nhistory));
     json_object_set_new(j, "control", json_boolean(c->token != NULL));
-    engine_status_fill(c, j);             /* phase and group accounting (steps.c) */
+    engine_status_fill(c, j);
+    if (c->engine) {                      /* the checkpoint's state (ckpt.c) and the steps both sides hold */
+        const CkptState *k = &c->ckpt;
+        json_object_set_new(j, "checkpoint", json_pack("{s:s, s:o, s:o}", "state", ckpt_phase_name(ckpt_phase(c)),
+                                                       "saved_step", k->has_saved ? json_integer(k->saved.step) : json_null(),
+                                                       "pending_step", k->has_pending ? json_integer(k->pending.step)
+                                                                                       : json_null()));
+    }             /* phase and group accounting (steps.c) */
     return j;
 }
 

@@ -319,9 +319,11 @@ static void test_checkpoint_file_actions(void **state) {
     step_to_training(c);
     finish_step1(c);
     outbox_clear(c);
+    assert_int_equal(ckpt_phase(c), CKPT_BEHIND);        /* trainer.save_freq 5: step 1 is not saved */
     char err[ERR_LEN];
     Event ck = {.kind = EV_CHECKPOINT};
     assert_int_equal(engine_on(c, &ck, err), 0);
+    assert_int_equal(ckpt_phase(c), CKPT_ASKED);
     const OutAction *f = NULL;
     assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 1);
     assert_int_equal(f->item, 1);
@@ -335,6 +337,7 @@ static void test_checkpoint_file_actions(void **state) {
     outbox_clear(c);
     write_failed(c, 1, CKPT_W_ASK);
     assert_false(c->ckpt.has_pending);
+    assert_int_equal(ckpt_phase(c), CKPT_BEHIND);
     assert_int_equal(c->nout, 0);
     assert_int_equal(engine_on(c, &ck, err), 0);         /* asked again: queued again */
     assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 1);
@@ -344,6 +347,7 @@ static void test_checkpoint_file_actions(void **state) {
     done.step = 1;
     deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
     assert_true(c->ckpt.has_saved && !c->ckpt.has_pending);
+    assert_int_equal(ckpt_phase(c), CKPT_SAVED);
     assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 1);
     assert_int_equal(f->attempt, CKPT_W_SAVED);
     assert_null(f->frame);
@@ -515,6 +519,7 @@ static void test_rank_rejoins_before_another_restarts(void **state) {
     bye.reason = "killed";
     deliver(c, "learner-1", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
     assert_int_equal(engine_phase(c), PH_REJOIN);
+    assert_int_equal(ckpt_phase(c), CKPT_RESUMING);      /* rank 0's next Hello decides where to */
     bye.reason = "asked to reload";                      /* rank 0 exits to reload (status 75) */
     deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
     outbox_clear(c);
