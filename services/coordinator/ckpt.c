@@ -14,16 +14,12 @@
  * the run with an error naming both (never a silent wait for weights that no one has).
  * Not here: the learner's own checkpoint format (services/learner, common/model/checkpoint.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/clock.h"
-#include "core/fsutil.h"
 #include "core/log.h"
 #include "coord.h"
 
@@ -228,72 +224,27 @@ static int trim_history(Coord *c, long step) {
     return val_at_step;
 }
 
-void ckpt_set_aside_metrics(Coord *c) {
-    char path[1024], old[1100];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", c->cfg.default_local_dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    int empty = fgetc(f) == EOF;
-    fclose(f);
-    if (empty) return;
-    snprintf(old, sizeof old, "%s/metrics-before-%ld.jsonl", c->cfg.default_local_dir, (long)time(NULL));
-    /* an earlier run trained here without a checkpoint (a coordinator crash before the first one): its rollouts may
-     * still be up, holding its later versions, so this run takes an incarnation of its own (they load version 0) */
-    c->incarnation = (uint32_t)time(NULL) | 1u;
-    if (rename(path, old) == 0) log_warn("a new run in %s: the earlier run's metrics moved to %s", c->cfg.default_local_dir, old);
-    else log_error("a new run in %s: cannot move the earlier run's %s aside: %s", c->cfg.default_local_dir, path,
-                   strerror(errno));
+const char *ckpt_resume_file(Coord *c) {
+    CkptState *k = &c->ckpt;
+    if (!c->engine || strcmp(c->cfg.resume_mode, "disable") == 0) return NULL;
+    if (strcmp(c->cfg.resume_mode, "resume_path") == 0)
+        snprintf(k->resume_path, sizeof k->resume_path, "%s", c->cfg.resume_from_path);
+    else ckpt_path(c, k->resume_path, sizeof k->resume_path);
+    return k->resume_path;
 }
 
-int ckpt_lock(Coord *c, char err[ERR_LEN]) {
-    char path[1024];
-    int rc = fs_mkdir_p(c->cfg.default_local_dir, err);
-    if (rc) return rc;
-    snprintf(path, sizeof path, "%s/coordinator.lock", c->cfg.default_local_dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return err_set(err, ERR_IO, "%s: %s", path, strerror(errno));
-    /* a replacement pod starts while the old coordinator still writes its stop checkpoint: wait for it */
-    int64_t until = clock_ms() + (int64_t)(c->cfg.lock_wait_s * 1000), next_log = 0;
-    int locked;
-    while (!(locked = flock(fd, LOCK_EX | LOCK_NB) == 0) && clock_ms() < until) {
-        if (clock_ms() >= next_log) {
-            log_warn("trainer.default_local_dir %s is in use by another coordinator: waiting for it to exit (up to "
-                     "%.0f s more, cluster.lock_wait_s)", c->cfg.default_local_dir, (until - clock_ms()) / 1000.0);
-            next_log = clock_ms() + 10000;
-        }
-        usleep(200000);
-    }
-    if (!locked) {
-        char pid[32] = "";
-        ssize_t n = read(fd, pid, sizeof pid - 1);
-        pid[n > 0 ? n : 0] = 0;
-        pid[strcspn(pid, "\n")] = 0;
-        close(fd);
-        return err_set(err, ERR_INVAL, "trainer.default_local_dir %s is in use by another coordinator (pid %s): two "
-                       "runs must not share a checkpoint directory", c->cfg.default_local_dir, pid[0] ? pid : "?");
-    }
-    char pid[32];
-    int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
-    if (ftruncate(fd, 0) != 0 || write(fd, pid, (size_t)len) != len)
-        log_warn("%s: cannot record our pid: %s", path, strerror(errno));
-    c->lock_fd = fd;                                 /* held until the process exits */
-    return 0;
-}
-
-int ckpt_resume(Coord *c, char err[ERR_LEN]) {
+int ckpt_resume(Coord *c, const char *text, char err[ERR_LEN]) {
     CkptState *k = &c->ckpt;
     if (!c->engine || strcmp(c->cfg.resume_mode, "disable") == 0) return 0;
-    char *path = k->resume_path;
-    if (strcmp(c->cfg.resume_mode, "resume_path") == 0) snprintf(path, sizeof k->resume_path, "%s", c->cfg.resume_from_path);
-    else ckpt_path(c, path, sizeof k->resume_path);
-    if (access(path, F_OK) != 0) {
+    const char *path = k->resume_path;
+    if (!text) {
         if (strcmp(c->cfg.resume_mode, "resume_path") == 0)
             return err_set(err, ERR_IO, "trainer.resume_from_path: %s does not exist", path);
         k->undecided = 1;                                    /* auto, nothing here: the learner must agree (step 0) */
         return 0;
     }
     json_error_t jerr;
-    json_t *j = json_load_file(path, 0, &jerr);
+    json_t *j = json_loads(text, 0, &jerr);
     if (!j && jerr.line > 0) return err_set(err, ERR_DECODE, "%s:%d: not a checkpoint: %s", path, jerr.line, jerr.text);
     if (!j) return err_set(err, ERR_DECODE, "%s: not a checkpoint: %s", path, jerr.text);
     const char *fmt = json_string_value(json_object_get(j, "format"));

@@ -14,8 +14,8 @@
  *   panels.c, dashboard.c        HTTP routes, reading the view only (control requests go back as events)
  *   persist.c                    the run directory's files: the outbox's file actions, run_seconds
  *   run.c, main.c                the loop: the only I/O on sockets, timers, signals and (through persist.c) files
- * At start, before the first event, run.c also reads what a resume needs (ckpt_resume, coord_events_open, the
- * lock); from then on the engine's files do no I/O of their own. */
+ * At start, before the first event, run.c also reads what a resume needs through persist.c (the lock,
+ * coordinator.json for ckpt_resume, events.jsonl, the metric history); the engine's files do no I/O of their own. */
 #ifndef DAPO_COORD_H
 #define DAPO_COORD_H
 
@@ -146,7 +146,9 @@ typedef enum {
     EV_STOP,             /* SIGTERM / SIGINT, the supervisor gone, or the dashboard's stop */
     EV_PAUSE, EV_RESUME, /* the dashboard: no new groups are dispatched / they are again */
     EV_CHECKPOINT,       /* the dashboard: a checkpoint of the last finished step (engine_on's return says if not) */
-    EV_WRITE_FAILED      /* coordinator.json could not be written: item (step), attempt (CkptWrite), code */
+    EV_WRITE_FAILED,     /* coordinator.json could not be written: item (step), attempt (CkptWrite), code */
+    EV_WORKER_LOST       /* worker: lost (no heartbeat past cluster.lease_timeout_s) or gone (Goodbye); the registry
+                            raises it (c->lost) while it handles a message or the tick, engine_on hands it on */
 } EventKind;
 typedef struct {
     EventKind      kind;
@@ -209,9 +211,11 @@ typedef struct Coord {
     FILE        *events_file;          /* trainer.default_local_dir/events.jsonl (appended per event), or NULL */
     int          stopping, sigints;    /* stopping: 1 finishing the step in training and its checkpoint, 2 exiting */
     int          stop_failed;          /* the stop ran out of cluster.stop_timeout_s: exit status 1 */
-    int          lock_fd;              /* coordinator.lock in trainer.default_local_dir (ckpt_lock), or -1 */
+    int          lock_fd;              /* coordinator.lock in trainer.default_local_dir (persist_lock), or -1 */
     int64_t      stop_deadline_ms;     /* monotonic; cluster.stop_timeout_s after the stop request */
     uint64_t     msgs_in, msgs_bad;
+    int         *lost;                 /* workers the registry found lost or gone, for EV_WORKER_LOST (engine.c) */
+    int          nlost, cap_lost;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */
     int          ready;                /* config loaded, data read, checkpoint restored: /readyz answers 200 */
     ZcBuf        zc[COORD_ZC_BUFS];    /* out_zc_frame / out_zc_send buffers, freed after zmq_ctx_term */
@@ -362,29 +366,23 @@ CkptPhase ckpt_phase(const Coord *c);
 const char *ckpt_phase_name(CkptPhase p);
 void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m);   /* the learner's CHECKPOINT_DONE */
 void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w);   /* resume decision / version check (rank 0) */
-int  ckpt_resume(Coord *c, char err[ERR_LEN]);                /* reads coordinator.json; 0 also when there is none */
+/* The resume at start: ckpt_resume_file names the coordinator.json to read (trainer.resume_mode auto / resume_path;
+ * NULL: disable or no training run), run.c reads it, ckpt_resume decodes its text (NULL: there is none; 0 then too,
+ * but ERR_IO for a resume_path that does not exist; ERR_DECODE / ERR_VERSION for a file that is not one). */
+const char *ckpt_resume_file(Coord *c);
+int  ckpt_resume(Coord *c, const char *text, char err[ERR_LEN]);
 char *ckpt_text(const Coord *c);     /* coordinator.json as c->ckpt and c->incarnation are now (xmalloc'd; NULL: OOM) */
 /* EV_WRITE_FAILED: coordinator.json of `step` could not be written (why: CkptWrite). ASK: the pending step is dropped
  * (the learner was not asked; a stop exits without it); SAVED: the confirmed step stays pending on disk. */
 void ckpt_on_write_failed(Coord *c, long step, CkptWrite why, int code);
-/* Locks trainer.default_local_dir (coordinator.lock, flock, our pid in it) for this process: ERR_INVAL naming the
- * other coordinator's pid when a live one holds it, ERR_IO when the file cannot be made. */
-int  ckpt_lock(Coord *c, char err[ERR_LEN]);
-void ckpt_set_aside_metrics(Coord *c);   /* a run that resumes nothing: an earlier run's metrics.jsonl is renamed */
 
 /* history.c: the metric history (each entry has a "step" metric), samples and events. coord_record_step copies m and
  * queues its row for metrics.jsonl and tensorboard (OUT_METRICS_ROW). */
 void coord_record_step(Coord *c, long step, const Metrics *m);
 void coord_history_append(Coord *c, long step, const Metrics *m);   /* history only, no JSONL line */
 /* One line for the dashboard's event list: a worker lost or back, a rollback, a restart. Also queued for
- * events.jsonl (OUT_EVENT_LINE, once coord_events_open opened it) as {"t": unix s, "step": the run's step, "run_s": the run's seconds, "text"}. */
+ * events.jsonl (OUT_EVENT_LINE, once persist_events_open opened it) as {"t": unix s, "step": the run's step, "run_s": the run's seconds, "text"}. */
 void coord_event(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Opens trainer.default_local_dir/events.jsonl (issue 33): a run that resumes (a checkpoint, or a restart by the
- * supervisor) reads its events back into the list and its run seconds (the largest "run_s" there and in
- * run_seconds); a fresh run sets an earlier run's file aside (events-before-<unix s>-<pid>.jsonl) and starts with
- * "run started". Events recorded before the call are appended after the ones read back. 0 or ERR_IO (the file
- * cannot be written: the caller goes on without it, the dashboard keeps its list in memory). */
-int  coord_events_open(Coord *c, char err[ERR_LEN]);
 double coord_run_seconds(const Coord *c);   /* seconds the run has been up, over every coordinator process */
 void coord_run_seconds_seen(Coord *c, double run_s);   /* a saved run_s (finite, < 1e9) raises the base */
 long coord_event_step(const Coord *c);      /* the run's finished steps (the checkpoint's while resuming) */

@@ -1,7 +1,8 @@
 /* services/coordinator/engine.c: the coordinator's one entry point, engine_on (coord.h; issue 35). run.c turns every
  * input — a worker message, a refused Hello, the 100 ms cron, a send that failed, a signal, the dashboard's control
  * requests — into an Event; engine_on routes it to the registry (registry.c), the training engine (results.c,
- * steps.c) and the checkpoints (ckpt.c), whose sends go to the outbox (outbox.c) for run.c to carry out. The stop
+ * steps.c) and the checkpoints (ckpt.c), whose sends and file writes go to the outbox (outbox.c) for run.c to carry
+ * out. Liveness becomes events here too: a worker the registry finds lost (or gone) is handed on as EV_WORKER_LOST. The stop
  * sequence lives here: a stop lets the step in training finish and checkpoints it on both sides (ckpt.c, steps.c's
  * stop tick), bounded by cluster.stop_timeout_s; a second stop exits at once.
  * Not here: sockets, timers, signals and HTTP (run.c). */
@@ -50,9 +51,20 @@ void coord_state_free(Coord *c) {
     for (int i = 0; i < COORD_ZC_BUFS; i++) xfree(c->zc[i].p);
     xfree(c->workers);
     c->workers = NULL;
+    xfree(c->lost);
+    c->lost = NULL;
     engine_free(c);
     coord_history_free(c);
     config_free(&c->cfg);
+}
+
+/* The workers the registry found lost or gone while it handled an event, each as an EV_WORKER_LOST. */
+static void raise_lost(Coord *c) {
+    for (int i = 0; i < c->nlost; i++) {
+        Event lost = {.kind = EV_WORKER_LOST, .worker = c->lost[i]};
+        engine_on(c, &lost, NULL);
+    }
+    c->nlost = 0;
 }
 
 int engine_on(Coord *c, const Event *ev, char err[ERR_LEN]) {
@@ -60,12 +72,14 @@ int engine_on(Coord *c, const Event *ev, char err[ERR_LEN]) {
     case EV_MESSAGE:
         c->msgs_in++;
         registry_on_message(c, ev->msg);
+        raise_lost(c);
         break;
     case EV_BAD_HELLO:
         registry_on_bad_version_hello(c, ev->msg);
         break;
     case EV_TICK:
         registry_cron(c);
+        raise_lost(c);
         if (!c->stopping) engine_reclaim_leases(c);
         engine_tick(c);
         check_stop_deadline(c);
@@ -90,6 +104,9 @@ int engine_on(Coord *c, const Event *ev, char err[ERR_LEN]) {
     case EV_CHECKPOINT:
         if (!c->engine) return err_set(err, ERR_UNSUPPORTED, "no training run configured: nothing to checkpoint");
         return ckpt_request(c, err);
+    case EV_WORKER_LOST:
+        if (ev->worker >= 0 && ev->worker < c->nworkers) engine_on_worker_lost(c, ev->worker);
+        break;
     case EV_WRITE_FAILED:
         if (c->engine) ckpt_on_write_failed(c, (long)ev->item, (CkptWrite)ev->attempt, ev->code);
         break;

@@ -9,12 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/clock.h"
-#include "core/fsutil.h"
 #include "core/log.h"
-#include "net/daemon.h"
 #include "coord.h"
 
 void coord_record_step(Coord *c, long step, const Metrics *m) {
@@ -86,75 +83,6 @@ void coord_event(Coord *c, const char *fmt, ...) {
 /* A run_s read back (events.jsonl, run_seconds, coordinator.json) raises run_s_base: finite, 0 .. 1e9 s only. */
 void coord_run_seconds_seen(Coord *c, double run_s) {
     if (isfinite(run_s) && run_s > c->run_s_base && run_s < 1e9) c->run_s_base = run_s;
-}
-
-/* Reads events.jsonl's lines (any length) into the ring (the last COORD_EVENTS stay); a line that is not an event
- * object is skipped. */
-static void events_read_back(Coord *c, const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, f) > 0) {
-        json_t *j = json_loads(line, 0, NULL);
-        const char *text = json_string_value(json_object_get(j, "text"));
-        if (text) {
-            int k = c->nevents++ % COORD_EVENTS;
-            snprintf(c->events[k], sizeof c->events[k], "%s", text);
-            c->event_t[k] = json_number_value(json_object_get(j, "t"));
-            c->event_step[k] = (long)json_integer_value(json_object_get(j, "step"));
-            coord_run_seconds_seen(c, json_number_value(json_object_get(j, "run_s")));
-        }
-        json_decref(j);
-    }
-    free(line);
-    fclose(f);
-}
-
-static void run_seconds_path(const Coord *c, char *buf, size_t n) {
-    snprintf(buf, n, "%s/run_seconds", c->cfg.default_local_dir);
-}
-
-int coord_events_open(Coord *c, char err[ERR_LEN]) {
-    char path[1024], old[1100], rs_path[1024];
-    snprintf(path, sizeof path, "%s/events.jsonl", c->cfg.default_local_dir);
-    int n_before = c->nevents < COORD_EVENTS ? c->nevents : COORD_EVENTS, restarts = daemon_restarts();
-    char before[COORD_EVENTS][200];                  /* events of this process so far: written after the old ones */
-    double before_t[COORD_EVENTS];
-    long before_step[COORD_EVENTS];
-    for (int i = 0; i < n_before; i++) {
-        int k = (c->nevents - n_before + i) % COORD_EVENTS;
-        memcpy(before[i], c->events[k], sizeof before[i]);
-        before_t[i] = c->event_t[k];
-        before_step[i] = c->event_step[k];
-    }
-    int resuming = c->ckpt.has_saved || c->ckpt.has_pending || restarts > 0;
-    c->nevents = 0;
-    run_seconds_path(c, rs_path, sizeof rs_path);
-    if (resuming) {
-        events_read_back(c, path);
-        FILE *rf = fopen(rs_path, "r");
-        double rs = 0;
-        if (rf && fscanf(rf, "%lf", &rs) == 1) coord_run_seconds_seen(c, rs);
-        if (rf) fclose(rf);
-    } else if (access(path, F_OK) == 0) {
-        snprintf(old, sizeof old, "%s/events-before-%ld-%d.jsonl", c->cfg.default_local_dir, (long)time(NULL),
-                 (int)getpid());
-        if (rename(path, old) == 0) log_info("a new run: the earlier run's events moved to %s", old);
-        remove(rs_path);
-    }
-    if (fs_mkdir_p(c->cfg.default_local_dir, err)) return ERR_IO;
-    c->events_file = fopen(path, "a");
-    if (!c->events_file) return err_set(err, ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    if (!resuming) coord_event(c, "run %s started", c->run_id);
-    else if (restarts > 0) coord_event(c, "coordinator restarted by its supervisor (restart %d)", restarts);
-    for (int i = 0; i < n_before; i++) {
-        int k = c->nevents++ % COORD_EVENTS;
-        memcpy(c->events[k], before[i], sizeof c->events[k]);
-        c->event_t[k] = before_t[i];
-        c->event_step[k] = before_step[i];      /* its line was queued when it happened */
-    }
-    return 0;
 }
 
 void coord_history_free(Coord *c) {

@@ -16,4 +16,22 @@ void persist_run_seconds(Coord *c);
  * decision (ckpt.c) then drops the rows after the step it resumes. */
 void persist_read_history(Coord *c);
 
+/* The start (run.c, before the first event): */
+/* The whole file at path (xmalloc'd, NUL-terminated, in *text): 0, ERR_NOTFOUND when it does not exist, ERR_IO. */
+int  persist_read_file(const char *path, char **text, char err[ERR_LEN]);
+/* Locks trainer.default_local_dir (coordinator.lock, flock, our pid in it) for this process: ERR_INVAL naming the
+ * other coordinator's pid when a live one holds it (after waiting cluster.lock_wait_s), ERR_IO when the file cannot
+ * be made. */
+int  persist_lock(Coord *c, char err[ERR_LEN]);
+/* A run that resumes nothing: an earlier run's metrics.jsonl is renamed aside (and this run takes an incarnation of
+ * its own: the earlier run's rollouts may still hold its later versions). */
+void persist_set_aside_metrics(Coord *c);
+/* Opens trainer.default_local_dir/events.jsonl (issue 33): a run that resumes (a checkpoint, or a restart by the
+ * supervisor) reads its events back into the list and its run seconds (the largest "run_s" there and in
+ * run_seconds); a fresh run sets an earlier run's file aside (events-before-<unix s>-<pid>.jsonl) and starts with
+ * "run started". Events recorded before the call keep their place after the ones read back (their lines are
+ * queued). 0 or ERR_IO (the file cannot be written: the caller goes on without it, the dashboard keeps its list in
+ * memory). */
+int  persist_events_open(Coord *c, char err[ERR_LEN]);
+
 #endif

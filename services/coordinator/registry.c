@@ -109,7 +109,8 @@ static void mark_gone(Coord *c, WorkerEntry *w, WorkerLife life, const char *why
     if (life == WORKER_LOST) log_warn("worker %s (%s) lost: %s", w->id, role_name(w->role), why);
     else log_info("worker %s (%s) left: %s", w->id, role_name(w->role), why);
     coord_event(c, "%s %s: %s", w->id, life == WORKER_LOST ? "lost" : "left", why);
-    engine_on_worker_lost(c, (int)(w - c->workers));
+    XGROW(c->lost, c->nlost, c->cap_lost, 8);        /* engine_on turns it into EV_WORKER_LOST */
+    c->lost[c->nlost++] = (int)(w - c->workers);
 }
 
 void registry_on_message(Coord *c, NetMsg *m) {

@@ -266,10 +266,16 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     c->control = on_event;
     if (c->cfg.event_log[0] && !(c->evlog = evlog_open(c->cfg.event_log, c->run_id, &c->cfg, err))) return ERR_IO;
     int rc2 = engine_start(c, err);
-    if (!rc2 && c->engine) rc2 = ckpt_lock(c, err);
-    if (!rc2) rc2 = ckpt_resume(c, err);
+    if (!rc2 && c->engine) rc2 = persist_lock(c, err);
+    if (!rc2) {
+        const char *path = ckpt_resume_file(c);
+        char *text = NULL;
+        int rr = path ? persist_read_file(path, &text, err) : ERR_NOTFOUND;
+        rc2 = rr && rr != ERR_NOTFOUND ? rr : ckpt_resume(c, text, err);
+        xfree(text);
+    }
     if (rc2) return rc2;
-    if (c->engine && !c->ckpt.has_saved && !c->ckpt.has_pending) ckpt_set_aside_metrics(c);
+    if (c->engine && !c->ckpt.has_saved && !c->ckpt.has_pending) persist_set_aside_metrics(c);
     else if (c->engine) persist_read_history(c);    /* the dashboard's curves; the resume decision trims them */
     if (c->ckpt.rewrite) {                          /* the incarnation one up, on disk before anything runs */
         char *text = ckpt_text(c);
@@ -277,7 +283,7 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
         xfree(text);
         if (rc2) return rc2;
     }
-    if (c->engine && coord_events_open(c, e2))      /* only the dashboard's history: training goes on without it */
+    if (c->engine && persist_events_open(c, e2))      /* only the dashboard's history: training goes on without it */
         log_error("%s: the event list is kept in memory only", e2);
     if (c->engine) {
         char path[1024];

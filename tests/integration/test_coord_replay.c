@@ -18,6 +18,7 @@
 #include "net/worker.h"
 #include "services/coordinator/engine.h"
 #include "services/coordinator/evlog.h"
+#include "services/coordinator/persist.h"
 #include "tests/fake_workers.h"
 #include "tests/testutil.h"
 
@@ -118,7 +119,7 @@ static Coord *replay_coord(const EvRecord *h, const char *dir) {
     snprintf(c->run_id, sizeof c->run_id, "%s", h->run_id);
     c->started_ms = clock_ms();
     if (engine_start(c, err)) fail_msg("engine_start: %s", err);
-    if (coord_events_open(c, err)) fail_msg("%s", err);   /* as the live start: "run started" queued (the live
+    if (persist_events_open(c, err)) fail_msg("%s", err);   /* as the live start: "run started" queued (the live
                                                               run's events.jsonl, done with, is set aside) */
     return c;
 }

@@ -1,6 +1,7 @@
 /* tests/support/dashboard_demo.c: the dashboard tests' synthetic steps (dashboard_demo.h), recorded through the
  * coordinator's own coord_record_step / coord_record_sample from a libuv timer. */
 #include "tests/support/dashboard_demo.h"
+#include "services/coordinator/persist.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -120,7 +121,7 @@ int dashboard_demo_start(Coord *c, void *ud, char err[ERR_LEN]) {
     if (g_demo.total <= 0) return 0;
     log_warn("--demo-steps %d: recording synthetic metrics (the dashboard tests' coordinator, not a training run)",
              g_demo.total);
-    if (coord_events_open(c, err)) return ERR_IO;    /* events.jsonl in trainer.default_local_dir, as a run's */
+    if (persist_events_open(c, err)) return ERR_IO;    /* events.jsonl in trainer.default_local_dir, as a run's */
     snprintf(c->status_line, sizeof c->status_line, "demo: waiting for the first synthetic step");
     int rc = uv_timer_init(c->loop, &g_demo.timer);
     g_demo.timer.data = c;
