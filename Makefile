@@ -47,7 +47,7 @@ ifeq ($(SANITIZE),1)
   LDFLAGS += -fsanitize=address,undefined
 endif
 
-# CUDA detection (STYLE.md rule 14): auto builds it when nvcc is found, CUDA=1 requires it, CUDA=0 skips.
+# CUDA detection (docs/conventions.md rule 14): auto builds it when nvcc is found, CUDA=1 requires it, CUDA=0 skips.
 NVCC := $(if $(filter 0,$(CUDA)),,$(or $(wildcard $(CUDA_HOME)/bin/nvcc),$(shell command -v nvcc 2>/dev/null)))
 ifneq ($(NVCC),)
   CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -100,7 +100,7 @@ BENCH_BINS := $(addprefix $(BUILD)/bench/,$(notdir $(BENCH_SRC:.c=)))
 .DEFAULT_GOAL := all
 all: $(SVC_BINS) $(TOOL_BINS)
 
-# Rebuild everything when the flags change (STYLE.md rule 14).
+# Rebuild everything when the flags change (docs/conventions.md rule 14).
 FLAGS_STAMP := $(BUILD)/.flags
 $(shell mkdir -p $(BUILD) && echo '$(CC) $(CFLAGS) $(LDFLAGS) $(LIBS) $(NVCC)' > $(FLAGS_STAMP).new && \
   (cmp -s $(FLAGS_STAMP).new $(FLAGS_STAMP) || mv $(FLAGS_STAMP).new $(FLAGS_STAMP)); rm -f $(FLAGS_STAMP).new)

@@ -5,7 +5,7 @@
 #   RUN_DIR/base-model/                     the tiny model (configs/tiny-model) warm-started by SFT on the worked
 #                                           solutions (dapo-sft), so that its held-out accuracy starts between 5% and
 #                                           50%: dynamic sampling needs groups with mixed accuracy.
-# SFT settings follow the team's TINY-RECIPE.md notes (128 sequences per step, AdamW lr 1e-3, betas 0.9/0.95, wd 0.01,
+# SFT settings follow docs/tiny-recipe.md (128 sequences per step, AdamW lr 1e-3, betas 0.9/0.95, wd 0.01,
 # 50 warm-up steps). It stops at the first evaluation whose held-out greedy accuracy reaches SFT_STOP_ACC (0.35: the
 # recipe's prototype started RL from 37% greedy / 25.6% mean@4; a weaker start, 21.5% greedy / 13.4% mean@4, climbed
 # less than half as fast). Greedy accuracy jumps late in SFT, and where it crosses 0.35 depends on the CPU's rounding

@@ -8,7 +8,7 @@ static inline json_int_t tu_group_count(json_t *st, const char *state) {
     return json_integer_value(json_object_get(json_object_get(st, "groups"), state));
 }
 
-/* Every group is in exactly one state: the states add up to "created" (DESIGN.md §7). settled: also none is in
+/* Every group is in exactly one state: the states add up to "created" (docs/design.md §7). settled: also none is in
  * flight (queued, leased, generated, scoring or kept), as at the end of a run. */
 static inline void tu_assert_groups_add_up(json_t *st, int settled) {
     static const char *const states[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus",

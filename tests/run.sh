@@ -27,6 +27,12 @@ run_one() {  # name, command...
 if [ -z "${TEST_FILTER:-}" ] || [[ check_layers == *"$TEST_FILTER"* ]]; then
   run_one check_layers tests/check_layers.sh      # the include rules (no upward include in common/)
 fi
+if [ -z "${TEST_FILTER:-}" ] || [[ check_docs == *"$TEST_FILTER"* ]]; then
+  run_one check_docs tests/check_docs.sh          # every *.md that code and configs cite exists (issue 36)
+fi
+if [ -z "${TEST_FILTER:-}" ] || [[ check_docs_test == *"$TEST_FILTER"* ]]; then
+  run_one check_docs_test tests/check_docs_test.sh   # the check catches a planted missing / empty file
+fi
 if [ -z "${TEST_FILTER:-}" ] || [[ check_calls_test == *"$TEST_FILTER"* ]]; then
   run_one check_calls_test tests/check_calls_test.sh   # the call-graph cycle check finds a planted back-call
 fi

@@ -3,7 +3,7 @@
  *
  *   dapo-gen-arith --split train|test [--n N] [--seed S] > file.jsonl
  *
- * A problem is a ± b ± c evaluated left to right (a, b, c in 0..99; the team's TINY-RECIPE.md notes measured this task),
+ * A problem is a ± b ± c evaluated left to right (a, b, c in 0..99; docs/tiny-recipe.md measured this task),
  * told as one of a few short stories. The answer never goes below 0 (the stories count things), so a '-' step
  * takes away at most what there is. The worked solution (extra_info.solution) is "a+b=s. s-c=t.\nAnswer: t", the
  * form the verifier's `Answer:` rule reads. Splits are disjoint by construction: a problem (a, op1, b, op2, c)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tools/parquet_to_jsonl.py: converts a verl / DAPO-Math-17k parquet file to the JSONL schema dapo reads
-(DESIGN.md §6): one compact JSON object per line with data_source, prompt [{role, content}], ability,
+(docs/design.md §6): one compact JSON object per line with data_source, prompt [{role, content}], ability,
 reward_model {ground_truth, style}, extra_info. Non-ASCII is written as raw UTF-8.
 
     pip install pyarrow

@@ -4,7 +4,7 @@ attention (--attn; issue 23: every PyTorch baseline uses SDPA), use_cache=True, 
 under torch.compile over a static cache (transformers' recipe for compiled generation; --compile auto keeps the faster,
 on / off runs one), sampling at temperature 1 (top_k=0, top_p=1.0: no truncation, like ours), exactly
 --new tokens per sequence (min_new_tokens = max_new_tokens, EOS never stops it), B prompts of P random tokens
-(no padding), torch.set_num_threads(2) (--threads); run.sh sets the PERF.md environment (OPENBLAS_CORETYPE,
+(no padding), torch.set_num_threads(2) (--threads); run.sh sets the docs/performance.md environment (OPENBLAS_CORETYPE,
 OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT, MALLOC_*). Median over --steps runs after --warmup runs.
 
   baseline_hf.py --model DIR --batch B [--prompt P] [--new T] [--steps K] [--warmup W] [--attn sdpa|eager]

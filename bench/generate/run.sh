@@ -2,7 +2,7 @@
 # bench/generate/run.sh: end-to-end generation tokens/s of the rollout engine (model/generate.h: paged KV cache,
 # continuous batching, packed-weight decode kernels; prefill included) beside transformers' generate() (sampling,
 # use_cache=True, fp32, SDPA, as is and torch.compile'd over a static cache, the faster kept; 2 threads, tuned per
-# the team's PERF.md) on the same random Qwen2 checkpoints,
+# docs/performance.md) on the same random Qwen2 checkpoints,
 # in the same run: 32-token prompts, exactly 128 sampled tokens per sequence at temperature 1, batch 1, 16 and 64,
 # for the tiny (V512 H256 L4 8/2 heads I704) and small (V4096 H512 L8 8/2 heads I1408) configs of issue 4.
 # Medians over STEPS runs after WARMUP runs. Also ours in batch-invariant mode for the small config at batch 16,

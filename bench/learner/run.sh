@@ -2,7 +2,7 @@
 # bench/learner/run.sh: one learner rank's DAPO training step through the real engine (services/learner: old-log-prob
 # pass + update = forward with fused log-prob/entropy + DAPO loss, backward, all-reduce over the CPU collective, grad
 # clip, AdamW) for the tiny and small configs of the model issue, beside the tuned PyTorch training step of
-# bench/train (transformers Qwen2ForCausalLM + torch.optim.AdamW, fp32, 2 threads, PERF.md settings), same random
+# bench/train (transformers Qwen2ForCausalLM + torch.optim.AdamW, fp32, 2 threads, docs/performance.md settings), same random
 # weights, same token shapes, same run, medians after warm-up. Prints step time, update tokens/s per rank and the
 # share of forward / backward / optimizer / communication; with 2 ranks (one process each, 1 thread each) too.
 # Last line: BENCH learner ours=<small update tok/s, 1 rank> baseline=<torch train tok/s> ratio=<ours/baseline>

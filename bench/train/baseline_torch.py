@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/train baseline: transformers Qwen2ForCausalLM + torch.optim.AdamW, fp32, SDPA attention (--attn; issue 23:
 every PyTorch baseline uses SDPA), once as is and once under torch.compile (--compile auto: both, the faster one is
-the figure; on / off: only that one), tuned as /work/shared/PERF.md says (torch.set_num_threads(2); run.sh sets OPENBLAS_CORETYPE, OMP_WAIT_POLICY=PASSIVE,
+the figure; on / off: only that one), tuned as docs/performance.md says (torch.set_num_threads(2); run.sh sets OPENBLAS_CORETYPE, OMP_WAIT_POLICY=PASSIVE,
 OPENBLAS_THREAD_TIMEOUT=4 and the MALLOC_* variables). Same work per step as ours: logits / T, token
 log-probs and entropies (verl's logprobs_from_logits / entropy_from_logits), loss = sum w*logp + sum u*H,
 backward, clip_grad_norm_(1.0), AdamW step. Prefill: forward only under no_grad.

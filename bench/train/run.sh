@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # bench/train/run.sh: training tokens/s (forward + fused log-prob/entropy + backward + grad clip + AdamW) and
 # prefill tokens/s of our CPU model core beside transformers' Qwen2ForCausalLM + torch.optim.AdamW (fp32,
-# SDPA attention, as is and under torch.compile, the faster kept; 2 threads, tuned per the team's PERF.md), same random
+# SDPA attention, as is and under torch.compile, the faster kept; 2 threads, tuned per docs/performance.md), same random
 # weights, same token shapes, same run.
 # Configs of issue 4: tiny (V512 H256 L4 8/2 heads I704, 16 x 256 tokens) and small (V4096 H512 L8 8/2
 # heads I1408, 4 x 512 tokens). ROUNDS rounds alternate ours / baseline (so load from other processes hits
 # both alike); each round takes STEPS timed steps after WARMUP; the figure is the median over all timed
-# steps. Also GFLOP/s against the ~306 GFLOP/s fp32 sgemm ceiling of PERF.md (training flops/token =
+# steps. Also GFLOP/s against the ~306 GFLOP/s fp32 sgemm ceiling of docs/performance.md (training flops/token =
 # 6 x matmul params + 6 x L x T x qd for causal attention; prefill a third of that).
 # Last line: BENCH train ours=<small train tok/s> baseline=<tok/s> ratio=<ours/baseline>
 set -euo pipefail

@@ -1,4 +1,4 @@
-/* common/backend/backend.h: a compute backend as a const table of kernel-level operations (STYLE.md rule 6,
+/* common/backend/backend.h: a compute backend as a const table of kernel-level operations (docs/conventions.md rule 6,
  * ggml's ggml_backend_i). The model (common/model) is written once against this table: it allocates its slabs,
  * moves data and runs every kernel through `const Backend *`, so the layer loop does not know which device runs it.
  * One table per backend: backend_cpu (backend/cpu/backend_cpu.c: OpenBLAS + our AVX-512/AVX2 kernels, the
@@ -17,7 +17,7 @@
  *   - index arrays (tokens, targets, positions, cu_seqlens, block tables) are HOST arrays: a device backend stages
  *     them itself, so the model keeps its bookkeeping on the host whatever runs the math.
  *   - ops enqueue and return nothing: shapes are the caller's contract (the model checks its inputs first);
- *     device failures are fatal with file:line (STYLE.md rule 3). Only ctx_new and alloc report errors.
+ *     device failures are fatal with file:line (docs/conventions.md rule 3). Only ctx_new and alloc report errors.
  *   - an op a backend lacks is NULL, and the model refuses what needs it at creation (ERR_UNSUPPORTED naming it):
  *     CUDA has no Qwen3 q/k norm kernel yet (rmsnorm_heads), no contiguous-cache attention (attention, only
  *     model_forward_cached's test path) and no paged cache in the CPU layout (kv_store / paged_attention: the rollout

@@ -1,6 +1,6 @@
-/* common/collective/collective.h: collectives between the W learner ranks (DESIGN.md §1, §3): sum all-reduce of
+/* common/collective/collective.h: collectives between the W learner ranks (docs/design.md §1, §3): sum all-reduce of
  * the fp32 gradient slab, broadcast from rank 0, barrier. One small interface, two backends behind a const vtable
- * (STYLE.md rule 6):
+ * (docs/conventions.md rule 6):
  *   cpu  (collective_cpu.c, always built): ZeroMQ over TCP/IPC. Rank 0 binds a ROUTER at `endpoint`, ranks 1..W-1
  *        connect DEALERs. All-reduce = gather to rank 0, which sums in rank order (buf_0 + buf_1 + ... + buf_{W-1},
  *        fp32, so every rank gets the same bits whatever the arrival order), then sends the sum back.
@@ -11,7 +11,7 @@
  *        hung peer is aborted (ncclCommAbort) with an error instead of hanging.
  * Every wait has a deadline (timeout_s): a dead or hung peer makes the call fail with ERR_TIMEOUT and a message
  * that names the rank and the operation; the collective is then unusable (ERR_CLOSED) and the learner must be
- * restarted (the run resumes from its last checkpoint, DESIGN.md §7). The group is all or nothing (issue 31): once a
+ * restarted (the run resumes from its last checkpoint, docs/design.md §7). The group is all or nothing (issue 31): once a
  * rank's connection to a joined peer closes (the peer died, restarted, or stayed silent for timeout_s), the CPU
  * backend's call under way fails at once with ERR_CLOSED naming that rank, and coll_poll tells an idle caller, which
  * starts again and joins whichever rank 0 is up: the ranks re-form whatever order they restart in. Rank 0 watches

@@ -1,5 +1,5 @@
 /* common/core/err.h: the one set of error codes every dapo module returns (0 = success, negative = error),
- * and the fail-fast path for setup errors (STYLE.md rule 3).
+ * and the fail-fast path for setup errors (docs/conventions.md rule 3).
  * Not here: logging (log.h). Request/message paths return these codes and never exit. */
 #ifndef DAPO_ERR_H
 #define DAPO_ERR_H
@@ -37,7 +37,7 @@ int err_set(char err[ERR_LEN], int code, const char *fmt, ...) __attribute__((fo
 _Noreturn void die(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 #define DIE(...) die(__FILE__, __LINE__, __VA_ARGS__)
 
-/* Counted heap (STYLE.md rule 5): abort on failure (out of memory is not recoverable here), and the
+/* Counted heap (docs/conventions.md rule 5): abort on failure (out of memory is not recoverable here), and the
  * running total of live bytes is exported for the dashboard. Free with xfree (NULL-safe). */
 void  *xmalloc(size_t n);
 void  *xcalloc(size_t n, size_t size);

@@ -1,6 +1,6 @@
 /* common/core/fsutil.h: file-system helpers every service needs: create a directory tree, and write a file
  * atomically (temp file in the same directory, fsync, rename, fsync the directory) so a crash or a full disk
- * leaves either the old file or the new one, never a torn one (DESIGN.md §7). */
+ * leaves either the old file or the new one, never a torn one (docs/design.md §7). */
 #ifndef DAPO_FSUTIL_H
 #define DAPO_FSUTIL_H
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* common/core/log.h: structured logs to stderr: "2026-11-30T06:20:11.123Z LEVEL component [step N] msg".
- * The level is checked before formatting (STYLE.md: log levels checked first). Thread-safe (one fprintf
+ * The level is checked before formatting (docs/conventions.md: log levels checked first). Thread-safe (one fprintf
  * per line). Not here: metrics (metrics.h). */
 #ifndef DAPO_LOG_H
 #define DAPO_LOG_H

@@ -1,4 +1,4 @@
-/* common/core/threads_env.h: the threading environment a dapo process needs on few cores (the team's PERF.md notes): the
+/* common/core/threads_env.h: the threading environment a dapo process needs on few cores (docs/performance.md): the
  * OpenMP pool and OpenBLAS's pool busy-waiting on 2 cores starve each other (measured: 10x slower SFT steps and
  * decode). Both libraries read their settings when they load, so this sets OMP_WAIT_POLICY=PASSIVE and
  * OPENBLAS_THREAD_TIMEOUT=4 where the user has not and re-executes the program once. A value the environment set is

@@ -1,5 +1,5 @@
-/* common/dapo/advantages.h: GRPO outcome advantages per prompt group (DESIGN.md §1 step 4).
- * Source: verl `compute_grpo_outcome_advantage` (verl/trainer/ppo/core_algos.py, DESIGN.md commit):
+/* common/dapo/advantages.h: GRPO outcome advantages per prompt group (docs/design.md §1 step 4).
+ * Source: verl `compute_grpo_outcome_advantage` (verl/trainer/ppo/core_algos.py, docs/design.md commit):
  *   A_i = (R_i - mean(R)) / (std(R) + epsilon)   std unbiased (n - 1), as torch.std;  epsilon = 1e-6
  *   A_i = R_i - mean(R)                          when norm_adv_by_std_in_grpo is false (Dr. GRPO)
  *   a group of one response: mean 0, std 1       (so A = R / (1 + epsilon), or R unnormalised)

@@ -1,5 +1,5 @@
-/* common/dapo/filter.h: DAPO dynamic sampling — the group filter (DESIGN.md §1 step 3).
- * Source: verl recipe/dapo `RayDAPOTrainer.fit` (DESIGN.md commit): per prompt uid, collect the metric of its
+/* common/dapo/filter.h: DAPO dynamic sampling — the group filter (docs/design.md §1 step 3).
+ * Source: verl recipe/dapo `RayDAPOTrainer.fit` (docs/design.md commit): per prompt uid, collect the metric of its
  * responses; keep the group when np.std(values) > 0 or the group has one response; otherwise drop it.
  * Metric names as verl: `acc` (the verifier's 0/1 accuracy, the default), `score` (the verifier's raw score,
  * without the overlong penalty: verl's reward_extra_info["score"]), `seq_reward` (token_level_scores summed:

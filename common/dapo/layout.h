@@ -1,4 +1,4 @@
-/* common/dapo/layout.h: how a training batch is laid out for the learners (DESIGN.md §1 step 5).
+/* common/dapo/layout.h: how a training batch is laid out for the learners (docs/design.md §1 step 5).
  *  1. Mini-batches: the batch's groups, in order, cut into mini-batches of `mini_groups` groups
  *     (ppo_mini_batch_size prompts x their n responses); the last one may be smaller (verl's data.split).
  *  2. Shards: each mini-batch is split across W learner ranks with EQUAL sequence counts (so every rank runs

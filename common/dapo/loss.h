@@ -1,6 +1,6 @@
-/* common/dapo/loss.h: the DAPO token-level policy loss (DESIGN.md §2), its aggregation over a mini-batch, its
+/* common/dapo/loss.h: the DAPO token-level policy loss (docs/design.md §2), its aggregation over a mini-batch, its
  * metrics, and its gradient with respect to the per-token log-probs and entropies — the pure-math part of a
- * learner step. Formula source: verl `verl/trainer/ppo/core_algos.py` (DESIGN.md commit; identical in the
+ * learner step. Formula source: verl `verl/trainer/ppo/core_algos.py` (docs/design.md commit; identical in the
  * verl 0.7.1 / 0.8.0 releases): `compute_policy_loss_vanilla`, `agg_loss` with verl's `global_batch_info`
  * (dp_size, batch_num_tokens, global_batch_size, loss_scale_factor), `verl_F.masked_mean`; the entropy term
  * as verl's actor: `policy_loss = pg_loss - entropy_coeff * agg_loss(entropy)`.
@@ -94,7 +94,7 @@ typedef struct {
     double ppo_kl;
     double n_tokens;           /* mask sum of this call */
     double clipfrac_sum;       /* numerators of the three means, so loss_stats_merge can form exact token */
-    double clipfrac_lower_sum; /* means over a whole mini-batch (DESIGN.md §2) */
+    double clipfrac_lower_sum; /* means over a whole mini-batch (docs/design.md §2) */
     double kl_sum;
     double entropy_sum;        /* sum of M_t entropy_t (the token mean of entropy is entropy_sum / n_tokens) */
     int    n_seq_nonempty;     /* segments with at least one counted token */

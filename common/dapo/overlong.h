@@ -1,4 +1,4 @@
-/* common/dapo/overlong.h: DAPO's soft overlong punishment and overlong filtering (DESIGN.md §2), pure.
+/* common/dapo/overlong.h: DAPO's soft overlong punishment and overlong filtering (docs/design.md §2), pure.
  * Penalty source: verl DAPORewardManager (verl/workers/reward_manager/dapo.py):
  *     expected_len = max_resp_len - overlong_buffer_len
  *     exceed_len   = valid_response_length - expected_len

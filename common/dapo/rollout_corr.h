@@ -1,7 +1,7 @@
 /* common/dapo/rollout_corr.h: rollout-vs-learner mismatch — the off-policy diagnostics verl logs under
  * rollout_corr/ and the truncated importance-sampling (TIS) weights of verl's rollout correction, which
  * correct the loss for a sampler whose log-probs differ from the learner's (async mode, bf16 rollout).
- * Source: verl verl/trainer/ppo/rollout_corr_helper.py (DESIGN.md commit; verl 0.8.0):
+ * Source: verl verl/trainer/ppo/rollout_corr_helper.py (docs/design.md commit; verl 0.8.0):
  * compute_offpolicy_metrics (via compute_rollout_corr_metrics_from_logprobs) and
  * compute_rollout_correction_weights (TIS: "token" or "sequence" level, single upper threshold).
  * With logp = the learner's log-probs (old/recomputed), rlogp = the rollout's, M = mask, per sequence s
@@ -14,7 +14,7 @@
  *   ppl_ratio           = mean over s of exp(log_ppl_diff_s)
  *   chi2_token          = masked mean of exp(2 clamp(r, +-20)) - 1
  *   chi2_seq            = mean over s of exp(2 clamp(sum_t M r, +-20)) - 1
- *   abs_logprob_diff    = masked mean of |logp - rlogp|   (ours, DESIGN.md §2)
+ *   abs_logprob_diff    = masked mean of |logp - rlogp|   (ours, docs/design.md §2)
  * IS weights: token w_t = min(exp(clamp(r_t, +-20)), threshold); sequence w_t = min(exp(clamp(sum M r, +-20)),
  * threshold) for every token of the sequence; 0 where M = 0. They multiply the per-token loss
  * (LossInput.is_weight in loss.h), as verl multiplies pg_losses by rollout_is_weights.

@@ -1,4 +1,4 @@
-/* common/io/dataset.h: prompt datasets in the verl / DAPO-Math-17k JSONL schema (DESIGN.md "Datasets"):
+/* common/io/dataset.h: prompt datasets in the verl / DAPO-Math-17k JSONL schema (docs/design.md "Datasets"):
  *   {"data_source": str, "prompt": [{"role", "content"}, ...], "ability": str,
  *    "reward_model": {"ground_truth": str|number, "style": str}, "extra_info": {"index": int, ...}}
  * Each prompt is rendered through the chat template with add_generation_prompt=True and tokenized; then

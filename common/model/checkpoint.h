@@ -1,4 +1,4 @@
-/* common/model/checkpoint.h: learner checkpoints (DESIGN.md §7, issue 7): the model as a Hugging Face directory that
+/* common/model/checkpoint.h: learner checkpoints (docs/design.md §7, issue 7): the model as a Hugging Face directory that
  * transformers loads, the AdamW state, and the training counters, written atomically, with the newest
  * `max_keep` kept. Layout (verl's, so tools that know verl's tree find things where they expect):
  *   ROOT/global_step_N/actor/huggingface/{config.json, generation_config.json, model.safetensors}   fp32 weights

@@ -1,6 +1,6 @@
 /* common/model/generate.h: the rollout engine — prefill + decode of many sequences with a paged KV cache on the
  * CPU, continuous batching, chunked prefill, preemption with recompute, and per-token sampling with the
- * counter-based RNG (issue 6; DESIGN.md §1 "rollout", §3 sampling).
+ * counter-based RNG (issue 6; docs/design.md §1 "rollout", §3 sampling).
  *
  * Each call to gen_engine_step runs ONE forward over a packed set of rows:
  *   - every running sequence whose context is fully cached contributes one decode row (its last token);
@@ -45,7 +45,7 @@
  * generation_config.json) ends the response with finish reason "stop" (the stop token is included in the
  * response and counted); reaching max_tokens ends it with "length".
  * Log-probs: per sampled token, log_softmax(logits / temperature)[token] over the FULL vocabulary, before
- * top-k / top-p truncation (temperature 1 for greedy) — what the learner recomputes (DESIGN.md §2), so the
+ * top-k / top-p truncation (temperature 1 for greedy) — what the learner recomputes (docs/design.md §2), so the
  * rollout-vs-learner mismatch metrics compare like with like; it is not the truncated sampler's probability.
  *
  * Linear layers run on a packed copy of the weights (cpu_pack_weights, made at gen_engine_new and by

@@ -6,7 +6,7 @@
  * Math: transformers modeling_qwen2.py / modeling_qwen3.py / modeling_llama.py (v5.24), eager attention.
  *
  * The handle is opaque (its fields are model_internal.h's): callers use the accessors at the end of this header.
- * Memory (STYLE.md rule 4): one slab each for parameters, gradients, Adam m, Adam v and activations, all
+ * Memory (docs/conventions.md rule 4): one slab each for parameters, gradients, Adam m, Adam v and activations, all
  * sized from the config and ModelOptions.max_tokens at load and logged. Inside a layer the q/k/v weights
  * (and biases) are stored back to back as one [qd + 2 kvd, H] matrix and gate/up as one [2I, H] matrix, so
  * each is one GEMM; the HF tensor names map onto slices of them (model_tensor_*).

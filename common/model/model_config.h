@@ -1,4 +1,4 @@
-/* common/model/model_config.h: the Hugging Face model configuration dapo can run (DESIGN.md §3), parsed
+/* common/model/model_config.h: the Hugging Face model configuration dapo can run (docs/design.md §3), parsed
  * from config.json (+ generation_config.json) with jansson, and the RoPE inverse frequencies it implies.
  * Supported: Qwen2ForCausalLM (q/k/v bias), Qwen3ForCausalLM (q/k RMSNorm), LlamaForCausalLM (rope_type
  * default or llama3), tied or untied lm_head, GQA, explicit head_dim. Both the transformers 4.x keys

@@ -14,7 +14,7 @@
  *   greedy (params.greedy, or temperature <= 0): argmax of the logits, first index on ties (torch.argmax).
  * Returned log-prob: log_softmax(logits / temperature)[token] over the FULL vocabulary, before top-k/top-p
  * truncation (temperature 1 when greedy with temperature <= 0). This is deliberate: it is what the learner
- * recomputes from the same logits (DESIGN.md §2, logp = log softmax(logits / temperature)[token]), so the
+ * recomputes from the same logits (docs/design.md §2, logp = log softmax(logits / temperature)[token]), so the
  * rollout's and the learner's log-probs are comparable (the rollout_corr metrics) and never -inf-shifted by
  * the truncation; it is not the probability the truncated sampler actually used.
  * Cost (V = 151936, one core, SSE2): untruncated 0.23 ms per token — one vectorised pass for the max, one

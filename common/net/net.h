@@ -1,4 +1,4 @@
-/* common/net/net.h: the thin layer over libzmq that every dapo process speaks (DESIGN.md §1).
+/* common/net/net.h: the thin layer over libzmq that every dapo process speaks (docs/design.md §1).
  *
  * A message is one ZeroMQ frame, or on a CURVE socket several when it is over NET_FRAME_BYTES (ROUTER sockets add
  * the peer's routing-id frame in front):
@@ -12,7 +12,7 @@
  * libzmq spends ~1.3x as much CPU per byte on a 27 MB frame as on 1 MiB ones; in plaintext one frame is cheaper (no
  * join). Receivers accept either form (bench/RESULTS.md, issue 18).
  * Frames are size-capped twice: ZMQ_MAXMSGSIZE on every socket (the peer is disconnected) and a check before
- * protobuf-c unpacks anything (STYLE.md rule 11). Hello, Welcome and ErrorReply are frozen across protocol
+ * protobuf-c unpacks anything (docs/conventions.md rule 11). Hello, Welcome and ErrorReply are frozen across protocol
  * versions: they are unpacked even from a peer of another version (net_decode still returns ERR_VERSION), so a
  * refusal can name both versions. Truncated, oversized, garbage frames and frames of another
  * protocol version are consumed and reported as errors; the receiver keeps working.

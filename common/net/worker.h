@@ -1,5 +1,5 @@
 /* common/net/worker.h: the worker side of the dapo protocol, one state machine shared by rollout, verifier and
- * learner (DESIGN.md §1).
+ * learner (docs/design.md §1).
  *
  *   CONNECTING --Hello--> (Welcome accepted) --> READY --(coordinator silent > lease timeout, or it says it does
  *        ^                                         |      not know us: it restarted)--> CONNECTING (Hello again)

@@ -1,7 +1,7 @@
 /* common/reward/reward.h: the table of rule-based scorers keyed by a dataset's `data_source`, and the one
  * entry point the verifier daemon (and dapo-verify) calls per response. Mirrors verl's
  * `default_compute_score(data_source, ...)` dispatch, except that every math source here uses the DAPO
- * math_dapo rules (DESIGN.md §2; issue 3): "math_dapo", "math500", "openai/gsm8k", "aime*", ... A new
+ * math_dapo rules (docs/design.md §2; issue 3): "math_dapo", "math500", "openai/gsm8k", "aime*", ... A new
  * scorer is one row in reward.c's table. Unknown sources fall back to math_dapo (the default), reported
  * through RewardScorer.is_default so a caller can count them.
  * Not here: the overlong penalty (dapo/overlong.h), threading, deadlines policy (the caller picks one). */

@@ -1,4 +1,4 @@
-# deploy/local/env.sh: the BLAS and threading environment for dapo processes on this machine (the team's PERF.md notes),
+# deploy/local/env.sh: the BLAS and threading environment for dapo processes on this machine (docs/performance.md),
 # sourced by the launchers and benchmarks. Sets a variable only where the user has not: never overrides.
 # OpenBLAS 0.3.21 does not recognise recent Xeons and silently picks its slowest (Prescott) kernel; choose the
 # kernel from the CPU flags instead.

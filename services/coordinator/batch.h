@@ -1,4 +1,4 @@
-/* services/coordinator/batch.h: a step's training batch built before anything is sent (DESIGN.md §1 steps 4-5), as a
+/* services/coordinator/batch.h: a step's training batch built before anything is sent (docs/design.md §1 steps 4-5), as a
  * pure function of the assembled groups and the config: no sockets, no engine state, so it is tested on its own
  * (tests/unit/test_coord_batch.c). steps.c then only walks the plan's shards and sends them.
  *   1. per sequence: reward = the verifier's score, response tokens counted by the loss (0 when overlong filtering

@@ -1,4 +1,4 @@
-/* services/coordinator/coord.h: the coordinator's state, shared by its modules (DESIGN.md §1).
+/* services/coordinator/coord.h: the coordinator's state, shared by its modules (docs/design.md §1).
  * One libuv loop owns everything: the ZeroMQ ROUTER (joined through uv_poll on ZMQ_FD), a cron timer, the
  * dashboard's HTTP server and the signal handlers. Single-threaded: no locks.
  * The files, each calling only those listed before it (tests/check_calls.sh fails on a circle, make test runs it):
@@ -59,7 +59,7 @@ typedef struct {
 
 #define COORD_EVENTS  16                   /* worker losses, rejoins and rollbacks kept for the dashboard */
 
-/* Every prompt group is in exactly one of these states (DESIGN.md §7); c->group_counts counts them over the
+/* Every prompt group is in exactly one of these states (docs/design.md §7); c->group_counts counts them over the
  * run and always adds up to the groups created. */
 typedef enum {
     GS_QUEUED = 0, GS_LEASED, GS_GENERATED, GS_SCORING, GS_KEPT, GS_FILTERED, GS_SURPLUS, GS_CANCELLED,
@@ -302,7 +302,7 @@ int engine_on(Coord *c, const Event *ev, char err[ERR_LEN]);
 void coord_state_free(Coord *c);
 
 /* The training engine (engine.h; steps.c, dispatch.c, results.c, setup.c): dataset, dispatch, dynamic sampling,
- * batches, validation (DESIGN.md §1 steps 1-5). */
+ * batches, validation (docs/design.md §1 steps 1-5). */
 int  engine_start(Coord *c, char err[ERR_LEN]);        /* loads the data; NULL engine when none configured */
 void engine_tick(Coord *c);                            /* advances the state machine; called from cron and after messages */
 void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m);   /* GroupResult, ScoreResult, StepResult, WeightAck */

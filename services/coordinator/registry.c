@@ -1,5 +1,5 @@
 /* services/coordinator/registry.c: the worker registry — hello and its answer, heartbeats, credit, goodbye, and
- * noticing a worker that went silent (DESIGN.md §1, §7).
+ * noticing a worker that went silent (docs/design.md §1, §7).
  * Called by engine.c only; its sends go to the outbox. The table's queries are in workers.c.
  * Not here: the work items a worker holds (their leases return to the queue when the worker is lost; the
  * dispatch module owns them). */

@@ -288,7 +288,7 @@ void engine_on_worker_lost(Coord *c, int wi) {
 /* A lease lives while its worker heartbeats, but not for ever: one older than cluster.max_lease_s (generation)
  * or cluster.max_score_lease_s (scoring) is taken back even from a worker that still heartbeats — one that lost a
  * result (a send dropped on a full queue, a bug) or hangs on one item while its loop runs would otherwise stall
- * the step silently (DESIGN.md §7: no input may lose data). The group goes back to the queue with attempt + 1
+ * the step silently (docs/design.md §7: no input may lose data). The group goes back to the queue with attempt + 1
  * (a group past MAX_ATTEMPTS is cancelled), the worker is told to drop it (Cancel), a late result of the old
  * attempt is dropped as stale, and /api/status counts it ("leases"). */
 void engine_reclaim_leases(Coord *c) {

@@ -1,5 +1,5 @@
 /* services/coordinator/run.c: dapo-coordinator's body, coord_run (coord.h; main.c calls it) — the control plane
- * (DESIGN.md §1). One libuv loop: the ZeroMQ
+ * (docs/design.md §1). One libuv loop: the ZeroMQ
  * ROUTER every worker connects to (through uv_poll on ZMQ_FD, drained until ZMQ_EVENTS has no POLLIN on every
  * wake-up and after every send, since ZMQ_FD is edge-triggered), a 100 ms cron (leases, the stop deadline), the HTTP
  * dashboard and SIGTERM/SIGINT: a stop lets the step in training finish and checkpoints it on both sides (ckpt.c)

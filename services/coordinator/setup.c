@@ -133,7 +133,7 @@ void engine_count_validation(Coord *c) {
 Phase engine_phase(const Coord *c) { return c->engine ? c->engine->phase : PH_IDLE; }
 int engine_job_active(const Coord *c) { return c->engine && c->engine->job.active; }
 
-/* Group accounting (DESIGN.md §7): every group in exactly one state; the states add up to "created". */
+/* Group accounting (docs/design.md §7): every group in exactly one state; the states add up to "created". */
 void engine_status_fill(Coord *c, json_t *status) {
     json_t *groups = json_object();
     json_int_t created = 0;

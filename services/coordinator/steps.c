@@ -1,4 +1,4 @@
-/* services/coordinator/steps.c: the training loop of the coordinator (DESIGN.md §1 "One step", issue 8).
+/* services/coordinator/steps.c: the training loop of the coordinator (docs/design.md §1 "One step", issue 8).
  *
  *   IDLE -> [VALIDATE] -> GENERATE (rounds of gen_batch_size prompts: rollout -> verifier -> filter) -> TRAIN
  *   (advantages, mini-batches, shards to the learner ranks) -> WEIGHTS (every rollout loads version v+1) ->
@@ -168,7 +168,7 @@ static int send_shard(Coord *c, const BatchPlan *p, int k, int ep, const int *ra
 }
 
 /* The batch of one step: its plan first (batch.h: advantages, layout, every row), then a loop that only sends the
- * shards, ppo_epochs x mini-batches x ranks (DESIGN.md §1 steps 4-5). A failure fails the run with the first error;
+ * shards, ppo_epochs x mini-batches x ranks (docs/design.md §1 steps 4-5). A failure fails the run with the first error;
  * the other shards are still tried so every learner hears of the step. */
 static int send_batch(Coord *c, Group **batch, int nb) {
     Engine *e = c->engine;

@@ -1,4 +1,4 @@
-/* services/learner/learner.h: the learner's training engine (DESIGN.md §1 step 5, §2; issue 7), independent of the
+/* services/learner/learner.h: the learner's training engine (docs/design.md §1 step 5, §2; issue 7), independent of the
  * sockets so tests drive it directly:
  *   - old log-probs recomputed with the current weights for EVERY mini-batch of a step before its first update
  *     (verl's compute_log_prob over the whole batch), or the rollout's log-probs (actor.use_rollout_log_probs =

@@ -1,4 +1,4 @@
-/* services/learner/main.c: dapo-learner, rank r of W (DESIGN.md §1 step 5, issue 7). Startup: the CPU collective
+/* services/learner/main.c: dapo-learner, rank r of W (docs/design.md §1 step 5, issue 7). Startup: the CPU collective
  * between the W ranks (cluster.collective; every wait bounded by cluster.collective_timeout_s), the model from the
  * newest checkpoint or actor_rollout_ref.model.path (learner.h; every rank must agree on the step it resumes), and on
  * rank 0 the weight server (weights.h) holding the current version (0 for a fresh model). Then the shared worker loop:

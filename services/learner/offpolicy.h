@@ -1,4 +1,4 @@
-/* services/learner/offpolicy.h: the learner's side of off-policy correction (issue 15; DESIGN.md §1 async mode): once
+/* services/learner/offpolicy.h: the learner's side of off-policy correction (issue 15; docs/design.md §1 async mode): once
  * per step, after the old-log-prob pass, for every mini-batch of the step on this rank —
  *   - the behaviour version of every row (TrainBatch.behaviour_versions) against the version the learner holds: a row
  *     newer than it, or more than trainer.staleness behind, fails the step (the coordinator never sends one);

@@ -1,4 +1,4 @@
-/* services/learner/weights.h: learner rank 0's weight server (DESIGN.md §1, issue 7): the server side of the
+/* services/learner/weights.h: learner rank 0's weight server (docs/design.md §1, issue 7): the server side of the
  * weight-chunk protocol (common/net/wchunk.h: chunks, messages, checksums). It keeps the latest published version's
  * weights (F32) and sends the chunks a rollout's WeightResend asks for, of the version it holds; a request for a
  * version it does not have yet gets no answer (the rollout asks again after the coordinator announces it). The snapshot is a copy, so training may change the model right after publishing.

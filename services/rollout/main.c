@@ -1,4 +1,4 @@
-/* services/rollout/main.c: dapo-rollout — generates response groups for the coordinator (DESIGN.md §1, issue 6).
+/* services/rollout/main.c: dapo-rollout — generates response groups for the coordinator (docs/design.md §1, issue 6).
  *
  *   dapo-rollout [--config FILE] [key.path=value ...] [--id NAME] [--load DIR] [--version V]
  *

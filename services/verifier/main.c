@@ -1,4 +1,4 @@
-/* services/verifier/main.c: dapo-verifier — scores responses for the coordinator (DESIGN.md §1, issue 3).
+/* services/verifier/main.c: dapo-verifier — scores responses for the coordinator (docs/design.md §1, issue 3).
  * Registers through the shared worker protocol with capacity cluster.verifier_capacity responses (one credit per
  * response), takes ScoreRequest batches, scores them on a thread pool (scoring.c: math_dapo rules by data_source,
  * a per-item deadline, the soft overlong penalty), returns ScoreResults as each request finishes, and gives the

@@ -1,5 +1,5 @@
 /* services/verifier/scoring.h: the verifier's scoring pool — ScoreRequests in, ScoreResults out, scored on a
- * fixed set of threads (DESIGN.md §1: "a thread pool, a deadline per item, never crashes on input").
+ * fixed set of threads (docs/design.md §1: "a thread pool, a deadline per item, never crashes on input").
  * Each item is scored by one of two paths, with a per-item deadline (reward_model.timeout_s):
  *   - built in (the default, the fastest): reward_score() by data_source (common/reward); an item over the deadline
  *     gets score -1, error "timeout", outcome REWARD_TIMEOUT;

@@ -334,7 +334,7 @@ static void test_two_ranks_and_dead_peer(void **state) {
 }
 
 int main(void) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);      /* for the spawned tools (deploy/local/env.sh, PERF.md) */
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);      /* for the spawned tools (deploy/local/env.sh, docs/performance.md) */
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_step_and_weights, setup, teardown),

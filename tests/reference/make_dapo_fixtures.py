@@ -12,7 +12,7 @@ and torch.autograd for d(loss)/d(logp) and d(loss)/d(entropy) of loss = pg_loss 
 (verl's actor objective, verl/workers/utils/losses.py ppo_loss).
 
 verl is pinned to 0.8.0 (the release bench/verify uses too; its agg_loss / compute_policy_loss_vanilla /
-compute_grpo_outcome_advantage are identical to 0.7.1's, the first with agg_loss's global batch info; DESIGN.md
+compute_grpo_outcome_advantage are identical to 0.7.1's, the first with agg_loss's global batch info; docs/design.md
 names commit b178a3cd of that line). verl's full dependency set is huge (vllm, ray[default], ...), so this
 script installs exactly the pins of requirements-verl.txt with --no-deps into ~/.cache/dapo/verl-deps (or $DAPO_VERL_DEPS; outside the repository) and imports from there;
 torch and numpy come from the environment.

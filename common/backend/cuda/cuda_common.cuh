@@ -1,5 +1,5 @@
 // common/backend/cuda/cuda_common.cuh: what every .cu file of the backend shares (C++ side only): the fail-fast
-// check macros (STYLE.md rule 3: file:line, the call, the CUDA / cuBLAS error text), launch-shape assertions,
+// check macros (docs/conventions.md rule 3: file:line, the call, the CUDA / cuBLAS error text), launch-shape assertions,
 // warp reductions and bf16 helpers. Not here: anything C11 code sees (cuda_ops.h).
 #ifndef DAPO_CUDA_COMMON_CUH
 #define DAPO_CUDA_COMMON_CUH

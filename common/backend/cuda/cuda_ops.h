@@ -1,5 +1,5 @@
 /* common/backend/cuda/cuda_ops.h: the CUDA kernels of the transformer, one op per .cu file beside this header
- * (STYLE.md rule 7), each behind one C launcher that checks its shapes (die with file:line on a violated
+ * (docs/conventions.md rule 7), each behind one C launcher that checks its shapes (die with file:line on a violated
  * contract: these are setup-grade programming errors, not input errors), enqueues on `st` and checks the
  * launch. CUDA builds only (USE_CUDA); usable from C11. All pointers are DEVICE pointers; matrices are
  * row-major, "[M, N]" = M rows of N elements. bf16 tensors are passed as uint16_t * (bit patterns, as
