@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the include-rule check (tests/check_layers.sh), the coordinator's call-graph check
-# (tests/check_calls.sh) and its test (tests/check_calls_test.sh), each cmocka binary $BUILD/tests/test_* (and longtest_* when LONG=1), each fuzz target in
+# Runs every test: the include-rule check (tests/check_layers.sh), the cited-docs check (tests/check_docs.sh) and its
+# test, the coordinator's call-graph check (tests/check_calls.sh) and its test (tests/check_calls_test.sh), each cmocka binary $BUILD/tests/test_* (and longtest_* when LONG=1), each fuzz target in
 # $BUILD/fuzz for FUZZ_SECONDS.
 # Prints one line per test program and, last, "N passed, N failed" (programs). Exit 1 on any failure.
 # TEST_FILTER=substring runs only the matching programs.
