@@ -8,6 +8,7 @@
 #include <libfyaml.h>
 #include <math.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -516,6 +517,7 @@ static int walk(Config *c, struct fy_node *map, const char *prefix, const char *
         char key[256];
         if ((size_t)snprintf(key, sizeof key, "%s%.*s", prefix, (int)klen, ks) >= sizeof key)
             return err_set(err, ERR_INVAL, "%s: key too long", where);
+        if (!prefix[0] && strcmp(key, "defaults") == 0) continue;     /* the bases: config_load_file read them */
         if (!v || fy_node_is_mapping(v)) {
             if (!v) continue;
             if (find_entry(key))
@@ -633,7 +635,58 @@ static int has_yaml_content(const char *path) {
     return found;
 }
 
-int config_load_file(Config *c, const char *path, char err[ERR_LEN]) {
+#define CFG_DEFAULTS_DEPTH 8
+
+static int load_file(Config *c, const char *path, const char *chain, int depth, char err[ERR_LEN]);
+
+/* 1 when file is one of the " -> "-separated entries of chain. */
+static int in_chain(const char *chain, const char *file) {
+    size_t n = strlen(file);
+    for (const char *p = chain; (p = strstr(p, file)); p += n)
+        if ((p == chain || (p - chain >= 4 && !strncmp(p - 4, " -> ", 4))) && (!p[n] || !strncmp(p + n, " -> ", 4)))
+            return 1;
+    return 0;
+}
+
+/* The bases a config names (`defaults: [a.yaml, ...]` or `defaults: a.yaml`), each loaded before the file's own
+ * keys, in order: paths relative to the naming file's directory unless absolute. chain: the files that led here
+ * ("a.yaml -> b.yaml"), for the cycle and depth errors. */
+static int load_defaults(Config *c, struct fy_node *root, const char *path, const char *chain, int depth,
+                         char err[ERR_LEN]) {
+    struct fy_node *d = fy_node_mapping_lookup_by_string(root, "defaults", -1);
+    if (!d) return 0;
+    if (!fy_node_is_sequence(d) && !fy_node_is_scalar(d))
+        return err_set(err, ERR_INVAL, "%s:%d: defaults: a list of config files (or one file) to start from", path,
+                       node_line(d));
+    void *it = NULL;
+    struct fy_node *item = fy_node_is_scalar(d) ? d : fy_node_sequence_iterate(d, &it);
+    for (; item; item = fy_node_is_scalar(d) ? NULL : fy_node_sequence_iterate(d, &it)) {
+        size_t n;
+        const char *s = fy_node_is_scalar(item) ? fy_node_get_scalar(item, &n) : NULL;
+        if (!s || n == 0 || n >= 1024)
+            return err_set(err, ERR_INVAL, "%s:%d: defaults: each entry is the path of a config file", path,
+                           node_line(item));
+        char base[2048], dir[1024];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (s[0] == '/' || !slash) snprintf(base, sizeof base, "%.*s", (int)n, s);
+        else { slash[1] = 0; snprintf(base, sizeof base, "%s%.*s", dir, (int)n, s); }
+        char real_base[PATH_MAX];
+        if (realpath(base, real_base) && in_chain(chain, real_base))
+            return err_set(err, ERR_INVAL, "%s:%d: defaults: %s is already being read (%s -> %s): a cycle", path,
+                           node_line(item), base, chain, base);
+        if (depth >= CFG_DEFAULTS_DEPTH)
+            return err_set(err, ERR_INVAL, "%s:%d: defaults: more than %d levels of bases (%s)", path, node_line(item),
+                           CFG_DEFAULTS_DEPTH, chain);
+        int rc = load_file(c, base, chain, depth + 1, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int config_load_file(Config *c, const char *path, char err[ERR_LEN]) { return load_file(c, path, "", 0, err); }
+
+static int load_file(Config *c, const char *path, const char *chain, int depth, char err[ERR_LEN]) {
     int crc = config_file_check(path, err);
     if (crc) return crc;
     /* libfyaml's own diagnostics are collected (never printed); errors are reported through err. */
@@ -667,8 +720,13 @@ int config_load_file(Config *c, const char *path, char err[ERR_LEN]) {
         log_warn("%s: the config file has no settings: all defaults", path);
     else if (!fy_node_is_mapping(root))
         rc = err_set(err, ERR_INVAL, "%s: the top level must be a mapping of sections", path);
-    else if (root)
-        rc = walk(c, root, "", path, err);
+    else {
+        char real[PATH_MAX], next[8192];
+        int len = snprintf(next, sizeof next, "%s%s%s", chain, chain[0] ? " -> " : "", realpath(path, real) ? real : path);
+        rc = len < 0 || (size_t)len >= sizeof next ? err_set(err, ERR_INVAL, "%s: defaults: the chain of bases is too long", path)
+                                                   : load_defaults(c, root, path, next, depth, err);
+        if (!rc) rc = walk(c, root, "", path, err);
+    }
     fy_document_destroy(doc);
     return rc;
 }

@@ -386,6 +386,66 @@ static void test_rollout_correction_keys(void **state) {
     config_free(&c);
 }
 
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* `defaults:` (docs/design.md §5): bases load first, in order, paths relative to the naming file; the file's own keys
+ * win over its bases and a later base over an earlier one; a cycle, a missing base and a bad entry are refused with
+ * the file and line. */
+static void test_defaults_bases(void **state) {
+    (void)state;
+    char dir[] = "/tmp/dapo-defaults-XXXXXX", p[4][128], err[ERR_LEN];
+    assert_non_null(mkdtemp(dir));
+    const char *names[4] = {"base.yaml", "mid.yaml", "top.yaml", "loop.yaml"};
+    for (int i = 0; i < 4; i++) snprintf(p[i], sizeof p[i], "%s/%s", dir, names[i]);
+    char sub[160];
+    snprintf(sub, sizeof sub, "mkdir -p %s/sub", dir);
+    assert_int_equal(system(sub), 0);
+    write_text(p[0], "data:\n  train_batch_size: 16\n  gen_batch_size: 24\nactor_rollout_ref:\n  rollout:\n    n: 4\n");
+    write_text(p[1], "defaults: base.yaml\ndata:\n  gen_batch_size: 32\n");
+    char top[256], nested[160];
+    snprintf(nested, sizeof nested, "%s/sub/leaf.yaml", dir);
+    write_text(nested, "defaults: [../mid.yaml]\nactor_rollout_ref:\n  rollout:\n    n: 6\n");
+    snprintf(top, sizeof top, "defaults: [sub/leaf.yaml, %s]\ndata:\n  train_batch_size: 8\n", p[0]);
+    write_text(p[2], top);
+    Config c;
+    config_defaults(&c);
+    assert_int_equal(config_load_file(&c, p[2], err), 0);
+    assert_int_equal(c.train_batch_size, 8);             /* the file's own key */
+    assert_int_equal(c.gen_batch_size, 24);              /* base.yaml, named after sub/leaf.yaml, wins over mid's 32 */
+    assert_int_equal(c.rollout_n, 4);                    /* ... and over leaf's 6 */
+    config_free(&c);
+    config_defaults(&c);
+    assert_int_equal(config_load_file(&c, nested, err), 0);
+    assert_int_equal(c.gen_batch_size, 32);              /* mid over base */
+    assert_int_equal(c.rollout_n, 6);                    /* leaf over both */
+    config_free(&c);
+
+    write_text(p[3], "defaults: [loop.yaml]\ndata:\n  train_batch_size: 8\n");   /* itself */
+    config_defaults(&c);
+    assert_int_equal(config_load_file(&c, p[3], err), ERR_INVAL);
+    assert_non_null(strstr(err, "a cycle"));
+    assert_non_null(strstr(err, "loop.yaml:1"));
+    config_free(&c);
+    write_text(p[3], "defaults: [nowhere.yaml]\n");
+    config_defaults(&c);
+    assert_int_equal(config_load_file(&c, p[3], err), ERR_IO);
+    assert_non_null(strstr(err, "nowhere.yaml"));
+    config_free(&c);
+    write_text(p[3], "defaults:\n  x: 1\n");
+    config_defaults(&c);
+    assert_int_equal(config_load_file(&c, p[3], err), ERR_INVAL);
+    assert_non_null(strstr(err, "defaults: a list of config files"));
+    config_free(&c);
+    char rm[160];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    assert_int_equal(system(rm), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty_and_quiet),
@@ -398,6 +458,7 @@ int main(void) {
         cmocka_unit_test(test_not_a_config_file),
         cmocka_unit_test(test_endpoint_forms),
         cmocka_unit_test(test_rollout_correction_keys),
+        cmocka_unit_test(test_defaults_bases),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <glob.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -58,9 +59,48 @@ static void test_dapo_32b_recipe(void **state) {
     config_free(&c);
 }
 
+/* Each ablation row names the row before as its base (`defaults:`) and holds only its change; each resolves to the
+ * YAML its whole-file copy resolved to before (tests/data/configs/ablation/<row>.resolved.yaml, from
+ * `dapo-coordinator --config configs/ablation/<row>.yaml --print-config` at the commit before). */
+static void test_ablation_rows_resolve_as_before(void **state) {
+    (void)state;
+    char pattern[512];
+    snprintf(pattern, sizeof pattern, "%s/configs/ablation/*.yaml", tu_root());
+    glob_t g;
+    assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+    assert_int_equal(g.gl_pathc, 7);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        Config c;
+        char err[ERR_LEN] = "", want_path[700];
+        config_defaults(&c);
+        int rc = config_load_file(&c, g.gl_pathv[i], err);
+        if (!rc) rc = config_validate(&c, err);
+        if (rc) fail_msg("%s: %s", g.gl_pathv[i], err);
+        char *got = NULL;
+        size_t got_len = 0;
+        FILE *m = open_memstream(&got, &got_len);
+        config_print_yaml(&c, m);
+        fclose(m);
+        const char *base = strrchr(g.gl_pathv[i], '/') + 1;
+        snprintf(want_path, sizeof want_path, "%s/tests/data/configs/ablation/%.*s.resolved.yaml", tu_root(),
+                 (int)(strlen(base) - 5), base);
+        FILE *w = fopen(want_path, "rb");
+        if (!w) fail_msg("%s: missing", want_path);
+        char want[8192];
+        size_t n = fread(want, 1, sizeof want - 1, w);
+        fclose(w);
+        want[n] = 0;
+        if (strcmp(got, want) != 0) fail_msg("%s resolves otherwise than %s:\n%s", g.gl_pathv[i], want_path, got);
+        free(got);
+        config_free(&c);
+    }
+    globfree(&g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_config_validates),
+        cmocka_unit_test(test_ablation_rows_resolve_as_before),
         cmocka_unit_test(test_dapo_32b_recipe),
     };
     return cmocka_run_group_tests_name("configs", tests, NULL, NULL);

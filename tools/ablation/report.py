@@ -326,8 +326,9 @@ def write_doc(a, rows, control, base_score, k, any_run):
                 text.splitlines()[0] if text else "empty", tag))
     L.append("## Reproduce\n")
     L.append("```\n%s          # resumable: finished runs are kept\n```\n" % a.command)
-    L.append("The rows are `configs/ablation/1-naive-grpo.yaml` .. `7-dapo-default.yaml`, each the previous one plus "
-             "one change (`diff` them). Runs, logs and metrics stay under `%s/`." % os.path.relpath(a.dir))
+    L.append("The rows are `configs/ablation/1-naive-grpo.yaml` .. `7-dapo-default.yaml`, each naming the previous one "
+             "as its base (`defaults:`) and holding only its one change (row 1: the default recipe's changes). Runs, "
+             "logs and metrics stay under `%s/`." % os.path.relpath(a.dir))
     with open(a.out, "w") as f:
         f.write("\n".join(L) + "\n")
 
