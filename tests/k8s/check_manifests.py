@@ -107,11 +107,33 @@ def validate(tree, rendered, scratch):
             yaml.safe_dump_all(objs, f)
         run(["kubernetes-validate", "--strict", "--quiet", "-k", K8S_VERSION, path])
         print("check_manifests: kubernetes-validate --strict -k %s: overlay %s passed" % (K8S_VERSION, ov))
-    with open(os.path.join(ROOT, "configs", "default.yaml")) as a, \
-            open(os.path.join(ROOT, "deploy", "k8s", "base", "recipe.yaml")) as b:
-        if a.read() != b.read():
-            fail("deploy/k8s/base/recipe.yaml is not configs/default.yaml (copy it: cp configs/default.yaml "
-                 "deploy/k8s/base/recipe.yaml)")
+    recipes(scratch)
+
+
+def resolved(path, scratch, *overrides):
+    """dapo-coordinator --print-config of a recipe, its /opt/dapo/configs/ bases read from this checkout's configs/."""
+    with open(path) as f:
+        text = f.read().replace("/opt/dapo/configs/", os.path.join(ROOT, "configs") + "/")
+    tmp = os.path.join(scratch, "recipe-" + os.path.basename(os.path.dirname(path)) + ".yaml")
+    with open(tmp, "w") as f:
+        f.write(text)
+    return run([os.path.join(BUILD, "bin", "dapo-coordinator"), "--config", tmp, "--print-config"] + list(overrides))
+
+
+def recipes(scratch):
+    """The base recipe resolves to configs/default.yaml's config; the GPU one to the same but trainer.device cuda."""
+    want = run([os.path.join(BUILD, "bin", "dapo-coordinator"), "--config", os.path.join(ROOT, "configs", "default.yaml"),
+                "--print-config"])
+    base = os.path.join(ROOT, "deploy", "k8s", "base", "recipe.yaml")
+    if resolved(base, scratch) != want:
+        fail("deploy/k8s/base/recipe.yaml does not resolve to configs/default.yaml's config")
+    gpu = os.path.join(ROOT, "deploy", "k8s", "overlays", "gpu", "recipe.yaml")
+    with open(gpu) as f:
+        if (yaml.safe_load(f).get("trainer") or {}).get("device") != "cuda":
+            fail("deploy/k8s/overlays/gpu/recipe.yaml does not set trainer.device: cuda")
+    if resolved(gpu, scratch, "trainer.device=cpu") != want:
+        fail("deploy/k8s/overlays/gpu/recipe.yaml differs from configs/default.yaml in more than trainer.device")
+    print("check_manifests: the base and GPU recipes resolve to configs/default.yaml (the GPU one with device cuda)")
 
 
 # ---------------------------------------------------------------------------------------------- consistency
