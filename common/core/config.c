@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <utf8proc.h>
+#include <xxhash.h>
 
 #include "core/fsutil.h"
 
@@ -810,6 +811,24 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
 }
 
 /* Prints keys grouped by their common prefixes as nested YAML. Table order keeps sections together. */
+/* One entry's value as config_print_yaml writes it (strings quoted, lists in brackets). */
+static void print_value(const CfgEntry *e, const Config *c, FILE *f) {
+    const char *field = (const char *)c + e->off;
+    switch (e->type) {
+    case CFG_INT: fprintf(f, "%d", *(const int *)field); break;
+    case CFG_FLOAT: fprintf(f, "%.10g", *(const double *)field); break;
+    case CFG_BOOL: fprintf(f, "%s", *(const bool *)field ? "true" : "false"); break;
+    case CFG_STR: case CFG_ENUM: fprintf(f, "\"%s\"", *(char *const *)field ? *(char *const *)field : ""); break;
+    case CFG_LIST: {
+        const StrList *l = (const StrList *)field;
+        fprintf(f, "[");
+        for (int k = 0; k < l->n; k++) fprintf(f, "%s\"%s\"", k ? ", " : "", l->v[k]);
+        fprintf(f, "]");
+        break;
+    }
+    }
+}
+
 void config_print_yaml(const Config *c, FILE *f) {
     const char *prev = "";
     for (size_t i = 0; i < NCFG; i++) {
@@ -824,22 +843,68 @@ void config_print_yaml(const Config *c, FILE *f) {
         for (const char *dot; (dot = strchr(p, '.')); p = dot + 1, depth++)
             fprintf(f, "%*s%.*s:\n", depth * 2, "", (int)(dot - p), p);
         fprintf(f, "%*s%s: ", depth * 2, "", p);
-        const char *field = (const char *)c + e->off;
-        switch (e->type) {
-        case CFG_INT: fprintf(f, "%d\n", *(const int *)field); break;
-        case CFG_FLOAT: fprintf(f, "%.10g\n", *(const double *)field); break;
-        case CFG_BOOL: fprintf(f, "%s\n", *(const bool *)field ? "true" : "false"); break;
-        case CFG_STR: case CFG_ENUM: fprintf(f, "\"%s\"\n", *(char *const *)field ? *(char *const *)field : ""); break;
-        case CFG_LIST: {
-            const StrList *l = (const StrList *)field;
-            fprintf(f, "[");
-            for (int k = 0; k < l->n; k++) fprintf(f, "%s\"%s\"", k ? ", " : "", l->v[k]);
-            fprintf(f, "]\n");
-            break;
-        }
-        }
+        print_value(e, c, f);
+        fputc('\n', f);
         prev = e->key;
     }
+}
+
+bool config_key_is_local(const char *key) {
+    return strncmp(key, "cluster.", 8) == 0 || strcmp(key, "trainer.device") == 0;
+}
+
+char *config_run_keys(const Config *c, bool only_set, uint64_t *hash) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) DIE("open_memstream: out of memory");
+    for (size_t i = 0; i < NCFG; i++) {
+        if (config_key_is_local(cfg_table[i].key) || (only_set && !c->user_set[i])) continue;
+        fprintf(f, "%s: ", cfg_table[i].key);
+        print_value(&cfg_table[i], c, f);
+        fputc('\n', f);
+    }
+    if (fclose(f)) DIE("open_memstream: out of memory");
+    char *text = xstrdup(buf);
+    free(buf);
+    if (hash) *hash = XXH3_64bits(text, strlen(text));
+    return text;
+}
+
+/* The line starting at p (without its newline) split at ": " into key and value. */
+static void split_line(const char *p, size_t n, const char **k, size_t *kn, const char **v, size_t *vn) {
+    const char *colon = memchr(p, ':', n);
+    *k = p;
+    *kn = colon ? (size_t)(colon - p) : n;
+    *v = colon && colon + 2 <= p + n ? colon + 2 : p + n;
+    *vn = (size_t)(p + n - *v);
+}
+
+int config_run_keys_diff(const char *mine, const char *theirs, char *key, size_t key_n, char *a, char *b,
+                         size_t val_n) {
+    for (const char *q = theirs; *q;) {
+        size_t lq = strcspn(q, "\n");
+        const char *k2, *v2, *v1 = NULL;
+        size_t k2n, v2n, v1n = 0;
+        split_line(q, lq, &k2, &k2n, &v2, &v2n);
+        for (const char *p = mine; *p && !v1;) {             /* the same key in mine */
+            size_t lp = strcspn(p, "\n");
+            const char *k1;
+            size_t k1n;
+            split_line(p, lp, &k1, &k1n, &v1, &v1n);
+            if (k1n != k2n || memcmp(k1, k2, k1n) != 0) v1 = NULL;
+            p += lp + (p[lp] == '\n');
+        }
+        if (!v1 || v1n != v2n || memcmp(v1, v2, v1n) != 0) {
+            snprintf(key, key_n, "%.*s", (int)k2n, k2);
+            if (v1) snprintf(a, val_n, "%.*s", (int)v1n, v1);
+            else snprintf(a, val_n, "(not a key of its: another dapo build?)");
+            snprintf(b, val_n, "%.*s", (int)v2n, v2);
+            return 1;
+        }
+        q += lq + (q[lq] == '\n');
+    }
+    return 0;
 }
 
 bool config_help_wanted(int argc, char **argv) {

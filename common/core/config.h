@@ -11,6 +11,7 @@
 #define DAPO_CONFIG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/err.h"
@@ -201,6 +202,18 @@ int config_validate(const Config *c, char err[ERR_LEN]);
 
 /* Writes the resolved config as nested YAML (every key of the table). */
 void config_print_yaml(const Config *c, FILE *f);
+/* The run's keys (docs/design.md §5): every key but the local ones (cluster.*: endpoints, threads, timeouts, key
+ * files; trainer.device) — only_set: only those the file or an override set — one "key: value" line each in table
+ * order, values as config_print_yaml writes them. xmalloc'd text (caller frees with xfree); *hash (may be NULL): its
+ * XXH3 64-bit hash. A worker sends the keys it set in Hello; the coordinator refuses one that set a run key to
+ * another value than its own (services/coordinator/registry.c). */
+bool  config_key_is_local(const char *key);
+char *config_run_keys(const Config *c, bool only_set, uint64_t *hash);
+/* The first key of theirs whose value differs from (or is missing in) mine, both config_run_keys texts: 1 with the key
+ * and both values (mine in a, theirs in b) written, truncated to the buffer sizes; 0 when every key of theirs has
+ * mine's value. */
+int   config_run_keys_diff(const char *mine, const char *theirs, char *key, size_t key_n, char *a, char *b,
+                           size_t val_n);
 
 /* True when argv[1..argc) holds `--help` or `-h` (not as the file name after --config). */
 bool config_help_wanted(int argc, char **argv);

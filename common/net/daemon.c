@@ -111,6 +111,7 @@ uint32_t daemon_restarts(void) {
 int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capacity_tokens, char err[ERR_LEN]) {
     d->zctx = zmq_ctx_new();
     if (!d->zctx) return err_set(err, ERR_IO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    char *run_config = config_run_keys(&d->cfg, true, NULL);   /* the coordinator checks it against its own */
     WorkerOpts o = {
         .role = role, .worker_id = d->worker_id, .coordinator = d->cfg.coordinator, .capacity = capacity,
         .capacity_tokens = capacity_tokens,
@@ -118,8 +119,10 @@ int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capac
         .lease_timeout_s = d->cfg.lease_timeout_s, .max_msg_bytes = (int64_t)d->cfg.max_msg_mb << 20,
         .build_info = "dapo " __DATE__ " gcc " __VERSION__, .policy_version = d->policy_version,
         .fresh = d->fresh, .restarts = daemon_restarts(), .curve = &d->keys, .health_file = d->cfg.health_file,
+        .run_config = run_config,
     };
     d->worker = worker_open(d->zctx, &o, err);
+    xfree(run_config);
     if (!d->worker) return ERR_IO;
     log_info("%s: connecting to %s", d->worker_id, d->cfg.coordinator);
     return 0;

@@ -28,8 +28,9 @@
 #include "dapo.pb-c.h"
 #include "net/curve.h"
 
-#define DAPO_PROTOCOL_VERSION 3           /* 2: messages over NET_FRAME_BYTES in several frames; 3: StepResult and
-                                           * Control carry an error code */
+#define DAPO_PROTOCOL_VERSION 4           /* 2: messages over NET_FRAME_BYTES in several frames; 3: StepResult and
+                                           * Control carry an error code; 4: Hello carries the worker's run keys,
+                                           * Welcome the coordinator's config and its hash */
 #define NET_HEADER_BYTES      12
 #define NET_FRAME_BYTES       ((size_t)1 << 20)
 #define NET_PEER_MAX          255     /* ZeroMQ routing ids are at most 255 bytes */

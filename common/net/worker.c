@@ -19,7 +19,7 @@ struct Worker {
     void          *zctx;             /* borrowed: the socket is made again on it (reopen) */
     NetOpts        no;               /* the socket's options (its routing id is worker_id) */
     WorkerOpts     o;
-    char          *worker_id, *coordinator, *build_info;
+    char          *worker_id, *coordinator, *build_info, *run_config;
     WorkerState    state;
     Dapo__Welcome *welcome;          /* owned; the current session's */
     int            sessions;
@@ -49,6 +49,7 @@ static int send_hello(Worker *w) {
     h.capacity_tokens = w->o.capacity_tokens;
     h.policy_version = w->policy_version;
     h.build_info = w->build_info;
+    h.run_config = w->run_config;
     h.rank = w->o.rank;
     h.world_size = w->o.world_size;
     h.run_id = (char *)(w->welcome && w->welcome->run_id ? w->welcome->run_id : "");
@@ -69,6 +70,8 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
     w->worker_id = xstrdup(o->worker_id ? o->worker_id : "worker");
     w->coordinator = xstrdup(o->coordinator ? o->coordinator : "");
     w->build_info = xstrdup(o->build_info ? o->build_info : "");
+    w->run_config = xstrdup(o->run_config ? o->run_config : "");
+    w->o.run_config = w->o.build_info = NULL;          /* the caller's: this worker keeps its own copies */
     w->policy_version = o->policy_version;
     w->fresh = o->fresh;
     w->coord_version = -1;
@@ -341,5 +344,6 @@ void worker_close(Worker *w, const char *reason) {
     xfree(w->worker_id);
     xfree(w->coordinator);
     xfree(w->build_info);
+    xfree(w->run_config);
     xfree(w);
 }

@@ -29,6 +29,7 @@ typedef struct {
     double      lease_timeout_s;    /* coordinator silence that triggers a new Hello [10] */
     int64_t     max_msg_bytes;      /* [256 MiB] */
     const char *build_info;         /* free text for the worker table */
+    const char *run_config;         /* Hello.run_config: its run keys (config_run_keys; copied), or NULL: not sent */
     int64_t     policy_version;     /* weights version held at start, reported in the first Hello (-1: none) */
     int         fresh;              /* learner: Hello.fresh of the first Hello (worker_set_fresh changes it) */
     uint32_t    restarts;           /* Hello.restarts: times its supervisor restarted it (daemon_restarts) */

@@ -233,7 +233,10 @@ typedef struct Coord {
     int          nlen_hist, cap_len_hist;
     SampleView   samples[COORD_SAMPLES];
     int          nsamples, sample_next;
-    char        *config_yaml;          /* the resolved config as YAML (xmalloc'd) */
+    char        *config_yaml;          /* the resolved config as YAML (xmalloc'd; sent in Welcome) */
+    char        *run_config;           /* its run keys (config_run_keys, xmalloc'd): a worker's must equal them; NULL:
+                                        * not checked (a state without a start, as in the engine tests) */
+    uint64_t     config_hash;          /* XXH3 of run_config: the log, /api/status and Welcome */
     char        *token;                /* bearer token for /api/control/..., from cluster.token_file; NULL: none set */
     CurveKeys    keys;                 /* cluster.curve.* (net/curve.h); keys.on: the ROUTER is a CURVE server */
     struct Zap  *zap;                  /* its ZAP handler (net/zap.h), when keys.on */

@@ -97,6 +97,8 @@ void coord_history_free(Coord *c) {
     if (c->events_file) fclose(c->events_file);
     c->events_file = NULL;
     xfree(c->config_yaml);
+    xfree(c->run_config);
+    c->run_config = NULL;
     xfree(c->token);
     c->config_yaml = c->token = NULL;
 }

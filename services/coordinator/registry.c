@@ -21,6 +21,11 @@ static void send_welcome(Coord *c, const NetMsg *m, int accepted, const char *re
     w.policy_version = c->policy_version;
     w.incarnation = c->incarnation;
     w.attempt = ((const Dapo__Hello *)m->msg)->attempt;     /* the worker takes only its current attempt's */
+    if (accepted && c->config_yaml) {
+        w.config_yaml.data = (uint8_t *)c->config_yaml;
+        w.config_yaml.len = strlen(c->config_yaml);
+        w.config_hash = c->config_hash;
+    }
     out_send_peer(c, m->peer, m->peer_len, DAPO__MSG_TYPE__MSG_WELCOME, &w.base);
 }
 
@@ -39,6 +44,17 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         snprintf(reason, sizeof reason, "worker %s: role %d is not a worker role", h->worker_id, (int)h->role);
         log_warn("refused %s", reason);
         send_welcome(c, m, 0, reason);
+        return;
+    }
+    char key[128], mine[160], theirs[160], why[640];
+    if (c->engine && c->run_config && h->run_config && h->run_config[0] &&   /* no engine: no run to agree on */
+        config_run_keys_diff(c->run_config, h->run_config, key, sizeof key, mine, theirs, sizeof mine)) {
+        snprintf(why, sizeof why, "another run config: %s is %s at worker %s, %s at the coordinator (start every worker "
+                 "with the coordinator's --config and overrides; only cluster.* and trainer.device may differ)", key,
+                 theirs, h->worker_id, mine);
+        log_warn("refused %s", why);
+        coord_event(c, "refused %.40s: %.60s differs from the coordinator's", h->worker_id, key);
+        send_welcome(c, m, 0, why);
         return;
     }
     if (c->keys.on) {                 /* issue 18: a key registers only as the worker its file names, or a role key

@@ -219,6 +219,9 @@ static int open_loggers(Coord *c, char err[ERR_LEN]) {
 
 static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
     c->config_yaml = config_text(&c->cfg);
+    c->run_config = config_run_keys(&c->cfg, false, &c->config_hash);
+    log_info("run config hash %016llx (the run keys: every key but cluster.* and trainer.device; workers must match)",
+             (unsigned long long)c->config_hash);
     if (load_token(c, err)) return ERR_INVAL;
     c->started_ms = clock_ms();
     if (c->cfg.run_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", c->cfg.run_id);

@@ -75,6 +75,9 @@ static json_t *status_json(Coord *c) {
         json_object_set_new(alive, role_name(roles[i]), json_integer(registry_count(c, roles[i], WORKER_ALIVE)));
     json_t *j = json_object();
     json_object_set_new(j, "run_id", jt_str(c->run_id));
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)c->config_hash);
+    json_object_set_new(j, "config_hash", json_string(hash));      /* the run keys' (config_run_keys) */
     json_object_set_new(j, "step", json_integer(c->step));
     json_object_set_new(j, "policy_version", json_integer(c->policy_version));
     json_object_set_new(j, "uptime_s", json_real(coord_run_seconds(c)));                 /* the run's, all processes */

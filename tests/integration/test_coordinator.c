@@ -608,6 +608,78 @@ static void test_second_coordinator_same_dir_refused(void **state) {
     assert_true(ready);
 }
 
+/* Starts a worker daemon with the coordinator's endpoint and extra (NULL-terminated) overrides; returns its exit
+ * status within ms (-1: still running, then killed) and the log's refusal line in out. */
+static int worker_refused(Run *r, const char *bin_name, const char *id, const char *const *extra, char *out, size_t n) {
+    char bin[256], log[300], coord[96], cmd[400];
+    snprintf(coord, sizeof coord, "cluster.coordinator=%s", r->zep);
+    snprintf(log, sizeof log, "%s/%s.log", r->dir, id);
+    char *argv[16] = {(char *)tu_bin(bin, sizeof bin, bin_name), coord, "cluster.heartbeat_ms=100",
+                      "cluster.verifier_threads=1"};
+    int k = 4;
+    for (int i = 0; extra[i] && k < 12; i++) argv[k++] = (char *)extra[i];
+    argv[k++] = "--id";
+    argv[k++] = (char *)id;
+    argv[k] = NULL;
+    pid_t pid = tu_spawn(argv, log);
+    int rc = tu_wait(pid, 20000);
+    if (rc < 0) { kill(pid, SIGKILL); tu_wait(pid, 2000); }
+    snprintf(cmd, sizeof cmd, "grep -h 'another run config' %s", log);
+    out[0] = 0;
+    tu_run(cmd, out, n);
+    return rc;
+}
+
+/* One route for a run key (issue 36): a worker started with a run key set to another value than the coordinator's —
+ * the rollout temperature, top_p, the model path, the chat template — is refused at registration, naming the key
+ * and both values, and exits with an error; one that sets the coordinator's values registers. */
+static void test_worker_with_another_config_refused(void **state) {
+    (void)state;
+    static Run r;
+    start_run(&r, MODE_BY_LENGTH, "actor_rollout_ref.rollout.temperature=0.9", "actor_rollout_ref.rollout.top_p=0.95");
+    json_decref(wait_phase(&r, "done", 60000));               /* the run, then its registry, stays up */
+    char model[320], want[400], tok[320];
+    static char out[4096];
+    snprintf(model, sizeof model, "actor_rollout_ref.model.path=%s/tests/data/model/qwen2_gqa", tu_root());
+    snprintf(tok, sizeof tok, "data.tokenizer=%s/data/tokenizers/qwen3", tu_root());   /* the coordinator's */
+    const struct { const char *bin, *id, *arg, *want; } cases[] = {
+        {"dapo-verifier", "verifier-t", "actor_rollout_ref.rollout.temperature=0.7",
+         "actor_rollout_ref.rollout.temperature is 0.7 at worker verifier-t, 0.9 at the coordinator"},
+        {"dapo-verifier", "verifier-p", "actor_rollout_ref.rollout.top_p=1.0",
+         "actor_rollout_ref.rollout.top_p is 1 at worker verifier-p, 0.95 at the coordinator"},
+        {"dapo-verifier", "verifier-c", "data.chat_template=llama3",
+         "data.chat_template is \"llama3\" at worker verifier-c, \"auto\" at the coordinator"},
+        {"dapo-rollout", "rollout-m", model, "actor_rollout_ref.model.path is \""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *extra[] = {cases[i].arg, tok, NULL};
+        int rc = worker_refused(&r, cases[i].bin, cases[i].id, extra, out, sizeof out);
+        if (!strstr(out, cases[i].want)) fail_msg("%s %s: no refusal naming %s in its log: %s", cases[i].bin,
+                                                  cases[i].arg, cases[i].want, out);
+        assert_true(rc > 0);                                 /* it exits with an error */
+    }
+    snprintf(want, sizeof want, "at the coordinator");
+    assert_non_null(strstr(out, want));
+    const char *same[] = {"actor_rollout_ref.rollout.temperature=0.9", "actor_rollout_ref.rollout.top_p=0.95", NULL};
+    char bin[256], log[300], coord[96];
+    snprintf(coord, sizeof coord, "cluster.coordinator=%s", r.zep);
+    snprintf(log, sizeof log, "%s/verifier-same.log", r.dir);
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-verifier"), coord, "cluster.heartbeat_ms=100",
+                    (char *)same[0], (char *)same[1], "--id", "verifier-same", NULL};
+    pid_t ok = tu_spawn(argv, log);
+    static char body[1 << 16];
+    int seen = 0;
+    for (int t = 0; t < 100 && !seen; t++) {
+        usleep(100000);
+        seen = tu_http(r.hport, "GET", "/api/status", NULL, body, sizeof body) == 200 &&
+               strstr(body, "\"id\":\"verifier-same\"") && strstr(body, "\"config_hash\":\"");
+    }
+    kill(ok, SIGTERM);
+    tu_wait(ok, 5000);
+    assert_true(seen);                                       /* registered, beside the refusals */
+    stop_run(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_two_steps_with_validation, teardown),
@@ -622,6 +694,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_last_step_validated, teardown),
         cmocka_unit_test_teardown(test_learner_checkpoint_mismatch_fails_clearly, teardown),
         cmocka_unit_test_teardown(test_second_coordinator_same_dir_refused, teardown),
+        cmocka_unit_test_teardown(test_worker_with_another_config_refused, teardown),
         cmocka_unit_test_teardown(test_silent_learner_update_bounded, teardown),
         cmocka_unit_test_teardown(test_step_failure_decided_by_code, teardown),
     };

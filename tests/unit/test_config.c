@@ -446,6 +446,43 @@ static void test_defaults_bases(void **state) {
     assert_int_equal(system(rm), 0);
 }
 
+/* The run keys a worker sends in Hello: only those set, never cluster.* or trainer.device; the first differing key
+ * of the worker's is named with both values. */
+static void test_run_keys(void **state) {
+    (void)state;
+    Config co, w;
+    char err[ERR_LEN];
+    config_defaults(&co);
+    config_defaults(&w);
+    assert_int_equal(config_set(&co, "actor_rollout_ref.rollout.temperature", "0.9", "test", err), 0);
+    assert_int_equal(config_set(&w, "actor_rollout_ref.rollout.temperature", "0.7", "test", err), 0);
+    assert_int_equal(config_set(&w, "cluster.heartbeat_ms", "100", "test", err), 0);
+    assert_int_equal(config_set(&w, "trainer.device", "cuda", "test", err), 0);
+    uint64_t h1, h2;
+    char *mine = config_run_keys(&co, false, &h1), *theirs = config_run_keys(&w, true, &h2);
+    assert_string_equal(theirs, "actor_rollout_ref.rollout.temperature: 0.7\n");   /* set, and not local */
+    assert_null(strstr(mine, "cluster."));
+    assert_null(strstr(mine, "trainer.device"));
+    assert_non_null(strstr(mine, "actor_rollout_ref.rollout.temperature: 0.9\n"));
+    assert_true(h1 != h2);
+    char key[128], a[64], b[64];
+    assert_int_equal(config_run_keys_diff(mine, theirs, key, sizeof key, a, b, sizeof a), 1);
+    assert_string_equal(key, "actor_rollout_ref.rollout.temperature");
+    assert_string_equal(a, "0.9");
+    assert_string_equal(b, "0.7");
+    assert_int_equal(config_run_keys_diff(mine, "", key, sizeof key, a, b, sizeof a), 0);   /* none set: agrees */
+    xfree(theirs);
+    assert_int_equal(config_set(&w, "actor_rollout_ref.rollout.temperature", "0.9", "test", err), 0);
+    theirs = config_run_keys(&w, true, NULL);
+    assert_int_equal(config_run_keys_diff(mine, theirs, key, sizeof key, a, b, sizeof a), 0);
+    assert_int_equal(config_run_keys_diff(mine, "no.such.key: 1\n", key, sizeof key, a, b, sizeof a), 1);
+    assert_string_equal(key, "no.such.key");
+    xfree(mine);
+    xfree(theirs);
+    config_free(&co);
+    config_free(&w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty_and_quiet),
@@ -459,6 +496,7 @@ int main(void) {
         cmocka_unit_test(test_endpoint_forms),
         cmocka_unit_test(test_rollout_correction_keys),
         cmocka_unit_test(test_defaults_bases),
+        cmocka_unit_test(test_run_keys),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
