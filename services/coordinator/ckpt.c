@@ -109,14 +109,26 @@ int ckpt_waiting(const Coord *c) {
            learner_rank0(c) >= 0;                    /* a learner gone since will not answer */
 }
 
+int ckpt_ask(Coord *c, char err[ERR_LEN]) {
+    if (!engine_job_active(c) && engine_phase(c) != PH_WEIGHTS) return ckpt_request(c, err);
+    EngineSnapshot s;
+    if (engine_snapshot(c, &s)) return err_set(err, ERR_UNSUPPORTED, "no training run configured: nothing to checkpoint");
+    if (c->ckpt.undecided)
+        return err_set(err, ERR_AGAIN, "the run is resuming: waiting for learner rank 0 to say which checkpoint it loaded");
+    c->ckpt.wanted = 1;
+    log_info("checkpoint requested from the dashboard: asked of the learner as the step in training finishes");
+    return 0;
+}
+
 CkptPhase ckpt_phase(const Coord *c) {
     if (c->ckpt.undecided || engine_phase(c) == PH_REJOIN) return CKPT_RESUMING;
+    if (c->ckpt.wanted) return CKPT_REQUESTED;
     if (ckpt_done(c)) return CKPT_SAVED;
     return ckpt_waiting(c) ? CKPT_ASKED : CKPT_BEHIND;
 }
 
 const char *ckpt_phase_name(CkptPhase p) {
-    static const char *const names[] = {"resuming", "asked", "saved", "behind"};
+    static const char *const names[] = {"resuming", "asked", "saved", "behind", "requested"};
     return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
 }
 
@@ -147,8 +159,8 @@ int ckpt_request(Coord *c, char err[ERR_LEN]) {
         return err_set(err, rc, "asking learner %s to checkpoint step %ld: %s", w->id, s.step, err_str(rc));
     }
     k->asked = 1;
-    log_info("checkpoint of step %ld (policy version %lld): coordinator state queued, learner %s asked for the weights",
-             s.step, (long long)s.policy_version, w->id);
+    log_info("checkpoint of step %ld (policy version %lld): coordinator.json queued; learner %s is asked for the weights "
+             "once it is written", s.step, (long long)s.policy_version, w->id);
     return 0;
 }
 
@@ -160,13 +172,21 @@ void ckpt_on_write_failed(Coord *c, long step, CkptWrite why, int code) {
         log_error("checkpoint of step %ld: %s could not be written (%s): the learner was not asked", step, path,
                   err_str(code));
         k->has_pending = k->asked = 0;
+        coord_event(c, "checkpoint of step %ld not taken: coordinator.json could not be written (%s)", step,
+                    err_str(code));
         if (c->stopping && !engine_job_active(c)) {
-            log_error("stopping without a checkpoint of step %ld", step);
+            log_error("stopping without a checkpoint of step %ld; the next start resumes step %ld", step,
+                      k->has_saved ? k->saved.step : 0L);
+            coord_event(c, "stopped without a checkpoint of step %ld", step);
+            if (engine_phase(c) != PH_DONE) c->stop_failed = 1;   /* exit status 1: the steps since the last
+                                                                     checkpoint are lost (a finished run: none) */
             out_exit(c);
         }
     } else if (why == CKPT_W_SAVED && k->has_saved && k->saved.step == step) {
         log_error("checkpoint of step %ld: the learner has it, but %s could not be written (%s): a resume still finds it "
                   "as pending", step, path, err_str(code));
+        coord_event(c, "checkpoint of step %ld: coordinator.json could not be written (%s); kept as pending", step,
+                    err_str(code));
         k->has_pending = 1;
         k->pending = k->saved;
     } else {
@@ -189,6 +209,7 @@ void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m) {
         log_error("learner %s did not checkpoint step %lld (%s): %s", w->id, (long long)m->step, err_str(m->code),
                   m->reason && m->reason[0] ? m->reason : "no reason given");
         k->has_pending = k->asked = 0;
+        coord_event(c, "learner %.40s did not checkpoint step %lld (%s)", w->id, (long long)m->step, err_str(m->code));
         queue_file(c, CKPT_W_STATE, (long)m->step);
         return;
     }

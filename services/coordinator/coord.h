@@ -177,6 +177,7 @@ typedef struct {
     EngineSnapshot saved, pending;
     int            has_saved, has_pending;
     int            asked;              /* the pending one was sent to learner rank 0 */
+    int            wanted;             /* the dashboard asked while a step was out: asked as that step finishes */
     int            undecided;          /* resuming: learner rank 0's Hello picks saved or pending */
     int            rewrite;            /* ckpt_resume read coordinator.json: run.c writes it back (the incarnation one
                                           up) before the loop runs */
@@ -358,13 +359,18 @@ void engine_count_validation(Coord *c);
  * 0 for the weights. 0 also when that step is saved or already asked; ERR_AGAIN while resuming or without learner
  * rank 0; ERR_UNSUPPORTED without a training run; ERR_IO when the file cannot be written. */
 int  ckpt_request(Coord *c, char err[ERR_LEN]);
+/* The dashboard's checkpoint (EV_CHECKPOINT): ckpt_request at once between steps; while a step's update is out (or
+ * its weights are being loaded) the learner is ahead of the last finished step, so the request waits for that step
+ * to finish (ckpt.wanted; steps.c asks then). Errors as ckpt_request's. */
+int  ckpt_ask(Coord *c, char err[ERR_LEN]);
 int  ckpt_done(const Coord *c);        /* 1: the last finished step is saved on both sides (or there is none to save) */
 int  ckpt_waiting(const Coord *c);     /* 1: its checkpoint was asked of the learner, no answer yet */
 /* The checkpoint's state as the engine sees it (/api/status "checkpoint"): RESUMING until learner rank 0's Hello
  * says which checkpoint it loaded (a resume, or a rollback after a lost learner: PH_REJOIN); ASKED while the
  * last finished step's coordinator.json is queued or written and the learner has not confirmed; SAVED when both
- * sides hold it; BEHIND when neither asked nor saved (between trainer.save_freq steps). */
-typedef enum { CKPT_RESUMING = 0, CKPT_ASKED, CKPT_SAVED, CKPT_BEHIND } CkptPhase;
+ * sides hold it; BEHIND when neither asked nor saved (between trainer.save_freq steps); REQUESTED when the
+ * dashboard asked while a step was with the learners (ckpt_ask: asked as that step finishes). */
+typedef enum { CKPT_RESUMING = 0, CKPT_ASKED, CKPT_SAVED, CKPT_BEHIND, CKPT_REQUESTED } CkptPhase;
 CkptPhase ckpt_phase(const Coord *c);
 const char *ckpt_phase_name(CkptPhase p);
 void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m);   /* the learner's CHECKPOINT_DONE */

@@ -103,7 +103,7 @@ int engine_on(Coord *c, const Event *ev, char err[ERR_LEN]) {
         break;
     case EV_CHECKPOINT:
         if (!c->engine) return err_set(err, ERR_UNSUPPORTED, "no training run configured: nothing to checkpoint");
-        return ckpt_request(c, err);
+        return ckpt_ask(c, err);
     case EV_WORKER_LOST:
         if (ev->worker >= 0 && ev->worker < c->nworkers) engine_on_worker_lost(c, ev->worker);
         break;

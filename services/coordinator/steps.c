@@ -424,8 +424,10 @@ void eng__finish_step(Coord *c) {
     e->snap = t->snap;
     e->snap.policy_version = c->policy_version;
     int last = e->total_steps > 0 && e->done_steps >= e->total_steps;
-    if (c->cfg.save_freq > 0 && (e->done_steps % c->cfg.save_freq == 0 || last)) {    /* as verl */
+    if ((c->cfg.save_freq > 0 && (e->done_steps % c->cfg.save_freq == 0 || last)) || c->ckpt.wanted) {  /* as verl;
+                                                                              or the dashboard asked during the step */
         char err[ERR_LEN];
+        c->ckpt.wanted = 0;
         if (ckpt_request(c, err)) log_error("checkpoint at step %ld: %s", e->done_steps, err);
     }
     if (c->cfg.test_freq > 0 && e->val.n && (e->done_steps % c->cfg.test_freq == 0 || last)) e->val_pending = 1;
@@ -537,6 +539,9 @@ static void stop_tick(Coord *c) {
     if (ckpt_done(c)) { out_exit(c); return; }
     if (!ckpt_waiting(c) && ckpt_request(c, err)) {
         log_error("stopping without a checkpoint of step %ld: %s", e->done_steps, err);
+        coord_event(c, "stopped without a checkpoint of step %ld", e->done_steps);
+        if (e->phase != PH_DONE) c->stop_failed = 1;   /* exit status 1: the steps since the last checkpoint are lost
+                                                          (a finished run has nothing left to resume) */
         out_exit(c);
         return;
     }

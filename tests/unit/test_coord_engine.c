@@ -338,7 +338,11 @@ static void test_checkpoint_file_actions(void **state) {
     write_failed(c, 1, CKPT_W_ASK);
     assert_false(c->ckpt.has_pending);
     assert_int_equal(ckpt_phase(c), CKPT_BEHIND);
-    assert_int_equal(c->nout, 0);
+    assert_int_equal(file_actions(c, OUT_SEND, &f), 0);     /* nothing sent, nothing written ... */
+    assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 0);
+    assert_int_equal(file_actions(c, OUT_EVENT_LINE, &f), 1);   /* ... and the dashboard's event list says so */
+    assert_non_null(strstr(f->text, "checkpoint of step 1 not taken"));
+    outbox_clear(c);
     assert_int_equal(engine_on(c, &ck, err), 0);         /* asked again: queued again */
     assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 1);
     outbox_clear(c);
@@ -367,7 +371,8 @@ static void test_checkpoint_file_actions(void **state) {
     assert_int_equal(file_actions(c, OUT_EXIT, &f), 0);
     outbox_clear(c);
     write_failed(c, 1, CKPT_W_ASK);
-    assert_int_equal(file_actions(c, OUT_EXIT, &f), 1);  /* stopping without it */
+    assert_int_equal(file_actions(c, OUT_EXIT, &f), 1);  /* stopping without it ... */
+    assert_int_equal(c->stop_failed, 1);                 /* ... with exit status 1 */
     coord_free(c);
 }
 
@@ -684,11 +689,32 @@ static void test_validation_after_multi_round_step(void **state) {
     coord_free(c);
 }
 
+/* The dashboard's checkpoint while a step is with the learners is asked as that step finishes (the learner would
+ * refuse it mid-step: it is ahead of the last finished step), not at once. */
+static void test_checkpoint_during_a_step_waits(void **state) {
+    (void)state;
+    Coord *c = coord_new();
+    step_to_training(c);
+    char err[ERR_LEN];
+    Event ck = {.kind = EV_CHECKPOINT};
+    assert_int_equal(engine_on(c, &ck, err), 0);
+    const OutAction *f = NULL;
+    assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 0);   /* not now */
+    assert_int_equal(ckpt_phase(c), CKPT_REQUESTED);
+    finish_step1(c);
+    assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 1);   /* step 1 finished: asked */
+    assert_int_equal(f->item, 1);
+    assert_int_equal(f->attempt, CKPT_W_ASK);
+    assert_int_equal(ckpt_phase(c), CKPT_ASKED);
+    coord_free(c);
+}
+
 int main(void) {
     log_init("test", LL_WARN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_and_update),
         cmocka_unit_test(test_checkpoint_file_actions),
+        cmocka_unit_test(test_checkpoint_during_a_step_waits),
         cmocka_unit_test(test_step_failure_by_code),
         cmocka_unit_test(test_learner_lost_mid_update),
         cmocka_unit_test(test_send_failed_requeues),
