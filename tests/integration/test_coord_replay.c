@@ -117,6 +117,8 @@ static Coord *replay_coord(const EvRecord *h, const char *dir) {
     if (config_set(&c->cfg, "cluster.event_log", "", "test", err)) fail_msg("%s", err);
     c->lock_fd = -1;
     snprintf(c->run_id, sizeof c->run_id, "%s", h->run_id);
+    c->config_yaml = xstrdup((const char *)h->frame);   /* as coord_start: Welcome carries it, and the run keys' hash */
+    c->run_config = config_run_keys(&c->cfg, false, &c->config_hash);
     c->started_ms = clock_ms();
     if (engine_start(c, err)) fail_msg("engine_start: %s", err);
     if (persist_events_open(c, err)) fail_msg("%s", err);   /* as the live start: "run started" queued (the live
