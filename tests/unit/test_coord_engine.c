@@ -175,27 +175,38 @@ static void assert_accounting(const Coord *c) {
     assert_int_equal(sum, c->engine->next_group_id - 1);
 }
 
-/* The step's two groups generated (one response of each right, one wrong: every group kept) and scored. */
-static void generate_and_score(Coord *c) {
-    assert_int_equal(engine_phase(c), PH_GENERATE);
-    ProtobufCMessage *gen[4];
-    int ng = queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 4);
-    assert_int_equal(ng, 2);                                   /* data.gen_batch_size prompts, one group each */
-    outbox_clear(c);
+/* Drops the outbox's actions of `type` (the test has taken them), keeping the others in order. */
+static void drop_type(Coord *c, Dapo__MsgType type) {
+    int n = 0;
+    for (int i = 0; i < c->nout; i++) {
+        if (c->out[i].kind == OUT_SEND && c->out[i].type == type) out_action_free(&c->out[i]);
+        else c->out[n++] = c->out[i];
+    }
+    c->nout = n;
+}
+
+/* Answers every GenerateGroup in the outbox (each response "7", right, or "3"; right: how many of a group's n are
+ * right) and then every ScoreRequest (scored as generated); returns the groups answered. */
+static int answer_round(Coord *c, int right) {
+    ProtobufCMessage *gen[16];
+    int ng = queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 16);
+    drop_type(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP);
     for (int k = 0; k < ng; k++) {
         Dapo__GenerateGroup *g = (Dapo__GenerateGroup *)gen[k];
-        assert_int_equal(g->n, 2);
         int32_t tok[2][2] = {{22, 151645}, {18, 151645}};
         float lp[2] = {-0.1f, -0.2f};
-        Dapo__Response r[2], *rp[2];
-        for (int i = 0; i < 2; i++) {
+        Dapo__Response r[8], *rp[8];
+        assert_true(g->n <= 8);
+        for (uint32_t i = 0; i < g->n; i++) {
+            int ok = (int)i < right;
             dapo__response__init(&r[i]);
-            r[i].token_ids = tok[i];
+            r[i].token_ids = tok[!ok];
             r[i].n_token_ids = 2;
             r[i].logprobs = lp;
             r[i].n_logprobs = 2;
             r[i].finish_reason = "stop";
-            r[i].text.data = (uint8_t *)(i == 0 ? "7" : "3");
+            r[i].policy_version = c->policy_version;   /* the rollout holds the current version */
+            r[i].text.data = (uint8_t *)(ok ? "7" : "3");
             r[i].text.len = 1;
             rp[i] = &r[i];
         }
@@ -205,23 +216,28 @@ static void generate_and_score(Coord *c) {
         gr.group_id = g->group_id;
         gr.attempt = g->attempt;
         gr.responses = rp;
-        gr.n_responses = 2;
+        gr.n_responses = g->n;
+        gr.policy_version = c->policy_version;
         deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_GROUP_RESULT, &gr.base);
+        Dapo__Credit cr = DAPO__CREDIT__INIT;          /* its n slots are free again */
+        cr.credits = g->n;
+        deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_CREDIT, &cr.base);
     }
     free_all(gen, ng);
-    ProtobufCMessage *sq[4];
-    int ns = queued(c, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, "verifier-0", sq, 4);
-    assert_int_equal(ns, 2);
-    outbox_clear(c);
+    ProtobufCMessage *sq[16];
+    int ns = queued(c, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, "verifier-0", sq, 16);
+    assert_int_equal(ns, ng);
+    drop_type(c, DAPO__MSG_TYPE__MSG_SCORE_REQUEST);
     for (int k = 0; k < ns; k++) {
         Dapo__ScoreRequest *q = (Dapo__ScoreRequest *)sq[k];
-        Dapo__Score s[2], *sp[2];
-        for (int i = 0; i < 2; i++) {
+        Dapo__Score s[8], *sp[8];
+        for (size_t i = 0; i < q->n_items; i++) {
+            int ok = q->items[i]->response_text.len == 1 && q->items[i]->response_text.data[0] == '7';
             dapo__score__init(&s[i]);
             s[i].item_id = q->items[i]->item_id;
             s[i].attempt = q->attempt;
-            s[i].score = i == 0 ? 1.0f : -1.0f;
-            s[i].acc = i == 0;
+            s[i].score = ok ? 1.0f : -1.0f;
+            s[i].acc = ok;
             sp[i] = &s[i];
         }
         Dapo__ScoreResult sr = DAPO__SCORE_RESULT__INIT;
@@ -230,10 +246,21 @@ static void generate_and_score(Coord *c) {
         sr.request_id = q->request_id;
         sr.attempt = q->attempt;
         sr.scores = sp;
-        sr.n_scores = 2;
+        sr.n_scores = q->n_items;
         deliver(c, "verifier-0", DAPO__MSG_TYPE__MSG_SCORE_RESULT, &sr.base);
+        Dapo__Credit cr = DAPO__CREDIT__INIT;
+        cr.credits = (uint32_t)q->n_items;
+        deliver(c, "verifier-0", DAPO__MSG_TYPE__MSG_CREDIT, &cr.base);
     }
     free_all(sq, ns);
+    return ng;
+}
+
+/* The step's two groups generated (one response of each right, one wrong: every group kept) and scored. */
+static void generate_and_score(Coord *c) {
+    assert_int_equal(engine_phase(c), PH_GENERATE);
+    assert_int_equal(answer_round(c, 1), 2);                   /* data.gen_batch_size prompts, one group each */
+    for (int i = 0; i < c->engine->ngroups; i++) assert_int_equal(c->engine->groups[i].n, 2);   /* rollout.n each */
 }
 
 /* Registration of a rollout, a verifier and learner ranks 0 and 1, then step 1 generated (one response of each
@@ -566,86 +593,6 @@ static void test_rank_rejoins_before_another_restarts(void **state) {
     coord_free(c);
 }
 
-/* Drops the outbox's actions of `type` (the test has taken them), keeping the others in order. */
-static void drop_type(Coord *c, Dapo__MsgType type) {
-    int n = 0;
-    for (int i = 0; i < c->nout; i++) {
-        if (c->out[i].kind == OUT_SEND && c->out[i].type == type) out_action_free(&c->out[i]);
-        else c->out[n++] = c->out[i];
-    }
-    c->nout = n;
-}
-
-/* Answers every GenerateGroup in the outbox (each response "7", right, or "3"; right: how many of a group's n are
- * right) and then every ScoreRequest (scored as generated); returns the groups answered. */
-static int answer_round(Coord *c, int right) {
-    ProtobufCMessage *gen[16];
-    int ng = queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 16);
-    drop_type(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP);
-    for (int k = 0; k < ng; k++) {
-        Dapo__GenerateGroup *g = (Dapo__GenerateGroup *)gen[k];
-        int32_t tok[2][2] = {{22, 151645}, {18, 151645}};
-        float lp[2] = {-0.1f, -0.2f};
-        Dapo__Response r[8], *rp[8];
-        assert_true(g->n <= 8);
-        for (uint32_t i = 0; i < g->n; i++) {
-            int ok = (int)i < right;
-            dapo__response__init(&r[i]);
-            r[i].token_ids = tok[!ok];
-            r[i].n_token_ids = 2;
-            r[i].logprobs = lp;
-            r[i].n_logprobs = 2;
-            r[i].finish_reason = "stop";
-            r[i].policy_version = c->policy_version;   /* the rollout holds the current version */
-            r[i].text.data = (uint8_t *)(ok ? "7" : "3");
-            r[i].text.len = 1;
-            rp[i] = &r[i];
-        }
-        Dapo__GroupResult gr = DAPO__GROUP_RESULT__INIT;
-        gr.run_id = c->run_id;
-        gr.step = g->step;
-        gr.group_id = g->group_id;
-        gr.attempt = g->attempt;
-        gr.responses = rp;
-        gr.n_responses = g->n;
-        gr.policy_version = c->policy_version;
-        deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_GROUP_RESULT, &gr.base);
-        Dapo__Credit cr = DAPO__CREDIT__INIT;          /* its n slots are free again */
-        cr.credits = g->n;
-        deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_CREDIT, &cr.base);
-    }
-    free_all(gen, ng);
-    ProtobufCMessage *sq[16];
-    int ns = queued(c, DAPO__MSG_TYPE__MSG_SCORE_REQUEST, "verifier-0", sq, 16);
-    assert_int_equal(ns, ng);
-    drop_type(c, DAPO__MSG_TYPE__MSG_SCORE_REQUEST);
-    for (int k = 0; k < ns; k++) {
-        Dapo__ScoreRequest *q = (Dapo__ScoreRequest *)sq[k];
-        Dapo__Score s[8], *sp[8];
-        for (size_t i = 0; i < q->n_items; i++) {
-            int ok = q->items[i]->response_text.len == 1 && q->items[i]->response_text.data[0] == '7';
-            dapo__score__init(&s[i]);
-            s[i].item_id = q->items[i]->item_id;
-            s[i].attempt = q->attempt;
-            s[i].score = ok ? 1.0f : -1.0f;
-            s[i].acc = ok;
-            sp[i] = &s[i];
-        }
-        Dapo__ScoreResult sr = DAPO__SCORE_RESULT__INIT;
-        sr.run_id = c->run_id;
-        sr.step = q->step;
-        sr.request_id = q->request_id;
-        sr.attempt = q->attempt;
-        sr.scores = sp;
-        sr.n_scores = q->n_items;
-        deliver(c, "verifier-0", DAPO__MSG_TYPE__MSG_SCORE_RESULT, &sr.base);
-        Dapo__Credit cr = DAPO__CREDIT__INIT;
-        cr.credits = (uint32_t)q->n_items;
-        deliver(c, "verifier-0", DAPO__MSG_TYPE__MSG_CREDIT, &cr.base);
-    }
-    free_all(sq, ns);
-    return ng;
-}
 
 /* A step of two generation rounds (dynamic sampling: round 1's groups all right, filtered; round 2's mixed, kept),
  * trained, then the validation trainer.test_freq asks for after it (4 held-out prompts x val_kwargs.n 2): the
