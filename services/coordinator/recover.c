@@ -47,8 +47,10 @@ void engine_rejoin_begin(Coord *c, int spare, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    if (c->stopping) { engine_fail(c, "%s while the run was stopping", why); return; }
+    /* A finished run first: a learner that leaves while it stops (a checkpoint asked of it unanswered) loses no step
+     * the run still needs; the stop then exits without that checkpoint (stop_tick), as a finished run: status 0. */
     if (e->phase == PH_DONE) { log_warn("%s after training finished: nothing to recover", why); return; }
+    if (c->stopping) { engine_fail(c, "%s while the run was stopping", why); return; }
     if (e->phase == PH_REJOIN) { log_warn("%s (already waiting for the learners)", why); return; }
     eng__cancel_in_flight(c);
     eng__groups_reset(e);

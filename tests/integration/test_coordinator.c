@@ -698,5 +698,6 @@ int main(void) {
         cmocka_unit_test_teardown(test_silent_learner_update_bounded, teardown),
         cmocka_unit_test_teardown(test_step_failure_decided_by_code, teardown),
     };
+    if (getenv("TEST_CASE")) cmocka_set_test_filter(getenv("TEST_CASE"));   /* one test by name (a pattern) */
     return cmocka_run_group_tests_name("coordinator", tests, NULL, NULL);
 }

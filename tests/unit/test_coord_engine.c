@@ -403,6 +403,33 @@ static void test_checkpoint_file_actions(void **state) {
     coord_free(c);
 }
 
+/* A finished run stopped while its last checkpoint is with learner rank 0, which leaves before answering (the test
+ * harness stops its workers, then the coordinator): no step the run needs is lost, so the stop exits without that
+ * checkpoint with status 0, as a finished run; it used to fail the run ("lost while the run was stopping": exit 1). */
+static void test_finished_run_learner_leaves_while_stopping(void **state) {
+    (void)state;
+    const char *const one_step[] = {"trainer.total_training_steps", "1", NULL};
+    Coord *c = coord_new_with(one_step);
+    step_to_training(c);
+    finish_step1(c);
+    assert_int_equal(engine_phase(c), PH_DONE);
+    assert_int_equal(ckpt_phase(c), CKPT_ASKED);         /* the last step's checkpoint (as verl) */
+    outbox_clear(c);
+    Event stop = {.kind = EV_STOP};
+    engine_on(c, &stop, NULL);
+    const OutAction *f = NULL;
+    assert_int_equal(file_actions(c, OUT_EXIT, &f), 0);  /* waits for the learner's answer */
+    Dapo__Goodbye bye = DAPO__GOODBYE__INIT;
+    bye.reason = "test over";
+    deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
+    deliver(c, "learner-1", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
+    engine_tick(c);
+    assert_int_equal(engine_phase(c), PH_DONE);          /* not failed */
+    assert_int_equal(file_actions(c, OUT_EXIT, &f), 1);
+    assert_int_equal(c->stop_failed, 0);                 /* exit status 0 */
+    coord_free(c);
+}
+
 /* The decision on a failed step reads the code only. */
 static void test_step_failure_by_code(void **state) {
     (void)state;
@@ -668,6 +695,7 @@ int main(void) {
         cmocka_unit_test(test_restart_with_results_in_flight),
         cmocka_unit_test(test_rank_rejoins_before_another_restarts),
         cmocka_unit_test(test_validation_after_multi_round_step),
+        cmocka_unit_test(test_finished_run_learner_leaves_while_stopping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
