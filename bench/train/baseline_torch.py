@@ -8,7 +8,10 @@ backward, clip_grad_norm_(1.0), AdamW step. Prefill: forward only under no_grad.
 
   baseline_torch.py --make-model DIR --config tiny|small     writes the random model both sides load
   baseline_torch.py --model DIR --batch B --seq T [--steps K] [--warmup W] [--prefill-only] [--attn sdpa|eager]
-                    [--compile auto|on|off]
+                    [--compile auto|on|off] [--dtype fp32|autocast-bf16|bf16]
+--dtype (issue 44, the bf16 baselines): fp32 (the default); autocast-bf16: fp32 weights and AdamW, the forward and
+loss under torch.autocast("cpu", bfloat16) (mixed precision as FSDP/verl run it); bf16: the model itself in bfloat16
+(pure bf16, AdamW on bf16 parameters). On CPUs with AVX512-BF16 or AMX, PyTorch runs bf16 matmuls through oneDNN.
 Train and prefill are each timed per mode; the faster mode of each is printed as TRAIN_STEP_S / PREFILL_STEP_S (the
 compile time itself falls in the warmup steps and is printed apart).
 """
@@ -53,15 +56,18 @@ def main():
     ap.add_argument("--prefill-only", action="store_true", help="skip the training steps (prefill A/B runs)")
     ap.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
     ap.add_argument("--compile", default="auto", choices=["auto", "on", "off"])
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "autocast-bf16", "bf16"])
     a = ap.parse_args()
     torch.set_num_threads(2)
     if a.make_model:
         make_model(a.make_model, a.config)
         return
     print(f"baseline: torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"threads {torch.get_num_threads()}, fp32 {a.attn} attention, torch.compile {a.compile}")
+          f"threads {torch.get_num_threads()}, {a.dtype} {a.attn} attention, torch.compile {a.compile}")
     print(f"baseline: torch config: {blas_info()}")
     model = Qwen2ForCausalLM.from_pretrained(a.model, attn_implementation=a.attn).float()
+    if a.dtype == "bf16":
+        model = model.to(torch.bfloat16)
     V = model.config.vocab_size
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, V, (a.batch, a.seq), generator=g)
@@ -100,21 +106,23 @@ def run(a, model, fwd, ids, N):
         u = torch.full((a.batch, a.seq), -0.01 / N)
         times, pre, pre_cpu = [], [], []
         model.train()
+        amp = torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "autocast-bf16")
         for it in range(0 if a.prefill_only else a.warmup + a.steps):
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            logits = fwd(input_ids=ids).logits / 1.0
-            lsm = torch.log_softmax(logits, dim=-1)
-            logp = lsm[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]
-            ent = torch.logsumexp(logits, -1) - (torch.softmax(logits, -1) * logits).sum(-1)
-            loss = (w * logp).sum() + (u * ent).sum()
+            with amp:
+                logits = fwd(input_ids=ids).logits.float() / 1.0      # fp32 log-softmax, as verl
+                lsm = torch.log_softmax(logits, dim=-1)
+                logp = lsm[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]
+                ent = torch.logsumexp(logits, -1) - (torch.softmax(logits, -1) * logits).sum(-1)
+                loss = (w * logp).sum() + (u * ent).sum()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             if it >= a.warmup:
                 times.append(time.perf_counter() - t0)
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), amp:
             for it in range(a.warmup + a.steps):
                 t0, c0 = time.perf_counter(), time.process_time()
                 fwd(input_ids=ids).logits

@@ -16,6 +16,7 @@ BUILD=${BUILD:-build}
 STEPS=${STEPS:-4}
 WARMUP=${WARMUP:-1}
 ROUNDS=${ROUNDS:-2}
+BASE_DTYPE=${BASE_DTYPE:-fp32}   # the baseline's precision: fp32, autocast-bf16 or bf16 (baseline_torch.py --dtype)
 
 . bench/env.sh
 echo "cpu: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') (vendor $(grep -m1 '^vendor_id' /proc/cpuinfo | cut -d: -f2 | tr -d ' '))"
@@ -36,7 +37,7 @@ for cfg in tiny small; do
     "$tmp/bench_train" --model "$tmp/$cfg" --batch $B --seq $T --steps "$STEPS" --warmup "$WARMUP" 2>&1 \
         | grep -v ' INFO ' | tee -a "$tmp/ours_$cfg.txt" | grep -v STEP_S
     echo "== $cfg round $r/$ROUNDS: baseline (transformers Qwen2ForCausalLM + torch.optim.AdamW), $B x $T tokens"
-    python3 bench/train/baseline_torch.py --model "$tmp/$cfg" --batch $B --seq $T --steps "$STEPS" --warmup "$WARMUP" 2>/dev/null \
+    python3 bench/train/baseline_torch.py --dtype "$BASE_DTYPE" --model "$tmp/$cfg" --batch $B --seq $T --steps "$STEPS" --warmup "$WARMUP" 2>/dev/null \
         | tee -a "$tmp/base_$cfg.txt" | grep -v STEP_S
   done
   python3 - "$cfg" "$B" "$T" "$tmp/ours_$cfg.txt" "$tmp/base_$cfg.txt" "$tmp/result_$cfg.txt" <<'PY'
