@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "settings/settings.h"
 #include "core/cliarg.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -474,16 +475,20 @@ int main(int argc, char **argv) {
     threads_env_ensure(argv);
     log_init("sft", LL_INFO);
     Config c;
-    bool print = false;
+    int print = CONFIG_PRINT_NONE;
     char err[ERR_LEN];
     memset(&c, 0, sizeof c);
     if (config_help_wanted(argc, argv)) { usage(argv[0], stdout); return 0; }
     if (config_from_cli(&c, &argc, argv, &print, err)) { log_error("%s", err); config_free(&c); return 2; }
-    if (print) { config_print_yaml(&c, stdout); config_free(&c); return 0; }
+    if (print) {
+        (print == CONFIG_PRINT_LOCAL ? config_print_local_yaml : config_print_yaml)(&c, stdout);
+        config_free(&c);
+        return 0;
+    }
     Opts o = {.batch = 128, .lr = c.lr, .warmup = c.lr_warmup_steps > 0 ? c.lr_warmup_steps : 0,
               .clip = c.grad_clip, .wd = c.weight_decay, .beta2 = c.adam_beta2, .eval_max = 200, .log_every = 10,
               .min_lr_ratio = c.min_lr_ratio, .seed = (unsigned long)c.trainer_seed,
-              .schedule_cosine = !strcmp(c.warmup_style, "cosine")};
+              .schedule_cosine = c.warmup_style == CFG_WARMUP_COSINE};
     int rc = parse_opts(argc, argv, &o, err);
     const char *mdir = o.model ? o.model : c.model_path;
     struct stat msb;
@@ -494,7 +499,7 @@ int main(int argc, char **argv) {
                      "model directory, or one with only config.json for a random start");
     else if (!rc && mdir[0] && (stat(mdir, &msb) != 0 || !S_ISDIR(msb.st_mode)))
         rc = err_set(err, ERR_INVAL, "--model: '%s' is not a directory", mdir);
-    const Backend *be = rc ? NULL : backend_select(c.device, err);   /* trainer.device, refused here when unusable */
+    const Backend *be = rc ? NULL : backend_select(config_enum_name(&c, "trainer.device"), err);   /* trainer.device, refused here when unusable */
     if (!rc && !be) { log_error("%s", err); config_free(&c); return 2; }
     if (!rc && be != &backend_cpu && o.val) {          /* evaluation generates with the engine (generate.h) */
         log_error("trainer.device=%s: the held-out evaluation (--val) generates with the rollout engine, which runs on "
@@ -511,8 +516,7 @@ int main(int argc, char **argv) {
     SeqPack *s = NULL;
     int max_len = c.max_prompt_length + c.max_response_length;
     if (!tok) rc = ERR_IO;
-    if (!rc) rc = dataset_options_init(&dopt, c.max_prompt_length, c.filter_overlong_prompts, c.truncation,
-                                       c.chat_template, c.on_malformed, tok, err);
+    if (!rc) rc = settings_dataset_options(&c, tok, &dopt, err);
     int32_t eos = tok ? tokenizer_special(tok)->eos : -1;
     /* the model's sizes come first: its slab holds a whole batch when it fits (up to 8192 tokens) */
     long want = (long)o.batch * max_len;

@@ -77,7 +77,7 @@ static const CfgEntry cfg_table[] = {
     { AR "actor.use_rollout_log_probs",      CFG_BOOL,  0, 0,       "false",   O(use_rollout_log_probs), NULL, 0 },
 
     { AR "rollout.n",                        CFG_INT,   1, 4096,    "16",      O(rollout_n), NULL, 0 },
-    { AR "rollout.temperature",              CFG_FLOAT, 0, 100,     "1.0",     O(temperature), NULL, 0 },
+    { AR "rollout.temperature",              CFG_FLOAT, 0, 100,     "1.0",     O(temperature), NULL, MIN_EXCL },
     { AR "rollout.top_p",                    CFG_FLOAT, 0, 1,       "1.0",     O(top_p), NULL, MIN_EXCL },
     { AR "rollout.top_k",                    CFG_INT,   -1, 1e7,    "-1",      O(top_k), NULL, 0 },
     { AR "rollout.batch_invariant",          CFG_BOOL,  0, 0,       "false",   O(batch_invariant), NULL, 0 },
@@ -275,16 +275,28 @@ static int parse_bool(const char *s, bool *out) {
     return -1;
 }
 
-static int enum_allowed(const char *allowed, const char *v) {
+/* The index of v in allowed ("a|b|c"), or -1. */
+static int enum_index(const char *allowed, const char *v) {
     size_t n = strlen(v);
-    for (const char *p = allowed; *p;) {
+    int k = 0;
+    for (const char *p = allowed; *p; k++) {
         const char *bar = strchr(p, '|');
         size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && strncmp(p, v, n) == 0) return 1;
+        if (len == n && strncmp(p, v, n) == 0) return k;
         if (!bar) break;
         p = bar + 1;
     }
-    return 0;
+    return -1;
+}
+
+/* The k-th name of allowed ("a|b|c") into buf, or "?" when there is none. */
+static const char *enum_text(const char *allowed, int k, char *buf, size_t n) {
+    const char *p = allowed;
+    for (int i = 0; i < k && p; i++) p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL;
+    if (!p || k < 0) return "?";
+    size_t len = strcspn(p, "|");
+    snprintf(buf, n, "%.*s", (int)len, p);
+    return buf;
 }
 
 static void range_text(const CfgEntry *e, char *buf, size_t n) {
@@ -402,10 +414,13 @@ static int apply(Config *c, const CfgEntry *e, const char *value, const char *wh
         if (parse_bool(value, (bool *)field))
             return err_set(err, ERR_INVAL, "%s: %s: '%s' is not a boolean (allowed: true|false)", where, e->key, value);
         return 0;
-    case CFG_ENUM:
-        if (!enum_allowed(e->allowed, value))
+    case CFG_ENUM: {
+        int k = enum_index(e->allowed, value);
+        if (k < 0)
             return err_set(err, ERR_INVAL, "%s: %s: '%s' is not allowed (allowed: %s)", where, e->key, value, e->allowed);
-        /* fallthrough */
+        *(int *)field = k;
+        return 0;
+    }
     case CFG_STR:
         if (e->flags & (EP_ZMQ | EP_HOSTPORT)) {
             int rc = endpoint_check(e, value, where, err);
@@ -485,7 +500,7 @@ void config_free(Config *c) {
     if (!c) return;
     for (size_t i = 0; i < NCFG; i++) {
         char *field = (char *)c + cfg_table[i].off;
-        if (cfg_table[i].type == CFG_STR || cfg_table[i].type == CFG_ENUM) {
+        if (cfg_table[i].type == CFG_STR) {
             xfree(*(char **)field);
             *(char **)field = NULL;
         } else if (cfg_table[i].type == CFG_LIST) {
@@ -732,6 +747,13 @@ static int load_file(Config *c, const char *path, const char *chain, int depth, 
     return rc;
 }
 
+const char *config_enum_name(const Config *c, const char *key) {
+    static _Thread_local char buf[64];
+    const CfgEntry *e = find_entry(key);
+    if (!e || e->type != CFG_ENUM) return "?";
+    return enum_text(e->allowed, *(const int *)((const char *)c + e->off), buf, sizeof buf);
+}
+
 bool config_is_set(const Config *c, const char *key) {
     const CfgEntry *e = find_entry(key);
     return e && c->user_set[e - cfg_table];
@@ -767,9 +789,12 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
                        "algorithm.rollout_correction.bypass_mode (%s) conflict: both mean 'the rollout log-probs are the "
                        "old policy'; set one of them", c->use_rollout_log_probs ? "true" : "false",
                        c->rc_bypass_mode ? "true" : "false");
-    if (!strcmp(c->rc_loss_type, "reinforce"))
+    if (c->rc_loss_type == CFG_RC_LOSS_REINFORCE)
         return err_set(err, ERR_UNSUPPORTED, "algorithm.rollout_correction.loss_type: reinforce is not implemented in "
                        "dapo; use ppo_clip");
+    if (c->val_temperature == 0 && c->val_do_sample)
+        return err_set(err, ERR_INVAL, "actor_rollout_ref.rollout.val_kwargs.temperature: 0 samples nothing; set "
+                       "val_kwargs.do_sample=false for greedy validation, or a temperature above 0");
     if (c->overlong_buffer_enable && c->overlong_buffer_len >= c->max_response_length)
         return err_set(err, ERR_INVAL,
                        "reward_model.overlong_buffer.len: %d must be less than data.max_response_length (%d)",
@@ -805,12 +830,22 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
             return err_set(err, ERR_INVAL, "trainer.logger: '%s' is not a logger verl knows (dapo writes console, "
                            "tensorboard and file; wandb, mlflow, swanlab, vemlp_wandb, clearml and trackio are "
                            "accepted and dropped with a warning)", c->logger.v[i]);
-    if (strcmp(c->resume_mode, "resume_path") == 0 && !c->resume_from_path[0])
+    if (c->resume_mode == CFG_RESUME_PATH && !c->resume_from_path[0])
         return err_set(err, ERR_INVAL, "trainer.resume_from_path: empty, but trainer.resume_mode is resume_path");
     return 0;
 }
 
-/* Prints keys grouped by their common prefixes as nested YAML. Table order keeps sections together. */
+/* s as a YAML double-quoted scalar: '"' and '\\' escaped, control bytes as \\xNN (YAML 1.2 §5.7). */
+static void print_quoted(const char *s, FILE *f) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\x%02x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
 /* One entry's value as config_print_yaml writes it (strings quoted, lists in brackets). */
 static void print_value(const CfgEntry *e, const Config *c, FILE *f) {
     const char *field = (const char *)c + e->off;
@@ -818,21 +853,32 @@ static void print_value(const CfgEntry *e, const Config *c, FILE *f) {
     case CFG_INT: fprintf(f, "%d", *(const int *)field); break;
     case CFG_FLOAT: fprintf(f, "%.10g", *(const double *)field); break;
     case CFG_BOOL: fprintf(f, "%s", *(const bool *)field ? "true" : "false"); break;
-    case CFG_STR: case CFG_ENUM: fprintf(f, "\"%s\"", *(char *const *)field ? *(char *const *)field : ""); break;
+    case CFG_STR: print_quoted(*(char *const *)field, f); break;
+    case CFG_ENUM: {
+        char buf[64];
+        print_quoted(enum_text(e->allowed, *(const int *)field, buf, sizeof buf), f);
+        break;
+    }
     case CFG_LIST: {
         const StrList *l = (const StrList *)field;
         fprintf(f, "[");
-        for (int k = 0; k < l->n; k++) fprintf(f, "%s\"%s\"", k ? ", " : "", l->v[k]);
+        for (int k = 0; k < l->n; k++) {
+            if (k) fprintf(f, ", ");
+            print_quoted(l->v[k], f);
+        }
         fprintf(f, "]");
         break;
     }
     }
 }
 
-void config_print_yaml(const Config *c, FILE *f) {
+/* Prints keys grouped by their common prefixes as nested YAML (every key, or only the local ones). Table order keeps
+ * sections together. */
+static void print_yaml(const Config *c, FILE *f, bool local_only) {
     const char *prev = "";
     for (size_t i = 0; i < NCFG; i++) {
         const CfgEntry *e = &cfg_table[i];
+        if (local_only && !config_key_is_local(e->key)) continue;
         /* Find the shared prefix (in whole components) with the previous key. */
         size_t common = 0;
         for (size_t j = 0; e->key[j] && e->key[j] == prev[j]; j++)
@@ -847,6 +893,53 @@ void config_print_yaml(const Config *c, FILE *f) {
         fputc('\n', f);
         prev = e->key;
     }
+}
+
+void config_print_yaml(const Config *c, FILE *f) { print_yaml(c, f, false); }
+void config_print_local_yaml(const Config *c, FILE *f) { print_yaml(c, f, true); }
+
+/* Copies entry e's value from src to dst (strings and lists duplicated). */
+static void copy_value(Config *dst, const Config *src, const CfgEntry *e) {
+    char *d = (char *)dst + e->off;
+    const char *s = (const char *)src + e->off;
+    switch (e->type) {
+    case CFG_INT: case CFG_ENUM: *(int *)d = *(const int *)s; break;
+    case CFG_FLOAT: *(double *)d = *(const double *)s; break;
+    case CFG_BOOL: *(bool *)d = *(const bool *)s; break;
+    case CFG_STR:
+        xfree(*(char **)d);
+        *(char **)d = xstrdup(*(char *const *)s ? *(char *const *)s : "");
+        break;
+    case CFG_LIST: {
+        const StrList *l = (const StrList *)s;
+        list_free((StrList *)d);
+        for (int k = 0; k < l->n; k++) list_add((StrList *)d, l->v[k], strlen(l->v[k]));
+        break;
+    }
+    }
+}
+
+int config_take_from(Config *c, const char *yaml, size_t len, int *taken, char err[ERR_LEN]) {
+    static const char *src = "the coordinator's config";
+    if (taken) *taken = 0;
+    struct fy_parse_cfg pcfg = { .flags = FYPCF_QUIET };
+    struct fy_document *doc = len ? fy_document_build_from_string(&pcfg, yaml, len) : NULL;
+    struct fy_node *root = doc ? fy_document_root(doc) : NULL;
+    if (!root || !fy_node_is_mapping(root)) {
+        fy_document_destroy(doc);
+        return err_set(err, ERR_DECODE, "%s: not a YAML mapping of sections (%zu bytes)", src, len);
+    }
+    Config t;
+    config_defaults(&t);
+    int rc = walk(&t, root, "", src, err);
+    fy_document_destroy(doc);
+    for (size_t i = 0; i < NCFG && !rc; i++) {
+        if (c->user_set[i] || !strncmp(cfg_table[i].key, "cluster.", 8)) continue;   /* its own, or its endpoints */
+        copy_value(c, &t, &cfg_table[i]);
+        if (taken) (*taken)++;
+    }
+    config_free(&t);
+    return rc ? rc : config_validate(c, err);
 }
 
 bool config_key_is_local(const char *key) {
@@ -927,15 +1020,16 @@ void config_usage_print(FILE *f, const char *prog, const char *extra) {
             "                    trainer, cluster); applied first. An empty file means all defaults.\n"
             "  key.path=value    set one key, e.g. actor_rollout_ref.actor.clip_ratio_high=0.28 or\n"
             "                    data.train_files=[a.jsonl,b.jsonl]; applied in order after the file (overrides win)\n"
-            "  --print-config    print the resolved config (every key, as YAML) and exit\n"
+            "  --print-config    print the resolved config (every key, as YAML) and exit; --print-config=local:\n"
+            "                    only the local keys (cluster.*, trainer.device), what a worker is given\n"
             "%s%s"
             "  --help, -h        print this text and exit\n",
             base, syn ? " " : "", syn, extra, nl ? nl + 1 : "", nl ? "\n" : "");
 }
 
-int config_from_cli(Config *c, int *argc, char **argv, bool *print_config, char err[ERR_LEN]) {
+int config_from_cli(Config *c, int *argc, char **argv, int *print_config, char err[ERR_LEN]) {
     config_defaults(c);
-    if (print_config) *print_config = false;
+    if (print_config) *print_config = CONFIG_PRINT_NONE;
     int out = 1, rc = 0;
     /* --config first, wherever it is, so overrides always win. */
     for (int i = 1; i < *argc && !rc; i++) {
@@ -951,7 +1045,10 @@ int config_from_cli(Config *c, int *argc, char **argv, bool *print_config, char 
         const char *a = argv[i];
         if (strcmp(a, "--config") == 0) { i++; continue; }
         if (strncmp(a, "--config=", 9) == 0) continue;
-        if (strcmp(a, "--print-config") == 0) { if (print_config) *print_config = true; continue; }
+        if (strcmp(a, "--print-config") == 0 || strcmp(a, "--print-config=local") == 0) {
+            if (print_config) *print_config = a[14] ? CONFIG_PRINT_LOCAL : CONFIG_PRINT_ALL;
+            continue;
+        }
         const char *eq = strchr(a, '=');
         if (a[0] != '-' && eq && eq > a) {
             char key[256];

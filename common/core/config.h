@@ -21,6 +21,21 @@ typedef struct {
     char **v;              /* owned; each entry xstrdup'd */
 } StrList;
 
+/* The values of the CFG_ENUM keys, in the order of their allowed lists (config.c's table): a setting is one of these,
+ * never a string to compare again (config_enum_name gives the text for messages). */
+typedef enum { CFG_TRUNC_ERROR, CFG_TRUNC_LEFT, CFG_TRUNC_RIGHT, CFG_TRUNC_MIDDLE } CfgTruncation;   /* data.truncation */
+typedef enum { CFG_CHAT_AUTO, CFG_CHAT_QWEN25, CFG_CHAT_QWEN3, CFG_CHAT_LLAMA3, CFG_CHAT_NONE } CfgChatTemplate;
+typedef enum { CFG_MALFORMED_SKIP, CFG_MALFORMED_ERROR } CfgOnMalformed;                          /* data.on_malformed */
+typedef enum { CFG_AGG_TOKEN_MEAN, CFG_AGG_SEQ_MEAN_TOKEN_MEAN, CFG_AGG_SEQ_MEAN_TOKEN_SUM,
+               CFG_AGG_SEQ_MEAN_TOKEN_SUM_NORM } CfgLossAgg;                          /* actor.loss_agg_mode */
+typedef enum { CFG_WARMUP_CONSTANT, CFG_WARMUP_COSINE } CfgWarmupStyle;                 /* actor.optim.warmup_style */
+typedef enum { CFG_ADV_GRPO } CfgAdvEstimator;                                          /* algorithm.adv_estimator */
+typedef enum { CFG_METRIC_ACC, CFG_METRIC_SCORE, CFG_METRIC_SEQ_REWARD,
+               CFG_METRIC_SEQ_FINAL_REWARD } CfgFilterMetric;                    /* algorithm.filter_groups.metric */
+typedef enum { CFG_RC_LOSS_PPO_CLIP, CFG_RC_LOSS_REINFORCE } CfgRcLossType;  /* algorithm.rollout_correction.loss_type */
+typedef enum { CFG_DEVICE_CPU, CFG_DEVICE_CUDA } CfgDevice;                              /* trainer.device */
+typedef enum { CFG_RESUME_AUTO, CFG_RESUME_DISABLE, CFG_RESUME_PATH } CfgResumeMode;     /* trainer.resume_mode */
+
 typedef struct Config {
     /* data.* */
     StrList train_files, val_files;
@@ -29,12 +44,12 @@ typedef struct Config {
     int     max_prompt_length;        /* tokens */
     int     max_response_length;      /* tokens, = rollout max_tokens, EOS included */
     bool    filter_overlong_prompts;
-    char   *truncation;               /* error|left|right|middle */
+    CfgTruncation truncation;         /* error|left|right|middle */
     int     data_seed;
     bool    shuffle;
     char   *tokenizer_path;           /* dir with tokenizer.json; empty: the model dir */
-    char   *chat_template;            /* auto|qwen2.5|qwen3|llama3|none */
-    char   *on_malformed;             /* skip|error: a malformed dataset line */
+    CfgChatTemplate chat_template;    /* auto|qwen2.5|qwen3|llama3|none */
+    CfgOnMalformed on_malformed;      /* skip|error: a malformed dataset line */
     int     val_max_samples;          /* <=0: all */
 
     /* actor_rollout_ref.model.* */
@@ -42,7 +57,7 @@ typedef struct Config {
 
     /* actor_rollout_ref.actor.* */
     double  clip_ratio_low, clip_ratio_high, clip_ratio_c;
-    char   *loss_agg_mode;            /* token-mean|seq-mean-token-mean|seq-mean-token-sum|seq-mean-token-sum-norm */
+    CfgLossAgg loss_agg_mode;         /* token-mean|seq-mean-token-mean|seq-mean-token-sum|seq-mean-token-sum-norm */
     int     ppo_mini_batch_size;      /* prompts per mini-batch (x n responses) */
     int     ppo_micro_batch_size_per_gpu; /* sequences per micro-batch */
     int     ppo_epochs;
@@ -53,7 +68,7 @@ typedef struct Config {
     double  lr;
     int     lr_warmup_steps;
     double  weight_decay;
-    char   *warmup_style;             /* constant|cosine */
+    CfgWarmupStyle warmup_style;      /* constant|cosine */
     double  min_lr_ratio;             /* cosine floor, fraction of lr */
     double  adam_beta1, adam_beta2, adam_eps;
     bool    use_rollout_log_probs;    /* ours: skip the old-log-prob recompute, use the rollout's */
@@ -74,10 +89,10 @@ typedef struct Config {
     bool    val_do_sample;
 
     /* algorithm.* */
-    char   *adv_estimator;            /* grpo */
+    CfgAdvEstimator adv_estimator;    /* grpo */
     bool    norm_adv_by_std_in_grpo;
     bool    filter_groups_enable;
-    char   *filter_groups_metric;     /* acc|score|seq_reward|seq_final_reward */
+    CfgFilterMetric filter_groups_metric;   /* acc|score|seq_reward|seq_final_reward */
     int     max_num_gen_batches;      /* <=0: no limit */
     bool    filter_groups_streaming;  /* ours */
     bool    overlong_filtering;       /* ours (TRL: mask_truncated_completions) */
@@ -88,7 +103,7 @@ typedef struct Config {
     char   *rc_rollout_rs;            /* "" or comma-separated verl options (token_k1, seq_mean_k3, ...) */
     char   *rc_rs_threshold;
     bool    rc_bypass_mode;           /* = actor.use_rollout_log_probs (a conflicting pair is refused) */
-    char   *rc_loss_type;             /* ppo_clip */
+    CfgRcLossType rc_loss_type;       /* ppo_clip (reinforce is refused) */
 
     /* reward_model.* */
     bool    overlong_buffer_enable;
@@ -117,10 +132,10 @@ typedef struct Config {
     int     total_training_steps;     /* <=0: from total_epochs */
     int     save_freq;                /* steps; <=0: only on request and at the end */
     int     test_freq;                /* steps; <=0: never */
-    char   *device;                   /* cpu|cuda (verl's trainer.device): the backend of the learner and rollout
+    CfgDevice device;                 /* cpu|cuda (verl's trainer.device): the backend of the learner and rollout
                                          models (backend_select; cuda needs a CUDA build and a visible GPU) */
     char   *default_local_dir;
-    char   *resume_mode;              /* auto|disable|resume_path */
+    CfgResumeMode resume_mode;        /* auto|disable|resume_path */
     char   *resume_from_path;
     bool    val_before_train, val_only;
     int     max_actor_ckpt_to_keep;   /* <=0: keep all */
@@ -188,6 +203,10 @@ int config_load_file(Config *c, const char *path, char err[ERR_LEN]);
  * `where` names the source for messages ("command line"). ERR_INVAL/ERR_NOTFOUND with a message. */
 int config_set(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]);
 
+/* The text of a CFG_ENUM key's value in c ("cosine" for actor_rollout_ref.actor.optim.warmup_style), for messages and
+ * for APIs that take the name (backend_select); "?" for a key that is not an enum. Static storage. */
+const char *config_enum_name(const Config *c, const char *key);
+
 /* True when key was set by a YAML file or an override (not left at its default). false for unknown keys. */
 bool config_is_set(const Config *c, const char *key);
 
@@ -200,8 +219,19 @@ bool config_has_logger(const Config *c, const char *name);
 /* Cross-key checks run after all sources are applied (e.g. overlong buffer shorter than the response). */
 int config_validate(const Config *c, char err[ERR_LEN]);
 
-/* Writes the resolved config as nested YAML (every key of the table). */
+/* Writes the resolved config as nested YAML (every key of the table; strings double-quoted with '"', '\\' and
+ * control bytes escaped). config_print_local_yaml: only the local keys (config_key_is_local), what a worker needs of
+ * its own (deploy/local/run.sh writes them for the workers: `--print-config=local`). */
 void config_print_yaml(const Config *c, FILE *f);
+void config_print_local_yaml(const Config *c, FILE *f);
+
+/* A worker's run keys come from its coordinator (docs/design.md §5): takes from yaml (Welcome.config_yaml, the
+ * coordinator's config_print_yaml text, len bytes) every key that c's own file and overrides did not set, except
+ * cluster.* (this worker's endpoints, threads and key files); trainer.device too where the worker left it. Keys the
+ * worker set stay its own (the coordinator has refused the worker if one differs from its value). Then checks the
+ * result (config_validate). *taken (may be NULL): how many keys were taken. 0, ERR_DECODE (yaml is not a config
+ * mapping), or the error of a key or of the validation, naming it. */
+int config_take_from(Config *c, const char *yaml, size_t len, int *taken, char err[ERR_LEN]);
 /* The run's keys (docs/design.md §5): every key but the local ones (cluster.*: endpoints, threads, timeouts, key
  * files; trainer.device) — only_set: only those the file or an override set — one "key: value" line each in table
  * order, values as config_print_yaml writes them. xmalloc'd text (caller frees with xfree); *hash (may be NULL): its
@@ -225,10 +255,12 @@ bool config_help_wanted(int argc, char **argv);
 void config_usage_print(FILE *f, const char *prog, const char *extra);
 
 /* The command line every daemon and tool shares: `--config FILE` (applied first), `key.path=value`
- * overrides (applied in order), `--print-config` (sets *print_config). Arguments it does not know are
+ * overrides (applied in order), `--print-config` (*print_config = CONFIG_PRINT_ALL) or `--print-config=local`
+ * (CONFIG_PRINT_LOCAL). Arguments it does not know are
  * left in argv (compacted; *argc updated) for the caller. Defaults are applied here. Returns 0 or
  * ERR_INVAL/ERR_IO with a message in err; on error c still holds valid (partial) values to free.
  * `--help` / `-h` is not handled here: every program checks config_help_wanted first and prints its usage. */
-int config_from_cli(Config *c, int *argc, char **argv, bool *print_config, char err[ERR_LEN]);
+enum { CONFIG_PRINT_NONE, CONFIG_PRINT_ALL, CONFIG_PRINT_LOCAL };   /* config_from_cli's *print_config */
+int config_from_cli(Config *c, int *argc, char **argv, int *print_config, char err[ERR_LEN]);
 
 #endif

@@ -6,8 +6,6 @@
  * by the mask (a NaN at a masked position would poison verl's sum; it cannot poison ours). */
 #include "dapo/loss.h"
 
-#include "core/config.h"
-
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -35,16 +33,6 @@ void loss_params_default(LossParams *p) {
     p->clip_ratio_c = 10.0;
     p->agg = LOSS_AGG_TOKEN_MEAN;
     p->dp_size = 1;
-}
-
-int loss_params_from_config(const Config *c, LossParams *p, char err[ERR_LEN]) {
-    loss_params_default(p);
-    if (!c) return err_set(err, ERR_INVAL, "loss_params_from_config: NULL config");
-    p->clip_ratio_low = c->clip_ratio_low;
-    p->clip_ratio_high = c->clip_ratio_high;
-    p->clip_ratio_c = c->clip_ratio_c;
-    p->entropy_coeff = c->entropy_coeff;
-    return loss_agg_mode_parse(c->loss_agg_mode, &p->agg, err);
 }
 
 static int check_args(const LossParams *p, const LossInput *in, char err[ERR_LEN]) {

@@ -64,11 +64,7 @@ typedef struct {
 /* Fills p with the DAPO recipe's values: 0.2 / 0.28 / 10.0, token-mean, entropy_coeff 0, no global info, dp 1. */
 void loss_params_default(LossParams *p);
 
-/* Fills p from the config (actor_rollout_ref.actor.clip_ratio_low|clip_ratio_high|clip_ratio_c|loss_agg_mode|
- * entropy_coeff); the global-batch fields stay "not given" (0) and dp_size 1: the learner sets them per
- * mini-batch from its shard (layout.h). ERR_INVAL with a message for an unknown loss_agg_mode. */
-struct Config;
-int loss_params_from_config(const struct Config *c, LossParams *p, char err[ERR_LEN]);
+/* From the config: settings_loss_params (settings/settings.h). */
 
 /* One call's tokens, packed: n_seq segments back to back, segment s = tokens [seq_off[s], seq_off[s+1]).
  * A padded [B, T] batch is the special case seq_off[s] = s*T with mask 0 on the padding.

@@ -96,9 +96,8 @@ int rollout_corr_config_parse(const char *rollout_is, const char *is_threshold, 
                               const char *rollout_rs, const char *rs_threshold, int bypass, const char *loss_type,
                               int staleness, RolloutCorrConfig *out, char err[ERR_LEN]);
 
-/* The same from the config table (algorithm.rollout_correction.*, actor.use_rollout_log_probs, trainer.staleness). */
-struct Config;
-int rollout_corr_config_from(const struct Config *c, RolloutCorrConfig *out, char err[ERR_LEN]);
+/* From the config table (algorithm.rollout_correction.*, actor.use_rollout_log_probs, trainer.staleness):
+ * settings_rollout_corr (settings/settings.h). */
 
 /* verl's rollout_is_* metrics (compute_is_metrics; names without the rollout_corr/ prefix). Token level: over the
  * counted tokens of the applied weights (fractions from the raw weights); sequence level: max / min / fractions from

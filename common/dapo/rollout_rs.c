@@ -10,7 +10,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/config.h"
 
 #define SAFETY_BOUND 20.0f
 
@@ -146,12 +145,6 @@ int rollout_corr_config_parse(const char *rollout_is, const char *is_threshold, 
     if (o.bypass) o.is_on = o.is_auto = 0;   /* verl's bypass ppo_clip: the PPO ratio is the IS ratio; no weight applied */
     *out = o;
     return 0;
-}
-
-int rollout_corr_config_from(const Config *c, RolloutCorrConfig *out, char err[ERR_LEN]) {
-    return rollout_corr_config_parse(c->rc_rollout_is, c->rc_is_threshold, c->rc_is_batch_normalize, c->rc_rollout_rs,
-                                     c->rc_rs_threshold, c->rc_bypass_mode || c->use_rollout_log_probs, c->rc_loss_type,
-                                     c->staleness, out, err);
 }
 
 /* ------------------------------------------------------------------------------------------- rejection */

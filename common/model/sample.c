@@ -4,7 +4,6 @@
  * Not here: the RNG (core/rng.c), batched sampling, penalties. */
 #include "model/sample.h"
 
-#include "core/config.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -43,17 +42,6 @@ static void cand_select(Cand *c, int n, int k) {
         else if (want >= i) lo = i;
         else break;
     }
-}
-
-int sample_params_from_config(const Config *c, int validation, SampleParams *p, char err[ERR_LEN]) {
-    memset(p, 0, sizeof *p);
-    if (!c) return err_set(err, ERR_INVAL, "sample_params_from_config: NULL config");
-    p->temperature = (float)(validation ? c->val_temperature : c->temperature);
-    p->top_p = (float)(validation ? c->val_top_p : c->top_p);
-    int k = validation ? c->val_top_k : c->top_k;
-    p->top_k = k > 0 ? k : 0;
-    p->greedy = validation && !c->val_do_sample;
-    return 0;
 }
 
 size_t sample_scratch_bytes(int V) {

@@ -39,11 +39,7 @@ typedef struct {
     int   greedy;        /* nonzero: argmax (verl's do_sample = false) */
 } SampleParams;
 
-/* Fills p from the config: actor_rollout_ref.rollout.temperature|top_p|top_k for training rollouts, or
- * rollout.val_kwargs.temperature|top_p|top_k|do_sample (do_sample false = greedy) when validation is
- * nonzero. verl's top_k -1 (off) maps to 0. Returns 0, or ERR_INVAL for a NULL config. */
-struct Config;
-int sample_params_from_config(const struct Config *c, int validation, SampleParams *p, char err[ERR_LEN]);
+/* From the config: settings_sample_params (settings/settings.h). */
 
 /* Scratch bytes sample_token / sample_support need for a vocabulary of V (8 bytes per token). */
 size_t sample_scratch_bytes(int V);

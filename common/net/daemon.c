@@ -38,6 +38,42 @@ static const char *role_flags(Dapo__Role r) {
                                            "  --id NAME         this worker's name (default verifier-<pid>@<host>)";
 }
 
+/* A probe (WorkerOpts.config_only) waits for the coordinator's Welcome; then config_take_from (daemon.h). */
+int daemon_take_run_config(Daemon *d, Dapo__Role role, char err[ERR_LEN]) {
+    void *zctx = zmq_ctx_new();
+    if (!zctx) return err_set(err, ERR_IO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    char *run_config = config_run_keys(&d->cfg, true, NULL);
+    WorkerOpts o = {.role = role, .worker_id = d->worker_id, .coordinator = d->cfg.coordinator,
+                    .rank = (uint32_t)d->rank, .world_size = (uint32_t)d->cfg.num_learners,
+                    .max_msg_bytes = (int64_t)d->cfg.max_msg_mb << 20, .policy_version = -1, .curve = &d->keys,
+                    .run_config = run_config, .config_only = 1};
+    Worker *w = worker_open(zctx, &o, err);
+    xfree(run_config);
+    int rc = w ? 0 : ERR_IO;
+    int64_t next_check = 0;
+    while (!rc && worker_state(w) == WORKER_CONNECTING && !g_stop) {
+        NetMsg m;
+        int pr = worker_poll(w, &m, 100, err);
+        if (pr == 1) net_msg_free(&m);
+        if (pr == ERR_VERSION || pr == ERR_INVAL) rc = pr;
+        if (clock_ms() >= next_check) {
+            next_check = clock_ms() + 1000;
+            if (daemon_orphaned()) g_stop = 1;
+        }
+    }
+    const Dapo__Welcome *wel = w ? worker_welcome(w) : NULL;
+    if (!rc && g_stop) rc = 1;
+    int taken = 0;
+    if (!rc && wel && wel->config_yaml.len)
+        rc = config_take_from(&d->cfg, (const char *)wel->config_yaml.data, wel->config_yaml.len, &taken, err);
+    if (!rc)
+        log_info("%s: took %d run keys from the coordinator at %s (run keys' hash %016llx)", d->worker_id, taken,
+                 d->cfg.coordinator, wel ? (unsigned long long)wel->config_hash : 0ULL);
+    worker_close(w, NULL);
+    zmq_ctx_term(zctx);
+    return rc;
+}
+
 int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *component, char err[ERR_LEN]) {
     memset(d, 0, sizeof *d);
     d->policy_version = -1;
@@ -46,7 +82,7 @@ int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *c
         config_usage_print(stdout, argv[0], role_flags(role));
         return 1;                          /* d->cfg is zeroed: config_free/daemon_close are fine on it */
     }
-    bool print = false;
+    int print = CONFIG_PRINT_NONE;
     int rc = config_from_cli(&d->cfg, &argc, argv, &print, err);
     if (rc) return rc;
     char host[64] = "localhost";
@@ -67,10 +103,13 @@ int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *c
                            "[--id NAME] [--rank N] [--print-config]; --help for more)", argv[i], argv[0]);
         }
     }
-    if (print) {
+    if (print == CONFIG_PRINT_LOCAL) config_print_local_yaml(&d->cfg, stdout);
+    if (print == CONFIG_PRINT_ALL) {
+        printf("# %s's own file and overrides; at start it takes every run key not set here from its coordinator "
+               "(every key but cluster.*)\n", role_str(role));
         config_print_yaml(&d->cfg, stdout);
-        return 1;
     }
+    if (print) return 1;
     /* issue 18: CURVE keys; learner rank 0 also serves (weights, collective) and binds off loopback only with them */
     int serves = role == DAPO__ROLE__ROLE_LEARNER && d->rank == 0;
     rc = curve_load(&d->cfg, serves, true, &d->keys, err);
@@ -111,7 +150,9 @@ uint32_t daemon_restarts(void) {
 int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capacity_tokens, char err[ERR_LEN]) {
     d->zctx = zmq_ctx_new();
     if (!d->zctx) return err_set(err, ERR_IO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    char *run_config = config_run_keys(&d->cfg, true, NULL);   /* the coordinator checks it against its own */
+    /* every run key it runs with, taken or its own: a coordinator started again with another config refuses it (it
+     * exits, and its restart takes the new config) */
+    char *run_config = config_run_keys(&d->cfg, false, NULL);
     WorkerOpts o = {
         .role = role, .worker_id = d->worker_id, .coordinator = d->cfg.coordinator, .capacity = capacity,
         .capacity_tokens = capacity_tokens,

@@ -25,6 +25,14 @@ typedef struct {
  * err set. */
 int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *component, char err[ERR_LEN]);
 
+/* The run keys come from the coordinator (docs/design.md §5): asks it (cluster.coordinator) for the run config with a
+ * probe that registers nothing, and takes every key the file and overrides did not set (config_take_from), before
+ * the worker loads anything. Call after daemon_init and the worker's checks of its local keys (a trainer.device it
+ * set). Waits like a registration (a warning every 10 s) until the coordinator answers, a signal stops it or the
+ * supervisor is gone (both 1: exit 0). 0; ERR_INVAL when the coordinator refused this worker's run keys (naming the
+ * key and both values) or its protocol version; ERR_DECODE / ERR_INVAL for a config it cannot take. */
+int daemon_take_run_config(Daemon *d, Dapo__Role role, char err[ERR_LEN]);
+
 /* Creates the ZeroMQ context and the Worker from cfg.cluster.* with the given capacity (items; rollout: also
  * KV-cache tokens) and starts registering. 0 or negative with err set. */
 int daemon_connect(Daemon *d, Dapo__Role role, uint32_t capacity, uint64_t capacity_tokens, char err[ERR_LEN]);

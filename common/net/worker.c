@@ -58,6 +58,7 @@ static int send_hello(Worker *w) {
     h.restarts = w->o.restarts;
     h.nonce = w->nonce;
     h.attempt = w->attempt;
+    h.config_only = w->o.config_only != 0;
     w->next_hello_ms = clock_ms() + HELLO_RETRY_MS;
     return net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_HELLO, &h.base, true);
 }
@@ -150,6 +151,7 @@ static int on_message(Worker *w, NetMsg *m, char err[ERR_LEN]) {
         m->msg = NULL;               /* kept */
         w->coord_version = wel->policy_version;
         w->coord_incarnation = wel->incarnation;
+        if (w->o.config_only) { w->state = WORKER_READY; return 0; }   /* the probe's answer: nothing registered */
         if (wel->heartbeat_ms) w->o.heartbeat_ms = (int)wel->heartbeat_ms;
         if (wel->lease_timeout_s > 0) w->o.lease_timeout_s = wel->lease_timeout_s;
         w->state = WORKER_READY;
@@ -190,7 +192,7 @@ static void touch_health(Worker *w, int64_t now) {
     if (!w->health_file[0] || now < w->next_health_ms) return;
     w->next_health_ms = now + 1000;
     int fd = open(w->health_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const char *state = w->state == WORKER_READY ? "ready\n" : "connecting\n";     /* for a readiness probe */
+    const char *state = w->state == WORKER_READY && !w->o.config_only ? "ready\n" : "connecting\n";     /* for a readiness probe */
     if (fd >= 0 && write(fd, state, strlen(state)) == (ssize_t)strlen(state)) {
         close(fd);
         w->health_warned = 0;
@@ -220,7 +222,7 @@ static void run_timers(Worker *w) {
         w->next_warn_ms = now + 10000;
         reopen(w);
     }
-    if (w->state != WORKER_READY) return;
+    if (w->state != WORKER_READY || w->o.config_only) return;
     flush_credit(w);
     if (now - w->last_rx_ms > (int64_t)(w->o.lease_timeout_s * 1000)) {
         reconnect(w, "coordinator silent past the lease timeout");
@@ -330,7 +332,7 @@ void *worker_socket(Worker *w) { return w->sock; }
 void worker_close(Worker *w, const char *reason) {
     if (!w) return;
     if (w->sock) {
-        if (w->state == WORKER_READY) {
+        if (w->state == WORKER_READY && !w->o.config_only) {
             Dapo__Goodbye g = DAPO__GOODBYE__INIT;
             g.reason = (char *)(reason ? reason : "shutdown");
             net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_GOODBYE, &g.base, true);

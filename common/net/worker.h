@@ -38,6 +38,9 @@ typedef struct {
     const char *health_file;        /* rewritten at most once a second from worker_poll, whatever the state, with
                                      * "ready" (registered) or "connecting": a liveness probe reads its age, a
                                      * readiness probe its word (Kubernetes, issue 19) [NULL/"": off] */
+    int         config_only;        /* a probe (Hello.config_only): READY once the coordinator accepts it, its Welcome
+                                     * (worker_welcome) holding the run config; no credit, heartbeat or Goodbye, and
+                                     * nothing registered. daemon_init takes the run keys with one [0] */
 } WorkerOpts;
 
 typedef struct Worker Worker;

@@ -114,6 +114,9 @@ fi
 mapfile -t prepared < <(grep -v '^\s*$' "$rundir/overrides.txt" || true)
 common+=("${prepared[@]}" "${args[@]}")
 "$bin/dapo-coordinator" "${common[@]}" --print-config > "$rundir/config.yaml"   # validates before anything starts
+# The workers get only the local keys (cluster.*, trainer.device): every run key comes from the coordinator when
+# they start (docs/design.md §5), so no two copies of the run config can disagree.
+"$bin/dapo-coordinator" "${common[@]}" --print-config=local > "$rundir/worker.yaml"
 http=$(sed -n 's/^  http: "\(.*\)"$/\1/p' "$rundir/config.yaml")
 
 # The daemons run under dapo-supervise (tools/dapo-supervise.c), which this script becomes (exec): it restarts a
@@ -133,9 +136,10 @@ proc() {  # name, command...
   procs+=("${out%, }]}")
 }
 proc coordinator "$bin/dapo-coordinator" "${common[@]}"
-for i in $(seq 0 $((nver - 1))); do proc "verifier-$i" "$bin/dapo-verifier" "${common[@]}" --id "verifier-$i"; done
-for r in $(seq 0 $((nlearn - 1))); do proc "learner-$r" "$bin/dapo-learner" "${common[@]}" --id "learner-$r" --rank "$r"; done
-for i in $(seq 0 $((nroll - 1))); do proc "rollout-$i" "$bin/dapo-rollout" "${common[@]}" --id "rollout-$i"; done
+wargs=(--config "$rundir/worker.yaml")
+for i in $(seq 0 $((nver - 1))); do proc "verifier-$i" "$bin/dapo-verifier" "${wargs[@]}" --id "verifier-$i"; done
+for r in $(seq 0 $((nlearn - 1))); do proc "learner-$r" "$bin/dapo-learner" "${wargs[@]}" --id "learner-$r" --rank "$r"; done
+for i in $(seq 0 $((nroll - 1))); do proc "rollout-$i" "$bin/dapo-rollout" "${wargs[@]}" --id "rollout-$i"; done
 { printf '{"procs": [\n'; (IFS=$'\n'; printf '%s' "${procs[*]}" | sed '$!s/$/,/'); printf '\n]}\n'; } > "$rundir/procs.json"
 echo "dapo: starting ($nroll rollout, $nver verifier, $nlearn learner); logs in $rundir/logs"
 echo "dapo: dashboard at http://$http/   (Ctrl-C stops the run; run the same command again to resume it)"

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # deploy/node/start-role.sh: starts one dapo role on this node, pointed at the coordinator's address, for multi-node
-# runs (one invocation per process; run it under systemd, tmux or a Kubernetes pod). Every node uses the same
-# config file; the addresses are overrides. README "Run on several hosts" walks through it.
+# runs (one invocation per process; run it under systemd, tmux or a Kubernetes pod). The coordinator reads the run's
+# config file; a worker needs none: it takes every run key from the coordinator when it starts (docs/design.md §5)
+# and is given only its local keys (the addresses below, its key files). A worker's --config FILE contributes only
+# its cluster.* keys and trainer.device (extracted here with --print-config=local).
+# README "Run on several hosts" walks through it.
 #
 #   start-role.sh coordinator --config run.yaml --bind ADDR [--keys DIR]
-#   start-role.sh rollout     --config run.yaml --coordinator HOST --weights HOST_OF_RANK0 [--id rollout-3] [--keys DIR]
-#   start-role.sh verifier    --config run.yaml --coordinator HOST [--id verifier-0] [--keys DIR]
-#   start-role.sh learner     --config run.yaml --coordinator HOST --rank 0 --bind ADDR [--keys DIR]
-#   start-role.sh learner     --config run.yaml --coordinator HOST --rank R --rank0 HOST_OF_RANK0 [--keys DIR]
+#   start-role.sh rollout     --coordinator HOST --weights HOST_OF_RANK0 [--id rollout-3] [--keys DIR]
+#   start-role.sh verifier    --coordinator HOST [--id verifier-0] [--keys DIR]
+#   start-role.sh learner     --coordinator HOST --rank 0 --bind ADDR [--keys DIR]
+#   start-role.sh learner     --coordinator HOST --rank R --rank0 HOST_OF_RANK0 [--keys DIR]
 #   start-role.sh ROLE ... --restart [--run-dir DIR]   (under dapo-supervise: restarted when it exits or is killed)
 #
 # --bind ADDR: the address the roles that listen (the coordinator: workers on 5555; learner rank 0: weights on
@@ -52,10 +55,18 @@ while [ $# -gt 0 ]; do
     *) extra+=("$1"); shift ;;
   esac
 done
-[ -n "$config" ] || { echo "start-role.sh: --config FILE is required" >&2; exit 2; }
 . "$root/deploy/local/env.sh"
-args=(--config "$config")
 name=${id:-$role}
+args=()
+if [ "$role" = coordinator ]; then
+  [ -n "$config" ] || { echo "start-role.sh: --config FILE is required for the coordinator" >&2; exit 2; }
+  args=(--config "$config")
+elif [ -n "$config" ]; then                   # a worker: only the file's local keys
+  dir=${rundir:-runs/node-$name}
+  mkdir -p "$dir"
+  "$root/$BUILD/bin/dapo-coordinator" --config "$config" --print-config=local > "$dir/local.yaml"
+  args=(--config "$dir/local.yaml")
+fi
 serves=0; { [ "$role" = coordinator ] || { [ "$role" = learner ] && [ "$rank" = 0 ]; }; } && serves=1
 if [ -n "$keys" ]; then
   [ -f "$keys/server.pub" ] || { echo "start-role.sh: --keys $keys: no server.pub there (make keys with dapo-keygen)" >&2; exit 2; }

@@ -247,8 +247,8 @@ static int trim_history(Coord *c, long step) {
 
 const char *ckpt_resume_file(Coord *c) {
     CkptState *k = &c->ckpt;
-    if (!c->engine || strcmp(c->cfg.resume_mode, "disable") == 0) return NULL;
-    if (strcmp(c->cfg.resume_mode, "resume_path") == 0)
+    if (!c->engine || c->cfg.resume_mode == CFG_RESUME_DISABLE) return NULL;
+    if (c->cfg.resume_mode == CFG_RESUME_PATH)
         snprintf(k->resume_path, sizeof k->resume_path, "%s", c->cfg.resume_from_path);
     else ckpt_path(c, k->resume_path, sizeof k->resume_path);
     return k->resume_path;
@@ -256,10 +256,10 @@ const char *ckpt_resume_file(Coord *c) {
 
 int ckpt_resume(Coord *c, const char *text, char err[ERR_LEN]) {
     CkptState *k = &c->ckpt;
-    if (!c->engine || strcmp(c->cfg.resume_mode, "disable") == 0) return 0;
+    if (!c->engine || c->cfg.resume_mode == CFG_RESUME_DISABLE) return 0;
     const char *path = k->resume_path;
     if (!text) {
-        if (strcmp(c->cfg.resume_mode, "resume_path") == 0)
+        if (c->cfg.resume_mode == CFG_RESUME_PATH)
             return err_set(err, ERR_IO, "trainer.resume_from_path: %s does not exist", path);
         k->undecided = 1;                                    /* auto, nothing here: the learner must agree (step 0) */
         return 0;

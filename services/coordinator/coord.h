@@ -24,6 +24,7 @@
 #include <uv.h>
 
 #include "core/config.h"
+#include "dapo/rollout_corr.h"
 #include "core/metrics.h"
 #include "net/net.h"
 #include "net/zap.h"
@@ -186,6 +187,7 @@ typedef struct {
 
 typedef struct Coord {
     Config       cfg;
+    RolloutCorrConfig corr;                 /* algorithm.rollout_correction, parsed once at start (run.c) */
     uv_loop_t   *loop;
     void        *zctx, *router;
     char         endpoint[128];        /* resolved ROUTER endpoint */

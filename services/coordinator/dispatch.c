@@ -1,6 +1,7 @@
 /* services/coordinator/dispatch.c: leases and dispatch of the training engine (engine.h): dropping stale groups,
  * choosing a worker with credit, GenerateGroup / ScoreGroup sends, and the dispatch pass over the queued groups. */
 #include "engine.h"
+#include "settings/settings.h"
 
 /* g (generated, scoring, kept or surplus; its results held) came from a policy too far behind: it becomes GS_STALE
  * (its responses are never trained; a verifier holding it is told to drop it) and its prompt is generated again as
@@ -64,11 +65,13 @@ static int pick_worker(Coord *c, Dapo__Role role, uint32_t need, int check_versi
 static void send_generate(Coord *c, Group *g, int wi) {
     Engine *e = c->engine;
     const DatasetItem *it = eng__group_item(e, g);
+    SampleParams p;                                  /* the learner's temperature comes by the same adapter */
+    settings_sample_params(&c->cfg, g->validation, &p);
     Dapo__SamplingParams sp = DAPO__SAMPLING_PARAMS__INIT;
-    sp.temperature = (float)(g->validation ? c->cfg.val_temperature : c->cfg.temperature);
-    sp.top_p = (float)(g->validation ? c->cfg.val_top_p : c->cfg.top_p);
-    sp.top_k = g->validation ? c->cfg.val_top_k : c->cfg.top_k;
-    sp.greedy = g->validation && !c->cfg.val_do_sample;
+    sp.temperature = p.temperature;
+    sp.top_p = p.top_p;
+    sp.top_k = p.top_k;
+    sp.greedy = p.greedy;
     sp.max_tokens = (uint32_t)c->cfg.max_response_length;
     sp.stop_token_ids = e->stop_ids;
     sp.n_stop_token_ids = (size_t)e->n_stop;

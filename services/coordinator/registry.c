@@ -72,6 +72,10 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
             return;
         }
     }
+    if (h->config_only) {             /* a probe: the config it asks for, nothing registered */
+        send_welcome(c, m, 1, "");
+        return;
+    }
     WorkerEntry *w = registry_find(c, m->peer, m->peer_len);
     if (!w) {
         XGROW(c->workers, c->nworkers, c->cap_workers, 16);

@@ -22,7 +22,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "coord.h"
-#include "dapo/rollout_corr.h"
+#include "settings/settings.h"
 #include "evlog.h"
 #include "persist.h"
 #include "io/tfevents.h"
@@ -353,7 +353,7 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
     log_init("coordinator", LL_INFO);
     signal(SIGPIPE, SIG_IGN);
     static Coord c;
-    bool print = false;
+    int print = CONFIG_PRINT_NONE;
     char err[ERR_LEN];
     if (config_help_wanted(argc, argv)) {
         config_usage_print(stdout, argv[0], "[--check-ports]\n  --check-ports     check that this machine can bind "
@@ -364,9 +364,9 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
     int ports = take_flag(&argc, argv, "--check-ports");
     int rc = config_from_cli(&c.cfg, &argc, argv, &print, err);
     if (!rc && argc > 1) rc = err_set(err, ERR_INVAL, "unknown argument '%s' (usage: dapo-coordinator [--config FILE] [key.path=value ...] [--print-config] [--check-ports])", argv[1]);
-    RolloutCorrConfig corr;              /* the values of algorithm.rollout_correction, checked before anything starts */
-    if (!rc) rc = rollout_corr_config_from(&c.cfg, &corr, err);
-    if (!rc) rc = backend_known(c.cfg.device, err);   /* trainer.device, before any worker starts (not whether this
+    /* algorithm.rollout_correction, parsed once: refused before anything starts, kept for setup's log */
+    if (!rc) rc = settings_rollout_corr(&c.cfg, &c.corr, err);
+    if (!rc) rc = backend_known(config_enum_name(&c.cfg, "trainer.device"), err);   /* trainer.device, before any worker starts (not whether this
                                                         * host has a GPU: the workers' hosts do) */
     if (rc) {
         log_error("%s", err);
@@ -374,7 +374,7 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
         return 2;
     }
     if (print || ports) {
-        if (print) config_print_yaml(&c.cfg, stdout);
+        if (print) (print == CONFIG_PRINT_LOCAL ? config_print_local_yaml : config_print_yaml)(&c.cfg, stdout);
         rc = ports ? check_ports(&c.cfg) : 0;
         config_free(&c.cfg);
         return rc;

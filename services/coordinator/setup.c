@@ -1,6 +1,7 @@
 /* services/coordinator/setup.c: the training engine's setup and state (engine.h): engine_start (datasets, tokenizer,
  * total steps as verl derives them), snapshots for checkpoints and restore, the /api/status fields, engine_free. */
 #include "engine.h"
+#include "settings/settings.h"
 #include "net/daemon.h"
 
 /* ------------------------------------------------------------------------------------------------ setup */
@@ -25,16 +26,14 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
     if (!e->tok) return ERR_INVAL;
     e->n_stop = tokenizer_stop_ids(e->tok, e->stop_ids);
     DatasetOptions o;
-    int rc = dataset_options_init(&o, c->cfg.max_prompt_length, c->cfg.filter_overlong_prompts, c->cfg.truncation,
-                                  c->cfg.chat_template, c->cfg.on_malformed, e->tok, err);
+    int rc = settings_dataset_options(&c->cfg, e->tok, &o, err);
     if (!rc) rc = load_files(e, &e->train, &c->cfg.train_files, &o, err);
     if (!rc) {
         o.max_items = c->cfg.val_max_samples;
         rc = load_files(e, &e->val, &c->cfg.val_files, &o, err);
     }
-    if (!rc) rc = filter_metric_parse(c->cfg.filter_groups_metric, &e->fmetric, err);
-    RolloutCorrConfig corr;
-    if (!rc) rc = rollout_corr_config_from(&c->cfg, &corr, err);   /* the learners apply it; refused here at start */
+    e->fmetric = settings_filter_metric(&c->cfg);
+    const RolloutCorrConfig corr = c->corr;          /* the learners apply it; parsed at start (run.c) */
     if (rc) return rc;
     if (c->cfg.staleness >= 1 && !corr.bypass && !corr.is_on && !corr.n_rs)
         log_warn("trainer.staleness %d with algorithm.rollout_correction.rollout_is and rollout_rs off: rows up to %d "

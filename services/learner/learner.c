@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "dapo/layout.h"
 #include "model/checkpoint.h"
+#include "settings/settings.h"
 
 #define LEARNER_MAX_ACT_TOKENS 8192   /* activation slab cap (tokens); bigger micro-batches are split to fit */
 
@@ -52,7 +53,7 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->coll = coll;
     L->failed_step = -1;
     L->cur_step = -1;
-    int rc = loss_params_from_config(cfg, &L->lp, err);
+    settings_loss_params(cfg, &L->lp);
     L->lp.dp_size = 1;                                  /* gradients are summed over ranks (collective) */
     L->lp.loss_scale_factor = cfg->max_response_length; /* Dr. GRPO's constant; verl's padded response length */
     L->opt = adamw_defaults();
@@ -60,43 +61,40 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->opt.beta2 = (float)cfg->adam_beta2;
     L->opt.eps = (float)cfg->adam_eps;
     L->opt.weight_decay = (float)cfg->weight_decay;
-    L->sched = strcmp(cfg->warmup_style, "cosine") == 0 ? LR_COSINE : LR_CONSTANT;
+    L->sched = cfg->warmup_style == CFG_WARMUP_COSINE ? LR_COSINE : LR_CONSTANT;
     L->lr = cfg->lr;
     L->min_lr_ratio = cfg->min_lr_ratio;
     L->warmup = cfg->lr_warmup_steps;
     L->total_steps = cfg->total_training_steps > 0 ? cfg->total_training_steps : 0;   /* 0: the coordinator's (TrainBatch) */
     L->grad_clip = cfg->grad_clip;
-    L->temperature = (float)cfg->temperature;
+    SampleParams sp;                                    /* the rollouts' temperature (> 0: the table checks it) */
+    settings_sample_params(cfg, 0, &sp);
+    L->temperature = sp.temperature;
     L->micro_bsz = cfg->ppo_micro_batch_size_per_gpu > 0 ? cfg->ppo_micro_batch_size_per_gpu : 1;
     L->dynamic_bsz = cfg->use_dynamic_bsz;
     L->max_tok_micro = cfg->ppo_max_token_len_per_gpu;
     L->ppo_epochs = cfg->ppo_epochs > 0 ? cfg->ppo_epochs : 1;
     L->staleness = cfg->staleness;
-    if (!rc) rc = rollout_corr_config_from(cfg, &L->rc, err);
+    int rc = settings_rollout_corr(cfg, &L->rc, err);
     L->rng_seed = (uint64_t)cfg->trainer_seed;
     L->ckpt_root = xstrdup(cfg->default_local_dir);
     L->max_keep = cfg->max_actor_ckpt_to_keep;
     if (rc) { learner_close(L); return NULL; }
-    if (!(L->temperature > 0)) {
-        err_set(err, ERR_INVAL, "actor_rollout_ref.rollout.temperature: %g; the learner needs > 0", cfg->temperature);
-        learner_close(L);
-        return NULL;
-    }
     /* activation slab: one micro-batch (bounded), never less than one whole sequence */
     long seq_max = (long)cfg->max_prompt_length + cfg->max_response_length;
     long need = L->dynamic_bsz ? L->max_tok_micro : (long)L->micro_bsz * seq_max;
     if (need > LEARNER_MAX_ACT_TOKENS) need = LEARNER_MAX_ACT_TOKENS;
     if (need < seq_max) need = seq_max;
     if (need < 16) need = 16;
-    const Backend *be = backend_select(cfg->device, err);
+    const Backend *be = backend_select(config_enum_name(cfg, "trainer.device"), err);
     if (!be) { learner_close(L); return NULL; }
     ModelOptions mo = {.max_tokens = (int)need, .train = 1, .backend = be};
     char path[4096];
     long step = -1;
     CheckpointState st = {0};
     const char *src = NULL;
-    if (!strcmp(cfg->resume_mode, "resume_path")) src = cfg->resume_from_path;
-    else if (!strcmp(cfg->resume_mode, "auto") && checkpoint_find_latest(cfg->default_local_dir, path, sizeof path, &step, err) == 0)
+    if (cfg->resume_mode == CFG_RESUME_PATH) src = cfg->resume_from_path;
+    else if (cfg->resume_mode == CFG_RESUME_AUTO && checkpoint_find_latest(cfg->default_local_dir, path, sizeof path, &step, err) == 0)
         src = path;
     if (src) {
         L->m = checkpoint_load(src, &mo, &st, err);

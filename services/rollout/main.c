@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/threads_env.h"
@@ -121,7 +122,10 @@ static void on_generate(Rollout *r, const Dapo__GenerateGroup *gg) {
     const Dapo__SamplingParams *sp = gg->sampling;
     const char *bad = n == 0 ? "n is 0" : n > 65536 ? "n above 65536" : !sp ? "no sampling parameters"
                     : sp->max_tokens == 0 ? "sampling.max_tokens is 0" : gg->n_prompt_token_ids == 0 ? "empty prompt"
-                    : gg->n_prompt_token_ids > (1u << 24) ? "prompt too long" : NULL;
+                    : gg->n_prompt_token_ids > (1u << 24) ? "prompt too long"
+                    : !(sp->top_p > 0 && sp->top_p <= 1) ? "sampling.top_p not in (0, 1]"
+                    : !sp->greedy && !(sp->temperature > 0 && sp->temperature <= 100) ? "sampling.temperature not in "
+                                                                                          "(0, 100] (sampled)" : NULL;
     if (bad) {
         send_error_result(r, gg, bad);
         give_credit(r, n);
@@ -140,8 +144,7 @@ static void on_generate(Rollout *r, const Dapo__GenerateGroup *gg) {
     GenRequest q = {
         .tag = g->tag, .seed = gg->seed, .group_id = gg->group_id, .prompt = gg->prompt_token_ids,
         .n_prompt = (int)gg->n_prompt_token_ids, .max_tokens = (int)(sp->max_tokens > (1u << 30) ? 1u << 30 : sp->max_tokens),
-        .sp = { .temperature = sp->temperature, .top_p = sp->top_p > 0 && sp->top_p <= 1 ? sp->top_p : 1.0f,
-                .top_k = sp->top_k, .greedy = sp->greedy },
+        .sp = { .temperature = sp->temperature, .top_p = sp->top_p, .top_k = sp->top_k, .greedy = sp->greedy },
         .stop_ids = sp->stop_token_ids, .n_stop = (int)sp->n_stop_token_ids,
     };
     for (uint32_t i = 0; i < n; i++) {
@@ -362,7 +365,7 @@ static int setup(Rollout *r, const char *load, char err[ERR_LEN]) {
     openblas_set_num_threads(threads);
     const char *dir = load && *load ? load : c->model_path;
     if (!dir || !*dir) return err_set(err, ERR_INVAL, "actor_rollout_ref.model.path is empty (or pass --load DIR)");
-    const Backend *be = backend_select(c->device, err);
+    const Backend *be = backend_select(config_enum_name(c, "trainer.device"), err);
     if (!be) return ERR_UNSUPPORTED;
     if (gen_engine_supports(be, err)) return ERR_UNSUPPORTED;     /* before the weights go anywhere */
     ModelOptions mo = { .max_tokens = 1, .backend = be };
@@ -391,6 +394,9 @@ int main(int argc, char **argv) {
     const char *load = NULL;
     if (take_args(&argc, argv, &load, &r.version)) return 2;
     int rc = daemon_init(&r.d, argc, argv, DAPO__ROLE__ROLE_ROLLOUT, "rollout", err);
+    if (rc == 0 && config_is_set(&r.d.cfg, "trainer.device"))      /* its own: refused before the coordinator */
+        rc = backend_select(config_enum_name(&r.d.cfg, "trainer.device"), err) ? 0 : ERR_UNSUPPORTED;
+    if (rc == 0) rc = daemon_take_run_config(&r.d, DAPO__ROLE__ROLE_ROLLOUT, err);
     if (rc == 1) { daemon_close(&r.d, "shutdown"); return 0; }
     if (rc == 0) rc = setup(&r, load, err);
     r.d.policy_version = r.version;                  /* the first Hello reports the loaded version */

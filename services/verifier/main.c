@@ -73,6 +73,7 @@ int main(int argc, char **argv) {
     static Verifier v;
     char err[ERR_LEN];
     int rc = daemon_init(&v.d, argc, argv, DAPO__ROLE__ROLE_VERIFIER, "verifier", err);
+    if (rc == 0) rc = daemon_take_run_config(&v.d, DAPO__ROLE__ROLE_VERIFIER, err);
     if (rc == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)      /* before any thread (remote.h) */
         rc = err_set(err, ERR_IO, "libcurl: curl_global_init failed");
     int cap = v.d.cfg.verifier_capacity;

@@ -631,8 +631,9 @@ static int worker_refused(Run *r, const char *bin_name, const char *id, const ch
 }
 
 /* One route for a run key (issue 36): a worker started with a run key set to another value than the coordinator's —
- * the rollout temperature, top_p, the model path, the chat template — is refused at registration, naming the key
- * and both values, and exits with an error; one that sets the coordinator's values registers. */
+ * the rollout temperature, top_p, the model path, the chat template — is refused by its config probe, before it
+ * loads anything, naming the key and both values, and exits with an error; one that sets the coordinator's values
+ * registers, and so does one given only local keys, which takes the run keys (and the hash) from the coordinator. */
 static void test_worker_with_another_config_refused(void **state) {
     (void)state;
     static Run r;
@@ -660,23 +661,37 @@ static void test_worker_with_another_config_refused(void **state) {
     }
     snprintf(want, sizeof want, "at the coordinator");
     assert_non_null(strstr(out, want));
-    const char *same[] = {"actor_rollout_ref.rollout.temperature=0.9", "actor_rollout_ref.rollout.top_p=0.95", NULL};
+    /* refused by the probe, before it loads anything */
+    snprintf(want, sizeof want, "grep -c 'model .*tokenizer' %s/rollout-m.log", r.dir);
+    tu_run(want, out, sizeof out);
+    assert_int_equal(atoi(out), 0);
+    /* one with the coordinator's values registers; so does one given only local keys, which takes the run keys */
+    const char *same[] = {"actor_rollout_ref.rollout.temperature=0.9", "actor_rollout_ref.rollout.top_p=0.95"};
     char bin[256], log[300], coord[96];
     snprintf(coord, sizeof coord, "cluster.coordinator=%s", r.zep);
-    snprintf(log, sizeof log, "%s/verifier-same.log", r.dir);
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-verifier"), coord, "cluster.heartbeat_ms=100",
-                    (char *)same[0], (char *)same[1], "--id", "verifier-same", NULL};
-    pid_t ok = tu_spawn(argv, log);
     static char body[1 << 16];
-    int seen = 0;
-    for (int t = 0; t < 100 && !seen; t++) {
-        usleep(100000);
-        seen = tu_http(r.hport, "GET", "/api/status", NULL, body, sizeof body) == 200 &&
-               strstr(body, "\"id\":\"verifier-same\"") && strstr(body, "\"config_hash\":\"");
+    for (int k = 0; k < 2; k++) {
+        const char *id = k ? "verifier-local" : "verifier-same";
+        snprintf(log, sizeof log, "%s/%s.log", r.dir, id);
+        char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-verifier"), coord, "cluster.heartbeat_ms=100",
+                        "--id", (char *)id, k ? NULL : (char *)same[0], (char *)same[1], NULL};
+        pid_t ok = tu_spawn(argv, log);
+        int seen = 0;
+        char want_id[64];
+        snprintf(want_id, sizeof want_id, "\"id\":\"%s\"", id);
+        for (int t = 0; t < 100 && !seen; t++) {
+            usleep(100000);
+            seen = tu_http(r.hport, "GET", "/api/status", NULL, body, sizeof body) == 200 && strstr(body, want_id) &&
+                   strstr(body, "\"config_hash\":\"");
+        }
+        kill(ok, SIGTERM);
+        tu_wait(ok, 5000);
+        assert_true(seen);                                   /* registered, beside the refusals */
+        const char *h = strstr(body, "\"config_hash\":\"");
+        snprintf(want, sizeof want, "grep -c 'took [0-9]* run keys from the coordinator .*hash %.16s' %s", h + 15, log);
+        tu_run(want, out, sizeof out);
+        if (atoi(out) != 1) fail_msg("%s: no 'took N run keys ... hash %.16s' line in %s", id, h + 15, log);
     }
-    kill(ok, SIGTERM);
-    tu_wait(ok, 5000);
-    assert_true(seen);                                       /* registered, beside the refusals */
     stop_run(&r);
 }
 

@@ -68,7 +68,10 @@ static void run_args(char *out, size_t cap) {
     snprintf(out, cap, "--run-dir %s/run actor_rollout_ref.model.path=%s/model "
              "cluster.bind=tcp://127.0.0.1:%d cluster.coordinator=tcp://127.0.0.1:%d cluster.weights_bind=tcp://127.0.0.1:%d "
              "cluster.weights=tcp://127.0.0.1:%d cluster.collective=tcp://127.0.0.1:%d cluster.http=127.0.0.1:%d "
-             "cluster.heartbeat_ms=100 cluster.lease_timeout_s=1.5 trainer.val_before_train=false",
+             "cluster.heartbeat_ms=100 cluster.lease_timeout_s=1.5 trainer.val_before_train=false "
+             /* a random model solves nothing: with dynamic sampling a fast machine fails the run (no mixed group
+              * after max_num_gen_batches rounds) before a test stops it, and the run's exit status is then 1 */
+             "algorithm.filter_groups.enable=false",
              dir, dir, zp, zp, wp, wp, cp, hport);
 }
 

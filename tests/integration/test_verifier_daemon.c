@@ -258,11 +258,11 @@ static void test_python_reward_lifecycle(void **state) {
     snprintf(cmd, sizeof cmd, "%s cluster.coordinator=%s custom_reward_function.path=%s/tests/data/reward/"
              "misbehaving_reward.py custom_reward_function.name=no_such_fn 2>&1",
              tu_bin(bin, sizeof bin, "dapo-verifier"), f->fc.endpoint, tu_root());
-    assert_int_equal(tu_run(cmd, out, sizeof out), 1);
+    assert_int_equal(fake_coord_run(&f->fc, cmd, out, sizeof out), 1);
     if (!strstr(out, "has no function 'no_such_fn'")) fail_msg("output:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s cluster.coordinator=%s custom_reward_function.path=/nonexistent/r.py 2>&1",
              tu_bin(bin, sizeof bin, "dapo-verifier"), f->fc.endpoint);
-    assert_int_equal(tu_run(cmd, out, sizeof out), 1);
+    assert_int_equal(fake_coord_run(&f->fc, cmd, out, sizeof out), 1);
     if (!strstr(out, "custom_reward_function.path: cannot read /nonexistent/r.py")) fail_msg("output:\n%s", out);
 }
 

@@ -20,18 +20,18 @@ static void test_defaults_are_the_dapo_recipe(void **state) {
     Config c;
     config_defaults(&c);
     assert_true(c.clip_ratio_low == 0.2 && c.clip_ratio_high == 0.28 && c.clip_ratio_c == 10.0);
-    assert_string_equal(c.loss_agg_mode, "token-mean");
+    assert_int_equal(c.loss_agg_mode, CFG_AGG_TOKEN_MEAN);
     assert_int_equal(c.train_batch_size, 512);
     assert_int_equal(c.gen_batch_size, 1536);
     assert_int_equal(c.rollout_n, 16);
     assert_int_equal(c.ppo_mini_batch_size, 32);
     assert_true(c.lr == 1e-6 && c.lr_warmup_steps == 10 && c.weight_decay == 0.1 && c.grad_clip == 1.0);
-    assert_string_equal(c.warmup_style, "constant");
+    assert_int_equal(c.warmup_style, CFG_WARMUP_CONSTANT);
     assert_int_equal(c.max_prompt_length, 2048);
     assert_int_equal(c.max_response_length, 20480);
     assert_true(c.overlong_buffer_enable && c.overlong_buffer_len == 4096 && c.overlong_penalty_factor == 1.0);
     assert_true(c.filter_groups_enable);
-    assert_string_equal(c.filter_groups_metric, "acc");
+    assert_int_equal(c.filter_groups_metric, CFG_METRIC_ACC);
     assert_int_equal(c.max_num_gen_batches, 10);
     assert_true(c.temperature == 1.0 && c.top_p == 1.0 && c.val_top_p == 0.7);
     assert_string_equal(c.bind, "tcp://127.0.0.1:5555");
@@ -41,7 +41,7 @@ static void test_defaults_are_the_dapo_recipe(void **state) {
     config_free(&c);
 }
 
-static int run_cli(Config *c, const char **args, int n, bool *print, char err[ERR_LEN]) {
+static int run_cli(Config *c, const char **args, int n, int *print, char err[ERR_LEN]) {
     char *argv[32];
     argv[0] = "dapo-test";
     for (int i = 0; i < n; i++) argv[i + 1] = (char *)args[i];
@@ -54,12 +54,12 @@ static void test_overrides_and_leftover_args(void **state) {
     (void)state;
     Config c;
     char err[ERR_LEN];
-    bool print;
+    int print;
     char *argv[] = {"x", "actor_rollout_ref.actor.clip_ratio_high=0.3", "--rank", "2",
                     "data.train_files=[a.jsonl, b.jsonl]", "--print-config", "actor_rollout_ref.rollout.name=vllm", NULL};
     int argc = 7;
     assert_int_equal(config_from_cli(&c, &argc, argv, &print, err), 0);
-    assert_true(print);
+    assert_int_equal(print, CONFIG_PRINT_ALL);
     assert_true(c.clip_ratio_high == 0.3);
     assert_int_equal(c.train_files.n, 2);
     assert_string_equal(c.train_files.v[0], "a.jsonl");
@@ -483,8 +483,64 @@ static void test_run_keys(void **state) {
     config_free(&w);
 }
 
+/* A worker takes from the coordinator's config every key it did not set, except cluster.* (docs/design.md §5): its
+ * own keys stay, the taken ones are not "set" (its Hello still sends only its own), strings with quotes, backslashes
+ * and control bytes and lists travel exactly; a text that is not a config is refused. And --print-config=local. */
+static void test_take_from(void **state) {
+    (void)state;
+    Config co, w;
+    char err[ERR_LEN];
+    config_defaults(&co);
+    const char *set[][2] = {{"actor_rollout_ref.rollout.temperature", "0.9"}, {"trainer.device", "cuda"},
+                            {"actor_rollout_ref.model.path", "/m/a \"b\" c\\d\te"}, {"cluster.heartbeat_ms", "250"},
+                            {"data.train_files", "[x.jsonl, y y.jsonl]"}, {"actor_rollout_ref.rollout.top_p", "0.5"}};
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+        assert_int_equal(config_set(&co, set[i][0], set[i][1], "test", err), 0);
+    char *yaml = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&yaml, &len);
+    config_print_yaml(&co, f);
+    fclose(f);
+    config_defaults(&w);
+    assert_int_equal(config_set(&w, "actor_rollout_ref.rollout.top_p", "0.5", "test", err), 0);   /* its own */
+    assert_int_equal(config_set(&w, "cluster.num_learners", "1", "test", err), 0);
+    int taken = -1;
+    assert_int_equal(config_take_from(&w, yaml, len, &taken, err), 0);
+    assert_true(taken > 50);
+    assert_true(w.temperature == 0.9);
+    assert_int_equal(w.device, CFG_DEVICE_CUDA);                        /* unset here: the coordinator's */
+    assert_string_equal(w.model_path, "/m/a \"b\" c\\d\te");
+    assert_int_equal(w.train_files.n, 2);
+    assert_string_equal(w.train_files.v[1], "y y.jsonl");
+    assert_int_equal(w.heartbeat_ms, 1000);                         /* cluster.*: never taken */
+    assert_false(config_is_set(&w, "actor_rollout_ref.rollout.temperature"));
+    char *mine = config_run_keys(&w, true, NULL);
+    assert_string_equal(mine, "actor_rollout_ref.rollout.top_p: 0.5\n");
+    xfree(mine);
+    char *a = config_run_keys(&co, false, NULL), *b = config_run_keys(&w, false, NULL);
+    assert_string_equal(a, b);                                      /* the same run */
+    xfree(a);
+    xfree(b);
+    assert_int_equal(config_take_from(&w, "just text", 9, NULL, err), ERR_DECODE);
+    assert_non_null(strstr(err, "the coordinator's config"));
+    assert_int_equal(config_take_from(&w, "data: {max_prompt_length: -3}", 30, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "data.max_prompt_length"));
+    free(yaml);
+    yaml = NULL;
+    f = open_memstream(&yaml, &len);
+    config_print_local_yaml(&co, f);
+    fclose(f);
+    assert_non_null(strstr(yaml, "heartbeat_ms: 250"));
+    assert_non_null(strstr(yaml, "device: \"cuda\""));
+    assert_null(strstr(yaml, "temperature"));
+    free(yaml);
+    config_free(&co);
+    config_free(&w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_take_from),
         cmocka_unit_test(test_empty_and_quiet),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_defaults_are_the_dapo_recipe),

@@ -47,13 +47,13 @@ static void test_dapo_32b_recipe(void **state) {
     assert_int_equal(c.ppo_mini_batch_size, 32);
     assert_true(c.lr == 1e-6 && c.lr_warmup_steps == 20 && c.weight_decay == 0.1);
     assert_true(c.clip_ratio_low == 0.2 && c.clip_ratio_high == 0.28 && c.clip_ratio_c == 10.0);
-    assert_string_equal(c.loss_agg_mode, "token-mean");
+    assert_int_equal(c.loss_agg_mode, CFG_AGG_TOKEN_MEAN);
     assert_int_equal(c.max_response_length, 16384 + 4096);
     assert_true(c.overlong_buffer_enable && c.overlong_buffer_len == 4096 && c.overlong_penalty_factor == 1.0);
     assert_true(c.temperature == 1.0 && c.top_p == 1.0);
     assert_true(c.val_n == 32 && c.val_top_p == 0.7 && c.val_do_sample);
     assert_true(c.filter_groups_enable && c.max_num_gen_batches == 10);
-    assert_string_equal(c.filter_groups_metric, "acc");
+    assert_int_equal(c.filter_groups_metric, CFG_METRIC_ACC);
     assert_int_equal(c.val_files.n, 1);
     assert_string_equal(c.val_files.v[0], "data/aime-2024.jsonl");
     config_free(&c);

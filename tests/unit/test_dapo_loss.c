@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/config.h"
 #include "dapo/loss.h"
 #include "dapo_fixture.h"
 
@@ -315,23 +314,6 @@ static void test_bad_input(void **state) {
     assert_true(isnan(st.pg_loss));
 }
 
-static void test_from_config(void **state) {
-    (void)state;
-    Config c;
-    config_defaults(&c);
-    LossParams p;
-    char err[ERR_LEN];
-    assert_int_equal(loss_params_from_config(&c, &p, err), 0);
-    assert_true(p.clip_ratio_low == 0.2 && p.clip_ratio_high == 0.28 && p.clip_ratio_c == 10.0);
-    assert_int_equal(p.agg, LOSS_AGG_TOKEN_MEAN);
-    assert_true(p.entropy_coeff == 0 && p.batch_num_tokens == 0 && p.dp_size == 1);
-    assert_int_equal(config_set(&c, "actor_rollout_ref.actor.loss_agg_mode", "seq-mean-token-sum-norm", "test", err), 0);
-    assert_int_equal(loss_params_from_config(&c, &p, err), 0);
-    assert_int_equal(p.agg, LOSS_AGG_SEQ_MEAN_TOKEN_SUM_NORM);
-    config_free(&c);
-    assert_int_equal(loss_params_from_config(NULL, &p, err), ERR_INVAL);
-}
-
 /* verl's own functions (fixture). */
 static void test_against_verl(void **state) {
     (void)state;
@@ -410,7 +392,6 @@ int main(void) {
         cmocka_unit_test(test_finite_difference),
         cmocka_unit_test(test_split_invariance),
         cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_from_config),
         cmocka_unit_test(test_against_verl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

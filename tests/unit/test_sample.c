@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config.h"
 #include "core/rng.h"
 #include "dapo_fixture.h"
 #include "model/sample.h"
@@ -347,26 +346,6 @@ static void test_bad_input(void **state) {
     assert_int_equal(tok, 2);
 }
 
-static void test_from_config(void **state) {
-    (void)state;
-    Config c;
-    config_defaults(&c);
-    SampleParams p;
-    char err[ERR_LEN];
-    assert_int_equal(sample_params_from_config(&c, 0, &p, err), 0);
-    assert_true(p.temperature == 1.0f && p.top_p == 1.0f && p.top_k == 0 && !p.greedy);   /* verl top_k -1 */
-    assert_int_equal(sample_params_from_config(&c, 1, &p, err), 0);
-    assert_true(p.top_p == 0.7f && !p.greedy);
-    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.val_kwargs.do_sample", "false", "test", err), 0);
-    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.top_k", "20", "test", err), 0);
-    assert_int_equal(sample_params_from_config(&c, 1, &p, err), 0);
-    assert_true(p.greedy);
-    assert_int_equal(sample_params_from_config(&c, 0, &p, err), 0);
-    assert_true(p.top_k == 20 && !p.greedy);
-    config_free(&c);
-    assert_int_equal(sample_params_from_config(NULL, 0, &p, err), ERR_INVAL);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_hf),
@@ -377,7 +356,6 @@ int main(void) {
         cmocka_unit_test(test_determinism_and_large_vocab),
         cmocka_unit_test(test_large_vocab_sets),
         cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_from_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,61 @@
+/* common/settings/settings.c: the adapters from the config to each consumer's parameters (see settings.h). */
+#include "settings/settings.h"
+
+#include <string.h>
+
+#include "tokenizer/chat.h"
+
+/* The config's enums follow their allowed lists; the consumers' enums are the same lists in the same order. */
+_Static_assert((int)CFG_AGG_TOKEN_MEAN == LOSS_AGG_TOKEN_MEAN && (int)CFG_AGG_SEQ_MEAN_TOKEN_MEAN ==
+               LOSS_AGG_SEQ_MEAN_TOKEN_MEAN && (int)CFG_AGG_SEQ_MEAN_TOKEN_SUM == LOSS_AGG_SEQ_MEAN_TOKEN_SUM &&
+               (int)CFG_AGG_SEQ_MEAN_TOKEN_SUM_NORM == LOSS_AGG_SEQ_MEAN_TOKEN_SUM_NORM, "loss_agg_mode order");
+_Static_assert((int)CFG_METRIC_ACC == FILTER_METRIC_ACC && (int)CFG_METRIC_SCORE == FILTER_METRIC_SCORE &&
+               (int)CFG_METRIC_SEQ_REWARD == FILTER_METRIC_SEQ_REWARD &&
+               (int)CFG_METRIC_SEQ_FINAL_REWARD == FILTER_METRIC_SEQ_FINAL_REWARD, "filter_groups.metric order");
+_Static_assert((int)CFG_TRUNC_ERROR == DATA_TRUNC_ERROR && (int)CFG_TRUNC_LEFT == DATA_TRUNC_LEFT &&
+               (int)CFG_TRUNC_RIGHT == DATA_TRUNC_RIGHT && (int)CFG_TRUNC_MIDDLE == DATA_TRUNC_MIDDLE,
+               "data.truncation order");
+
+void settings_loss_params(const Config *c, LossParams *p) {
+    loss_params_default(p);
+    p->clip_ratio_low = c->clip_ratio_low;
+    p->clip_ratio_high = c->clip_ratio_high;
+    p->clip_ratio_c = c->clip_ratio_c;
+    p->entropy_coeff = c->entropy_coeff;
+    p->agg = (LossAggMode)c->loss_agg_mode;
+}
+
+void settings_sample_params(const Config *c, int validation, SampleParams *p) {
+    memset(p, 0, sizeof *p);
+    p->temperature = (float)(validation ? c->val_temperature : c->temperature);
+    p->top_p = (float)(validation ? c->val_top_p : c->top_p);
+    int k = validation ? c->val_top_k : c->top_k;
+    p->top_k = k > 0 ? k : 0;
+    p->greedy = validation && !c->val_do_sample;
+}
+
+int settings_rollout_corr(const Config *c, RolloutCorrConfig *out, char err[ERR_LEN]) {
+    return rollout_corr_config_parse(c->rc_rollout_is, c->rc_is_threshold, c->rc_is_batch_normalize, c->rc_rollout_rs,
+                                     c->rc_rs_threshold, c->rc_bypass_mode || c->use_rollout_log_probs,
+                                     config_enum_name(c, "algorithm.rollout_correction.loss_type"), c->staleness, out,
+                                     err);
+}
+
+FilterMetric settings_filter_metric(const Config *c) { return (FilterMetric)c->filter_groups_metric; }
+
+int settings_dataset_options(const Config *c, const Tokenizer *tok, DatasetOptions *o, char err[ERR_LEN]) {
+    memset(o, 0, sizeof *o);
+    o->max_prompt_length = c->max_prompt_length;
+    o->filter_overlong = c->filter_overlong_prompts;
+    o->truncation = (DataTruncation)c->truncation;
+    o->malformed_fatal = c->on_malformed == CFG_MALFORMED_ERROR;
+    switch (c->chat_template) {
+    case CFG_CHAT_QWEN25: o->chat = CHAT_QWEN25; return 0;
+    case CFG_CHAT_QWEN3: o->chat = CHAT_QWEN3; return 0;
+    case CFG_CHAT_LLAMA3: o->chat = CHAT_LLAMA3; return 0;
+    case CFG_CHAT_NONE: o->chat = CHAT_NONE; return 0;
+    case CFG_CHAT_AUTO: break;
+    }
+    if (!tok) return err_set(err, ERR_INVAL, "data.chat_template=auto needs a tokenizer");
+    return chat_family_detect(tokenizer_chat_template(tok), &o->chat, err);
+}

@@ -1,0 +1,42 @@
+/* common/settings/settings.h: each consumer's parameters from the resolved config, one adapter per consumer
+ * (docs/design.md §5). The config table (core/config.h) checks every key's type and range once, when it is read;
+ * these functions only carry typed values over into the structs of the modules that use them, so common/dapo,
+ * common/model and common/io never read a Config. A layer of its own because core may not include the consumers'
+ * headers (tests/check_layers.sh): settings sits above core, dapo, model, io and tokenizer, below the services.
+ * Not here: what the parameters mean (each consumer's header). */
+#ifndef DAPO_SETTINGS_H
+#define DAPO_SETTINGS_H
+
+#include "core/config.h"
+#include "core/err.h"
+#include "dapo/filter.h"
+#include "dapo/loss.h"
+#include "dapo/rollout_corr.h"
+#include "io/dataset.h"
+#include "model/sample.h"
+#include "tokenizer/tokenizer.h"
+
+/* The loss (dapo/loss.h) from actor_rollout_ref.actor.clip_ratio_low|clip_ratio_high|clip_ratio_c|loss_agg_mode|
+ * entropy_coeff; the global-batch fields stay "not given" (0) and dp_size 1: the learner sets them per mini-batch
+ * from its shard (dapo/layout.h). Never fails: every value was checked by the table. */
+void settings_loss_params(const Config *c, LossParams *p);
+
+/* Sampling (model/sample.h): actor_rollout_ref.rollout.temperature|top_p|top_k for training rollouts, or
+ * rollout.val_kwargs.temperature|top_p|top_k|do_sample (do_sample false: greedy) when validation is nonzero; verl's
+ * top_k -1 (off) becomes 0. The coordinator sends these with each GenerateGroup (the rollouts sample with them), the
+ * learner divides its logits by the same temperature. */
+void settings_sample_params(const Config *c, int validation, SampleParams *p);
+
+/* Off-policy correction (dapo/rollout_corr.h) from algorithm.rollout_correction.*, actor.use_rollout_log_probs and
+ * trainer.staleness: rollout_corr_config_parse's errors (ERR_INVAL naming the key). */
+int settings_rollout_corr(const Config *c, RolloutCorrConfig *out, char err[ERR_LEN]);
+
+/* Dynamic sampling's metric (dapo/filter.h) from algorithm.filter_groups.metric. */
+FilterMetric settings_filter_metric(const Config *c);
+
+/* The prompt reader (io/dataset.h) from data.max_prompt_length|filter_overlong_prompts|truncation|chat_template|
+ * on_malformed; chat_template auto is detected from tok's tokenizer_config.json (tok may be NULL otherwise). 0, or
+ * chat_family_detect's ERR_UNSUPPORTED / ERR_INVAL naming data.chat_template. */
+int settings_dataset_options(const Config *c, const Tokenizer *tok, DatasetOptions *o, char err[ERR_LEN]);
+
+#endif
