@@ -71,6 +71,9 @@ char *ckpt_text(const Coord *c) {
     const CkptState *k = &c->ckpt;
     json_t *j = json_pack("{s:s, s:i, s:s, s:I, s:f}", "format", CKPT_FORMAT, "version", CKPT_VERSION, "run_id",
                           c->run_id, "incarnation", (json_int_t)c->incarnation, "run_s", coord_run_seconds(c));
+    char hash[24];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)c->config_hash);   /* the run keys' (config_run_keys) */
+    json_object_set_new(j, "config_hash", json_string(hash));
     if (k->has_saved) json_object_set_new(j, "saved", snap_to_json(&k->saved));
     if (k->has_pending) json_object_set_new(j, "pending", snap_to_json(&k->pending));
     char *text = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
@@ -286,6 +289,12 @@ int ckpt_resume(Coord *c, const char *text, char err[ERR_LEN]) {
     }
     const char *run_id = json_string_value(json_object_get(j, "run_id"));
     if (run_id && !c->cfg.run_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", run_id);
+    const char *was = json_string_value(json_object_get(j, "config_hash"));   /* absent in older files */
+    char now[24];
+    snprintf(now, sizeof now, "%016llx", (unsigned long long)c->config_hash);
+    if (was && strcmp(was, now))
+        log_warn("%s: resuming a run written with another run config (hash %s, now %s): the steps from here train "
+                 "with this one", path, was, now);
     /* every resume is a rollback to the checkpoint: the weights of versions after it may exist out there (rollouts
      * that ran on), so the incarnation moves on, on disk at once (a second crash must not reuse it) */
     coord_run_seconds_seen(c, json_number_value(json_object_get(j, "run_s")));   /* absent in older files: 0 */

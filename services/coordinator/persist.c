@@ -279,7 +279,7 @@ int persist_events_open(Coord *c, char err[ERR_LEN]) {
     if (fs_mkdir_p(c->cfg.default_local_dir, err)) return ERR_IO;
     c->events_file = fopen(path, "a");
     if (!c->events_file) return err_set(err, ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    if (!resuming) coord_event(c, "run %s started", c->run_id);
+    if (!resuming) coord_event(c, "run %s started (run config hash %016llx)", c->run_id, (unsigned long long)c->config_hash);
     else if (restarts > 0) coord_event(c, "coordinator restarted by its supervisor (restart %d)", restarts);
     for (int i = 0; i < n_before; i++) {
         int k = c->nevents++ % COORD_EVENTS;

@@ -70,10 +70,10 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     SampleParams sp;                                    /* the rollouts' temperature (> 0: the table checks it) */
     settings_sample_params(cfg, 0, &sp);
     L->temperature = sp.temperature;
-    L->micro_bsz = cfg->ppo_micro_batch_size_per_gpu > 0 ? cfg->ppo_micro_batch_size_per_gpu : 1;
+    L->micro_bsz = cfg->ppo_micro_batch_size_per_gpu;        /* >= 1 and every range below: the table's check */
     L->dynamic_bsz = cfg->use_dynamic_bsz;
     L->max_tok_micro = cfg->ppo_max_token_len_per_gpu;
-    L->ppo_epochs = cfg->ppo_epochs > 0 ? cfg->ppo_epochs : 1;
+    L->ppo_epochs = cfg->ppo_epochs;
     L->staleness = cfg->staleness;
     int rc = settings_rollout_corr(cfg, &L->rc, err);
     L->rng_seed = (uint64_t)cfg->trainer_seed;

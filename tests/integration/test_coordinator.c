@@ -691,6 +691,13 @@ static void test_worker_with_another_config_refused(void **state) {
         snprintf(want, sizeof want, "grep -c 'took [0-9]* run keys from the coordinator .*hash %.16s' %s", h + 15, log);
         tu_run(want, out, sizeof out);
         if (atoi(out) != 1) fail_msg("%s: no 'took N run keys ... hash %.16s' line in %s", id, h + 15, log);
+        /* the hash is in the run's metadata too: coordinator.json and the "run started" event */
+        snprintf(want, sizeof want, "grep -c '\"config_hash\": \"%.16s\"' %s/ckpt/coordinator.json", h + 15, r.dir);
+        tu_run(want, out, sizeof out);
+        if (atoi(out) != 1) fail_msg("coordinator.json has no config_hash %.16s", h + 15);
+        snprintf(want, sizeof want, "grep -c 'started (run config hash %.16s)' %s/ckpt/events.jsonl", h + 15, r.dir);
+        tu_run(want, out, sizeof out);
+        if (atoi(out) != 1) fail_msg("events.jsonl has no 'run ... started (run config hash %.16s)'", h + 15);
     }
     stop_run(&r);
 }
