@@ -486,6 +486,49 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
                    s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
 }
 
+static void print_value(const CfgEntry *e, const Config *c, FILE *f);
+
+/* Hydra's ~key[=value]: the key back to its default (and not "set"); with a value, only when the key has it now
+ * (Hydra deletes only a matching value). A verl key dapo does not use: nothing to undo. */
+static int unset_key(Config *c, const char *key, const char *value, char err[ERR_LEN]) {
+    const CfgEntry *e = find_entry(key);
+    if (!e && is_verl_only(key)) return 0;
+    if (!e) {
+        const char *s = suggest(key);
+        return err_set(err, ERR_NOTFOUND, "command line: ~%s: unknown key%s%s%s", key, s ? " (did you mean '" : "",
+                       s ? s : "", s ? "'?)" : "");
+    }
+    if (value) {
+        Config t;
+        config_defaults(&t);
+        char terr[ERR_LEN];
+        int rc = apply(&t, e, value, "command line", terr);
+        char *mine = NULL, *want = NULL;
+        size_t n1 = 0, n2 = 0;
+        FILE *f1 = open_memstream(&mine, &n1), *f2 = open_memstream(&want, &n2);
+        if (!f1 || !f2) DIE("open_memstream: out of memory");
+        print_value(e, c, f1);
+        if (!rc) print_value(e, &t, f2);
+        fclose(f1);
+        fclose(f2);
+        int same = !rc && !strcmp(mine, want);
+        config_free(&t);
+        if (!same) {
+            rc = err_set(err, ERR_INVAL, "command line: ~%s=%s: the key is %s, not that value (Hydra deletes only a "
+                         "matching value; ~%s alone restores the default)", key, value, mine, key);
+            free(mine);
+            free(want);
+            return rc;
+        }
+        free(mine);
+        free(want);
+    }
+    char derr[ERR_LEN];
+    if (apply(c, e, e->dflt, "defaults", derr)) DIE("config table default is invalid: %s", derr);
+    c->user_set[e - cfg_table] = 0;
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------------- public */
 
 void config_defaults(Config *c) {
@@ -1019,7 +1062,8 @@ void config_usage_print(FILE *f, const char *prog, const char *extra) {
             "  --config FILE     a YAML file of verl-style sections (data, actor_rollout_ref, algorithm, reward_model,\n"
             "                    trainer, cluster); applied first. An empty file means all defaults.\n"
             "  key.path=value    set one key, e.g. actor_rollout_ref.actor.clip_ratio_high=0.28 or\n"
-            "                    data.train_files=[a.jsonl,b.jsonl]; applied in order after the file (overrides win)\n"
+            "                    data.train_files=[a.jsonl,b.jsonl]; applied in order after the file (overrides win);\n"
+            "                    Hydra's +key=value and ++key=value set it too, ~key restores its default\n"
             "  --print-config    print the resolved config (every key, as YAML) and exit; --print-config=local:\n"
             "                    only the local keys (cluster.*, trainer.device), what a worker is given\n"
             "%s%s"
@@ -1049,13 +1093,19 @@ int config_from_cli(Config *c, int *argc, char **argv, int *print_config, char e
             if (print_config) *print_config = a[14] ? CONFIG_PRINT_LOCAL : CONFIG_PRINT_ALL;
             continue;
         }
-        const char *eq = strchr(a, '=');
-        if (a[0] != '-' && eq && eq > a) {
+        /* Hydra's override grammar, as verl's scripts write it: key=value, +key=value (add), ++key=value (add or
+         * override): all three set the key here; ~key or ~key=value (delete): back to its default */
+        int del = a[0] == '~';
+        const char *k = a + (del ? 1 : a[0] == '+' ? (a[1] == '+' ? 2 : 1) : 0);
+        const char *eq = strchr(k, '=');
+        if (k[0] != '-' && k[0] != '+' && k[0] != '~' && ((eq && eq > k) || (del && !eq && k[0]))) {
             char key[256];
-            if ((size_t)(eq - a) >= sizeof key) return err_set(err, ERR_INVAL, "command line: key too long: %s", a);
-            memcpy(key, a, (size_t)(eq - a));
-            key[eq - a] = 0;
-            if ((rc = set_key(c, key, eq + 1, "command line", err))) return rc;
+            size_t kn = eq ? (size_t)(eq - k) : strlen(k);
+            if (kn >= sizeof key) return err_set(err, ERR_INVAL, "command line: key too long: %s", a);
+            memcpy(key, k, kn);
+            key[kn] = 0;
+            rc = del ? unset_key(c, key, eq ? eq + 1 : NULL, err) : set_key(c, key, eq + 1, "command line", err);
+            if (rc) return rc;
             continue;
         }
         argv[out++] = argv[i];

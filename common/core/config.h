@@ -255,7 +255,8 @@ bool config_help_wanted(int argc, char **argv);
 void config_usage_print(FILE *f, const char *prog, const char *extra);
 
 /* The command line every daemon and tool shares: `--config FILE` (applied first), `key.path=value`
- * overrides (applied in order), `--print-config` (*print_config = CONFIG_PRINT_ALL) or `--print-config=local`
+ * overrides (applied in order; Hydra's `+key=value` and `++key=value`, as verl's scripts write them, set the key the
+ * same way, and `~key` / `~key=value` put it back to its default, the latter only when the key has that value now), `--print-config` (*print_config = CONFIG_PRINT_ALL) or `--print-config=local`
  * (CONFIG_PRINT_LOCAL). Arguments it does not know are
  * left in argv (compacted; *argc updated) for the caller. Defaults are applied here. Returns 0 or
  * ERR_INVAL/ERR_IO with a message in err; on error c still holds valid (partial) values to free.

@@ -538,8 +538,41 @@ static void test_take_from(void **state) {
     config_free(&w);
 }
 
+/* Hydra's override grammar (verl's scripts): +k=v and ++k=v set, ~k restores the default, ~k=v only when k is v. */
+static void test_hydra_overrides(void **state) {
+    (void)state;
+    Config c;
+    char err[ERR_LEN];
+    const char *a[] = {"+actor_rollout_ref.actor.clip_ratio_high=0.3", "++data.train_batch_size=8",
+                       "data.gen_batch_size=8", "~data.gen_batch_size", "+actor_rollout_ref.rollout.name=vllm",
+                       "~actor_rollout_ref.rollout.name", "actor_rollout_ref.rollout.top_p=0.9",
+                       "~actor_rollout_ref.rollout.top_p=0.9", "actor_rollout_ref.actor.ppo_mini_batch_size=8"};
+    assert_int_equal(run_cli(&c, a, 9, NULL, err), 0);
+    assert_true(c.clip_ratio_high == 0.3);
+    assert_int_equal(c.train_batch_size, 8);
+    assert_int_equal(c.gen_batch_size, 1536);                      /* deleted: the default again, and not "set" */
+    assert_false(config_is_set(&c, "data.gen_batch_size"));
+    assert_true(c.top_p == 1.0);
+    config_free(&c);
+    const char *b[] = {"~actor_rollout_ref.rollout.top_p=0.5"};
+    assert_int_equal(run_cli(&c, b, 1, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "the key is 1, not that value"));
+    config_free(&c);
+    const char *d[] = {"~data.train_batch_sise"};
+    assert_int_equal(run_cli(&c, d, 1, NULL, err), ERR_NOTFOUND);
+    assert_non_null(strstr(err, "did you mean 'data.train_batch_size'"));
+    config_free(&c);
+    const char *e[] = {"+++data.train_batch_size=8"};          /* not an override: left for the program */
+    char *argv[] = {"x", (char *)e[0], NULL};
+    int argc = 2;
+    assert_int_equal(config_from_cli(&c, &argc, argv, NULL, err), 0);
+    assert_int_equal(argc, 2);
+    config_free(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hydra_overrides),
         cmocka_unit_test(test_take_from),
         cmocka_unit_test(test_empty_and_quiet),
         cmocka_unit_test(test_help),
