@@ -108,6 +108,8 @@ static const CfgEntry cfg_table[] = {
     { "algorithm.rollout_correction.bypass_mode", CFG_BOOL, 0, 0,  "false",   O(rc_bypass_mode), NULL, 0 },
     { "algorithm.rollout_correction.loss_type", CFG_ENUM, 0, 0,   "ppo_clip", O(rc_loss_type), "ppo_clip|reinforce", 0 },
 
+    { "reward_model.reward_manager",         CFG_ENUM,  0, 0,       "dapo",    O(reward_manager), "dapo|naive", 0 },
+    { "reward_model.reward_kwargs.max_resp_len", CFG_INT, 0, 1e7,   "0",       O(max_resp_len), NULL, 0 },
     { "reward_model.overlong_buffer.enable", CFG_BOOL,  0, 0,       "true",    O(overlong_buffer_enable), NULL, 0 },
     { "reward_model.overlong_buffer.len",    CFG_INT,   1, 1e7,     "4096",    O(overlong_buffer_len), NULL, 0 },
     { "reward_model.overlong_buffer.penalty_factor", CFG_FLOAT, 0, 1e6, "1.0", O(overlong_penalty_factor), NULL, 0 },
@@ -194,7 +196,7 @@ static const char *verl_only[] = {
     AR "model.external_lib", AR "model.trust_remote_code", AR "model.use_fused_kernels",
     AR "ref.", "critic.", "custom_reward_function.reward_kwargs.", "ray_init.",
     "algorithm.use_kl_in_reward", "algorithm.kl_ctrl.", "algorithm.kl_penalty", "algorithm.gamma", "algorithm.lam",
-    "reward_model.reward_manager", "reward_model.enable", "reward_model.reward_kwargs.",
+    "reward_model.enable", "reward_model.reward_kwargs.", "reward.reward_kwargs.",
     "reward_model.overlong_buffer.log",
     "trainer.n_gpus_per_node",
     "trainer.nnodes", "trainer.log_val_generations", "trainer.balance_batch", "trainer.critic_warmup",
@@ -209,6 +211,36 @@ static const CfgEntry *find_entry(const char *key) {
     for (size_t i = 0; i < NCFG; i++)
         if (strcmp(cfg_table[i].key, key) == 0) return &cfg_table[i];
     return NULL;
+}
+
+/* Other spellings of a table key: verl's reward namespace of today (reward.*, verl 0.9) and its DAPO recipe's
+ * reward_kwargs.overlong_buffer_cfg beside the reward_model.* rows. One setting: two spellings set to different values
+ * are refused (set_key). */
+static const struct { const char *alias, *key; } cfg_alias[] = {
+    { "reward.reward_manager.name",                          "reward_model.reward_manager" },
+    { "reward_model.reward_manager.name",                    "reward_model.reward_manager" },
+    { "reward.reward_kwargs.max_resp_len",                   "reward_model.reward_kwargs.max_resp_len" },
+    { "reward.reward_kwargs.overlong_buffer_cfg.enable",     "reward_model.overlong_buffer.enable" },
+    { "reward.reward_kwargs.overlong_buffer_cfg.len",        "reward_model.overlong_buffer.len" },
+    { "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor", "reward_model.overlong_buffer.penalty_factor" },
+    { "reward_model.reward_kwargs.overlong_buffer_cfg.enable", "reward_model.overlong_buffer.enable" },
+    { "reward_model.reward_kwargs.overlong_buffer_cfg.len",  "reward_model.overlong_buffer.len" },
+    { "reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor", "reward_model.overlong_buffer.penalty_factor" },
+};
+#define NALIAS (sizeof cfg_alias / sizeof cfg_alias[0])
+
+/* The table key that key spells (itself or an alias's), with *spelling = 0 for the key itself, 1 + the alias's index
+ * otherwise; NULL when it is neither. */
+static const CfgEntry *find_spelling(const char *key, int *spelling) {
+    const CfgEntry *e = find_entry(key);
+    *spelling = 0;
+    for (size_t i = 0; !e && i < NALIAS; i++)
+        if (!strcmp(cfg_alias[i].alias, key)) { e = find_entry(cfg_alias[i].key); *spelling = 1 + (int)i; }
+    return e;
+}
+
+static const char *spelling_name(const CfgEntry *e, int spelling) {
+    return spelling ? cfg_alias[spelling - 1].alias : e->key;
 }
 
 static int is_verl_only(const char *key) {
@@ -461,11 +493,51 @@ static int is_section(const char *key) {
     return 0;
 }
 
+static void print_value(const CfgEntry *e, const Config *c, FILE *f);
+
+/* 1 when a and b hold the same value for e (as printed). */
+static int same_value(const CfgEntry *e, const Config *a, const Config *b) {
+    char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    FILE *fx = open_memstream(&x, &nx), *fy = open_memstream(&y, &ny);
+    if (!fx || !fy) DIE("open_memstream: out of memory");
+    print_value(e, a, fx);
+    print_value(e, b, fy);
+    fclose(fx);
+    fclose(fy);
+    int same = !strcmp(x, y);
+    free(x);
+    free(y);
+    return same;
+}
+
 static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]) {
-    const CfgEntry *e = find_entry(key);
+    int spelling;
+    const CfgEntry *e = find_spelling(key, &spelling);
     if (e) {
+        size_t row = (size_t)(e - cfg_table);
+        if (c->user_set[row] && c->spelling[row] != spelling) {   /* one setting, two spellings: they must agree */
+            Config t;
+            config_defaults(&t);
+            int rc = apply(&t, e, value, where, err);
+            int same = !rc && same_value(e, c, &t);
+            config_free(&t);
+            if (rc) return rc;
+            if (!same) {
+                char *now = NULL;
+                size_t n = 0;
+                FILE *f = open_memstream(&now, &n);
+                if (!f) DIE("open_memstream: out of memory");
+                print_value(e, c, f);
+                fclose(f);
+                rc = err_set(err, ERR_INVAL, "%s: %s=%s and %s=%s are one setting (verl's two spellings) set to different "
+                             "values: keep one", where, key, value, spelling_name(e, c->spelling[row]), now);
+                free(now);
+                return rc;
+            }
+        }
         int rc = apply(c, e, value, where, err);
-        if (!rc) c->user_set[e - cfg_table] = 1;
+        if (!rc) { c->user_set[row] = 1; c->spelling[row] = (unsigned char)spelling; }
         return rc;
     }
     if (is_section(key) && strcmp(where, "command line") == 0)
@@ -486,12 +558,11 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
                    s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
 }
 
-static void print_value(const CfgEntry *e, const Config *c, FILE *f);
-
 /* Hydra's ~key[=value]: the key back to its default (and not "set"); with a value, only when the key has it now
  * (Hydra deletes only a matching value). A verl key dapo does not use: nothing to undo. */
 static int unset_key(Config *c, const char *key, const char *value, char err[ERR_LEN]) {
-    const CfgEntry *e = find_entry(key);
+    int spelling;
+    const CfgEntry *e = find_spelling(key, &spelling);
     if (!e && is_verl_only(key)) return 0;
     if (!e) {
         const char *s = suggest(key);
@@ -526,6 +597,8 @@ static int unset_key(Config *c, const char *key, const char *value, char err[ERR
     char derr[ERR_LEN];
     if (apply(c, e, e->dflt, "defaults", derr)) DIE("config table default is invalid: %s", derr);
     c->user_set[e - cfg_table] = 0;
+    c->spelling[e - cfg_table] = 0;
+    (void)spelling;
     return 0;
 }
 
@@ -835,6 +908,14 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
     if (c->rc_loss_type == CFG_RC_LOSS_REINFORCE)
         return err_set(err, ERR_UNSUPPORTED, "algorithm.rollout_correction.loss_type: reinforce is not implemented in "
                        "dapo; use ppo_clip");
+    if (c->max_resp_len && c->max_resp_len != c->max_response_length)
+        return err_set(err, ERR_INVAL, "reward_model.reward_kwargs.max_resp_len (reward.reward_kwargs.max_resp_len): %d, "
+                       "but data.max_response_length is %d: dapo's overlong penalty counts from data.max_response_length "
+                       "(verl's DAPO scripts pass the same value to both)", c->max_resp_len, c->max_response_length);
+    if (c->reward_manager == CFG_REWARD_NAIVE && c->overlong_buffer_enable)
+        return err_set(err, ERR_INVAL, "reward_model.reward_manager (reward.reward_manager.name): naive applies no "
+                       "overlong penalty, but reward_model.overlong_buffer.enable is true: use dapo, or disable the "
+                       "buffer");
     if (c->val_temperature == 0 && c->val_do_sample)
         return err_set(err, ERR_INVAL, "actor_rollout_ref.rollout.val_kwargs.temperature: 0 samples nothing; set "
                        "val_kwargs.do_sample=false for greedy validation, or a temperature above 0");

@@ -34,6 +34,7 @@ typedef enum { CFG_METRIC_ACC, CFG_METRIC_SCORE, CFG_METRIC_SEQ_REWARD,
                CFG_METRIC_SEQ_FINAL_REWARD } CfgFilterMetric;                    /* algorithm.filter_groups.metric */
 typedef enum { CFG_RC_LOSS_PPO_CLIP, CFG_RC_LOSS_REINFORCE } CfgRcLossType;  /* algorithm.rollout_correction.loss_type */
 typedef enum { CFG_DEVICE_CPU, CFG_DEVICE_CUDA } CfgDevice;                              /* trainer.device */
+typedef enum { CFG_REWARD_DAPO, CFG_REWARD_NAIVE } CfgRewardManager;              /* reward_model.reward_manager */
 typedef enum { CFG_RESUME_AUTO, CFG_RESUME_DISABLE, CFG_RESUME_PATH } CfgResumeMode;     /* trainer.resume_mode */
 
 typedef struct Config {
@@ -105,7 +106,9 @@ typedef struct Config {
     bool    rc_bypass_mode;           /* = actor.use_rollout_log_probs (a conflicting pair is refused) */
     CfgRcLossType rc_loss_type;       /* ppo_clip (reinforce is refused) */
 
-    /* reward_model.* */
+    /* reward_model.* (verl's reward.* and reward_kwargs.overlong_buffer_cfg.* spell the same keys: config.c's aliases) */
+    CfgRewardManager reward_manager;  /* dapo (math_dapo + the overlong buffer) | naive (no buffer: needs it off) */
+    int     max_resp_len;             /* verl's reward_kwargs.max_resp_len: 0 (unset) or data.max_response_length */
     bool    overlong_buffer_enable;
     int     overlong_buffer_len;      /* tokens */
     double  overlong_penalty_factor;
@@ -182,6 +185,7 @@ typedef struct Config {
     double  collective_timeout_s;     /* longest wait for a peer rank in one collective before failing */
 
     unsigned char user_set[192];      /* [table row] 1: set by a file or override (config_is_set), not a default */
+    unsigned char spelling[192];      /* [table row] which spelling set it: 0 the row's key, 1 + an alias's index */
 } Config;
 
 /* Fills c with the defaults of cfg_table. c must be zeroed or freed before; strings are owned. */

@@ -570,8 +570,63 @@ static void test_hydra_overrides(void **state) {
     config_free(&c);
 }
 
+/* verl's reward namespace (reward.*, verl 0.9) and its DAPO recipe's reward_kwargs.overlong_buffer_cfg.* spell the
+ * reward_model.* rows: one setting, so two spellings set differently are refused; max_resp_len must be
+ * data.max_response_length; the naive reward manager needs the overlong buffer off. */
+static void test_reward_namespace(void **state) {
+    (void)state;
+    Config c;
+    char err[ERR_LEN];
+    const char *a[] = {"+reward.reward_kwargs.overlong_buffer_cfg.len=512", "+reward.reward_kwargs.overlong_buffer_cfg."
+                       "penalty_factor=0.5", "reward.reward_manager.name=dapo", "data.max_response_length=2048",
+                       "+reward.reward_kwargs.max_resp_len=2048", "reward_model.overlong_buffer.len=512",
+                       "+reward_model.reward_kwargs.overlong_buffer_cfg.enable=True",
+                       "+reward.reward_kwargs.overlong_buffer_cfg.log=False"};
+    assert_int_equal(run_cli(&c, a, 8, NULL, err), 0);
+    assert_int_equal(c.overlong_buffer_len, 512);
+    assert_true(c.overlong_penalty_factor == 0.5 && c.overlong_buffer_enable);
+    assert_int_equal(c.reward_manager, CFG_REWARD_DAPO);
+    assert_int_equal(c.max_resp_len, 2048);
+    assert_true(config_is_set(&c, "reward_model.overlong_buffer.len"));
+    config_free(&c);
+    const char *b[] = {"reward.reward_kwargs.overlong_buffer_cfg.len=512", "reward_model.overlong_buffer.len=256"};
+    assert_int_equal(run_cli(&c, b, 2, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "reward_model.overlong_buffer.len=256 and reward.reward_kwargs.overlong_buffer_cfg.len=512"
+                            " are one setting"));
+    config_free(&c);
+    const char *d[] = {"+reward.reward_kwargs.max_resp_len=4096"};
+    assert_int_equal(run_cli(&c, d, 1, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "data.max_response_length is 20480"));
+    config_free(&c);
+    const char *e[] = {"reward.reward_manager.name=naive"};
+    assert_int_equal(run_cli(&c, e, 1, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "naive applies no overlong penalty"));
+    config_free(&c);
+    const char *f[] = {"reward.reward_manager.name=naive", "reward_model.overlong_buffer.enable=false"};
+    assert_int_equal(run_cli(&c, f, 2, NULL, err), 0);
+    config_free(&c);
+    const char *g[] = {"reward.reward_manager.name=prime"};
+    assert_int_equal(run_cli(&c, g, 1, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "allowed: dapo|naive"));
+    config_free(&c);
+    /* the YAML form of the new namespace */
+    char path[] = "/tmp/dapo-cfg-reward-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *y = "reward:\n  reward_manager: {name: dapo}\n  reward_kwargs:\n    overlong_buffer_cfg: {enable: true, "
+                    "len: 300, penalty_factor: 2.0, log: false}\n";
+    assert_int_equal(write(fd, y, strlen(y)), (ssize_t)strlen(y));
+    close(fd);
+    config_defaults(&c);
+    assert_int_equal(config_load_file(&c, path, err), 0);
+    assert_true(c.overlong_buffer_len == 300 && c.overlong_penalty_factor == 2.0);
+    config_free(&c);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reward_namespace),
         cmocka_unit_test(test_hydra_overrides),
         cmocka_unit_test(test_take_from),
         cmocka_unit_test(test_empty_and_quiet),

@@ -61,7 +61,8 @@ static void test_dapo_32b_recipe(void **state) {
 
 /* Each ablation row names the row before as its base (`defaults:`) and holds only its change; each resolves to the
  * YAML its whole-file copy resolved to before (tests/data/configs/ablation/<row>.resolved.yaml, from
- * `dapo-coordinator --config configs/ablation/<row>.yaml --print-config` at the commit before). */
+ * `dapo-coordinator --config configs/ablation/<row>.yaml --print-config` at the commit before; a key added to the
+ * table since adds its default's lines and nothing else: reward_model.reward_manager and .reward_kwargs.max_resp_len). */
 static void test_ablation_rows_resolve_as_before(void **state) {
     (void)state;
     char pattern[512];
