@@ -196,7 +196,7 @@ static const char *verl_only[] = {
     AR "model.external_lib", AR "model.trust_remote_code", AR "model.use_fused_kernels",
     AR "ref.", "critic.", "custom_reward_function.reward_kwargs.", "ray_init.",
     "algorithm.use_kl_in_reward", "algorithm.kl_ctrl.", "algorithm.kl_penalty", "algorithm.gamma", "algorithm.lam",
-    "reward_model.enable", "reward_model.reward_kwargs.", "reward.reward_kwargs.",
+    "reward_model.enable", "reward_model.reward_kwargs.", "reward.reward_kwargs.", "ray_kwargs.",
     "reward_model.overlong_buffer.log",
     "trainer.n_gpus_per_node",
     "trainer.nnodes", "trainer.log_val_generations", "trainer.balance_batch", "trainer.critic_warmup",
@@ -217,6 +217,8 @@ static const CfgEntry *find_entry(const char *key) {
  * reward_kwargs.overlong_buffer_cfg beside the reward_model.* rows. One setting: two spellings set to different values
  * are refused (set_key). */
 static const struct { const char *alias, *key; } cfg_alias[] = {
+    { AR "actor.optim.lr_scheduler_type",                    AR "actor.optim.warmup_style" },   /* verl 0.9's name */
+    { AR "actor.optim.clip_grad",                            AR "actor.grad_clip" },            /* verl 0.9's name */
     { "reward.reward_manager.name",                          "reward_model.reward_manager" },
     { "reward_model.reward_manager.name",                    "reward_model.reward_manager" },
     { "reward.reward_kwargs.max_resp_len",                   "reward_model.reward_kwargs.max_resp_len" },
@@ -511,7 +513,32 @@ static int same_value(const CfgEntry *e, const Config *a, const Config *b) {
     return same;
 }
 
+static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]);
+
+/* verl's actor.optim.betas, [beta1, beta2] (torch.optim.AdamW's betas): the two rows beta1 and beta2. */
+static int set_betas(Config *c, const char *value, const char *where, char err[ERR_LEN]) {
+    char buf[160], *part[3] = {NULL, NULL, NULL};
+    size_t n = strlen(value);
+    while (n && value[n - 1] == ' ') n--;
+    const char *p = value + strspn(value, " ");
+    if (n && value[n - 1] == ']' && *p == '[') { p++; n--; }
+    int k = 0, bad = (size_t)(value + n - p) >= sizeof buf;
+    if (!bad) {
+        snprintf(buf, sizeof buf, "%.*s", (int)(value + n - p), p);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && k < 3; t = strtok_r(NULL, ",", &save)) {
+            t += strspn(t, " ");
+            for (char *e = t + strlen(t); e > t && e[-1] == ' ';) *--e = 0;
+            part[k++] = t;
+        }
+    }
+    if (bad || k != 2)
+        return err_set(err, ERR_INVAL, "%s: " AR "actor.optim.betas: '%s' is not a pair [beta1, beta2]", where, value);
+    int rc = set_key(c, AR "actor.optim.beta1", part[0], where, err);
+    return rc ? rc : set_key(c, AR "actor.optim.beta2", part[1], where, err);
+}
+
 static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]) {
+    if (!strcmp(key, AR "actor.optim.betas")) return set_betas(c, value, where, err);
     int spelling;
     const CfgEntry *e = find_spelling(key, &spelling);
     if (e) {
@@ -657,6 +684,20 @@ static int walk(Config *c, struct fy_node *map, const char *prefix, const char *
             char sub[260];
             snprintf(sub, sizeof sub, "%s.", key);
             int rc = walk(c, v, sub, path, err);
+            if (rc) return rc;
+        } else if (fy_node_is_sequence(v) && !strcmp(key, AR "actor.optim.betas")) {   /* [beta1, beta2] */
+            char pair[160] = "";
+            void *sit = NULL;
+            struct fy_node *item;
+            for (int k = 0; (item = fy_node_sequence_iterate(v, &sit)); k++) {
+                size_t n;
+                const char *s = fy_node_is_scalar(item) ? fy_node_get_scalar(item, &n) : NULL;
+                size_t used = strlen(pair);
+                if (!s || n > 60 || used + n + 2 >= sizeof pair)
+                    return err_set(err, ERR_INVAL, "%s: %s: a pair of numbers [beta1, beta2]", where, key);
+                snprintf(pair + used, sizeof pair - used, "%s%.*s", k ? "," : "", (int)n, s);
+            }
+            int rc = set_key(c, key, pair, where, err);
             if (rc) return rc;
         } else if (fy_node_is_sequence(v)) {
             const CfgEntry *e = find_entry(key);

@@ -624,8 +624,41 @@ static void test_reward_namespace(void **state) {
     unlink(path);
 }
 
+/* verl 0.9's optimizer names: lr_scheduler_type (warmup_style), clip_grad (grad_clip), betas [beta1, beta2] on the
+ * command line and in YAML; ray_kwargs.* tune Ray only (ignored). */
+static void test_verl_optim_names(void **state) {
+    (void)state;
+    Config c;
+    char err[ERR_LEN];
+    const char *a[] = {"actor_rollout_ref.actor.optim.lr_scheduler_type=cosine", "actor_rollout_ref.actor.optim.clip_grad=0.5",
+                       "actor_rollout_ref.actor.optim.betas=[0.9, 0.95]", "+ray_kwargs.ray_init.num_cpus=8"};
+    assert_int_equal(run_cli(&c, a, 4, NULL, err), 0);
+    assert_int_equal(c.warmup_style, CFG_WARMUP_COSINE);
+    assert_true(c.grad_clip == 0.5 && c.adam_beta1 == 0.9 && c.adam_beta2 == 0.95);
+    config_free(&c);
+    const char *b[] = {"actor_rollout_ref.actor.optim.betas=[0.9]"};
+    assert_int_equal(run_cli(&c, b, 1, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "is not a pair [beta1, beta2]"));
+    config_free(&c);
+    const char *d[] = {"actor_rollout_ref.actor.grad_clip=1.0", "actor_rollout_ref.actor.optim.clip_grad=2.0"};
+    assert_int_equal(run_cli(&c, d, 2, NULL, err), ERR_INVAL);      /* one setting, two spellings */
+    config_free(&c);
+    char path[] = "/tmp/dapo-cfg-optim-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *y = "actor_rollout_ref:\n  actor:\n    optim: {betas: [0.8, 0.99], lr_scheduler_type: constant}\n";
+    assert_int_equal(write(fd, y, strlen(y)), (ssize_t)strlen(y));
+    close(fd);
+    config_defaults(&c);
+    assert_int_equal(config_load_file(&c, path, err), 0);
+    assert_true(c.adam_beta1 == 0.8 && c.adam_beta2 == 0.99);
+    config_free(&c);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_verl_optim_names),
         cmocka_unit_test(test_reward_namespace),
         cmocka_unit_test(test_hydra_overrides),
         cmocka_unit_test(test_take_from),
