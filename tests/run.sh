@@ -65,4 +65,8 @@ done
 echo
 [ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
 echo "$pass passed, $fail failed"
+if [ $((pass + fail)) -eq 0 ]; then         # a filter that matched nothing, or test programs not built
+  echo "no test ran${TEST_FILTER:+ for TEST_FILTER=$TEST_FILTER} (build them first: make test-build)" >&2
+  exit 1
+fi
 [ "$fail" -eq 0 ]

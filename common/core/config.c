@@ -77,7 +77,7 @@ static const CfgEntry cfg_table[] = {
     { AR "actor.use_rollout_log_probs",      CFG_BOOL,  0, 0,       "false",   O(use_rollout_log_probs), NULL, 0 },
 
     { AR "rollout.n",                        CFG_INT,   1, 4096,    "16",      O(rollout_n), NULL, 0 },
-    { AR "rollout.temperature",              CFG_FLOAT, 0, 100,     "1.0",     O(temperature), NULL, MIN_EXCL },
+    { AR "rollout.temperature",              CFG_FLOAT, 1e-5, 100,  "1.0",     O(temperature), NULL, 0 },
     { AR "rollout.top_p",                    CFG_FLOAT, 0, 1,       "1.0",     O(top_p), NULL, MIN_EXCL },
     { AR "rollout.top_k",                    CFG_INT,   -1, 1e7,    "-1",      O(top_k), NULL, 0 },
     { AR "rollout.batch_invariant",          CFG_BOOL,  0, 0,       "false",   O(batch_invariant), NULL, 0 },
@@ -957,6 +957,10 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
         return err_set(err, ERR_INVAL, "reward_model.reward_manager (reward.reward_manager.name): naive applies no "
                        "overlong penalty, but reward_model.overlong_buffer.enable is true: use dapo, or disable the "
                        "buffer");
+    if (c->val_temperature > 0 && c->val_temperature < 1e-5)
+        return err_set(err, ERR_INVAL, "actor_rollout_ref.rollout.val_kwargs.temperature: %g is 0 or at least 1e-05 (a "
+                       "sampling temperature below that is greedy in vLLM, and 0 in the fp32 the rollouts sample with)",
+                       c->val_temperature);
     if (c->val_temperature == 0 && c->val_do_sample)
         return err_set(err, ERR_INVAL, "actor_rollout_ref.rollout.val_kwargs.temperature: 0 samples nothing; set "
                        "val_kwargs.do_sample=false for greedy validation, or a temperature above 0");
@@ -1016,7 +1020,16 @@ static void print_value(const CfgEntry *e, const Config *c, FILE *f) {
     const char *field = (const char *)c + e->off;
     switch (e->type) {
     case CFG_INT: fprintf(f, "%d", *(const int *)field); break;
-    case CFG_FLOAT: fprintf(f, "%.10g", *(const double *)field); break;
+    case CFG_FLOAT: {                      /* the shortest text that reads back to the same double */
+        double v = *(const double *)field;
+        char buf[40];
+        for (int prec = 10; prec <= 17; prec++) {
+            snprintf(buf, sizeof buf, "%.*g", prec, v);
+            if (strtod(buf, NULL) == v) break;
+        }
+        fputs(buf, f);
+        break;
+    }
     case CFG_BOOL: fprintf(f, "%s", *(const bool *)field ? "true" : "false"); break;
     case CFG_STR: print_quoted(*(char *const *)field, f); break;
     case CFG_ENUM: {

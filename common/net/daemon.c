@@ -62,7 +62,11 @@ int daemon_take_run_config(Daemon *d, Dapo__Role role, char err[ERR_LEN]) {
         }
     }
     const Dapo__Welcome *wel = w ? worker_welcome(w) : NULL;
-    if (!rc && g_stop) rc = 1;
+    if (!rc && g_stop) {
+        rc = 1;
+        log_info("%s: stopped while waiting for the coordinator at %s (its run config)", d->worker_id,
+                 d->cfg.coordinator);
+    }
     int taken = 0;
     if (!rc && wel && wel->config_yaml.len)
         rc = config_take_from(&d->cfg, (const char *)wel->config_yaml.data, wel->config_yaml.len, &taken, err);

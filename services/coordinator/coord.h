@@ -188,6 +188,10 @@ typedef struct {
 typedef struct Coord {
     Config       cfg;
     RolloutCorrConfig corr;                 /* algorithm.rollout_correction, parsed once at start (run.c) */
+#define REFUSED_RING 32
+    uint64_t     refused[REFUSED_RING];     /* Hello.nonce of the worker processes refused lately (registry.c: one log
+                                             * line and event per refused process, not one per resent Hello) */
+    int          nrefused;
     uv_loop_t   *loop;
     void        *zctx, *router;
     char         endpoint[128];        /* resolved ROUTER endpoint */

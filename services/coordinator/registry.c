@@ -29,32 +29,51 @@ static void send_welcome(Coord *c, const NetMsg *m, int accepted, const char *re
     out_send_peer(c, m->peer, m->peer_len, DAPO__MSG_TYPE__MSG_WELCOME, &w.base);
 }
 
+/* Refuses a Hello, naming why; the log line and the dashboard event (event: NULL for none) only the first time for
+ * this worker process (Hello.nonce): the Hellos it resent while it waited, delivered at once, are one refusal. */
+static void refuse(Coord *c, const NetMsg *m, const char *why, const char *event) {
+    uint64_t nonce = ((const Dapo__Hello *)m->msg)->nonce;
+    int seen = 0;
+    for (int i = 0; nonce && i < REFUSED_RING; i++) seen |= c->refused[i] == nonce;
+    if (!seen) {
+        if (nonce) c->refused[c->nrefused++ % REFUSED_RING] = nonce;
+        log_warn("refused %s", why);
+        if (event) coord_event(c, "%s", event);
+    }
+    send_welcome(c, m, 0, why);
+}
+
 static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     Dapo__Hello *h = (Dapo__Hello *)m->msg;
     char reason[ERR_LEN];
     if (!version_ok || h->protocol_version != DAPO_PROTOCOL_VERSION) {
         snprintf(reason, sizeof reason, "protocol version mismatch: worker %s speaks %u, coordinator speaks %d",
                  h->worker_id, !version_ok ? m->version : h->protocol_version, DAPO_PROTOCOL_VERSION);
-        log_warn("refused %s", reason + 0);
-        send_welcome(c, m, 0, reason);
+        refuse(c, m, reason, NULL);
         return;
     }
     if (h->role != DAPO__ROLE__ROLE_ROLLOUT && h->role != DAPO__ROLE__ROLE_VERIFIER &&
         h->role != DAPO__ROLE__ROLE_LEARNER) {
         snprintf(reason, sizeof reason, "worker %s: role %d is not a worker role", h->worker_id, (int)h->role);
-        log_warn("refused %s", reason);
-        send_welcome(c, m, 0, reason);
+        refuse(c, m, reason, NULL);
         return;
     }
     char key[128], mine[160], theirs[160], why[640];
     if (c->engine && c->run_config && h->run_config && h->run_config[0] &&   /* no engine: no run to agree on */
         config_run_keys_diff(c->run_config, h->run_config, key, sizeof key, mine, theirs, sizeof mine)) {
-        snprintf(why, sizeof why, "another run config: %s is %s at worker %s, %s at the coordinator (start every worker "
-                 "with the coordinator's --config and overrides; only cluster.* and trainer.device may differ)", key,
+        snprintf(why, sizeof why, "another run config: %s is %s at worker %s, %s at the coordinator (give a worker only "
+                 "its local keys, cluster.* and trainer.device: it takes every run key from the coordinator)", key,
                  theirs, h->worker_id, mine);
-        log_warn("refused %s", why);
-        coord_event(c, "refused %.40s: %.60s differs from the coordinator's", h->worker_id, key);
-        send_welcome(c, m, 0, why);
+        char event[160];
+        snprintf(event, sizeof event, "refused %.40s: %.60s differs from the coordinator's", h->worker_id, key);
+        refuse(c, m, why, event);
+        return;
+    }
+    if (h->role == DAPO__ROLE__ROLE_LEARNER && c->engine && h->world_size != (uint32_t)c->cfg.num_learners) {
+        snprintf(why, sizeof why, "worker %s: cluster.num_learners is %u at the learner, %d at the coordinator (every "
+                 "learner rank and the coordinator need the same cluster.num_learners)", h->worker_id, h->world_size,
+                 c->cfg.num_learners);
+        refuse(c, m, why, NULL);
         return;
     }
     if (c->keys.on) {                 /* issue 18: a key registers only as the worker its file names, or a role key
@@ -67,8 +86,7 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
                      "each worker registers under the name of its key (dapo-keygen --client NAME; --id NAME), or a "
                      "role's key (--client %s) as any %s", h->worker_id, name[0] ? name : "?", role_name(h->role),
                      role_name(h->role));
-            log_warn("refused %s", reason);
-            send_welcome(c, m, 0, reason);
+            refuse(c, m, reason, NULL);
             return;
         }
     }

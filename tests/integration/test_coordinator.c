@@ -624,7 +624,7 @@ static int worker_refused(Run *r, const char *bin_name, const char *id, const ch
     pid_t pid = tu_spawn(argv, log);
     int rc = tu_wait(pid, 20000);
     if (rc < 0) { kill(pid, SIGKILL); tu_wait(pid, 2000); }
-    snprintf(cmd, sizeof cmd, "grep -h 'another run config' %s", log);
+    snprintf(cmd, sizeof cmd, "grep -h 'coordinator refused' %s", log);
     out[0] = 0;
     tu_run(cmd, out, n);
     return rc;
@@ -651,6 +651,8 @@ static void test_worker_with_another_config_refused(void **state) {
         {"dapo-verifier", "verifier-c", "data.chat_template=llama3",
          "data.chat_template is \"llama3\" at worker verifier-c, \"auto\" at the coordinator"},
         {"dapo-rollout", "rollout-m", model, "actor_rollout_ref.model.path is \""},
+        {"dapo-learner", "learner-w", "cluster.num_learners=2", "cluster.num_learners is 2 at the learner, 1 at the "
+                                                                "coordinator"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *extra[] = {cases[i].arg, tok, NULL};

@@ -493,7 +493,8 @@ static void test_take_from(void **state) {
     config_defaults(&co);
     const char *set[][2] = {{"actor_rollout_ref.rollout.temperature", "0.9"}, {"trainer.device", "cuda"},
                             {"actor_rollout_ref.model.path", "/m/a \"b\" c\\d\te"}, {"cluster.heartbeat_ms", "250"},
-                            {"data.train_files", "[x.jsonl, y y.jsonl]"}, {"actor_rollout_ref.rollout.top_p", "0.5"}};
+                            {"data.train_files", "[x.jsonl, y y.jsonl]"}, {"actor_rollout_ref.rollout.top_p", "0.5"},
+                            {"actor_rollout_ref.actor.optim.lr", "1.23456789012345e-5"}};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         assert_int_equal(config_set(&co, set[i][0], set[i][1], "test", err), 0);
     char *yaml = NULL;
@@ -508,6 +509,7 @@ static void test_take_from(void **state) {
     assert_int_equal(config_take_from(&w, yaml, len, &taken, err), 0);
     assert_true(taken > 50);
     assert_true(w.temperature == 0.9);
+    assert_true(w.lr == 1.23456789012345e-5);                       /* floats travel exactly, not to 10 digits */
     assert_int_equal(w.device, CFG_DEVICE_CUDA);                        /* unset here: the coordinator's */
     assert_string_equal(w.model_path, "/m/a \"b\" c\\d\te");
     assert_int_equal(w.train_files.n, 2);

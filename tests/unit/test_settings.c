@@ -53,9 +53,15 @@ static void test_sample_params(void **state) {
     assert_true(p.greedy);
     settings_sample_params(&c, 0, &p);
     assert_true(p.top_k == 20 && !p.greedy);
-    /* the rollout temperature is checked once, by the table: > 0 */
+    /* the rollout temperature is checked once, by the table: at least 1e-5 (vLLM's sampling epsilon; a smaller one is
+     * 0 in the fp32 the rollouts sample with) */
     assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.temperature", "0", "test", err), ERR_INVAL);
-    assert_non_null(strstr(err, "greater than 0"));
+    assert_non_null(strstr(err, "at least 1e-05"));
+    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.temperature", "1e-50", "test", err), ERR_INVAL);
+    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.temperature", "1e-5", "test", err), 0);
+    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.val_kwargs.temperature", "1e-50", "test", err), 0);
+    assert_int_equal(config_validate(&c, err), ERR_INVAL);          /* 0 or at least 1e-05 */
+    assert_non_null(strstr(err, "0 or at least 1e-05"));
     /* validation: 0 only when greedy (do_sample false, set above); with do_sample true it is refused */
     assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.val_kwargs.temperature", "0", "test", err), 0);
     assert_int_equal(config_validate(&c, err), 0);
