@@ -481,7 +481,7 @@ int main(int argc, char **argv) {
     if (config_help_wanted(argc, argv)) { usage(argv[0], stdout); return 0; }
     if (config_from_cli(&c, &argc, argv, &print, err)) { log_error("%s", err); config_free(&c); return 2; }
     if (print) {
-        (print == CONFIG_PRINT_LOCAL ? config_print_local_yaml : config_print_yaml)(&c, stdout);
+        config_print_annotated(&c, stdout, print == CONFIG_PRINT_LOCAL);
         config_free(&c);
         return 0;
     }

@@ -537,6 +537,23 @@ static int set_betas(Config *c, const char *value, const char *where, char err[E
     return rc ? rc : set_key(c, AR "actor.optim.beta2", part[1], where, err);
 }
 
+/* Config.source for a value set from `where`: "command line", "the coordinator's config:LINE", "PATH:LINE" (a file:
+ * remembered in c->files, at most 16, then CFG_SRC_OTHER), anything else (a caller's own name) CFG_SRC_OTHER. */
+static int source_of(Config *c, const char *where) {
+    if (!strcmp(where, "command line")) return CFG_SRC_CLI;
+    if (!strncmp(where, "the coordinator's config", 24)) return CFG_SRC_COORDINATOR;
+    const char *colon = strrchr(where, ':');
+    if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1)) return CFG_SRC_OTHER;
+    size_t n = (size_t)(colon - where);
+    for (int k = 0; k < c->nfiles; k++)
+        if (strlen(c->files[k]) == n && !strncmp(c->files[k], where, n)) return CFG_SRC_FILE + k;
+    if (c->nfiles >= (int)(sizeof c->files / sizeof c->files[0])) return CFG_SRC_OTHER;
+    c->files[c->nfiles] = xmalloc(n + 1);
+    memcpy(c->files[c->nfiles], where, n);
+    c->files[c->nfiles][n] = 0;
+    return CFG_SRC_FILE + c->nfiles++;
+}
+
 static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]) {
     if (!strcmp(key, AR "actor.optim.betas")) return set_betas(c, value, where, err);
     int spelling;
@@ -564,7 +581,11 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
             }
         }
         int rc = apply(c, e, value, where, err);
-        if (!rc) { c->user_set[row] = 1; c->spelling[row] = (unsigned char)spelling; }
+        if (!rc) {
+            c->user_set[row] = 1;
+            c->spelling[row] = (unsigned char)spelling;
+            c->source[row] = (unsigned char)source_of(c, where);
+        }
         return rc;
     }
     if (is_section(key) && strcmp(where, "command line") == 0)
@@ -625,6 +646,7 @@ static int unset_key(Config *c, const char *key, const char *value, char err[ERR
     if (apply(c, e, e->dflt, "defaults", derr)) DIE("config table default is invalid: %s", derr);
     c->user_set[e - cfg_table] = 0;
     c->spelling[e - cfg_table] = 0;
+    c->source[e - cfg_table] = CFG_SRC_DEFAULT;
     (void)spelling;
     return 0;
 }
@@ -641,6 +663,8 @@ void config_defaults(Config *c) {
 
 void config_free(Config *c) {
     if (!c) return;
+    for (int k = 0; k < c->nfiles; k++) xfree(c->files[k]);
+    c->nfiles = 0;
     for (size_t i = 0; i < NCFG; i++) {
         char *field = (char *)c + cfg_table[i].off;
         if (cfg_table[i].type == CFG_STR) {
@@ -714,6 +738,9 @@ static int walk(Config *c, struct fy_node *map, const char *prefix, const char *
                 if (!s) return err_set(err, ERR_INVAL, "%s: %s: list items must be strings", where, key);
                 list_add(l, s, n);
             }
+            c->user_set[e - cfg_table] = 1;              /* set by this file, like any scalar key */
+            c->spelling[e - cfg_table] = 0;
+            c->source[e - cfg_table] = (unsigned char)source_of(c, where);
         } else {
             size_t n;
             const char *s = fy_node_get_scalar(v, &n);
@@ -1052,7 +1079,7 @@ static void print_value(const CfgEntry *e, const Config *c, FILE *f) {
 
 /* Prints keys grouped by their common prefixes as nested YAML (every key, or only the local ones). Table order keeps
  * sections together. */
-static void print_yaml(const Config *c, FILE *f, bool local_only) {
+static void print_yaml(const Config *c, FILE *f, bool local_only, bool annotate) {
     const char *prev = "";
     for (size_t i = 0; i < NCFG; i++) {
         const CfgEntry *e = &cfg_table[i];
@@ -1068,13 +1095,20 @@ static void print_yaml(const Config *c, FILE *f, bool local_only) {
             fprintf(f, "%*s%.*s:\n", depth * 2, "", (int)(dot - p), p);
         fprintf(f, "%*s%s: ", depth * 2, "", p);
         print_value(e, c, f);
+        int src = c->source[i];
+        if (annotate && src >= CFG_SRC_FILE && src - CFG_SRC_FILE < c->nfiles)
+            fprintf(f, "  # file %s", c->files[src - CFG_SRC_FILE]);
+        else if (annotate)
+            fprintf(f, "  # %s", src == CFG_SRC_CLI ? "command line" : src == CFG_SRC_COORDINATOR ? "coordinator"
+                                 : src == CFG_SRC_DEFAULT ? "default" : "set");
         fputc('\n', f);
         prev = e->key;
     }
 }
 
-void config_print_yaml(const Config *c, FILE *f) { print_yaml(c, f, false); }
-void config_print_local_yaml(const Config *c, FILE *f) { print_yaml(c, f, true); }
+void config_print_yaml(const Config *c, FILE *f) { print_yaml(c, f, false, false); }
+void config_print_local_yaml(const Config *c, FILE *f) { print_yaml(c, f, true, false); }
+void config_print_annotated(const Config *c, FILE *f, bool local_only) { print_yaml(c, f, local_only, true); }
 
 /* Copies entry e's value from src to dst (strings and lists duplicated). */
 static void copy_value(Config *dst, const Config *src, const CfgEntry *e) {
@@ -1114,6 +1148,7 @@ int config_take_from(Config *c, const char *yaml, size_t len, int *taken, char e
     for (size_t i = 0; i < NCFG && !rc; i++) {
         if (c->user_set[i] || !strncmp(cfg_table[i].key, "cluster.", 8)) continue;   /* its own, or its endpoints */
         copy_value(c, &t, &cfg_table[i]);
+        c->source[i] = CFG_SRC_COORDINATOR;
         if (taken) (*taken)++;
     }
     config_free(&t);
@@ -1199,8 +1234,9 @@ void config_usage_print(FILE *f, const char *prog, const char *extra) {
             "  key.path=value    set one key, e.g. actor_rollout_ref.actor.clip_ratio_high=0.28 or\n"
             "                    data.train_files=[a.jsonl,b.jsonl]; applied in order after the file (overrides win);\n"
             "                    Hydra's +key=value and ++key=value set it too, ~key restores its default\n"
-            "  --print-config    print the resolved config (every key, as YAML) and exit; --print-config=local:\n"
-            "                    only the local keys (cluster.*, trainer.device), what a worker is given\n"
+            "  --print-config    print the resolved config (every key, as YAML, each with a comment saying where its\n"
+            "                    value came from: default, file, command line) and exit; --print-config=local: only\n"
+            "                    the local keys (cluster.*, trainer.device), what a worker is given\n"
             "%s%s"
             "  --help, -h        print this text and exit\n",
             base, syn ? " " : "", syn, extra, nl ? nl + 1 : "", nl ? "\n" : "");

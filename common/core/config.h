@@ -37,6 +37,8 @@ typedef enum { CFG_DEVICE_CPU, CFG_DEVICE_CUDA } CfgDevice;                     
 typedef enum { CFG_REWARD_DAPO, CFG_REWARD_NAIVE } CfgRewardManager;              /* reward_model.reward_manager */
 typedef enum { CFG_RESUME_AUTO, CFG_RESUME_DISABLE, CFG_RESUME_PATH } CfgResumeMode;     /* trainer.resume_mode */
 
+enum { CFG_SRC_DEFAULT, CFG_SRC_CLI, CFG_SRC_COORDINATOR, CFG_SRC_OTHER, CFG_SRC_FILE };   /* Config.source */
+
 typedef struct Config {
     /* data.* */
     StrList train_files, val_files;
@@ -186,6 +188,9 @@ typedef struct Config {
 
     unsigned char user_set[192];      /* [table row] 1: set by a file or override (config_is_set), not a default */
     unsigned char spelling[192];      /* [table row] which spelling set it: 0 the row's key, 1 + an alias's index */
+    unsigned char source[192];        /* [table row] where its value came from: CFG_SRC_* or CFG_SRC_FILE + files[k] */
+    char         *files[16];          /* the config files read (paths as given; owned), for source */
+    int           nfiles;
 } Config;
 
 /* Fills c with the defaults of cfg_table. c must be zeroed or freed before; strings are owned. */
@@ -228,6 +233,10 @@ int config_validate(const Config *c, char err[ERR_LEN]);
  * its own (deploy/local/run.sh writes them for the workers: `--print-config=local`). */
 void config_print_yaml(const Config *c, FILE *f);
 void config_print_local_yaml(const Config *c, FILE *f);
+/* As config_print_yaml (local_only: config_print_local_yaml), each value followed by a YAML comment saying where it
+ * came from — "# default", "# command line", "# file PATH", "# coordinator" (a worker's taken keys), "# set" (by
+ * code) — for --print-config; the text still loads as a config file. */
+void config_print_annotated(const Config *c, FILE *f, bool local_only);
 
 /* A worker's run keys come from its coordinator (docs/design.md §5): takes from yaml (Welcome.config_yaml, the
  * coordinator's config_print_yaml text, len bytes) every key that c's own file and overrides did not set, except

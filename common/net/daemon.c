@@ -107,12 +107,10 @@ int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *c
                            "[--id NAME] [--rank N] [--print-config]; --help for more)", argv[i], argv[0]);
         }
     }
-    if (print == CONFIG_PRINT_LOCAL) config_print_local_yaml(&d->cfg, stdout);
-    if (print == CONFIG_PRINT_ALL) {
+    if (print == CONFIG_PRINT_ALL)
         printf("# %s's own file and overrides; at start it takes every run key not set here from its coordinator "
                "(every key but cluster.*)\n", role_str(role));
-        config_print_yaml(&d->cfg, stdout);
-    }
+    if (print) config_print_annotated(&d->cfg, stdout, print == CONFIG_PRINT_LOCAL);
     if (print) return 1;
     /* issue 18: CURVE keys; learner rank 0 also serves (weights, collective) and binds off loopback only with them */
     int serves = role == DAPO__ROLE__ROLE_LEARNER && d->rank == 0;

@@ -117,7 +117,7 @@ common+=("${prepared[@]}" "${args[@]}")
 # The workers get only the local keys (cluster.*, trainer.device): every run key comes from the coordinator when
 # they start (docs/design.md §5), so no two copies of the run config can disagree.
 "$bin/dapo-coordinator" "${common[@]}" --print-config=local > "$rundir/worker.yaml"
-http=$(sed -n 's/^  http: "\(.*\)"$/\1/p' "$rundir/config.yaml")
+http=$(sed -n 's/^  http: "\([^"]*\)".*/\1/p' "$rundir/config.yaml")   # the value, not its "# source" comment
 
 # The daemons run under dapo-supervise (tools/dapo-supervise.c), which this script becomes (exec): it restarts a
 # daemon that exits or is killed (at once, then with backoff; one that keeps dying young fails the run with the end of

@@ -374,7 +374,7 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
         return 2;
     }
     if (print || ports) {
-        if (print) (print == CONFIG_PRINT_LOCAL ? config_print_local_yaml : config_print_yaml)(&c.cfg, stdout);
+        if (print) config_print_annotated(&c.cfg, stdout, print == CONFIG_PRINT_LOCAL);
         rc = ports ? check_ports(&c.cfg) : 0;
         config_free(&c.cfg);
         return rc;

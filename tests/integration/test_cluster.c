@@ -157,8 +157,14 @@ static void test_print_config_and_bad_overrides(void **state) {
     for (int i = 0; i < 4; i++) {
         snprintf(cmd, sizeof cmd, "%s --print-config 2>&1", tu_bin(bin, sizeof bin, names[i]));
         assert_int_equal(tu_run(cmd, out, sizeof out), 0);
-        assert_non_null(strstr(out, "    clip_ratio_high: 0.28\n"));
+        assert_non_null(strstr(out, "    clip_ratio_high: 0.28  # default\n"));   /* with where it came from */
     }
+    snprintf(cmd, sizeof cmd, "%s --config %s/configs/default.yaml actor_rollout_ref.rollout.n=4 --print-config 2>&1",
+             tu_bin(bin, sizeof bin, "dapo-coordinator"), tu_root());
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    assert_non_null(strstr(out, "    n: 4  # command line\n"));
+    assert_non_null(strstr(out, "/configs/default.yaml\n"));
+    assert_non_null(strstr(out, "  max_prompt_length: "));
     tu_bin(bin, sizeof bin, "dapo-coordinator");
     snprintf(cmd, sizeof cmd, "%s actor_rollout_ref.actor.clip_ratio_hgh=0.3 --print-config 2>&1", bin);
     assert_int_not_equal(tu_run(cmd, out, sizeof out), 0);

@@ -124,14 +124,15 @@ def recipes(scratch):
     """The base recipe resolves to configs/default.yaml's config; the GPU one to the same but trainer.device cuda."""
     want = run([os.path.join(BUILD, "bin", "dapo-coordinator"), "--config", os.path.join(ROOT, "configs", "default.yaml"),
                 "--print-config"])
+    want = yaml.safe_load(want)           # values only: --print-config's "# source" comments name different files
     base = os.path.join(ROOT, "deploy", "k8s", "base", "recipe.yaml")
-    if resolved(base, scratch) != want:
+    if yaml.safe_load(resolved(base, scratch)) != want:
         fail("deploy/k8s/base/recipe.yaml does not resolve to configs/default.yaml's config")
     gpu = os.path.join(ROOT, "deploy", "k8s", "overlays", "gpu", "recipe.yaml")
     with open(gpu) as f:
         if (yaml.safe_load(f).get("trainer") or {}).get("device") != "cuda":
             fail("deploy/k8s/overlays/gpu/recipe.yaml does not set trainer.device: cuda")
-    if resolved(gpu, scratch, "trainer.device=cpu") != want:
+    if yaml.safe_load(resolved(gpu, scratch, "trainer.device=cpu")) != want:
         fail("deploy/k8s/overlays/gpu/recipe.yaml differs from configs/default.yaml in more than trainer.device")
     print("check_manifests: the base and GPU recipes resolve to configs/default.yaml (the GPU one with device cuda)")
 
