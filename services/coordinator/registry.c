@@ -58,6 +58,20 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         refuse(c, m, reason, NULL);
         return;
     }
+    if (c->keys.on) {                 /* issue 18: a key registers only as the worker its file names, or a role key
+                                       * (authorized_keys/rollout.pub) as any worker of that role (issue 19: a
+                                       * scaled set of pods shares one Secret) */
+        char name[160] = "";
+        sscanf(m->peer_key, "%159s", name);
+        if (strcmp(name, h->worker_id) && strcmp(name, role_name(h->role))) {
+            snprintf(reason, sizeof reason, "worker id '%s' does not match its CURVE key, which is authorized_keys/%s.pub: "
+                     "each worker registers under the name of its key (dapo-keygen --client NAME; --id NAME), or a "
+                     "role's key (--client %s) as any %s", h->worker_id, name[0] ? name : "?", role_name(h->role),
+                     role_name(h->role));
+            refuse(c, m, reason, NULL);
+            return;
+        }
+    }
     char key[128], mine[160], theirs[160], why[640];
     if (c->engine && c->run_config && h->run_config && h->run_config[0] &&   /* no engine: no run to agree on */
         config_run_keys_diff(c->run_config, h->run_config, key, sizeof key, mine, theirs, sizeof mine)) {
@@ -75,20 +89,6 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
                  c->cfg.num_learners);
         refuse(c, m, why, NULL);
         return;
-    }
-    if (c->keys.on) {                 /* issue 18: a key registers only as the worker its file names, or a role key
-                                       * (authorized_keys/rollout.pub) as any worker of that role (issue 19: a
-                                       * scaled set of pods shares one Secret) */
-        char name[160] = "";
-        sscanf(m->peer_key, "%159s", name);
-        if (strcmp(name, h->worker_id) && strcmp(name, role_name(h->role))) {
-            snprintf(reason, sizeof reason, "worker id '%s' does not match its CURVE key, which is authorized_keys/%s.pub: "
-                     "each worker registers under the name of its key (dapo-keygen --client NAME; --id NAME), or a "
-                     "role's key (--client %s) as any %s", h->worker_id, name[0] ? name : "?", role_name(h->role),
-                     role_name(h->role));
-            refuse(c, m, reason, NULL);
-            return;
-        }
     }
     if (h->config_only) {             /* a probe: the config it asks for, nothing registered */
         send_welcome(c, m, 1, "");
