@@ -205,6 +205,22 @@ static const char *verl_only[] = {
     "data.trust_remote_code", "data.custom_cls.", "data.reward_fn_key",
 };
 
+/* verl keys from verl_only[] that change the algorithm: accepted (and warned) only at the values listed (lower case,
+ * "a|b"), refused otherwise with the reason. */
+static const struct { const char *key, *ok, *why; } verl_fixed[] = {
+    { AR "actor.use_kl_loss", "false|0", "DAPO trains without a KL term (no reference model); set it false or remove "
+                                         "it" },
+    { "algorithm.use_kl_in_reward", "false|0", "DAPO trains without a KL term (no reference model); set it false or "
+                                               "remove it" },
+    { AR "rollout.do_sample", "true|1", "greedy rollouts would make every response of a group the same (no advantage "
+                                        "to learn from); greedy validation is rollout.val_kwargs.do_sample=false" },
+    { AR "actor.shuffle", "false|0", "dapo's mini-batches keep the order the coordinator packed (verl's default)" },
+    { "algorithm.gamma", "1|1.0", "only GAE reads it, and dapo's estimator is grpo (algorithm.adv_estimator)" },
+    { "algorithm.lam", "1|1.0", "only GAE reads it, and dapo's estimator is grpo (algorithm.adv_estimator)" },
+    { AR "actor.optim.lr_warmup_steps_ratio", "0|0.0", "set actor_rollout_ref.actor.optim.lr_warmup_steps (steps) "
+                                                      "instead" },
+};
+
 /* ------------------------------------------------------------------------------------------- helpers */
 
 static const CfgEntry *find_entry(const char *key) {
@@ -593,11 +609,18 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
     if (is_section(key))
         return err_set(err, ERR_INVAL, "%s: %s: expected a mapping, found a scalar ('%s')", where, key, value);
     if (is_verl_only(key)) {
-        /* verl switches that would add a KL term: ignoring `true` would train something else than asked */
-        if ((!strcmp(key, AR "actor.use_kl_loss") || !strcmp(key, "algorithm.use_kl_in_reward")) &&
-            (!strcasecmp(value, "true") || !strcmp(value, "1")))
-            return err_set(err, ERR_UNSUPPORTED, "%s: %s: true is not supported: DAPO trains without a KL term (no "
-                           "reference model); set it false or remove it", where, key);
+        /* verl algorithm keys dapo accepts only at the value that trains what dapo trains: another value would train
+         * something else than asked, so it is refused, naming what dapo has */
+        for (size_t i = 0; i < sizeof verl_fixed / sizeof verl_fixed[0]; i++) {
+            if (strcmp(key, verl_fixed[i].key)) continue;
+            char v[32];
+            snprintf(v, sizeof v, "%s", value);
+            for (char *q = v; *q; q++) *q = (char)(*q >= 'A' && *q <= 'Z' ? *q - 'A' + 'a' : *q);
+            if (enum_index(verl_fixed[i].ok, v) < 0)
+                return err_set(err, ERR_UNSUPPORTED, "%s: %s: %s is not supported: %s", where, key, value,
+                               verl_fixed[i].why);
+            return 0;                                 /* the value dapo trains with: nothing to warn about */
+        }
         log_warn("%s: %s: verl key not used by dapo, ignored (value '%s')", where, key, value);
         return 0;
     }

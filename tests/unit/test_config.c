@@ -118,7 +118,14 @@ static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {"actor_rollout_ref.actor.clip_ratio_high=abc", NULL, "'abc'", "not a number"},
     /* verl switches that would add a KL term are refused when on (false is accepted, with the verl-key warning) */
     {"actor_rollout_ref.actor.use_kl_loss=true", NULL, "use_kl_loss: true is not supported", "without a KL term"},
-    {NULL, "algorithm:\n  use_kl_in_reward: True\n", "use_kl_in_reward: true is not supported", "reference model"},
+    {NULL, "algorithm:\n  use_kl_in_reward: True\n", "use_kl_in_reward: True is not supported", "reference model"},
+    /* verl's algorithm keys on the warning list: only the value dapo trains with (issue 37) */
+    {"actor_rollout_ref.rollout.do_sample=False", NULL, "do_sample: False is not supported", "greedy rollouts"},
+    {"actor_rollout_ref.actor.shuffle=true", NULL, "shuffle: true is not supported", "order the coordinator packed"},
+    {"algorithm.gamma=0.99", NULL, "gamma: 0.99 is not supported", "only GAE reads it"},
+    {"algorithm.lam=0.95", NULL, "lam: 0.95 is not supported", "only GAE reads it"},
+    {"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.1", NULL, "lr_warmup_steps_ratio: 0.1 is not supported",
+     "lr_warmup_steps (steps)"},
     {"actor_rollout_ref.actor.clip_ratio_high=nan", NULL, "'nan'", "not a number"},
     /* trainer.logger: a value verl does not know is refused (verl's other trackers are accepted, see below) */
     {"trainer.logger=[console,tensorbord]", NULL, "trainer.logger: 'tensorbord'", "not a logger verl knows"},
