@@ -80,6 +80,7 @@ static const CfgEntry cfg_table[] = {
     { AR "rollout.temperature",              CFG_FLOAT, 1e-5, 100,  "1.0",     O(temperature), NULL, 0 },
     { AR "rollout.top_p",                    CFG_FLOAT, 0, 1,       "1.0",     O(top_p), NULL, MIN_EXCL },
     { AR "rollout.top_k",                    CFG_INT,   -1, 1e7,    "-1",      O(top_k), NULL, 0 },
+    { AR "rollout.seed",                     CFG_INT,   -1, 2147483647, "-1",  O(rollout_seed), NULL, 0 },
     { AR "rollout.batch_invariant",          CFG_BOOL,  0, 0,       "false",   O(batch_invariant), NULL, 0 },
     { AR "rollout.enable_prefix_caching",    CFG_BOOL,  0, 0,       "true",    O(enable_prefix_caching), NULL, 0 },
     { AR "rollout.max_num_seqs",             CFG_INT,   1, 1e6,     "64",      O(max_num_seqs), NULL, 0 },

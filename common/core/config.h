@@ -80,6 +80,7 @@ typedef struct Config {
     int     rollout_n;
     double  temperature, top_p;
     int     top_k;                    /* -1: off (verl), 0 also means off */
+    int     rollout_seed;             /* verl's rollout.seed (its sampling seed); -1: trainer.seed (dapo's default) */
     bool    batch_invariant;          /* ours: same tokens whatever the batch composition */
     bool    enable_prefix_caching;    /* vLLM's/verl's name: sequences copy a shared prompt prefix's K/V from a running
                                          one instead of computing it (model/generate.h "Prefix sharing") */

@@ -41,6 +41,10 @@ int settings_rollout_corr(const Config *c, RolloutCorrConfig *out, char err[ERR_
                                      err);
 }
 
+uint64_t settings_rollout_seed(const Config *c) {
+    return (uint64_t)(c->rollout_seed >= 0 ? c->rollout_seed : c->trainer_seed);
+}
+
 FilterMetric settings_filter_metric(const Config *c) { return (FilterMetric)c->filter_groups_metric; }
 
 int settings_dataset_options(const Config *c, const Tokenizer *tok, DatasetOptions *o, char err[ERR_LEN]) {

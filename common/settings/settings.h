@@ -27,6 +27,10 @@ void settings_loss_params(const Config *c, LossParams *p);
  * learner divides its logits by the same temperature. */
 void settings_sample_params(const Config *c, int validation, SampleParams *p);
 
+/* The seed of the rollouts' sampling RNG (GenerateGroup.seed; model/sample.h's counter-based draws): verl's
+ * actor_rollout_ref.rollout.seed, or trainer.seed when that is -1 (the default, so runs keep their numbers). */
+uint64_t settings_rollout_seed(const Config *c);
+
 /* Off-policy correction (dapo/rollout_corr.h) from algorithm.rollout_correction.*, actor.use_rollout_log_probs and
  * trainer.staleness: rollout_corr_config_parse's errors (ERR_INVAL naming the key). */
 int settings_rollout_corr(const Config *c, RolloutCorrConfig *out, char err[ERR_LEN]);

@@ -85,7 +85,7 @@ static void send_generate(Coord *c, Group *g, int wi) {
     m.n_prompt_token_ids = (size_t)it->n_ids;
     m.n = (uint32_t)g->n;
     m.sampling = &sp;
-    m.seed = (uint64_t)c->cfg.trainer_seed;
+    m.seed = settings_rollout_seed(&c->cfg);
     m.validation = g->validation;
     WorkerEntry *w = &c->workers[wi];
     if (out_send_item(c, w, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, &m.base, g->id, g->attempt)) return;   /* stays queued */

@@ -138,6 +138,20 @@ static void test_dataset_options(void **state) {
     config_free(&c);
 }
 
+static void test_rollout_seed(void **state) {
+    (void)state;
+    Config c;
+    char err[ERR_LEN];
+    config_defaults(&c);
+    assert_int_equal(settings_rollout_seed(&c), 1);                 /* trainer.seed */
+    assert_int_equal(config_set(&c, "trainer.seed", "7", "test", err), 0);
+    assert_int_equal(settings_rollout_seed(&c), 7);
+    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.seed", "42", "test", err), 0);   /* verl's */
+    assert_int_equal(settings_rollout_seed(&c), 42);
+    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.seed", "-2", "test", err), ERR_INVAL);
+    config_free(&c);
+}
+
 static void test_rollout_corr(void **state) {
     (void)state;
     Config c;
@@ -158,7 +172,7 @@ static void test_rollout_corr(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loss_params),  cmocka_unit_test(test_sample_params), cmocka_unit_test(test_enum_keys),
-        cmocka_unit_test(test_dataset_options), cmocka_unit_test(test_rollout_corr),
+        cmocka_unit_test(test_dataset_options), cmocka_unit_test(test_rollout_corr), cmocka_unit_test(test_rollout_seed),
     };
     return cmocka_run_group_tests_name("settings", tests, NULL, NULL);
 }
