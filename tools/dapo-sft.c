@@ -67,6 +67,7 @@ typedef struct {
     long  steps;
     int   epochs, batch, warmup, eval_every, eval_max, save_every, log_every, resume, schedule_cosine;
     double lr, min_lr_ratio, clip, wd, beta2;
+    double warmup_ratio;   /* warmup < 0: warmup_ratio x the total steps (actor.optim.lr_warmup_steps_ratio, verl) */
     double stop_acc;       /* > 0: stop at the first evaluation whose held-out greedy accuracy reaches it */
     double max_time_s;     /* > 0: stop after the first step that ends this many seconds (wall clock) after the start */
     unsigned long seed;
@@ -375,6 +376,7 @@ static int sft_train(const SftRun *r, char err[ERR_LEN]) {
     CheckpointState st = r->st;
     long per_epoch = (tr.n + o.batch - 1) / o.batch;
     long total = o.steps > 0 ? o.steps : (long)(o.epochs > 0 ? o.epochs : 1) * per_epoch;
+    if (o.warmup < 0) o.warmup = (int)(o.warmup_ratio * (double)total);            /* verl's lr_warmup_steps_ratio */
     AdamWConfig ac = adamw_defaults();
     ac.beta1 = (float)c.adam_beta1;
     ac.beta2 = (float)o.beta2;
@@ -485,7 +487,7 @@ int main(int argc, char **argv) {
         config_free(&c);
         return 0;
     }
-    Opts o = {.batch = 128, .lr = c.lr, .warmup = c.lr_warmup_steps > 0 ? c.lr_warmup_steps : 0,
+    Opts o = {.batch = 128, .lr = c.lr, .warmup = c.lr_warmup_steps, .warmup_ratio = c.lr_warmup_steps_ratio,
               .clip = c.grad_clip, .wd = c.weight_decay, .beta2 = c.adam_beta2, .eval_max = 200, .log_every = 10,
               .min_lr_ratio = c.min_lr_ratio, .seed = (unsigned long)c.trainer_seed,
               .schedule_cosine = c.warmup_style == CFG_WARMUP_COSINE};

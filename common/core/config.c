@@ -68,6 +68,7 @@ static const CfgEntry cfg_table[] = {
     { AR "actor.ppo_max_token_len_per_gpu",  CFG_INT,   1, 1e9,     "22528",   O(ppo_max_token_len_per_gpu), NULL, 0 },
     { AR "actor.optim.lr",                   CFG_FLOAT, 0, 10,      "1e-6",    O(lr), NULL, 0 },
     { AR "actor.optim.lr_warmup_steps",      CFG_INT,   -1, 1e9,    "10",      O(lr_warmup_steps), NULL, 0 },
+    { AR "actor.optim.lr_warmup_steps_ratio", CFG_FLOAT, 0, 1,      "0",       O(lr_warmup_steps_ratio), NULL, 0 },
     { AR "actor.optim.weight_decay",         CFG_FLOAT, 0, 10,      "0.1",     O(weight_decay), NULL, 0 },
     { AR "actor.optim.warmup_style",         CFG_ENUM,  0, 0,       "constant", O(warmup_style), "constant|cosine", 0 },
     { AR "actor.optim.min_lr_ratio",         CFG_FLOAT, 0, 1,       "0.0",     O(min_lr_ratio), NULL, 0 },
@@ -190,7 +191,7 @@ static const char *verl_only[] = {
     AR "rollout.prompt_length", AR "rollout.multi_turn.", AR "rollout.engine_kwargs.",
     AR "actor.strategy", AR "actor.fsdp_config.", AR "actor.ulysses_sequence_parallel_size",
     AR "actor.use_kl_loss", AR "actor.kl_loss_coef", AR "actor.kl_loss_type", AR "actor.use_torch_compile",
-    AR "actor.checkpoint.", AR "actor.optim.total_training_steps", AR "actor.optim.lr_warmup_steps_ratio",
+    AR "actor.checkpoint.", AR "actor.optim.total_training_steps",
     AR "actor.ppo_micro_batch_size", AR "actor.shuffle", AR "actor.clip_ratio", AR "actor.policy_loss.",
     AR "actor.optim.weight_decay_exclude", AR "hybrid_engine",
     AR "model.enable_gradient_checkpointing", AR "model.use_remove_padding", AR "model.override_config.",
@@ -218,8 +219,6 @@ static const struct { const char *key, *ok, *why; } verl_fixed[] = {
     { AR "actor.shuffle", "false|0", "dapo's mini-batches keep the order the coordinator packed (verl's default)" },
     { "algorithm.gamma", "1|1.0", "only GAE reads it, and dapo's estimator is grpo (algorithm.adv_estimator)" },
     { "algorithm.lam", "1|1.0", "only GAE reads it, and dapo's estimator is grpo (algorithm.adv_estimator)" },
-    { AR "actor.optim.lr_warmup_steps_ratio", "0|0.0", "set actor_rollout_ref.actor.optim.lr_warmup_steps (steps) "
-                                                      "instead" },
 };
 
 /* ------------------------------------------------------------------------------------------- helpers */

@@ -69,7 +69,8 @@ typedef struct Config {
     bool    use_dynamic_bsz;
     int     ppo_max_token_len_per_gpu;/* tokens per micro-batch when use_dynamic_bsz */
     double  lr;
-    int     lr_warmup_steps;
+    int     lr_warmup_steps;          /* < 0: lr_warmup_steps_ratio x the run's total steps (verl) */
+    double  lr_warmup_steps_ratio;    /* verl's; used only when lr_warmup_steps < 0 */
     double  weight_decay;
     CfgWarmupStyle warmup_style;      /* constant|cosine */
     double  min_lr_ratio;             /* cosine floor, fraction of lr */

@@ -65,6 +65,7 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->lr = cfg->lr;
     L->min_lr_ratio = cfg->min_lr_ratio;
     L->warmup = cfg->lr_warmup_steps;
+    L->warmup_ratio = cfg->lr_warmup_steps_ratio;
     L->total_steps = cfg->total_training_steps > 0 ? cfg->total_training_steps : 0;   /* 0: the coordinator's (TrainBatch) */
     L->grad_clip = cfg->grad_clip;
     SampleParams sp;                                    /* the rollouts' temperature (> 0: the table checks it) */
@@ -359,8 +360,11 @@ int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]) {
         return 0;
     }
     if (L->grad_clip > 0) model_grads_clip(L->m, L->grad_clip);
-    st->lr = lr_at(L->sched, L->lr, L->steps_done, L->warmup, L->total_steps > 0 ? L->total_steps : 1000000000L,
-                   L->min_lr_ratio);
+    long total = L->total_steps > 0 ? L->total_steps : 1000000000L;
+    /* verl (fsdp_workers: lr_warmup_steps < 0): int(lr_warmup_steps_ratio x total steps); none while the total is
+     * unknown */
+    long warmup = L->warmup >= 0 ? L->warmup : L->total_steps > 0 ? (long)(L->warmup_ratio * (double)L->total_steps) : 0;
+    st->lr = lr_at(L->sched, L->lr, L->steps_done, warmup, total, L->min_lr_ratio);
     int rc = adamw_step(L->m, &L->opt, (float)st->lr, err);
     st->t_opt = clock_s() - t0;
     return rc;

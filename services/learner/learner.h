@@ -63,7 +63,8 @@ struct Learner {
     AdamWConfig  opt;
     LrSchedule   sched;
     double       lr, min_lr_ratio, grad_clip;
-    long         warmup, total_steps;
+    long         warmup, total_steps;   /* warmup < 0: warmup_ratio x total_steps (verl's lr_warmup_steps_ratio) */
+    double       warmup_ratio;
     float        temperature;
     int          micro_bsz, dynamic_bsz, max_tok_micro, ppo_epochs;
     RolloutCorrConfig rc;          /* algorithm.rollout_correction, resolved (rc.bypass: actor.use_rollout_log_probs) */

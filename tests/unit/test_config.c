@@ -124,8 +124,8 @@ static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {"actor_rollout_ref.actor.shuffle=true", NULL, "shuffle: true is not supported", "order the coordinator packed"},
     {"algorithm.gamma=0.99", NULL, "gamma: 0.99 is not supported", "only GAE reads it"},
     {"algorithm.lam=0.95", NULL, "lam: 0.95 is not supported", "only GAE reads it"},
-    {"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.1", NULL, "lr_warmup_steps_ratio: 0.1 is not supported",
-     "lr_warmup_steps (steps)"},
+    {"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=1.5", NULL, "lr_warmup_steps_ratio: 1.5 is out of range",
+     "at most 1"},
     {"actor_rollout_ref.actor.clip_ratio_high=nan", NULL, "'nan'", "not a number"},
     /* trainer.logger: a value verl does not know is refused (verl's other trackers are accepted, see below) */
     {"trainer.logger=[console,tensorbord]", NULL, "trainer.logger: 'tensorbord'", "not a logger verl knows"},

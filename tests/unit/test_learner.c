@@ -768,6 +768,27 @@ static void test_cosine_length_from_coordinator(void **state) {
     learner_close(L);
 }
 
+/* verl's lr_warmup_steps_ratio: with lr_warmup_steps -1 the warm-up is int(ratio x total steps), the total from the
+ * coordinator: ratio 0.5 of 4 steps warms up over 2 (lr 0, then half, then the full rate). */
+static void test_warmup_ratio(void **state) {
+    (void)state;
+    const char *cfg[][2] = {{"actor_rollout_ref.actor.optim.lr_warmup_steps", "-1"},
+                            {"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", "0.5"}};
+    Learner *L = open_learner(cfg, 2, 0, 1, NULL);
+    LearnerResult r;
+    const double want[] = {0, 0.5e-6, 1e-6};
+    for (long step = 1; step <= 3; step++) {
+        Dapo__TrainBatch *tb = make_batch(60 + (uint64_t)step, 4, step, 0, 1, 0, 1);
+        tb->total_training_steps = 4;
+        learner_submit(L, to_owned(tb));
+        assert_int_equal(learner_next(L, &r), 1);
+        assert_false(r.failed);
+        if (fabs(r.st.lr - want[step - 1]) > 1e-15) fail_msg("step %ld: lr %g, want %g", step, r.st.lr, want[step - 1]);
+        learner_result_free(&r);
+    }
+    learner_close(L);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--resume-child")) return resume_child(argv[2]);
     const struct CMUnitTest tests[] = {
@@ -781,6 +802,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_stale_batch_decoupled_loss),
         cmocka_unit_test(test_stale_batch_rejection),
         cmocka_unit_test(test_cosine_length_from_coordinator),
+        cmocka_unit_test(test_warmup_ratio),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
