@@ -188,7 +188,7 @@ static const char *verl_only[] = {
     AR "rollout.log_prob_use_dynamic_bsz", AR "rollout.log_prob_max_token_len_per_gpu",
     AR "rollout.enforce_eager", AR "rollout.free_cache_engine", AR "rollout.calculate_log_probs",
     AR "rollout.dtype", AR "rollout.load_format", AR "rollout.do_sample", AR "rollout.response_length",
-    AR "rollout.prompt_length", AR "rollout.multi_turn.", AR "rollout.engine_kwargs.",
+    AR "rollout.prompt_length", AR "rollout.multi_turn.", AR "rollout.engine_kwargs.", AR "rollout.checkpoint_engine.",
     AR "actor.strategy", AR "actor.fsdp_config.", AR "actor.ulysses_sequence_parallel_size",
     AR "actor.use_kl_loss", AR "actor.kl_loss_coef", AR "actor.kl_loss_type", AR "actor.use_torch_compile",
     AR "actor.checkpoint.", AR "actor.optim.total_training_steps",

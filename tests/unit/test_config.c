@@ -640,8 +640,9 @@ static void test_verl_optim_names(void **state) {
     Config c;
     char err[ERR_LEN];
     const char *a[] = {"actor_rollout_ref.actor.optim.lr_scheduler_type=cosine", "actor_rollout_ref.actor.optim.clip_grad=0.5",
-                       "actor_rollout_ref.actor.optim.betas=[0.9, 0.95]", "+ray_kwargs.ray_init.num_cpus=8"};
-    assert_int_equal(run_cli(&c, a, 4, NULL, err), 0);
+                       "actor_rollout_ref.actor.optim.betas=[0.9, 0.95]", "+ray_kwargs.ray_init.num_cpus=8",
+                       "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=4096"};
+    assert_int_equal(run_cli(&c, a, 5, NULL, err), 0);
     assert_int_equal(c.warmup_style, CFG_WARMUP_COSINE);
     assert_true(c.grad_clip == 0.5 && c.adam_beta1 == 0.9 && c.adam_beta2 == 0.95);
     config_free(&c);
