@@ -65,6 +65,7 @@ static void defer(Svc *s, NetMsg *m) {
 /* Heartbeats and weight requests while the engine computes; work messages wait in `deferred`. */
 static int keepalive(void *ud) {
     Svc *s = ud;
+    if (daemon_stopping()) return ERR_CLOSED;        /* also while the ranks join, before the worker connects */
     if (s->in_keepalive || !s->d.worker) return 0;
     s->in_keepalive = 1;
     char err[ERR_LEN];
@@ -264,6 +265,10 @@ int main(int argc, char **argv) {
                           .curve_server_secret = k->server_secret, .curve_server_public = k->server_public,
                           .curve_public = k->client_public, .curve_secret = k->client_secret};
         if (rc == 0) rc = coll_open_cpu(&co, &s.coll, err);
+        if (rc < 0 && daemon_stopping()) {           /* SIGTERM while the ranks joined: a clean stop */
+            log_info("learner rank %d: stopped while waiting for the other learner ranks", s.d.rank);
+            rc = 1;
+        }
         if (rc == ERR_TIMEOUT) {                     /* a peer is not up (yet): the coordinator decides how long */
             log_warn("%s: exiting with status %d to try again (the coordinator waits up to "
                      "cluster.learner_rejoin_timeout_s for the learners)", err, LEARNER_EXIT_RELOAD);

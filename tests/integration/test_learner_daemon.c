@@ -333,11 +333,27 @@ static void test_two_ranks_and_dead_peer(void **state) {
     assert_true(atoi(out) >= 1);
 }
 
+/* A learner rank waiting for its peers to join (cluster.collective_timeout_s 4 here, 300 by default) stops at once on
+ * SIGTERM, exit 0, instead of waiting out the timeout and asking to be restarted (75). */
+static void test_sigterm_while_ranks_join(void **state) {
+    Fix *f = *state;
+    char coll[64];
+    snprintf(coll, sizeof coll, "tcp://127.0.0.1:%d", tu_free_port());
+    f->pid = start_rank(f, 0, 2, coll);                 /* rank 1 never comes */
+    for (int i = 0; i < 20; i++) fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_UNKNOWN, 50, NULL);   /* its probe */
+    kill(f->pid, SIGTERM);
+    double t0 = clock_s();
+    assert_int_equal(tu_wait(f->pid, 3000), 0);
+    assert_true(clock_s() - t0 < 2);
+    f->pid = -1;
+}
+
 int main(void) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 0);      /* for the spawned tools (deploy/local/env.sh, docs/performance.md) */
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_step_and_weights, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_while_ranks_join, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks_and_dead_peer, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
