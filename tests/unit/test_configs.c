@@ -59,6 +59,23 @@ static void test_dapo_32b_recipe(void **state) {
     config_free(&c);
 }
 
+/* c's resolved YAML (config_print_yaml) equals the file want_path, else the test fails naming what. */
+static void check_resolved(const Config *c, const char *what, const char *want_path) {
+    char *got = NULL;
+    size_t got_len = 0;
+    FILE *m = open_memstream(&got, &got_len);
+    config_print_yaml(c, m);
+    fclose(m);
+    FILE *w = fopen(want_path, "rb");
+    if (!w) fail_msg("%s: missing", want_path);
+    char want[16384];
+    size_t n = fread(want, 1, sizeof want - 1, w);
+    fclose(w);
+    want[n] = 0;
+    if (strcmp(got, want) != 0) fail_msg("%s resolves otherwise than %s:\n%s", what, want_path, got);
+    free(got);
+}
+
 /* Each ablation row names the row before as its base (`defaults:`) and holds only its change; each resolves to the
  * YAML its whole-file copy resolved to before (tests/data/configs/ablation/<row>.resolved.yaml, from
  * `dapo-coordinator --config configs/ablation/<row>.yaml --print-config` at the commit before; a key added to the
@@ -77,31 +94,37 @@ static void test_ablation_rows_resolve_as_before(void **state) {
         int rc = config_load_file(&c, g.gl_pathv[i], err);
         if (!rc) rc = config_validate(&c, err);
         if (rc) fail_msg("%s: %s", g.gl_pathv[i], err);
-        char *got = NULL;
-        size_t got_len = 0;
-        FILE *m = open_memstream(&got, &got_len);
-        config_print_yaml(&c, m);
-        fclose(m);
         const char *base = strrchr(g.gl_pathv[i], '/') + 1;
         snprintf(want_path, sizeof want_path, "%s/tests/data/configs/ablation/%.*s.resolved.yaml", tu_root(),
                  (int)(strlen(base) - 5), base);
-        FILE *w = fopen(want_path, "rb");
-        if (!w) fail_msg("%s: missing", want_path);
-        char want[8192];
-        size_t n = fread(want, 1, sizeof want - 1, w);
-        fclose(w);
-        want[n] = 0;
-        if (strcmp(got, want) != 0) fail_msg("%s resolves otherwise than %s:\n%s", g.gl_pathv[i], want_path, got);
-        free(got);
+        check_resolved(&c, g.gl_pathv[i], want_path);
         config_free(&c);
     }
     globfree(&g);
+}
+
+/* make run's config (configs/default.yaml) resolves to the committed copy (tests/data/configs/default.resolved.yaml):
+ * a default that changes in the table (issue 37's defaults policy) cannot change the main job without this file
+ * changing in the same commit. */
+static void test_default_run_resolves_as_committed(void **state) {
+    (void)state;
+    Config c;
+    char err[ERR_LEN] = "", path[600], want_path[700];
+    snprintf(path, sizeof path, "%s/configs/default.yaml", tu_root());
+    snprintf(want_path, sizeof want_path, "%s/tests/data/configs/default.resolved.yaml", tu_root());
+    config_defaults(&c);
+    int rc = config_load_file(&c, path, err);
+    if (!rc) rc = config_validate(&c, err);
+    if (rc) fail_msg("%s: %s", path, err);
+    check_resolved(&c, path, want_path);
+    config_free(&c);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_config_validates),
         cmocka_unit_test(test_ablation_rows_resolve_as_before),
+        cmocka_unit_test(test_default_run_resolves_as_committed),
         cmocka_unit_test(test_dapo_32b_recipe),
     };
     return cmocka_run_group_tests_name("configs", tests, NULL, NULL);
