@@ -112,7 +112,7 @@ static const CfgEntry cfg_table[] = {
 
     { "reward_model.reward_manager",         CFG_ENUM,  0, 0,       "dapo",    O(reward_manager), "dapo|naive", 0 },
     { "reward_model.reward_kwargs.max_resp_len", CFG_INT, 0, 1e7,   "0",       O(max_resp_len), NULL, 0 },
-    { "reward_model.overlong_buffer.enable", CFG_BOOL,  0, 0,       "true",    O(overlong_buffer_enable), NULL, 0 },
+    { "reward_model.overlong_buffer.enable", CFG_BOOL,  0, 0,       "false",   O(overlong_buffer_enable), NULL, 0 },
     { "reward_model.overlong_buffer.len",    CFG_INT,   1, 1e7,     "4096",    O(overlong_buffer_len), NULL, 0 },
     { "reward_model.overlong_buffer.penalty_factor", CFG_FLOAT, 0, 1e6, "1.0", O(overlong_penalty_factor), NULL, 0 },
     { "reward_model.timeout_s",              CFG_FLOAT, 0, 3600,    "1.0",     O(reward_timeout_s), NULL, MIN_EXCL },

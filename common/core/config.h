@@ -1,7 +1,9 @@
 /* common/core/config.h: the one configuration table of dapo (docs/design.md §5, docs/conventions.md rule 10).
  *
  * Keys use verl's names where verl has the knob. Defaults are those of verl's DAPO recipe for Qwen2.5-32B
- * (recipe/dapo/test_dapo_qwen2.5_32b.sh at the docs/design.md commit), plus our own `cluster.*` section.
+ * (recipe/dapo/test_dapo_qwen2.5_32b.sh at the docs/design.md commit), plus our own `cluster.*` section, except where
+ * they have moved to verl's own defaults (issue 37's defaults policy, listed in docs/design.md §5):
+ * reward_model.overlong_buffer.enable (false).
  * One table (config.c: cfg_table) serves the YAML file, `key.path=value` overrides and --print-config.
  * Keys verl has but dapo does not use are accepted with a warning; unknown keys, wrong types and
  * out-of-range values are errors naming the key, the value and what is allowed.

@@ -67,7 +67,7 @@ static void live_run(Live *L) {
                     a_log, "data.train_batch_size=4", "data.gen_batch_size=6", "trainer.total_epochs=5", "actor_rollout_ref.rollout.n=4",
                     "actor_rollout_ref.actor.ppo_mini_batch_size=2", "trainer.total_training_steps=2",
                     "trainer.test_freq=2", "actor_rollout_ref.rollout.val_kwargs.n=2", "data.max_response_length=64",
-                    "reward_model.overlong_buffer.len=16", "trainer.val_before_train=false", "trainer.save_freq=1",
+                    "reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=16", "trainer.val_before_train=false", "trainer.save_freq=1",
                     "cluster.heartbeat_ms=100", "cluster.lease_timeout_s=5", NULL};
     pid_t coord = tu_spawn(argv, clog);
     snprintf(L->v.endpoint, sizeof L->v.endpoint, "%s", zep);

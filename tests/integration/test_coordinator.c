@@ -72,7 +72,7 @@ static void start_run(Run *r, int mode, const char *extra1, const char *extra2) 
                     "data.train_batch_size=4", "data.gen_batch_size=6", "trainer.total_epochs=5", "actor_rollout_ref.rollout.n=4",
                     "actor_rollout_ref.actor.ppo_mini_batch_size=2", "trainer.total_training_steps=2",
                     "trainer.test_freq=2", "actor_rollout_ref.rollout.val_kwargs.n=2", "data.max_response_length=64",
-                    "reward_model.overlong_buffer.len=16", "cluster.heartbeat_ms=100", "cluster.lease_timeout_s=1.5",
+                    "reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=16", "cluster.heartbeat_ms=100", "cluster.lease_timeout_s=1.5",
                     (char *)extra1, (char *)(extra1 ? extra2 : NULL), (char *)(extra1 && extra2 ? g_extra3 : NULL),
                     NULL};
     g_extra3 = NULL;
@@ -367,7 +367,7 @@ static void test_resume_at_epoch_boundary(void **state) {
                     "data.train_batch_size=4", "data.gen_batch_size=6", "trainer.total_epochs=5",
                     "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
                     "trainer.total_training_steps=6", "algorithm.filter_groups.enable=false",
-                    "data.max_response_length=64", "reward_model.overlong_buffer.len=16", "cluster.heartbeat_ms=100",
+                    "data.max_response_length=64", "reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=16", "cluster.heartbeat_ms=100",
                     "cluster.lease_timeout_s=1.5", NULL};
     r2.coord = tu_spawn(argv, log);
     snprintf(coord, sizeof coord, "cluster.coordinator=%s", r2.zep);

@@ -168,7 +168,7 @@ static pid_t start(const char *bin_name, const char *name, const char *extra1, c
     snprintf(a[n++], 640, "cluster.curve.secret_key=%s/%s.key", keys, name);
     const char *fixed[] = {"trainer.total_training_steps=" STEPS, "data.train_batch_size=4", "data.gen_batch_size=6",
                            "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-                           "data.max_response_length=24", "reward_model.overlong_buffer.len=8",
+                           "data.max_response_length=24", "reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=8",
                            "algorithm.filter_groups.enable=false", "trainer.save_freq=1",
                            "trainer.val_before_train=false", "trainer.test_freq=0", "cluster.heartbeat_ms=100",
                            TU_LEASE_ARG, "actor_rollout_ref.rollout.max_num_seqs=8", "cluster.rollout_threads=1",

@@ -42,7 +42,7 @@ static pid_t start_rank(Fix *f, int rank, int world, const char *coll) {
     snprintf(ce, sizeof ce, "cluster.collective=%s", coll ? coll : "tcp://127.0.0.1:1");
     snprintf(id, sizeof id, "learner-test-%d", rank);
     char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-learner"), coord, wb, mp, dd, "cluster.heartbeat_ms=100",
-                    "data.max_prompt_length=8", "data.max_response_length=16", "reward_model.overlong_buffer.len=4",
+                    "data.max_prompt_length=8", "data.max_response_length=16", "reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=4",
                     "actor_rollout_ref.actor.use_dynamic_bsz=false",
                     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "actor_rollout_ref.actor.ppo_epochs=1",
                     "actor_rollout_ref.actor.optim.lr_warmup_steps=-1", "trainer.save_freq=1", "trainer.resume_mode=auto",

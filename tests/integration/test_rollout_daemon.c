@@ -201,7 +201,7 @@ static int setup(void **state) {
     char *argv[] = { (char *)tu_bin(bin, sizeof bin, "dapo-rollout"), coord, weights, model, tokp,
                      "actor_rollout_ref.rollout.max_num_seqs=8", "actor_rollout_ref.rollout.batch_invariant=true",
                      "actor_rollout_ref.rollout.max_num_batched_tokens=16", "data.max_prompt_length=64",
-                     "data.max_response_length=40", "reward_model.overlong_buffer.len=8", "cluster.heartbeat_ms=100", "cluster.rollout_threads=1",
+                     "data.max_response_length=40", "reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=8", "cluster.heartbeat_ms=100", "cluster.rollout_threads=1",
                      "--id", "rollout-test", NULL };
     f->pid = tu_spawn(argv, log);
     *state = f;

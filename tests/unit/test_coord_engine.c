@@ -65,6 +65,7 @@ static Coord *coord_new_with(const char *const *extra) {
     set(c, "actor_rollout_ref.actor.ppo_mini_batch_size", "2");
     set(c, "trainer.total_training_steps", "3");
     set(c, "data.max_response_length", "16");
+    set(c, "reward_model.overlong_buffer.enable", "true");
     set(c, "reward_model.overlong_buffer.len", "4");
     set(c, "trainer.val_before_train", "false");
     set(c, "cluster.num_learners", "2");

@@ -73,6 +73,7 @@ def read_config(d):
         text = open(os.path.join(d, "config.yaml")).read()
     except OSError:
         return out
+    text = re.sub(r"  # [^\n]*", "", text)          # --print-config's "# where it came from" comments
     for key, pat in (("max_response_length", r"\n  max_response_length: (\d+)"),
                      ("buffer", r"\n  overlong_buffer:\n    enable: \w+\n    len: (\d+)"),
                      ("train_batch_size", r"\n  train_batch_size: (\d+)"), ("test_freq", r"\n  test_freq: (\d+)")):
