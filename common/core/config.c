@@ -193,6 +193,7 @@ static const char *verl_only[] = {
     AR "actor.use_kl_loss", AR "actor.kl_loss_coef", AR "actor.kl_loss_type", AR "actor.use_torch_compile",
     AR "actor.checkpoint.", AR "actor.optim.total_training_steps",
     AR "actor.ppo_micro_batch_size", AR "actor.shuffle", AR "actor.clip_ratio", AR "actor.policy_loss.",
+    AR "actor.loss_scale_factor",
     AR "actor.optim.weight_decay_exclude", AR "hybrid_engine",
     AR "model.enable_gradient_checkpointing", AR "model.use_remove_padding", AR "model.override_config.",
     AR "model.external_lib", AR "model.trust_remote_code", AR "model.use_fused_kernels",
@@ -217,6 +218,10 @@ static const struct { const char *key, *ok, *why; } verl_fixed[] = {
     { AR "rollout.do_sample", "true|1", "greedy rollouts would make every response of a group the same (no advantage "
                                         "to learn from); greedy validation is rollout.val_kwargs.do_sample=false" },
     { AR "actor.shuffle", "false|0", "dapo's mini-batches keep the order the coordinator packed (verl's default)" },
+    { AR "actor.policy_loss.loss_mode", "vanilla", "dapo trains verl's vanilla policy loss (decoupled clip-higher and "
+                                                    "dual clip); gspo, cispo, sapo, geo_mean, ... are not implemented yet" },
+    { AR "actor.loss_scale_factor", "|null|none|~", "dapo divides seq-mean-token-sum-norm by data.max_response_length "
+                                                    "(verl's null)" },
     { "algorithm.gamma", "1|1.0", "only GAE reads it, and dapo's estimator is grpo (algorithm.adv_estimator)" },
     { "algorithm.lam", "1|1.0", "only GAE reads it, and dapo's estimator is grpo (algorithm.adv_estimator)" },
 };
