@@ -337,6 +337,8 @@ static void test_two_ranks_and_dead_peer(void **state) {
  * SIGTERM, exit 0, instead of waiting out the timeout and asking to be restarted (75). */
 static void test_sigterm_while_ranks_join(void **state) {
     Fix *f = *state;
+    kill(f->pid, SIGKILL);                              /* the fixture's single rank is not used here */
+    tu_wait(f->pid, 2000);
     char coll[64];
     snprintf(coll, sizeof coll, "tcp://127.0.0.1:%d", tu_free_port());
     f->pid = start_rank(f, 0, 2, coll);                 /* rank 1 never comes */
