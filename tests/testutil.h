@@ -39,7 +39,34 @@ static inline const char *tu_bin(char *buf, size_t n, const char *name) {
 }
 
 /* A TCP port that was free a moment ago on 127.0.0.1. */
+static inline int tu_port_bindable(int port) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                            .sin_port = htons((uint16_t)port)};
+    int ok = s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+    if (s >= 0) close(s);
+    return ok;
+}
+
+/* A loopback TCP port nothing listens on now, chosen below the kernel's ephemeral range (ip_local_port_range): a port
+ * the kernel hands out (bind to 0) can be taken again as the source port of any outgoing connection (ZeroMQ's
+ * reconnects) before the daemon that was given it binds it — a test then fails with EADDRINUSE. Random in
+ * [20000, low), never one this process handed out lately; the kernel's choice when none is found. */
 static inline int tu_free_port(void) {
+    static int recent[64], n_recent;
+    static unsigned seed;
+    int low = 32768;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) { if (fscanf(f, "%d", &low) != 1) low = 32768; fclose(f); }
+    if (!seed) seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    for (int tries = 0; low > 20100 && tries < 500; tries++) {
+        seed = seed * 1103515245u + 12345u;
+        int port = 20000 + (int)((seed >> 8) % (unsigned)(low - 20000)), seen = 0;
+        for (int i = 0; i < n_recent && i < 64; i++) seen |= recent[i] == port;
+        if (seen || !tu_port_bindable(port)) continue;
+        recent[n_recent++ % 64] = port;
+        return port;
+    }
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
