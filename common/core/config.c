@@ -518,21 +518,35 @@ static int is_section(const char *key) {
 
 static void print_value(const CfgEntry *e, const Config *c, FILE *f);
 
-/* 1 when a and b hold the same value for e (as printed). */
-static int same_value(const CfgEntry *e, const Config *a, const Config *b) {
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    FILE *fx = open_memstream(&x, &nx), *fy = open_memstream(&y, &ny);
-    if (!fx || !fy) DIE("open_memstream: out of memory");
-    print_value(e, a, fx);
-    print_value(e, b, fy);
-    fclose(fx);
-    fclose(fy);
-    int same = !strcmp(x, y);
-    free(x);
-    free(y);
-    return same;
+/* Entry e's value in c as print_value writes it: xmalloc'd text (caller xfrees). */
+static char *value_text(const CfgEntry *e, const Config *c) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) DIE("open_memstream: out of memory");
+    print_value(e, c, f);
+    if (fclose(f)) DIE("open_memstream: out of memory");
+    char *text = xstrdup(buf);
+    free(buf);
+    return text;
 }
+
+/* Whether value, parsed as entry e, differs from e's value in c (compared as printed): 1 differs, 0 the same, or
+ * apply's error for a value e cannot take (err set). *now (may be NULL): c's value as text (xmalloc'd). */
+static int differs(const Config *c, const CfgEntry *e, const char *value, const char *where, char **now,
+                   char err[ERR_LEN]) {
+    Config t;
+    config_defaults(&t);
+    int rc = apply(&t, e, value, where, err);
+    char *mine = value_text(e, c), *theirs = rc ? NULL : value_text(e, &t);
+    if (!rc) rc = strcmp(mine, theirs) != 0;
+    config_free(&t);
+    xfree(theirs);
+    if (now) *now = mine;
+    else xfree(mine);
+    return rc;
+}
+
 
 static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]);
 
@@ -575,6 +589,13 @@ static int source_of(Config *c, const char *where) {
     return CFG_SRC_FILE + c->nfiles++;
 }
 
+/* Row row was set from `where` in spelling `spelling` (set_key, walk's lists). */
+static void mark_set(Config *c, size_t row, int spelling, const char *where) {
+    c->user_set[row] = 1;
+    c->spelling[row] = (unsigned char)spelling;
+    c->source[row] = (unsigned char)source_of(c, where);
+}
+
 static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]) {
     if (!strcmp(key, AR "actor.optim.betas")) return set_betas(c, value, where, err);
     int spelling;
@@ -582,31 +603,16 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
     if (e) {
         size_t row = (size_t)(e - cfg_table);
         if (c->user_set[row] && c->spelling[row] != spelling) {   /* one setting, two spellings: they must agree */
-            Config t;
-            config_defaults(&t);
-            int rc = apply(&t, e, value, where, err);
-            int same = !rc && same_value(e, c, &t);
-            config_free(&t);
-            if (rc) return rc;
-            if (!same) {
-                char *now = NULL;
-                size_t n = 0;
-                FILE *f = open_memstream(&now, &n);
-                if (!f) DIE("open_memstream: out of memory");
-                print_value(e, c, f);
-                fclose(f);
-                rc = err_set(err, ERR_INVAL, "%s: %s=%s and %s=%s are one setting (verl's two spellings) set to different "
-                             "values: keep one", where, key, value, spelling_name(e, c->spelling[row]), now);
-                free(now);
-                return rc;
-            }
+            char *now = NULL;
+            int d = differs(c, e, value, where, &now, err);
+            if (d == 1)
+                d = err_set(err, ERR_INVAL, "%s: %s=%s and %s=%s are one setting (verl's two spellings) set to different "
+                            "values: keep one", where, key, value, spelling_name(e, c->spelling[row]), now);
+            xfree(now);
+            if (d) return d;
         }
         int rc = apply(c, e, value, where, err);
-        if (!rc) {
-            c->user_set[row] = 1;
-            c->spelling[row] = (unsigned char)spelling;
-            c->source[row] = (unsigned char)source_of(c, where);
-        }
+        if (!rc) mark_set(c, row, spelling, where);
         return rc;
     }
     if (is_section(key) && strcmp(where, "command line") == 0)
@@ -646,29 +652,12 @@ static int unset_key(Config *c, const char *key, const char *value, char err[ERR
                        s ? s : "", s ? "'?)" : "");
     }
     if (value) {
-        Config t;
-        config_defaults(&t);
-        char terr[ERR_LEN];
-        int rc = apply(&t, e, value, "command line", terr);
-        char *mine = NULL, *want = NULL;
-        size_t n1 = 0, n2 = 0;
-        FILE *f1 = open_memstream(&mine, &n1), *f2 = open_memstream(&want, &n2);
-        if (!f1 || !f2) DIE("open_memstream: out of memory");
-        print_value(e, c, f1);
-        if (!rc) print_value(e, &t, f2);
-        fclose(f1);
-        fclose(f2);
-        int same = !rc && !strcmp(mine, want);
-        config_free(&t);
-        if (!same) {
-            rc = err_set(err, ERR_INVAL, "command line: ~%s=%s: the key is %s, not that value (Hydra deletes only a "
-                         "matching value; ~%s alone restores the default)", key, value, mine, key);
-            free(mine);
-            free(want);
-            return rc;
-        }
-        free(mine);
-        free(want);
+        char *now = NULL, terr[ERR_LEN];
+        int rc = differs(c, e, value, "command line", &now, terr) ? err_set(err, ERR_INVAL, "command line: ~%s=%s: the "
+                 "key is %s, not that value (Hydra deletes only a matching value; ~%s alone restores the default)", key,
+                 value, now, key) : 0;                /* a value the key cannot take is not its value either */
+        xfree(now);
+        if (rc) return rc;
     }
     char derr[ERR_LEN];
     if (apply(c, e, e->dflt, "defaults", derr)) DIE("config table default is invalid: %s", derr);
@@ -766,9 +755,7 @@ static int walk(Config *c, struct fy_node *map, const char *prefix, const char *
                 if (!s) return err_set(err, ERR_INVAL, "%s: %s: list items must be strings", where, key);
                 list_add(l, s, n);
             }
-            c->user_set[e - cfg_table] = 1;              /* set by this file, like any scalar key */
-            c->spelling[e - cfg_table] = 0;
-            c->source[e - cfg_table] = (unsigned char)source_of(c, where);
+            mark_set(c, (size_t)(e - cfg_table), 0, where);   /* set by this file, like any scalar key */
         } else {
             size_t n;
             const char *s = fy_node_get_scalar(v, &n);
