@@ -53,6 +53,13 @@ static pid_t start_rank(Fix *f, int rank, int world, const char *coll) {
 
 static pid_t start_learner(Fix *f) { return start_rank(f, 0, 1, NULL); }
 
+/* Stops the fixture's single-rank learner, for a test that starts its own ranks. */
+static void stop_fixture_learner(Fix *f) {
+    kill(f->pid, SIGKILL);
+    tu_wait(f->pid, 2000);
+    f->pid = -1;
+}
+
 static void handshake(Fix *f) {
     NetMsg *h = fake_coord_expect(&f->fc, DAPO__MSG_TYPE__MSG_HELLO, 20000, NULL);
     assert_non_null(h);
@@ -290,8 +297,7 @@ static void test_step_and_weights(void **state) {
  * the collective timeout, and says which rank it lost. */
 static void test_two_ranks_and_dead_peer(void **state) {
     Fix *f = *state;
-    kill(f->pid, SIGKILL);                       /* the fixture's single rank is not used here */
-    tu_wait(f->pid, 2000);
+    stop_fixture_learner(f);                     /* the fixture's single rank is not used here */
     char coll[64];
     snprintf(coll, sizeof coll, "tcp://127.0.0.1:%d", tu_free_port());
     pid_t r1 = start_rank(f, 1, 2, coll);
@@ -337,8 +343,7 @@ static void test_two_ranks_and_dead_peer(void **state) {
  * SIGTERM, exit 0, instead of waiting out the timeout and asking to be restarted (75). */
 static void test_sigterm_while_ranks_join(void **state) {
     Fix *f = *state;
-    kill(f->pid, SIGKILL);                              /* the fixture's single rank is not used here */
-    tu_wait(f->pid, 2000);
+    stop_fixture_learner(f);                     /* the fixture's single rank is not used here */
     char coll[64];
     snprintf(coll, sizeof coll, "tcp://127.0.0.1:%d", tu_free_port());
     f->pid = start_rank(f, 0, 2, coll);                 /* rank 1 never comes */

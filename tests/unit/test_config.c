@@ -406,6 +406,19 @@ static void write_text(const char *path, const char *text) {
     fclose(f);
 }
 
+/* Loads the YAML text as a config file into c (defaults first); config_load_file's result. */
+static int load_yaml(Config *c, const char *yaml, char err[ERR_LEN]) {
+    char path[] = "/tmp/dapo-cfg-yaml-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_text(path, yaml);
+    config_defaults(c);
+    int rc = config_load_file(c, path, err);
+    unlink(path);
+    return rc;
+}
+
 /* `defaults:` (docs/design.md §5): bases load first, in order, paths relative to the naming file; the file's own keys
  * win over its bases and a later base over an earlier one; a cycle, a missing base and a bad entry are refused with
  * the file and line. */
@@ -625,18 +638,10 @@ static void test_reward_namespace(void **state) {
     assert_non_null(strstr(err, "allowed: dapo|naive"));
     config_free(&c);
     /* the YAML form of the new namespace */
-    char path[] = "/tmp/dapo-cfg-reward-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    const char *y = "reward:\n  reward_manager: {name: dapo}\n  reward_kwargs:\n    overlong_buffer_cfg: {enable: true, "
-                    "len: 300, penalty_factor: 2.0, log: false}\n";
-    assert_int_equal(write(fd, y, strlen(y)), (ssize_t)strlen(y));
-    close(fd);
-    config_defaults(&c);
-    assert_int_equal(config_load_file(&c, path, err), 0);
+    assert_int_equal(load_yaml(&c, "reward:\n  reward_manager: {name: dapo}\n  reward_kwargs:\n    overlong_buffer_cfg: "
+                               "{enable: true, len: 300, penalty_factor: 2.0, log: false}\n", err), 0);
     assert_true(c.overlong_buffer_len == 300 && c.overlong_penalty_factor == 2.0);
     config_free(&c);
-    unlink(path);
 }
 
 /* verl 0.9's optimizer names: lr_scheduler_type (warmup_style), clip_grad (grad_clip), betas [beta1, beta2] on the
@@ -659,17 +664,10 @@ static void test_verl_optim_names(void **state) {
     const char *d[] = {"actor_rollout_ref.actor.grad_clip=1.0", "actor_rollout_ref.actor.optim.clip_grad=2.0"};
     assert_int_equal(run_cli(&c, d, 2, NULL, err), ERR_INVAL);      /* one setting, two spellings */
     config_free(&c);
-    char path[] = "/tmp/dapo-cfg-optim-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    const char *y = "actor_rollout_ref:\n  actor:\n    optim: {betas: [0.8, 0.99], lr_scheduler_type: constant}\n";
-    assert_int_equal(write(fd, y, strlen(y)), (ssize_t)strlen(y));
-    close(fd);
-    config_defaults(&c);
-    assert_int_equal(config_load_file(&c, path, err), 0);
+    assert_int_equal(load_yaml(&c, "actor_rollout_ref:\n  actor:\n    optim: {betas: [0.8, 0.99], lr_scheduler_type: "
+                               "constant}\n", err), 0);
     assert_true(c.adam_beta1 == 0.8 && c.adam_beta2 == 0.99);
     config_free(&c);
-    unlink(path);
 }
 
 /* --print-config's provenance comments: default, file (the base for a key its base set), command line, coordinator;
@@ -682,13 +680,9 @@ static void test_print_provenance(void **state) {
     snprintf(base, sizeof base, "%s/base.yaml", dir);
     snprintf(top, sizeof top, "%s/top.yaml", dir);
     snprintf(out, sizeof out, "%s/printed.yaml", dir);
-    FILE *f = fopen(base, "w");
-    fputs("data: {train_batch_size: 8, gen_batch_size: 8, train_files: [a.jsonl]}\n"
-          "actor_rollout_ref: {actor: {ppo_mini_batch_size: 8}}\n", f);
-    fclose(f);
-    f = fopen(top, "w");
-    fputs("defaults: [base.yaml]\ndata: {max_prompt_length: 64}\n", f);
-    fclose(f);
+    write_text(base, "data: {train_batch_size: 8, gen_batch_size: 8, train_files: [a.jsonl]}\n"
+                     "actor_rollout_ref: {actor: {ppo_mini_batch_size: 8}}\n");
+    write_text(top, "defaults: [base.yaml]\ndata: {max_prompt_length: 64}\n");
     Config c, back;
     char err[ERR_LEN];
     const char *a[] = {"--config", top, "actor_rollout_ref.rollout.n=4"};
@@ -708,9 +702,7 @@ static void test_print_provenance(void **state) {
     snprintf(want, sizeof want, "  train_files: [\"a.jsonl\"]  # file %s\n", base);
     assert_non_null(strstr(text, want));
     assert_non_null(strstr(text, "    clip_ratio_high: 0.28  # default\n"));
-    f = fopen(out, "w");
-    fputs(text, f);
-    fclose(f);
+    write_text(out, text);
     config_defaults(&back);
     assert_int_equal(config_load_file(&back, out, err), 0);
     char *x = config_run_keys(&c, false, NULL), *y = config_run_keys(&back, false, NULL);

@@ -744,6 +744,20 @@ static void test_stale_batch_rejection(void **state) {
     learner_close(L);
 }
 
+/* Trains step `step` of a run the coordinator says has `total` steps (TrainBatch.total_training_steps) on a fresh
+ * batch (seed) and returns the learning rate the update used. */
+static double lr_of_step(Learner *L, uint64_t seed, long step, uint64_t total) {
+    Dapo__TrainBatch *tb = make_batch(seed, 4, step, 0, 1, 0, 1);
+    tb->total_training_steps = total;
+    learner_submit(L, to_owned(tb));
+    LearnerResult r;
+    assert_int_equal(learner_next(L, &r), 1);
+    assert_false(r.failed);
+    double lr = r.st.lr;
+    learner_result_free(&r);
+    return lr;
+}
+
 /* A decaying schedule without trainer.total_training_steps takes its length from the coordinator (TrainBatch
  * total_training_steps, derived from the data as verl does) instead of 10^9 steps that never decay. */
 static void test_cosine_length_from_coordinator(void **state) {
@@ -752,17 +766,11 @@ static void test_cosine_length_from_coordinator(void **state) {
                             {"actor_rollout_ref.actor.optim.lr_warmup_steps", "0"}};
     Learner *L = open_learner(cfg, 2, 0, 1, NULL);
     assert_true(L->total_steps == 0);
-    LearnerResult r;
     for (long step = 1; step <= 3; step++) {
-        Dapo__TrainBatch *tb = make_batch(40 + (uint64_t)step, 4, step, 0, 1, 0, 1);
-        tb->total_training_steps = 4;
-        learner_submit(L, to_owned(tb));
-        assert_int_equal(learner_next(L, &r), 1);
-        assert_false(r.failed);
+        double lr = lr_of_step(L, 40 + (uint64_t)step, step, 4);
         double want = lr_at(LR_COSINE, 1e-6, step - 1, 0, 4, 0.0);
-        assert_true(fabs(r.st.lr - want) <= 1e-15);
-        if (step == 3) assert_true(r.st.lr < 0.6e-6);       /* 1e-6 * (1 + cos(pi/2)) / 2 = 0.5e-6: decaying */
-        learner_result_free(&r);
+        assert_true(fabs(lr - want) <= 1e-15);
+        if (step == 3) assert_true(lr < 0.6e-6);            /* 1e-6 * (1 + cos(pi/2)) / 2 = 0.5e-6: decaying */
     }
     assert_true(L->total_steps == 4);
     learner_close(L);
@@ -775,16 +783,10 @@ static void test_warmup_ratio(void **state) {
     const char *cfg[][2] = {{"actor_rollout_ref.actor.optim.lr_warmup_steps", "-1"},
                             {"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", "0.5"}};
     Learner *L = open_learner(cfg, 2, 0, 1, NULL);
-    LearnerResult r;
     const double want[] = {0, 0.5e-6, 1e-6};
     for (long step = 1; step <= 3; step++) {
-        Dapo__TrainBatch *tb = make_batch(60 + (uint64_t)step, 4, step, 0, 1, 0, 1);
-        tb->total_training_steps = 4;
-        learner_submit(L, to_owned(tb));
-        assert_int_equal(learner_next(L, &r), 1);
-        assert_false(r.failed);
-        if (fabs(r.st.lr - want[step - 1]) > 1e-15) fail_msg("step %ld: lr %g, want %g", step, r.st.lr, want[step - 1]);
-        learner_result_free(&r);
+        double lr = lr_of_step(L, 60 + (uint64_t)step, step, 4);
+        if (fabs(lr - want[step - 1]) > 1e-15) fail_msg("step %ld: lr %g, want %g", step, lr, want[step - 1]);
     }
     learner_close(L);
 }
