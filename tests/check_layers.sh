@@ -20,7 +20,7 @@ declare -A allow=(
   [net]="net core"
   [io]="io core tokenizer"
   [model]="model core backend io collective"
-  [settings]="settings core dapo model io tokenizer"
+  [settings]="settings core dapo model io tokenizer backend"
 )
 bad=0
 report() { echo "layering: $1"; bad=1; }

@@ -501,7 +501,7 @@ int main(int argc, char **argv) {
                      "model directory, or one with only config.json for a random start");
     else if (!rc && mdir[0] && (stat(mdir, &msb) != 0 || !S_ISDIR(msb.st_mode)))
         rc = err_set(err, ERR_INVAL, "--model: '%s' is not a directory", mdir);
-    const Backend *be = rc ? NULL : backend_select(config_enum_name(&c, "trainer.device"), err);   /* trainer.device, refused here when unusable */
+    const Backend *be = rc ? NULL : settings_backend(&c, err);   /* trainer.device, refused here when unusable */
     if (!rc && !be) { log_error("%s", err); config_free(&c); return 2; }
     if (!rc && be != &backend_cpu && o.val) {          /* evaluation generates with the engine (generate.h) */
         log_error("trainer.device=%s: the held-out evaluation (--val) generates with the rollout engine, which runs on "

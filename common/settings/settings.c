@@ -45,6 +45,10 @@ uint64_t settings_rollout_seed(const Config *c) {
     return (uint64_t)(c->rollout_seed >= 0 ? c->rollout_seed : c->trainer_seed);
 }
 
+const Backend *settings_backend(const Config *c, char err[ERR_LEN]) {
+    return backend_select(c->device == CFG_DEVICE_CUDA ? "cuda" : "cpu", err);
+}
+
 FilterMetric settings_filter_metric(const Config *c) { return (FilterMetric)c->filter_groups_metric; }
 
 int settings_dataset_options(const Config *c, const Tokenizer *tok, DatasetOptions *o, char err[ERR_LEN]) {

@@ -2,11 +2,13 @@
  * (docs/design.md §5). The config table (core/config.h) checks every key's type and range once, when it is read;
  * these functions only carry typed values over into the structs of the modules that use them, so common/dapo,
  * common/model and common/io never read a Config. A layer of its own because core may not include the consumers'
- * headers (tests/check_layers.sh): settings sits above core, dapo, model, io and tokenizer, below the services.
+ * headers (tests/check_layers.sh): settings sits above core, dapo, model, io, tokenizer and backend, below the
+ * services.
  * Not here: what the parameters mean (each consumer's header). */
 #ifndef DAPO_SETTINGS_H
 #define DAPO_SETTINGS_H
 
+#include "backend/backend.h"
 #include "core/config.h"
 #include "core/err.h"
 #include "dapo/filter.h"
@@ -34,6 +36,10 @@ uint64_t settings_rollout_seed(const Config *c);
 /* Off-policy correction (dapo/rollout_corr.h) from algorithm.rollout_correction.*, actor.use_rollout_log_probs and
  * trainer.staleness: rollout_corr_config_parse's errors (ERR_INVAL naming the key). */
 int settings_rollout_corr(const Config *c, RolloutCorrConfig *out, char err[ERR_LEN]);
+
+/* The model backend of trainer.device (backend_select: cuda needs a CUDA build and a visible GPU). NULL with err
+ * naming what is missing. */
+const Backend *settings_backend(const Config *c, char err[ERR_LEN]);
 
 /* Dynamic sampling's metric (dapo/filter.h) from algorithm.filter_groups.metric. */
 FilterMetric settings_filter_metric(const Config *c);

@@ -87,7 +87,7 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     if (need > LEARNER_MAX_ACT_TOKENS) need = LEARNER_MAX_ACT_TOKENS;
     if (need < seq_max) need = seq_max;
     if (need < 16) need = 16;
-    const Backend *be = backend_select(config_enum_name(cfg, "trainer.device"), err);
+    const Backend *be = settings_backend(cfg, err);
     if (!be) { learner_close(L); return NULL; }
     ModelOptions mo = {.max_tokens = (int)need, .train = 1, .backend = be};
     char path[4096];

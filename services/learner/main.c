@@ -20,8 +20,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "backend/backend.h"
 #include "core/log.h"
+#include "settings/settings.h"
 #include "core/threads_env.h"
 #include "model/checkpoint.h"
 #include "learner.h"
@@ -252,7 +252,7 @@ int main(int argc, char **argv) {
     char err[ERR_LEN];
     int rc = daemon_init(&s.d, argc, argv, DAPO__ROLE__ROLE_LEARNER, "learner", err);
     if (rc == 0 && config_is_set(&s.d.cfg, "trainer.device"))      /* its own: refused before the coordinator */
-        rc = backend_select(config_enum_name(&s.d.cfg, "trainer.device"), err) ? 0 : ERR_UNSUPPORTED;
+        rc = settings_backend(&s.d.cfg, err) ? 0 : ERR_UNSUPPORTED;
     if (rc == 0) rc = daemon_take_run_config(&s.d, DAPO__ROLE__ROLE_LEARNER, err);
     if (rc == 1) { config_free(&s.d.cfg); return 0; }
     int W = s.d.cfg.num_learners;

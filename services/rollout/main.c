@@ -28,9 +28,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/backend.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "settings/settings.h"
 #include "core/threads_env.h"
 #include "model/generate.h"
 #include "net/daemon.h"
@@ -365,7 +365,7 @@ static int setup(Rollout *r, const char *load, char err[ERR_LEN]) {
     openblas_set_num_threads(threads);
     const char *dir = load && *load ? load : c->model_path;
     if (!dir || !*dir) return err_set(err, ERR_INVAL, "actor_rollout_ref.model.path is empty (or pass --load DIR)");
-    const Backend *be = backend_select(config_enum_name(c, "trainer.device"), err);
+    const Backend *be = settings_backend(c, err);
     if (!be) return ERR_UNSUPPORTED;
     if (gen_engine_supports(be, err)) return ERR_UNSUPPORTED;     /* before the weights go anywhere */
     ModelOptions mo = { .max_tokens = 1, .backend = be };
@@ -395,7 +395,7 @@ int main(int argc, char **argv) {
     if (take_args(&argc, argv, &load, &r.version)) return 2;
     int rc = daemon_init(&r.d, argc, argv, DAPO__ROLE__ROLE_ROLLOUT, "rollout", err);
     if (rc == 0 && config_is_set(&r.d.cfg, "trainer.device"))      /* its own: refused before the coordinator */
-        rc = backend_select(config_enum_name(&r.d.cfg, "trainer.device"), err) ? 0 : ERR_UNSUPPORTED;
+        rc = settings_backend(&r.d.cfg, err) ? 0 : ERR_UNSUPPORTED;
     if (rc == 0) rc = daemon_take_run_config(&r.d, DAPO__ROLE__ROLE_ROLLOUT, err);
     if (rc == 1) { daemon_close(&r.d, "shutdown"); return 0; }
     if (rc == 0) rc = setup(&r, load, err);
