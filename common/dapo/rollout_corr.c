@@ -106,7 +106,7 @@ static void is_stats(const RolloutCorrConfig *rc, const float *logp, const float
     double sm_max = -INFINITY, sm_min = INFINITY, dev = 0;
     double *sm = xmalloc((size_t)n_seq * sizeof *sm);
     for (int s = 0; s < n_seq; s++) {
-        double ns = 0, ws = 0;
+        double ns = 0, ws = 0, rs = 0;   /* rs: the raw (pre-truncation) weights' sum */
         int changed = 0;
         float S = seg_log_ratio(logp, rlogp, mask, seq_off[s], seq_off[s + 1]);
         if (seq) {
@@ -119,7 +119,7 @@ static void is_stats(const RolloutCorrConfig *rc, const float *logp, const float
             if (mask && !mask[t]) continue;
             float raw = expf(clampf20(seq ? S : logp[t] - rlogp[t]));
             double x = w[t], wc = x < 0 ? 0 : (x > up ? up : x);
-            n += 1; ns += 1; ws += x;
+            n += 1; ns += 1; ws += x; rs += raw;
             sw += wc; sw2 += wc * wc;
             if (!seq) { hi += raw > (float)up; low += raw < (float)lo; }
             if (x > wmax) wmax = x;
@@ -133,8 +133,10 @@ static void is_stats(const RolloutCorrConfig *rc, const float *logp, const float
         if (sm[s] > sm_max) sm_max = sm[s];
         if (sm[s] < sm_min) sm_min = sm[s];
         if (fabs(sm[s] - 1.0) > dev) dev = fabs(sm[s] - 1.0);
-        seq_hi += (float)sm[s] > (float)up;
-        seq_lo += (float)sm[s] < (float)lo;
+        const float raw_mean = (float)rs / ((float)ns + 1e-8f); /* verl 0.9.1: the fractions count raw sequence means
+                                                                  (a mean of capped weights never exceeds the cap) */
+        seq_hi += raw_mean > (float)up;
+        seq_lo += raw_mean < (float)lo;
     }
     const double den = n + 1e-8, mean_c = sw / den;
     st->mean = 0;

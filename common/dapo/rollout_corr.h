@@ -1,7 +1,7 @@
 /* common/dapo/rollout_corr.h: rollout-vs-learner mismatch — the off-policy diagnostics verl logs under
  * rollout_corr/ and the truncated importance-sampling (TIS) weights of verl's rollout correction, which
  * correct the loss for a sampler whose log-probs differ from the learner's (async mode, bf16 rollout).
- * Source: verl verl/trainer/ppo/rollout_corr_helper.py (docs/design.md commit; verl 0.8.0):
+ * Source: verl verl/trainer/ppo/rollout_corr_helper.py (verl 0.9.1):
  * compute_offpolicy_metrics (via compute_rollout_corr_metrics_from_logprobs) and
  * compute_rollout_correction_weights (TIS: "token" or "sequence" level, single upper threshold).
  * With logp = the learner's log-probs (old/recomputed), rlogp = the rollout's, M = mask, per sequence s
@@ -53,7 +53,7 @@ int rollout_corr_is_weights(const float *logp, const float *rlogp, const uint8_t
                             int n_seq, RolloutIsLevel level, double threshold, float *w, char err[ERR_LEN]);
 
 /* ----------------------------------------------------------------------------------------------------------------
- * verl's algorithm.rollout_correction (verl/trainer/config/algorithm.py RolloutCorrectionConfig, verl 0.8.0), resolved.
+ * verl's algorithm.rollout_correction (verl/trainer/config/algorithm.py RolloutCorrectionConfig, verl 0.9.1), resolved.
  * Decoupled mode (bypass 0; AReaL's decoupled PPO): the learner's recompute is the proximal policy, the PPO ratio
  * and clip are taken against it, and the rollout (behaviour) gap is corrected by IS weights pi_prox / pi_rollout
  * (rollout_corr_weights) and/or rejection of tokens / sequences (rollout_corr_reject), once per step.
@@ -101,7 +101,9 @@ int rollout_corr_config_parse(const char *rollout_is, const char *is_threshold, 
 
 /* verl's rollout_is_* metrics (compute_is_metrics; names without the rollout_corr/ prefix). Token level: over the
  * counted tokens of the applied weights (fractions from the raw weights); sequence level: max / min / fractions from
- * the per-sequence log-ratio sums over every segment. seq_*: per-segment masked means of the applied weights. */
+ * the per-sequence log-ratio sums over every segment. seq_*: per-segment masked means of the applied weights, except
+ * seq_fraction_high/low: the fraction of segments whose mean RAW weight is above the upper / below the lower bound
+ * (verl 0.9.1; 0.8.0 took the applied weights' means, whose high fraction is always 0 under truncation). */
 typedef struct {
     double mean, max, min, ratio_fraction_high, ratio_fraction_low, std, eff_sample_size;
     double seq_mean, seq_std, seq_max, seq_min, seq_max_deviation, seq_fraction_high, seq_fraction_low;

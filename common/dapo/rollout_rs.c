@@ -1,5 +1,5 @@
 /* common/dapo/rollout_rs.c: verl's rollout_correction config (parsed and resolved) and its rejection sampling
- * (rollout_corr.h). Source: verl 0.8.0 verl/trainer/ppo/rollout_corr_helper.py (_parse_rollout_is_threshold,
+ * (rollout_corr.h). Source: verl 0.9.1 verl/trainer/ppo/rollout_corr_helper.py (_parse_rollout_is_threshold,
  * _parse_rollout_rs_thresholds, compute_rollout_rejection_mask, compute_rs_metrics) and
  * verl/trainer/config/algorithm.py (RolloutCorrectionConfig). Per-token arithmetic in fp32 like verl's torch code,
  * sums in double. Not here: IS weights and off-policy diagnostics (rollout_corr.c), the loss (loss.c). */
@@ -104,6 +104,10 @@ static int parse_rs(const char *rollout_rs, const char *rs_threshold, RolloutCor
                            k1 ? "a positive ratio bound or 'lower_upper'" : "one positive upper bound");
         o->rs[i].upper = up;
         o->rs[i].lower = k1 ? (lo > 0 ? lo : 1.0 / up) : 0;
+        if (o->rs[i].lower > o->rs[i].upper)          /* verl 0.9.1 refuses it too (an empty kept band) */
+            return err_set(err, ERR_INVAL, "algorithm.rollout_correction.rollout_rs_threshold: '%.*s' for %s: the "
+                           "bounds are %g and %g: need lower <= upper", (int)n, s, rs_names[o->rs[i].opt],
+                           o->rs[i].lower, o->rs[i].upper);
     }
     return 0;
 }

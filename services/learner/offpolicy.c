@@ -1,4 +1,4 @@
-/* services/learner/offpolicy.c: off-policy correction of a step on the learner (offpolicy.h). Formulas: verl 0.8.0
+/* services/learner/offpolicy.c: off-policy correction of a step on the learner (offpolicy.h). Formulas: verl 0.9.1
  * rollout_corr_helper (via dapo/rollout_corr.h); the order of the step (proximal = the recompute at the start of the
  * step, weights and rejection once per step, applied to every epoch) is verl's decoupled mode (ray_trainer:
  * compute_rollout_correction_and_add_to_batch after compute_log_prob).

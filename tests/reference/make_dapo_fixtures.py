@@ -11,9 +11,9 @@ GRPO advantages) computed by verl's OWN functions, imported from the verl packag
 and torch.autograd for d(loss)/d(logp) and d(loss)/d(entropy) of loss = pg_loss - entropy_coeff * entropy_agg
 (verl's actor objective, verl/workers/utils/losses.py ppo_loss).
 
-verl is pinned to 0.8.0 (the release bench/verify uses too; its agg_loss / compute_policy_loss_vanilla /
-compute_grpo_outcome_advantage are identical to 0.7.1's, the first with agg_loss's global batch info; docs/design.md
-names commit b178a3cd of that line). verl's full dependency set is huge (vllm, ray[default], ...), so this
+verl is pinned to 0.9.1 (issue 37; its agg_loss / compute_policy_loss_vanilla / compute_grpo_outcome_advantage give
+the same values as 0.7.1's and 0.8.0's; its rollout_corr_helper counts rollout_is_seq_fraction_high/low from the raw,
+pre-truncation sequence means and refuses k1 bounds with lower > upper, which 0.8.0 did not). verl's full dependency set is huge (vllm, ray[default], ...), so this
 script installs exactly the pins of requirements-verl.txt with --no-deps into ~/.cache/dapo/verl-deps (or $DAPO_VERL_DEPS; outside the repository) and imports from there;
 torch and numpy come from the environment.
 

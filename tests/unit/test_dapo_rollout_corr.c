@@ -327,6 +327,7 @@ static void test_config_parse(void **state) {
         {"tokens", "2.0", "", ""}, {"token", "0", "", ""}, {"token", "3_2", "", ""}, {"token", "x", "", ""},
         {"null", "", "token_k4", "1"}, {"null", "", "token_k2", ""}, {"null", "", "token_k2", "0.5_1"},
         {"null", "", "token_k1,token_k2", "1,2,3"}, {"null", "", "token_k2", "-1"}, {"null", "", ",", "1"},
+        {"null", "", "token_k1", "2_1.5"}, {"null", "", "seq_mean_k1", "0.5"},   /* lower > upper (verl 0.9.1) */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(rollout_corr_config_parse(bad[i][0], bad[i][1], 0, bad[i][2], bad[i][3], 0, "ppo_clip", 0, &rc,
