@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/config.h"
+
 /* cluster.lease_timeout_s for cluster tests that only need a worker's death noticed soon: 1.5 s, and 12 s in an
  * ASan build (GCC and clang define __SANITIZE_ADDRESS__), where one training chunk of the tiny model takes seconds
  * between the learner's heartbeats. */
@@ -28,6 +30,30 @@
 #define TU_LEASE_ARG "cluster.lease_timeout_s=1.5"
 #define TU_SLOW 1
 #endif
+
+/* The values dapo's table had as defaults before issue 37 gave it verl's: DAPO's algorithm (clip-higher 0.28, dual clip
+ * 10, dynamic sampling, the dapo reward manager) and its batch, length, schedule and rollout settings. Tests that start
+ * daemons put TU_DAPO_RECIPE first among their overrides (theirs, later, win), and unit tests that build a Config call
+ * tu_dapo_recipe, so each runs what it ran before; a test that checks a default reads config_defaults directly. */
+#define TU_DAPO_RECIPE \
+    "actor_rollout_ref.actor.clip_ratio_high=0.28", "actor_rollout_ref.actor.clip_ratio_c=10.0", \
+    "algorithm.filter_groups.enable=true", "algorithm.filter_groups.max_num_gen_batches=10", \
+    "reward_model.reward_manager=dapo", "actor_rollout_ref.rollout.seed=-1", \
+    "actor_rollout_ref.rollout.val_kwargs.temperature=1.0", "actor_rollout_ref.rollout.val_kwargs.top_p=0.7", \
+    "actor_rollout_ref.rollout.val_kwargs.do_sample=true", "actor_rollout_ref.actor.optim.weight_decay=0.1", \
+    "actor_rollout_ref.actor.optim.lr_warmup_steps=10", "actor_rollout_ref.actor.use_dynamic_bsz=true", \
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=22528", "actor_rollout_ref.rollout.max_num_batched_tokens=512", \
+    "actor_rollout_ref.rollout.max_num_seqs=64", "trainer.save_freq=5", "trainer.test_freq=5", "trainer.total_epochs=1", \
+    "data.max_prompt_length=2048", "data.max_response_length=20480", "data.train_batch_size=512", \
+    "data.gen_batch_size=1536", "actor_rollout_ref.actor.ppo_mini_batch_size=32"
+
+/* Applies TU_DAPO_RECIPE to c (after config_defaults); aborts the test program on a refused value. */
+static inline void tu_dapo_recipe(Config *c) {
+    static const char *const recipe[] = {TU_DAPO_RECIPE};
+    char err[ERR_LEN];
+    for (size_t i = 0; i < sizeof recipe / sizeof recipe[0]; i++)
+        if (config_override(c, recipe[i], err)) { fprintf(stderr, "TU_DAPO_RECIPE: %s\n", err); abort(); }
+}
 
 static inline const char *tu_build(void) { const char *b = getenv("DAPO_BUILD"); return b && *b ? b : "build"; }
 static inline const char *tu_root(void) { const char *r = getenv("DAPO_ROOT"); return r && *r ? r : "."; }

@@ -1,6 +1,7 @@
 /* common/core/config.c: the config table, the YAML loader (libfyaml), overrides and --print-config.
  * Not here: what each knob does. */
 #include "core/config.h"
+#include "core/config_verl.h"
 #include "core/log.h"
 
 #include <arpa/inet.h>
@@ -22,7 +23,11 @@ typedef enum { CFG_INT, CFG_FLOAT, CFG_BOOL, CFG_STR, CFG_ENUM, CFG_LIST } CfgTy
 
 enum { MIN_EXCL = 1, MAX_EXCL = 2,     /* CfgEntry.flags: exclusive bounds */
        EP_ZMQ = 4,                     /* CFG_STR: a ZeroMQ endpoint (tcp://HOST:PORT, ipc://PATH, inproc://NAME) */
-       EP_HOSTPORT = 8 };              /* CFG_STR: IP:PORT or [IPv6]:PORT (the dashboard's listen address) */
+       EP_HOSTPORT = 8,                /* CFG_STR: IP:PORT or [IPv6]:PORT (the dashboard's listen address) */
+       NULL_DEFAULT = 16,              /* null (YAML null, "null", "~") is verl's "not set": the key keeps its
+                                        * default (or another spelling's value) and counts as not set */
+       NULL_NAN = 32,                  /* CFG_FLOAT: null is kept as NAN (printed null); its consumer resolves it */
+       NULL_ZERO = 64 };               /* CFG_INT: null is 0 (printed null); its consumer resolves it */
 
 typedef struct {
     const char *key;
@@ -39,38 +44,40 @@ typedef struct {
 static const CfgEntry cfg_table[] = {
     { "data.train_files",                    CFG_LIST,  0, 0,       "",        O(train_files), NULL, 0 },
     { "data.val_files",                      CFG_LIST,  0, 0,       "",        O(val_files), NULL, 0 },
-    { "data.train_batch_size",               CFG_INT,   1, 1e6,     "512",     O(train_batch_size), NULL, 0 },
-    { "data.gen_batch_size",                 CFG_INT,   1, 1e7,     "1536",    O(gen_batch_size), NULL, 0 },
-    { "data.max_prompt_length",              CFG_INT,   1, 1e7,     "2048",    O(max_prompt_length), NULL, 0 },
-    { "data.max_response_length",            CFG_INT,   1, 1e7,     "20480",   O(max_response_length), NULL, 0 },
+    { "data.train_batch_size",               CFG_INT,   1, 1e6,     "1024",     O(train_batch_size), NULL, 0 },
+    { "data.gen_batch_size",                 CFG_INT,   0, 1e7,     "null",    O(gen_batch_size), NULL, NULL_ZERO },
+    { "data.max_prompt_length",              CFG_INT,   1, 1e7,     "512",    O(max_prompt_length), NULL, 0 },
+    { "data.max_response_length",            CFG_INT,   1, 1e7,     "512",   O(max_response_length), NULL, 0 },
     { "data.filter_overlong_prompts",        CFG_BOOL,  0, 0,       "false",   O(filter_overlong_prompts), NULL, 0 },
     { "data.truncation",                     CFG_ENUM,  0, 0,       "error",   O(truncation), "error|left|right|middle", 0 },
     { "data.seed",                           CFG_INT,   0, 2147483647, "1",    O(data_seed), NULL, 0 },
     { "data.shuffle",                        CFG_BOOL,  0, 0,       "true",    O(shuffle), NULL, 0 },
-    { "data.tokenizer",                      CFG_STR,   0, 0,       "",        O(tokenizer_path), NULL, 0 },
+    { "data.tokenizer",                      CFG_STR,   0, 0,       "",        O(tokenizer_path), NULL, NULL_DEFAULT },
     { "data.chat_template",                  CFG_ENUM,  0, 0,       "auto",    O(chat_template), "auto|qwen2.5|qwen3|llama3|none", 0 },
     { "data.on_malformed",                   CFG_ENUM,  0, 0,       "skip",    O(on_malformed), "skip|error", 0 },
-    { "data.val_max_samples",                CFG_INT,   -1, 1e9,    "-1",      O(val_max_samples), NULL, 0 },
+    { "data.val_max_samples",                CFG_INT,   -1, 1e9,    "-1",      O(val_max_samples), NULL, NULL_DEFAULT },
 
     { AR "model.path",                       CFG_STR,   0, 0,       "",        O(model_path), NULL, 0 },
+    { AR "model.override_config.max_position_embeddings", CFG_INT, 0, 1e9, "0", O(max_position_embeddings), NULL, 0 },
 
-    { AR "actor.clip_ratio_low",             CFG_FLOAT, 0, 1,       "0.2",     O(clip_ratio_low), NULL, MAX_EXCL },
-    { AR "actor.clip_ratio_high",            CFG_FLOAT, 0, 10,      "0.28",    O(clip_ratio_high), NULL, 0 },
-    { AR "actor.clip_ratio_c",               CFG_FLOAT, 1, 1e9,     "10.0",    O(clip_ratio_c), NULL, MIN_EXCL },
+    { AR "actor.clip_ratio",                 CFG_FLOAT, 0, 1e9,     "0.2",     O(clip_ratio), NULL, 0 },
+    { AR "actor.clip_ratio_low",             CFG_FLOAT, 0, 1e9,     "0.2",     O(clip_ratio_low), NULL, NULL_NAN },
+    { AR "actor.clip_ratio_high",            CFG_FLOAT, 0, 10,      "0.2",    O(clip_ratio_high), NULL, NULL_NAN },
+    { AR "actor.clip_ratio_c",               CFG_FLOAT, 1, 1e9,     "3.0",    O(clip_ratio_c), NULL, MIN_EXCL },
     { AR "actor.loss_agg_mode",              CFG_ENUM,  0, 0,       "token-mean", O(loss_agg_mode),
       "token-mean|seq-mean-token-mean|seq-mean-token-sum|seq-mean-token-sum-norm", 0 },
-    { AR "actor.ppo_mini_batch_size",        CFG_INT,   1, 1e6,     "32",      O(ppo_mini_batch_size), NULL, 0 },
-    { AR "actor.ppo_micro_batch_size_per_gpu", CFG_INT, 1, 1e6,     "4",       O(ppo_micro_batch_size_per_gpu), NULL, 0 },
+    { AR "actor.ppo_mini_batch_size",        CFG_INT,   1, 1e6,     "256",      O(ppo_mini_batch_size), NULL, 0 },
+    { AR "actor.ppo_micro_batch_size_per_gpu", CFG_INT, 1, 1e6,     "4",       O(ppo_micro_batch_size_per_gpu), NULL, NULL_DEFAULT },
     { AR "actor.ppo_epochs",                 CFG_INT,   1, 1000,    "1",       O(ppo_epochs), NULL, 0 },
     { AR "actor.grad_clip",                  CFG_FLOAT, 0, 1e9,     "1.0",     O(grad_clip), NULL, 0 },
     { AR "actor.entropy_coeff",              CFG_FLOAT, -1e3, 1e3,  "0",       O(entropy_coeff), NULL, 0 },
-    { AR "actor.use_dynamic_bsz",            CFG_BOOL,  0, 0,       "true",    O(use_dynamic_bsz), NULL, 0 },
-    { AR "actor.ppo_max_token_len_per_gpu",  CFG_INT,   1, 1e9,     "22528",   O(ppo_max_token_len_per_gpu), NULL, 0 },
+    { AR "actor.use_dynamic_bsz",            CFG_BOOL,  0, 0,       "false",    O(use_dynamic_bsz), NULL, 0 },
+    { AR "actor.ppo_max_token_len_per_gpu",  CFG_INT,   1, 1e9,     "16384",   O(ppo_max_token_len_per_gpu), NULL, 0 },
     { AR "actor.optim.lr",                   CFG_FLOAT, 0, 10,      "1e-6",    O(lr), NULL, 0 },
-    { AR "actor.optim.lr_warmup_steps",      CFG_INT,   -1, 1e9,    "10",      O(lr_warmup_steps), NULL, 0 },
+    { AR "actor.optim.lr_warmup_steps",      CFG_INT,   -1, 1e9,    "-1",      O(lr_warmup_steps), NULL, 0 },
     { AR "actor.optim.lr_warmup_steps_ratio", CFG_FLOAT, 0, 1,      "0",       O(lr_warmup_steps_ratio), NULL, 0 },
-    { AR "actor.optim.weight_decay",         CFG_FLOAT, 0, 10,      "0.1",     O(weight_decay), NULL, 0 },
-    { AR "actor.optim.warmup_style",         CFG_ENUM,  0, 0,       "constant", O(warmup_style), "constant|cosine", 0 },
+    { AR "actor.optim.weight_decay",         CFG_FLOAT, 0, 10,      "0.01",     O(weight_decay), NULL, 0 },
+    { AR "actor.optim.warmup_style",         CFG_ENUM,  0, 0,       "constant", O(warmup_style), "constant|cosine", NULL_DEFAULT },
     { AR "actor.optim.min_lr_ratio",         CFG_FLOAT, 0, 1,       "0.0",     O(min_lr_ratio), NULL, 0 },
     { AR "actor.optim.beta1",                CFG_FLOAT, 0, 1,       "0.9",     O(adam_beta1), NULL, MAX_EXCL },
     { AR "actor.optim.beta2",                CFG_FLOAT, 0, 1,       "0.999",   O(adam_beta2), NULL, MAX_EXCL },
@@ -81,42 +88,42 @@ static const CfgEntry cfg_table[] = {
     { AR "rollout.temperature",              CFG_FLOAT, 1e-5, 100,  "1.0",     O(temperature), NULL, 0 },
     { AR "rollout.top_p",                    CFG_FLOAT, 0, 1,       "1.0",     O(top_p), NULL, MIN_EXCL },
     { AR "rollout.top_k",                    CFG_INT,   -1, 1e7,    "-1",      O(top_k), NULL, 0 },
-    { AR "rollout.seed",                     CFG_INT,   -1, 2147483647, "-1",  O(rollout_seed), NULL, 0 },
+    { AR "rollout.seed",                     CFG_INT,   -1, 2147483647, "42",  O(rollout_seed), NULL, 0 },
     { AR "rollout.batch_invariant",          CFG_BOOL,  0, 0,       "false",   O(batch_invariant), NULL, 0 },
     { AR "rollout.enable_prefix_caching",    CFG_BOOL,  0, 0,       "true",    O(enable_prefix_caching), NULL, 0 },
-    { AR "rollout.max_num_seqs",             CFG_INT,   1, 1e6,     "64",      O(max_num_seqs), NULL, 0 },
+    { AR "rollout.max_num_seqs",             CFG_INT,   1, 1e6,     "256",      O(max_num_seqs), NULL, 0 },
     { AR "rollout.kv_cache_tokens",          CFG_INT,   0, 2147483647, "0",    O(kv_cache_tokens), NULL, 0 },
-    { AR "rollout.max_num_batched_tokens",   CFG_INT,   1, 1e7,     "512",     O(max_num_batched_tokens), NULL, 0 },
+    { AR "rollout.max_num_batched_tokens",   CFG_INT,   1, 1e7,     "8192",     O(max_num_batched_tokens), NULL, 0 },
     { AR "rollout.val_kwargs.n",             CFG_INT,   1, 4096,    "1",       O(val_n), NULL, 0 },
-    { AR "rollout.val_kwargs.temperature",   CFG_FLOAT, 0, 100,     "1.0",     O(val_temperature), NULL, 0 },
-    { AR "rollout.val_kwargs.top_p",         CFG_FLOAT, 0, 1,       "0.7",     O(val_top_p), NULL, MIN_EXCL },
+    { AR "rollout.val_kwargs.temperature",   CFG_FLOAT, 0, 100,     "0",     O(val_temperature), NULL, 0 },
+    { AR "rollout.val_kwargs.top_p",         CFG_FLOAT, 0, 1,       "1.0",     O(val_top_p), NULL, MIN_EXCL },
     { AR "rollout.val_kwargs.top_k",         CFG_INT,   -1, 1e7,    "-1",      O(val_top_k), NULL, 0 },
-    { AR "rollout.val_kwargs.do_sample",     CFG_BOOL,  0, 0,       "true",    O(val_do_sample), NULL, 0 },
+    { AR "rollout.val_kwargs.do_sample",     CFG_BOOL,  0, 0,       "false",    O(val_do_sample), NULL, 0 },
 
     { "algorithm.adv_estimator",             CFG_ENUM,  0, 0,       "grpo",    O(adv_estimator), "grpo", 0 },
     { "algorithm.norm_adv_by_std_in_grpo",   CFG_BOOL,  0, 0,       "true",    O(norm_adv_by_std_in_grpo), NULL, 0 },
-    { "algorithm.filter_groups.enable",      CFG_BOOL,  0, 0,       "true",    O(filter_groups_enable), NULL, 0 },
+    { "algorithm.filter_groups.enable",      CFG_BOOL,  0, 0,       "false",    O(filter_groups_enable), NULL, 0 },
     { "algorithm.filter_groups.metric",      CFG_ENUM,  0, 0,       "acc",     O(filter_groups_metric),
       "acc|score|seq_reward|seq_final_reward", 0 },
-    { "algorithm.filter_groups.max_num_gen_batches", CFG_INT, -1e6, 1e6, "10", O(max_num_gen_batches), NULL, 0 },
+    { "algorithm.filter_groups.max_num_gen_batches", CFG_INT, -1e6, 1e6, "0", O(max_num_gen_batches), NULL, 0 },
     { "algorithm.filter_groups.streaming",   CFG_BOOL,  0, 0,       "false",   O(filter_groups_streaming), NULL, 0 },
     { "algorithm.overlong_filtering",        CFG_BOOL,  0, 0,       "false",   O(overlong_filtering), NULL, 0 },
 
     { "algorithm.rollout_correction.rollout_is", CFG_STR, 0, 0,   "auto",    O(rc_rollout_is), NULL, 0 },
     { "algorithm.rollout_correction.rollout_is_threshold", CFG_STR, 0, 0, "2.0", O(rc_is_threshold), NULL, 0 },
     { "algorithm.rollout_correction.rollout_is_batch_normalize", CFG_BOOL, 0, 0, "false", O(rc_is_batch_normalize), NULL, 0 },
-    { "algorithm.rollout_correction.rollout_rs", CFG_STR, 0, 0,   "",        O(rc_rollout_rs), NULL, 0 },
-    { "algorithm.rollout_correction.rollout_rs_threshold", CFG_STR, 0, 0, "", O(rc_rs_threshold), NULL, 0 },
+    { "algorithm.rollout_correction.rollout_rs", CFG_STR, 0, 0,   "",        O(rc_rollout_rs), NULL, NULL_DEFAULT },
+    { "algorithm.rollout_correction.rollout_rs_threshold", CFG_STR, 0, 0, "", O(rc_rs_threshold), NULL, NULL_DEFAULT },
     { "algorithm.rollout_correction.bypass_mode", CFG_BOOL, 0, 0,  "false",   O(rc_bypass_mode), NULL, 0 },
     { "algorithm.rollout_correction.loss_type", CFG_ENUM, 0, 0,   "ppo_clip", O(rc_loss_type), "ppo_clip|reinforce", 0 },
 
-    { "reward_model.reward_manager",         CFG_ENUM,  0, 0,       "dapo",    O(reward_manager), "dapo|naive", 0 },
+    { "reward_model.reward_manager",         CFG_ENUM,  0, 0,       "naive",    O(reward_manager), "dapo|naive", NULL_DEFAULT },
     { "reward_model.reward_kwargs.max_resp_len", CFG_INT, 0, 1e7,   "0",       O(max_resp_len), NULL, 0 },
     { "reward_model.overlong_buffer.enable", CFG_BOOL,  0, 0,       "false",   O(overlong_buffer_enable), NULL, 0 },
     { "reward_model.overlong_buffer.len",    CFG_INT,   1, 1e7,     "4096",    O(overlong_buffer_len), NULL, 0 },
     { "reward_model.overlong_buffer.penalty_factor", CFG_FLOAT, 0, 1e6, "1.0", O(overlong_penalty_factor), NULL, 0 },
     { "reward_model.timeout_s",              CFG_FLOAT, 0, 3600,    "1.0",     O(reward_timeout_s), NULL, MIN_EXCL },
-    { "reward_model.num_workers",            CFG_INT,   1, 4096,    "4",       O(reward_num_workers), NULL, 0 },
+    { "reward_model.num_workers",            CFG_INT,   1, 4096,    "4",       O(reward_num_workers), NULL, NULL_DEFAULT },
     { "reward_model.error_score",            CFG_FLOAT, -1e6, 1e6,  "-1.0",    O(reward_error_score), NULL, 0 },
     { "reward_model.worker_memory_mb",       CFG_INT,   0, 1e8,     "4096",    O(reward_worker_memory_mb), NULL, 0 },
     { "reward_model.remote.url",             CFG_STR,   0, 0,       "",        O(remote_url), NULL, 0 },
@@ -124,24 +131,24 @@ static const CfgEntry cfg_table[] = {
     { "reward_model.remote.max_retries",     CFG_INT,   0, 100,     "3",       O(remote_max_retries), NULL, 0 },
     { "reward_model.remote.retry_backoff_s", CFG_FLOAT, 0, 600,     "0.5",     O(remote_retry_backoff_s), NULL, 0 },
     { "reward_model.remote.batch_size",      CFG_INT,   1, 256,     "16",      O(remote_batch_size), NULL, 0 },
-    { "custom_reward_function.path",         CFG_STR,   0, 0,       "",        O(custom_reward_path), NULL, 0 },
-    { "custom_reward_function.name",         CFG_STR,   0, 0,       "compute_score", O(custom_reward_name), NULL, 0 },
+    { "custom_reward_function.path",         CFG_STR,   0, 0,       "",        O(custom_reward_path), NULL, NULL_DEFAULT },
+    { "custom_reward_function.name",         CFG_STR,   0, 0,       "compute_score", O(custom_reward_name), NULL, NULL_DEFAULT },
     { "custom_reward_function.python",       CFG_STR,   0, 0,       "python3", O(custom_reward_python), NULL, 0 },
 
     { "trainer.logger",                      CFG_LIST,  0, 0,       "console", O(logger), NULL, 0 },
     { "trainer.project_name",                CFG_STR,   0, 0,       "dapo",    O(project_name), NULL, 0 },
     { "trainer.experiment_name",             CFG_STR,   0, 0,       "default", O(experiment_name), NULL, 0 },
-    { "trainer.total_epochs",                CFG_INT,   1, 1e6,     "1",       O(total_epochs), NULL, 0 },
-    { "trainer.total_training_steps",        CFG_INT,   -1, 1e9,    "-1",      O(total_training_steps), NULL, 0 },
-    { "trainer.save_freq",                   CFG_INT,   -1, 1e9,    "5",       O(save_freq), NULL, 0 },
-    { "trainer.test_freq",                   CFG_INT,   -1, 1e9,    "5",       O(test_freq), NULL, 0 },
+    { "trainer.total_epochs",                CFG_INT,   1, 1e6,     "30",       O(total_epochs), NULL, 0 },
+    { "trainer.total_training_steps",        CFG_INT,   -1, 1e9,    "-1",      O(total_training_steps), NULL, NULL_DEFAULT },
+    { "trainer.save_freq",                   CFG_INT,   -1, 1e9,    "-1",       O(save_freq), NULL, 0 },
+    { "trainer.test_freq",                   CFG_INT,   -1, 1e9,    "-1",       O(test_freq), NULL, 0 },
     { "trainer.device",                      CFG_ENUM,  0, 0,       "cpu",     O(device), "cpu|cuda", 0 },
     { "trainer.default_local_dir",           CFG_STR,   0, 0,       "checkpoints", O(default_local_dir), NULL, 0 },
     { "trainer.resume_mode",                 CFG_ENUM,  0, 0,       "auto",    O(resume_mode), "auto|disable|resume_path", 0 },
-    { "trainer.resume_from_path",            CFG_STR,   0, 0,       "",        O(resume_from_path), NULL, 0 },
+    { "trainer.resume_from_path",            CFG_STR,   0, 0,       "",        O(resume_from_path), NULL, NULL_DEFAULT },
     { "trainer.val_before_train",            CFG_BOOL,  0, 0,       "true",    O(val_before_train), NULL, 0 },
     { "trainer.val_only",                    CFG_BOOL,  0, 0,       "false",   O(val_only), NULL, 0 },
-    { "trainer.max_actor_ckpt_to_keep",      CFG_INT,   -1, 1e6,    "-1",      O(max_actor_ckpt_to_keep), NULL, 0 },
+    { "trainer.max_actor_ckpt_to_keep",      CFG_INT,   -1, 1e6,    "-1",      O(max_actor_ckpt_to_keep), NULL, NULL_DEFAULT },
     { "trainer.staleness",                   CFG_INT,   0, 1,       "0",       O(staleness), NULL, 0 },
     { "trainer.seed",                        CFG_INT,   0, 2147483647, "1",    O(trainer_seed), NULL, 0 },
 
@@ -179,53 +186,6 @@ static const CfgEntry cfg_table[] = {
 #define NCFG (sizeof cfg_table / sizeof cfg_table[0])
 _Static_assert(NCFG <= sizeof(((Config *)0)->user_set), "Config.user_set needs a slot per cfg_table row");
 
-/* Keys (or subtrees, ending in '.') that verl has and dapo does not use: accepted with a warning so a verl
- * recipe moves over unchanged. */
-static const char *verl_only[] = {
-    AR "rollout.name", AR "rollout.mode", AR "rollout.gpu_memory_utilization",
-    AR "rollout.tensor_model_parallel_size", AR "rollout.enable_chunked_prefill",
-    AR "rollout.log_prob_micro_batch_size_per_gpu",
-    AR "rollout.log_prob_use_dynamic_bsz", AR "rollout.log_prob_max_token_len_per_gpu",
-    AR "rollout.enforce_eager", AR "rollout.free_cache_engine", AR "rollout.calculate_log_probs",
-    AR "rollout.dtype", AR "rollout.load_format", AR "rollout.do_sample", AR "rollout.response_length",
-    AR "rollout.prompt_length", AR "rollout.multi_turn.", AR "rollout.engine_kwargs.", AR "rollout.checkpoint_engine.",
-    AR "actor.strategy", AR "actor.fsdp_config.", AR "actor.ulysses_sequence_parallel_size",
-    AR "actor.use_kl_loss", AR "actor.kl_loss_coef", AR "actor.kl_loss_type", AR "actor.use_torch_compile",
-    AR "actor.checkpoint.", AR "actor.optim.total_training_steps",
-    AR "actor.ppo_micro_batch_size", AR "actor.shuffle", AR "actor.clip_ratio", AR "actor.policy_loss.",
-    AR "actor.loss_scale_factor",
-    AR "actor.optim.weight_decay_exclude", AR "hybrid_engine",
-    AR "model.enable_gradient_checkpointing", AR "model.use_remove_padding", AR "model.override_config.",
-    AR "model.external_lib", AR "model.trust_remote_code", AR "model.use_fused_kernels",
-    AR "ref.", "critic.", "custom_reward_function.reward_kwargs.", "ray_init.",
-    "algorithm.use_kl_in_reward", "algorithm.kl_ctrl.", "algorithm.kl_penalty", "algorithm.gamma", "algorithm.lam",
-    "reward_model.enable", "reward_model.reward_kwargs.", "reward.reward_kwargs.", "ray_kwargs.",
-    "reward_model.overlong_buffer.log",
-    "trainer.n_gpus_per_node",
-    "trainer.nnodes", "trainer.log_val_generations", "trainer.balance_batch", "trainer.critic_warmup",
-    "trainer.del_local_ckpt_after_load", "trainer.hdfs_dir",
-    "data.prompt_key", "data.return_raw_chat", "data.return_raw_input_ids", "data.dataloader_num_workers",
-    "data.trust_remote_code", "data.custom_cls.", "data.reward_fn_key",
-};
-
-/* verl keys from verl_only[] that change the algorithm: accepted (and warned) only at the values listed (lower case,
- * "a|b"), refused otherwise with the reason. */
-static const struct { const char *key, *ok, *why; } verl_fixed[] = {
-    { AR "actor.use_kl_loss", "false|0", "DAPO trains without a KL term (no reference model); set it false or remove "
-                                         "it" },
-    { "algorithm.use_kl_in_reward", "false|0", "DAPO trains without a KL term (no reference model); set it false or "
-                                               "remove it" },
-    { AR "rollout.do_sample", "true|1", "greedy rollouts would make every response of a group the same (no advantage "
-                                        "to learn from); greedy validation is rollout.val_kwargs.do_sample=false" },
-    { AR "actor.shuffle", "false|0", "dapo's mini-batches keep the order the coordinator packed (verl's default)" },
-    { AR "actor.policy_loss.loss_mode", "vanilla", "dapo trains verl's vanilla policy loss (decoupled clip-higher and "
-                                                    "dual clip); gspo, cispo, sapo, geo_mean, ... are not implemented yet" },
-    { AR "actor.loss_scale_factor", "|null|none|~", "dapo divides seq-mean-token-sum-norm by data.max_response_length "
-                                                    "(verl's null)" },
-    { "algorithm.gamma", "1|1.0", "only GAE reads it, and dapo's estimator is grpo (algorithm.adv_estimator)" },
-    { "algorithm.lam", "1|1.0", "only GAE reads it, and dapo's estimator is grpo (algorithm.adv_estimator)" },
-};
-
 /* ------------------------------------------------------------------------------------------- helpers */
 
 static const CfgEntry *find_entry(const char *key) {
@@ -240,6 +200,12 @@ static const CfgEntry *find_entry(const char *key) {
 static const struct { const char *alias, *key; } cfg_alias[] = {
     { AR "actor.optim.lr_scheduler_type",                    AR "actor.optim.warmup_style" },   /* verl 0.9's name */
     { AR "actor.optim.clip_grad",                            AR "actor.grad_clip" },            /* verl 0.9's name */
+    { AR "rollout.prompt_length",                            "data.max_prompt_length" },        /* verl copies them */
+    { AR "rollout.response_length",                          "data.max_response_length" },
+    { AR "model.tokenizer_path",                             "data.tokenizer" },
+    { "reward.num_workers",                                  "reward_model.num_workers" },
+    { "reward.custom_reward_function.path",                  "custom_reward_function.path" },
+    { "reward.custom_reward_function.name",                  "custom_reward_function.name" },
     { "reward.reward_manager.name",                          "reward_model.reward_manager" },
     { "reward_model.reward_manager.name",                    "reward_model.reward_manager" },
     { "reward.reward_kwargs.max_resp_len",                   "reward_model.reward_kwargs.max_resp_len" },
@@ -264,15 +230,6 @@ static const CfgEntry *find_spelling(const char *key, int *spelling) {
 
 static const char *spelling_name(const CfgEntry *e, int spelling) {
     return spelling ? cfg_alias[spelling - 1].alias : e->key;
-}
-
-static int is_verl_only(const char *key) {
-    for (size_t i = 0; i < sizeof verl_only / sizeof verl_only[0]; i++) {
-        size_t n = strlen(verl_only[i]);
-        if (verl_only[i][n - 1] == '.' ? strncmp(key, verl_only[i], n) == 0 : strcmp(key, verl_only[i]) == 0)
-            return 1;
-    }
-    return 0;
 }
 
 /* Levenshtein distance, capped: only used to suggest a key for a typo. */
@@ -421,9 +378,16 @@ static int endpoint_check(const CfgEntry *e, const char *v, const char *where, c
 }
 
 /* Parses `value` for entry e and stores it into c. Lists take "a,b" or "[a, b]". */
+/* YAML's null (a file's null, ~ or empty value reaches set_key as "") and Hydra's ("null", "~"). */
+static bool is_null_text(const char *value) {
+    return !value[0] || !strcmp(value, "~") || !strcmp(value, "null");
+}
+
 static int apply(Config *c, const CfgEntry *e, const char *value, const char *where, char err[ERR_LEN]) {
     char *field = (char *)c + e->off;
     char rng[96];
+    if (e->flags & NULL_NAN && is_null_text(value)) { *(double *)field = NAN; return 0; }
+    if (e->flags & NULL_ZERO && is_null_text(value)) { *(int *)field = 0; return 0; }
     switch (e->type) {
     case CFG_INT: {
         char *end;
@@ -511,9 +475,7 @@ static int is_section(const char *key) {
     size_t n = strlen(key);
     for (size_t i = 0; i < NCFG; i++)
         if (strncmp(cfg_table[i].key, key, n) == 0 && cfg_table[i].key[n] == '.') return 1;
-    for (size_t i = 0; i < sizeof verl_only / sizeof verl_only[0]; i++)
-        if (strncmp(verl_only[i], key, n) == 0 && verl_only[i][n] == '.') return 1;
-    return 0;
+    return config_verl_is_section(key);
 }
 
 static void print_value(const CfgEntry *e, const Config *c, FILE *f);
@@ -590,10 +552,34 @@ static int source_of(Config *c, const char *where) {
 }
 
 /* Row row was set from `where` in spelling `spelling` (set_key, walk's lists). */
+/* Row e back to its default, not set (Hydra's ~key; verl's null for a NULL_DEFAULT row). */
+static void restore_default(Config *c, const CfgEntry *e) {
+    char derr[ERR_LEN];
+    if (apply(c, e, e->dflt, "defaults", derr)) DIE("config table default is invalid: %s", derr);
+    c->user_set[e - cfg_table] = 0;
+    c->spelling[e - cfg_table] = 0;
+    c->source[e - cfg_table] = CFG_SRC_DEFAULT;
+}
+
 static void mark_set(Config *c, size_t row, int spelling, const char *where) {
     c->user_set[row] = 1;
     c->spelling[row] = (unsigned char)spelling;
     c->source[row] = (unsigned char)source_of(c, where);
+}
+
+/* A verl key with a rule and no table row (config_verl.h): a fixed algorithm key is accepted silently at a value dapo
+ * trains with and refused at any other, naming why; a refused one always; the others are ignored with a warning. */
+static int verl_key(const VerlKey *vk, const char *key, const char *value, const char *where, char err[ERR_LEN]) {
+    if (vk->kind == VERL_REFUSED)
+        return err_set(err, ERR_UNSUPPORTED, "%s: %s=%s: not implemented: %s", where, key, value, vk->why);
+    if (vk->kind == VERL_FIXED) {
+        if (config_verl_value_ok(vk, value)) return 0;      /* the value dapo trains with: nothing to warn about */
+        return err_set(err, ERR_UNSUPPORTED, "%s: %s: %s is not supported (dapo accepts %s): %s", where, key,
+                       value[0] ? value : "null", vk->ok, vk->why);
+    }
+    log_warn("%s: %s: verl key not used by dapo, ignored (value '%s'; %s: %s)", where, key, value,
+             config_verl_kind_text(vk->kind), vk->why);
+    return 0;
 }
 
 static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]) {
@@ -602,6 +588,11 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
     const CfgEntry *e = find_spelling(key, &spelling);
     if (e) {
         size_t row = (size_t)(e - cfg_table);
+        if (e->flags & NULL_DEFAULT && is_null_text(value)) {      /* verl's null: not set (the other spelling's
+                                                                       value, if one set it, stands) */
+            if (!(c->user_set[row] && c->spelling[row] != spelling)) restore_default(c, e);
+            return 0;
+        }
         if (c->user_set[row] && c->spelling[row] != spelling) {   /* one setting, two spellings: they must agree */
             char *now = NULL;
             int d = differs(c, e, value, where, &now, err);
@@ -619,22 +610,8 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
         return err_set(err, ERR_INVAL, "%s: '%s' is a section, not a key: set %s.KEY=VALUE", where, key, key);
     if (is_section(key))
         return err_set(err, ERR_INVAL, "%s: %s: expected a mapping, found a scalar ('%s')", where, key, value);
-    if (is_verl_only(key)) {
-        /* verl algorithm keys dapo accepts only at the value that trains what dapo trains: another value would train
-         * something else than asked, so it is refused, naming what dapo has */
-        for (size_t i = 0; i < sizeof verl_fixed / sizeof verl_fixed[0]; i++) {
-            if (strcmp(key, verl_fixed[i].key)) continue;
-            char v[32];
-            snprintf(v, sizeof v, "%s", value);
-            for (char *q = v; *q; q++) *q = (char)(*q >= 'A' && *q <= 'Z' ? *q - 'A' + 'a' : *q);
-            if (enum_index(verl_fixed[i].ok, v) < 0)
-                return err_set(err, ERR_UNSUPPORTED, "%s: %s: %s is not supported: %s", where, key, value,
-                               verl_fixed[i].why);
-            return 0;                                 /* the value dapo trains with: nothing to warn about */
-        }
-        log_warn("%s: %s: verl key not used by dapo, ignored (value '%s')", where, key, value);
-        return 0;
-    }
+    const VerlKey *vk = config_verl_key(key);
+    if (vk) return verl_key(vk, key, value, where, err);
     const char *s = suggest(key);
     return err_set(err, ERR_NOTFOUND, "%s: unknown key '%s'%s%s%s", where, key,
                    s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
@@ -645,7 +622,7 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
 static int unset_key(Config *c, const char *key, const char *value, char err[ERR_LEN]) {
     int spelling;
     const CfgEntry *e = find_spelling(key, &spelling);
-    if (!e && is_verl_only(key)) return 0;
+    if (!e && config_verl_key(key)) return 0;
     if (!e) {
         const char *s = suggest(key);
         return err_set(err, ERR_NOTFOUND, "command line: ~%s: unknown key%s%s%s", key, s ? " (did you mean '" : "",
@@ -659,11 +636,7 @@ static int unset_key(Config *c, const char *key, const char *value, char err[ERR
         xfree(now);
         if (rc) return rc;
     }
-    char derr[ERR_LEN];
-    if (apply(c, e, e->dflt, "defaults", derr)) DIE("config table default is invalid: %s", derr);
-    c->user_set[e - cfg_table] = 0;
-    c->spelling[e - cfg_table] = 0;
-    c->source[e - cfg_table] = CFG_SRC_DEFAULT;
+    restore_default(c, e);
     (void)spelling;
     return 0;
 }
@@ -742,7 +715,11 @@ static int walk(Config *c, struct fy_node *map, const char *prefix, const char *
             if (rc) return rc;
         } else if (fy_node_is_sequence(v)) {
             const CfgEntry *e = find_entry(key);
-            if (!e && is_verl_only(key)) { log_warn("%s: %s: verl key not used by dapo, ignored", where, key); continue; }
+            const VerlKey *vk = e ? NULL : config_verl_key(key);
+            if (vk && (vk->kind == VERL_FIXED || vk->kind == VERL_REFUSED))
+                return err_set(err, ERR_UNSUPPORTED, "%s: %s: a list is not supported: %s", where, key, vk->why);
+            if (vk) { log_warn("%s: %s: verl key not used by dapo, ignored (%s: %s)", where, key,
+                               config_verl_kind_text(vk->kind), vk->why); continue; }
             if (!e) return set_key(c, key, "", where, err);
             if (e->type != CFG_LIST) return err_set(err, ERR_INVAL, "%s: %s: a list is not allowed here", where, key);
             StrList *l = (StrList *)((char *)c + e->off);
@@ -981,6 +958,10 @@ static int valid_identifier(const char *s) {
     return 1;
 }
 
+int config_gen_batch_size(const Config *c) {
+    return c->gen_batch_size ? c->gen_batch_size : c->train_batch_size;
+}
+
 int config_validate(const Config *c, char err[ERR_LEN]) {
     if (config_is_set(c, AR "actor.use_rollout_log_probs") && config_is_set(c, "algorithm.rollout_correction.bypass_mode") &&
         c->use_rollout_log_probs != c->rc_bypass_mode)
@@ -1010,7 +991,7 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
         return err_set(err, ERR_INVAL,
                        "reward_model.overlong_buffer.len: %d must be less than data.max_response_length (%d)",
                        c->overlong_buffer_len, c->max_response_length);
-    if (c->gen_batch_size < c->train_batch_size && !c->filter_groups_enable)
+    if (config_gen_batch_size(c) < c->train_batch_size && !c->filter_groups_enable)
         return err_set(err, ERR_INVAL, "data.gen_batch_size: %d is less than data.train_batch_size (%d)",
                        c->gen_batch_size, c->train_batch_size);
     if (c->ppo_mini_batch_size > c->train_batch_size)
@@ -1061,11 +1042,14 @@ static void print_quoted(const char *s, FILE *f) {
 static void print_value(const CfgEntry *e, const Config *c, FILE *f) {
     const char *field = (const char *)c + e->off;
     switch (e->type) {
-    case CFG_INT: fprintf(f, "%d", *(const int *)field); break;
+    case CFG_INT:
+        if (e->flags & NULL_ZERO && !*(const int *)field) fputs("null", f);
+        else fprintf(f, "%d", *(const int *)field);
+        break;
     case CFG_FLOAT: {                      /* the shortest text that reads back to the same double */
         double v = *(const double *)field;
-        char buf[40];
-        for (int prec = 10; prec <= 17; prec++) {
+        char buf[40] = "null";                                 /* NULL_NAN's null */
+        for (int prec = 10; prec <= 17 && !isnan(v); prec++) {
             snprintf(buf, sizeof buf, "%.*g", prec, v);
             if (strtod(buf, NULL) == v) break;
         }
@@ -1257,6 +1241,26 @@ void config_usage_print(FILE *f, const char *prog, const char *extra) {
             base, syn ? " " : "", syn, extra, nl ? nl + 1 : "", nl ? "\n" : "");
 }
 
+bool config_key_implemented(const char *key) {
+    int spelling;
+    return find_spelling(key, &spelling) != NULL || !strcmp(key, AR "actor.optim.betas");   /* betas: set_betas */
+}
+
+int config_override(Config *c, const char *arg, char err[ERR_LEN]) {
+    /* Hydra's override grammar, as verl's scripts write it: key=value, +key=value (add), ++key=value (add or
+     * override): all three set the key here; ~key or ~key=value (delete): back to its default */
+    int del = arg[0] == '~';
+    const char *k = arg + (del ? 1 : arg[0] == '+' ? (arg[1] == '+' ? 2 : 1) : 0);
+    const char *eq = strchr(k, '=');
+    if (k[0] == '-' || k[0] == '+' || k[0] == '~' || !((eq && eq > k) || (del && !eq && k[0]))) return 1;
+    char key[256];
+    size_t kn = eq ? (size_t)(eq - k) : strlen(k);
+    if (kn >= sizeof key) return err_set(err, ERR_INVAL, "command line: key too long: %s", arg);
+    memcpy(key, k, kn);
+    key[kn] = 0;
+    return del ? unset_key(c, key, eq ? eq + 1 : NULL, err) : set_key(c, key, eq + 1, "command line", err);
+}
+
 int config_from_cli(Config *c, int *argc, char **argv, int *print_config, char err[ERR_LEN]) {
     config_defaults(c);
     if (print_config) *print_config = CONFIG_PRINT_NONE;
@@ -1279,21 +1283,9 @@ int config_from_cli(Config *c, int *argc, char **argv, int *print_config, char e
             if (print_config) *print_config = a[14] ? CONFIG_PRINT_LOCAL : CONFIG_PRINT_ALL;
             continue;
         }
-        /* Hydra's override grammar, as verl's scripts write it: key=value, +key=value (add), ++key=value (add or
-         * override): all three set the key here; ~key or ~key=value (delete): back to its default */
-        int del = a[0] == '~';
-        const char *k = a + (del ? 1 : a[0] == '+' ? (a[1] == '+' ? 2 : 1) : 0);
-        const char *eq = strchr(k, '=');
-        if (k[0] != '-' && k[0] != '+' && k[0] != '~' && ((eq && eq > k) || (del && !eq && k[0]))) {
-            char key[256];
-            size_t kn = eq ? (size_t)(eq - k) : strlen(k);
-            if (kn >= sizeof key) return err_set(err, ERR_INVAL, "command line: key too long: %s", a);
-            memcpy(key, k, kn);
-            key[kn] = 0;
-            rc = del ? unset_key(c, key, eq ? eq + 1 : NULL, err) : set_key(c, key, eq + 1, "command line", err);
-            if (rc) return rc;
-            continue;
-        }
+        rc = config_override(c, a, err);
+        if (rc < 0) return rc;
+        if (rc == 0) continue;
         argv[out++] = argv[i];
     }
     argv[out] = NULL;

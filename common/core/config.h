@@ -1,12 +1,12 @@
 /* common/core/config.h: the one configuration table of dapo (docs/design.md §5, docs/conventions.md rule 10).
  *
- * Keys use verl's names where verl has the knob. Defaults are those of verl's DAPO recipe for Qwen2.5-32B
- * (recipe/dapo/test_dapo_qwen2.5_32b.sh at the docs/design.md commit), plus our own `cluster.*` section, except where
- * they have moved to verl's own defaults (issue 37's defaults policy, listed in docs/design.md §5):
- * reward_model.overlong_buffer.enable (false).
+ * Keys use verl's names where verl has the knob, and defaults are verl 0.9.1's (issue 37's policy) except those listed
+ * with their reasons in tests/unit/test_config_verl.c (dapo_defaults; docs/design.md §5): the configs that train DAPO
+ * set DAPO's values (configs/default.yaml, gsm8k.yaml, dapo-qwen2.5-32b.yaml).
  * One table (config.c: cfg_table) serves the YAML file, `key.path=value` overrides and --print-config.
- * Keys verl has but dapo does not use are accepted with a warning; unknown keys, wrong types and
- * out-of-range values are errors naming the key, the value and what is allowed.
+ * verl's keys without a row have a rule in config_verl.h (ignored with a reason, or accepted only at the value dapo
+ * trains with); unknown keys, wrong types and out-of-range values are errors naming the key, the value and what is
+ * allowed.
  * Each issue that adds a knob adds a field here and a row to cfg_table.
  * Not here: the meaning of the knobs (each consumer documents its own). */
 #ifndef DAPO_CONFIG_H
@@ -45,7 +45,7 @@ typedef struct Config {
     /* data.* */
     StrList train_files, val_files;
     int     train_batch_size;         /* prompts (groups) per training step */
-    int     gen_batch_size;           /* prompts drawn per generation round */
+    int     gen_batch_size;           /* prompts drawn per generation round; 0 (null): train_batch_size */
     int     max_prompt_length;        /* tokens */
     int     max_response_length;      /* tokens, = rollout max_tokens, EOS included */
     bool    filter_overlong_prompts;
@@ -59,9 +59,14 @@ typedef struct Config {
 
     /* actor_rollout_ref.model.* */
     char   *model_path;
+    int     max_position_embeddings;  /* verl's model.override_config.max_position_embeddings: 0, config.json's. Read
+                                         by no computation: dapo's RoPE (default, llama3) does not use it, and dapo's
+                                         context is data.max_prompt_length + max_response_length (vLLM's check of it
+                                         against max_model_len has no counterpart) */
 
     /* actor_rollout_ref.actor.* */
-    double  clip_ratio_low, clip_ratio_high, clip_ratio_c;
+    double  clip_ratio;               /* verl's: the clip range where clip_ratio_low / _high are null */
+    double  clip_ratio_low, clip_ratio_high, clip_ratio_c;   /* low / high: NAN when null (settings_loss_params) */
     CfgLossAgg loss_agg_mode;         /* token-mean|seq-mean-token-mean|seq-mean-token-sum|seq-mean-token-sum-norm */
     int     ppo_mini_batch_size;      /* prompts per mini-batch (x n responses) */
     int     ppo_micro_batch_size_per_gpu; /* sequences per micro-batch */
@@ -229,6 +234,9 @@ int config_logger_known(const char *name);
 /* True when trainer.logger lists name. */
 bool config_has_logger(const Config *c, const char *name);
 
+/* Prompts per generation round: data.gen_batch_size, or data.train_batch_size where it is null (0; verl's default). */
+int config_gen_batch_size(const Config *c);
+
 /* Cross-key checks run after all sources are applied (e.g. overlong buffer shorter than the response). */
 int config_validate(const Config *c, char err[ERR_LEN]);
 
@@ -278,6 +286,14 @@ void config_usage_print(FILE *f, const char *prog, const char *extra);
  * left in argv (compacted; *argc updated) for the caller. Defaults are applied here. Returns 0 or
  * ERR_INVAL/ERR_IO with a message in err; on error c still holds valid (partial) values to free.
  * `--help` / `-h` is not handled here: every program checks config_help_wanted first and prints its usage. */
+/* One command-line override as config_from_cli applies it (key=value, +key=value, ++key=value, ~key, ~key=value):
+ * 0 applied, 1 when arg is not an override (a flag, a file name: left to the caller), or the key's error (< 0). */
+int config_override(Config *c, const char *arg, char err[ERR_LEN]);
+
+/* A key dapo implements: a row of the table or another spelling of one (verl's names; config_verl.h has the rules for
+ * verl's other keys). */
+bool config_key_implemented(const char *key);
+
 enum { CONFIG_PRINT_NONE, CONFIG_PRINT_ALL, CONFIG_PRINT_LOCAL };   /* config_from_cli's *print_config */
 int config_from_cli(Config *c, int *argc, char **argv, int *print_config, char err[ERR_LEN]);
 

@@ -1,6 +1,7 @@
 /* common/settings/settings.c: the adapters from the config to each consumer's parameters (see settings.h). */
 #include "settings/settings.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "tokenizer/chat.h"
@@ -18,8 +19,8 @@ _Static_assert((int)CFG_TRUNC_ERROR == DATA_TRUNC_ERROR && (int)CFG_TRUNC_LEFT =
 
 void settings_loss_params(const Config *c, LossParams *p) {
     loss_params_default(p);
-    p->clip_ratio_low = c->clip_ratio_low;
-    p->clip_ratio_high = c->clip_ratio_high;
+    p->clip_ratio_low = isnan(c->clip_ratio_low) ? c->clip_ratio : c->clip_ratio_low;     /* verl: null -> clip_ratio */
+    p->clip_ratio_high = isnan(c->clip_ratio_high) ? c->clip_ratio : c->clip_ratio_high;
     p->clip_ratio_c = c->clip_ratio_c;
     p->entropy_coeff = c->entropy_coeff;
     p->agg = (LossAggMode)c->loss_agg_mode;

@@ -56,11 +56,11 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
      * dataloader yielding whole batches of gen_batch_size prompts (drop_last); the lr schedule and "the last step"
      * (its checkpoint and validation) use it; the data may run out before it when groups are filtered */
     e->total_steps = c->cfg.total_training_steps > 0 ? c->cfg.total_training_steps
-                   : (long)(e->train.n / (size_t)c->cfg.gen_batch_size) * c->cfg.total_epochs;
+                   : (long)(e->train.n / (size_t)config_gen_batch_size(&c->cfg)) * c->cfg.total_epochs;
     if (e->total_steps <= 0)       /* verl would train nothing; we train until the data runs out (no schedule length) */
         log_warn("data.train_files: %zu usable prompts are fewer than data.gen_batch_size (%d): no step count can be "
                  "derived; training runs until the data is used up (set trainer.total_training_steps for a decaying "
-                 "lr schedule)", e->train.n, c->cfg.gen_batch_size);
+                 "lr schedule)", e->train.n, config_gen_batch_size(&c->cfg));
     e->snap = (EngineSnapshot){.next_group_id = 1, .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
     log_info("data: %zu train prompts (%zu malformed, %zu filtered as overlong), %zu validation prompts; "
              "stop ids %d", e->train.n, e->train.n_malformed, e->train.n_filtered, e->val.n, e->n_stop);

@@ -44,7 +44,7 @@ static void start_round(Coord *c) {
     Engine *e = c->engine;
     e->round++;
     e->round_first = e->ngroups;
-    for (int i = 0; i < c->cfg.gen_batch_size; i++) {
+    for (int i = 0; i < config_gen_batch_size(&c->cfg); i++) {
         long order;
         int item = draw_prompt(c, &order);
         if (item < 0) break;

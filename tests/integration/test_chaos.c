@@ -61,7 +61,7 @@ static void cfg_args(const Run *r, json_t *argv, int steps) {
     snprintf(b, sizeof b, "cluster.num_learners=%d", g_learners); json_array_append_new(argv, json_string(b));
     json_array_append_new(argv, json_string("cluster.collective_timeout_s=20"));
     snprintf(b, sizeof b, "trainer.total_training_steps=%d", steps); json_array_append_new(argv, json_string(b));
-    const char *fixed[] = {"data.train_batch_size=4", "data.gen_batch_size=6", "actor_rollout_ref.rollout.n=4",
+    const char *fixed[] = {TU_DAPO_RECIPE, "data.train_batch_size=4", "data.gen_batch_size=6", "actor_rollout_ref.rollout.n=4",
                            "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.max_response_length=24",
                            "reward_model.overlong_buffer.len=8", "algorithm.filter_groups.enable=false",
                            "trainer.save_freq=1", "trainer.val_before_train=true", "trainer.test_freq=4",

@@ -58,7 +58,7 @@ static int setup(void **state) {
     snprintf(bind, sizeof bind, "cluster.bind=%s", c.zep);
     snprintf(http, sizeof http, "cluster.http=127.0.0.1:%d", c.hport);
     snprintf(log, sizeof log, "%s/coordinator.log", c.logdir);
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), bind, http, "cluster.heartbeat_ms=100",
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), TU_DAPO_RECIPE, bind, http, "cluster.heartbeat_ms=100",
                     "cluster.lease_timeout_s=1.5", NULL};
     c.coord = tu_spawn(argv, log);
     c.rollout = start(&c, "dapo-rollout", "rollout-0");
@@ -157,7 +157,7 @@ static void test_print_config_and_bad_overrides(void **state) {
     for (int i = 0; i < 4; i++) {
         snprintf(cmd, sizeof cmd, "%s --print-config 2>&1", tu_bin(bin, sizeof bin, names[i]));
         assert_int_equal(tu_run(cmd, out, sizeof out), 0);
-        assert_non_null(strstr(out, "    clip_ratio_high: 0.28  # default\n"));   /* with where it came from */
+        assert_non_null(strstr(out, "    clip_ratio_high: 0.2  # default\n"));    /* with where it came from */
     }
     snprintf(cmd, sizeof cmd, "%s --config %s/configs/default.yaml actor_rollout_ref.rollout.n=4 --print-config 2>&1",
              tu_bin(bin, sizeof bin, "dapo-coordinator"), tu_root());

@@ -63,7 +63,7 @@ static void live_run(Live *L) {
     snprintf(a_dir, sizeof a_dir, "trainer.default_local_dir=%s/ckpt", L->dir);
     snprintf(a_log, sizeof a_log, "cluster.event_log=%s", L->log);
     snprintf(clog, sizeof clog, "%s/coordinator.log", L->dir);
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), a_bind, a_http, a_train, a_val, a_tok, a_dir,
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), TU_DAPO_RECIPE, a_bind, a_http, a_train, a_val, a_tok, a_dir,
                     a_log, "data.train_batch_size=4", "data.gen_batch_size=6", "trainer.total_epochs=5", "actor_rollout_ref.rollout.n=4",
                     "actor_rollout_ref.actor.ppo_mini_batch_size=2", "trainer.total_training_steps=2",
                     "trainer.test_freq=2", "actor_rollout_ref.rollout.val_kwargs.n=2", "data.max_response_length=64",

@@ -68,7 +68,7 @@ static void start_run(Run *r, int mode, const char *extra1, const char *extra2) 
     snprintf(a_tok, sizeof a_tok, "data.tokenizer=%s/data/tokenizers/qwen3", tu_root());
     snprintf(a_dir, sizeof a_dir, "trainer.default_local_dir=%s/ckpt", r->dir);
     snprintf(log, sizeof log, "%s/coordinator.log", r->dir);
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), a_bind, a_http, a_train, a_val, a_tok, a_dir,
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), TU_DAPO_RECIPE, a_bind, a_http, a_train, a_val, a_tok, a_dir,
                     "data.train_batch_size=4", "data.gen_batch_size=6", "trainer.total_epochs=5", "actor_rollout_ref.rollout.n=4",
                     "actor_rollout_ref.actor.ppo_mini_batch_size=2", "trainer.total_training_steps=2",
                     "trainer.test_freq=2", "actor_rollout_ref.rollout.val_kwargs.n=2", "data.max_response_length=64",
@@ -362,7 +362,7 @@ static void test_resume_at_epoch_boundary(void **state) {
     snprintf(log, sizeof log, "%s/coordinator-resumed.log", r2.dir);
     char a_val[320];
     snprintf(a_val, sizeof a_val, "data.val_files=%s/toy.jsonl", r2.dir);
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), a_bind, a_http, a_train, a_tok, a_dir, a_val,
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), TU_DAPO_RECIPE, a_bind, a_http, a_train, a_tok, a_dir, a_val,
                     "trainer.test_freq=2", "actor_rollout_ref.rollout.val_kwargs.n=2",
                     "data.train_batch_size=4", "data.gen_batch_size=6", "trainer.total_epochs=5",
                     "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
@@ -566,7 +566,7 @@ static void test_second_coordinator_same_dir_refused(void **state) {
     snprintf(a_train, sizeof a_train, "data.train_files=%s/toy.jsonl", r.dir);
     snprintf(a_tok, sizeof a_tok, "data.tokenizer=%s/data/tokenizers/qwen3", tu_root());
     snprintf(log, sizeof log, "%s/coordinator-second.log", r.dir);
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), a_http, a_bind, a_dir, a_train, a_tok, NULL};
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-coordinator"), TU_DAPO_RECIPE, a_http, a_bind, a_dir, a_train, a_tok, NULL};
     char lock[400];
     snprintf(lock, sizeof lock, "%s/ckpt/coordinator.lock", r.dir);
     struct stat sb;

@@ -147,8 +147,8 @@ static void test_refusal_rules(void **state) {
 /* ------------------------------------------------------------------------------------------------ the cluster */
 
 static pid_t start(const char *bin_name, const char *name, const char *extra1, const char *extra2) {
-    static char a[48][640];
-    char *argv[56], bin[300], log[500];
+    static char a[80][640];
+    char *argv[88], bin[300], log[500];
     int k = 0, n = 0;
     argv[k++] = (char *)tu_bin(bin, sizeof bin, bin_name);
     snprintf(a[n++], 640, "--config");
@@ -166,7 +166,7 @@ static pid_t start(const char *bin_name, const char *name, const char *extra1, c
     snprintf(a[n++], 640, "cluster.curve.server_secret_key=%s/server.key", keys);
     snprintf(a[n++], 640, "cluster.curve.authorized_keys=%s/authorized_keys", keys);
     snprintf(a[n++], 640, "cluster.curve.secret_key=%s/%s.key", keys, name);
-    const char *fixed[] = {"trainer.total_training_steps=" STEPS, "data.train_batch_size=4", "data.gen_batch_size=6",
+    const char *fixed[] = {TU_DAPO_RECIPE, "trainer.total_training_steps=" STEPS, "data.train_batch_size=4", "data.gen_batch_size=6",
                            "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
                            "data.max_response_length=24", "reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=8",
                            "algorithm.filter_groups.enable=false", "trainer.save_freq=1",

@@ -134,8 +134,9 @@ static pid_t start_coord(int zport, int hport, const char *name, const char *ext
     snprintf(steps, sizeof steps, "%d", demo_steps);
     if (demo_steps > 0) snprintf(bin, sizeof bin, "%s/tests/dapo-coordinator-demo", tu_build());
     else tu_bin(bin, sizeof bin, "dapo-coordinator");
-    char *argv[] = {bin, bind, http, "cluster.lease_timeout_s=60", dir, (char *)extra1, NULL, NULL, NULL};
-    if (demo_steps > 0) { argv[6] = "--demo-steps"; argv[7] = steps; }
+    char *argv[] = {bin, TU_DAPO_RECIPE, bind, http, "cluster.lease_timeout_s=60", dir, (char *)extra1, NULL, NULL, NULL};
+    const size_t k = sizeof argv / sizeof argv[0] - 3;          /* the slots after extra1 */
+    if (demo_steps > 0) { argv[k] = "--demo-steps"; argv[k + 1] = steps; }
     return tu_spawn(argv, log);
 }
 

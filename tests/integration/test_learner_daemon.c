@@ -41,7 +41,7 @@ static pid_t start_rank(Fix *f, int rank, int world, const char *coll) {
     snprintf(nl, sizeof nl, "cluster.num_learners=%d", world);
     snprintf(ce, sizeof ce, "cluster.collective=%s", coll ? coll : "tcp://127.0.0.1:1");
     snprintf(id, sizeof id, "learner-test-%d", rank);
-    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-learner"), coord, wb, mp, dd, "cluster.heartbeat_ms=100",
+    char *argv[] = {(char *)tu_bin(bin, sizeof bin, "dapo-learner"), TU_DAPO_RECIPE, coord, wb, mp, dd, "cluster.heartbeat_ms=100",
                     "data.max_prompt_length=8", "data.max_response_length=16", "reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=4",
                     "actor_rollout_ref.actor.use_dynamic_bsz=false",
                     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "actor_rollout_ref.actor.ppo_epochs=1",

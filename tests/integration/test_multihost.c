@@ -108,7 +108,7 @@ static int args(char a[][640], int role, int here, const char *rdir, const char 
     snprintf(a[n++], 640, "cluster.curve.authorized_keys=%s/authorized_keys", keys);
     snprintf(a[n++], 640, "cluster.curve.secret_key=%s/%s.key", keys, ROLE_NAME[role]);
     snprintf(a[n++], 640, "trainer.total_training_steps=%d", STEPS);
-    const char *fixed[] = {"data.train_batch_size=4", "data.gen_batch_size=6", "actor_rollout_ref.rollout.n=4",
+    const char *fixed[] = {TU_DAPO_RECIPE, "data.train_batch_size=4", "data.gen_batch_size=6", "actor_rollout_ref.rollout.n=4",
                            "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.max_response_length=24",
                            "reward_model.overlong_buffer.len=8", "algorithm.filter_groups.enable=false",
                            "trainer.save_freq=1", "trainer.val_before_train=false", "trainer.test_freq=0",
@@ -126,8 +126,8 @@ static const char *BIN[NNODES] = {"dapo-coordinator", "dapo-learner", "dapo-lear
 /* Starts every role: in its namespace (here) or on loopback. */
 static void start_all(int here, const char *rdir, const char *ports) {
     for (int r = 0; r < N_X; r++) {
-        static char a[48][640];
-        char *argv[64], bin[300], log[500];
+        static char a[80][640];
+        char *argv[96], bin[300], log[500];
         int k = 0;
         if (here) { argv[k++] = "/usr/sbin/ip"; argv[k++] = "netns"; argv[k++] = "exec"; argv[k++] = ns[r]; }
         argv[k++] = (char *)tu_bin(bin, sizeof bin, BIN[r]);

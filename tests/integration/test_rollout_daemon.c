@@ -198,7 +198,7 @@ static int setup(void **state) {
     snprintf(model, sizeof model, "actor_rollout_ref.model.path=%s/tests/data/model/qwen2_gqa", tu_root());
     snprintf(tokp, sizeof tokp, "data.tokenizer=%s/data/tokenizers/tiny", tu_root());
     snprintf(log, sizeof log, "%s/test-logs/rollout-daemon.log", tu_build());
-    char *argv[] = { (char *)tu_bin(bin, sizeof bin, "dapo-rollout"), coord, weights, model, tokp,
+    char *argv[] = { (char *)tu_bin(bin, sizeof bin, "dapo-rollout"), TU_DAPO_RECIPE, coord, weights, model, tokp,
                      "actor_rollout_ref.rollout.max_num_seqs=8", "actor_rollout_ref.rollout.batch_invariant=true",
                      "actor_rollout_ref.rollout.max_num_batched_tokens=16", "data.max_prompt_length=64",
                      "data.max_response_length=40", "reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=8", "cluster.heartbeat_ms=100", "cluster.rollout_threads=1",

@@ -54,7 +54,8 @@ static int sft(const char *out, const char *extra, char *buf, size_t n) {
     snprintf(cmd, sizeof cmd,
              "%s actor_rollout_ref.model.path=%s/configs/tiny-model data.tokenizer=%s/data/tokenizers/tiny "
              "data.chat_template=none data.max_prompt_length=32 data.max_response_length=32 "
-             "reward_model.overlong_buffer.enable=true reward_model.overlong_buffer.len=8 --data %s/train.jsonl --val %s/val.jsonl --out %s/%s "
+             "reward_model.reward_manager=dapo reward_model.overlong_buffer.enable=true reward_model.overlong_buffer.len=8 "
+             "--data %s/train.jsonl --val %s/val.jsonl --out %s/%s "
              "--batch 16 --lr 3e-3 --warmup 2 --log-every 1 --eval-max 1 %s 2>&1",
              tu_bin(bin, sizeof bin, "dapo-sft"), tu_root(), tu_root(), dir, dir, dir, out, extra);
     return tu_run(cmd, buf, n);

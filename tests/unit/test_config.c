@@ -15,27 +15,29 @@
 
 #include "core/config.h"
 
-static void test_defaults_are_the_dapo_recipe(void **state) {
+/* verl 0.9.1's defaults (issue 37's policy; tests/unit/test_config_verl.c checks every key against verl's file): the
+ * DAPO configs set DAPO's values (configs/default.yaml, gsm8k.yaml, dapo-qwen2.5-32b.yaml). */
+static void test_defaults_are_verls(void **state) {
     (void)state;
     Config c;
     config_defaults(&c);
-    assert_true(c.clip_ratio_low == 0.2 && c.clip_ratio_high == 0.28 && c.clip_ratio_c == 10.0);
+    assert_true(c.clip_ratio_low == 0.2 && c.clip_ratio_high == 0.2 && c.clip_ratio_c == 3.0);
     assert_int_equal(c.loss_agg_mode, CFG_AGG_TOKEN_MEAN);
-    assert_int_equal(c.train_batch_size, 512);
-    assert_int_equal(c.gen_batch_size, 1536);
-    assert_int_equal(c.rollout_n, 16);
-    assert_int_equal(c.ppo_mini_batch_size, 32);
-    assert_true(c.lr == 1e-6 && c.lr_warmup_steps == 10 && c.weight_decay == 0.1 && c.grad_clip == 1.0);
+    assert_int_equal(c.train_batch_size, 1024);
+    assert_int_equal(c.gen_batch_size, 0);                               /* verl's null: train_batch_size */
+    assert_int_equal(config_gen_batch_size(&c), 1024);
+    assert_int_equal(c.rollout_n, 16);                                   /* dapo's: verl's 1 is not a group */
+    assert_int_equal(c.ppo_mini_batch_size, 256);
+    assert_true(c.lr == 1e-6 && c.lr_warmup_steps == -1 && c.weight_decay == 0.01 && c.grad_clip == 1.0);
     assert_int_equal(c.warmup_style, CFG_WARMUP_CONSTANT);
-    assert_int_equal(c.max_prompt_length, 2048);
-    assert_int_equal(c.max_response_length, 20480);
-    /* off by default, as in verl (its GRPO scripts never set it; issue 37's defaults policy); the DAPO configs turn it
-     * on (configs/default.yaml, gsm8k.yaml, dapo-qwen2.5-32b.yaml) */
+    assert_int_equal(c.max_prompt_length, 512);
+    assert_int_equal(c.max_response_length, 512);
     assert_true(!c.overlong_buffer_enable && c.overlong_buffer_len == 4096 && c.overlong_penalty_factor == 1.0);
-    assert_true(c.filter_groups_enable);
-    assert_int_equal(c.filter_groups_metric, CFG_METRIC_ACC);
-    assert_int_equal(c.max_num_gen_batches, 10);
-    assert_true(c.temperature == 1.0 && c.top_p == 1.0 && c.val_top_p == 0.7);
+    assert_int_equal(c.reward_manager, CFG_REWARD_NAIVE);
+    assert_true(!c.filter_groups_enable && c.max_num_gen_batches == 0);
+    assert_true(c.val_temperature == 0 && !c.val_do_sample && c.val_top_p == 1.0 && c.rollout_seed == 42);
+    assert_int_equal(c.filter_groups_metric, CFG_METRIC_ACC);        /* dapo's: verl's 'reward' names no value */
+    assert_true(c.temperature == 1.0 && c.top_p == 1.0);
     assert_string_equal(c.bind, "tcp://127.0.0.1:5555");
     assert_string_equal(c.http, "127.0.0.1:8080");
     char err[ERR_LEN];
@@ -81,7 +83,7 @@ static void test_yaml_file(void **state) {
         "data:\n  train_batch_size: 16\n  gen_batch_size: 24\n  train_files:\n    - x.jsonl\n    - y.jsonl\n"
         "actor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 8\n    optim:\n      lr: 5e-5\n"
         "  rollout:\n    n: 8\n    name: vllm\n"
-        "algorithm:\n  filter_groups:\n    max_num_gen_batches: 3\n";
+        "algorithm:\n  filter_groups:\n    enable: true\n    max_num_gen_batches: 3\n";
     assert_int_equal(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
     close(fd);
     Config c;
@@ -157,7 +159,8 @@ static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {"data.truncation=both", NULL, "data.truncation: 'both'", "error|left|right|middle"},
     {"actor_rollout_ref.rollout.top_p=1.5", NULL, "top_p: 1.5 is out of range", "at most 1"},
     {"totally.unknown.key=1", NULL, "unknown key 'totally.unknown.key'", "command line"},
-    {NULL, "reward_model:\n  overlong_buffer: {enable: true, len: 30000}\n", "overlong_buffer.len: 30000",
+    {NULL, "data:\n  max_response_length: 20480\nreward_model:\n  reward_manager: dapo\n  overlong_buffer: {enable: true, len: 30000}\n",
+     "overlong_buffer.len: 30000",
      "less than data.max_response_length"},
     {"data.max_response_length=-5", NULL, "max_response_length: -5 is out of range", "at least 1"},
     {"actor_rollout_ref.actor.ppo_mini_batch_size=1000", NULL, "ppo_mini_batch_size: 1000", "train_batch_size"},
@@ -266,7 +269,7 @@ static void test_empty_and_quiet(void **state) {
         Config c;
         config_defaults(&c);
         if (load_captured(&c, empties[i], err, cap, sizeof cap) != 0) fail_msg("'%s': %s", empties[i], err);
-        assert_int_equal(c.train_batch_size, 512);
+        assert_int_equal(c.train_batch_size, 1024);
         assert_null(strstr(cap, "[ERR]"));
         config_free(&c);
     }
@@ -578,7 +581,7 @@ static void test_hydra_overrides(void **state) {
     assert_int_equal(run_cli(&c, a, 9, NULL, err), 0);
     assert_true(c.clip_ratio_high == 0.3);
     assert_int_equal(c.train_batch_size, 8);
-    assert_int_equal(c.gen_batch_size, 1536);                      /* deleted: the default again, and not "set" */
+    assert_int_equal(c.gen_batch_size, 0);                         /* deleted: the default (null) again, not "set" */
     assert_false(config_is_set(&c, "data.gen_batch_size"));
     assert_true(c.top_p == 1.0);
     config_free(&c);
@@ -624,7 +627,7 @@ static void test_reward_namespace(void **state) {
     config_free(&c);
     const char *d[] = {"+reward.reward_kwargs.max_resp_len=4096"};
     assert_int_equal(run_cli(&c, d, 1, NULL, err), ERR_INVAL);
-    assert_non_null(strstr(err, "data.max_response_length is 20480"));
+    assert_non_null(strstr(err, "data.max_response_length is 512"));
     config_free(&c);
     const char *e[] = {"reward.reward_manager.name=naive", "reward_model.overlong_buffer.enable=true"};
     assert_int_equal(run_cli(&c, e, 2, NULL, err), ERR_INVAL);
@@ -701,7 +704,7 @@ static void test_print_provenance(void **state) {
     assert_true(config_is_set(&c, "data.train_files"));            /* a YAML list is "set" like a scalar */
     snprintf(want, sizeof want, "  train_files: [\"a.jsonl\"]  # file %s\n", base);
     assert_non_null(strstr(text, want));
-    assert_non_null(strstr(text, "    clip_ratio_high: 0.28  # default\n"));
+    assert_non_null(strstr(text, "    clip_ratio_high: 0.2  # default\n"));
     write_text(out, text);
     config_defaults(&back);
     assert_int_equal(config_load_file(&back, out, err), 0);
@@ -732,7 +735,7 @@ int main(void) {
         cmocka_unit_test(test_take_from),
         cmocka_unit_test(test_empty_and_quiet),
         cmocka_unit_test(test_help),
-        cmocka_unit_test(test_defaults_are_the_dapo_recipe),
+        cmocka_unit_test(test_defaults_are_verls),
         cmocka_unit_test(test_overrides_and_leftover_args),
         cmocka_unit_test(test_yaml_file),
         cmocka_unit_test(test_bad_configs),

@@ -79,7 +79,9 @@ static void check_resolved(const Config *c, const char *what, const char *want_p
 /* Each ablation row names the row before as its base (`defaults:`) and holds only its change; each resolves to the
  * YAML its whole-file copy resolved to before (tests/data/configs/ablation/<row>.resolved.yaml, from
  * `dapo-coordinator --config configs/ablation/<row>.yaml --print-config` at the commit before; a key added to the
- * table since adds its default's lines and nothing else: reward_model.reward_manager and .reward_kwargs.max_resp_len). */
+ * table since adds its default's lines and nothing else: reward_model.reward_manager and .reward_kwargs.max_resp_len;
+ * actor.clip_ratio and model.override_config.max_position_embeddings). Issue 37 moved the defaults to verl's: the rows
+ * resolve as before because configs/default.yaml, their base, sets every key whose default moved. */
 static void test_ablation_rows_resolve_as_before(void **state) {
     (void)state;
     char pattern[512];

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "tests/testutil.h"
+
 #include "services/coordinator/batch.h"
 
 typedef struct {
@@ -58,6 +60,7 @@ static void fix_init(Fix *f) {
 static Config cfg_of(int world) {
     Config c;
     config_defaults(&c);
+    tu_dapo_recipe(&c);
     c.rollout_n = 2;
     c.num_learners = world;
     c.ppo_mini_batch_size = 2;          /* both groups in one mini-batch */

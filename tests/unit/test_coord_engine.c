@@ -48,6 +48,7 @@ static void set(Coord *c, const char *key, const char *value) {
 static Coord *coord_new_with(const char *const *extra) {
     Coord *c = xcalloc(1, sizeof *c);
     config_defaults(&c->cfg);
+    tu_dapo_recipe(&c->cfg);
     char path[1200], tok[700], ckdir[700];
     snprintf(g_dir, sizeof g_dir, "%s/test-logs/coord-engine", tu_build());
     snprintf(path, sizeof path, "rm -rf %s && mkdir -p %s", g_dir, g_dir);

@@ -148,6 +148,7 @@ static Dapo__TrainBatch *to_owned(Dapo__TrainBatch *tb) {
 static void base_config(Config *c, const char *extra[][2], int n) {
     char err[ERR_LEN], path[1024];
     config_defaults(c);
+    tu_dapo_recipe(c);
     snprintf(path, sizeof path, "%s/tests/data/model/qwen2_gqa", tu_root());
     const char *kv[][2] = {
         {"actor_rollout_ref.model.path", path},

@@ -21,7 +21,15 @@ static void test_loss_params(void **state) {
     LossParams p;
     char err[ERR_LEN];
     settings_loss_params(&c, &p);
-    assert_true(p.clip_ratio_low == 0.2 && p.clip_ratio_high == 0.28 && p.clip_ratio_c == 10.0);
+    assert_true(p.clip_ratio_low == 0.2 && p.clip_ratio_high == 0.2 && p.clip_ratio_c == 3.0);     /* verl's */
+    /* verl's clip_ratio stands in for a null clip_ratio_low / clip_ratio_high (its policy loss) */
+    assert_int_equal(config_set(&c, "actor_rollout_ref.actor.clip_ratio", "0.3", "test", err), 0);
+    assert_int_equal(config_set(&c, "actor_rollout_ref.actor.clip_ratio_high", "0.28", "test", err), 0);
+    settings_loss_params(&c, &p);
+    assert_true(p.clip_ratio_low == 0.2 && p.clip_ratio_high == 0.28);
+    assert_int_equal(config_set(&c, "actor_rollout_ref.actor.clip_ratio_low", "null", "test", err), 0);
+    settings_loss_params(&c, &p);
+    assert_true(p.clip_ratio_low == 0.3 && p.clip_ratio_high == 0.28);
     assert_int_equal(p.agg, LOSS_AGG_TOKEN_MEAN);
     assert_true(p.entropy_coeff == 0 && p.batch_num_tokens == 0 && p.dp_size == 1);
     static const struct { const char *name; LossAggMode m; } modes[] = {
@@ -45,6 +53,11 @@ static void test_sample_params(void **state) {
     char err[ERR_LEN];
     settings_sample_params(&c, 0, &p);
     assert_true(p.temperature == 1.0f && p.top_p == 1.0f && p.top_k == 0 && !p.greedy);   /* verl top_k -1 */
+    settings_sample_params(&c, 1, &p);
+    assert_true(p.greedy);                                      /* verl's validation: do_sample false, temperature 0 */
+    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.val_kwargs.do_sample", "true", "test", err), 0);
+    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.val_kwargs.temperature", "1.0", "test", err), 0);
+    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.val_kwargs.top_p", "0.7", "test", err), 0);
     settings_sample_params(&c, 1, &p);
     assert_true(p.top_p == 0.7f && !p.greedy);
     assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.val_kwargs.do_sample", "false", "test", err), 0);
@@ -143,10 +156,12 @@ static void test_rollout_seed(void **state) {
     Config c;
     char err[ERR_LEN];
     config_defaults(&c);
-    assert_int_equal(settings_rollout_seed(&c), 1);                 /* trainer.seed */
+    assert_int_equal(settings_rollout_seed(&c), 42);                /* verl's default */
+    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.seed", "-1", "test", err), 0);   /* trainer.seed */
+    assert_int_equal(settings_rollout_seed(&c), 1);
     assert_int_equal(config_set(&c, "trainer.seed", "7", "test", err), 0);
     assert_int_equal(settings_rollout_seed(&c), 7);
-    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.seed", "42", "test", err), 0);   /* verl's */
+    assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.seed", "42", "test", err), 0);
     assert_int_equal(settings_rollout_seed(&c), 42);
     assert_int_equal(config_set(&c, "actor_rollout_ref.rollout.seed", "-2", "test", err), ERR_INVAL);
     config_free(&c);
