@@ -27,6 +27,8 @@ static const VerlKey rules[] = {
     FIX(AR "actor.optim.optimizer_impl", "torch.optim", "dapo's optimizer is torch.optim.AdamW's update"),
     FIX(AR "actor.optim.override_optimizer_config", "null|{}", "extra optimizer arguments are not supported; "
         "dapo has actor.optim.lr, weight_decay, betas, eps, clip_grad"),
+    NO(AR "actor.optim.override_optimizer_config.", "extra optimizer arguments are not supported; dapo has "
+       "actor.optim.lr, weight_decay, betas, eps, clip_grad"),
     FIX(AR "actor.optim.num_cycles", "0.5", "dapo's cosine schedule is verl's half cycle (num_cycles 0.5)"),
     FIX(AR "actor.optim.zero_indexed_step", "true", "dapo's schedule counts steps from 0, as verl's default does"),
     IDLE(AR "actor.optim.total_training_steps", "trainer.total_training_steps",
@@ -183,6 +185,8 @@ static const VerlKey rules[] = {
     IDLE("data.return_multi_modal_inputs", AR "model.path", VISION),
     FIX("data.apply_chat_template_kwargs", "{}|null", "chat-template arguments are not supported; data.chat_template "
         "picks the template"),
+    NO("data.apply_chat_template_kwargs.", "chat-template arguments are not supported; data.chat_template picks the "
+       "template"),
     IDLE("data.mm_processor_kwargs", AR "model.path", VISION),
 
     /* ---- rewards: the legacy reward_model.* of verl <= 0.8 and verl 0.9's reward.* */
