@@ -50,7 +50,7 @@ static const CfgEntry cfg_table[] = {
     { "data.max_response_length",            CFG_INT,   1, 1e7,     "512",   O(max_response_length), NULL, 0 },
     { "data.filter_overlong_prompts",        CFG_BOOL,  0, 0,       "false",   O(filter_overlong_prompts), NULL, 0 },
     { "data.truncation",                     CFG_ENUM,  0, 0,       "error",   O(truncation), "error|left|right|middle", 0 },
-    { "data.seed",                           CFG_INT,   0, 2147483647, "1",    O(data_seed), NULL, 0 },
+    { "data.seed",                           CFG_INT,   0, 2147483647, "1",    O(data_seed), NULL, NULL_DEFAULT },
     { "data.shuffle",                        CFG_BOOL,  0, 0,       "true",    O(shuffle), NULL, 0 },
     { "data.tokenizer",                      CFG_STR,   0, 0,       "",        O(tokenizer_path), NULL, NULL_DEFAULT },
     { "data.chat_template",                  CFG_ENUM,  0, 0,       "auto",    O(chat_template), "auto|qwen2.5|qwen3|llama3|none", 0 },
@@ -228,6 +228,14 @@ static const CfgEntry *find_spelling(const char *key, int *spelling) {
     return e;
 }
 
+/* True when another spelling lives under key (reward_model.reward_manager.name under reward_model.reward_manager). */
+static bool alias_under(const char *key) {
+    size_t n = strlen(key);
+    for (size_t i = 0; i < NALIAS; i++)
+        if (!strncmp(cfg_alias[i].alias, key, n) && cfg_alias[i].alias[n] == '.') return true;
+    return false;
+}
+
 static const char *spelling_name(const CfgEntry *e, int spelling) {
     return spelling ? cfg_alias[spelling - 1].alias : e->key;
 }
@@ -378,6 +386,17 @@ static int endpoint_check(const CfgEntry *e, const char *v, const char *where, c
 }
 
 /* Parses `value` for entry e and stores it into c. Lists take "a,b" or "[a, b]". */
+/* True when s is UTF-8 text (a config round-trips through YAML, which must be). */
+static bool valid_utf8(const char *s) {
+    for (size_t i = 0, n = strlen(s); i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k <= 0) return false;
+        i += (size_t)k;
+    }
+    return true;
+}
+
 /* YAML's null (a file's null, ~ or empty value reaches set_key as "") and Hydra's ("null", "~"). */
 static bool is_null_text(const char *value) {
     return !value[0] || !strcmp(value, "~") || !strcmp(value, "null");
@@ -441,6 +460,8 @@ static int apply(Config *c, const CfgEntry *e, const char *value, const char *wh
         return 0;
     }
     case CFG_STR:
+        if (!valid_utf8(value))
+            return err_set(err, ERR_INVAL, "%s: %s: the value is not valid UTF-8 text", where, e->key);
         if (e->flags & (EP_ZMQ | EP_HOSTPORT)) {
             int rc = endpoint_check(e, value, where, err);
             if (rc) return rc;
@@ -449,6 +470,8 @@ static int apply(Config *c, const CfgEntry *e, const char *value, const char *wh
         *(char **)field = xstrdup(value);
         return 0;
     case CFG_LIST: {
+        if (!valid_utf8(value))
+            return err_set(err, ERR_INVAL, "%s: %s: the value is not valid UTF-8 text", where, e->key);
         StrList *l = (StrList *)field;
         list_free(l);
         const char *p = value;
@@ -511,6 +534,19 @@ static int differs(const Config *c, const CfgEntry *e, const char *value, const 
 
 
 static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]);
+
+/* The rule for a verl key (config_verl_key), except that the rules every section has (_target_, profiler.*) count only
+ * under a section dapo or verl has: bogus._target_ and data.seed._target_ stay unknown keys. */
+static const VerlKey *verl_rule(const char *key) {
+    const VerlKey *vk = config_verl_key(key);
+    int target = vk && !strcmp(vk->key, "_target_"), profiler = vk && !strcmp(vk->key, "profiler.");
+    if (!target && !profiler) return vk;
+    const char *cut = target ? strrchr(key, '.') : strstr(key, ".profiler.");
+    char parent[256];
+    if (!cut || (size_t)(cut - key) >= sizeof parent) return NULL;
+    snprintf(parent, sizeof parent, "%.*s", (int)(cut - key), key);
+    return is_section(parent) ? vk : NULL;
+}
 
 /* verl's actor.optim.betas, [beta1, beta2] (torch.optim.AdamW's betas): the two rows beta1 and beta2. */
 static int set_betas(Config *c, const char *value, const char *where, char err[ERR_LEN]) {
@@ -582,10 +618,29 @@ static int verl_key(const VerlKey *vk, const char *key, const char *value, const
     return 0;
 }
 
+/* err names the table key; where the user wrote another spelling, it names that one too ("alias (key)"). */
+static void name_spelling(char err[ERR_LEN], const CfgEntry *e, int spelling) {
+    char *at = spelling ? strstr(err, e->key) : NULL;
+    if (!at) return;
+    char tail[ERR_LEN];
+    snprintf(tail, sizeof tail, "%s", at + strlen(e->key));
+    snprintf(at, ERR_LEN - (size_t)(at - err), "%s (%s)%s", spelling_name(e, spelling), e->key, tail);
+}
+
+/* A dotted key: non-empty parts, no leading, trailing or doubled dot. */
+static bool key_form_ok(const char *key) {
+    return key[0] && key[0] != '.' && key[strlen(key) - 1] != '.' && !strstr(key, "..");
+}
+
 static int set_key(Config *c, const char *key, const char *value, const char *where, char err[ERR_LEN]) {
+    if (!key_form_ok(key)) return err_set(err, ERR_INVAL, "%s: '%s' is not a key (dotted names, e.g. data.seed)", where,
+                                          key);
     if (!strcmp(key, AR "actor.optim.betas")) return set_betas(c, value, where, err);
     int spelling;
     const CfgEntry *e = find_spelling(key, &spelling);
+    if (e && strstr(value, "${"))                                  /* Hydra's interpolations are not resolved here */
+        return err_set(err, ERR_UNSUPPORTED, "%s: %s=%s: interpolations (${...}) are not supported: write the value",
+                       where, key, value);
     if (e) {
         size_t row = (size_t)(e - cfg_table);
         if (e->flags & NULL_DEFAULT && is_null_text(value)) {      /* verl's null: not set (the other spelling's
@@ -593,7 +648,9 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
             if (!(c->user_set[row] && c->spelling[row] != spelling)) restore_default(c, e);
             return 0;
         }
-        if (c->user_set[row] && c->spelling[row] != spelling) {   /* one setting, two spellings: they must agree */
+        /* one setting, two spellings: in one layer (a file, or the command line) they must agree; a later layer
+         * overrides an earlier one whichever spelling each uses */
+        if (c->user_set[row] && c->spelling[row] != spelling && c->source[row] == source_of(c, where)) {
             char *now = NULL;
             int d = differs(c, e, value, where, &now, err);
             if (d == 1)
@@ -603,14 +660,17 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
             if (d) return d;
         }
         int rc = apply(c, e, value, where, err);
-        if (!rc) mark_set(c, row, spelling, where);
+        if (rc) name_spelling(err, e, spelling);
+        else mark_set(c, row, spelling, where);
         return rc;
     }
+    if (!strcmp(value, "{}") && (is_section(key) || verl_rule(key)))
+        return 0;                                                  /* Hydra's empty mapping: nothing to set */
     if (is_section(key) && strcmp(where, "command line") == 0)
         return err_set(err, ERR_INVAL, "%s: '%s' is a section, not a key: set %s.KEY=VALUE", where, key, key);
     if (is_section(key))
         return err_set(err, ERR_INVAL, "%s: %s: expected a mapping, found a scalar ('%s')", where, key, value);
-    const VerlKey *vk = config_verl_key(key);
+    const VerlKey *vk = verl_rule(key);
     if (vk) return verl_key(vk, key, value, where, err);
     const char *s = suggest(key);
     return err_set(err, ERR_NOTFOUND, "%s: unknown key '%s'%s%s%s", where, key,
@@ -622,7 +682,7 @@ static int set_key(Config *c, const char *key, const char *value, const char *wh
 static int unset_key(Config *c, const char *key, const char *value, char err[ERR_LEN]) {
     int spelling;
     const CfgEntry *e = find_spelling(key, &spelling);
-    if (!e && config_verl_key(key)) return 0;
+    if (!e && verl_rule(key)) return 0;
     if (!e) {
         const char *s = suggest(key);
         return err_set(err, ERR_NOTFOUND, "command line: ~%s: unknown key%s%s%s", key, s ? " (did you mean '" : "",
@@ -693,7 +753,7 @@ static int walk(Config *c, struct fy_node *map, const char *prefix, const char *
         if (!prefix[0] && strcmp(key, "defaults") == 0) continue;     /* the bases: config_load_file read them */
         if (!v || fy_node_is_mapping(v)) {
             if (!v) continue;
-            if (find_entry(key))
+            if (find_entry(key) && !alias_under(key))
                 return err_set(err, ERR_INVAL, "%s: %s: expected a value, found a mapping", where, key);
             char sub[260];
             snprintf(sub, sizeof sub, "%s.", key);
@@ -714,14 +774,16 @@ static int walk(Config *c, struct fy_node *map, const char *prefix, const char *
             int rc = set_key(c, key, pair, where, err);
             if (rc) return rc;
         } else if (fy_node_is_sequence(v)) {
-            const CfgEntry *e = find_entry(key);
-            const VerlKey *vk = e ? NULL : config_verl_key(key);
+            int spelling;
+            const CfgEntry *e = find_spelling(key, &spelling);
+            const VerlKey *vk = e ? NULL : verl_rule(key);
             if (vk && (vk->kind == VERL_FIXED || vk->kind == VERL_REFUSED))
                 return err_set(err, ERR_UNSUPPORTED, "%s: %s: a list is not supported: %s", where, key, vk->why);
             if (vk) { log_warn("%s: %s: verl key not used by dapo, ignored (%s: %s)", where, key,
                                config_verl_kind_text(vk->kind), vk->why); continue; }
             if (!e) return set_key(c, key, "", where, err);
             if (e->type != CFG_LIST) return err_set(err, ERR_INVAL, "%s: %s: a list is not allowed here", where, key);
+            if (spelling) return err_set(err, ERR_INVAL, "%s: %s: write the list under %s", where, key, e->key);
             StrList *l = (StrList *)((char *)c + e->off);
             list_free(l);
             void *sit = NULL;
@@ -890,7 +952,7 @@ static int load_file(Config *c, const char *path, const char *chain, int depth, 
     struct fy_diag *diag = fy_diag_create(&dcfg);
     if (!diag) return err_set(err, ERR_NOMEM, "%s: cannot create the YAML diagnostics object", path);
     fy_diag_set_collect_errors(diag, true);
-    struct fy_parse_cfg pcfg = { .flags = FYPCF_QUIET, .diag = diag };
+    struct fy_parse_cfg pcfg = { .flags = FYPCF_QUIET | FYPCF_RESOLVE_DOCUMENT, .diag = diag };   /* anchors and aliases */
     struct fy_document *doc = fy_document_build_from_file(&pcfg, path);
     if (!doc) {
         void *it = NULL;
@@ -1133,7 +1195,7 @@ static void copy_value(Config *dst, const Config *src, const CfgEntry *e) {
 int config_take_from(Config *c, const char *yaml, size_t len, int *taken, char err[ERR_LEN]) {
     static const char *src = "the coordinator's config";
     if (taken) *taken = 0;
-    struct fy_parse_cfg pcfg = { .flags = FYPCF_QUIET };
+    struct fy_parse_cfg pcfg = { .flags = FYPCF_QUIET | FYPCF_RESOLVE_DOCUMENT };
     struct fy_document *doc = len ? fy_document_build_from_string(&pcfg, yaml, len) : NULL;
     struct fy_node *root = doc ? fy_document_root(doc) : NULL;
     if (!root || !fy_node_is_mapping(root)) {
@@ -1258,7 +1320,18 @@ int config_override(Config *c, const char *arg, char err[ERR_LEN]) {
     if (kn >= sizeof key) return err_set(err, ERR_INVAL, "command line: key too long: %s", arg);
     memcpy(key, k, kn);
     key[kn] = 0;
-    return del ? unset_key(c, key, eq ? eq + 1 : NULL, err) : set_key(c, key, eq + 1, "command line", err);
+    if (del) return unset_key(c, key, eq ? eq + 1 : NULL, err);
+    const char *v = eq + 1;
+    size_t vn = strlen(v);
+    if (vn >= 2 && (v[0] == '\'' || v[0] == '"') && v[vn - 1] == v[0]) {   /* Hydra's quoted value: the text inside */
+        char *inner = xmalloc(vn - 1);
+        memcpy(inner, v + 1, vn - 2);
+        inner[vn - 2] = 0;
+        int rc = set_key(c, key, inner, "command line", err);
+        xfree(inner);
+        return rc;
+    }
+    return set_key(c, key, v, "command line", err);
 }
 
 int config_from_cli(Config *c, int *argc, char **argv, int *print_config, char err[ERR_LEN]) {

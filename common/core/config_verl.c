@@ -68,6 +68,8 @@ static const VerlKey rules[] = {
     FIX(AR "actor.fsdp_config.dtype", "float32|fp32", "dapo computes in float32 (the same numbers on every CPU); "
         "bfloat16 compute is not implemented yet"),
     FIX(AR "actor.fsdp_config.model_dtype", "float32|fp32", "dapo keeps float32 master weights"),
+    FIX(AR "actor.fsdp_config.mixed_precision.", "float32|fp32", "dapo computes in float32 (the same numbers on every "
+        "CPU); bfloat16 compute is not implemented yet"),
     FIX(AR "actor.fsdp_config.qat.enable", "false", "quantization-aware training is not implemented"),
     E(AR "actor.checkpoint.", "what verl's FSDP checkpoint holds; dapo's holds the model, the optimizer and the run's "
       "state (trainer.default_local_dir)"),
@@ -135,7 +137,11 @@ static const VerlKey rules[] = {
     E(AR "model.trust_remote_code", "Hugging Face's remote code (dapo's architectures are built in)"),
     FIX(AR "model.custom_chat_template", "null", "dapo's chat template is data.chat_template"),
     E(AR "model.external_lib", "a Python module verl imports to register a model"),
-    NO(AR "model.override_config.", "dapo overrides only max_position_embeddings of a model's config.json"),
+    NO(AR "model.override_config.", "dapo overrides only max_position_embeddings of a model's config.json (and "
+       "takes the dropouts at 0, as it trains)"),
+    FIX(AR "model.override_config.attention_dropout", "0", "dapo's models have no dropout (HF's default 0)"),
+    FIX(AR "model.override_config.embd_pdrop", "0", "dapo's models have no dropout (HF's default 0)"),
+    FIX(AR "model.override_config.resid_pdrop", "0", "dapo's models have no dropout (HF's default 0)"),
     E(AR "model.enable_gradient_checkpointing", "memory: recompute of activations in the backward pass (the same "
       "gradients)"),
     E(AR "model.enable_activation_offload", "memory: activations offloaded to the host"),
@@ -200,8 +206,8 @@ static const VerlKey rules[] = {
     FIX("reward_model.reward_loop_class_name", "null", "custom reward loops are not supported"),
     IDLE("reward_model.model.", "reward_model.enable", "read only when reward_model.enable"),
     IDLE("reward_model.rollout.", "reward_model.enable", "read only when reward_model.enable"),
-    IDLE("reward_model.reward_kwargs.", "reward_model.reward_manager", "the reward manager's other arguments: dapo's "
-         "are overlong_buffer_cfg.{enable,len,penalty_factor,log} and max_resp_len"),
+    NO("reward_model.reward_kwargs.", "the reward manager's arguments dapo has are overlong_buffer_cfg.{enable,len,"
+       "penalty_factor,log} and max_resp_len"),
     OB("reward_model.overlong_buffer.log", "verl logs the overlong penalty's pieces; dapo logs them always"),
     OB("reward_model.reward_kwargs.overlong_buffer_cfg.log", "verl logs the overlong penalty's pieces; dapo always"),
     FIX("sandbox_fusion.url", "null", "code sandboxes are not implemented (dapo runs Python rewards in its own "
@@ -291,16 +297,29 @@ static bool number(const char *s, double *x) {
     return end != s && !*end && isfinite(*x);
 }
 
+/* A boolean's text as config.c's table reads it: 1 true, 0 false, -1 neither. */
+static int boolean(const char *s) {
+    static const char *t[] = {"true", "yes", "on", "1"}, *f[] = {"false", "no", "off", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(s, t[i])) return 1;
+        if (!strcasecmp(s, f[i])) return 0;
+    }
+    return -1;
+}
+
 bool config_verl_value_ok(const VerlKey *k, const char *value) {
     if (!k->ok) return false;
     double want, got;
     bool v_null = is_null(value), v_num = number(value, &got);
+    int v_bool = boolean(value);
     for (const char *p = k->ok; *p;) {
         const char *bar = strchr(p, '|');
         size_t n = bar ? (size_t)(bar - p) : strlen(p);
         char opt[32];
         snprintf(opt, sizeof opt, "%.*s", (int)n, p);
-        if (!strcmp(opt, "null") ? v_null : (v_num && number(opt, &want)) ? got == want : !strcasecmp(opt, value))
+        if (!strcmp(opt, "null") ? v_null
+            : !strcmp(opt, "true") || !strcmp(opt, "false") ? v_bool == (opt[0] == 't')
+            : (v_num && number(opt, &want)) ? got == want : !strcasecmp(opt, value))
             return true;
         p += n + (bar != NULL);
     }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/config.h"
 #include "core/config_verl.h"
@@ -91,8 +92,6 @@ static const struct { const char *key, *why; } dapo_defaults[] = {
     { "actor_rollout_ref.model.path", "verl's is its example's (~/models/deepseek-llm-7b-chat): a run names its model" },
     { "data.train_files", "verl's are its GSM8K example's: a run names its data" },
     { "data.val_files", "verl's are its GSM8K example's: a run names its data" },
-    { "data.seed", "verl's null leaves torch's generator at its own default seed; dapo's shuffle is its own generator, "
-                   "seeded 1" },
     { "reward.num_workers", "Python reward processes per verifier: dapo runs a verifier per node, verl's 8 serve the "
                             "whole run" },
     { "algorithm.filter_groups.metric", "verl's 'reward' names no value its DAPO reward manager records (acc, score, "
@@ -222,12 +221,89 @@ static void test_clip_ratio_null(void **state) {
     config_free(&c);
 }
 
+/* One override on a fresh config: its return code; *c keeps the result (the caller frees it). */
+static int one(Config *c, const char *arg, char err[ERR_LEN]) {
+    config_defaults(c);
+    return config_override(c, arg, err);
+}
+
+/* How verl users write things: Hydra quoting and nulls, verl's other spellings in YAML, what is refused. */
+static void test_verl_syntax(void **state) {
+    (void)state;
+    Config c;
+    char err[ERR_LEN];
+    static const struct { const char *arg; int rc; const char *says; } cases[] = {
+        {"data.truncation='left'", 0, NULL},                                  /* Hydra's quotes */
+        {"trainer.experiment_name=\"my exp\"", 0, NULL},
+        {"actor_rollout_ref.actor.use_kl_loss=0", 0, NULL},                   /* booleans as the table reads them */
+        {"actor_rollout_ref.rollout.do_sample=yes", 0, NULL},
+        {"actor_rollout_ref.model.override_config={}", 0, NULL},              /* verl's default: an empty mapping */
+        {"+actor_rollout_ref.model.override_config.attention_dropout=0.", 0, NULL},
+        {"+actor_rollout_ref.model.override_config.attention_dropout=0.1", ERR_UNSUPPORTED, "dapo accepts 0"},
+        {"+actor_rollout_ref.model.override_config.rope_theta=1e6", ERR_UNSUPPORTED, "max_position_embeddings"},
+        {"+reward_model.reward_kwargs.overlong_buffer_cfg.enabel=true", ERR_UNSUPPORTED, "overlong_buffer_cfg.{enable"},
+        {"trainer.default_local_dir=checkpoints/${trainer.project_name}", ERR_UNSUPPORTED, "interpolations"},
+        {"actor_rollout_ref.rollout.response_length=abc", ERR_INVAL,
+         "actor_rollout_ref.rollout.response_length (data.max_response_length): 'abc'"},
+        {"critic.=5", ERR_INVAL, "is not a key"},
+        {"bogus._target_=x", ERR_NOTFOUND, "unknown key"},
+        {"data.train_batch_size._target_=x", ERR_NOTFOUND, "unknown key"},
+        {"my_section.profiler.enable=true", ERR_NOTFOUND, "unknown key"},
+        {"actor_rollout_ref.actor._target_=verl.workers.config.FSDPActorConfig", 0, NULL},
+        {"trainer.experiment_name=bad\xff", ERR_INVAL, "not valid UTF-8"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        err[0] = 0;
+        int rc = one(&c, cases[i].arg, err);
+        if (rc != cases[i].rc || (cases[i].says && !strstr(err, cases[i].says)))
+            fail_msg("%s: rc %d (want %d), '%s' (want '%s')", cases[i].arg, rc, cases[i].rc, err,
+                     cases[i].says ? cases[i].says : "");
+        if (i == 0) assert_int_equal(c.truncation, CFG_TRUNC_LEFT);
+        if (i == 1) assert_string_equal(c.experiment_name, "my exp");
+        config_free(&c);
+    }
+    assert_int_equal(one(&c, "data.seed=null", err), 0);                    /* verl's null: not set */
+    assert_true(c.data_seed == 1 && !config_is_set(&c, "data.seed"));
+    config_free(&c);
+    /* YAML: anchors, a nested spelling, a later layer overriding with the other spelling, a list under a spelling */
+    char path[600];
+    snprintf(path, sizeof path, "%s/test-logs/verl-syntax.yaml", tu_build());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("trainer: {project_name: &P myproj, experiment_name: *P}\n"
+          "data: {max_response_length: 64}\n"
+          "reward_model: {reward_manager: {name: dapo}, overlong_buffer: {enable: true, len: 12}}\n", f);
+    fclose(f);
+    config_defaults(&c);
+    assert_int_equal(config_load_file(&c, path, err), 0);
+    assert_string_equal(c.experiment_name, "myproj");
+    assert_int_equal(c.reward_manager, CFG_REWARD_DAPO);
+    assert_int_equal(config_override(&c, "+reward.reward_kwargs.overlong_buffer_cfg.len=32", err), 0);
+    assert_int_equal(c.overlong_buffer_len, 32);                          /* the command line wins over the file */
+    config_free(&c);
+    f = fopen(path, "w");
+    fputs("reward: {num_workers: [2]}\n", f);
+    fclose(f);
+    config_defaults(&c);
+    assert_int_equal(config_load_file(&c, path, err), ERR_INVAL);
+    assert_non_null(strstr(err, "reward.num_workers: a list is not allowed here"));
+    config_free(&c);
+    f = fopen(path, "w");
+    fputs("critic: {x: *undefined}\n", f);
+    fclose(f);
+    config_defaults(&c);
+    assert_int_equal(config_load_file(&c, path, err), ERR_DECODE);         /* an undefined alias is bad YAML */
+    config_free(&c);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_verl_key_classified),
         cmocka_unit_test(test_verl_defaults),
         cmocka_unit_test(test_verl_scripts_load),
         cmocka_unit_test(test_clip_ratio_null),
+        cmocka_unit_test(test_verl_syntax),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
