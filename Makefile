@@ -192,8 +192,8 @@ deps:
 	@deps/install.sh
 
 # make test: deps (near-instant when present), build, run every test binary and script. FUZZ_SECONDS
-# bounds each fuzz target (10 s here, 600 s in check-long).
-FUZZ_SECONDS ?= 10
+# bounds each fuzz target (8 s here, 600 s in check-long).
+FUZZ_SECONDS ?= 8
 test: deps
 	@$(MAKE) --no-print-directory test-build
 	@BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh

@@ -48,3 +48,33 @@ void log_msg(LogLevel level, const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "%s\n", line);
 }
+
+static long long mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void log_limit_flush(LogLimit *l, const char *what) {
+    long long now = mono_ms();
+    if (!l->held || now < l->next_ms) return;
+    log_msg(LL_WARN, "%s: %llu more in the last %.0f s", what, l->held, (now - l->window_start_ms) / 1000.0);
+    l->held = 0;
+    l->window_start_ms = now;
+}
+
+void log_warn_limited(LogLimit *l, int window_ms, const char *fmt, ...) {
+    long long now = mono_ms();
+    if (now < l->next_ms) { l->held++; return; }
+    char msg[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (l->held) log_msg(LL_WARN, "%s (and %llu more in the last %.0f s)", msg, l->held,
+                         (now - l->window_start_ms) / 1000.0);
+    else log_msg(LL_WARN, "%s", msg);
+    l->held = 0;
+    l->window_start_ms = now;
+    l->next_ms = now + window_ms;
+}

@@ -157,8 +157,9 @@ void *net_socket(void *ctx, int type, const char *endpoint, const NetOpts *opts,
     if (!s) { err_set(err, ERR_IO, "zmq_socket: %s", zmq_strerror(zmq_errno())); return NULL; }
     int one = 1;
     if (zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxb, sizeof maxb) || zmq_setsockopt(s, ZMQ_LINGER, &o.linger_ms, sizeof(int)) ||
-        (type == ZMQ_ROUTER && (zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one) ||
-                                zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one))) ||
+        (type == ZMQ_ROUTER && zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one)) ||
+        (o.heartbeat_ms > 0 && (zmq_setsockopt(s, ZMQ_HEARTBEAT_IVL, &o.heartbeat_ms, sizeof(int)) ||
+                                zmq_setsockopt(s, ZMQ_HEARTBEAT_TIMEOUT, &o.heartbeat_timeout_ms, sizeof(int)))) ||
         (o.routing_id && zmq_setsockopt(s, ZMQ_ROUTING_ID, o.routing_id, strlen(o.routing_id)))) {
         err_set(err, ERR_IO, "zmq_setsockopt on %s: %s", endpoint, zmq_strerror(zmq_errno()));
         zmq_close(s);
@@ -380,7 +381,7 @@ static int recv_msg(void *sock, NetMsg *out, int timeout_ms, size_t max_bytes, i
     if (!rc)
         rc = decode(body, out->bytes, max_bytes, &out->type, &out->version, &out->msg, use_arena ? &pa : NULL, err);
     xfree(joined);
-    if (type == ZMQ_ROUTER && out->type == DAPO__MSG_TYPE__MSG_HELLO) {
+    if (type == ZMQ_ROUTER) {                                       /* every message: who sent it (issue 38) */
         const char *addr = zmq_msg_gets(&f, "Peer-Address");
         if (addr) snprintf(out->peer_address, sizeof out->peer_address, "%s", addr);
         const char *user = zmq_msg_gets(&f, "User-Id");            /* the ZAP handler's key fingerprint (zap.h) */

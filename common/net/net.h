@@ -42,8 +42,9 @@ typedef struct NetArena NetArena;
 /* One received message. `msg` is the unpacked protobuf (cast by type, e.g. (Dapo__Hello *)m.msg), owned by the
  * NetMsg and freed by net_msg_free (with its arena, when it came from net_recv_arena). A caller that keeps msg
  * past net_msg_free takes msg and arena both (setting them NULL in the NetMsg) and frees them later with
- * net_unpacked_free. peer/peer_len: routing id of the sender (ROUTER sockets only). Only Hello
- * messages on ROUTER sockets look up peer_address (one metadata lookup per registration, none per work message). */
+ * net_unpacked_free. peer/peer_len: routing id of the sender (ROUTER sockets only). On a ROUTER socket every message
+ * carries its connection's peer_address and, with CURVE, peer_key (two metadata lookups per message): a server
+ * attributes each message to the key that sent it, not to the routing id alone (issue 38). */
 typedef struct {
     Dapo__MsgType     type;
     ProtobufCMessage *msg;
@@ -52,24 +53,29 @@ typedef struct {
     uint8_t           peer[NET_PEER_MAX];
     size_t            peer_len;
     NetArena         *arena;          /* net_recv_arena: msg's memory; NULL: msg is protobuf-c's malloc'd tree */
-    char              peer_address[64];  /* ROUTER, Hello only: ZeroMQ's "Peer-Address" property (the peer's IP for
-                                          * TCP); "" where ZeroMQ has none (ipc, inproc) or for other types */
-    char              peer_key[160];     /* ROUTER, Hello only, CURVE: "NAME FINGERPRINT" of the client key (zap.h) */
+    char              peer_address[64];  /* ROUTER: ZeroMQ's "Peer-Address" property (the peer's IP for TCP); ""
+                                          * where ZeroMQ has none (ipc, inproc) or for other socket types */
+    char              peer_key[160];     /* ROUTER, CURVE: "NAME FINGERPRINT" of the sending connection's client key
+                                          * (zap.h); "" without CURVE */
 } NetMsg;
 
 /* Socket options for net_socket. Zero-initialised fields take the defaults in brackets. */
 typedef struct {
     int64_t     max_msg_bytes;        /* ZMQ_MAXMSGSIZE and the unpack cap [256 MiB] */
     int         linger_ms;            /* ZMQ_LINGER [0] */
-    const char *routing_id;           /* ZMQ_ROUTING_ID for DEALERs [none: ZeroMQ picks] */
+    const char *routing_id;           /* ZMQ_ROUTING_ID for DEALERs [none: the ROUTER assigns one per connection,
+                                         which no client can choose: dapo's workers leave it so] */
+    int         heartbeat_ms;         /* ZMTP heartbeats: ZMQ_HEARTBEAT_IVL [0: none] ... */
+    int         heartbeat_timeout_ms; /* ... and ZMQ_HEARTBEAT_TIMEOUT: a silent connection is closed after it */
     bool        bind;                 /* bind instead of connect */
     const CurveKeys *curve;           /* CURVE keys (net/curve.h; borrowed for the call) [NULL: plaintext] */
     bool        curve_server;         /* with curve: this socket is the CURVE server (else a client) */
 } NetOpts;
 
 /* Creates a ZeroMQ socket of `type` (ZMQ_ROUTER, ZMQ_DEALER, ...) on ctx and binds/connects it to endpoint.
- * ROUTER sockets get ZMQ_ROUTER_HANDOVER (a restarted worker takes over its old identity) and
- * ZMQ_ROUTER_MANDATORY (sends to a vanished peer fail with EHOSTUNREACH instead of vanishing).
+ * ROUTER sockets get ZMQ_ROUTER_MANDATORY (sends to a vanished peer fail with EHOSTUNREACH instead of vanishing) and
+ * no ZMQ_ROUTER_HANDOVER: a second connection claiming a routing id in use gets nothing and displaces nobody (a client
+ * holding any authorized key could otherwise take over another worker's connection; issue 38).
  * Returns the socket (caller closes with zmq_close) or NULL with a message naming the endpoint. */
 void *net_socket(void *ctx, int type, const char *endpoint, const NetOpts *opts, char err[ERR_LEN]);
 

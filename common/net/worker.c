@@ -86,7 +86,9 @@ Worker *worker_open(void *zctx, const WorkerOpts *o, char err[ERR_LEN]) {
         return NULL;
     }
     snprintf(w->health_file, sizeof w->health_file, "%s", o->health_file ? o->health_file : "");
-    w->no = (NetOpts){.max_msg_bytes = o->max_msg_bytes, .routing_id = w->worker_id, .curve = o->curve};
+    /* no routing id of its own: the coordinator's ROUTER gives each connection one no client can choose, and the
+     * Hello names the worker (a client can then neither pose as another worker's connection nor displace it) */
+    w->no = (NetOpts){.max_msg_bytes = o->max_msg_bytes, .curve = o->curve};
     w->zctx = zctx;
     w->sock = net_socket(zctx, ZMQ_DEALER, w->coordinator, &w->no, err);
     if (!w->sock) { worker_close(w, NULL); return NULL; }

@@ -165,6 +165,25 @@ Zap *zap_start(void *zctx, const char *dir, char err[ERR_LEN]) {
     return z;
 }
 
+const char *zap_key_fingerprint(const char *peer_key) {
+    const char *sp = strchr(peer_key, ' ');
+    return sp ? sp + 1 : "";
+}
+
+void zap_key_name(const char *peer_key, char *out, size_t n) {
+    const char *sp = strchr(peer_key, ' ');
+    snprintf(out, n, "%.*s", (int)(sp ? (size_t)(sp - peer_key) : strlen(peer_key)), peer_key);
+}
+
+const char *zap_key_role(const char *name) {
+    static const char *roles[] = {"rollout", "learner", "verifier"};
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(roles[i]);
+        if (!strncmp(name, roles[i], n) && (!name[n] || name[n] == '-')) return roles[i];
+    }
+    return NULL;
+}
+
 uint64_t zap_accepted(const Zap *z) { return z ? atomic_load(&((Zap *)z)->accepted) : 0; }
 uint64_t zap_refused(const Zap *z) { return z ? atomic_load(&((Zap *)z)->refused) : 0; }
 

@@ -15,6 +15,7 @@
 #ifndef DAPO_NET_ZAP_H
 #define DAPO_NET_ZAP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/err.h"
@@ -28,6 +29,16 @@ Zap *zap_start(void *zctx, const char *dir, char err[ERR_LEN]);
 /* Handshakes answered so far: let in, and refused. NULL-safe (0). */
 uint64_t zap_accepted(const Zap *z);
 uint64_t zap_refused(const Zap *z);
+
+/* The parts of a ROUTER message's NetMsg.peer_key, "NAME FINGERPRINT" (the User-Id this handler gives a client):
+ * zap_key_fingerprint the 16 hex digits ("" without CURVE), zap_key_name the name into out (n bytes). */
+const char *zap_key_fingerprint(const char *peer_key);
+void zap_key_name(const char *peer_key, char *out, size_t n);
+
+/* The role a key's name gives it (dapo-keygen --client NAME): "rollout", "learner" or "verifier" for a name that is
+ * the role or the role, '-' and anything (rollout-0, learner-1); NULL for other names. A role key registers only as
+ * a worker of its role, and learner rank 0's weight server serves rollout and learner keys only (issue 38). */
+const char *zap_key_role(const char *name);
 
 /* Stops the thread and closes its socket. NULL-safe. Call before zmq_ctx_term of its context. */
 void zap_stop(Zap *z);

@@ -24,6 +24,7 @@
 #include <uv.h>
 
 #include "core/config.h"
+#include "core/log.h"
 #include "dapo/rollout_corr.h"
 #include "core/metrics.h"
 #include "net/net.h"
@@ -221,6 +222,11 @@ typedef struct Coord {
     int          lock_fd;              /* coordinator.lock in trainer.default_local_dir (persist_lock), or -1 */
     int64_t      stop_deadline_ms;     /* monotonic; cluster.stop_timeout_s after the stop request */
     uint64_t     msgs_in, msgs_bad;
+    /* issue 38: messages refused for who sent them (/api/status security), each kind's warnings rate-limited */
+    uint64_t     msgs_foreign;         /* from a connection whose CURVE key is not the one its worker registered with */
+    uint64_t     msgs_unregistered;    /* from a connection no worker registered on (answered: send Hello) */
+    uint64_t     hellos_refused;       /* Hellos refused (another key, another role, another config, ...) */
+    LogLimit     warn_bad, warn_foreign, warn_unregistered;
     int         *lost;                 /* workers the registry found lost or gone, for EV_WORKER_LOST (engine.c) */
     int          nlost, cap_lost;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */
@@ -247,6 +253,7 @@ typedef struct Coord {
     char        *token;                /* bearer token for /api/control/..., from cluster.token_file; NULL: none set */
     CurveKeys    keys;                 /* cluster.curve.* (net/curve.h); keys.on: the ROUTER is a CURVE server */
     struct Zap  *zap;                  /* its ZAP handler (net/zap.h), when keys.on */
+    struct NetMonitor *monitor;        /* the ROUTER's failed handshakes (net/monitor.h) */
     int          http_public;          /* cluster.http is off loopback with a token: every endpoint needs it */
     FILE        *metrics_file;         /* metrics JSONL (trainer.default_local_dir/metrics.jsonl), or NULL */
     struct TfEvents *tb;               /* trainer.logger=tensorboard: the event file, or NULL */

@@ -34,6 +34,7 @@ static void send_welcome(Coord *c, const NetMsg *m, int accepted, const char *re
 static void refuse(Coord *c, const NetMsg *m, const char *why, const char *event) {
     uint64_t nonce = ((const Dapo__Hello *)m->msg)->nonce;
     int seen = 0;
+    c->hellos_refused++;
     for (int i = 0; nonce && i < REFUSED_RING; i++) seen |= c->refused[i] == nonce;
     if (!seen) {
         if (nonce) c->refused[c->nrefused++ % REFUSED_RING] = nonce;
@@ -41,6 +42,13 @@ static void refuse(Coord *c, const NetMsg *m, const char *why, const char *event
         if (event) coord_event(c, "%s", event);
     }
     send_welcome(c, m, 0, why);
+}
+
+/* The entry of the worker registered as id (on any connection), or NULL. */
+static WorkerEntry *find_id(Coord *c, const char *id) {
+    for (int i = 0; i < c->nworkers; i++)
+        if (!strcmp(c->workers[i].id, id)) return &c->workers[i];
+    return NULL;
 }
 
 static void on_hello(Coord *c, NetMsg *m, int version_ok) {
@@ -60,9 +68,17 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     }
     if (c->keys.on) {                 /* issue 18: a key registers only as the worker its file names, or a role key
                                        * (authorized_keys/rollout.pub) as any worker of that role (issue 19: a
-                                       * scaled set of pods shares one Secret) */
+                                       * scaled set of pods shares one Secret); issue 38: a key named for a role
+                                       * (rollout-0) only as a worker of that role */
         char name[160] = "";
-        sscanf(m->peer_key, "%159s", name);
+        zap_key_name(m->peer_key, name, sizeof name);
+        const char *key_role = zap_key_role(name);
+        if (key_role && strcmp(key_role, role_name(h->role))) {
+            snprintf(reason, sizeof reason, "worker %s: its CURVE key, authorized_keys/%s.pub, is a %s's: it cannot "
+                     "register as a %s", h->worker_id, name, key_role, role_name(h->role));
+            refuse(c, m, reason, NULL);
+            return;
+        }
         if (strcmp(name, h->worker_id) && strcmp(name, role_name(h->role))) {
             snprintf(reason, sizeof reason, "worker id '%s' does not match its CURVE key, which is authorized_keys/%s.pub: "
                      "each worker registers under the name of its key (dapo-keygen --client NAME; --id NAME), or a "
@@ -95,6 +111,18 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         return;
     }
     WorkerEntry *w = registry_find(c, m->peer, m->peer_len);
+    if (!w && (w = find_id(c, h->worker_id))) {    /* a worker id known from another connection: its restart or
+                                                    * reconnect (routing ids are the ROUTER's, one per connection) */
+        if (c->keys.on && w->key[0] && strcmp(w->key, zap_key_fingerprint(m->peer_key))) {
+            snprintf(reason, sizeof reason, "worker %s is registered with CURVE key %s; this connection's key is %s "
+                     "(from %s): a worker's id is taken over only with the key that registered it", h->worker_id,
+                     w->key, zap_key_fingerprint(m->peer_key), m->peer_address[0] ? m->peer_address : "?");
+            refuse(c, m, reason, NULL);
+            return;
+        }
+        memcpy(w->rid, m->peer, m->peer_len);
+        w->rid_len = m->peer_len;
+    }
     if (!w) {
         XGROW(c->workers, c->nworkers, c->cap_workers, 16);
         w = &c->workers[c->nworkers++];
@@ -154,9 +182,23 @@ static void mark_gone(Coord *c, WorkerEntry *w, WorkerLife life, const char *why
 void registry_on_message(Coord *c, NetMsg *m) {
     if (m->type == DAPO__MSG_TYPE__MSG_HELLO) { on_hello(c, m, 1); return; }
     WorkerEntry *w = registry_find(c, m->peer, m->peer_len);
+    const char *from = m->peer_address[0] ? m->peer_address : "?";
     if (!w || w->life != WORKER_ALIVE) {
         /* A worker from before a coordinator restart, or one declared lost: ask it to register again. */
+        if (!w) {
+            c->msgs_unregistered++;
+            log_warn_limited(&c->warn_unregistered, 10000, "a %s from %s (key %s) on a connection no worker registered "
+                             "on: answered 'send Hello'", net_type_name(m->type), from,
+                             m->peer_key[0] ? m->peer_key : "none");
+        }
         out_send_error(c, m->peer, m->peer_len, ERR_NOTFOUND, m->type, "unknown worker: send Hello");
+        return;
+    }
+    if (c->keys.on && strcmp(w->key, zap_key_fingerprint(m->peer_key))) {   /* not the key that registered it */
+        c->msgs_foreign++;
+        log_warn_limited(&c->warn_foreign, 10000, "dropped a %s for worker %s from %s with key %s: %s registered with "
+                         "key %s", net_type_name(m->type), w->id, from, m->peer_key[0] ? m->peer_key : "none", w->id,
+                         w->key);
         return;
     }
     w->last_seen_ms = clock_ms();

@@ -22,6 +22,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "coord.h"
+#include "net/monitor.h"
 #include "settings/settings.h"
 #include "evlog.h"
 #include "persist.h"
@@ -105,7 +106,8 @@ static void drain(Coord *c) {
                 on_event(c, &e, err);
             } else {
                 c->msgs_bad++;
-                log_warn("dropped a bad message (%zu bytes): %s", m.bytes, err);
+                log_warn_limited(&c->warn_bad, 10000, "dropped a bad message (%zu bytes) from %s: %s", m.bytes,
+                                 m.peer_address[0] ? m.peer_address : "?", err);
                 Dapo__ErrorReply e = DAPO__ERROR_REPLY__INIT;   /* the loop's own answer, not the engine's */
                 e.code = rc;
                 e.message = err;
@@ -134,6 +136,9 @@ static void on_cron(uv_timer_t *t) {
     }
     Event tick = {.kind = EV_TICK};
     on_event(c, &tick, NULL);
+    log_limit_flush(&c->warn_bad, "dropped bad messages");
+    log_limit_flush(&c->warn_foreign, "dropped messages sent with another worker's routing and a key not its own");
+    log_limit_flush(&c->warn_unregistered, "messages on connections no worker registered on");
     persist_run_seconds(c);
     drain(c);
 }
@@ -238,10 +243,12 @@ static int coord_start(Coord *c, const CoordHooks *hooks, char err[ERR_LEN]) {
         return err_set(err, ERR_IO, "cluster.io_threads=%d: %s", io_threads, zmq_strerror(zmq_errno()));
     if (c->keys.on && !(c->zap = zap_start(c->zctx, c->keys.authorized_keys, err))) return ERR_IO;
     NetOpts o = {.bind = true, .max_msg_bytes = (int64_t)c->cfg.max_msg_mb << 20, .curve = &c->keys,
-                 .curve_server = true};
+                 .curve_server = true, .heartbeat_ms = c->cfg.heartbeat_ms,      /* a dead connection closes within */
+                 .heartbeat_timeout_ms = (int)(c->cfg.lease_timeout_s * 1000)};  /* the lease timeout */
     char e2[ERR_LEN];
     c->router = net_socket(c->zctx, ZMQ_ROUTER, c->cfg.bind, &o, e2);
     if (!c->router) return err_set(err, ERR_IO, "cluster.bind: %s", e2);
+    if (!(c->monitor = net_monitor_start(c->zctx, c->router, "coordinator", err))) return ERR_IO;
     net_last_endpoint(c->router, c->endpoint, sizeof c->endpoint);
     int fd;
     size_t fdsz = sizeof fd;
@@ -396,7 +403,8 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
         zmq_close(c.router);
     }
     evlog_close(c.evlog);
-    zap_stop(c.zap);                      /* before the context ends: its socket lives there */
+    net_monitor_stop(c.monitor);          /* before the context ends: its socket lives there */
+    zap_stop(c.zap);
     if (c.zctx) zmq_ctx_term(c.zctx);     /* releases every zero-copy buffer still held */
     if (c.lock_fd >= 0) close(c.lock_fd);
     if (c.metrics_file) fclose(c.metrics_file);

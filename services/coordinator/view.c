@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "coord.h"
+#include "net/monitor.h"
 #include "reward/math_dapo.h"
 
 /* A JSON string from n bytes that may be invalid UTF-8 (U+FFFD per maximal invalid subpart, as Python's
@@ -91,9 +92,18 @@ static json_t *status_json(Coord *c) {
     json_object_set_new(j, "stopping", json_boolean(c->stopping));
     json_object_set_new(j, "status_line", jt_str(c->status_line));
     json_object_set_new(j, "controls_enabled", json_boolean(c->token != NULL));   /* cluster.token_file is set */
-    json_object_set_new(j, "security", json_pack("{s:b, s:b, s:I, s:I}", "curve", c->keys.on, "insecure",
-                                                 c->cfg.insecure, "handshakes_accepted", (json_int_t)zap_accepted(c->zap),
-                                                 "handshakes_refused", (json_int_t)zap_refused(c->zap)));
+    NetMonitorStats ms;
+    net_monitor_stats(c->monitor, &ms);
+    json_object_set_new(j, "security", json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "curve",
+                                                 c->keys.on, "insecure", c->cfg.insecure,
+                                                 "handshakes_accepted", (json_int_t)zap_accepted(c->zap),
+                                                 "handshakes_refused", (json_int_t)zap_refused(c->zap),
+                                                 "handshakes_plaintext", (json_int_t)ms.plaintext,
+                                                 "handshakes_failed", (json_int_t)ms.protocol,
+                                                 "connections_accepted", (json_int_t)ms.accepted,
+                                                 "hellos_refused", (json_int_t)c->hellos_refused,
+                                                 "messages_foreign", (json_int_t)c->msgs_foreign,
+                                                 "messages_unregistered", (json_int_t)c->msgs_unregistered));
     json_t *ev = json_array();                    /* newest first */
     for (int i = 0; i < COORD_EVENTS && i < c->nevents; i++) {
         int k = (c->nevents - 1 - i) % COORD_EVENTS;

@@ -7,6 +7,8 @@
 
 #include "core/log.h"
 #include "net/net.h"
+#include "net/monitor.h"
+#include "net/zap.h"
 
 typedef struct {
     int      tensor;        /* index into tensors */
@@ -34,6 +36,10 @@ struct WeightServer {
     int      n_tensors;
     Chunk   *chunks;
     int      n_chunks;
+    int      curve;         /* a CURVE server: requests are checked by their key's role */
+    uint64_t refused;       /* requests from keys that get no weights */
+    NetMonitor *monitor;    /* failed handshakes, logged (net/monitor.h) */
+    LogLimit warn_bad, warn_refused;
 };
 
 WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, int64_t max_msg_bytes,
@@ -52,6 +58,11 @@ WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, in
     ws->run_id = xstrdup(run_id ? run_id : "");
     ws->max_msg = max_msg_bytes;
     ws->version = -1;
+    ws->curve = curve && curve->on;
+    if (!(ws->monitor = net_monitor_start(zctx, s, "weights", err))) {
+        wsrv_close(ws);
+        return NULL;
+    }
     if (net_last_endpoint(s, ws->endpoint, sizeof ws->endpoint)) snprintf(ws->endpoint, sizeof ws->endpoint, "%s", endpoint);
     log_info("weights: serving on %s", ws->endpoint);
     return ws;
@@ -141,13 +152,24 @@ int wsrv_serve(WeightServer *ws, int timeout_ms, char err[ERR_LEN]) {
         int rc = net_recv(ws->sock, &m, first ? timeout_ms : 0, (size_t)ws->max_msg, e);
         if (rc == ERR_AGAIN || rc == ERR_TIMEOUT) return sent;
         if (rc == ERR_DECODE || rc == ERR_TOO_BIG || rc == ERR_VERSION) {
-            log_warn("weights: bad request dropped: %s", e);
+            log_warn_limited(&ws->warn_bad, 10000, "weights: bad request dropped: %s", e);
             net_msg_free(&m);
             continue;
         }
         if (rc) return err_set(err, rc, "weights: receive: %s", e);
         if (m.type != DAPO__MSG_TYPE__MSG_WEIGHT_RESEND) {
-            log_warn("weights: unexpected %s message dropped", net_type_name(m.type));
+            log_warn_limited(&ws->warn_bad, 10000, "weights: unexpected %s message dropped", net_type_name(m.type));
+            net_msg_free(&m);
+            continue;
+        }
+        char name[128] = "";
+        zap_key_name(m.peer_key, name, sizeof name);
+        const char *role = zap_key_role(name);
+        if (ws->curve && !(role && (!strcmp(role, "rollout") || !strcmp(role, "learner")))) {
+            ws->refused++;                 /* the weights go to rollout and learner keys only (issue 38) */
+            log_warn_limited(&ws->warn_refused, 10000, "weights: refused a request from %s with key %s: only rollout "
+                             "and learner keys (authorized_keys/rollout*.pub, learner*.pub) get weights",
+                             m.peer_address[0] ? m.peer_address : "?", m.peer_key[0] ? m.peer_key : "none");
             net_msg_free(&m);
             continue;
         }
@@ -179,6 +201,7 @@ void *wsrv_socket(WeightServer *ws) { return ws ? ws->sock : NULL; }
 
 void wsrv_close(WeightServer *ws) {
     if (!ws) return;
+    net_monitor_stop(ws->monitor);
     if (ws->sock) zmq_close(ws->sock);
     xfree(ws->run_id); xfree(ws->snap); xfree(ws->tensors); xfree(ws->chunks);
     xfree(ws);

@@ -17,7 +17,9 @@
 typedef struct WeightServer WeightServer;
 
 /* Binds a ROUTER at endpoint (e.g. "tcp://127.0.0.1:5556"; port 0 picks one, see wsrv_endpoint). zctx borrowed.
- * A CURVE server when curve->on (net/curve.h; the context must run a ZAP handler, net/zap.h; NULL: plaintext).
+ * A CURVE server when curve->on (net/curve.h; the context must run a ZAP handler, net/zap.h; NULL: plaintext); then
+ * only keys named for a rollout or a learner (zap_key_role) get weights, the others' requests are dropped, counted
+ * and logged (rate-limited).
  * run_id is copied into every update. NULL with a message on error. */
 WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, int64_t max_msg_bytes,
                         const CurveKeys *curve, char err[ERR_LEN]);

@@ -213,7 +213,7 @@ static void read_pair(const char *name, char pub[41], char sec[41]) {
 }
 
 /* An authorised worker's key used to register as another worker (the learner): the coordinator answers with a
- * refusal naming the key's own name, and the run is not touched. */
+ * refusal naming the key's own name (a rollout's key: not a learner, issue 38), and the run is not touched. */
 static void impersonation_refused(const char *server_pub) {
     char pub[41], sec[41], err[ERR_LEN];
     read_pair("rollout-0", pub, sec);
@@ -226,7 +226,8 @@ static void impersonation_refused(const char *server_pub) {
     assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_WELCOME);
     const Dapo__Welcome *w = (const Dapo__Welcome *)m.msg;
     assert_false(w->accepted);
-    assert_non_null(strstr(w->reason, "does not match its CURVE key, which is authorized_keys/rollout-0.pub"));
+    assert_non_null(strstr(w->reason, "its CURVE key, authorized_keys/rollout-0.pub, is a rollout's: it cannot "
+                                      "register as a learner"));
     net_msg_free(&m);
     zmq_close(s);
     zmq_ctx_term(ctx);
@@ -248,7 +249,8 @@ static void role_key(const char *server_pub) {
         assert_int_equal(m.type, DAPO__MSG_TYPE__MSG_WELCOME);
         const Dapo__Welcome *w = (const Dapo__Welcome *)m.msg;
         assert_int_equal(w->accepted, !k);
-        if (k) assert_non_null(strstr(w->reason, "or a role's key (--client learner) as any learner"));
+        if (k) assert_non_null(strstr(w->reason, "authorized_keys/rollout.pub, is a rollout's: it cannot register as "
+                                          "a learner"));
         net_msg_free(&m);
         Dapo__Goodbye g = DAPO__GOODBYE__INIT;
         g.reason = "test over";
@@ -273,11 +275,11 @@ static void intruders_get_nowhere(const char *server_pub) {
     zmq_curve_keypair(pub, sec);                                       /* a key nobody authorised */
     zmq_curve_keypair(fpub, fsec);                                     /* a forged "server" key */
     char ipub[41], isec[41];
-    read_pair("intruder", ipub, isec);                                 /* authorised, then revoked */
+    read_pair("rollout-intruder", ipub, isec);                         /* authorised (a rollout key), then revoked */
     Dapo__WeightResend wr0 = DAPO__WEIGHT_RESEND__INIT;
     assert_int_equal(tu_answered(wep, server_pub, ipub, isec, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &wr0.base, 5000), 1);
     char path[600];
-    snprintf(path, sizeof path, "%s/authorized_keys/intruder.pub", keys);
+    snprintf(path, sizeof path, "%s/authorized_keys/rollout-intruder.pub", keys);
     assert_int_equal(unlink(path), 0);                                 /* revoked: the next connection is refused */
     const char *eps[] = {zep, wep};
     for (int e = 0; e < 2; e++) {
@@ -301,7 +303,7 @@ static void test_curve_cluster_and_intruders(void **state) {
              tu_build(), tu_root(), tu_root(), dir, dir);
     assert_int_equal(system(cmd), 0);
     assert_int_equal(keygen("--server --client coordinator --client verifier-0 --client learner-0 --client rollout-0 "
-                            "--client rollout-1 --client intruder --client rollout"), 0);
+                            "--client rollout-1 --client rollout-intruder --client rollout"), 0);
     char held[700], back[700];                                         /* rollout-1 starts with its key missing */
     snprintf(held, sizeof held, "%s/rollout-1.pub.held", dir);
     snprintf(back, sizeof back, "%s/authorized_keys/rollout-1.pub", keys);
@@ -337,19 +339,27 @@ static void test_curve_cluster_and_intruders(void **state) {
     json_t *sec = json_object_get(st, "security");
     /* the unknown and the revoked key (ZAP refuses them); a plaintext peer or a forged server key never gets that far */
     assert_true(json_integer_value(json_object_get(sec, "handshakes_refused")) >= 2);
+    /* issue 38: the plaintext peer is seen too (the socket monitor), and logged with its address */
+    assert_true(json_integer_value(json_object_get(sec, "handshakes_plaintext")) >= 1);
     json_t *ws = json_object_get(st, "workers");
     int intruders = 0;
     json_array_foreach(ws, i, w) if (strstr(json_string_value(json_object_get(w, "id")), "intruder")) intruders++;
     assert_int_equal(intruders, 0);
     json_decref(st);
     char out[512], fp[17], ipub[41];
-    read_key("intruder.pub", ipub);
+    read_key("rollout-intruder.pub", ipub);
     curve_fingerprint(ipub, fp);
     snprintf(cmd, sizeof cmd, "grep -h 'refused a client' %s/coordinator.log | grep -c %s", dir, fp);
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);                 /* logged with its fingerprint */
     assert_int_equal(atoi(out), 1);                                    /* once */
     snprintf(cmd, sizeof cmd, "grep -h 'refused a client' %s/learner-0.log | grep -c %s", dir, fp);
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);                 /* the weight server's handler too */
+    snprintf(cmd, sizeof cmd, "grep -c 'coordinator: refused a client from 127.0.0.1:[0-9]*: it does not speak' "
+             "%s/coordinator.log", dir);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);                 /* the plaintext client, with its address */
+    snprintf(cmd, sizeof cmd, "grep -c 'weights: refused a client from 127.0.0.1:[0-9]*: it does not speak' "
+             "%s/learner-0.log", dir);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
     /* rollout-1, refused while its key was away, registered once the key was back (it opens a new connection) */
     int64_t end = clock_ms() + 40000;
     int in = 0;

@@ -251,6 +251,56 @@ static int intruder(void *arg) {
     return answered;
 }
 
+/* Sends m (of type) on a fresh DEALER with routing id rid, a CURVE client with the key pair of keys/<key>.key; 1 when
+ * a message came back within ms and *answer (may be NULL) gets its type; 0 when none did; -1 when it cannot connect. */
+static int sent_as(const char *ep, const char *rid, const char *key, Dapo__MsgType type, const ProtobufCMessage *m,
+                   int ms, Dapo__MsgType *answer) {
+    char path[500], err[ERR_LEN], spub[41], sec[41], pub[41];
+    snprintf(path, sizeof path, "%s/server.pub", keys);
+    if (curve_key_read(path, false, "server", spub, err)) return -1;
+    snprintf(path, sizeof path, "%s/%s.key", keys, key);
+    if (curve_key_read(path, true, key, sec, err) || zmq_curve_public(pub, sec)) return -1;
+    void *ctx = zmq_ctx_new(), *s = tu_dealer(ctx, ep, rid, spub, pub, sec);
+    int got = -1;
+    if (s) {
+        net_send(s, NULL, 0, type, m, true);
+        NetMsg r;
+        got = net_recv(s, &r, ms, 1 << 20, err) == 0;
+        if (got && answer) *answer = r.type;
+        if (got) net_msg_free(&r);
+        zmq_close(s);
+    }
+    zmq_ctx_term(ctx);
+    return got;
+}
+
+/* issue 38: from the intruder's host, a client holding rollout-1's key (a leaked rollout key, on the allow-list):
+ * with the routing ids of learner-0, verifier-0 and rollout-0 a Heartbeat is told to say Hello (no worker registered
+ * on its connection) and displaces nobody; a Hello as learner-0 or as rollout-0 is refused; a WeightResend with the
+ * verifier's key gets no weights. Returns the number of outcomes other than those (0 expected). */
+static int leaked_key(void *arg) {
+    (void)arg;
+    Dapo__Heartbeat hb = DAPO__HEARTBEAT__INIT;
+    Dapo__WeightResend wr = DAPO__WEIGHT_RESEND__INIT;
+    static const char *const rids[] = {"learner-0", "verifier-0", "rollout-0"};
+    int bad = 0;
+    for (int i = 0; i < 3; i++) {
+        Dapo__MsgType t = DAPO__MSG_TYPE__MSG_UNKNOWN;
+        bad += sent_as(ep_coord, rids[i], "rollout-1", DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base, 2000, &t) != 1 ||
+               t != DAPO__MSG_TYPE__MSG_ERROR;
+    }
+    Dapo__Hello as_learner = tu_hello("learner-0", DAPO__ROLE__ROLE_LEARNER, 1),
+                as_rollout = tu_hello("rollout-0", DAPO__ROLE__ROLE_ROLLOUT, 8);
+    Dapo__MsgType t = DAPO__MSG_TYPE__MSG_UNKNOWN;
+    bad += sent_as(ep_coord, "learner-0", "rollout-1", DAPO__MSG_TYPE__MSG_HELLO, &as_learner.base, 2000, &t) != 1 ||
+           t != DAPO__MSG_TYPE__MSG_WELCOME;         /* a Welcome with accepted false: checked in the log */
+    bad += sent_as(ep_coord, "rollout-0", "rollout-1", DAPO__MSG_TYPE__MSG_HELLO, &as_rollout.base, 2000, &t) != 1 ||
+           t != DAPO__MSG_TYPE__MSG_WELCOME;
+    bad += sent_as(ep_weights, "verifier-0", "verifier-0", DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &wr.base, 1500,
+                   NULL) != 0;
+    return bad;
+}
+
 static int count_in(const char *path, const char *what) {
     char cmd[900], out[64];
     snprintf(cmd, sizeof cmd, "grep -c '%s' %s", what, path);
@@ -319,7 +369,11 @@ static void test_multihost(void **state) {
     ep_coord = ec;
     ep_weights = ew;
     assert_int_equal(in_ns(ns[N_X], intruder, NULL), 0);
+    assert_int_equal(in_ns(ns[N_X], leaked_key, NULL), 0);
     st = wait_for(1, STEPS, NULL, NULL, 120000, "the run across hosts to finish");
+    json_t *sec = json_object_get(st, "security");
+    assert_true(geti(sec, "messages_unregistered") >= 3 && geti(sec, "hellos_refused") >= 2);
+    assert_int_equal(geti(sec, "messages_foreign"), 0);
     tu_assert_groups_add_up(st, 1);
     assert_int_equal(tu_group_count(st, "trained"), STEPS * 4);
     assert_true(geti(json_object_get(st, "leases"), "requeued_from_lost") > 0);
@@ -333,6 +387,12 @@ static void test_multihost(void **state) {
     snprintf(log, sizeof log, "%s/coordinator.log", net);
     assert_int_equal(count_in(log, "worker rollout-0 registered again"), 1);    /* one registration per reconnect */
     assert_int_equal(count_in(log, "worker verifier-0 registered again"), 1);
+    /* the leaked rollout key displaced nobody and was seen: no learner rank re-registered, nothing rolled back */
+    assert_int_equal(count_in(log, "worker learner-0 registered again"), 0);
+    assert_int_equal(count_in(log, "rolled back"), 0);
+    assert_true(count_in(log, "on a connection no worker registered on") >= 1);
+    assert_int_equal(count_in(log, "its CURVE key, authorized_keys/rollout-1.pub, is a rollout.s: it cannot register as a learner"), 1);
+    assert_int_equal(count_in(log, "worker id .rollout-0. does not match its CURVE key"), 1);
     /* the unknown key: refused at both servers, logged once each with its fingerprint and the intruder's address */
     char ipub[41], fp[17], err[ERR_LEN], what[160];
     snprintf(a_path, sizeof a_path, "%s/intruder.pub", keys);
@@ -342,6 +402,7 @@ static void test_multihost(void **state) {
     assert_int_equal(count_in(log, what), 1);
     snprintf(log, sizeof log, "%s/learner-0.log", net);
     assert_int_equal(count_in(log, what), 1);
+    assert_int_equal(count_in(log, "weights: refused a request from .* with key verifier-0"), 1);
     char a[600], b[600], cmd[1300], out[16];
     snprintf(a, sizeof a, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", ref, STEPS);
     snprintf(b, sizeof b, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", net, STEPS);
