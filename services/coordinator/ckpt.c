@@ -30,14 +30,41 @@ static void ckpt_path(const Coord *c, char *buf, size_t n) {
     snprintf(buf, n, "%s/coordinator.json", c->cfg.default_local_dir);
 }
 
+/* The fields of RunCounters and RunFaults by name (coordinator.json), in order. */
+static const char *const counter_names[] = {"groups_generated", "groups_scored", "groups_solve_none",
+                                            "groups_solve_all", "groups_kept", "tokens_generated", "tokens_trained",
+                                            "reward_ok", "reward_timeout", "reward_crash", "reward_memory",
+                                            "reward_error"};
+static const char *const fault_names[] = {"rollbacks", "leases_reclaimed", "leases_requeued", "results_abandoned"};
+_Static_assert(sizeof(RunCounters) == sizeof counter_names / sizeof counter_names[0] * sizeof(uint64_t), "names");
+_Static_assert(sizeof(RunFaults) == sizeof fault_names / sizeof fault_names[0] * sizeof(uint64_t), "names");
+
+/* n uint64_t fields as a JSON object of names[i]: v[i]. */
+static json_t *u64s_to_json(const uint64_t *v, const char *const *names, size_t n) {
+    json_t *o = json_object();
+    for (size_t i = 0; i < n; i++) json_object_set_new(o, names[i], json_integer((json_int_t)v[i]));
+    return o;
+}
+
+/* The reverse: a missing object or field reads 0 (files of older versions); a field of another type sets *bad. */
+static void u64s_from_json(json_t *o, uint64_t *v, const char *const *names, size_t n, int *bad) {
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_object_get(o, names[i]);
+        if (x && (!json_is_integer(x) || json_integer_value(x) < 0)) *bad = 1;
+        v[i] = json_is_integer(x) ? (uint64_t)json_integer_value(x) : 0;
+    }
+}
+
 static json_t *snap_to_json(const EngineSnapshot *s) {
     json_t *counts = json_object();
     for (int g = 0; g < GS_COUNT; g++)
         json_object_set_new(counts, group_state_name((GroupState)g), json_integer((json_int_t)s->group_counts[g]));
-    return json_pack("{s:I, s:I, s:i, s:I, s:I, s:I, s:i, s:I, s:o}", "step", (json_int_t)s->step,
+    return json_pack("{s:I, s:I, s:i, s:I, s:I, s:I, s:i, s:I, s:o, s:o}", "step", (json_int_t)s->step,
                      "policy_version", (json_int_t)s->policy_version, "epoch", s->epoch, "cursor", (json_int_t)s->cursor,
                      "consumed", (json_int_t)s->consumed, "next_group_id", (json_int_t)s->next_group_id,
-                     "data_seed", s->data_seed, "n_train", (json_int_t)s->n_train, "group_counts", counts);
+                     "data_seed", s->data_seed, "n_train", (json_int_t)s->n_train, "group_counts", counts,
+                     "counters", u64s_to_json((const uint64_t *)&s->counters, counter_names,
+                                              sizeof counter_names / sizeof counter_names[0]));
 }
 
 static json_int_t get_int(json_t *j, const char *key, int *bad) {
@@ -63,6 +90,8 @@ static int snap_from_json(json_t *j, EngineSnapshot *s) {
         int missing = 0;                   /* "stale" is newer than the format: absent in older files means 0 */
         s->group_counts[g] = (uint64_t)get_int(counts, group_state_name((GroupState)g), g == GS_STALE ? &missing : &bad);
     }
+    u64s_from_json(json_object_get(j, "counters"), (uint64_t *)&s->counters, counter_names,
+                   sizeof counter_names / sizeof counter_names[0], &bad);
     return bad || s->step < 0 || s->cursor < 0 || s->epoch < 0 || s->policy_version < 0;
 }
 
@@ -76,6 +105,8 @@ char *ckpt_text(const Coord *c) {
     json_object_set_new(j, "config_hash", json_string(hash));
     if (k->has_saved) json_object_set_new(j, "saved", snap_to_json(&k->saved));
     if (k->has_pending) json_object_set_new(j, "pending", snap_to_json(&k->pending));
+    json_object_set_new(j, "faults", u64s_to_json((const uint64_t *)&c->faults, fault_names,
+                                                  sizeof fault_names / sizeof fault_names[0]));
     char *text = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     json_decref(j);
     char *x = text ? xstrdup(text) : NULL;
@@ -89,6 +120,11 @@ static void queue_file(Coord *c, CkptWrite why, long step) {
     char *text = ckpt_text(c);
     if (!text) { log_error("checkpoint: coordinator.json could not be encoded (out of memory)"); return; }
     out_text(c, OUT_CKPT_FILE, text, step, why);
+}
+
+void ckpt_faults_changed(Coord *c) {
+    if (c->ckpt.has_saved || c->ckpt.has_pending) queue_file(c, CKPT_W_STATE, c->ckpt.has_saved ? c->ckpt.saved.step
+                                                                                               : c->ckpt.pending.step);
 }
 
 static int learner_rank0(const Coord *c) {
@@ -300,6 +336,10 @@ int ckpt_resume(Coord *c, const char *text, char err[ERR_LEN]) {
     coord_run_seconds_seen(c, json_number_value(json_object_get(j, "run_s")));   /* absent in older files: 0 */
     json_t *inc = json_object_get(j, "incarnation");
     c->incarnation = (json_is_integer(inc) ? (uint32_t)json_integer_value(inc) : 0) + 1;
+    int fbad = 0;                                    /* the run's faults go on counting from the file's */
+    u64s_from_json(json_object_get(j, "faults"), (uint64_t *)&c->faults, fault_names,
+                   sizeof fault_names / sizeof fault_names[0], &fbad);
+    if (fbad) log_warn("%s: faults: a counter is not a non-negative integer: read as 0", path);
     json_decref(j);
     k->rewrite = 1;                                  /* run.c writes the file before the loop runs */
     /* The data must be the same before anything else waits on the learner. */

@@ -35,7 +35,7 @@
 typedef enum { WORKER_ALIVE = 0, WORKER_LOST, WORKER_GONE } WorkerLife;
 
 typedef struct {
-    uint8_t     rid[NET_PEER_MAX];     /* ZeroMQ routing id */
+    uint8_t     rid[NET_PEER_MAX];     /* ZeroMQ routing id of its connection (the ROUTER's; a new one per connection) */
     size_t      rid_len;
     char        address[64];           /* the connection's peer address at its last Hello ("Peer-Address": the IP
                                         * for TCP); "" where ZeroMQ gives none (ipc): the dashboard shows the rid */
@@ -162,6 +162,24 @@ typedef struct {
     int            code;
 } Event;
 
+/* The run's accounting counters (issue 38: run-level): training groups through dynamic sampling, tokens, reward
+ * outcomes. They travel with the engine's snapshot: a checkpoint holds them and a resume or a rollback restores them
+ * with the group counts, so the two agree (groups kept >= groups trained) across restarts. */
+typedef struct {
+    uint64_t groups_generated, groups_scored, groups_solve_none, groups_solve_all, groups_kept;
+    uint64_t tokens_generated, tokens_trained;
+    uint64_t reward_outcomes[5];       /* ok, timeout, crash, memory, error: validation included */
+} RunCounters;
+
+/* The run's fault counters (issue 38: run-level): written to coordinator.json when they change (once the run has a
+ * checkpoint) and read back at a restart; a rollback does not undo them. */
+typedef struct {
+    uint64_t rollbacks;                /* rollbacks to a checkpoint after a lost learner rank */
+    uint64_t leases_reclaimed;         /* leases taken back past cluster.max_lease_s / max_score_lease_s */
+    uint64_t leases_requeued;          /* leases of lost or re-registered workers put back in the queue */
+    uint64_t results_abandoned;        /* group results dropped: made with the weights of an earlier incarnation */
+} RunFaults;
+
 /* The engine's resumable state as of the last finished step (what a coordinator checkpoint holds). */
 typedef struct {
     long     step;                     /* finished steps */
@@ -172,6 +190,7 @@ typedef struct {
     int      data_seed;
     long     n_train;                  /* prompts in the training set: a resume with other data is refused */
     uint64_t group_counts[GS_COUNT];
+    RunCounters counters;              /* as group_counts: as of the step's batch */
 } EngineSnapshot;
 
 /* ckpt.c's state: the last checkpoint both sides hold and the one asked of the learner (see ckpt.c). */
@@ -204,10 +223,8 @@ typedef struct Coord {
     int          nworkers, cap_workers;
     char         run_id[64];
     int64_t      step, policy_version;
-    uint64_t     results_abandoned;    /* group results dropped: made with the weights of an earlier incarnation */
-    /* Counters since this process started, for /metrics (training groups only; validation has its own state). */
-    uint64_t     groups_generated_total, groups_scored_total, groups_solve_none_total, groups_solve_all_total;
-    uint64_t     groups_kept_total, tokens_generated_total, tokens_trained_total;
+    RunCounters  counters;             /* the run's accounting (/metrics; restored with the checkpoint) */
+    RunFaults    faults;               /* the run's faults (/metrics, /api/status; kept in coordinator.json) */
     uint32_t     incarnation;          /* +1 at every rollback to a checkpoint (a learner or coordinator crash): the
                                         * version numbers after it name other weights than before (recover.c) */
     int64_t      started_ms;           /* this process's start (monotonic ms) */
@@ -394,6 +411,9 @@ void ckpt_on_learner_hello(Coord *c, const WorkerEntry *w);   /* resume decision
 const char *ckpt_resume_file(Coord *c);
 int  ckpt_resume(Coord *c, const char *text, char err[ERR_LEN]);
 char *ckpt_text(const Coord *c);     /* coordinator.json as c->ckpt and c->incarnation are now (xmalloc'd; NULL: OOM) */
+/* A fault counter moved (c->faults): coordinator.json is written again with it, once the run has a checkpoint (before
+ * that a restart starts the run over, faults included). */
+void ckpt_faults_changed(Coord *c);
 /* EV_WRITE_FAILED: coordinator.json of `step` could not be written (why: CkptWrite). ASK: the pending step is dropped
  * (the learner was not asked; a stop exits without it); SAVED: the confirmed step stays pending on disk. */
 void ckpt_on_write_failed(Coord *c, long step, CkptWrite why, int code);

@@ -75,7 +75,6 @@ struct Engine {
     int            solve_none, solve_all, n_scored_groups, n_filtered;
     int            n_stale;      /* groups of the step dropped as too stale and regenerated */
     uint64_t       reward_outcomes[5];        /* the step's scored responses by Dapo__RewardOutcome (not validation) */
-    uint64_t       reward_outcomes_total[5];  /* over the run, validation included (/metrics) */
     int            n_reward_extra;            /* a Python reward's extra values this step: name, sum, count */
     char          *reward_extra_name[16];
     double         reward_extra_sum[16];
@@ -88,11 +87,8 @@ struct Engine {
     TrainJob       job;          /* the step whose batch is at the learners (at most one) */
     char           fail[ERR_LEN];
     EngineSnapshot snap;         /* as of the last finished step */
-    uint64_t       leases_reclaimed;         /* leases taken back past cluster.max_lease_s / max_score_lease_s */
-    uint64_t       leases_requeued;          /* leases of lost or re-registered workers put back in the queue */
     double         rejoin_t0;                /* PH_REJOIN: when the learner was lost (recover.c) */
     char           rejoin_why[ERR_LEN];
-    long           rollbacks;                /* rollbacks to a checkpoint in this process */
     long           rejoin_fail_step;         /* the step whose collective broke last, and how often in a row */
     int            rejoin_step_tries;
     EngineSnapshot initial;                  /* as the first step started (engine_initial_snapshot) */

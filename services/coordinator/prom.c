@@ -244,8 +244,11 @@ static void prom_labelled(Buf *b, const char *name, const char *label, const cha
     buf_add(b, "\n", 1);
 }
 
-/* The run's accounting as counters (monotonic while this coordinator runs; a rollback or restart is a reset) and
- * the groups in flight as gauges: the dynamic-sampling funnel, reward outcomes, leases, restarts, tokens. */
+/* The run's accounting as counters and the groups in flight as gauges: the dynamic-sampling funnel, reward outcomes,
+ * leases, restarts, tokens (issue 38). Every counter is run-level — the accounting restored with the checkpoint (a
+ * rollback or a resume takes it back to the checkpoint's values, as the group counts), the faults kept in
+ * coordinator.json (never taken back), the restarts counted by the supervisors — except
+ * dapo_coordinator_messages_*_total (main), which count this coordinator process's own traffic since it started. */
 static void prom_counters(const Coord *c, Buf *b, StrMap *seen) {
     const Engine *e = c->engine;
     static const struct { const char *name, *help; } fun[] = {
@@ -257,9 +260,9 @@ static void prom_counters(const Coord *c, Buf *b, StrMap *seen) {
         {"dapo_tokens_generated_total", "Response tokens generated for training groups."},
         {"dapo_tokens_trained_total", "Prompt and response tokens sent to the learners."},
     };
-    const uint64_t fv[] = {c->groups_generated_total, c->groups_scored_total, c->groups_solve_none_total,
-                           c->groups_solve_all_total, c->groups_kept_total, c->tokens_generated_total,
-                           c->tokens_trained_total};
+    const RunCounters *k = &c->counters;
+    const uint64_t fv[] = {k->groups_generated, k->groups_scored, k->groups_solve_none, k->groups_solve_all,
+                           k->groups_kept, k->tokens_generated, k->tokens_trained};
     for (size_t i = 0; i < sizeof fv / sizeof fv[0]; i++) prom_simple(b, seen, fun[i].name, "counter", fun[i].help, (double)fv[i]);
     if (strset_add(seen, "dapo_groups_finished_total")) {
         prom_family(b, "dapo_groups_finished_total", "counter",
@@ -280,19 +283,19 @@ static void prom_counters(const Coord *c, Buf *b, StrMap *seen) {
                     "Scored responses by reward outcome (timeout, crash, memory, error: scored reward_model.error_score).");
         static const char *on[5] = {"ok", "timeout", "crash", "memory", "error"};
         for (int o = 0; o < 5; o++) prom_labelled(b, "dapo_reward_responses_total", "outcome", on[o],
-                                                  (double)e->reward_outcomes_total[o]);
+                                                  (double)k->reward_outcomes[o]);
     }
     if (e) {
         prom_simple(b, seen, "dapo_leases_reclaimed_total", "counter",
-                    "Leases taken back past cluster.max_lease_s / max_score_lease_s.", (double)e->leases_reclaimed);
+                    "Leases taken back past cluster.max_lease_s / max_score_lease_s.", (double)c->faults.leases_reclaimed);
         prom_simple(b, seen, "dapo_leases_requeued_total", "counter",
-                    "Leases of lost or re-registered workers put back in the queue.", (double)e->leases_requeued);
+                    "Leases of lost or re-registered workers put back in the queue.", (double)c->faults.leases_requeued);
         prom_simple(b, seen, "dapo_rollbacks_total", "counter", "Rollbacks to a checkpoint after a lost learner rank.",
-                    (double)e->rollbacks);
+                    (double)c->faults.rollbacks);
     }
     prom_simple(b, seen, "dapo_results_abandoned_total", "counter",
                 "Group results dropped: generated with the weights of an abandoned run incarnation.",
-                (double)c->results_abandoned);
+                (double)c->faults.results_abandoned);
     prom_simple(b, seen, "dapo_coordinator_restarts_total", "counter", "Times the coordinator's supervisor restarted it.",
                 (double)daemon_restarts());
     if (strset_add(seen, "dapo_worker_restarts_total")) {
@@ -347,9 +350,11 @@ char *prom_text(const Coord *c, size_t *len) {
                 (now - c->started_ms) / 1000.0);
     prom_simple(&b, &seen, "dapo_coordinator_heap_bytes", "gauge", "Live bytes of the counted heap (xmalloc).",
                 (double)xmalloc_used());
-    prom_simple(&b, &seen, "dapo_coordinator_messages_in_total", "counter", "Worker messages received and decoded.",
+    prom_simple(&b, &seen, "dapo_coordinator_messages_in_total", "counter",
+                "Worker messages received and decoded by this coordinator process (since it started).",
                 (double)c->msgs_in);
-    prom_simple(&b, &seen, "dapo_coordinator_messages_bad_total", "counter", "Worker messages dropped as malformed.",
+    prom_simple(&b, &seen, "dapo_coordinator_messages_bad_total", "counter",
+                "Worker messages dropped as malformed by this coordinator process (since it started).",
                 (double)c->msgs_bad);
     prom_simple(&b, &seen, "dapo_coordinator_history_entries", "gauge", "Entries in the metric history.",
                 (double)c->nhistory);

@@ -8,7 +8,8 @@
 static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetArena *arena) {
     Engine *e = c->engine;
     if (w->incarnation != c->incarnation) {      /* made with the weights of a line abandoned at a rollback */
-        c->results_abandoned++;
+        c->faults.results_abandoned++;
+        ckpt_faults_changed(c);
         log_info("dropped group %llu attempt %u from %s: generated with weights of run incarnation %u (now %u)",
                  (unsigned long long)r->group_id, r->attempt, w->id, w->incarnation, c->incarnation);
         return 0;
@@ -42,8 +43,8 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
     for (size_t i = 0; i < r->n_responses; i++) e->generated_tokens += r->responses[i]->n_token_ids;
     if (!g->validation) {
         e->t_last_generated = clock_s();
-        c->groups_generated_total++;
-        for (size_t i = 0; i < r->n_responses; i++) c->tokens_generated_total += r->responses[i]->n_token_ids;
+        c->counters.groups_generated++;
+        for (size_t i = 0; i < r->n_responses; i++) c->counters.tokens_generated += r->responses[i]->n_token_ids;
     }
     g->score_attempt = 1;
     eng__set_state(c, g, GS_GENERATED);
@@ -78,10 +79,10 @@ static void settle_scored(Coord *c, Group *g) {
     e->solve_none += none;
     e->solve_all += all;
     e->n_scored_groups++;
-    c->groups_scored_total++;
-    c->groups_solve_none_total += (uint64_t)none;
-    c->groups_solve_all_total += (uint64_t)all;
-    c->groups_kept_total += keep;
+    c->counters.groups_scored++;
+    c->counters.groups_solve_none += (uint64_t)none;
+    c->counters.groups_solve_all += (uint64_t)all;
+    c->counters.groups_kept += keep;
     if (keep) { eng__set_state(c, g, GS_KEPT); e->kept++; }
     else { eng__set_state(c, g, GS_FILTERED); e->n_filtered++; }
     /* one sample per scored group for the dashboard */
@@ -99,9 +100,10 @@ static void settle_scored(Coord *c, Group *g) {
 }
 
 /* Counts a score's outcome and adds its extra values (a Python reward's dict entries) to the step's sums. */
-static void account_score(Engine *e, const Group *g, const Dapo__Score *s) {
+static void account_score(Coord *c, const Group *g, const Dapo__Score *s) {
+    Engine *e = c->engine;
     unsigned o = (unsigned)s->outcome < 5 ? (unsigned)s->outcome : DAPO__REWARD_OUTCOME__REWARD_ERROR;
-    e->reward_outcomes_total[o]++;
+    c->counters.reward_outcomes[o]++;
     if (g->validation) return;
     e->reward_outcomes[o]++;
     for (size_t i = 0; i < s->n_extra_keys && i < s->n_extra_values; i++) {
@@ -150,7 +152,7 @@ static void on_score_result(Coord *c, WorkerEntry *w, Dapo__ScoreResult *r) {
         g->pred[k] = xmalloc(s->pred.len + 1);
         if (s->pred.len) memcpy(g->pred[k], s->pred.data, s->pred.len);     /* an empty pred may have data NULL */
         g->pred[k][s->pred.len] = 0;
-        account_score(e, g, s);
+        account_score(c, g, s);
     }
     for (int i = 0; i < g->n; i++) if (!g->pred[i]) g->pred[i] = xstrdup("");
     settle_scored(c, g);
@@ -271,7 +273,8 @@ void engine_requeue_worker(Coord *c, int wi) {
         }
         g->worker = -1;
     }
-    e->leases_requeued += (uint64_t)requeued;
+    c->faults.leases_requeued += (uint64_t)requeued;
+    if (requeued) ckpt_faults_changed(c);
     if (requeued) log_warn("%d groups of %s returned to the queue", requeued, c->workers[wi].id);
 }
 
@@ -325,6 +328,7 @@ void engine_reclaim_leases(Coord *c) {
             eng__set_state(c, g, GS_GENERATED);
         }
         g->worker = -1;
-        e->leases_reclaimed++;
+        c->faults.leases_reclaimed++;
+        ckpt_faults_changed(c);
     }
 }

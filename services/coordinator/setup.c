@@ -107,6 +107,7 @@ int engine_restore(Coord *c, const EngineSnapshot *s, char err[ERR_LEN]) {
     e->consumed = s->consumed;
     e->next_group_id = s->next_group_id;
     memcpy(c->group_counts, s->group_counts, sizeof c->group_counts);
+    c->counters = s->counters;        /* the run's accounting as of the checkpoint, like the group counts */
     /* Groups of the interrupted step were never trained: they are re-drawn from the restored cursor. */
     for (int g = GS_QUEUED; g <= GS_SCORING; g++) c->group_counts[g] = 0;
     c->group_counts[GS_KEPT] = 0;
@@ -168,18 +169,25 @@ void engine_status_fill(Coord *c, json_t *status) {
                                                                         : json_null());
         json_object_set_new(l, "max_lease_s", json_real(c->cfg.max_lease_s));
         json_object_set_new(l, "max_score_lease_s", json_real(c->cfg.max_score_lease_s));
-        json_object_set_new(l, "reclaimed", json_integer((json_int_t)e->leases_reclaimed));
-        json_object_set_new(l, "requeued_from_lost", json_integer((json_int_t)e->leases_requeued));   /* issue 18 */
+        json_object_set_new(l, "reclaimed", json_integer((json_int_t)c->faults.leases_reclaimed));
+        json_object_set_new(l, "requeued_from_lost", json_integer((json_int_t)c->faults.leases_requeued));  /* issue 18 */
         json_object_set_new(l, "last_reclaimed", json_string(e->last_reclaim));
         json_object_set_new(status, "leases", l);
         json_t *r = json_object();                  /* issue 17: rollbacks to a checkpoint (recover.c) */
         json_object_set_new(r, "incarnation", json_integer((json_int_t)c->incarnation));
-        json_object_set_new(r, "rollbacks", json_integer(e->rollbacks));
-        json_object_set_new(r, "results_abandoned", json_integer((json_int_t)c->results_abandoned));
+        json_object_set_new(r, "rollbacks", json_integer((json_int_t)c->faults.rollbacks));
+        json_object_set_new(r, "results_abandoned", json_integer((json_int_t)c->faults.results_abandoned));
         json_object_set_new(r, "waiting_s", json_real(e->phase == PH_REJOIN ? clock_s() - e->rejoin_t0 : 0.0));
         json_object_set_new(r, "rejoin_timeout_s", json_real(c->cfg.learner_rejoin_timeout_s));
         json_object_set_new(r, "coordinator_restarts", json_integer(daemon_restarts()));   /* by its supervisor */
         json_object_set_new(status, "recovery", r);
+        const RunCounters *k = &c->counters;        /* issue 38: the run's accounting, as /metrics has it */
+        json_object_set_new(status, "counters", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                            "groups_generated", (json_int_t)k->groups_generated, "groups_scored",
+                            (json_int_t)k->groups_scored, "groups_solve_none", (json_int_t)k->groups_solve_none,
+                            "groups_solve_all", (json_int_t)k->groups_solve_all, "groups_kept",
+                            (json_int_t)k->groups_kept, "tokens_generated", (json_int_t)k->tokens_generated,
+                            "tokens_trained", (json_int_t)k->tokens_trained));
     }
 }
 

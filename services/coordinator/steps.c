@@ -323,11 +323,12 @@ static void send_ready_batch(Coord *c) {
         t->gen_tokens = e->generated_tokens;
         t->resp_tokens = 0;
         for (int i = 0; i < nb; i++) t->resp_tokens += eng__response_tokens(batch[i]);
-        c->tokens_trained_total += (uint64_t)t->batch_tokens;
+        c->counters.tokens_trained += (uint64_t)t->batch_tokens;
         t->snap = (EngineSnapshot){.step = e->step, .epoch = e->epoch, .cursor = e->cursor,
                                    .consumed = e->consumed, .next_group_id = e->next_group_id,
                                    .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
         memcpy(t->snap.group_counts, c->group_counts, sizeof c->group_counts);
+        t->snap.counters = c->counters;
         e->phase = c->cfg.staleness > 0 ? PH_IDLE : PH_TRAIN;
         eng__status(c, "step %ld: training on %d groups", e->step, nb);
     }

@@ -301,7 +301,22 @@ static void chaos(int learners) {
     st = wait_done(&R, 300000);
     assert_accounting(st, g_steps);
     json_t *rec = json_object_get(st, "recovery");
-    printf("chaos: done at t=%.1f s: %lld rollbacks this coordinator, incarnation %lld, %lld results abandoned, %lld "
+    /* issue 38: the run-level counters agree after every daemon's death, the coordinator's included: the funnel with
+     * the group counts (both restored with the checkpoint), the rollbacks and restarts with the logs */
+    json_t *cnt = json_object_get(st, "counters");
+    assert_true(geti(cnt, "groups_kept") >= tu_group_count(st, "trained"));
+    assert_true(geti(cnt, "groups_scored") >= geti(cnt, "groups_kept") && geti(cnt, "groups_generated") >= 1);
+    char grep[700], n_out[32];
+    snprintf(grep, sizeof grep, "grep -c 'WARN .*rolled back to step' %s/logs/coordinator.log", R.dir);
+    tu_run(grep, n_out, sizeof n_out);
+    if (geti(rec, "rollbacks") != atoi(n_out))
+        fail_msg("rollbacks: /api/status says %lld, the coordinator's log %d", (long long)geti(rec, "rollbacks"),
+                 atoi(n_out));
+    snprintf(grep, sizeof grep, "grep -c '\"event\":\"restart\",\"name\":\"coordinator\"' %s/logs/supervisor.jsonl",
+             R.dir);
+    tu_run(grep, n_out, sizeof n_out);
+    assert_int_equal(geti(rec, "coordinator_restarts"), atoi(n_out));
+    printf("chaos: done at t=%.1f s: %lld rollbacks, incarnation %lld, %lld results abandoned, %lld "
            "leases reclaimed\n", clock_s() - t0, (long long)geti(rec, "rollbacks"), (long long)geti(rec, "incarnation"),
            (long long)geti(rec, "results_abandoned"), (long long)geti(json_object_get(st, "leases"), "reclaimed"));
     json_decref(st);
