@@ -225,6 +225,7 @@ typedef struct Coord {
     int64_t      step, policy_version;
     RunCounters  counters;             /* the run's accounting (/metrics; restored with the checkpoint) */
     RunFaults    faults;               /* the run's faults (/metrics, /api/status; kept in coordinator.json) */
+    int          faults_dirty;         /* one moved during this event: engine_on writes coordinator.json after it */
     uint32_t     incarnation;          /* +1 at every rollback to a checkpoint (a learner or coordinator crash): the
                                         * version numbers after it name other weights than before (recover.c) */
     int64_t      started_ms;           /* this process's start (monotonic ms) */

@@ -67,7 +67,19 @@ static void raise_lost(Coord *c) {
     c->nlost = 0;
 }
 
+/* The event's handling, then coordinator.json again when a fault counter moved (RunFaults: written when they change). */
+static int on_event(Coord *c, const Event *ev, char err[ERR_LEN]);
+
 int engine_on(Coord *c, const Event *ev, char err[ERR_LEN]) {
+    int rc = on_event(c, ev, err);
+    if (c->faults_dirty) {
+        c->faults_dirty = 0;
+        ckpt_faults_changed(c);
+    }
+    return rc;
+}
+
+static int on_event(Coord *c, const Event *ev, char err[ERR_LEN]) {
     switch (ev->kind) {
     case EV_MESSAGE:
         c->msgs_in++;

@@ -71,7 +71,7 @@ void engine_rejoin_done(Coord *c, long step) {
     if (!e || e->phase != PH_REJOIN) return;
     e->phase = PH_IDLE;
     c->faults.rollbacks++;
-    ckpt_faults_changed(c);
+    c->faults_dirty = 1;
     coord_event(c, "rolled back to step %ld (policy version %lld, run incarnation %u)", step, (long long)c->policy_version,
                 c->incarnation);
     log_warn("rolled back to step %ld (policy version %lld, run incarnation %u): the learners rejoined after %.0f s; "

@@ -9,7 +9,7 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
     Engine *e = c->engine;
     if (w->incarnation != c->incarnation) {      /* made with the weights of a line abandoned at a rollback */
         c->faults.results_abandoned++;
-        ckpt_faults_changed(c);
+        c->faults_dirty = 1;
         log_info("dropped group %llu attempt %u from %s: generated with weights of run incarnation %u (now %u)",
                  (unsigned long long)r->group_id, r->attempt, w->id, w->incarnation, c->incarnation);
         return 0;
@@ -274,7 +274,7 @@ void engine_requeue_worker(Coord *c, int wi) {
         g->worker = -1;
     }
     c->faults.leases_requeued += (uint64_t)requeued;
-    if (requeued) ckpt_faults_changed(c);
+    if (requeued) c->faults_dirty = 1;
     if (requeued) log_warn("%d groups of %s returned to the queue", requeued, c->workers[wi].id);
 }
 
@@ -329,6 +329,6 @@ void engine_reclaim_leases(Coord *c) {
         }
         g->worker = -1;
         c->faults.leases_reclaimed++;
-        ckpt_faults_changed(c);
+        c->faults_dirty = 1;
     }
 }
