@@ -86,10 +86,16 @@ static void on_event(NetMonitor *m, uint16_t event, uint32_t value) {
             log_warn_limited(&m->warn_plaintext, 10000, "%s: refused a client from %s: it does not speak this "
                              "socket's security mechanism (a plaintext client at a CURVE server, or the other way "
                              "round)", m->name, addr[0] ? addr : m->endpoint);
-        } else {
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
             atomic_fetch_add(&m->protocol, 1);
             log_warn_limited(&m->warn_protocol, 10000, "%s: a handshake from %s failed (ZeroMQ protocol error 0x%x)",
                              m->name, addr[0] ? addr : m->endpoint, value);
+        } else {                                   /* value: an errno; a plaintext client that saw this side's
+                                                      CURVE greeting and hung up gives EPIPE or ECONNRESET */
+            atomic_fetch_add(&m->protocol, 1);
+            log_warn_limited(&m->warn_protocol, 10000, "%s: a handshake from %s failed: %s (a client of another "
+                             "security mechanism hangs up so, as does one that gave up)", m->name,
+                             addr[0] ? addr : m->endpoint, strerror((int)value));
         }
         break;
     default:

@@ -18,8 +18,10 @@ typedef struct NetMonitor NetMonitor;
 typedef struct {
     uint64_t accepted;      /* TCP connections accepted */
     uint64_t plaintext;     /* handshakes failed on the security mechanism: a plaintext client at a CURVE server (or
-                               the other way round) */
-    uint64_t protocol;      /* other handshake protocol errors (garbage, a wrong ZMTP version, ...) */
+                               the other way round), when this side read the client's greeting first */
+    uint64_t protocol;      /* other failed handshakes: protocol errors (garbage, a wrong ZMTP version, ...) and
+                               connections closed during the handshake — which is how a plaintext client shows when
+                               it read this side's CURVE greeting first and hung up (libzmq reports either) */
     uint64_t auth;          /* handshakes ZAP refused (a key not on the allow-list; zap.h logs the key) */
 } NetMonitorStats;
 

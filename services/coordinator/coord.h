@@ -287,6 +287,10 @@ typedef struct Coord {
 /* registry.c (engine.c calls it): Hello, heartbeats, credit, goodbye; liveness */
 void registry_on_message(Coord *c, NetMsg *m);         /* every message from a worker */
 void registry_on_bad_version_hello(Coord *c, NetMsg *m); /* refuses it, naming both versions */
+/* A send to worker wi found no connection (ERR_CLOSED): a connection's routing id never comes back (the ROUTER gives
+ * each connection its own), so the worker is lost now — its leases go back to the queue and nothing more is sent to
+ * it — rather than at the lease timeout, with every re-dispatch failing the same way meanwhile. */
+void registry_connection_gone(Coord *c, int wi);
 void registry_cron(Coord *c);                          /* marks workers lost after the lease timeout */
 /* workers.c: queries of the worker table (no side effects) */
 WorkerEntry *registry_find(Coord *c, const uint8_t *rid, size_t rid_len);

@@ -242,6 +242,12 @@ void registry_on_message(Coord *c, NetMsg *m) {
 
 void registry_on_bad_version_hello(Coord *c, NetMsg *m) { on_hello(c, m, 0); }
 
+void registry_connection_gone(Coord *c, int wi) {
+    if (wi >= 0 && wi < c->nworkers)
+        mark_gone(c, &c->workers[wi], WORKER_LOST, "its connection is gone (a send found no peer): it registers again "
+                                                   "on a new one");
+}
+
 void registry_cron(Coord *c) {
     int64_t now = clock_ms(), limit = (int64_t)(c->cfg.lease_timeout_s * 1000);
     for (int i = 0; i < c->nworkers; i++) {

@@ -481,9 +481,11 @@ static void test_learner_lost_mid_update(void **state) {
     coord_free(c);
 }
 
-/* A GenerateGroup that could not be sent: the group is queued again with its attempt and the credit comes back. */
-static void test_send_failed_requeues(void **state) {
-    (void)state;
+/* A GenerateGroup that could not be sent (the send queue full): the group is queued again with its attempt and the
+ * credit comes back; code ERR_CLOSED (no connection for the worker's routing id, which never comes back: issue 38):
+ * the worker is lost at once, its leases go back to the queue and nothing more is sent to it (before, every
+ * re-dispatch to it failed the same way, in a loop that never let the lease timeout run). */
+static void send_failed(int code) {
     Coord *c = coord_new();
     register_all(c);
     WorkerEntry *r = registry_find(c, (const uint8_t *)"rollout-0", 9);
@@ -498,19 +500,32 @@ static void test_send_failed_requeues(void **state) {
     assert_true(wi >= 0);
     outbox_clear(c);
     Event ev = {.kind = EV_SEND_FAILED, .worker = wi, .type = DAPO__MSG_TYPE__MSG_GENERATE_GROUP, .item = id,
-                .attempt = attempt, .code = ERR_CLOSED};
+                .attempt = attempt, .code = code};
     engine_on(c, &ev, NULL);
     Group *g = eng__group_by_id(c->engine, id);
     assert_non_null(g);
-    assert_int_equal(g->attempt, attempt);               /* sent again as the same attempt ... */
-    assert_int_equal(g->state, GS_LEASED);               /* ... at once (engine_on ticks after the failure) */
     ProtobufCMessage *gen[2];
-    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 2), 1);
-    assert_int_equal(((Dapo__GenerateGroup *)gen[0])->group_id, id);
-    free_all(gen, 1);
-    assert_int_equal(r->credit, 4);
+    if (code == ERR_AGAIN) {
+        assert_int_equal(g->attempt, attempt);           /* sent again as the same attempt ... */
+        assert_int_equal(g->state, GS_LEASED);           /* ... at once (engine_on ticks after the failure) */
+        assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 2), 1);
+        assert_int_equal(((Dapo__GenerateGroup *)gen[0])->group_id, id);
+        free_all(gen, 1);
+        assert_int_equal(r->credit, 4);
+    } else {
+        assert_int_equal(r->life, WORKER_LOST);
+        assert_int_equal(g->state, GS_QUEUED);           /* back in the queue, for a rollout that is there */
+        assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 2), 0);
+        assert_true(c->faults.leases_requeued >= 1);
+    }
     assert_accounting(c);
     coord_free(c);
+}
+
+static void test_send_failed_requeues(void **state) {
+    (void)state;
+    send_failed(ERR_AGAIN);
+    send_failed(ERR_CLOSED);
 }
 
 /* A coordinator restarted while results were in flight: a fresh state receives a GroupResult of the old process's
