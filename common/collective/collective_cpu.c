@@ -53,7 +53,17 @@ typedef struct {
     int       n_fd;
     int       ready;             /* the join is complete: from now on a closed peer connection loses the group */
     char      lost[160];         /* non-empty once a peer's connection closed after the join: who and how */
+    int       curve;             /* rank 0 a CURVE server: frames count only from learners' keys (issue 38) */
+    uint64_t  refused;           /* frames dropped: another role's key */
+    LogLimit  warn_refused;
 } CpuColl;
+
+/* A frame's sender holds a learner's key: the User-Id the ZAP handler gives ("NAME FINGERPRINT", net/zap.h) names
+ * authorized_keys/learner.pub or learner-N.pub. Another role's key (a leaked rollout key) must not pose as a rank. */
+static int from_learner_key(zmq_msg_t *m) {
+    const char *u = zmq_msg_gets(m, "User-Id");
+    return u && !strncmp(u, "learner", 7) && (u[7] == ' ' || u[7] == '-');
+}
 
 static const char *op_name(uint32_t op) {
     static const char *n[] = {"?", "hello", "ready", "all-reduce", "result", "broadcast"};
@@ -158,6 +168,15 @@ static int recv_frame(CpuColl *c, int64_t deadline_ms, zmq_msg_t *m, char *rid, 
             }
             zmq_msg_init(m);
             if (zmq_msg_recv(m, c->sock, 0) < 0) { zmq_msg_close(m); continue; }
+            if (c->curve && !from_learner_key(m)) {
+                const char *u = zmq_msg_gets(m, "User-Id"), *a = zmq_msg_gets(m, "Peer-Address");
+                c->refused++;
+                log_warn_limited(&c->warn_refused, 10000, "collective: dropped a frame from %s with key %s: only "
+                                 "learner keys (authorized_keys/learner*.pub) take part", a ? a : "?", u ? u : "none");
+                while (zmq_msg_more(m)) { zmq_msg_close(m); zmq_msg_init(m); zmq_msg_recv(m, c->sock, 0); }
+                zmq_msg_close(m);
+                continue;
+            }
             if (fd) *fd = zmq_msg_get(m, ZMQ_SRCFD);
             while (zmq_msg_more(m)) {            /* a peer never sends more frames: drain and drop */
                 zmq_msg_t x;
@@ -514,8 +533,6 @@ static int coll_socket(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
     int hb_timeout = tmo_ms < 2 ? 2 : (int)tmo_ms;
     int hb_ivl = hb_timeout / 5 < 1000 ? hb_timeout / 5 : 1000, floor_ms = hb_timeout / 2 < 100 ? hb_timeout / 2 : 100;
     if (hb_ivl < floor_ms) hb_ivl = floor_ms;      /* at least every 100 ms apart, and twice within the timeout */
-    char id[32];
-    snprintf(id, sizeof id, "coll-rank-%d", o->rank);
     int rc = sockopt(c->sock, ZMQ_LINGER, "ZMQ_LINGER", &zero, sizeof zero, err);
     if (!rc) rc = sockopt(c->sock, ZMQ_SNDHWM, "ZMQ_SNDHWM", &zero, sizeof zero, err);
     if (!rc) rc = sockopt(c->sock, ZMQ_RCVHWM, "ZMQ_RCVHWM", &zero, sizeof zero, err);
@@ -526,15 +543,17 @@ static int coll_socket(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
     if (!rc) rc = coll_monitor(c, err);
     if (rc) return rc;
     if (o->rank == 0) {
+        /* no ZMQ_ROUTER_HANDOVER, and the ranks set no routing id (the ROUTER gives each connection one; rank 0
+         * sends to the one each HELLO came on): a client with another rank's id gets a connection of its own and
+         * displaces nobody (issue 38) */
         rc = sockopt(c->sock, ZMQ_ROUTER_MANDATORY, "ZMQ_ROUTER_MANDATORY", &one, sizeof one, err);
-        if (!rc) rc = sockopt(c->sock, ZMQ_ROUTER_HANDOVER, "ZMQ_ROUTER_HANDOVER", &one, sizeof one, err);
+        c->curve = o->curve_server_secret && o->curve_server_secret[0];
         if (!rc && zmq_bind(c->sock, o->endpoint))
             rc = err_set(err, ERR_IO, "collective: rank 0 cannot bind %s: %s (cluster.collective)", o->endpoint,
                          zmq_strerror(zmq_errno()));
         return rc;
     }
-    rc = sockopt(c->sock, ZMQ_ROUTING_ID, "ZMQ_ROUTING_ID", id, strlen(id), err);
-    if (!rc && zmq_connect(c->sock, o->endpoint))
+    if (zmq_connect(c->sock, o->endpoint))
         rc = err_set(err, ERR_IO, "collective: rank %d cannot connect to %s: %s", o->rank, o->endpoint,
                      zmq_strerror(zmq_errno()));
     return rc;

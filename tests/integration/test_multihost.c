@@ -149,8 +149,8 @@ static void stop_all(void) {
     memset(procs, 0, sizeof procs);
 }
 
-/* Runs fn in a child that entered namespace `name` (setns): its exit status, or -1. */
-static int in_ns(const char *name, int (*fn)(void *), void *arg) {
+/* Starts fn in a child that entered namespace `name` (setns): its pid (tu_wait gives its exit status). */
+static pid_t in_ns_start(const char *name, int (*fn)(void *), void *arg) {
     pid_t p = fork();
     if (p == 0) {
         char path[128];
@@ -159,7 +159,12 @@ static int in_ns(const char *name, int (*fn)(void *), void *arg) {
         if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) _exit(120);
         _exit(fn(arg));
     }
-    return tu_wait(p, 30000);
+    return p;
+}
+
+/* Runs fn in a child that entered namespace `name`: its exit status, or -1. */
+static int in_ns(const char *name, int (*fn)(void *), void *arg) {
+    return tu_wait(in_ns_start(name, fn, arg), 30000);
 }
 
 static int http_port;
@@ -227,7 +232,7 @@ static void wait_leased(const char *id) {
     fail_msg("multi-host: %s never held work", id);
 }
 
-static const char *ep_coord, *ep_weights;
+static const char *ep_coord, *ep_weights, *ep_coll;
 /* From the intruder's host, each of: a plaintext client, a CURVE client with a key not on the allow-list, and one
  * with its key but a forged server key, to the coordinator (a Hello) and to learner rank 0's weight server (a
  * WeightResend). Returns how many got any answer (0 expected), or -1 when its keys cannot be read. */
@@ -278,6 +283,34 @@ static int sent_as(const char *ep, const char *rid, const char *key, Dapo__MsgTy
  * with the routing ids of learner-0, verifier-0 and rollout-0 a Heartbeat is told to say Hello (no worker registered
  * on its connection) and displaces nobody; a Hello as learner-0 or as rollout-0 is refused; a WeightResend with the
  * verifier's key gets no weights. Returns the number of outcomes other than those (0 expected). */
+/* issue 38: from the intruder's host while the run trains, a client holding rollout-1's key joins the learners'
+ * collective (learner rank 0's cluster.collective) as rank 1, with the routing id the ranks once used: it gets no READY
+ * and displaces nobody (the final weights, bitwise the loopback run's, show it). It runs beside the test's next
+ * phases (they depend on the run's pace). Returns 1 when it got an answer. */
+static int leaked_key_collective(void *arg) {
+    (void)arg;
+    int bad = 0;
+    char path[500], err[ERR_LEN], spub[41], sec[41], pub[41];
+    snprintf(path, sizeof path, "%s/server.pub", keys);
+    if (curve_key_read(path, false, "server", spub, err)) return 100;
+    snprintf(path, sizeof path, "%s/rollout-1.key", keys);
+    if (curve_key_read(path, true, "rollout-1", sec, err) || zmq_curve_public(pub, sec)) return 100;
+    void *ctx = zmq_ctx_new(), *s = tu_dealer(ctx, ep_coll, "coll-rank-1", spub, pub, sec);
+    if (!s) return 100;
+    struct { uint32_t magic, version, op, rank; uint64_t seq, bytes, nonce; } hello = {0x4c4f4344u, 2, 1, 1, 0, 8, 77};
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    for (int k = 0; k < 8 && !(it.revents & ZMQ_POLLIN); k++) {   /* as a joining rank: HELLO again and again, so
+                                                                      rank 0 reads one in its next collective */
+        zmq_send(s, &hello, sizeof hello, 0);
+        bad += zmq_poll(&it, 1, 200) > 0;
+    }
+    usleep(8000000);                 /* connected while the run trains on: rank 0 reads what it sent (a peer's frames
+                                        not read yet go with its connection) */
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return bad;
+}
+
 static int leaked_key(void *arg) {
     (void)arg;
     Dapo__Heartbeat hb = DAPO__HEARTBEAT__INIT;
@@ -343,6 +376,14 @@ static void test_multihost(void **state) {
     start_all(1, net, "5555 5556 5557");
     st = wait_for(1, 2, NULL, NULL, 120000, "step 2 across hosts");
     json_decref(st);
+    char ec[64], ew[64], el[64];
+    snprintf(ec, sizeof ec, "tcp://%s:5555", addr[N_COORD]);
+    snprintf(ew, sizeof ew, "tcp://%s:5556", addr[N_L0]);
+    snprintf(el, sizeof el, "tcp://%s:5557", addr[N_L0]);
+    ep_coord = ec;
+    ep_weights = ew;
+    ep_coll = el;
+    pid_t coll_attack = in_ns_start(ns[N_X], leaked_key_collective, NULL);
     /* a verifier host partitioned past the lease timeout (it scores in microseconds, so it seldom holds a lease):
      * the run waits for it, then goes on */
     assert_int_equal(sh("ip -n %s link set %s down", hub, veth[N_VER]), 0);
@@ -363,13 +404,9 @@ static void test_multihost(void **state) {
     st = wait_for(1, 0, "rollout-0", "alive", 30000, "rollout-0 back");
     json_decref(st);
     /* an intruder host: no answer from the coordinator or the weight server */
-    char ec[64], ew[64];
-    snprintf(ec, sizeof ec, "tcp://%s:5555", addr[N_COORD]);
-    snprintf(ew, sizeof ew, "tcp://%s:5556", addr[N_L0]);
-    ep_coord = ec;
-    ep_weights = ew;
     assert_int_equal(in_ns(ns[N_X], intruder, NULL), 0);
     assert_int_equal(in_ns(ns[N_X], leaked_key, NULL), 0);
+    assert_int_equal(tu_wait(coll_attack, 30000), 0);
     st = wait_for(1, STEPS, NULL, NULL, 120000, "the run across hosts to finish");
     json_t *sec = json_object_get(st, "security");
     assert_true(geti(sec, "messages_unregistered") >= 3 && geti(sec, "hellos_refused") >= 2);
@@ -403,6 +440,7 @@ static void test_multihost(void **state) {
     snprintf(log, sizeof log, "%s/learner-0.log", net);
     assert_int_equal(count_in(log, what), 1);
     assert_int_equal(count_in(log, "weights: refused a request from .* with key verifier-0"), 1);
+    assert_int_equal(count_in(log, "collective: dropped a frame from .* with key rollout-1"), 1);   /* rate-limited */
     char a[600], b[600], cmd[1300], out[16];
     snprintf(a, sizeof a, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", ref, STEPS);
     snprintf(b, sizeof b, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", net, STEPS);
