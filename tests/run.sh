@@ -2,7 +2,8 @@
 # Runs every test: the include-rule check (tests/check_layers.sh), the cited-docs check (tests/check_docs.sh) and its
 # test, the coordinator's call-graph check (tests/check_calls.sh) and its test (tests/check_calls_test.sh), each cmocka binary $BUILD/tests/test_* (and longtest_* when LONG=1), each fuzz target in
 # $BUILD/fuzz for FUZZ_SECONDS.
-# Prints one line per test program and, last, "N passed, N failed" (programs). Exit 1 on any failure.
+# Prints one line per test program (a fuzz target's with libFuzzer's "Done N runs in S second(s)") and, last,
+# "N passed, N failed" (programs). Exit 1 on any failure.
 # TEST_FILTER=substring runs only the matching programs.
 set -u
 BUILD=${BUILD:-build}
@@ -15,7 +16,7 @@ run_one() {  # name, command...
   local name=$1; shift
   local t0=$(date +%s%N)
   if "$@" > "$logdir/$name.log" 2>&1; then
-    pass=$((pass+1)); printf 'PASS  %-40s %6dms  %s\n' "$name" "$(( ($(date +%s%N) - t0) / 1000000 ))" "$(grep -E '^\[  PASSED  \]' "$logdir/$name.log" | tail -1)"
+    pass=$((pass+1)); printf 'PASS  %-40s %6dms  %s\n' "$name" "$(( ($(date +%s%N) - t0) / 1000000 ))" "$(grep -E '^\[  PASSED  \]|^Done [0-9]+ runs' "$logdir/$name.log" | tail -1)"
   else
     fail=$((fail+1)); failed+=("$name")
     printf 'FAIL  %-40s (log: %s)\n' "$name" "$logdir/$name.log"
