@@ -55,7 +55,8 @@ typedef struct {
     char      lost[160];         /* non-empty once a peer's connection closed after the join: who and how */
     int       curve;             /* rank 0 a CURVE server: frames count only from learners' keys (issue 38) */
     uint64_t  refused;           /* frames dropped: another role's key */
-    LogLimit  warn_refused;
+    uint64_t  handshakes_failed; /* connections refused before any frame (monitor events) */
+    LogLimit  warn_refused, warn_handshake;
 } CpuColl;
 
 /* A frame's sender holds a learner's key: the User-Id the ZAP handler gives ("NAME FINGERPRINT", net/zap.h) names
@@ -111,10 +112,21 @@ static void mon_drain(CpuColl *c) {
         }
         int more = zmq_msg_more(&ev);
         zmq_msg_close(&ev);
-        if (more) {                                  /* the endpoint's address: not needed */
+        char where[128] = "";
+        if (more) {                                  /* the endpoint's address */
             zmq_msg_init(&addr);
-            zmq_msg_recv(&addr, c->mon, 0);
+            if (zmq_msg_recv(&addr, c->mon, 0) >= 0)
+                snprintf(where, sizeof where, "%.*s", (int)zmq_msg_size(&addr), (const char *)zmq_msg_data(&addr));
             zmq_msg_close(&addr);
+        }
+        if (what & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {   /* issue 38: a refused peer is seen (fd holds a code) */
+            c->handshakes_failed++;
+            log_warn_limited(&c->warn_handshake, 10000, "collective: a handshake on %s failed (%s; a plaintext "
+                             "client, a key not allowed, or a peer that hung up)", where[0] ? where : "?",
+                             what == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "refused by ZAP"
+                             : what == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : strerror((int)fd));
+            continue;
         }
         if (fd >= (uint32_t)c->n_fd && fd < (1u << 24)) {
             int n = c->n_fd;
@@ -506,7 +518,9 @@ static int coll_curve(void *s, const CollOptions *o, char err[ERR_LEN]) {
 static int coll_monitor(CpuColl *c, char err[ERR_LEN]) {
     char addr[64];
     snprintf(addr, sizeof addr, "inproc://dapo-coll-monitor-%p", (void *)c);
-    if (zmq_socket_monitor(c->sock, addr, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED))
+    if (zmq_socket_monitor(c->sock, addr, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH))
         return err_set(err, ERR_IO, "collective: zmq_socket_monitor: %s", zmq_strerror(zmq_errno()));
     int zero = 0;
     c->mon = zmq_socket(c->zctx, ZMQ_PAIR);     /* no limit on queued events: the I/O thread must never block on it */

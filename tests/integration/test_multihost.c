@@ -253,6 +253,7 @@ static int intruder(void *arg) {
         answered += (tu_answered(ep_coord, server[k], pub, sec, DAPO__MSG_TYPE__MSG_HELLO, &h.base, 1000) != 0) +
                     (tu_answered(ep_weights, server[k], pub, sec, DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &wr.base,
                                  1000) != 0);
+    answered += tu_answered(ep_coll, NULL, NULL, NULL, DAPO__MSG_TYPE__MSG_HELLO, &h.base, 1000) != 0;  /* plaintext */
     return answered;
 }
 
@@ -410,6 +411,7 @@ static void test_multihost(void **state) {
     st = wait_for(1, STEPS, NULL, NULL, 120000, "the run across hosts to finish");
     json_t *sec = json_object_get(st, "security");
     assert_true(geti(sec, "messages_unregistered") >= 3 && geti(sec, "hellos_refused") >= 2);
+    assert_true(geti(sec, "handshakes_plaintext") + geti(sec, "handshakes_failed") >= 1);   /* the plaintext client */
     assert_int_equal(geti(sec, "messages_foreign"), 0);
     tu_assert_groups_add_up(st, 1);
     assert_int_equal(tu_group_count(st, "trained"), STEPS * 4);
