@@ -56,6 +56,7 @@ typedef struct {
     uint64_t    nonce, attempt;        /* Hello.nonce / .attempt of its registration (duplicates: registry.c) */
     uint32_t    rank, world_size;
     int64_t     registered_ms, last_seen_ms;   /* monotonic */
+    int64_t     closed_ms;             /* a send found its connection gone (registry_connection_gone), 0: not seen */
     uint64_t    heartbeats;
 } WorkerEntry;
 
@@ -288,8 +289,9 @@ typedef struct Coord {
 void registry_on_message(Coord *c, NetMsg *m);         /* every message from a worker */
 void registry_on_bad_version_hello(Coord *c, NetMsg *m); /* refuses it, naming both versions */
 /* A send to worker wi found no connection (ERR_CLOSED): a connection's routing id never comes back (the ROUTER gives
- * each connection its own), so the worker is lost now — its leases go back to the queue and nothing more is sent to
- * it — rather than at the lease timeout, with every re-dispatch failing the same way meanwhile. */
+ * each connection its own). Nothing more is dispatched to it (its credit is 0: every re-dispatch would fail the same
+ * way, in a loop that keeps the lease timeout from running), and the next cron tick at least 200 ms later declares it
+ * lost (its leases back to the queue) unless a Goodbye still queued from it says it left, or it registered again. */
 void registry_connection_gone(Coord *c, int wi);
 void registry_cron(Coord *c);                          /* marks workers lost after the lease timeout */
 /* workers.c: queries of the worker table (no side effects) */

@@ -99,10 +99,7 @@ static int on_event(Coord *c, const Event *ev, char err[ERR_LEN]) {
     case EV_SEND_FAILED:
         if (ev->worker >= 0 && ev->worker < c->nworkers) {
             engine_on_send_failed(c, ev->worker, ev->type, ev->item, ev->attempt, ev->code);
-            if (ev->code == ERR_CLOSED) {
-                registry_connection_gone(c, ev->worker);
-                raise_lost(c);
-            }
+            if (ev->code == ERR_CLOSED) registry_connection_gone(c, ev->worker);
             engine_tick(c);
         }
         break;

@@ -160,6 +160,7 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     w->rank = h->rank;
     w->world_size = h->world_size;
     w->registered_ms = w->last_seen_ms = clock_ms();
+    w->closed_ms = 0;
     if (!again || echo)
         log_info("worker %s registered%s: role %s, capacity %u, policy version %lld", w->id, again ? " again" : "",
                  role_name(w->role), w->capacity, (long long)w->policy_version);
@@ -243,9 +244,9 @@ void registry_on_message(Coord *c, NetMsg *m) {
 void registry_on_bad_version_hello(Coord *c, NetMsg *m) { on_hello(c, m, 0); }
 
 void registry_connection_gone(Coord *c, int wi) {
-    if (wi >= 0 && wi < c->nworkers)
-        mark_gone(c, &c->workers[wi], WORKER_LOST, "its connection is gone (a send found no peer): it registers again "
-                                                   "on a new one");
+    if (wi < 0 || wi >= c->nworkers || c->workers[wi].life != WORKER_ALIVE) return;
+    c->workers[wi].credit = 0;
+    if (!c->workers[wi].closed_ms) c->workers[wi].closed_ms = clock_ms();
 }
 
 void registry_cron(Coord *c) {
@@ -257,6 +258,9 @@ void registry_cron(Coord *c) {
             snprintf(why, sizeof why, "no heartbeat for %.1f s (lease timeout %.1f s)",
                      (now - w->last_seen_ms) / 1000.0, c->cfg.lease_timeout_s);
             mark_gone(c, w, WORKER_LOST, why);
+        } else if (w->life == WORKER_ALIVE && w->closed_ms && now - w->closed_ms >= 200) {
+            mark_gone(c, w, WORKER_LOST, "its connection is gone (a send found no peer): it registers again on a new "
+                                         "one");
         }
     }
 }
