@@ -143,8 +143,7 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     if (again && w->life == WORKER_ALIVE) engine_requeue_worker(c, (int)(w - c->workers));   /* restarted before it was
                                                                                                declared lost */
     snprintf(w->address, sizeof w->address, "%s", m->peer_address);
-    const char *fp = strchr(m->peer_key, ' ');                 /* "NAME FINGERPRINT" */
-    snprintf(w->key, sizeof w->key, "%s", fp ? fp + 1 : "");
+    snprintf(w->key, sizeof w->key, "%s", zap_key_fingerprint(m->peer_key));
     snprintf(w->id, sizeof w->id, "%s", h->worker_id);
     snprintf(w->build_info, sizeof w->build_info, "%s", h->build_info);
     w->role = h->role;
