@@ -356,10 +356,12 @@ static void test_curve_cluster_and_intruders(void **state) {
     assert_int_equal(atoi(out), 1);                                    /* once */
     snprintf(cmd, sizeof cmd, "grep -h 'refused a client' %s/learner-0.log | grep -c %s", dir, fp);
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);                 /* the weight server's handler too */
-    snprintf(cmd, sizeof cmd, "grep -cE 'coordinator: (refused a client|a handshake) from 127.0.0.1:[0-9]*' "
+    snprintf(cmd, sizeof cmd, "grep -cE 'coordinator: (refused a client|a handshake) from (tcp://)?127.0.0.1:[0-9]*' "
              "%s/coordinator.log", dir);
-    assert_int_equal(tu_run(cmd, out, sizeof out), 0);                 /* the plaintext client, with its address */
-    snprintf(cmd, sizeof cmd, "grep -cE 'weights: (refused a client|a handshake) from 127.0.0.1:[0-9]*' "
+    /* the plaintext client, with its address, or the bound endpoint where the v1 monitor could not tell which
+     * connection failed (net/monitor.h: another connection's handshake may take the one accepted last) */
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "grep -cE 'weights: (refused a client|a handshake) from (tcp://)?127.0.0.1:[0-9]*' "
              "%s/learner-0.log", dir);
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);
     /* rollout-1, refused while its key was away, registered once the key was back (it opens a new connection) */
