@@ -22,6 +22,27 @@ int coll_allreduce_sum(Collective *c, float *buf, long n, char err[ERR_LEN]) {
     return rc;
 }
 
+/* reduce-scatter and all-gather: the same checks and accounting as the all-reduce, on W x shard floats */
+typedef int (*ShardOp)(void *impl, float *buf, long shard, char err[ERR_LEN]);
+static int sharded(Collective *c, ShardOp op, const char *what, float *buf, long shard, char err[ERR_LEN]) {
+    if (!c || (!buf && shard > 0) || shard < 0) return err_set(err, ERR_INVAL, "%s: bad arguments", what);
+    if (c->broken) return broken(c, err);
+    if (c->world == 1 || shard == 0) return 0;
+    double t0 = clock_s();
+    int rc = op(c->impl, buf, shard, err);
+    c->seconds += clock_s() - t0;
+    if (rc) c->broken = 1;
+    return rc;
+}
+
+int coll_reduce_scatter_sum(Collective *c, float *buf, long shard, char err[ERR_LEN]) {
+    return sharded(c, c ? c->be->reduce_scatter_sum : NULL, "coll_reduce_scatter_sum", buf, shard, err);
+}
+
+int coll_allgather(Collective *c, float *buf, long shard, char err[ERR_LEN]) {
+    return sharded(c, c ? c->be->allgather : NULL, "coll_allgather", buf, shard, err);
+}
+
 int coll_broadcast(Collective *c, void *buf, size_t bytes, char err[ERR_LEN]) {
     if (!c || (!buf && bytes > 0)) return err_set(err, ERR_INVAL, "coll_broadcast: bad arguments");
     if (c->broken) return broken(c, err);

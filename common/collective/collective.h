@@ -1,14 +1,18 @@
-/* common/collective/collective.h: collectives between the W learner ranks (docs/design.md §1, §3): sum all-reduce of
- * the fp32 gradient slab, broadcast from rank 0, barrier. One small interface, two backends behind a const vtable
- * (docs/conventions.md rule 6):
- *   cpu  (collective_cpu.c, always built): ZeroMQ over TCP/IPC. Rank 0 binds a ROUTER at `endpoint`, ranks 1..W-1
- *        connect DEALERs. All-reduce = gather to rank 0, which sums in rank order (buf_0 + buf_1 + ... + buf_{W-1},
- *        fp32, so every rank gets the same bits whatever the arrival order), then sends the sum back.
- *        Bandwidth cost 2 (W-1) n floats through rank 0: fine for CPU runs and tests.
- *   nccl (collective_nccl.c, only in CUDA builds, USE_CUDA): ncclAllReduce / ncclBroadcast on DEVICE buffers.
- *        The ncclUniqueId is made by rank 0 and passed to the others through a CPU collective (the side channel),
- *        the communicator is non-blocking and every wait polls ncclCommGetAsyncError against the deadline, so a
- *        hung peer is aborted (ncclCommAbort) with an error instead of hanging.
+/* common/collective/collective.h: collectives between the W learner ranks (docs/design.md §1, §3): sum all-reduce,
+ * sum reduce-scatter and all-gather of fp32 buffers (data parallelism; the sharded learner of issue 39), broadcast from
+ * rank 0, barrier. One small interface, two backends behind a const vtable (docs/conventions.md rule 6):
+ *   cpu  (collective_cpu.c + collective_ring.c, always built): ZeroMQ over TCP/IPC. Rank 0 binds a ROUTER at
+ *        `endpoint` (the star: join, membership, broadcast); every rank also binds a ring socket (its address derived
+ *        from `endpoint`, sent in the join) that its predecessor rank - 1 sends into. Reduce-scatter, all-gather and
+ *        all-reduce run as rings (the bandwidth-optimal algorithm: each rank sends and receives (W-1)/W n floats per
+ *        reduce-scatter or all-gather, 2 (W-1)/W n per all-reduce, pipelined in 1 MiB frames). Fixed reduction order:
+ *        chunk k of the W chunks is summed in the order of ranks k+1, k+2, ..., W-1, 0, ..., k (fp32), so every rank
+ *        gets the same bits, and every run, whatever the arrival order.
+ *   nccl (collective_nccl.c, only in CUDA builds, USE_CUDA): ncclAllReduce / ncclReduceScatter / ncclAllGather /
+ *        ncclBroadcast on DEVICE buffers (host buffers are staged). The ncclUniqueId is made by rank 0 and passed to
+ *        the others through a CPU collective (the side channel), the communicator is non-blocking and every wait polls
+ *        ncclCommGetAsyncError against the deadline, so a hung peer is aborted (ncclCommAbort) with an error instead
+ *        of hanging.
  * Every wait has a deadline (timeout_s): a dead or hung peer makes the call fail with ERR_TIMEOUT and a message
  * that names the rank and the operation; the collective is then unusable (ERR_CLOSED) and the learner must be
  * restarted (the run resumes from its last checkpoint, docs/design.md §7). The group is all or nothing (issue 31): once a
@@ -17,7 +21,9 @@
  * starts again and joins whichever rank 0 is up: the ranks re-form whatever order they restart in. Rank 0 watches
  * every other rank; a rank r > 0 watches rank 0 only (it learns of another rank's death when rank 0 goes). The NCCL
  * backend checks its side channel in coll_poll only (an NCCL operation with a dead peer ends at its deadline).
- * Not here: reduce-scatter / all-gather (ZeRO-style sharding, left for later), averaging (callers scale). */
+ * With CURVE every rank's ring socket is a CURVE server: every learner rank needs the server key pair and
+ * authorized_keys (and a ZAP handler on its context, net/zap.h), and only learner keys take part.
+ * Not here: averaging (callers scale), other reductions than the sum, tree algorithms. */
 #ifndef DAPO_COLLECTIVE_H
 #define DAPO_COLLECTIVE_H
 
@@ -54,10 +60,20 @@ int coll_open_cpu(const CollOptions *o, Collective **out, char err[ERR_LEN]);
  * USE_CUDA. */
 int coll_open_nccl(const CollOptions *o, Collective **out, char err[ERR_LEN]);
 
-/* In place: buf[i] = sum over ranks of buf[i] (fp32, summed in rank order). buf: n floats, host memory (cpu)
+/* In place: buf[i] = sum over ranks of buf[i] (fp32, in the fixed order above). buf: n floats, host memory (cpu)
  * or device memory (nccl). Every rank must call with the same n. 0, ERR_TIMEOUT (peer dead or hung: err names it),
  * ERR_INVAL (n mismatch between ranks, bad arguments), ERR_CLOSED (an earlier failure), ERR_IO. */
 int coll_allreduce_sum(Collective *c, float *buf, long n, char err[ERR_LEN]);
+
+/* In place, sharded: buf holds W x shard floats (every rank the same shard >= 0); on return this rank's region
+ * buf[rank * shard .. (rank + 1) * shard) holds the sum over ranks of that region (the order above: ranks rank+1,
+ * ..., rank); the rest of buf is scratch (its contents unspecified). FSDP's gradient reduce-scatter (callers pad to a
+ * multiple of W). Errors as coll_allreduce_sum. */
+int coll_reduce_scatter_sum(Collective *c, float *buf, long shard, char err[ERR_LEN]);
+
+/* In place: buf holds W x shard floats and this rank's region buf[rank * shard ..) is its contribution; on return
+ * every region r holds rank r's. FSDP's parameter all-gather. Errors as coll_allreduce_sum. */
+int coll_allgather(Collective *c, float *buf, long shard, char err[ERR_LEN]);
 
 /* In place: every rank receives rank 0's `bytes` bytes. Errors as coll_allreduce_sum. */
 int coll_broadcast(Collective *c, void *buf, size_t bytes, char err[ERR_LEN]);
@@ -83,6 +99,8 @@ void coll_close(Collective *c);   /* NULL-safe */
 typedef struct {
     const char *name;
     int  (*allreduce_sum)(void *impl, float *buf, long n, char err[ERR_LEN]);
+    int  (*reduce_scatter_sum)(void *impl, float *buf, long shard, char err[ERR_LEN]);
+    int  (*allgather)(void *impl, float *buf, long shard, char err[ERR_LEN]);
     int  (*broadcast)(void *impl, void *buf, size_t bytes, char err[ERR_LEN]);
     int  (*poll)(void *impl, char err[ERR_LEN]);                 /* NULL: nothing to check (coll_poll gives 0) */
     void (*close)(void *impl);

@@ -1,92 +1,71 @@
-/* common/collective/collective_cpu.c: the CPU backend of collective.h over ZeroMQ (gather to rank 0, sum in rank
- * order, send back). Wire format per frame (DEALER side; the ROUTER adds the routing id frame):
+/* common/collective/collective_cpu.c: the CPU backend of collective.h over ZeroMQ: the star (rank 0's ROUTER at
+ * cluster.collective) for the join, membership and broadcast; the data collectives run on the ring
+ * (collective_ring.c). Wire format per frame (DEALER side; the ROUTER adds the routing id frame):
  *   CollHeader (32 bytes: magic "DCOL", version, op, rank, seq, payload bytes, little-endian host order) + payload.
- * Rank 0 checks every header (magic, version, op, seq, size) before using a payload, so a confused or stale peer
+ * Every header is checked (magic, version, op, seq, size) before a payload is used, so a confused or stale peer
  * gives a clear error rather than wrong sums. Every receive polls in <= 50 ms slices up to the deadline and calls
  * the idle hook in between.
- * Membership (issue 31): every rank watches its own socket's connections (zmq_socket_monitor, DISCONNECTED events)
- * and ZMTP heartbeats drop a connection whose peer stays silent for timeout_s (dead, hung or cut off), in the I/O
- * thread, whatever the caller is doing. Once joined, a rank whose peer's connection closes (rank 0: the connection a
- * rank's HELLO came on; rank r > 0: the one READY came on, matched by ZMQ_SRCFD) marks the group lost: the
- * operation under way fails at once, and coll_poll reports it to an idle caller, which starts again and joins
- * whatever rank 0 is up then — so the ranks re-form in any restart order. Events are read before every data
- * frame: a connection's DISCONNECTED is queued before its file descriptor is closed (and can be reused), so an event
- * never applies to a later connection.
- * Not here: ring / tree algorithms (rank 0 is the bottleneck for large W), RDMA, compression. */
-#include "collective/collective.h"
+ * Join: a rank r > 0 binds its ring socket first and says HELLO (its nonce and ring endpoint) to rank 0; once every
+ * rank has, rank 0 answers READY (its nonce = the group, and every rank's ring endpoint), and each rank links to its
+ * ring successor (coll__ring_link).
+ * Membership (issue 31): every rank watches its own star socket's connections (zmq_socket_monitor, DISCONNECTED
+ * events) and ZMTP heartbeats drop a connection whose peer stays silent for timeout_s (dead, hung or cut off), in the
+ * I/O thread, whatever the caller is doing. Once joined, a rank whose peer's connection closes (rank 0: the connection
+ * a rank's HELLO came on; rank r > 0: the one READY came on, matched by ZMQ_SRCFD) marks the group lost: the
+ * operation under way fails at once (ring waits poll the same events), and coll_poll reports it to an idle caller,
+ * which starts again and joins whatever rank 0 is up then — so the ranks re-form in any restart order. A rank r > 0
+ * that loses its ring neighbour learns it when rank 0 does (rank 0 watches every rank, fails, and its learner exits).
+ * Events are read before every data frame: a connection's DISCONNECTED is queued before its file descriptor is
+ * closed (and can be reused), so an event never applies to a later connection.
+ * Not here: the ring algorithms (collective_ring.c), RDMA, compression. */
+#include "collective/collective_cpu.h"
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
 #include "core/clock.h"
 #include "core/log.h"
 
-#define COLL_MAGIC   0x4c4f4344u   /* "DCOL" */
-#define COLL_VERSION 2          /* 2: HELLO carries the process's join nonce (8 bytes) */
 #define HELLO_RESEND_MS 500     /* a rank > 0 sends HELLO again this often until READY comes */
-enum { OP_HELLO = 1, OP_READY, OP_REDUCE, OP_RESULT, OP_BCAST };
-
-typedef struct {
-    uint32_t magic, version, op, rank;
-    uint64_t seq, bytes;
-} CollHeader;
-_Static_assert(sizeof(CollHeader) == 32, "CollHeader is a wire format");
-
-typedef struct {
-    int       rank, world;
-    void     *zctx, *sock;
-    int       own_ctx;
-    double    timeout_s;
-    uint64_t  seq;
-    CollIdleFn idle;
-    void     *idle_ud;
-    char    (*rid)[32];          /* [world] routing ids of ranks (rank 0 only) */
-    size_t   *rid_len;
-    zmq_msg_t *got;              /* [world] received payload messages (rank 0) */
-    uint64_t  nonce;             /* this process's join nonce (pid and clock), sent in HELLO */
-    uint64_t *joined;            /* [world] rank 0: the nonce each rank joined with */
-    void     *mon;               /* PAIR socket reading the data socket's DISCONNECTED events */
-    int      *peer_fd;           /* [world] the connection (ZMQ_SRCFD) of each rank's HELLO (rank 0), of READY ([0]) */
-    unsigned char *fd_open;      /* [n_fd] by file descriptor: 1 after its CONNECTED/ACCEPTED event, 0 after DISCONNECTED */
-    int       n_fd;
-    int       ready;             /* the join is complete: from now on a closed peer connection loses the group */
-    char      lost[160];         /* non-empty once a peer's connection closed after the join: who and how */
-    int       curve;             /* rank 0 a CURVE server: frames count only from learners' keys (issue 38) */
-    uint64_t  refused;           /* frames dropped: another role's key */
-    uint64_t  handshakes_failed; /* connections refused before any frame (monitor events) */
-    LogLimit  warn_refused, warn_handshake;
-} CpuColl;
+#define HELLO_BYTES (8 + COLL_EP_LEN)   /* nonce + ring endpoint */
 
 /* A frame's sender holds a learner's key: the User-Id the ZAP handler gives ("NAME FINGERPRINT", net/zap.h) names
  * authorized_keys/learner.pub or learner-N.pub. Another role's key (a leaked rollout key) must not pose as a rank. */
-static int from_learner_key(zmq_msg_t *m) {
+int coll__from_learner_key(CpuColl *c, zmq_msg_t *m, const char *where) {
     const char *u = zmq_msg_gets(m, "User-Id");
-    return u && !strncmp(u, "learner", 7) && (u[7] == ' ' || u[7] == '-');
+    if (!c->curve || (u && !strncmp(u, "learner", 7) && (u[7] == ' ' || u[7] == '-'))) return 1;
+    const char *a = zmq_msg_gets(m, "Peer-Address");
+    c->refused++;
+    log_warn_limited(&c->warn_refused, 10000, "collective: rank %d dropped a frame on its %s from %s with key %s: "
+                     "only learner keys (authorized_keys/learner*.pub) take part", c->rank, where, a ? a : "?",
+                     u ? u : "none");
+    return 0;
 }
 
-static const char *op_name(uint32_t op) {
-    static const char *n[] = {"?", "hello", "ready", "all-reduce", "result", "broadcast"};
-    return op < 6 ? n[op] : "?";
+const char *coll__op_name(uint32_t op) {
+    static const char *n[OP_COUNT] = {"?", "hello", "ready", "all-reduce", "result", "broadcast", "reduce-scatter",
+                                      "all-gather", "ring hello"};
+    return op < OP_COUNT ? n[op] : "?";
 }
 
-/* Sends header + payload as one frame (to routing id rid when non-NULL). */
-static int send_frame(CpuColl *c, const void *rid, size_t rid_len, uint32_t op, const void *data, size_t bytes,
-                      char err[ERR_LEN]) {
+int coll__send(CpuColl *c, void *sock, const void *rid, size_t rid_len, uint32_t op, const void *data, size_t bytes,
+               char err[ERR_LEN]) {
     CollHeader h = {COLL_MAGIC, COLL_VERSION, op, (uint32_t)c->rank, c->seq, bytes};
     zmq_msg_t m;
     if (zmq_msg_init_size(&m, sizeof h + bytes)) return err_set(err, ERR_NOMEM, "collective: zmq_msg_init_size");
     memcpy(zmq_msg_data(&m), &h, sizeof h);
     if (bytes) memcpy((char *)zmq_msg_data(&m) + sizeof h, data, bytes);
-    if (rid && zmq_send(c->sock, rid, rid_len, ZMQ_SNDMORE) < 0) {
+    if (rid && zmq_send(sock, rid, rid_len, ZMQ_SNDMORE) < 0) {
         zmq_msg_close(&m);
-        return err_set(err, ERR_IO, "collective %s #%llu: send to a rank failed: %s", op_name(op),
+        return err_set(err, ERR_IO, "collective %s #%llu: send to a rank failed: %s", coll__op_name(op),
                        (unsigned long long)c->seq, zmq_strerror(zmq_errno()));
     }
-    if (zmq_msg_send(&m, c->sock, 0) < 0) {
+    if (zmq_msg_send(&m, sock, 0) < 0) {
         zmq_msg_close(&m);
-        return err_set(err, ERR_IO, "collective %s #%llu: send failed: %s", op_name(op), (unsigned long long)c->seq,
+        return err_set(err, ERR_IO, "collective %s #%llu: send failed: %s", coll__op_name(op), (unsigned long long)c->seq,
                        zmq_strerror(zmq_errno()));
     }
     return 0;
@@ -98,7 +77,7 @@ static int fd_closed(const CpuColl *c, int fd) { return fd >= 0 && fd < c->n_fd 
 
 /* Applies the connection events queued so far (never blocks). Rank 0 while joining: a rank whose connection closed
  * must say HELLO again. After the join: the connection of a joined peer closed, so the group is lost (c->lost). */
-static void mon_drain(CpuColl *c) {
+void coll__mon_drain(CpuColl *c) {
     if (!c->mon) return;
     for (;;) {
         zmq_msg_t ev, addr;
@@ -160,13 +139,13 @@ static int recv_frame(CpuColl *c, int64_t deadline_ms, zmq_msg_t *m, char *rid, 
         int64_t left = deadline_ms - clock_ms();
         int n = zmq_poll(it, 1, 0);                  /* a frame waiting? */
         if (n == 0) {
-            mon_drain(c);
+            coll__mon_drain(c);
             if (c->lost[0]) return ERR_CLOSED;
             if (left <= 0) return ERR_TIMEOUT;
             n = zmq_poll(it, c->mon ? 2 : 1, left < 50 ? (long)left : 50);
         }
         if (n > 0 && (it[0].revents & ZMQ_POLLIN)) {
-            mon_drain(c);                            /* the events before this frame first */
+            coll__mon_drain(c);                            /* the events before this frame first */
             if (rid) {
                 zmq_msg_t id;
                 zmq_msg_init(&id);
@@ -180,11 +159,7 @@ static int recv_frame(CpuColl *c, int64_t deadline_ms, zmq_msg_t *m, char *rid, 
             }
             zmq_msg_init(m);
             if (zmq_msg_recv(m, c->sock, 0) < 0) { zmq_msg_close(m); continue; }
-            if (c->curve && !from_learner_key(m)) {
-                const char *u = zmq_msg_gets(m, "User-Id"), *a = zmq_msg_gets(m, "Peer-Address");
-                c->refused++;
-                log_warn_limited(&c->warn_refused, 10000, "collective: dropped a frame from %s with key %s: only "
-                                 "learner keys (authorized_keys/learner*.pub) take part", a ? a : "?", u ? u : "none");
+            if (c->rank == 0 && !coll__from_learner_key(c, m, "star socket")) {   /* rank 0's star: a CURVE server */
                 while (zmq_msg_more(m)) { zmq_msg_close(m); zmq_msg_init(m); zmq_msg_recv(m, c->sock, 0); }
                 zmq_msg_close(m);
                 continue;
@@ -208,8 +183,8 @@ static int recv_frame(CpuColl *c, int64_t deadline_ms, zmq_msg_t *m, char *rid, 
 }
 
 /* Validates a received frame's header. */
-static int check_header(CpuColl *c, zmq_msg_t *m, uint32_t op, uint64_t bytes, int want_rank, CollHeader *h,
-                        char err[ERR_LEN]) {
+int coll__check_header(CpuColl *c, zmq_msg_t *m, uint32_t op, uint64_t bytes, int want_rank, CollHeader *h,
+                       char err[ERR_LEN]) {
     if (zmq_msg_size(m) < sizeof *h) return err_set(err, ERR_DECODE, "collective: a %zu-byte frame is too short",
                                                      zmq_msg_size(m));
     memcpy(h, zmq_msg_data(m), sizeof *h);
@@ -223,24 +198,24 @@ static int check_header(CpuColl *c, zmq_msg_t *m, uint32_t op, uint64_t bytes, i
         return err_set(err, ERR_DECODE, "collective: frame from rank %u but world is %d", h->rank, c->world);
     if (h->op != op || h->seq != c->seq)
         return err_set(err, ERR_INVAL, "collective: rank %u is out of step: it sent %s #%llu while rank %d is in %s #%llu "
-                       "(ranks must call the same collectives in the same order)", h->rank, op_name(h->op),
-                       (unsigned long long)h->seq, c->rank, op_name(op), (unsigned long long)c->seq);
+                       "(ranks must call the same collectives in the same order)", h->rank, coll__op_name(h->op),
+                       (unsigned long long)h->seq, c->rank, coll__op_name(op), (unsigned long long)c->seq);
     if (h->bytes != bytes || zmq_msg_size(m) != sizeof *h + bytes)
         return err_set(err, ERR_INVAL, "collective %s #%llu: rank %u sent %llu bytes, rank %d has %llu (every rank "
-                       "must pass the same size)", op_name(op), (unsigned long long)c->seq, h->rank,
+                       "must pass the same size)", coll__op_name(op), (unsigned long long)c->seq, h->rank,
                        (unsigned long long)h->bytes, c->rank, (unsigned long long)bytes);
     return 0;
 }
 
-static int timeout_err(CpuColl *c, int rc, uint32_t op, const char *who, char err[ERR_LEN]) {
+int coll__timeout_err(CpuColl *c, int rc, uint32_t op, const char *who, char err[ERR_LEN]) {
     if (rc == ERR_TIMEOUT)
         return err_set(err, ERR_TIMEOUT, "collective %s #%llu on rank %d: nothing from %s within %.1f s: that rank is "
                        "dead or hung (cluster.collective_timeout_s); restart the learners and resume from the last "
-                       "checkpoint", op_name(op), (unsigned long long)c->seq, c->rank, who, c->timeout_s);
+                       "checkpoint", coll__op_name(op), (unsigned long long)c->seq, c->rank, who, c->timeout_s);
     if (rc == ERR_CLOSED && c->lost[0])
         return err_set(err, ERR_CLOSED, "collective %s #%llu on rank %d: %s; restart the learners and resume from the "
-                       "last checkpoint", op_name(op), (unsigned long long)c->seq, c->rank, c->lost);
-    return err_set(err, rc, "collective %s #%llu on rank %d: wait aborted: %s", op_name(op),
+                       "last checkpoint", coll__op_name(op), (unsigned long long)c->seq, c->rank, c->lost);
+    return err_set(err, rc, "collective %s #%llu on rank %d: wait aborted: %s", coll__op_name(op),
                    (unsigned long long)c->seq, c->rank, err_str(rc));
 }
 
@@ -250,110 +225,41 @@ static int missing_err(CpuColl *c, int rc, uint32_t op, const uint64_t *mark, ch
     size_t w = 0;
     for (int r = 1; r < c->world && w < sizeof who - 16; r++)
         if (!mark[r]) w += (size_t)snprintf(who + w, sizeof who - w, "%srank %d", w ? ", " : "", r);
-    return timeout_err(c, rc, op, who, err);
+    return coll__timeout_err(c, rc, op, who, err);
 }
 
 /* A HELLO that a rank which already joined sent again before it saw READY (same nonce): dropped. A HELLO with
  * another nonce is a restarted process, which the caller's header check reports as out of step. */
-static int is_resent_hello(const CpuColl *c, zmq_msg_t *m) {
+int coll__is_resent_hello(const CpuColl *c, zmq_msg_t *m) {
     CollHeader h;
     uint64_t nonce;
-    if (zmq_msg_size(m) != sizeof h + sizeof nonce) return 0;
+    if (zmq_msg_size(m) != sizeof h + HELLO_BYTES) return 0;
     memcpy(&h, zmq_msg_data(m), sizeof h);
     memcpy(&nonce, (const char *)zmq_msg_data(m) + sizeof h, sizeof nonce);
     return h.magic == COLL_MAGIC && h.op == OP_HELLO && h.rank > 0 && h.rank < (uint32_t)c->world &&
            c->joined[h.rank] == nonce;
 }
 
-/* Rank 0: collects one frame of `op` with `bytes` payload from every other rank into c->got[r]. */
-static int gather(CpuColl *c, uint32_t op, uint64_t bytes, char err[ERR_LEN]) {
-    int64_t deadline = clock_ms() + (int64_t)(c->timeout_s * 1000);
-    int have = 0, rc = 0;
-    uint64_t *seen = xcalloc((size_t)c->world, sizeof *seen);
-    while (have < c->world - 1) {
-        zmq_msg_t m;
-        char rid[32];
-        size_t rid_len = 0;
-        rc = recv_frame(c, deadline, &m, rid, &rid_len, NULL);
-        if (rc) {
-            rc = missing_err(c, rc, op, seen, err);
-            break;
-        }
-        CollHeader h;
-        if (op != OP_HELLO && is_resent_hello(c, &m)) { zmq_msg_close(&m); continue; }
-        rc = check_header(c, &m, op, bytes, -1, &h, err);
-        if (!rc && (h.rank == 0 || seen[h.rank]))
-            rc = err_set(err, ERR_INVAL, "collective %s #%llu: rank %u sent twice (two processes with the same rank?)",
-                         op_name(op), (unsigned long long)c->seq, h.rank);
-        if (rc) { zmq_msg_close(&m); break; }
-        seen[h.rank] = 1;
-        c->got[h.rank] = m;
-        memcpy(c->rid[h.rank], rid, rid_len);
-        c->rid_len[h.rank] = rid_len;
-        have++;
-    }
-    if (rc)
-        for (int r = 1; r < c->world; r++)
-            if (seen[r]) zmq_msg_close(&c->got[r]);
-    xfree(seen);
-    return rc;
-}
-
 /* ERR_CLOSED naming the lost peer when the group is lost (events read first), else 0: an operation's first check. */
-static int check_lost(CpuColl *c, uint32_t op, char err[ERR_LEN]) {
-    mon_drain(c);
-    return c->lost[0] ? timeout_err(c, ERR_CLOSED, op, "", err) : 0;
-}
-
-static int cpu_allreduce(void *impl, float *buf, long n, char err[ERR_LEN]) {
-    CpuColl *c = impl;
-    uint64_t bytes = (uint64_t)n * sizeof(float);
-    c->seq++;
-    int rc = check_lost(c, OP_REDUCE, err);
-    if (rc) return rc;
-    if (c->rank == 0) {
-        rc = gather(c, OP_REDUCE, bytes, err);
-        if (rc) return rc;
-        for (int r = 1; r < c->world; r++) {     /* rank order: the same bits on every rank and every run */
-            const char *x = (const char *)zmq_msg_data(&c->got[r]) + sizeof(CollHeader);   /* not float-aligned */
-            float tmp[1024];
-            for (long i = 0; i < n; i += 1024) {
-                long k = n - i < 1024 ? n - i : 1024;
-                memcpy(tmp, x + (size_t)i * sizeof(float), (size_t)k * sizeof(float));
-                for (long j = 0; j < k; j++) buf[i + j] += tmp[j];
-            }
-            zmq_msg_close(&c->got[r]);
-        }
-        for (int r = 1; r < c->world && !rc; r++)
-            rc = send_frame(c, c->rid[r], c->rid_len[r], OP_RESULT, buf, bytes, err);
-        return rc;
-    }
-    rc = send_frame(c, NULL, 0, OP_REDUCE, buf, bytes, err);
-    if (rc) return rc;
-    zmq_msg_t m;
-    rc = recv_frame(c, clock_ms() + (int64_t)(c->timeout_s * 1000), &m, NULL, NULL, NULL);
-    if (rc) return timeout_err(c, rc, OP_REDUCE, "rank 0", err);
-    CollHeader h;
-    rc = check_header(c, &m, OP_RESULT, bytes, 0, &h, err);
-    if (!rc) memcpy(buf, (char *)zmq_msg_data(&m) + sizeof h, bytes);
-    zmq_msg_close(&m);
-    return rc;
+int coll__check_lost(CpuColl *c, uint32_t op, char err[ERR_LEN]) {
+    coll__mon_drain(c);
+    return c->lost[0] ? coll__timeout_err(c, ERR_CLOSED, op, "", err) : 0;
 }
 
 static int cpu_broadcast(void *impl, void *buf, size_t bytes, char err[ERR_LEN]) {
     CpuColl *c = impl;
     c->seq++;
-    int rc = check_lost(c, OP_BCAST, err);
+    int rc = coll__check_lost(c, OP_BCAST, err);
     if (rc) return rc;
     if (c->rank == 0) {
-        for (int r = 1; r < c->world && !rc; r++) rc = send_frame(c, c->rid[r], c->rid_len[r], OP_BCAST, buf, bytes, err);
+        for (int r = 1; r < c->world && !rc; r++) rc = coll__send(c, c->sock, c->rid[r], c->rid_len[r], OP_BCAST, buf, bytes, err);
         return rc;
     }
     zmq_msg_t m;
     rc = recv_frame(c, clock_ms() + (int64_t)(c->timeout_s * 1000), &m, NULL, NULL, NULL);
-    if (rc) return timeout_err(c, rc, OP_BCAST, "rank 0", err);
+    if (rc) return coll__timeout_err(c, rc, OP_BCAST, "rank 0", err);
     CollHeader h;
-    rc = check_header(c, &m, OP_BCAST, bytes, 0, &h, err);
+    rc = coll__check_header(c, &m, OP_BCAST, bytes, 0, &h, err);
     if (!rc) memcpy(buf, (char *)zmq_msg_data(&m) + sizeof h, bytes);
     zmq_msg_close(&m);
     return rc;
@@ -361,7 +267,7 @@ static int cpu_broadcast(void *impl, void *buf, size_t bytes, char err[ERR_LEN])
 
 static int cpu_poll(void *impl, char err[ERR_LEN]) {
     CpuColl *c = impl;
-    mon_drain(c);
+    coll__mon_drain(c);
     return c->lost[0] ? err_set(err, ERR_CLOSED, "collective (cpu, rank %d of %d): %s", c->rank, c->world, c->lost) : 0;
 }
 
@@ -373,17 +279,19 @@ static void cpu_close(void *impl) {
         zmq_close(c->mon);
     }
     if (c->sock) zmq_close(c->sock);
+    coll__ring_close(c);
     if (c->own_ctx && c->zctx) zmq_ctx_term(c->zctx);
     xfree(c->rid);
     xfree(c->rid_len);
-    xfree(c->got);
+    xfree(c->ring_ep);
     xfree(c->joined);
     xfree(c->peer_fd);
     xfree(c->fd_open);
     xfree(c);
 }
 
-static const CollBackend cpu_backend = {"cpu", cpu_allreduce, cpu_broadcast, cpu_poll, cpu_close};
+static const CollBackend cpu_backend = {"cpu", coll__ring_allreduce, coll__ring_reduce_scatter, coll__ring_allgather,
+                                       cpu_broadcast, cpu_poll, cpu_close};
 
 /* Rank 0's HELLO handling while joining: frames of any other op are leftovers of a rank from before a restart and
  * are dropped (logged); a HELLO records the rank's nonce, routing id and connection. 1 when the frame was a HELLO
@@ -394,16 +302,20 @@ static int take_hello(CpuColl *c, zmq_msg_t *m, const char *rid, size_t rid_len,
     if (zmq_msg_size(m) >= sizeof h) memcpy(&h, zmq_msg_data(m), sizeof h);
     if (zmq_msg_size(m) >= sizeof h && h.magic == COLL_MAGIC && h.version == COLL_VERSION && h.op != OP_HELLO &&
         h.rank > 0 && h.rank < (uint32_t)c->world) {
-        log_warn("collective: dropped %s #%llu from rank %u, sent before a restart", op_name(h.op),
+        log_warn("collective: dropped %s #%llu from rank %u, sent before a restart", coll__op_name(h.op),
                  (unsigned long long)h.seq, h.rank);
         return 0;
     }
-    int rc = check_header(c, m, OP_HELLO, sizeof nonce, -1, &h, err);
+    int rc = coll__check_header(c, m, OP_HELLO, HELLO_BYTES, -1, &h, err);
     if (!rc && h.rank == 0) rc = err_set(err, ERR_INVAL, "collective: a second rank 0 sent hello");
     if (rc) return rc;
     if (fd_closed(c, fd)) return 0;                  /* its connection closed since: it says HELLO again if alive */
-    memcpy(&nonce, (const char *)zmq_msg_data(m) + sizeof h, sizeof nonce);
+    const char *p = (const char *)zmq_msg_data(m) + sizeof h;
+    memcpy(&nonce, p, sizeof nonce);
     if (!nonce) return err_set(err, ERR_INVAL, "collective: rank %u sent hello without a nonce", h.rank);
+    if (!memchr(p + 8, 0, COLL_EP_LEN) || !p[8])
+        return err_set(err, ERR_INVAL, "collective: rank %u sent hello without its ring endpoint", h.rank);
+    memcpy(c->ring_ep[h.rank], p + 8, COLL_EP_LEN);
     int fresh = c->joined[h.rank] != nonce;          /* 0 also after its connection closed: it is unjoined then */
     c->joined[h.rank] = nonce;
     c->peer_fd[h.rank] = fd;
@@ -421,15 +333,23 @@ static int take_hello(CpuColl *c, zmq_msg_t *m, const char *rid, size_t rid_len,
 static int join_rank0(CpuColl *c, char err[ERR_LEN]) {
     int64_t deadline = clock_ms() + (int64_t)(c->timeout_s * 1000);
     uint64_t *told = xcalloc((size_t)c->world, sizeof *told);   /* the nonce READY went to, per rank */
+    size_t ready_bytes = 8 + (size_t)c->world * COLL_EP_LEN;
+    char *ready = xcalloc(1, ready_bytes);           /* the group, then every rank's ring endpoint */
     int rc = 0;
+    c->group = c->nonce;
+    memcpy(c->ring_ep[0], c->my_ep, COLL_EP_LEN);
     for (;;) {
-        mon_drain(c);
+        coll__mon_drain(c);
         int all = 1;
         for (int r = 1; r < c->world; r++) all &= c->joined[r] != 0;
+        if (all) {
+            memcpy(ready, &c->group, 8);
+            memcpy(ready + 8, c->ring_ep, (size_t)c->world * COLL_EP_LEN);
+        }
         for (int r = 1; all && r < c->world; r++) {
             if (told[r] == c->joined[r]) continue;
             char e2[ERR_LEN];
-            if (send_frame(c, c->rid[r], c->rid_len[r], OP_READY, NULL, 0, e2)) {
+            if (coll__send(c, c->sock, c->rid[r], c->rid_len[r], OP_READY, ready, ready_bytes, e2)) {
                 log_warn("%s: rank %d must say hello again", e2, r);   /* it went meanwhile */
                 c->joined[r] = 0;
                 c->peer_fd[r] = -1;
@@ -450,32 +370,52 @@ static int join_rank0(CpuColl *c, char err[ERR_LEN]) {
         if (rc < 0) break;
         rc = 0;
     }
+    xfree(ready);
     xfree(told);
     return rc;
 }
 
-static int cpu_join(CpuColl *c, char err[ERR_LEN]) {
+/* A rank r > 0's READY: the group and every rank's ring endpoint (into eps). */
+static int take_ready(CpuColl *c, zmq_msg_t *m, char (*eps)[COLL_EP_LEN], char err[ERR_LEN]) {
+    CollHeader h;
+    size_t bytes = 8 + (size_t)c->world * COLL_EP_LEN;
+    int rc = coll__check_header(c, m, OP_READY, bytes, 0, &h, err);
+    if (rc) return rc;
+    const char *p = (const char *)zmq_msg_data(m) + sizeof h;
+    memcpy(&c->group, p, 8);
+    memcpy(eps, p + 8, (size_t)c->world * COLL_EP_LEN);
+    for (int r = 0; r < c->world; r++)
+        if (!memchr(eps[r], 0, COLL_EP_LEN) || !eps[r][0])
+            return err_set(err, ERR_DECODE, "collective: READY without rank %d's ring endpoint", r);
+    return 0;
+}
+
+static int cpu_join(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
+    char (*eps)[COLL_EP_LEN] = c->ring_ep;           /* rank 0 fills it from the HELLOs, the others from READY */
     int rc = c->rank == 0 ? join_rank0(c, err) : 0;
     int64_t deadline = clock_ms() + (int64_t)(c->timeout_s * 1000);
+    char hello[HELLO_BYTES] = {0};
+    memcpy(hello, &c->nonce, 8);
+    memcpy(hello + 8, c->my_ep, COLL_EP_LEN);
     while (c->rank > 0) {
-        rc = send_frame(c, NULL, 0, OP_HELLO, &c->nonce, sizeof c->nonce, err);
+        rc = coll__send(c, c->sock, NULL, 0, OP_HELLO, hello, sizeof hello, err);
         if (rc) return rc;
         int64_t slice = clock_ms() + HELLO_RESEND_MS;
         zmq_msg_t m;
         int fd = -1;
         rc = recv_frame(c, slice < deadline ? slice : deadline, &m, NULL, NULL, &fd);
         if (rc == ERR_TIMEOUT && clock_ms() < deadline) continue;           /* send HELLO again */
-        if (rc) return timeout_err(c, rc, OP_HELLO, "rank 0", err);
+        if (rc) return coll__timeout_err(c, rc, OP_HELLO, "rank 0", err);
         CollHeader h;
         if (zmq_msg_size(&m) >= sizeof h) memcpy(&h, zmq_msg_data(&m), sizeof h);
         if (zmq_msg_size(&m) >= sizeof h && h.magic == COLL_MAGIC && h.version == COLL_VERSION && h.op != OP_READY &&
             h.rank == 0) {                           /* an old rank 0's frame for the process before this one */
             log_warn("collective: dropped %s #%llu from rank 0, meant for this rank's previous process",
-                     op_name(h.op), (unsigned long long)h.seq);
+                     coll__op_name(h.op), (unsigned long long)h.seq);
             zmq_msg_close(&m);
             continue;
         }
-        rc = check_header(c, &m, OP_READY, 0, 0, &h, err);
+        rc = take_ready(c, &m, eps, err);
         zmq_msg_close(&m);
         if (rc) return rc;
         c->peer_fd[0] = fd;                          /* rank 0's connection: its closing loses the group */
@@ -483,30 +423,38 @@ static int cpu_join(CpuColl *c, char err[ERR_LEN]) {
             snprintf(c->lost, sizeof c->lost, "the connection to rank 0 closed right after it said READY");
         break;
     }
-    if (!rc) c->ready = 1;
+    if (!rc) c->ready = 1;                           /* a peer lost while the ring links loses the group too */
+    if (!rc) rc = coll__ring_link(c, o, eps, err);
     return rc;
 }
 
 /* zmq_setsockopt, checked: 0 or ERR_IO naming the option. */
-static int sockopt(void *s, int opt, const char *name, const void *v, size_t n, char err[ERR_LEN]) {
+int coll__sockopt(void *s, int opt, const char *name, const void *v, size_t n, char err[ERR_LEN]) {
     if (zmq_setsockopt(s, opt, v, n) == 0) return 0;
     return err_set(err, ERR_IO, "collective: zmq_setsockopt(%s): %s", name, zmq_strerror(zmq_errno()));
 }
 
-/* CURVE on the collective's socket (CollOptions: rank 0 the server, the others clients), before bind/connect. */
-static int coll_curve(void *s, const CollOptions *o, char err[ERR_LEN]) {
+/* CURVE server on s (the server secret key, ZAP domain "dapo"), before bind; a no-op without CURVE. */
+int coll__curve_server(void *s, const CollOptions *o, char err[ERR_LEN]) {
     int one = 1, rc = 0;
-    if (o->rank == 0 && o->curve_server_secret && o->curve_server_secret[0]) {
-        rc = sockopt(s, ZMQ_CURVE_SERVER, "ZMQ_CURVE_SERVER", &one, sizeof one, err);
-        if (!rc) rc = sockopt(s, ZMQ_CURVE_SECRETKEY, "ZMQ_CURVE_SECRETKEY", o->curve_server_secret, 40, err);
-        if (!rc) rc = sockopt(s, ZMQ_ZAP_DOMAIN, "ZMQ_ZAP_DOMAIN", "dapo", 4, err);
-    } else if (o->rank > 0 && o->curve_server_public && o->curve_server_public[0]) {
-        if (!o->curve_public || !o->curve_secret || strlen(o->curve_public) != 40 || strlen(o->curve_secret) != 40)
-            return err_set(err, ERR_INVAL, "collective: CURVE needs this rank's own key pair");
-        rc = sockopt(s, ZMQ_CURVE_SERVERKEY, "ZMQ_CURVE_SERVERKEY", o->curve_server_public, 40, err);
-        if (!rc) rc = sockopt(s, ZMQ_CURVE_PUBLICKEY, "ZMQ_CURVE_PUBLICKEY", o->curve_public, 40, err);
-        if (!rc) rc = sockopt(s, ZMQ_CURVE_SECRETKEY, "ZMQ_CURVE_SECRETKEY", o->curve_secret, 40, err);
-    }
+    if (!o->curve_server_public || !o->curve_server_public[0]) return 0;
+    if (!o->curve_server_secret || strlen(o->curve_server_secret) != 40)
+        return err_set(err, ERR_INVAL, "collective: rank %d needs the server secret key (cluster.curve.server_secret_key "
+                       "and authorized_keys): with CURVE every learner rank serves its ring neighbour", o->rank);
+    rc = coll__sockopt(s, ZMQ_CURVE_SERVER, "ZMQ_CURVE_SERVER", &one, sizeof one, err);
+    if (!rc) rc = coll__sockopt(s, ZMQ_CURVE_SECRETKEY, "ZMQ_CURVE_SECRETKEY", o->curve_server_secret, 40, err);
+    if (!rc) rc = coll__sockopt(s, ZMQ_ZAP_DOMAIN, "ZMQ_ZAP_DOMAIN", "dapo", 4, err);
+    return rc;
+}
+
+/* CURVE client of the server public key with this rank's key pair on s, before connect; a no-op without CURVE. */
+int coll__curve_client(void *s, const CollOptions *o, char err[ERR_LEN]) {
+    if (!o->curve_server_public || !o->curve_server_public[0]) return 0;
+    if (!o->curve_public || !o->curve_secret || strlen(o->curve_public) != 40 || strlen(o->curve_secret) != 40)
+        return err_set(err, ERR_INVAL, "collective: CURVE needs this rank's own key pair");
+    int rc = coll__sockopt(s, ZMQ_CURVE_SERVERKEY, "ZMQ_CURVE_SERVERKEY", o->curve_server_public, 40, err);
+    if (!rc) rc = coll__sockopt(s, ZMQ_CURVE_PUBLICKEY, "ZMQ_CURVE_PUBLICKEY", o->curve_public, 40, err);
+    if (!rc) rc = coll__sockopt(s, ZMQ_CURVE_SECRETKEY, "ZMQ_CURVE_SECRETKEY", o->curve_secret, 40, err);
     return rc;
 }
 
@@ -535,33 +483,38 @@ static int coll_monitor(CpuColl *c, char err[ERR_LEN]) {
     return 0;
 }
 
-/* The rank's socket (rank 0 a ROUTER bound at the endpoint, the others DEALERs connected to it), its options, CURVE,
- * ZMTP heartbeats (a ping every timeout/5 within [min(100 ms, timeout/2), 1 s]; a connection silent for timeout_s is
- * dropped) and monitor. */
-static int coll_socket(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
-    c->sock = zmq_socket(c->zctx, o->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER);
-    if (!c->sock) return err_set(err, ERR_IO, "collective: zmq_socket: %s", zmq_strerror(zmq_errno()));
-    int zero = 0, one = 1;
+int coll__sockopts(void *s, double timeout_s, char err[ERR_LEN]) {
+    int zero = 0;
     int64_t maxmsg = -1;
-    double tmo_ms = o->timeout_s * 1000 < 2e9 ? o->timeout_s * 1000 : 2e9;
+    double tmo_ms = timeout_s * 1000 < 2e9 ? timeout_s * 1000 : 2e9;
     int hb_timeout = tmo_ms < 2 ? 2 : (int)tmo_ms;
     int hb_ivl = hb_timeout / 5 < 1000 ? hb_timeout / 5 : 1000, floor_ms = hb_timeout / 2 < 100 ? hb_timeout / 2 : 100;
     if (hb_ivl < floor_ms) hb_ivl = floor_ms;      /* at least every 100 ms apart, and twice within the timeout */
-    int rc = sockopt(c->sock, ZMQ_LINGER, "ZMQ_LINGER", &zero, sizeof zero, err);
-    if (!rc) rc = sockopt(c->sock, ZMQ_SNDHWM, "ZMQ_SNDHWM", &zero, sizeof zero, err);
-    if (!rc) rc = sockopt(c->sock, ZMQ_RCVHWM, "ZMQ_RCVHWM", &zero, sizeof zero, err);
-    if (!rc) rc = sockopt(c->sock, ZMQ_MAXMSGSIZE, "ZMQ_MAXMSGSIZE", &maxmsg, sizeof maxmsg, err);
-    if (!rc) rc = sockopt(c->sock, ZMQ_HEARTBEAT_IVL, "ZMQ_HEARTBEAT_IVL", &hb_ivl, sizeof hb_ivl, err);
-    if (!rc) rc = sockopt(c->sock, ZMQ_HEARTBEAT_TIMEOUT, "ZMQ_HEARTBEAT_TIMEOUT", &hb_timeout, sizeof hb_timeout, err);
-    if (!rc) rc = coll_curve(c->sock, o, err);
+    int rc = coll__sockopt(s, ZMQ_LINGER, "ZMQ_LINGER", &zero, sizeof zero, err);
+    if (!rc) rc = coll__sockopt(s, ZMQ_SNDHWM, "ZMQ_SNDHWM", &zero, sizeof zero, err);
+    if (!rc) rc = coll__sockopt(s, ZMQ_RCVHWM, "ZMQ_RCVHWM", &zero, sizeof zero, err);
+    if (!rc) rc = coll__sockopt(s, ZMQ_MAXMSGSIZE, "ZMQ_MAXMSGSIZE", &maxmsg, sizeof maxmsg, err);
+    if (!rc) rc = coll__sockopt(s, ZMQ_HEARTBEAT_IVL, "ZMQ_HEARTBEAT_IVL", &hb_ivl, sizeof hb_ivl, err);
+    if (!rc) rc = coll__sockopt(s, ZMQ_HEARTBEAT_TIMEOUT, "ZMQ_HEARTBEAT_TIMEOUT", &hb_timeout, sizeof hb_timeout, err);
+    return rc;
+}
+
+/* The rank's star socket (rank 0 a ROUTER bound at the endpoint, the others DEALERs connected to it), its options
+ * (coll__sockopts: ZMTP heartbeats, a ping every timeout/5 within [min(100 ms, timeout/2), 1 s], so a connection
+ * silent for timeout_s is dropped), CURVE and monitor. */
+static int coll_socket(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
+    c->sock = zmq_socket(c->zctx, o->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER);
+    if (!c->sock) return err_set(err, ERR_IO, "collective: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    int one = 1;
+    int rc = coll__sockopts(c->sock, o->timeout_s, err);
+    if (!rc) rc = o->rank == 0 ? coll__curve_server(c->sock, o, err) : coll__curve_client(c->sock, o, err);
     if (!rc) rc = coll_monitor(c, err);
     if (rc) return rc;
     if (o->rank == 0) {
         /* no ZMQ_ROUTER_HANDOVER, and the ranks set no routing id (the ROUTER gives each connection one; rank 0
          * sends to the one each HELLO came on): a client with another rank's id gets a connection of its own and
          * displaces nobody (issue 38) */
-        rc = sockopt(c->sock, ZMQ_ROUTER_MANDATORY, "ZMQ_ROUTER_MANDATORY", &one, sizeof one, err);
-        c->curve = o->curve_server_secret && o->curve_server_secret[0];
+        rc = coll__sockopt(c->sock, ZMQ_ROUTER_MANDATORY, "ZMQ_ROUTER_MANDATORY", &one, sizeof one, err);
         if (!rc && zmq_bind(c->sock, o->endpoint))
             rc = err_set(err, ERR_IO, "collective: rank 0 cannot bind %s: %s (cluster.collective)", o->endpoint,
                          zmq_strerror(zmq_errno()));
@@ -588,7 +541,8 @@ int coll_open_cpu(const CollOptions *o, Collective **pout, char err[ERR_LEN]) {
     c->idle_ud = o->idle_ud;
     c->rid = xcalloc((size_t)o->world, sizeof *c->rid);
     c->rid_len = xcalloc((size_t)o->world, sizeof *c->rid_len);
-    c->got = xcalloc((size_t)o->world, sizeof *c->got);
+    c->ring_ep = xcalloc((size_t)o->world, sizeof *c->ring_ep);
+    c->seg_floats = COLL_SEG_FLOATS;
     c->joined = xcalloc((size_t)o->world, sizeof *c->joined);
     c->peer_fd = xcalloc((size_t)o->world, sizeof *c->peer_fd);
     for (int r = 0; r < o->world; r++) c->peer_fd[r] = -1;
@@ -602,13 +556,17 @@ int coll_open_cpu(const CollOptions *o, Collective **pout, char err[ERR_LEN]) {
     if (o->world == 1) return 0;
     c->zctx = o->zctx;
     if (!c->zctx) { c->zctx = zmq_ctx_new(); c->own_ctx = 1; }
+    c->curve = o->curve_server_public && o->curve_server_public[0];
+    const char *seg = getenv("DAPO_COLL_SEG_FLOATS");      /* tests: many frames from small buffers */
+    if (seg && atol(seg) > 0) c->seg_floats = atol(seg);
     int rc = c->zctx ? coll_socket(c, o, err) : err_set(err, ERR_IO, "collective: zmq_ctx_new failed");
-    if (!rc) rc = cpu_join(c, err);
+    if (!rc) rc = coll__ring_bind(c, o, err);
+    if (!rc) rc = cpu_join(c, o, err);
     if (rc) {
         coll_close(out);
         *pout = NULL;
         return rc;
     }
-    log_info("collective: cpu backend, rank %d of %d on %s", o->rank, o->world, o->endpoint);
+    log_info("collective: cpu backend, rank %d of %d on %s (ring: %s)", o->rank, o->world, o->endpoint, c->my_ep);
     return 0;
 }

@@ -36,6 +36,7 @@ typedef struct {
     void        *scratch;        /* device staging for host buffers */
     size_t       scratch_bytes;
     int          aborted;
+    int          rank, world;
     Collective  *side;           /* the CPU collective of the bootstrap, kept for coll_poll's membership check */
 } NcclColl;
 
@@ -104,6 +105,36 @@ static int nccl_allreduce(void *impl, float *buf, long n, char err[ERR_LEN]) {
     return nccl_wait(c, "all-reduce", err);
 }
 
+/* In-place reduce-scatter (recvbuff = sendbuff + rank * shard) or all-gather (sendbuff = recvbuff + rank * shard) of
+ * W x shard floats, as NCCL defines in-place for both. */
+static int nccl_sharded(void *impl, float *buf, long shard, int gather, char err[ERR_LEN]) {
+    NcclColl *c = impl;
+    size_t bytes = (size_t)shard * (size_t)c->world * sizeof(float);
+    int dev = is_device_ptr(buf), rc = 0;
+    float *d = buf;
+    const char *what = gather ? "all-gather" : "reduce-scatter";
+    if (!dev) {
+        if ((rc = stage(c, bytes, err))) return rc;
+        d = c->scratch;
+        if (cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, c->stream) != cudaSuccess)
+            return err_set(err, ERR_IO, "nccl %s: staging copy failed", what);
+    }
+    float *mine = d + (size_t)c->rank * (size_t)shard;
+    ncclResult_t r = gather ? ncclAllGather(mine, d, (size_t)shard, ncclFloat32, c->comm, c->stream)
+                            : ncclReduceScatter(d, mine, (size_t)shard, ncclFloat32, ncclSum, c->comm, c->stream);
+    if (r != ncclSuccess && r != ncclInProgress)
+        return err_set(err, ERR_IO, "%s: %s", gather ? "ncclAllGather" : "ncclReduceScatter", ncclGetErrorString(r));
+    if (!dev && cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, c->stream) != cudaSuccess)
+        return err_set(err, ERR_IO, "nccl %s: copy back failed", what);
+    return nccl_wait(c, what, err);
+}
+static int nccl_reduce_scatter(void *impl, float *buf, long shard, char err[ERR_LEN]) {
+    return nccl_sharded(impl, buf, shard, 0, err);
+}
+static int nccl_allgather(void *impl, float *buf, long shard, char err[ERR_LEN]) {
+    return nccl_sharded(impl, buf, shard, 1, err);
+}
+
 static int nccl_broadcast(void *impl, void *buf, size_t bytes, char err[ERR_LEN]) {
     NcclColl *c = impl;
     int dev = is_device_ptr(buf), rc = 0;
@@ -142,7 +173,8 @@ static void nccl_close(void *impl) {
     xfree(c);
 }
 
-static const CollBackend nccl_backend = {"nccl", nccl_allreduce, nccl_broadcast, nccl_poll, nccl_close};
+static const CollBackend nccl_backend = {"nccl", nccl_allreduce, nccl_reduce_scatter, nccl_allgather, nccl_broadcast,
+                                        nccl_poll, nccl_close};
 
 /* The communicator of c (its stream made): ncclCommInitRankConfig, non-blocking, waited for up to timeout_s. */
 static int nccl_init(NcclColl *c, const CollOptions *o, const ncclUniqueId *id, char err[ERR_LEN]) {
@@ -193,6 +225,8 @@ int coll_open_nccl(const CollOptions *o, Collective **out, char err[ERR_LEN]) {
     NcclColl *c = xcalloc(1, sizeof *c);
     c->side = side;
     c->timeout_s = o->timeout_s;
+    c->rank = o->rank;
+    c->world = o->world;
     c->idle = o->idle;
     c->idle_ud = o->idle_ud;
     rc = nccl_init(c, o, &id, err);

@@ -112,13 +112,16 @@ int daemon_init(Daemon *d, int argc, char **argv, Dapo__Role role, const char *c
                "(every key but cluster.*)\n", role_str(role));
     if (print) config_print_annotated(&d->cfg, stdout, print == CONFIG_PRINT_LOCAL);
     if (print) return 1;
-    /* issue 18: CURVE keys; learner rank 0 also serves (weights, collective) and binds off loopback only with them */
-    int serves = role == DAPO__ROLE__ROLE_LEARNER && d->rank == 0;
+    /* issue 18: CURVE keys; learner rank 0 also serves (weights, collective) and binds off loopback only with them;
+     * with several ranks every rank serves its ring neighbour (collective.h), on the interface toward rank 0 */
+    int learner = role == DAPO__ROLE__ROLE_LEARNER, multi = d->cfg.num_learners > 1;
+    int serves = learner && (d->rank == 0 || multi);
     rc = curve_load(&d->cfg, serves, true, &d->keys, err);
     if (!rc && serves) {
-        const char *binds[] = {d->cfg.weights_bind, d->cfg.collective};
-        const char *keys[] = {"cluster.weights_bind", "cluster.collective"};
-        rc = curve_check_exposure(&d->cfg, &d->keys, binds, keys, d->cfg.num_learners > 1 ? 2 : 1, NULL, err);
+        const char *binds[] = {d->cfg.collective, d->cfg.weights_bind};
+        const char *keys[] = {"cluster.collective", "cluster.weights_bind"};
+        rc = curve_check_exposure(&d->cfg, &d->keys, binds + (multi ? 0 : 1), keys + (multi ? 0 : 1),
+                                  (multi ? 1 : 0) + (d->rank == 0 ? 1 : 0), NULL, err);
     }
     if (rc) return rc;
     struct sigaction sa = {.sa_handler = on_signal};

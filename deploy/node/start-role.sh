@@ -17,9 +17,9 @@
 # 5556, the collective on 5557) bind; 127.0.0.1 when not given; --bind-all is --bind 0.0.0.0 (asked for, never the
 # default). Off loopback the daemons refuse to start without CURVE keys (or cluster.insecure=true on a private
 # network): --keys DIR, made by `dapo-keygen --dir DIR --server --client NAME...` (copy DIR/server.pub, the node's
-# own NAME.key and, on the coordinator's and learner rank 0's nodes, server.key and authorized_keys/), sets
+# own NAME.key and, on the coordinator's and every learner's nodes, server.key and authorized_keys/), sets
 # cluster.curve.server_public_key=DIR/server.pub, .secret_key=DIR/NAME.key (NAME: --id, else the role; --key FILE
-# names another), and for the coordinator and learner rank 0 .server_secret_key=DIR/server.key and
+# names another), and for the coordinator and the learners .server_secret_key=DIR/server.key and
 # .authorized_keys=DIR/authorized_keys. The dashboard stays on 127.0.0.1 unless cluster.http says otherwise (off
 # loopback it needs cluster.token_file; put TLS in front of it). NCCL's own traffic between GPU hosts is not
 # encrypted: keep it on a private network.
@@ -67,7 +67,7 @@ elif [ -n "$config" ]; then                   # a worker: only the file's local 
   "$root/$BUILD/bin/dapo-coordinator" --config "$config" --print-config=local > "$dir/local.yaml"
   args=(--config "$dir/local.yaml")
 fi
-serves=0; { [ "$role" = coordinator ] || { [ "$role" = learner ] && [ "$rank" = 0 ]; }; } && serves=1
+serves=0; { [ "$role" = coordinator ] || [ "$role" = learner ]; } && serves=1   # every learner rank serves its ring
 if [ -n "$keys" ]; then
   [ -f "$keys/server.pub" ] || { echo "start-role.sh: --keys $keys: no server.pub there (make keys with dapo-keygen)" >&2; exit 2; }
   args+=(cluster.curve.server_public_key="$keys/server.pub" cluster.curve.secret_key="${key:-$keys/$name.key}")

@@ -258,8 +258,8 @@ int main(int argc, char **argv) {
     int W = s.d.cfg.num_learners;
     if (rc == 0) {
         s.d.zctx = zmq_ctx_new();
-        const CurveKeys *k = &s.d.keys;          /* rank 0 serves weights and the collective: their ZAP handler */
-        if (k->on && s.d.rank == 0 && !(s.zap = zap_start(s.d.zctx, k->authorized_keys, err))) rc = ERR_IO;
+        const CurveKeys *k = &s.d.keys;          /* rank 0 serves weights, every rank of several its ring: ZAP */
+        if (k->on && (s.d.rank == 0 || W > 1) && !(s.zap = zap_start(s.d.zctx, k->authorized_keys, err))) rc = ERR_IO;
         CollOptions co = {.rank = s.d.rank, .world = W, .endpoint = s.d.cfg.collective,
                           .timeout_s = s.d.cfg.collective_timeout_s, .zctx = s.d.zctx, .idle = keepalive, .idle_ud = &s,
                           .curve_server_secret = k->server_secret, .curve_server_public = k->server_public,

@@ -442,7 +442,7 @@ static void test_multihost(void **state) {
     snprintf(log, sizeof log, "%s/learner-0.log", net);
     assert_int_equal(count_in(log, what), 1);
     assert_int_equal(count_in(log, "weights: refused a request from .* with key verifier-0"), 1);
-    assert_int_equal(count_in(log, "collective: dropped a frame from .* with key rollout-1"), 1);   /* rate-limited */
+    assert_int_equal(count_in(log, "collective: rank 0 dropped a frame on its star socket from .* with key rollout-1"), 1);   /* rate-limited */
     char a[600], b[600], cmd[1300], out[16];
     snprintf(a, sizeof a, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", ref, STEPS);
     snprintf(b, sizeof b, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", net, STEPS);

@@ -1,5 +1,6 @@
 /* tests/unit/test_collective.c: the CPU collective (common/collective/collective.h) with ranks as threads on loopback:
- * sums in rank order (exact expected bits), broadcast, barrier, world 1, and the failure paths — a rank that never
+ * ring sums in the documented chunk order (exact expected bits) for all-reduce, reduce-scatter and all-gather at W = 2,
+ * 3 and 4 (in one frame and in many: DAPO_COLL_SEG_FLOATS), broadcast, barrier, world 1, and the failure paths — a rank that never
  * joins, a peer that stops calling (hung) or is gone (dead), mismatched sizes — each a clear error within the timeout,
  * never a hang, and the collective unusable afterwards (ERR_CLOSED); and the restarts of issue 17 — a join whose first
  * HELLO was lost with an exiting rank 0, a stale frame from before a restart, a restarted rank mid-collective; and the
@@ -75,17 +76,99 @@ static void test_sum_broadcast_barrier(void **state) {
     Arg a[3];
     run(a, 3, NULL, 10);
     for (int r = 0; r < 3; r++) {
-        assert_int_equal(a[r].rc, 0);
-        assert_int_equal(a[r].rc_bcast, 0);
+        if (a[r].rc || a[r].rc_bcast)
+            fail_msg("rank %d: %s / %s (rank 0: %s, rank 1: %s, rank 2: %s)", r, a[r].err, a[r].err2, a[0].err,
+                     a[1].err, a[2].err);
         assert_true(a[r].bc == 3.25);
     }
     for (int i = 0; i < N; i++) {
-        float x0 = 0.1f + (float)i * 1e-3f, x1 = 0.2f + (float)i * 1e-3f, x2 = 0.3f + (float)i * 1e-3f;
-        float want = (x0 + x1) + x2;                                  /* rank order, fp32 */
+        float x[3] = {0.1f + (float)i * 1e-3f, 0.2f + (float)i * 1e-3f, 0.3f + (float)i * 1e-3f};
+        int k = 0;
+        while ((long long)N * (k + 1) / 3 <= i) k++;                  /* chunk k of 3 */
+        float want = (x[(k + 1) % 3] + x[(k + 2) % 3]) + x[k];        /* ring order: ranks k+1, k+2, k (fp32) */
         for (int r = 0; r < 3; r++)
             if (a[r].buf[i] != want) fail_msg("rank %d [%d]: %.9g != %.9g", r, i, a[r].buf[i], want);
     }
     for (int r = 0; r < 3; r++) free(a[r].buf);
+}
+
+/* ---- reduce-scatter, all-gather and all-reduce on the ring: exact bits in the documented order ---- */
+#define SHARD 30011                    /* floats per rank's shard (odd: segments do not divide it) */
+typedef struct {
+    int rank, world, rc;
+    char endpoint[64], err[ERR_LEN];
+    float *rs, *ag, *ar, small[3];
+} RingArg;
+
+static float val(int rank, long i) { return (float)(rank + 1) * 0.37f + (float)(i % 1009) * 1.3e-3f + (float)i * 1e-7f; }
+
+static void *ring_main(void *p) {
+    RingArg *a = p;
+    CollOptions o = {.rank = a->rank, .world = a->world, .endpoint = a->endpoint, .timeout_s = 20};
+    Collective *c = NULL;
+    if ((a->rc = coll_open_cpu(&o, &c, a->err))) return NULL;
+    long n = (long)SHARD * a->world;
+    a->rs = malloc((size_t)n * sizeof(float));
+    a->ag = calloc((size_t)n, sizeof(float));
+    a->ar = malloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) a->rs[i] = a->ar[i] = val(a->rank, i);
+    for (long i = 0; i < SHARD; i++) a->ag[(long)a->rank * SHARD + i] = val(a->rank, i) * 2;
+    for (int i = 0; i < 3; i++) a->small[i] = (float)(a->rank + 1) * (float)(i + 1);   /* n = 3 < W = 4: empty chunks */
+    a->rc = coll_reduce_scatter_sum(c, a->rs, SHARD, a->err);
+    if (!a->rc) a->rc = coll_allgather(c, a->ag, SHARD, a->err);
+    if (!a->rc) a->rc = coll_allreduce_sum(c, a->ar, n - 7, a->err);    /* uneven chunks */
+    if (!a->rc) a->rc = coll_allreduce_sum(c, a->small, 3, a->err);
+    if (!a->rc) a->rc = coll_allreduce_sum(c, a->small, 0, a->err);
+    coll_close(c);
+    return NULL;
+}
+
+/* Sum of val(., i) over the ranks in the ring order of chunk k: k+1, k+2, ..., k (mod W). */
+static float ring_sum(int W, int k, long i) {
+    float s = val((k + 1) % W, i);
+    for (int j = 2; j <= W; j++) s += val((k + j) % W, i);
+    return s;
+}
+
+static void ring_check(int W) {
+    RingArg a[4];
+    pthread_t th[4];
+    int port = tu_free_port();
+    for (int r = 0; r < W; r++) {
+        memset(&a[r], 0, sizeof a[r]);
+        a[r].rank = r;
+        a[r].world = W;
+        snprintf(a[r].endpoint, sizeof a[r].endpoint, "tcp://127.0.0.1:%d", port);
+        pthread_create(&th[r], NULL, ring_main, &a[r]);
+    }
+    for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
+    long n = (long)SHARD * W, m = n - 7;
+    for (int r = 0; r < W; r++) {
+        if (a[r].rc) fail_msg("W %d rank %d: %s", W, r, a[r].err);
+        for (long i = 0; i < SHARD; i++) {               /* reduce-scatter: this rank's region, chunk r's order */
+            long g = (long)r * SHARD + i;
+            if (a[r].rs[g] != ring_sum(W, r, g)) fail_msg("W %d rank %d rs[%ld] %.9g != %.9g", W, r, g, a[r].rs[g], ring_sum(W, r, g));
+        }
+        for (long g = 0; g < n; g++)                      /* all-gather: every region, bit for bit */
+            if (a[r].ag[g] != val((int)(g / SHARD), g % SHARD) * 2) fail_msg("W %d rank %d ag[%ld]", W, r, g);
+        for (long g = 0, k = 0; g < m; g++) {             /* all-reduce of m floats: chunk k = [m k / W, m (k+1) / W) */
+            while ((long long)m * (k + 1) / W <= g) k++;
+            if (a[r].ar[g] != ring_sum(W, (int)k, g)) fail_msg("W %d rank %d ar[%ld] %.9g != %.9g", W, r, g, a[r].ar[g], ring_sum(W, (int)k, g));
+        }
+        for (long g = m; g < n; g++) assert_true(a[r].ar[g] == val(r, g));   /* beyond n: untouched */
+        for (int i = 0; i < 3; i++) assert_true(a[r].small[i] == (float)(W * (W + 1) / 2) * (float)(i + 1));
+        free(a[r].rs);
+        free(a[r].ag);
+        free(a[r].ar);
+    }
+}
+
+static void test_ring_collectives(void **state) {
+    (void)state;
+    for (int W = 2; W <= 4; W++) ring_check(W);
+    setenv("DAPO_COLL_SEG_FLOATS", "1000", 1);          /* many frames per chunk: the pipelined forwarding */
+    for (int W = 2; W <= 4; W++) ring_check(W);
+    unsetenv("DAPO_COLL_SEG_FLOATS");
 }
 
 static void test_world_one(void **state) {
@@ -153,16 +236,17 @@ static void test_size_mismatch(void **state) {
     Arg a[2];
     int modes[2] = {0, 3};
     run(a, 2, modes, 2);
-    assert_int_equal(a[0].rc, ERR_INVAL);
-    assert_non_null(strstr(a[0].err, "same size"));
-    assert_int_not_equal(a[1].rc, 0);                        /* rank 1 times out waiting for the result */
+    /* the ring's chunk 0 is 50001 floats either way; chunk 1 (50002 on rank 0, 50001 on rank 1) is what rank 1 checks */
+    assert_int_equal(a[1].rc, ERR_INVAL);
+    assert_non_null(strstr(a[1].err, "same size"));
+    assert_int_not_equal(a[0].rc, 0);                        /* rank 0 times out waiting for the rest */
     for (int r = 0; r < 2; r++) free(a[r].buf);
 }
 
-/* One raw wire frame (collective_cpu.c's format: magic "DCOL", version 2, op, rank, seq, payload bytes) + payload. */
+/* One raw wire frame (collective_cpu.h's format: magic "DCOL", version 3, op, rank, seq, payload bytes) + payload. */
 static void send_raw(void *sock, uint32_t op, uint32_t rank, uint64_t seq, const void *payload, uint64_t bytes) {
     unsigned char f[64];
-    uint32_t h32[4] = {0x4c4f4344u, 2, op, rank};
+    uint32_t h32[4] = {0x4c4f4344u, 3, op, rank};
     memcpy(f, h32, 16);
     memcpy(f + 16, &seq, 8);
     memcpy(f + 24, &bytes, 8);
@@ -197,7 +281,7 @@ static void test_join_survives_restarts(void **state) {
     assert_int_equal(zmq_poll(&it, 1, 3000), 1);                     /* the old rank 0 swallows rank 1's HELLO */
     char buf[256];
     assert_true(zmq_recv(old0, buf, sizeof buf, 0) > 0);             /* routing id */
-    assert_int_equal(zmq_recv(old0, buf, sizeof buf, 0), 32 + 8);    /* HELLO + its nonce */
+    assert_int_equal(zmq_recv(old0, buf, sizeof buf, 0), 32 + 8 + 256);   /* HELLO: nonce, ring endpoint */
     int zero = 0;
     zmq_setsockopt(old0, ZMQ_LINGER, &zero, sizeof zero);
     zmq_close(old0);
@@ -217,7 +301,7 @@ static void test_join_survives_restarts(void **state) {
         assert_int_equal(a[r].rc_bcast, 0);
     }
     for (int i = 0; i < N; i += 997) {
-        float want = (0.1f + (float)i * 1e-3f) + (0.2f + (float)i * 1e-3f);
+        float want = (0.1f + (float)i * 1e-3f) + (0.2f + (float)i * 1e-3f);   /* two terms: either order, same bits */
         assert_true(a[0].buf[i] == want && a[1].buf[i] == want);
     }
     for (int r = 0; r < 2; r++) free(a[r].buf);
@@ -428,6 +512,7 @@ static void test_restart_one_rank(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sum_broadcast_barrier),
+        cmocka_unit_test(test_ring_collectives),
         cmocka_unit_test(test_world_one),
         cmocka_unit_test(test_missing_rank_at_join),
         cmocka_unit_test(test_hung_peer),
