@@ -236,12 +236,19 @@ void ckpt_on_write_failed(Coord *c, long step, CkptWrite why, int code) {
 void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m) {
     CkptState *k = &c->ckpt;
     if (m->cmd != DAPO__CONTROL_CMD__CONTROL_CHECKPOINT_DONE) {
-        log_warn("worker %s sent Control %d: only CHECKPOINT_DONE goes to the coordinator", w->id, (int)m->cmd);
+        log_warn_limited(&k->warn_control, 10000, "worker %s sent Control %d: only CHECKPOINT_DONE goes to the "
+                         "coordinator", w->id, (int)m->cmd);
+        return;
+    }
+    if (w->rank != 0) {                  /* registry.c let only learners through; rank 0 is the one asked */
+        c->msgs_wrong_role++;
+        log_warn_limited(&k->warn_control, 10000, "learner %s (rank %u) confirmed a checkpoint: only rank 0 is asked "
+                         "(ignored)", w->id, w->rank);
         return;
     }
     if (!k->has_pending || m->step != k->pending.step) {
-        log_warn("learner %s confirmed a checkpoint of step %lld that was not asked for (ignored)", w->id,
-                 (long long)m->step);
+        log_warn_limited(&k->warn_control, 10000, "learner %s confirmed a checkpoint of step %lld that was not asked "
+                         "for (ignored)", w->id, (long long)m->step);
         return;
     }
     if (m->code) {

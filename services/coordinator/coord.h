@@ -204,6 +204,7 @@ typedef struct {
     int            rewrite;            /* ckpt_resume read coordinator.json: run.c writes it back (the incarnation one
                                           up) before the loop runs */
     char           resume_path[1024];
+    LogLimit       warn_control;       /* Controls other than CHECKPOINT_DONE or not asked for (rate-limited) */
 } CkptState;
 
 typedef struct Coord {
@@ -245,7 +246,9 @@ typedef struct Coord {
     uint64_t     msgs_foreign;         /* from a connection whose CURVE key is not the one its worker registered with */
     uint64_t     msgs_unregistered;    /* from a connection no worker registered on (answered: send Hello) */
     uint64_t     hellos_refused;       /* Hellos refused (another key, another role, another config, ...) */
-    LogLimit     warn_bad, warn_foreign, warn_unregistered;
+    uint64_t     msgs_wrong_role;      /* a result or ack its worker's role does not send (a rollout's StepResult), or a
+                                          checkpoint confirmation from a rank not asked */
+    LogLimit     warn_bad, warn_foreign, warn_unregistered, warn_role, warn_refused, warn_error_reply;
     int         *lost;                 /* workers the registry found lost or gone, for EV_WORKER_LOST (engine.c) */
     int          nlost, cap_lost;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */

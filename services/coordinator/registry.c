@@ -36,9 +36,9 @@ static void refuse(Coord *c, const NetMsg *m, const char *why, const char *event
     int seen = 0;
     c->hellos_refused++;
     for (int i = 0; nonce && i < REFUSED_RING; i++) seen |= c->refused[i] == nonce;
-    if (!seen) {
+    if (!seen) {                     /* rate-limited too: a client may send Hellos with a new nonce each */
         if (nonce) c->refused[c->nrefused++ % REFUSED_RING] = nonce;
-        log_warn("refused %s", why);
+        log_warn_limited(&c->warn_refused, 10000, "refused %s", why);
         if (event) coord_event(c, "%s", event);
     }
     send_welcome(c, m, 0, why);
@@ -111,6 +111,14 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         return;
     }
     WorkerEntry *w = registry_find(c, m->peer, m->peer_len);
+    if (w && strcmp(w->id, h->worker_id)) {      /* issue 38: one connection, one worker id (else a connection's own
+                                                    * entry would skip the takeover rule below) */
+        snprintf(why, sizeof why, "worker %.128s: this connection (from %s) registered as %s; a connection registers "
+                 "one worker id (connect again to register another)", h->worker_id,
+                 m->peer_address[0] ? m->peer_address : "?", w->id);
+        refuse(c, m, why, NULL);
+        return;
+    }
     if (!w && (w = find_id(c, h->worker_id))) {    /* a worker id known from another connection: its restart or
                                                     * reconnect (routing ids are the ROUTER's, one per connection) */
         if (c->keys.on && w->key[0] && strcmp(w->key, zap_key_fingerprint(m->peer_key))) {
@@ -179,6 +187,19 @@ static void mark_gone(Coord *c, WorkerEntry *w, WorkerLife life, const char *why
     c->lost[c->nlost++] = (int)(w - c->workers);
 }
 
+/* The role whose workers send a result or ack of this type, or -1 where any registered worker may (issue 38: a key
+ * registered as a rollout cannot report a learner's step or confirm a checkpoint). */
+static int sender_role(Dapo__MsgType t) {
+    switch (t) {
+    case DAPO__MSG_TYPE__MSG_GROUP_RESULT:
+    case DAPO__MSG_TYPE__MSG_WEIGHT_ACK:   return DAPO__ROLE__ROLE_ROLLOUT;
+    case DAPO__MSG_TYPE__MSG_SCORE_RESULT: return DAPO__ROLE__ROLE_VERIFIER;
+    case DAPO__MSG_TYPE__MSG_STEP_RESULT:
+    case DAPO__MSG_TYPE__MSG_CONTROL:      return DAPO__ROLE__ROLE_LEARNER;
+    default:                               return -1;
+    }
+}
+
 void registry_on_message(Coord *c, NetMsg *m) {
     if (m->type == DAPO__MSG_TYPE__MSG_HELLO) { on_hello(c, m, 1); return; }
     WorkerEntry *w = registry_find(c, m->peer, m->peer_len);
@@ -230,13 +251,22 @@ void registry_on_message(Coord *c, NetMsg *m) {
         break;                       /* last_seen_ms above renews everything it holds */
     case DAPO__MSG_TYPE__MSG_ERROR: {
         Dapo__ErrorReply *e = (Dapo__ErrorReply *)m->msg;
-        log_warn("worker %s reports error %d on %s: %s", w->id, e->code, net_type_name((Dapo__MsgType)e->in_reply_to),
-                 e->message);
+        log_warn_limited(&c->warn_error_reply, 10000, "worker %s reports error %d on %s: %.200s", w->id, e->code,
+                         net_type_name((Dapo__MsgType)e->in_reply_to), e->message);
         break;
     }
-    default:
+    default: {
+        int want = sender_role(m->type);
+        if (want >= 0 && w->role != (Dapo__Role)want) {
+            c->msgs_wrong_role++;
+            log_warn_limited(&c->warn_role, 10000, "dropped a %s from worker %s (%s, from %s): only a %s sends it",
+                             net_type_name(m->type), w->id, role_name(w->role), from, role_name((Dapo__Role)want));
+            out_send_error(c, w->rid, w->rid_len, ERR_INVAL, m->type, "not a message this worker's role sends");
+            return;
+        }
         engine_on_message(c, w, m);        /* results and acks */
         break;
+    }
     }
 }
 

@@ -15,7 +15,8 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
         return 0;
     }
     Group *g = eng__group_by_id(e, r->group_id);
-    if (!g || g->attempt != r->attempt || g->state != GS_LEASED || strcmp(r->run_id, c->run_id) != 0) {
+    if (!g || g->attempt != r->attempt || g->state != GS_LEASED || g->worker != (int)(w - c->workers) ||
+        strcmp(r->run_id, c->run_id) != 0) {                /* issue 38: only the lease holder's result counts */
         log_debug("dropped a stale or duplicate result for group %llu attempt %u",
                   (unsigned long long)r->group_id, r->attempt);
         return 0;
@@ -125,7 +126,7 @@ static void account_score(Coord *c, const Group *g, const Dapo__Score *s) {
 static void on_score_result(Coord *c, WorkerEntry *w, Dapo__ScoreResult *r) {
     Engine *e = c->engine;
     Group *g = eng__group_by_id(e, r->request_id);
-    if (!g || g->score_attempt != r->attempt || g->state != GS_SCORING) {
+    if (!g || g->score_attempt != r->attempt || g->state != GS_SCORING || g->worker != (int)(w - c->workers)) {
         log_debug("dropped a stale or duplicate score for group %llu", (unsigned long long)r->request_id);
         return;
     }
@@ -166,6 +167,15 @@ static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
     TrainJob *t = &e->job;
     if (!t->active || r->step != t->step || strcmp(r->run_id, c->run_id) != 0) {
         log_debug("dropped a step result for step %lld from %s", (long long)r->step, w->id);
+        return;
+    }
+    /* issue 38: a rank reports as itself, and a new version is the next one (the learner publishes TrainBatch's
+     * policy_version + 1, the coordinator's); anything else is dropped, counted with the wrong-role messages */
+    if (r->rank != w->rank || (r->new_policy_version && r->new_policy_version != c->policy_version + 1)) {
+        c->msgs_wrong_role++;
+        log_warn_limited(&c->warn_role, 10000, "dropped a step result from %s (rank %u): it names rank %u and policy "
+                         "version %lld (expected its own rank and 0 or %lld)", w->id, w->rank, r->rank,
+                         (long long)r->new_policy_version, (long long)c->policy_version + 1);
         return;
     }
     if (r->code || r->error[0]) {

@@ -94,7 +94,7 @@ static json_t *status_json(Coord *c) {
     json_object_set_new(j, "controls_enabled", json_boolean(c->token != NULL));   /* cluster.token_file is set */
     NetMonitorStats ms;
     net_monitor_stats(c->monitor, &ms);
-    json_object_set_new(j, "security", json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "curve",
+    json_object_set_new(j, "security", json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "curve",
                                                  c->keys.on, "insecure", c->cfg.insecure,
                                                  "handshakes_accepted", (json_int_t)zap_accepted(c->zap),
                                                  "handshakes_refused", (json_int_t)zap_refused(c->zap),
@@ -103,6 +103,7 @@ static json_t *status_json(Coord *c) {
                                                  "connections_accepted", (json_int_t)ms.accepted,
                                                  "hellos_refused", (json_int_t)c->hellos_refused,
                                                  "messages_foreign", (json_int_t)c->msgs_foreign,
+                                                 "messages_wrong_role", (json_int_t)c->msgs_wrong_role,
                                                  "messages_unregistered", (json_int_t)c->msgs_unregistered));
     json_t *ev = json_array();                    /* newest first */
     for (int i = 0; i < COORD_EVENTS && i < c->nevents; i++) {

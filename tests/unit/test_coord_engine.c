@@ -9,7 +9,9 @@
  *   - a learner rank that leaves during the update: the run waits for the learners (phase rejoin)
  *   - a GenerateGroup whose send failed: the lease goes back to the queue with the rollout's credit, and is sent again
  *   - a coordinator restarted with results in flight: the old run's result is refused (register again), nothing of
- *     it enters the new run's accounting */
+ *     it enters the new run's accounting
+ *   - results only from the worker they belong to (a rollout's StepResult, another rank's, a checkpoint confirmed by
+ *     rank 1, a GroupResult for another rollout's lease: dropped), one worker id per connection (issue 38) */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -704,6 +706,93 @@ static void test_checkpoint_during_a_step_waits(void **state) {
     coord_free(c);
 }
 
+/* A Hello from connection `peer` as worker `id`, with no credit. */
+static void hello_on(Coord *c, const char *peer, const char *id, Dapo__Role role, uint64_t nonce) {
+    Dapo__Hello h = DAPO__HELLO__INIT;
+    h.protocol_version = DAPO_PROTOCOL_VERSION;
+    h.role = role;
+    h.worker_id = (char *)id;
+    h.capacity = 8;
+    h.world_size = 1;
+    h.nonce = nonce;
+    h.attempt = 1;
+    deliver(c, peer, DAPO__MSG_TYPE__MSG_HELLO, &h.base);
+}
+
+static int count_id(const Coord *c, const char *id) {
+    int n = 0;
+    for (int i = 0; i < c->nworkers; i++) n += !strcmp(c->workers[i].id, id);
+    return n;
+}
+
+/* Issue 38: every result counts only from the worker it belongs to. A registered rollout's StepResult (a failure
+ * code, a far version) and CHECKPOINT_DONE, a learner rank's result naming another rank or a version that is not
+ * the next one, a checkpoint confirmed by rank 1, another rollout's GroupResult for a lease it does not hold: each
+ * dropped (counted as messages_wrong_role where the sender is the wrong one), and the run goes on as if they never
+ * came. A connection registered as one worker cannot re-register as another. */
+static void test_results_only_from_their_sender(void **state) {
+    (void)state;
+    Coord *c = coord_new();
+    register_all(c);
+    hello_on(c, "conn-7", "rollout-7", DAPO__ROLE__ROLE_ROLLOUT, 77);       /* a second rollout, no credit */
+    uint64_t refused = c->hellos_refused;
+    hello_on(c, "conn-7", "rollout-0", DAPO__ROLE__ROLE_ROLLOUT, 78);       /* the same connection as rollout-0 */
+    assert_int_equal(c->hellos_refused, refused + 1);
+    assert_int_equal(count_id(c, "rollout-0"), 1);
+    assert_int_equal(count_id(c, "rollout-7"), 1);
+    ProtobufCMessage *gen[16];                            /* rollout-7 answers a group leased to rollout-0 */
+    int ng = queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 16);
+    assert_true(ng > 0);
+    Dapo__GenerateGroup *g0 = (Dapo__GenerateGroup *)gen[0];
+    Dapo__GroupResult gr = DAPO__GROUP_RESULT__INIT;
+    gr.run_id = c->run_id;
+    gr.group_id = g0->group_id;
+    gr.attempt = g0->attempt;
+    gr.error = "made up";                                 /* as the holder's, it would send the group back */
+    deliver(c, "conn-7", DAPO__MSG_TYPE__MSG_GROUP_RESULT, &gr.base);
+    assert_int_equal(eng__group_by_id(c->engine, g0->group_id)->state, GS_LEASED);
+    free_all(gen, ng);
+    generate_and_score(c);
+    assert_int_equal(engine_phase(c), PH_TRAIN);
+    outbox_clear(c);
+    Dapo__StepResult r = DAPO__STEP_RESULT__INIT;
+    r.run_id = c->run_id;
+    r.step = 1;
+    r.code = ERR_INVAL;
+    r.error = "forged";
+    deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_STEP_RESULT, &r.base);      /* a rollout's failure report */
+    r.code = 0;
+    r.error = "";
+    r.new_policy_version = 999999;
+    deliver(c, "conn-7", DAPO__MSG_TYPE__MSG_STEP_RESULT, &r.base);
+    assert_int_equal(c->msgs_wrong_role, 2);
+    assert_int_equal(engine_phase(c), PH_TRAIN);
+    step_result(c, "learner-1", 0, 0, "", 0);             /* rank 1 naming rank 0 */
+    step_result(c, "learner-0", 0, 0, "", 999999);        /* not the next version */
+    assert_int_equal(c->msgs_wrong_role, 4);
+    assert_int_equal(c->engine->job.results, 0);
+    assert_int_equal(c->policy_version, 0);
+    Dapo__Goodbye bye = DAPO__GOODBYE__INIT;               /* (else the step would wait for its weights too) */
+    bye.reason = "done";
+    deliver(c, "conn-7", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
+    finish_step1(c);                                      /* the real results still finish the step */
+    char err[ERR_LEN];
+    Event ck = {.kind = EV_CHECKPOINT};
+    assert_int_equal(engine_on(c, &ck, err), 0);
+    assert_int_equal(ckpt_phase(c), CKPT_ASKED);
+    Dapo__Control done = DAPO__CONTROL__INIT;
+    done.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT_DONE;
+    done.step = 1;
+    deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
+    deliver(c, "learner-1", DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
+    assert_int_equal(c->msgs_wrong_role, 6);
+    assert_int_equal(ckpt_phase(c), CKPT_ASKED);
+    deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
+    assert_int_equal(ckpt_phase(c), CKPT_SAVED);
+    assert_accounting(c);
+    coord_free(c);
+}
+
 int main(void) {
     log_init("test", LL_WARN);
     const struct CMUnitTest tests[] = {
@@ -717,6 +806,7 @@ int main(void) {
         cmocka_unit_test(test_rank_rejoins_before_another_restarts),
         cmocka_unit_test(test_validation_after_multi_round_step),
         cmocka_unit_test(test_finished_run_learner_leaves_while_stopping),
+        cmocka_unit_test(test_results_only_from_their_sender),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
