@@ -28,6 +28,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/rng.h"
 
 #define HELLO_RESEND_MS 500     /* a rank > 0 sends HELLO again this often until READY comes */
 #define HELLO_BYTES (8 + COLL_EP_LEN)   /* nonce + ring endpoint */
@@ -503,6 +504,7 @@ int coll__sockopts(void *s, double timeout_s, char err[ERR_LEN]) {
  * (coll__sockopts: ZMTP heartbeats, a ping every timeout/5 within [min(100 ms, timeout/2), 1 s], so a connection
  * silent for timeout_s is dropped), CURVE and monitor. */
 static int coll_socket(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
+    rng_seed_libc();                                  /* the ROUTER's generated routing ids (core/rng.h) */
     c->sock = zmq_socket(c->zctx, o->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER);
     if (!c->sock) return err_set(err, ERR_IO, "collective: zmq_socket: %s", zmq_strerror(zmq_errno()));
     int one = 1;

@@ -22,6 +22,7 @@
 
 #include "collective/collective_cpu.h"
 #include "core/clock.h"
+#include "core/rng.h"
 
 /* ---------------------------------------------------------------------------------------------- endpoints */
 
@@ -103,6 +104,7 @@ int coll__ring_bind(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
     int v6 = 0, one = 1;
     int rc = ring_bind_addr(c, o->endpoint, addr, sizeof addr, &v6, err);
     if (rc) return rc;
+    rng_seed_libc();                                  /* the ROUTER's generated routing ids (core/rng.h) */
     c->rx = zmq_socket(c->zctx, ZMQ_ROUTER);
     if (!c->rx) return err_set(err, ERR_IO, "collective: zmq_socket: %s", zmq_strerror(zmq_errno()));
     rc = coll__sockopts(c->rx, c->timeout_s, err);

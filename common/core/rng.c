@@ -5,6 +5,12 @@
  * Not here: vectorised (SIMD) blocks — one block per call is plenty for one draw per sampled token. */
 #include "core/rng.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
 #define PHILOX_W0 0x9E3779B9u
@@ -68,4 +74,19 @@ void rng_permutation(int *perm, long n, uint64_t seed, uint64_t stream, uint32_t
         perm[k - 1] = perm[j];
         perm[j] = t;
     }
+}
+
+static void seed_libc_once(void) {
+    unsigned seed = 0;
+    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) {   /* no entropy yet: time and pid at least */
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        seed = (unsigned)t.tv_nsec ^ (unsigned)t.tv_sec ^ ((unsigned)getpid() << 16);
+    }
+    srand(seed);
+}
+
+void rng_seed_libc(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, seed_libc_once);
 }

@@ -37,6 +37,13 @@ void rng_uniform4f(uint64_t seed, uint64_t group_id, uint32_t sample, uint32_t p
  * coordinator's epoch order: stream = epoch, tag 0x5eed; dapo-sft's: stream = epoch, tag 0x5f7). */
 void rng_permutation(int *perm, long n, uint64_t seed, uint64_t stream, uint32_t tag);
 
+/* Seeds libc's rand() once per process from getrandom(2) (thread-safe; later calls do nothing). Not for dapo's
+ * own draws (those are the keyed Philox ones above): libzmq draws a ROUTER socket's first generated routing id from
+ * rand() and counts up from it, so unseeded every process's first ROUTER starts at the same id (0x6b8b4567 on glibc),
+ * which a client could claim ahead of the ROUTER with ZMQ_ROUTING_ID; libzmq aborts when it then generates that id
+ * (issue 38). Call before creating a ROUTER (net_socket and the CPU collective do). */
+void rng_seed_libc(void);
+
 /* Word -> float in [0, 1): (x >> 8) * 2^-24 (exactly representable, never 1.0). */
 float rng_u32_to_float(uint32_t x);
 

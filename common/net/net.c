@@ -8,6 +8,8 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "core/rng.h"
+
 #define DEFAULT_MAX_BYTES ((int64_t)256 << 20)
 
 static const struct {
@@ -153,6 +155,7 @@ int net_decode(const uint8_t *buf, size_t len, size_t max_bytes, Dapo__MsgType *
 void *net_socket(void *ctx, int type, const char *endpoint, const NetOpts *opts, char err[ERR_LEN]) {
     NetOpts o = opts ? *opts : (NetOpts){0};
     int64_t maxb = o.max_msg_bytes > 0 ? o.max_msg_bytes : DEFAULT_MAX_BYTES;
+    if (type == ZMQ_ROUTER) rng_seed_libc();          /* its generated routing ids: not guessable (core/rng.h) */
     void *s = zmq_socket(ctx, type);
     if (!s) { err_set(err, ERR_IO, "zmq_socket: %s", zmq_strerror(zmq_errno())); return NULL; }
     int one = 1;

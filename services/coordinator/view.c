@@ -65,9 +65,10 @@ static json_t *status_json(Coord *c) {
         json_object_set_new(o, "rank", json_integer(w->rank));
         json_object_set_new(o, "restarts", json_integer(w->restarts));
         json_object_set_new(o, "build", jt_str(w->build_info));
-        json_object_set_new(o, "routing_id", jt_str(rid));
         json_object_set_new(o, "key", jt_str(w->key));          /* CURVE key fingerprint; "" without CURVE */
-        json_object_set_new(o, "address", jt_str(w->address[0] ? w->address : rid));   /* peer address, else rid */
+        /* the peer address, else (ipc: local peers) the routing id; the routing id is not shown otherwise (issue 38:
+         * the ROUTER's ids count up, and a client that could read them could try to take the next one) */
+        json_object_set_new(o, "address", jt_str(w->address[0] ? w->address : rid));
         json_array_append_new(workers, o);
     }
     json_t *alive = json_object();

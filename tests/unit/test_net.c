@@ -550,8 +550,45 @@ static void test_worker_goodbye(void **state) {
     assert_string_equal(((Dapo__Goodbye *)g->msg)->reason, "stopping");
 }
 
+/* Issue 38: clients that claim the routing ids an unseeded libzmq ROUTER would generate next (0, then rand()'s first
+ * value 0x6b8b4567 counting up) and then a client without an id: the ROUTER (net_socket seeds rand() from getrandom
+ * first) generates another id and takes every client's message; unseeded, libzmq would abort on the collision. It
+ * runs first: the claim is about a process's first ROUTER. */
+static void test_router_ids_not_guessable(void **state) {
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    char err[ERR_LEN];
+    NetOpts o = {.bind = true};
+    void *r = net_socket(ctx, ZMQ_ROUTER, "tcp://127.0.0.1:*", &o, err);   /* tcp: inproc names peers otherwise */
+    assert_non_null(r);
+    char ep[64];
+    size_t epl = sizeof ep;
+    assert_int_equal(zmq_getsockopt(r, ZMQ_LAST_ENDPOINT, ep, &epl), 0);
+    void *d[5];
+    for (int k = 0; k < 5; k++) {
+        d[k] = zmq_socket(ctx, ZMQ_DEALER);
+        uint32_t v = 0x6b8b4567u + (uint32_t)k;
+        uint8_t id[5] = {0, (uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+        if (k < 4) assert_int_equal(zmq_setsockopt(d[k], ZMQ_ROUTING_ID, id, sizeof id), 0);
+        assert_int_equal(zmq_connect(d[k], ep), 0);
+        assert_int_equal(zmq_send(d[k], "x", 1, 0), 1);
+    }
+    int timeout = 5000;
+    zmq_setsockopt(r, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    for (int k = 0; k < 5; k++) {
+        uint8_t id[256], body[8];
+        int n = zmq_recv(r, id, sizeof id, 0);
+        assert_true(n == 5 && id[0] == 0);
+        assert_int_equal(zmq_recv(r, body, sizeof body, 0), 1);
+    }
+    for (int k = 0; k < 5; k++) zmq_close(d[k]);
+    zmq_close(r);
+    zmq_ctx_term(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_router_ids_not_guessable),
         cmocka_unit_test(test_roundtrip_every_message),
         cmocka_unit_test(test_decode_rejects_bad_frames),
         cmocka_unit_test(test_receiver_survives_bad_frames),
