@@ -72,6 +72,11 @@ int coll_world(const Collective *c) { return c ? c->world : 1; }
 const char *coll_backend_name(const Collective *c) { return c ? c->be->name : "none"; }
 double coll_seconds(const Collective *c) { return c ? c->seconds : 0; }
 
+void coll_security(const Collective *c, unsigned long long *frames_refused, unsigned long long *handshakes_failed) {
+    *frames_refused = *handshakes_failed = 0;
+    if (c && c->be->security) c->be->security(c->impl, frames_refused, handshakes_failed);
+}
+
 void coll_close(Collective *c) {
     if (!c) return;
     if (c->be && c->be->close) c->be->close(c->impl);

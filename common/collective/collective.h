@@ -90,6 +90,10 @@ int coll_poll(Collective *c, char err[ERR_LEN]);
 int         coll_rank(const Collective *c);
 int         coll_world(const Collective *c);
 const char *coll_backend_name(const Collective *c);   /* "cpu" | "nccl" */
+/* What this rank's sockets refused since open (issue 38; cpu: its star and ring servers; 0 for backends without):
+ * frames dropped from keys that are not learners' or from a connection not its ring predecessor's, and handshakes
+ * that failed (a plaintext client, a key not allowed, a peer that hung up). NULL-safe (zeros). */
+void        coll_security(const Collective *c, unsigned long long *frames_refused, unsigned long long *handshakes_failed);
 /* Seconds spent inside collective calls since open (communication share for benchmarks and metrics). */
 double      coll_seconds(const Collective *c);
 
@@ -103,6 +107,7 @@ typedef struct {
     int  (*allgather)(void *impl, float *buf, long shard, char err[ERR_LEN]);
     int  (*broadcast)(void *impl, void *buf, size_t bytes, char err[ERR_LEN]);
     int  (*poll)(void *impl, char err[ERR_LEN]);                 /* NULL: nothing to check (coll_poll gives 0) */
+    void (*security)(void *impl, unsigned long long *refused, unsigned long long *failed);   /* NULL: zeros */
     void (*close)(void *impl);
 } CollBackend;
 

@@ -269,6 +269,8 @@ static int cpu_broadcast(void *impl, void *buf, size_t bytes, char err[ERR_LEN])
 static int cpu_poll(void *impl, char err[ERR_LEN]) {
     CpuColl *c = impl;
     coll__mon_drain(c);
+    log_limit_flush(&c->warn_refused, "collective: frames dropped");     /* idle: the lines held back, once due */
+    log_limit_flush(&c->warn_handshake, "collective: failed handshakes");
     return c->lost[0] ? err_set(err, ERR_CLOSED, "collective (cpu, rank %d of %d): %s", c->rank, c->world, c->lost) : 0;
 }
 
@@ -291,8 +293,15 @@ static void cpu_close(void *impl) {
     xfree(c);
 }
 
+static void cpu_security(void *impl, unsigned long long *refused, unsigned long long *failed) {
+    const CpuColl *c = impl;
+    if (!c) return;
+    *refused = c->refused;
+    *failed = c->handshakes_failed;
+}
+
 static const CollBackend cpu_backend = {"cpu", coll__ring_allreduce, coll__ring_reduce_scatter, coll__ring_allgather,
-                                       cpu_broadcast, cpu_poll, cpu_close};
+                                       cpu_broadcast, cpu_poll, cpu_security, cpu_close};
 
 /* Rank 0's HELLO handling while joining: frames of any other op are leftovers of a rank from before a restart and
  * are dropped (logged); a HELLO records the rank's nonce, routing id and connection. 1 when the frame was a HELLO

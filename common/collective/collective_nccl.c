@@ -174,7 +174,7 @@ static void nccl_close(void *impl) {
 }
 
 static const CollBackend nccl_backend = {"nccl", nccl_allreduce, nccl_reduce_scatter, nccl_allgather, nccl_broadcast,
-                                        nccl_poll, nccl_close};
+                                        nccl_poll, NULL, nccl_close};
 
 /* The communicator of c (its stream made): ncclCommInitRankConfig, non-blocking, waited for up to timeout_s. */
 static int nccl_init(NcclColl *c, const CollOptions *o, const ncclUniqueId *id, char err[ERR_LEN]) {

@@ -65,16 +65,23 @@ void log_limit_flush(LogLimit *l, const char *what) {
 
 void log_warn_limited(LogLimit *l, int window_ms, const char *fmt, ...) {
     long long now = mono_ms();
-    if (now < l->next_ms) { l->held++; return; }
+    int in_burst = now < l->next_ms && l->used < (l->burst ? l->burst : 1u);
+    if (now < l->next_ms && !in_burst) { l->held++; return; }
     char msg[1536];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (in_burst) {                                  /* within the window's burst: as is, the window unchanged */
+        l->used++;
+        log_msg(LL_WARN, "%s", msg);
+        return;
+    }
     if (l->held) log_msg(LL_WARN, "%s (and %llu more in the last %.0f s)", msg, l->held,
                          (now - l->window_start_ms) / 1000.0);
     else log_msg(LL_WARN, "%s", msg);
     l->held = 0;
+    l->used = 1;
     l->window_start_ms = now;
     l->next_ms = now + window_ms;
 }

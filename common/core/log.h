@@ -14,9 +14,11 @@ int  log_enabled(LogLevel level);
 void log_msg(LogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A warning of one kind at most once per window (issue 38: 244 garbage frames are not 244 lines). The caller keeps one
  * LogLimit per kind (zeroed: the first one logs). log_warn_limited logs fmt when the kind's window has passed, with
- * " (and N more in the last S s)" when it held N back since its last line, and counts it otherwise. Not thread-safe
- * per LogLimit (each lives on one thread: the coordinator's loop, a daemon's). */
-typedef struct { long long next_ms, window_start_ms; unsigned long long held; } LogLimit;
+ * " (and N more in the last S s)" when it held N back since its last line, and counts it otherwise; `burst` (0: 1)
+ * lines of a kind are logged in one window before it holds back (refusals with different reasons each deserve a
+ * line until a flood starts). Not thread-safe per LogLimit (each lives on one thread: the coordinator's loop, a
+ * daemon's). */
+typedef struct { long long next_ms, window_start_ms; unsigned long long held; unsigned burst, used; } LogLimit;
 void log_warn_limited(LogLimit *l, int window_ms, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* From a timer: once the window has passed, the lines held back since the last one as one warning, "<what>: N more in
  * the last S s" (nothing when none were held). */

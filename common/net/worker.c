@@ -26,6 +26,7 @@ struct Worker {
     int64_t        last_rx_ms;       /* last message from the coordinator */
     int64_t        next_hb_ms, next_hello_ms;
     uint64_t       hb_seq;
+    uint64_t       sec[3];           /* worker_set_security: handshakes refused, failed; messages refused */
     uint32_t       busy, pending_credit;   /* pending_credit: freed slots not yet announced (queue full, not READY) */
     uint64_t       full_waits;       /* worker_send waits on a full send queue */
     int64_t        policy_version;
@@ -237,6 +238,9 @@ static void run_timers(Worker *w) {
         hb.incarnation = w->incarnation;
         hb.busy = w->busy;
         hb.load = w->o.capacity ? (double)w->busy / w->o.capacity : 0;
+        hb.handshakes_refused = w->sec[0];
+        hb.handshakes_failed = w->sec[1];
+        hb.messages_refused = w->sec[2];
         net_send(w->sock, NULL, 0, DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base, true);
         w->next_hb_ms = now + w->o.heartbeat_ms;
     }
@@ -310,6 +314,12 @@ int worker_add_credit(Worker *w, uint32_t n) {
 }
 
 uint64_t worker_full_waits(const Worker *w) { return w->full_waits; }
+
+void worker_set_security(Worker *w, uint64_t handshakes_refused, uint64_t handshakes_failed, uint64_t messages_refused) {
+    w->sec[0] = handshakes_refused;
+    w->sec[1] = handshakes_failed;
+    w->sec[2] = messages_refused;
+}
 
 void worker_set_status(Worker *w, uint32_t busy, int64_t policy_version) {
     w->busy = busy;

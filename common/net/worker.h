@@ -78,6 +78,11 @@ uint64_t worker_full_waits(const Worker *w);
  * offered after a (re-)Welcome: capacity - busy. */
 void worker_set_status(Worker *w, uint32_t busy, int64_t policy_version);
 
+/* What the next heartbeats report of this worker's own servers (issue 38; the coordinator shows it per worker under
+ * /api/status): handshakes refused by its ZAP handler, handshakes failed otherwise, messages dropped for their key.
+ * Counts since the process started. */
+void worker_set_security(Worker *w, uint64_t handshakes_refused, uint64_t handshakes_failed, uint64_t messages_refused);
+
 WorkerState worker_state(const Worker *w);
 const char *worker_state_name(WorkerState s);
 /* The Welcome of the current session (run_id, heartbeat, weights endpoint, config); NULL before one arrived. */

@@ -58,6 +58,7 @@ typedef struct {
     int64_t     registered_ms, last_seen_ms;   /* monotonic */
     int64_t     closed_ms;             /* a send found its connection gone (registry_connection_gone), 0: not seen */
     uint64_t    heartbeats;
+    uint64_t    handshakes_refused, handshakes_failed, messages_refused;   /* its own servers' (Heartbeat; issue 38) */
 } WorkerEntry;
 
 #define COORD_EVENTS  16                   /* worker losses, rejoins and rollbacks kept for the dashboard */

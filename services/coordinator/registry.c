@@ -36,8 +36,10 @@ static void refuse(Coord *c, const NetMsg *m, const char *why, const char *event
     int seen = 0;
     c->hellos_refused++;
     for (int i = 0; nonce && i < REFUSED_RING; i++) seen |= c->refused[i] == nonce;
-    if (!seen) {                     /* rate-limited too: a client may send Hellos with a new nonce each */
+    if (!seen) {                     /* rate-limited too (10 lines per 10 s): a client may send Hellos with a new nonce
+                                        each */
         if (nonce) c->refused[c->nrefused++ % REFUSED_RING] = nonce;
+        c->warn_refused.burst = 10;
         log_warn_limited(&c->warn_refused, 10000, "refused %s", why);
         if (event) coord_event(c, "%s", event);
     }
@@ -231,6 +233,9 @@ void registry_on_message(Coord *c, NetMsg *m) {
         w->policy_version = hb->policy_version;
         w->incarnation = hb->incarnation;
         w->heartbeats++;
+        w->handshakes_refused = hb->handshakes_refused;
+        w->handshakes_failed = hb->handshakes_failed;
+        w->messages_refused = hb->messages_refused;
         Dapo__Heartbeat reply = DAPO__HEARTBEAT__INIT;
         reply.seq = hb->seq;
         reply.policy_version = c->policy_version;

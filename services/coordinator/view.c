@@ -66,6 +66,11 @@ static json_t *status_json(Coord *c) {
         json_object_set_new(o, "restarts", json_integer(w->restarts));
         json_object_set_new(o, "build", jt_str(w->build_info));
         json_object_set_new(o, "key", jt_str(w->key));          /* CURVE key fingerprint; "" without CURVE */
+        if (w->role == DAPO__ROLE__ROLE_LEARNER)                /* its weight server's and collective's (issue 38) */
+            json_object_set_new(o, "security", json_pack("{s:I, s:I, s:I}", "handshakes_refused",
+                                                         (json_int_t)w->handshakes_refused, "handshakes_failed",
+                                                         (json_int_t)w->handshakes_failed, "messages_refused",
+                                                         (json_int_t)w->messages_refused));
         /* the peer address, else (ipc: local peers) the routing id; the routing id is not shown otherwise (issue 38:
          * the ROUTER's ids count up, and a client that could read them could try to take the next one) */
         json_object_set_new(o, "address", jt_str(w->address[0] ? w->address : rid));

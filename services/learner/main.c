@@ -231,6 +231,10 @@ static int on_idle(void *ud) {
     if (s->ws && wsrv_serve(s->ws, 0, err) < 0) log_warn("%s", err);
     int ran = run_one(s);
     worker_set_status(s->d.worker, (uint32_t)s->L->n_pending, s->L->version);
+    unsigned long long wr, wf, cr, cf;               /* issue 38: what this rank's servers refused, to /api/status */
+    wsrv_security(s->ws, &wr, &wf);
+    coll_security(s->coll, &cr, &cf);
+    worker_set_security(s->d.worker, zap_refused(s->zap), wf + cf, wr + cr);
     return ran || s->n_deferred ? 0 : (s->ws ? 10 : 50);
 }
 

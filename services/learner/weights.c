@@ -39,7 +39,7 @@ struct WeightServer {
     int      curve;         /* a CURVE server: requests are checked by their key's role */
     uint64_t refused;       /* requests from keys that get no weights */
     NetMonitor *monitor;    /* failed handshakes, logged (net/monitor.h) */
-    LogLimit warn_bad, warn_refused;
+    LogLimit warn_bad, warn_refused, warn_send;
 };
 
 WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, int64_t max_msg_bytes,
@@ -150,7 +150,12 @@ int wsrv_serve(WeightServer *ws, int timeout_ms, char err[ERR_LEN]) {
         NetMsg m;
         char e[ERR_LEN];
         int rc = net_recv(ws->sock, &m, first ? timeout_ms : 0, (size_t)ws->max_msg, e);
-        if (rc == ERR_AGAIN || rc == ERR_TIMEOUT) return sent;
+        if (rc == ERR_AGAIN || rc == ERR_TIMEOUT) {   /* nothing waiting: the warnings held back, once due */
+            log_limit_flush(&ws->warn_bad, "weights: bad requests dropped");
+            log_limit_flush(&ws->warn_refused, "weights: requests refused");
+            log_limit_flush(&ws->warn_send, "weights: failed sends");
+            return sent;
+        }
         if (rc == ERR_DECODE || rc == ERR_TOO_BIG || rc == ERR_VERSION) {
             log_warn_limited(&ws->warn_bad, 10000, "weights: bad request dropped: %s", e);
             net_msg_free(&m);
@@ -187,11 +192,23 @@ int wsrv_serve(WeightServer *ws, int timeout_ms, char err[ERR_LEN]) {
             for (size_t i = 0; i < r->n_chunk_indices && !bad; i++)
                 if (r->chunk_indices[i] < (uint32_t)ws->n_chunks) { bad = send_chunk(ws, m.peer, m.peer_len, (int)r->chunk_indices[i]); n++; }
         }
-        if (bad) log_warn("weights: sending version %lld to %s failed: %s", (long long)ws->version, r->worker_id, err_str(bad));
+        if (bad)                           /* worker_id is the client's text: bounded, rate-limited */
+            log_warn_limited(&ws->warn_send, 10000, "weights: sending version %lld to %.64s (from %s) failed: %s",
+                             (long long)ws->version, r->worker_id, m.peer_address[0] ? m.peer_address : "?",
+                             err_str(bad));
         else log_debug("weights: %d chunks of version %lld to %s", n, (long long)ws->version, r->worker_id);
         sent += bad ? 0 : n;
         net_msg_free(&m);
     }
+}
+
+void wsrv_security(const WeightServer *ws, unsigned long long *requests_refused, unsigned long long *handshakes_failed) {
+    *requests_refused = *handshakes_failed = 0;
+    if (!ws) return;
+    NetMonitorStats st;
+    net_monitor_stats(ws->monitor, &st);
+    *requests_refused = ws->refused;
+    *handshakes_failed = st.plaintext + st.protocol;
 }
 
 int64_t wsrv_version(const WeightServer *ws) { return ws ? ws->version : -1; }

@@ -32,6 +32,10 @@ int wsrv_publish(WeightServer *ws, const Model *m, int64_t version, char err[ERR
  * chunks sent (>= 0) or a negative code on a socket error. Malformed requests are logged and dropped. */
 int wsrv_serve(WeightServer *ws, int timeout_ms, char err[ERR_LEN]);
 
+/* What the server refused since open (issue 38): requests from keys that get no weights, and handshakes that failed
+ * (a plaintext client, a protocol error; those ZAP refused are the ZAP handler's count). NULL-safe (zeros). */
+void        wsrv_security(const WeightServer *ws, unsigned long long *requests_refused,
+                          unsigned long long *handshakes_failed);
 int64_t     wsrv_version(const WeightServer *ws);      /* -1 before the first publish */
 int         wsrv_chunk_count(const WeightServer *ws);
 const char *wsrv_endpoint(const WeightServer *ws);     /* resolved bind address */

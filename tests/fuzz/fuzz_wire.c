@@ -4,7 +4,7 @@
  * is reached; inputs over 256 bytes are also decoded as they are (a raw frame, header included). A frame that
  * decodes must encode again (net_encode) to a frame that decodes to the same type and the same bytes.
  * Not here: the coordinator's handling of decoded messages (tests/integration/test_coordinator.c). */
-// fuzz-sources: common/net/net.c common/net/curve.c build/gen/dapo.pb-c.c common/core/err.c common/core/log.c common/core/fsutil.c
+// fuzz-sources: common/net/net.c common/net/curve.c build/gen/dapo.pb-c.c common/core/err.c common/core/log.c common/core/fsutil.c common/core/rng.c
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -418,8 +418,13 @@ static void test_multihost(void **state) {
     assert_true(geti(json_object_get(st, "leases"), "requeued_from_lost") > 0);
     json_t *w;
     size_t i;
-    json_array_foreach(json_object_get(st, "workers"), i, w)
+    json_array_foreach(json_object_get(st, "workers"), i, w) {
         assert_true(strlen(json_string_value(json_object_get(w, "key"))) == 16);   /* every worker on CURVE */
+        if (strcmp(json_string_value(json_object_get(w, "id")), "learner-0")) continue;
+        json_t *ls = json_object_get(w, "security");      /* rank 0's servers: the intruder's key refused, the
+                                                            verifier key's weight request and rollout key's frame */
+        assert_true(geti(ls, "handshakes_refused") >= 1 && geti(ls, "messages_refused") >= 2);
+    }
     json_decref(st);
     stop_all();
     char log[500], a_path[500];
