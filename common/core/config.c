@@ -3,6 +3,7 @@
 #include "core/config.h"
 #include "core/config_verl.h"
 #include "core/log.h"
+#include "core/yaml_doc.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -952,12 +953,12 @@ static int load_file(Config *c, const char *path, const char *chain, int depth, 
     struct fy_diag *diag = fy_diag_create(&dcfg);
     if (!diag) return err_set(err, ERR_NOMEM, "%s: cannot create the YAML diagnostics object", path);
     fy_diag_set_collect_errors(diag, true);
-    struct fy_parse_cfg pcfg = { .flags = FYPCF_QUIET | FYPCF_RESOLVE_DOCUMENT, .diag = diag };   /* anchors and aliases */
-    struct fy_document *doc = fy_document_build_from_file(&pcfg, path);
+    int rc = 0;
+    struct fy_document *doc = yaml_doc_build(path, NULL, 0, diag, &rc, err);   /* anchors and aliases, bounded */
     if (!doc) {
         void *it = NULL;
-        int rc = 0;
-        if (fy_diag_errors_iterate(diag, &it)) rc = yaml_error(diag, path, err);
+        if (rc) ;                                     /* aliases expanding too far: err says */
+        else if (fy_diag_errors_iterate(diag, &it)) rc = yaml_error(diag, path, err);
         else if (has_yaml_content(path)) rc = err_set(err, ERR_DECODE, "%s: not valid YAML (no document read)", path);
         else log_warn("%s: the config file has no settings: all defaults", path);  /* empty or only comments */
         fy_diag_destroy(diag);
@@ -965,7 +966,6 @@ static int load_file(Config *c, const char *path, const char *chain, int depth, 
     }
     fy_diag_destroy(diag);
     struct fy_node *root = fy_document_root(doc);
-    int rc = 0;
     size_t n = 0;
     const char *rs = root && fy_node_is_scalar(root) ? fy_node_get_scalar(root, &n) : NULL;
     if (rs && (n == 0 || (n == 1 && rs[0] == '~') || (n == 4 && memcmp(rs, "null", 4) == 0)))
@@ -1195,8 +1195,9 @@ static void copy_value(Config *dst, const Config *src, const CfgEntry *e) {
 int config_take_from(Config *c, const char *yaml, size_t len, int *taken, char err[ERR_LEN]) {
     static const char *src = "the coordinator's config";
     if (taken) *taken = 0;
-    struct fy_parse_cfg pcfg = { .flags = FYPCF_QUIET | FYPCF_RESOLVE_DOCUMENT };
-    struct fy_document *doc = len ? fy_document_build_from_string(&pcfg, yaml, len) : NULL;
+    int brc = 0;
+    struct fy_document *doc = len ? yaml_doc_build(src, yaml, len, NULL, &brc, err) : NULL;
+    if (brc) return brc;
     struct fy_node *root = doc ? fy_document_root(doc) : NULL;
     if (!root || !fy_node_is_mapping(root)) {
         fy_document_destroy(doc);

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "core/clock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,6 +424,32 @@ static int load_yaml(Config *c, const char *yaml, char err[ERR_LEN]) {
     return rc;
 }
 
+/* Issue 38: a "billion laughs" file (22 levels, each alias listed twice: 2^22 nodes, 3.4 GB once resolved) is refused
+ * before it is resolved, quickly and naming why; anchors and aliases of a real size still work, and the
+ * coordinator's config text (config_take_from) is bounded the same way. */
+static void test_alias_bomb_refused(void **state) {
+    (void)state;
+    char yaml[8192], err[ERR_LEN];
+    int k = snprintf(yaml, sizeof yaml, "x0: &a0 [\"lol\", \"lol\"]\n");
+    for (int i = 1; i <= 22; i++) k += snprintf(yaml + k, sizeof yaml - (size_t)k, "x%d: &a%d [*a%d, *a%d]\n", i, i, i - 1, i - 1);
+    Config c;
+    int64_t t0 = clock_ms();
+    assert_int_equal(load_yaml(&c, yaml, err), ERR_INVAL);
+    assert_true(clock_ms() - t0 < 5000);
+    assert_non_null(strstr(err, "expand to more than"));
+    config_free(&c);
+    config_defaults(&c);
+    int taken = 0;
+    assert_int_equal(config_take_from(&c, yaml, strlen(yaml), &taken, err), ERR_INVAL);
+    config_free(&c);
+    if (load_yaml(&c, "data:\n  max_prompt_length: &n 77\n  max_response_length: *n\n", err)) fail_msg("%s", err);
+    assert_int_equal(c.max_prompt_length, 77);
+    assert_int_equal(c.max_response_length, 77);
+    config_free(&c);
+    assert_int_equal(load_yaml(&c, "data:\n  max_prompt_length: *nowhere\n", err), ERR_DECODE);   /* libfyaml's words */
+    config_free(&c);
+}
+
 /* `defaults:` (docs/design.md §5): bases load first, in order, paths relative to the naming file; the file's own keys
  * win over its bases and a later base over an earlier one; a cycle, a missing base and a bad entry are refused with
  * the file and line. */
@@ -745,6 +773,7 @@ int main(void) {
         cmocka_unit_test(test_rollout_correction_keys),
         cmocka_unit_test(test_defaults_bases),
         cmocka_unit_test(test_run_keys),
+        cmocka_unit_test(test_alias_bomb_refused),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
