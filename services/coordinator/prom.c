@@ -251,6 +251,11 @@ static void prom_labelled(Buf *b, const char *name, const char *label, const cha
  * dapo_coordinator_messages_*_total (main), which count this coordinator process's own traffic since it started. */
 static void prom_counters(const Coord *c, Buf *b, StrMap *seen) {
     const Engine *e = c->engine;
+    /* resuming: until learner rank 0 says which checkpoint it holds, the run's accounting is not restored yet; its
+     * counters are left out (a scrape then sees no sample, not a reset to 0) and this gauge says why (issue 38) */
+    prom_simple(b, seen, "dapo_coordinator_resuming", "gauge", "1 while a resumed run waits for learner rank 0 to say "
+                "which checkpoint it holds; the run's counters are left out meanwhile.", c->ckpt.undecided ? 1 : 0);
+    if (c->ckpt.undecided) return;
     static const struct { const char *name, *help; } fun[] = {
         {"dapo_groups_generated_total", "Training groups generated (every round, filtered ones too)."},
         {"dapo_groups_scored_total", "Training groups scored."},

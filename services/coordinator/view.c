@@ -100,8 +100,10 @@ static json_t *status_json(Coord *c) {
     json_object_set_new(j, "controls_enabled", json_boolean(c->token != NULL));   /* cluster.token_file is set */
     NetMonitorStats ms;
     net_monitor_stats(c->monitor, &ms);
-    json_object_set_new(j, "security", json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "curve",
-                                                 c->keys.on, "insecure", c->cfg.insecure,
+    /* counts of this coordinator process (counted_for_s: since it started; a restart starts them at 0) */
+    json_object_set_new(j, "security", json_pack("{s:b, s:b, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                                                 "curve", c->keys.on, "insecure", c->cfg.insecure,
+                                                 "counted_for_s", (clock_ms() - c->started_ms) / 1000.0,
                                                  "handshakes_accepted", (json_int_t)zap_accepted(c->zap),
                                                  "handshakes_refused", (json_int_t)zap_refused(c->zap),
                                                  "handshakes_plaintext", (json_int_t)ms.plaintext,

@@ -11,7 +11,8 @@
  *   - a coordinator restarted with results in flight: the old run's result is refused (register again), nothing of
  *     it enters the new run's accounting
  *   - results only from the worker they belong to (a rollout's StepResult, another rank's, a checkpoint confirmed by
- *     rank 1, a GroupResult for another rollout's lease: dropped), one worker id per connection (issue 38) */
+ *     rank 1, a GroupResult for another rollout's lease: dropped), one worker id per connection, and /metrics
+ *     leaving the run's counters out while a resume is undecided (issue 38) */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -790,6 +791,18 @@ static void test_results_only_from_their_sender(void **state) {
     deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
     assert_int_equal(ckpt_phase(c), CKPT_SAVED);
     assert_accounting(c);
+    size_t len;                                           /* /metrics: the run's counters, and none while resuming */
+    char *t = prom_text(c, &len);
+    assert_non_null(strstr(t, "\ndapo_groups_kept_total 2\n"));
+    assert_non_null(strstr(t, "\ndapo_coordinator_resuming 0\n"));
+    xfree(t);
+    c->ckpt.undecided = 1;
+    t = prom_text(c, &len);
+    assert_null(strstr(t, "dapo_groups_kept_total"));
+    assert_null(strstr(t, "dapo_groups_finished_total"));
+    assert_non_null(strstr(t, "\ndapo_coordinator_resuming 1\n"));
+    xfree(t);
+    c->ckpt.undecided = 0;
     coord_free(c);
 }
 
