@@ -55,6 +55,15 @@ static inline void tu_dapo_recipe(Config *c) {
         if (config_override(c, recipe[i], err)) { fprintf(stderr, "TU_DAPO_RECIPE: %s\n", err); abort(); }
 }
 
+/* "actor_rollout_ref.actor.fsdp_config.fsdp_size=<DAPO_TEST_FSDP_SIZE, else 1>": the multi-rank cluster tests pass it
+ * to every daemon, so that they run once more with the optimizer sharded (issue 39: DAPO_TEST_FSDP_SIZE=-1). */
+static inline const char *tu_fsdp_size_arg(void) {
+    static char b[96];
+    const char *e = getenv("DAPO_TEST_FSDP_SIZE");
+    snprintf(b, sizeof b, "actor_rollout_ref.actor.fsdp_config.fsdp_size=%s", e && *e ? e : "1");
+    return b;
+}
+
 static inline const char *tu_build(void) { const char *b = getenv("DAPO_BUILD"); return b && *b ? b : "build"; }
 static inline const char *tu_root(void) { const char *r = getenv("DAPO_ROOT"); return r && *r ? r : "."; }
 

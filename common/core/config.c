@@ -71,6 +71,7 @@ static const CfgEntry cfg_table[] = {
     { AR "actor.ppo_micro_batch_size_per_gpu", CFG_INT, 1, 1e6,     "4",       O(ppo_micro_batch_size_per_gpu), NULL, NULL_DEFAULT },
     { AR "actor.ppo_epochs",                 CFG_INT,   1, 1000,    "1",       O(ppo_epochs), NULL, 0 },
     { AR "actor.grad_clip",                  CFG_FLOAT, 0, 1e9,     "1.0",     O(grad_clip), NULL, 0 },
+    { AR "actor.fsdp_config.fsdp_size",      CFG_INT,   -1, 1e6,    "1",       O(fsdp_size), NULL, 0 },
     { AR "actor.entropy_coeff",              CFG_FLOAT, -1e3, 1e3,  "0",       O(entropy_coeff), NULL, 0 },
     { AR "actor.use_dynamic_bsz",            CFG_BOOL,  0, 0,       "false",    O(use_dynamic_bsz), NULL, 0 },
     { AR "actor.ppo_max_token_len_per_gpu",  CFG_INT,   1, 1e9,     "16384",   O(ppo_max_token_len_per_gpu), NULL, 0 },
@@ -1020,6 +1021,10 @@ static int valid_identifier(const char *s) {
     return 1;
 }
 
+int config_optim_sharded(const Config *c) {
+    return c->num_learners > 1 && (c->fsdp_size == -1 || c->fsdp_size >= c->num_learners);
+}
+
 int config_gen_batch_size(const Config *c) {
     return c->gen_batch_size ? c->gen_batch_size : c->train_batch_size;
 }
@@ -1064,6 +1069,10 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
         return err_set(err, ERR_INVAL,
                        "actor_rollout_ref.actor.ppo_mini_batch_size: %d does not divide data.train_batch_size (%d)",
                        c->ppo_mini_batch_size, c->train_batch_size);
+    if (c->fsdp_size == 0 || (c->fsdp_size > 1 && c->fsdp_size < c->num_learners))
+        return err_set(err, ERR_INVAL, "actor_rollout_ref.actor.fsdp_config.fsdp_size: %d is not implemented: 1 "
+                       "replicates the optimizer state, -1 (or %d, cluster.num_learners, or more) shards it over every "
+                       "learner rank; sharding in groups (hybrid) is not built", c->fsdp_size, c->num_learners);
     if ((long)c->ppo_mini_batch_size * c->rollout_n % c->num_learners)
         return err_set(err, ERR_INVAL,
                        "cluster.num_learners: %d does not divide a mini-batch of %d sequences (ppo_mini_batch_size x n)",

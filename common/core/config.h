@@ -72,6 +72,10 @@ typedef struct Config {
     int     ppo_micro_batch_size_per_gpu; /* sequences per micro-batch */
     int     ppo_epochs;
     double  grad_clip;                /* global grad-norm clip; <=0: none */
+    int     fsdp_size;                /* verl's fsdp_config.fsdp_size: 1 replicates the optimizer state on every learner
+                                         rank (dapo's default; verl's is -1); -1 or >= cluster.num_learners shards it
+                                         over all of them (services/learner/shard.h); 0 and hybrid sizes between are
+                                         refused */
     double  entropy_coeff;
     bool    use_dynamic_bsz;
     int     ppo_max_token_len_per_gpu;/* tokens per micro-batch when use_dynamic_bsz */
@@ -236,6 +240,10 @@ bool config_has_logger(const Config *c, const char *name);
 
 /* Prompts per generation round: data.gen_batch_size, or data.train_batch_size where it is null (0; verl's default). */
 int config_gen_batch_size(const Config *c);
+
+/* 1 when the learner ranks shard the optimizer state (services/learner/shard.h): cluster.num_learners > 1 and
+ * fsdp_config.fsdp_size -1 or >= num_learners. The learner and the coordinator (every rank checkpoints) read it. */
+int config_optim_sharded(const Config *c);
 
 /* Cross-key checks run after all sources are applied (e.g. overlong buffer shorter than the response). */
 int config_validate(const Config *c, char err[ERR_LEN]);

@@ -73,6 +73,7 @@ static int write_state(const char *path, const CheckpointState *st, long n_param
     json_object_set_new(o, "rng_seed", json_string(u));
     snprintf(u, sizeof u, "%" PRIu64, st->rng_counter);
     json_object_set_new(o, "rng_counter", json_string(u));
+    if (st->optim_shards > 0) json_object_set_new(o, "optim_shards", json_integer(st->optim_shards));
     char *text = json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(o);
     if (!text) return err_set(err, ERR_NOMEM, "checkpoint: json_dumps");
@@ -90,10 +91,24 @@ static int parse_step_dir(const char *name, long *step) {
     return 1;
 }
 
+static void shard_path(const char *step_dir, int rank, int world, char *out, size_t n) {
+    snprintf(out, n, "%s/optim_shards/rank_%d_of_%d.safetensors", step_dir, rank, world);
+}
+
+/* state.json is there, and with a sharded optimizer every shard too. */
 static int complete(const char *root, const char *name) {
-    char p[4096];
+    char p[4400], d[4096];
     snprintf(p, sizeof p, "%s/%s/actor/state.json", root, name);
-    return access(p, R_OK) == 0;
+    if (access(p, R_OK) != 0) return 0;
+    json_t *o = json_load_file(p, 0, NULL);
+    int W = (int)json_integer_value(json_object_get(o, "optim_shards"));
+    json_decref(o);
+    snprintf(d, sizeof d, "%s/%s", root, name);
+    for (int r = 0; r < W; r++) {
+        shard_path(d, r, W, p, sizeof p);
+        if (access(p, R_OK) != 0) return 0;
+    }
+    return 1;
 }
 
 static int cmp_long_desc(const void *a, const void *b) {
@@ -136,6 +151,8 @@ static void prune(const char *root, long keep_step, int max_keep) {
         char p[4096], e[ERR_LEN];
         snprintf(p, sizeof p, "%s/global_step_%ld/actor", root, v[i]);
         if (checkpoint_remove_tree(p, e)) { log_warn("checkpoint prune: %s", e); continue; }
+        snprintf(p, sizeof p, "%s/global_step_%ld/optim_shards", root, v[i]);
+        if (checkpoint_remove_tree(p, e)) log_warn("checkpoint prune: %s", e);
         snprintf(p, sizeof p, "%s/global_step_%ld", root, v[i]);
         rmdir(p);                                 /* fails (kept) while the coordinator still has files there */
         log_info("checkpoint: removed global_step_%ld (trainer.max_actor_ckpt_to_keep = %d)", v[i], max_keep);
@@ -145,7 +162,8 @@ static void prune(const char *root, long keep_step, int max_keep) {
 
 int checkpoint_save(const char *root, const Model *m, const CheckpointState *st, int max_keep, char err[ERR_LEN]) {
     if (!m || !st || !root || !root[0]) return err_set(err, ERR_INVAL, "checkpoint_save: bad arguments");
-    if (!m->adam_m || !m->adam_v) return err_set(err, ERR_INVAL, "checkpoint_save: the model has no optimizer state (train mode)");
+    if ((!m->adam_m || !m->adam_v) && st->optim_shards <= 0)
+        return err_set(err, ERR_INVAL, "checkpoint_save: the model has no optimizer state (train mode)");
     char step_dir[4096], tmp[4200], hf[4300], path[4400], final[4200], old[4300];
     snprintf(step_dir, sizeof step_dir, "%s/global_step_%ld", root, st->step);
     snprintf(tmp, sizeof tmp, "%s/.actor.tmp-%d", step_dir, (int)getpid());
@@ -156,7 +174,7 @@ int checkpoint_save(const char *root, const Model *m, const CheckpointState *st,
     if (mkdir(tmp, 0755) != 0) return err_set(err, ERR_IO, "%s: %s", tmp, strerror(errno));
     snprintf(hf, sizeof hf, "%s/huggingface", tmp);
     rc = model_save(m, hf, ST_F32, err);
-    if (!rc) {
+    if (!rc && st->optim_shards <= 0) {
         float *hm = model__host_slab(m, MODEL_ADAM_M, 1), *hv = model__host_slab(m, MODEL_ADAM_V, 1);
         StWriteTensor t[2] = {{.name = "exp_avg", .ndim = 1, .shape = {m->n_params}, .f32 = hm},
                               {.name = "exp_avg_sq", .ndim = 1, .shape = {m->n_params}, .f32 = hv}};
@@ -288,6 +306,9 @@ int checkpoint_read_state(const char *dir, CheckpointState *st, char err[ERR_LEN
         st->rng_counter = ctr;
         st->data_epoch = (long)json_integer_value(json_object_get(o, "data_epoch"));
         st->data_cursor = (long)json_integer_value(json_object_get(o, "data_cursor"));
+        st->optim_shards = (int)json_integer_value(json_object_get(o, "optim_shards"));
+        if (st->optim_shards < 0 || st->optim_shards > 1 << 20)
+            rc = err_set(err, ERR_DECODE, "%s: optim_shards %d is not a number of ranks", p, st->optim_shards);
     }
     json_decref(o);
     return rc;
@@ -301,22 +322,79 @@ Model *checkpoint_load(const char *dir, const ModelOptions *opt, CheckpointState
     Model *m = model_load(p, opt, err);
     if (!m) return NULL;
     if (!opt->train) return m;
-    snprintf(p, sizeof p, "%s/optim.safetensors", ad);
-    SafeTensors *s = st_open(p, err);
-    int rc = s ? 0 : ERR_IO;
+    m->adam_step = st->adam_step;
+    if (!m->adam_m) return m;                       /* sharded: the caller reads its range */
     float *hm = model__host_slab(m, MODEL_ADAM_M, 0), *hv = model__host_slab(m, MODEL_ADAM_V, 0);
-    if (!rc) rc = st_read_f32(s, "exp_avg", hm, (size_t)m->n_params, err);
-    if (!rc) rc = st_read_f32(s, "exp_avg_sq", hv, (size_t)m->n_params, err);
+    int rc = checkpoint_load_optim_range(dir, m->n_params, 0, m->n_params, hm, hv, err);
     model__host_slab_done(m, MODEL_ADAM_M, hm, !rc);
     model__host_slab_done(m, MODEL_ADAM_V, hv, !rc);
-    st_close(s);
     if (rc) {
         char why[ERR_LEN];
         snprintf(why, sizeof why, "%s", err);
-        err_set(err, rc, "%s: optimizer state: %s", p, why);
+        err_set(err, rc, "%s: optimizer state: %s", ad, why);
         model_free(m);
         return NULL;
     }
-    m->adam_step = st->adam_step;
     return m;
+}
+
+int checkpoint_save_optim_shard(const char *root, long step, int rank, int world, long n, long lo, long hi,
+                                const float *mom, const float *var, char err[ERR_LEN]) {
+    if (!root || rank < 0 || rank >= world || lo < 0 || hi < lo || hi > n)
+        return err_set(err, ERR_INVAL, "checkpoint_save_optim_shard: bad arguments (rank %d of %d, [%ld, %ld) of %ld)",
+                       rank, world, lo, hi, n);
+    char dir[4200], path[4400], a[24], b[24], c[24];
+    snprintf(dir, sizeof dir, "%s/global_step_%ld/optim_shards", root, step);
+    int rc = fs_mkdir_p(dir, err);
+    if (rc) return rc;
+    snprintf(dir, sizeof dir, "%s/global_step_%ld", root, step);
+    shard_path(dir, rank, world, path, sizeof path);
+    snprintf(a, sizeof a, "%ld", lo);
+    snprintf(b, sizeof b, "%ld", hi);
+    snprintf(c, sizeof c, "%ld", n);
+    static const float none[1] = {0};
+    StWriteTensor t[2] = {{.name = "exp_avg", .ndim = 1, .shape = {hi - lo}, .f32 = hi > lo ? mom : none},
+                          {.name = "exp_avg_sq", .ndim = 1, .shape = {hi - lo}, .f32 = hi > lo ? var : none}};
+    const char *meta[] = {"format", "pt", "dapo_checkpoint_version", "1", "lo", a, "hi", b, "n_params", c};
+    return st_write(path, t, 2, ST_F32, meta, 5, err);
+}
+
+/* Copies [lo, hi) of the moments out of one file whose tensors hold [a, b) of the flat vector. */
+static int copy_overlap(const char *path, long a, long b, long lo, long hi, float *mom, float *var, char err[ERR_LEN]) {
+    long from = lo > a ? lo : a, to = hi < b ? hi : b;
+    if (from >= to) return 0;
+    SafeTensors *s = st_open(path, err);
+    if (!s) return ERR_IO;
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        const StTensor *t = st_find(s, k ? "exp_avg_sq" : "exp_avg");
+        if (!t || t->dtype != ST_F32 || t->numel != b - a)
+            rc = err_set(err, ERR_INVAL, "%s: %s missing, not F32 or not of %ld floats", path,
+                         k ? "exp_avg_sq" : "exp_avg", b - a);
+        else
+            memcpy((k ? var : mom) + (from - lo), (const float *)t->data + (from - a), (size_t)(to - from) * sizeof(float));
+    }
+    st_close(s);
+    return rc;
+}
+
+int checkpoint_load_optim_range(const char *dir, long n, long lo, long hi, float *mom, float *var, char err[ERR_LEN]) {
+    CheckpointState st;
+    int rc = checkpoint_read_state(dir, &st, err);
+    if (rc) return rc;
+    char ad[4096], p[4400], step_dir[4200];
+    actor_dir(dir, ad, sizeof ad);
+    if (st.optim_shards <= 0) {
+        snprintf(p, sizeof p, "%s/optim.safetensors", ad);
+        return copy_overlap(p, 0, n, lo, hi, mom, var, err);
+    }
+    snprintf(step_dir, sizeof step_dir, "%s/..", ad);
+    int W = st.optim_shards;
+    long shard = (n + W - 1) / W;                   /* shard.h: rank r holds [r shard, (r + 1) shard) clipped to n */
+    for (int r = 0; r < W && !rc; r++) {
+        long a = shard * r < n ? shard * r : n, b = shard * (r + 1) < n ? shard * (r + 1) : n;
+        shard_path(step_dir, r, W, p, sizeof p);
+        rc = copy_overlap(p, a, b, lo, hi, mom, var, err);
+    }
+    return rc;
 }

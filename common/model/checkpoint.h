@@ -3,6 +3,11 @@
  * `max_keep` kept. Layout (verl's, so tools that know verl's tree find things where they expect):
  *   ROOT/global_step_N/actor/huggingface/{config.json, generation_config.json, model.safetensors}   fp32 weights
  *   ROOT/global_step_N/actor/optim.safetensors   "exp_avg" [n_params], "exp_avg_sq" [n_params] fp32 (slab order)
+ *   or, with the optimizer state sharded over W learner ranks (state.json "optim_shards": W; issue 39):
+ *   ROOT/global_step_N/optim_shards/rank_R_of_W.safetensors   "exp_avg", "exp_avg_sq" of rank R's range [lo, hi) of
+ *                                                 the flat parameter vector (metadata lo, hi, n_params), each written
+ *                                                 by its rank (a shared trainer.default_local_dir); the checkpoint is
+ *                                                 complete once state.json and all W shards exist
  *   ROOT/global_step_N/actor/state.json          {"format": "dapo-learner-checkpoint", "version": 1, "step": N,
  *                                                 "adam_step", "policy_version", "rng_seed", "rng_counter",
  *                                                 "data_epoch", "data_cursor", "n_params"}
@@ -11,7 +16,8 @@
  * full disk leaves the previous checkpoints as they were (the temp directory is removed and the error reported).
  * Only `actor/` is ours: the coordinator may keep its own files in global_step_N/.
  * Weights and optimizer state are fp32 bit-for-bit, so resume is exact (same bits as an uninterrupted run).
- * Not here: sharded (ZeRO) optimizer state, bf16 export (model_save does that), the coordinator's state. */
+ * Any W reads any W' (re-sharding on load: checkpoint_load_optim_range reads a range from either layout).
+ * Not here: which rank owns which range (services/learner/shard.h), bf16 export (model_save), the coordinator's state. */
 #ifndef DAPO_CHECKPOINT_H
 #define DAPO_CHECKPOINT_H
 
@@ -33,6 +39,7 @@ typedef struct {
     uint64_t rng_counter;
     long     data_epoch;      /* dapo-sft: data epoch and position in it (0 for the learner daemon) */
     long     data_cursor;
+    int      optim_shards;    /* 0: actor/optim.safetensors; W > 0: the optimizer state is in W shard files (see top) */
 } CheckpointState;
 
 /* Writes ROOT/global_step_<st->step>/actor (see top) from a train-mode model (params, adam_m, adam_v) and points
@@ -41,8 +48,20 @@ typedef struct {
  * newer steps belong to an earlier run and are left alone, with a warning). An existing
  * checkpoint of the same step is replaced only after the new one is complete. Returns 0, or ERR_IO naming the failing
  * file and errno text (e.g. "No space left on device"); on failure nothing of the new checkpoint remains and older
- * ones are untouched. ERR_INVAL for a model without optimizer state. */
+ * ones are untouched. ERR_INVAL for a model without optimizer state (unless st->optim_shards > 0: then no optimizer
+ * file is written here; each rank writes its shard with checkpoint_save_optim_shard). */
 int checkpoint_save(const char *root, const Model *m, const CheckpointState *st, int max_keep, char err[ERR_LEN]);
+
+/* Rank `rank` of `world`'s optimizer shard of step `step`: mom and var hold [lo, hi) of the n-float flat vector
+ * (hi - lo floats each, may be 0). Written to ROOT/global_step_<step>/optim_shards/rank_<rank>_of_<world>.safetensors
+ * (temp file + fsync + rename; the directories are made). 0 or ERR_IO / ERR_INVAL. */
+int checkpoint_save_optim_shard(const char *root, long step, int rank, int world, long n, long lo, long hi,
+                                const float *mom, const float *var, char err[ERR_LEN]);
+
+/* Reads [lo, hi) of the flat Adam moments (n floats in all) of the checkpoint in dir (ROOT/global_step_N or its
+ * actor/) into mom and var (hi - lo floats each), whichever layout it was written in and whatever W. 0, or ERR_IO /
+ * ERR_INVAL (another n_params, a shard missing or of the wrong size; named). */
+int checkpoint_load_optim_range(const char *dir, long n, long lo, long hi, float *mom, float *var, char err[ERR_LEN]);
 
 /* Finds the checkpoint to resume under root: the one CHECKPOINT_LATEST_FILE names when it is complete, else the newest
  * complete one (a directory written before the marker existed); writes "ROOT/global_step_N" into path (n bytes) and
@@ -50,7 +69,8 @@ int checkpoint_save(const char *root, const Model *m, const CheckpointState *st,
 int checkpoint_find_latest(const char *root, char *path, size_t n, long *step, char err[ERR_LEN]);
 
 /* Loads a checkpoint directory (ROOT/global_step_N or its actor/ subdirectory): the model in the given options (train
- * mode to get the optimizer state back), the AdamW moments (when opt->train) and *st. Caller frees with model_free.
+ * mode to get the optimizer state back), the AdamW moments (when opt->train and the model holds them: with
+ * opt->shard_world > 1 the caller reads its range, checkpoint_load_optim_range) and *st. Caller frees with model_free.
  * NULL on error: ERR_IO / ERR_DECODE (state.json missing or malformed), ERR_VERSION (a newer format: the message says
  * which dapo wrote it), ERR_INVAL (optimizer state of another size). */
 Model *checkpoint_load(const char *dir, const ModelOptions *opt, CheckpointState *st, char err[ERR_LEN]);

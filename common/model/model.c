@@ -185,19 +185,23 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     m->logits_rows = rows < 1 ? 1 : rows > m->max_tokens ? m->max_tokens : rows;
     int L = cfg->n_layers;
     m->w.layer = xcalloc((size_t)L, sizeof(LayerWeights));
-    m->params = slab_alloc(m, m->n_params);
+    int W = opt->train && opt->shard_world > 1 ? opt->shard_world : 1;
+    m->slab_floats = (m->n_params + W - 1) / W * W;
+    m->params = slab_alloc(m, m->slab_floats);
     weights_point(m, &m->w, m->params);
     if (m->be->params_prepare) m->be->params_prepare(m->bc, m->params, m->n_params);
     if (m->train) {
         m->g.layer = xcalloc((size_t)L, sizeof(LayerWeights));
         m->m.layer = xcalloc((size_t)L, sizeof(LayerWeights));
         m->v.layer = xcalloc((size_t)L, sizeof(LayerWeights));
-        m->grads = slab_alloc(m, m->n_params);
-        m->adam_m = slab_alloc(m, m->n_params);
-        m->adam_v = slab_alloc(m, m->n_params);
+        m->grads = slab_alloc(m, m->slab_floats);
         weights_point(m, &m->g, m->grads);
-        weights_point(m, &m->m, m->adam_m);
-        weights_point(m, &m->v, m->adam_v);
+        if (W == 1) {                                /* sharded (W > 1): the caller keeps its shard's moments */
+            m->adam_m = slab_alloc(m, m->n_params);
+            m->adam_v = slab_alloc(m, m->n_params);
+            weights_point(m, &m->m, m->adam_m);
+            weights_point(m, &m->v, m->adam_v);
+        }
     }
     m->inv_freq = xmalloc((size_t)(cfg->head_dim / 2) * sizeof(float));
     model_config_inv_freq(cfg, m->inv_freq);
@@ -212,7 +216,7 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     double MiB = 1.0 / (1 << 20);
     log_info("model %s: %ld params (%.1f MiB each for params%s), activations %.1f MiB for %d tokens (%s), "
              "V=%d H=%d L=%d heads=%d/%d hd=%d I=%d", cfg->arch_name, m->n_params, m->n_params * 4.0 * MiB,
-             m->train ? ", grads, adam m, adam v" : "", m->acts_floats * 4.0 * MiB, m->max_tokens,
+             !m->train ? "" : m->adam_m ? ", grads, adam m, adam v" : ", grads; adam m, v sharded", m->acts_floats * 4.0 * MiB, m->max_tokens,
              m->train ? "train" : "inference", cfg->vocab, cfg->hidden, cfg->n_layers, cfg->n_heads,
              cfg->n_kv_heads, cfg->head_dim, cfg->inter);
     return m;
@@ -461,7 +465,7 @@ void model_init_random(Model *m, uint64_t seed, float std) {
 }
 
 void model_grads_zero(Model *m) {
-    if (m->grads) m->be->zero(m->bc, m->grads, (size_t)m->n_params * sizeof(float));
+    if (m->grads) m->be->zero(m->bc, m->grads, (size_t)m->slab_floats * sizeof(float));
 }
 
 double model_grad_norm(const Model *m) {
@@ -504,6 +508,8 @@ long model_n_params(const Model *m) { return m->n_params; }
 int model_max_tokens(const Model *m) { return m->max_tokens; }
 int model_is_train(const Model *m) { return m->train; }
 long model_adam_step(const Model *m) { return m->adam_step; }
+void model_set_adam_step(Model *m, long step) { m->adam_step = step; }
+long model_slab_floats(const Model *m) { return m->slab_floats; }
 int model_n_tensors(const Model *m) { return m->n_tensors; }
 const ModelTensor *model_tensor(const Model *m, int i) { return i >= 0 && i < m->n_tensors ? &m->tensors[i] : NULL; }
 float *model_host_slab(const Model *m, ModelSlab which) { return m->be->host_memory ? slab_of(m, which) : NULL; }

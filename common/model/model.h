@@ -66,6 +66,12 @@ typedef struct {
     int  max_context;        /* longest cached context model_forward_cached attends over (p0 + n);
                                 0: max_tokens. Sizes the attention scratch. */
     const Backend *backend;  /* where the slabs live and the kernels run; NULL: &backend_cpu (backend_select) */
+    int  shard_world;        /* > 1 with train: the optimizer state is sharded over that many ranks by the caller
+                                (issue 39, services/learner/shard.h): the parameter and gradient slabs hold
+                                model_slab_floats = ceil(n_params / W) x W floats (a zero tail past n_params) so a
+                                reduce-scatter or all-gather over W ranks runs on them in place, and Adam m / v are
+                                not allocated (adamw_step, model_save_optimizer refuse; the caller keeps its shard's).
+                                0 or 1: whole slabs, Adam state included */
 } ModelOptions;
 
 /* A packed batch: S sequences back to back, no padding; attention is causal within each sequence.
@@ -210,6 +216,10 @@ long               model_n_params(const Model *m);      /* floats in each parame
 int                model_max_tokens(const Model *m);    /* ModelOptions.max_tokens */
 int                model_is_train(const Model *m);      /* ModelOptions.train */
 long               model_adam_step(const Model *m);     /* optimizer steps taken (bias correction) */
+void               model_set_adam_step(Model *m, long step);   /* a sharded optimizer's count (ModelOptions.shard_world) */
+/* Floats allocated in the parameter and gradient slabs: n_params, or with ModelOptions.shard_world = W > 1 the next
+ * multiple of W (the tail past n_params reads zero in the gradients after model_grads_zero). */
+long               model_slab_floats(const Model *m);
 int                model_n_tensors(const Model *m);     /* HF tensors in file order (lm_head absent when tied) */
 const ModelTensor *model_tensor(const Model *m, int i); /* i in [0, model_n_tensors); NULL otherwise */
 /* Host view of a slab: the slab itself (n_params floats, the tensor table's layout) when the backend's memory is host

@@ -14,6 +14,7 @@ struct Model {
     char        *config_json;      /* config.json text as loaded (written back by model_save); owned */
     char        *gen_config_json;  /* generation_config.json text or NULL; owned */
     long         n_params;         /* floats in each of params/grads/m/v */
+    long         slab_floats;      /* allocated in params and grads: n_params, or a multiple of shard_world */
     int          n_tensors;
     ModelTensor *tensors;          /* [n_tensors] HF names in file order (lm_head absent when tied) */
     float       *params, *grads, *adam_m, *adam_v;   /* slabs; grads/m/v NULL unless train */

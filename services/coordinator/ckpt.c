@@ -185,6 +185,8 @@ int ckpt_request(Coord *c, char err[ERR_LEN]) {
     k->pending = s;
     k->has_pending = 1;
     k->asked = 0;
+    k->n_asked = config_optim_sharded(&c->cfg) ? c->cfg.num_learners : 1;   /* sharded: every rank writes its shard */
+    memset(k->confirmed, 0, sizeof k->confirmed);
     Dapo__Control m = DAPO__CONTROL__INIT;
     m.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT;
     m.step = s.step;
@@ -197,9 +199,15 @@ int ckpt_request(Coord *c, char err[ERR_LEN]) {
         k->has_pending = 0;
         return err_set(err, rc, "asking learner %s to checkpoint step %ld: %s", w->id, s.step, err_str(rc));
     }
+    for (int i = 0; i < c->nworkers && k->n_asked > 1; i++) {     /* the other ranks: their optimizer shards */
+        WorkerEntry *x = &c->workers[i];
+        if (x->role == DAPO__ROLE__ROLE_LEARNER && x->life == WORKER_ALIVE && x->rank > 0)
+            out_send(c, x, DAPO__MSG_TYPE__MSG_CONTROL, &m.base);
+    }
     k->asked = 1;
     log_info("checkpoint of step %ld (policy version %lld): coordinator.json queued; learner %s is asked for the weights "
-             "once it is written", s.step, (long long)s.policy_version, w->id);
+             "once it is written%s", s.step, (long long)s.policy_version, w->id,
+             k->n_asked > 1 ? " (and every rank for its optimizer shard)" : "");
     return 0;
 }
 
@@ -240,9 +248,10 @@ void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m) {
                          "coordinator", w->id, (int)m->cmd);
         return;
     }
-    if (w->rank != 0) {                  /* registry.c let only learners through; rank 0 is the one asked */
+    if (w->rank >= (unsigned)(k->has_pending ? k->n_asked : 1)) {   /* registry.c let only learners through; rank 0 is
+                                                                       asked (all ranks with a sharded optimizer) */
         c->msgs_wrong_role++;
-        log_warn_limited(&k->warn_control, 10000, "learner %s (rank %u) confirmed a checkpoint: only rank 0 is asked "
+        log_warn_limited(&k->warn_control, 10000, "learner %s (rank %u) confirmed a checkpoint it was not asked for "
                          "(ignored)", w->id, w->rank);
         return;
     }
@@ -259,6 +268,9 @@ void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m) {
         queue_file(c, CKPT_W_STATE, (long)m->step);
         return;
     }
+    k->confirmed[w->rank / 8] |= (uint8_t)(1u << (w->rank % 8));
+    for (int r = 0; r < k->n_asked; r++)
+        if (!(k->confirmed[r / 8] & (1u << (r % 8)))) return;   /* a rank's shard still to come */
     k->saved = k->pending;
     k->has_saved = 1;
     k->has_pending = k->asked = 0;

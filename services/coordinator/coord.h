@@ -206,6 +206,8 @@ typedef struct {
                                           up) before the loop runs */
     char           resume_path[1024];
     LogLimit       warn_control;       /* Controls other than CHECKPOINT_DONE or not asked for (rate-limited) */
+    int            n_asked;            /* learner ranks asked for the pending one: 1, or W with a sharded optimizer */
+    uint8_t        confirmed[512];     /* bit r: rank r confirmed it (cluster.num_learners <= 4096) */
 } CkptState;
 
 typedef struct Coord {

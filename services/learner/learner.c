@@ -89,7 +89,8 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     if (need < 16) need = 16;
     const Backend *be = settings_backend(cfg, err);
     if (!be) { learner_close(L); return NULL; }
-    ModelOptions mo = {.max_tokens = (int)need, .train = 1, .backend = be};
+    L->sharded = world > 1 && config_optim_sharded(cfg);
+    ModelOptions mo = {.max_tokens = (int)need, .train = 1, .backend = be, .shard_world = L->sharded ? world : 1};
     char path[4096];
     long step = -1;
     CheckpointState st = {0};
@@ -112,6 +113,14 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
         if (L->m) log_info("learner rank %d: model %s (%ld parameters)", rank, cfg->model_path, model_n_params(L->m));
     }
     if (!L->m) { learner_close(L); return NULL; }
+    if (L->sharded && (shard_init(&L->shard, L->m, rank, world, err) ||
+                       (src && checkpoint_load_optim_range(src, L->shard.n, L->shard.lo, L->shard.hi, L->shard.m,
+                                                           L->shard.v, err)))) {   /* any W's checkpoint: re-sharded */
+        learner_close(L);
+        return NULL;
+    }
+    if (L->sharded) log_info("learner rank %d: optimizer state sharded over %d ranks (fsdp_size %d): parameters [%ld, %ld) "
+                             "of %ld", rank, world, cfg->fsdp_size, L->shard.lo, L->shard.hi, L->shard.n);
     long T = model_max_tokens(L->m);
     model_set_progress(L->m, layer_progress, L);
     L->pack = seqpack_new(L->m);
@@ -139,6 +148,7 @@ void learner_close(Learner *L) {
     if (!L) return;
     step_reset(L);
     xfree(L->pending);
+    shard_free(&L->shard);
     model_free(L->m);
     xfree(L->ckpt_root);
     seqpack_free(L->pack);
@@ -329,7 +339,7 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, c
     v[3] = (float)g.acc.clipfrac_sum; v[4] = (float)g.acc.clipfrac_lower_sum; v[5] = (float)g.acc.kl_sum;
     v[6] = (float)g.acc.n_tokens; v[7] = (float)g.nonfinite;
     double t0 = clock_s();
-    rc = grads_allreduce(L, g.nonfinite, err);
+    rc = L->sharded ? shard_reduce_grads(&L->shard, L->m, L->coll, g.nonfinite, err) : grads_allreduce(L, g.nonfinite, err);
     if (!rc && L->coll && coll_allreduce_sum(L->coll, v, 8, err)) rc = ERR_COLLECTIVE;
     st->t_comm = clock_s() - t0;
     if (rc) return rc;
@@ -346,8 +356,9 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, c
 }
 
 int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]) {
-    double t0 = clock_s();
-    double norm = model_grad_norm(L->m);
+    double t0 = clock_s(), norm = 0;
+    if (!L->sharded) norm = model_grad_norm(L->m);
+    else if (shard_grad_norm(&L->shard, L->m, L->coll, &norm, err)) return ERR_COLLECTIVE;   /* the ranks re-form */
     st->grad_norm = norm;
     if (st->skipped || !isfinite(norm)) {          /* verl: "grad_norm is not finite", no optimizer step */
         st->skipped = 1;
@@ -359,14 +370,20 @@ int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]) {
         st->t_opt = clock_s() - t0;
         return 0;
     }
-    if (L->grad_clip > 0) model_grads_clip(L->m, L->grad_clip);
+    if (L->grad_clip > 0 && !L->sharded) model_grads_clip(L->m, L->grad_clip);
     long total = L->total_steps > 0 ? L->total_steps : 1000000000L;
     /* verl (fsdp_workers: lr_warmup_steps < 0): int(lr_warmup_steps_ratio x total steps); none while the total is
      * unknown */
     long warmup = L->warmup >= 0 ? L->warmup : L->total_steps > 0 ? (long)(L->warmup_ratio * (double)L->total_steps) : 0;
     st->lr = lr_at(L->sched, L->lr, L->steps_done, warmup, total, L->min_lr_ratio);
-    int rc = adamw_step(L->m, &L->opt, (float)st->lr, err);
+    int rc = !L->sharded ? adamw_step(L->m, &L->opt, (float)st->lr, err)
+                         : shard_adamw(&L->shard, L->m, &L->opt, (float)st->lr, norm, L->grad_clip, err);
     st->t_opt = clock_s() - t0;
+    if (!rc && L->sharded) {                         /* every rank's updated range to every rank */
+        double t1 = clock_s();
+        rc = shard_gather_params(&L->shard, L->m, L->coll, err);
+        st->t_comm += clock_s() - t1;
+    }
     return rc;
 }
 
@@ -537,9 +554,17 @@ void learner_result_free(LearnerResult *r) {
 
 int learner_checkpoint(Learner *L, char err[ERR_LEN]) {
     CheckpointState st = {.step = L->steps_done, .adam_step = model_adam_step(L->m), .policy_version = L->version,
-                    .rng_seed = L->rng_seed, .rng_counter = L->rng_counter};
+                    .rng_seed = L->rng_seed, .rng_counter = L->rng_counter, .optim_shards = L->sharded ? L->world : 0};
     double t0 = clock_s();
-    int rc = checkpoint_save(L->ckpt_root, L->m, &st, L->max_keep, err);
+    const LearnerShard *s = &L->shard;
+    int rc = !L->sharded ? 0 : checkpoint_save_optim_shard(L->ckpt_root, L->steps_done, L->rank, L->world, s->n, s->lo,
+                                                           s->hi, s->m, s->v, err);
+    if (L->sharded && L->rank > 0) {                 /* rank 0 writes the model and state.json */
+        if (!rc) log_info("learner rank %d: optimizer shard of global_step_%ld written in %.2f s", L->rank,
+                          L->steps_done, clock_s() - t0);
+        return rc;
+    }
+    if (!rc) rc = checkpoint_save(L->ckpt_root, L->m, &st, L->max_keep, err);
     if (!rc) log_info("learner: checkpoint global_step_%ld written to %s in %.2f s", L->steps_done, L->ckpt_root,
                       clock_s() - t0);
     return rc;

@@ -33,6 +33,7 @@
 #include "dapo/rollout_corr.h"
 #include "dapo.pb-c.h"
 #include "model/adamw.h"
+#include "shard.h"
 #include "model/model.h"
 #include "model/seqpack.h"
 #include "offpolicy.h"
@@ -59,6 +60,8 @@ struct Learner {
     Model       *m;                /* owned */
     Collective  *coll;             /* borrowed; NULL: a single rank */
     int          rank, world;
+    int          sharded;          /* fsdp_config.fsdp_size -1 or >= W (W > 1): the optimizer state is sharded */
+    LearnerShard shard;            /* this rank's (shard.h); zeroed unless sharded */
     LossParams   lp;
     AdamWConfig  opt;
     LrSchedule   sched;
@@ -148,8 +151,9 @@ int learner_submit(Learner *L, Dapo__TrainBatch *tb);
 int learner_next(Learner *L, LearnerResult *r);
 void learner_result_free(LearnerResult *r);
 
-/* Writes a checkpoint of the current state to trainer.default_local_dir (rank 0 calls it). 0 or ERR_IO (previous
- * checkpoints kept; err says why). */
+/* Writes a checkpoint of the current state to trainer.default_local_dir: rank 0 the model, the optimizer state and
+ * state.json; with a sharded optimizer (L->sharded) every rank is asked and writes its shard (checkpoint.h), rank 0
+ * the rest. 0 or ERR_IO (previous checkpoints kept; err says why). */
 int learner_checkpoint(Learner *L, char err[ERR_LEN]);
 
 #endif

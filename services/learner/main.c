@@ -112,7 +112,8 @@ static void send_result(Svc *s, const LearnerResult *r, int64_t new_version) {
     xfree(ep);
 }
 
-/* Control CHECKPOINT of `step` (rank 0): saves the weights of that step unless they are on disk already, and answers
+/* Control CHECKPOINT of `step` (rank 0; every rank when the optimizer is sharded): saves the weights of that step
+ * (a rank > 0: its optimizer shard) unless they are on disk already, and answers
  * CHECKPOINT_DONE with an empty reason, or the reason it did not. Only a step boundary is saved: a request for another
  * step than the last one finished, or one that comes while a step is under way, is refused (the coordinator asks
  * right after a step's results and before it sends the next step, so neither happens in a healthy run). */
@@ -127,7 +128,8 @@ static void checkpoint_requested(Svc *s, int64_t step) {
     else if (L->cur_step >= 0)
         code = err_set(err, ERR_AGAIN, "checkpoint of step %lld asked while step %ld is being trained", (long long)step,
                        L->cur_step);
-    else if (checkpoint_find_latest(L->ckpt_root, path, sizeof path, &have, err) == 0 && have == L->steps_done)
+    else if (L->rank == 0 && checkpoint_find_latest(L->ckpt_root, path, sizeof path, &have, err) == 0 &&
+             have == L->steps_done)
         log_info("checkpoint of step %ld already written", have);
     else
         code = learner_checkpoint(L, err);
@@ -179,7 +181,8 @@ static int handle(Svc *s, NetMsg *m) {
         break;
     case DAPO__MSG_TYPE__MSG_CONTROL: {
         const Dapo__Control *c = (const Dapo__Control *)m->msg;
-        if (c->cmd == DAPO__CONTROL_CMD__CONTROL_CHECKPOINT && s->d.rank == 0) checkpoint_requested(s, c->step);
+        if (c->cmd == DAPO__CONTROL_CMD__CONTROL_CHECKPOINT && (s->d.rank == 0 || s->L->sharded))
+            checkpoint_requested(s, c->step);
         else if (c->cmd == DAPO__CONTROL_CMD__CONTROL_SHUTDOWN) raise(SIGTERM);
         else if (c->cmd == DAPO__CONTROL_CMD__CONTROL_RELOAD && !s->reload) {
             log_warn("the coordinator rolls the run back (%s): exiting with status %d to start again from the newest "

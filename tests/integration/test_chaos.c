@@ -60,6 +60,7 @@ static void cfg_args(const Run *r, json_t *argv, int steps) {
     snprintf(b, sizeof b, "cluster.collective=%s", r->cep); json_array_append_new(argv, json_string(b));
     snprintf(b, sizeof b, "cluster.num_learners=%d", g_learners); json_array_append_new(argv, json_string(b));
     json_array_append_new(argv, json_string("cluster.collective_timeout_s=20"));
+    json_array_append_new(argv, json_string(tu_fsdp_size_arg()));
     snprintf(b, sizeof b, "trainer.total_training_steps=%d", steps); json_array_append_new(argv, json_string(b));
     const char *fixed[] = {TU_DAPO_RECIPE, "data.train_batch_size=4", "data.gen_batch_size=6", "actor_rollout_ref.rollout.n=4",
                            "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.max_response_length=24",

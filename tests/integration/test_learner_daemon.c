@@ -47,7 +47,8 @@ static pid_t start_rank(Fix *f, int rank, int world, const char *coll) {
                     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "actor_rollout_ref.actor.ppo_epochs=1",
                     "actor_rollout_ref.actor.optim.lr_warmup_steps=-1", "trainer.save_freq=1", "trainer.resume_mode=auto",
                     nl, ce, "cluster.collective_timeout_s=4", "actor_rollout_ref.rollout.n=2",
-                    "actor_rollout_ref.actor.ppo_mini_batch_size=2", "--id", id, "--rank", rk, NULL};
+                    "actor_rollout_ref.actor.ppo_mini_batch_size=2", (char *)tu_fsdp_size_arg(), "--id", id, "--rank", rk,
+                    NULL};
     return tu_spawn(argv, log);
 }
 

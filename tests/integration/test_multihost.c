@@ -117,6 +117,7 @@ static int args(char a[][640], int role, int here, const char *rdir, const char 
                            "actor_rollout_ref.rollout.max_num_seqs=8", "cluster.rollout_threads=1",
                            "cluster.learner_threads=1", "cluster.verifier_threads=1"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) snprintf(a[n++], 640, "%s", fixed[i]);
+    snprintf(a[n++], 640, "%s", tu_fsdp_size_arg());
     return n;
 }
 

@@ -450,6 +450,31 @@ static void test_alias_bomb_refused(void **state) {
     config_free(&c);
 }
 
+/* Issue 39: fsdp_config.fsdp_size: 1 replicates, -1 or >= cluster.num_learners shards (verl's DAPO scripts pass 2 to a
+ * single learner: it loads); 0 and hybrid sizes are refused naming what works. */
+static void test_fsdp_size(void **state) {
+    (void)state;
+    Config c;
+    char err[ERR_LEN];
+    const char *ok1[] = {"actor_rollout_ref.actor.fsdp_config.fsdp_size=2"};
+    assert_int_equal(run_cli(&c, ok1, 1, NULL, err), 0);
+    assert_false(config_optim_sharded(&c));                /* one learner: nothing to shard */
+    config_free(&c);
+    const char *ok2[] = {"actor_rollout_ref.actor.fsdp_config.fsdp_size=-1", "cluster.num_learners=2",
+                         "actor_rollout_ref.actor.fsdp_config.reshard_after_forward=true"};
+    assert_int_equal(run_cli(&c, ok2, 3, NULL, err), 0);
+    assert_true(config_optim_sharded(&c));
+    config_free(&c);
+    const char *bad[] = {"actor_rollout_ref.actor.fsdp_config.fsdp_size=2", "cluster.num_learners=4"};
+    assert_int_equal(run_cli(&c, bad, 2, NULL, err), ERR_INVAL);
+    assert_non_null(strstr(err, "fsdp_size: 2 is not implemented"));
+    assert_non_null(strstr(err, "-1 (or 4"));
+    config_free(&c);
+    const char *zero[] = {"actor_rollout_ref.actor.fsdp_config.fsdp_size=0"};
+    assert_int_equal(run_cli(&c, zero, 1, NULL, err), ERR_INVAL);
+    config_free(&c);
+}
+
 /* `defaults:` (docs/design.md §5): bases load first, in order, paths relative to the naming file; the file's own keys
  * win over its bases and a later base over an earlier one; a cycle, a missing base and a bad entry are refused with
  * the file and line. */
@@ -774,6 +799,7 @@ int main(void) {
         cmocka_unit_test(test_defaults_bases),
         cmocka_unit_test(test_run_keys),
         cmocka_unit_test(test_alias_bomb_refused),
+        cmocka_unit_test(test_fsdp_size),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

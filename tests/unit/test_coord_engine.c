@@ -806,6 +806,37 @@ static void test_results_only_from_their_sender(void **state) {
     coord_free(c);
 }
 
+/* Issue 39: with the optimizer sharded over the two learner ranks, a checkpoint asks both (rank 0 behind
+ * coordinator.json, rank 1 for its shard) and counts as saved only once both confirmed. */
+static void test_sharded_checkpoint_asks_every_rank(void **state) {
+    (void)state;
+    const char *extra[] = {"actor_rollout_ref.actor.fsdp_config.fsdp_size", "-1", NULL};
+    Coord *c = coord_new_with(extra);
+    step_to_training(c);
+    finish_step1(c);
+    outbox_clear(c);
+    char err[ERR_LEN];
+    Event ck = {.kind = EV_CHECKPOINT};
+    assert_int_equal(engine_on(c, &ck, err), 0);
+    const OutAction *f = NULL;
+    assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 1);
+    assert_non_null(f->frame);                                   /* rank 0's, once the file is written */
+    assert_string_equal(c->workers[f->worker].id, "learner-0");
+    ProtobufCMessage *ctl[2];
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_CONTROL, "learner-1", ctl, 2), 1);
+    assert_int_equal(((Dapo__Control *)ctl[0])->cmd, DAPO__CONTROL_CMD__CONTROL_CHECKPOINT);
+    free_all(ctl, 1);
+    Dapo__Control done = DAPO__CONTROL__INIT;
+    done.cmd = DAPO__CONTROL_CMD__CONTROL_CHECKPOINT_DONE;
+    done.step = 1;
+    deliver(c, "learner-1", DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
+    assert_int_equal(ckpt_phase(c), CKPT_ASKED);                 /* rank 0's part still to come */
+    assert_int_equal(c->msgs_wrong_role, 0);
+    deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
+    assert_int_equal(ckpt_phase(c), CKPT_SAVED);
+    coord_free(c);
+}
+
 int main(void) {
     log_init("test", LL_WARN);
     const struct CMUnitTest tests[] = {
@@ -820,6 +851,7 @@ int main(void) {
         cmocka_unit_test(test_validation_after_multi_round_step),
         cmocka_unit_test(test_finished_run_learner_leaves_while_stopping),
         cmocka_unit_test(test_results_only_from_their_sender),
+        cmocka_unit_test(test_sharded_checkpoint_asks_every_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

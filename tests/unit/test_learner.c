@@ -294,6 +294,9 @@ typedef struct {
     float *params_out, *grads_out;
     long P;
     int rc, skipped;
+    int sharded;                  /* fsdp_size -1: the optimizer state sharded over the two ranks */
+    const char *ckdir;            /* non-NULL: each rank checkpoints there after the update */
+    long shard_floats;            /* sharded: the moments this rank keeps */
     char err[ERR_LEN];
 } RankArg;
 
@@ -303,9 +306,11 @@ static void *rank_main(void *p) {
     Collective *c = NULL;
     if (coll_open_cpu(&o, &c, a->err)) { a->rc = -1; return NULL; }
     const char *m2[][2] = {{"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "2"},
-                           {"cluster.num_learners", "2"}};
+                           {"cluster.num_learners", "2"},
+                           {"actor_rollout_ref.actor.fsdp_config.fsdp_size", a->sharded ? "-1" : "1"},
+                           {"trainer.default_local_dir", a->ckdir ? a->ckdir : "/tmp"}};
     Config cfg;
-    base_config(&cfg, m2, 2);
+    base_config(&cfg, m2, 4);
     Learner *L = learner_open(&cfg, a->rank, a->world, c, a->err);
     config_free(&cfg);
     if (!L) { a->rc = -2; coll_close(c); return NULL; }
@@ -319,13 +324,15 @@ static void *rank_main(void *p) {
         a->skipped = st.skipped;
         a->params_out = malloc((size_t)a->P * sizeof(float));
         memcpy(a->params_out, tu_params(L->m), (size_t)a->P * sizeof(float));
+        a->shard_floats = L->sharded ? L->shard.hi - L->shard.lo : -1;
+        if (!a->rc && a->ckdir) a->rc = learner_checkpoint(L, a->err);
     }
     learner_close(L);
     coll_close(c);
     return NULL;
 }
 
-static void run_two_ranks(Dapo__TrainBatch *whole, const float *old, RankArg a[2]) {
+static void run_two_ranks_with(Dapo__TrainBatch *whole, const float *old, RankArg a[2], int sharded, const char *ck) {
     int port = tu_free_port();
     Dapo__TrainBatch *half[2] = {sub_batch(whole, 0, 6, 0, 2), sub_batch(whole, 6, 12, 1, 2)};
     size_t r0 = half[0]->n_response_mask;
@@ -337,6 +344,8 @@ static void run_two_ranks(Dapo__TrainBatch *whole, const float *old, RankArg a[2
         snprintf(a[r].endpoint, sizeof a[r].endpoint, "tcp://127.0.0.1:%d", port);
         a[r].tb = half[r];
         a[r].old = old + (r ? r0 : 0);
+        a[r].sharded = sharded;
+        a[r].ckdir = ck;
         pthread_create(&th[r], NULL, rank_main, &a[r]);
     }
     for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
@@ -345,6 +354,75 @@ static void run_two_ranks(Dapo__TrainBatch *whole, const float *old, RankArg a[2
         assert_int_equal(a[r].rc, 0);
         free_batch(half[r]);
     }
+}
+
+static void run_two_ranks(Dapo__TrainBatch *whole, const float *old, RankArg a[2]) {
+    run_two_ranks_with(whole, old, a, 0, NULL);
+}
+
+/* Issue 39: the optimizer state sharded over two ranks (fsdp_size -1): each rank keeps the moments of half the
+ * parameters, the update gives both ranks the same bits, and those equal replicated data parallelism's (with two ranks
+ * every gradient sum is one commutative fp32 addition either way; the norm differs by the order of double sums only,
+ * and clipping is inactive at this lr). The sharded checkpoint (each rank its shard, rank 0 the model) loads into one
+ * unsharded rank with the moments of the replicated run, bit for bit: re-sharding from W = 2 to W = 1. */
+static void test_sharded_optimizer(void **state) {
+    (void)state;
+    Learner *one = open_learner(NULL, 0, 0, 1, NULL);
+    Dapo__TrainBatch *tb = make_batch(77, 12, 1, 0, 1, 0, 1);
+    float *old = shifted_old(one, tb);
+    char dir[128], e[ERR_LEN];
+    snprintf(dir, sizeof dir, "/tmp/dapo-test-shard-%d", (int)getpid());
+    checkpoint_remove_tree(dir, e);
+    RankArg rep[2], sh[2];
+    run_two_ranks_with(tb, old, rep, 0, NULL);
+    run_two_ranks_with(tb, old, sh, 1, dir);
+    long P = rep[0].P;
+    assert_int_equal(sh[0].shard_floats + sh[1].shard_floats, P);
+    assert_true(sh[0].shard_floats == (P + 1) / 2);
+    assert_memory_equal(sh[0].params_out, sh[1].params_out, (size_t)P * sizeof(float));
+    assert_memory_equal(sh[0].params_out, rep[0].params_out, (size_t)P * sizeof(float));
+    const char *res[][2] = {{"trainer.resume_mode", "resume_path"}, {"trainer.resume_from_path", dir}};
+    char path[256];
+    snprintf(path, sizeof path, "%s/global_step_0", dir);
+    res[1][1] = path;
+    Learner *back = open_learner(res, 2, 0, 1, NULL);           /* W = 1 from the W = 2 shards */
+    assert_memory_equal(tu_params(back->m), sh[0].params_out, (size_t)P * sizeof(float));
+    /* the replicated run's moments: one rank of it again, given the two-rank gradient sum */
+    Learner *ref = open_learner(NULL, 0, 0, 1, NULL);
+    LearnerMiniStats st;
+    char err[ERR_LEN];
+    assert_int_equal(learner_grads(ref, tb, old, NULL, &st, err), 0);
+    memcpy(tu_grads(ref->m), rep[0].grads_out, (size_t)P * sizeof(float));   /* the two-rank sum */
+    assert_int_equal(learner_apply(ref, &st, err), 0);
+    assert_memory_equal(tu_params(ref->m), rep[0].params_out, (size_t)P * sizeof(float));
+    assert_memory_equal(tu_adam_m(back->m), tu_adam_m(ref->m), (size_t)P * sizeof(float));
+    assert_memory_equal(tu_adam_v(back->m), tu_adam_v(ref->m), (size_t)P * sizeof(float));
+    assert_int_equal(model_adam_step(back->m), 1);
+    /* and back to W = 2: the unsharded checkpoint of that one rank, read as the two ranks' ranges */
+    char dir1[160];
+    snprintf(dir1, sizeof dir1, "%s/w1", dir);
+    xfree(back->ckpt_root);
+    back->ckpt_root = xstrdup(dir1);
+    assert_int_equal(learner_checkpoint(back, err), 0);
+    snprintf(path, sizeof path, "%s/global_step_0", dir1);
+    long h = sh[0].shard_floats;
+    float *mo = malloc((size_t)P * sizeof(float)), *vo = malloc((size_t)P * sizeof(float));
+    assert_int_equal(checkpoint_load_optim_range(path, P, h, P, mo + h, vo + h, err), 0);
+    assert_int_equal(checkpoint_load_optim_range(path, P, 0, h, mo, vo, err), 0);
+    assert_memory_equal(mo, tu_adam_m(ref->m), (size_t)P * sizeof(float));
+    assert_memory_equal(vo, tu_adam_v(ref->m), (size_t)P * sizeof(float));
+    assert_int_equal(checkpoint_load_optim_range(path, P + 1, 0, h, mo, vo, err), ERR_INVAL);   /* another model */
+    free(mo);
+    free(vo);
+    learner_close(ref);
+    learner_close(back);
+    for (int r = 0; r < 2; r++) {
+        free(rep[r].grads_out); free(rep[r].params_out); free(sh[r].grads_out); free(sh[r].params_out);
+    }
+    free(old);
+    free_batch(tb);
+    learner_close(one);
+    checkpoint_remove_tree(dir, e);
 }
 
 static void test_two_ranks_equal_one(void **state) {
@@ -797,6 +875,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_micro_batches_same_gradients),
         cmocka_unit_test(test_two_ranks_equal_one),
+        cmocka_unit_test(test_sharded_optimizer),
         cmocka_unit_test(test_nan_skips_update),
         cmocka_unit_test(test_resume_exact),
         cmocka_unit_test(test_bad_batches),
