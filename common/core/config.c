@@ -60,6 +60,7 @@ static const CfgEntry cfg_table[] = {
 
     { AR "model.path",                       CFG_STR,   0, 0,       "",        O(model_path), NULL, 0 },
     { AR "model.override_config.max_position_embeddings", CFG_INT, 0, 1e9, "0", O(max_position_embeddings), NULL, 0 },
+    { AR "model.enable_gradient_checkpointing", CFG_BOOL, 0, 0,   "false",   O(gradient_checkpointing), NULL, 0 },
 
     { AR "actor.clip_ratio",                 CFG_FLOAT, 0, 1e9,     "0.2",     O(clip_ratio), NULL, 0 },
     { AR "actor.clip_ratio_low",             CFG_FLOAT, 0, 1e9,     "0.2",     O(clip_ratio_low), NULL, NULL_NAN },

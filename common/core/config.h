@@ -64,6 +64,9 @@ typedef struct Config {
                                          context is data.max_prompt_length + max_response_length (vLLM's check of it
                                          against max_model_len has no counterpart) */
 
+    bool    gradient_checkpointing;   /* verl's model.enable_gradient_checkpointing: the learner recomputes each layer's
+                                         activations in backward (ModelOptions.recompute; the same gradients) */
+
     /* actor_rollout_ref.actor.* */
     double  clip_ratio;               /* verl's: the clip range where clip_ratio_low / _high are null */
     double  clip_ratio_low, clip_ratio_high, clip_ratio_c;   /* low / high: NAN when null (settings_loss_params) */

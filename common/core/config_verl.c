@@ -142,8 +142,6 @@ static const VerlKey rules[] = {
     FIX(AR "model.override_config.attention_dropout", "0", "dapo's models have no dropout (HF's default 0)"),
     FIX(AR "model.override_config.embd_pdrop", "0", "dapo's models have no dropout (HF's default 0)"),
     FIX(AR "model.override_config.resid_pdrop", "0", "dapo's models have no dropout (HF's default 0)"),
-    E(AR "model.enable_gradient_checkpointing", "memory: recompute of activations in the backward pass (the same "
-      "gradients)"),
     E(AR "model.enable_activation_offload", "memory: activations offloaded to the host"),
     E(AR "model.use_remove_padding", "verl's padding-free packing (dapo packs without padding)"),
     FIX(AR "model.lora_rank", "0", "LoRA is not implemented (dapo trains every weight)"),

@@ -159,6 +159,27 @@ static void attend_packed(const Model *m, int l, const LayerIO *io, void *ud) {
                             p->a->att_scratch);
 }
 
+/* Layer l of model_forward over the packed batch: its weights (a model_pack_weights snapshot or packed per call) and
+ * buffers (x_out: where the layer's output goes). model_backward calls it again for a recomputed layer. */
+static void packed_layer_forward(Model *m, const ModelBatch *b, int l, float *x_out, const BkRope *rope) {
+    const ModelConfig *c = &m->cfg;
+    ModelActs *a = m->priv;
+    LayerActs *A = &a->layer[l];
+    const LayerWeights *W = &m->w.layer[l];
+    float *const *P = a->pk ? a->pk + l * 4 : NULL;    /* model_pack_weights' snapshot, or pack per call */
+    BkWeight w[4] = { { W->wqkv, P ? P[0] : NULL }, { W->wo, P ? P[1] : NULL }, { W->wgu, P ? P[2] : NULL },
+                      { W->wd, P ? P[3] : NULL } };
+    int keep = c->qk_norm && m->train;
+    LayerIO io = { .n = b->n_tokens, .x_in = A->x_in, .x_mid = A->x_mid, .x_out = x_out, .rstd1 = A->rstd1,
+                   .rstd2 = A->rstd2, .xn1 = A->xn1, .xn2 = A->xn2, .qkv = A->qkv, .qpre = keep ? A->qpre : NULL,
+                   .kpre = keep ? A->kpre : NULL, .rstdq = A->rstdq, .rstdk = A->rstdk, .att = A->att, .gu = A->gu,
+                   .hm = A->hm };
+    PackedAttend pa = { b, a };
+    LayerMode mode = { .lin_flags = 0, .res_add = 0, .glu_fused = 1, .scratch = a->wpack, .attend = attend_packed,
+                       .ud = &pa };
+    model__layer_forward(m, l, &io, w, &mode, rope);   /* inference: x_mid and x_out alias x_in */
+}
+
 int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]) {
     m->fwd_tokens = m->fwd_seqs = 0;                    /* no backward until this forward has finished */
     int rc = batch_check(m, b, err);
@@ -179,22 +200,8 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
     float *x0 = a->layer[0].x_in;
     be->embed(bc, x0, b->tokens, BW(m->w.embed), N, H);
 
-    PackedAttend pa = { b, a };
-    LayerMode mode = { .lin_flags = 0, .res_add = 0, .glu_fused = 1, .scratch = a->wpack, .attend = attend_packed,
-                       .ud = &pa };
     for (int l = 0; l < c->n_layers; l++) {
-        LayerActs *A = &a->layer[l];
-        const LayerWeights *W = &m->w.layer[l];
-        float *const *P = a->pk ? a->pk + l * 4 : NULL;    /* model_pack_weights' snapshot, or pack per call */
-        BkWeight w[4] = { { W->wqkv, P ? P[0] : NULL }, { W->wo, P ? P[1] : NULL }, { W->wgu, P ? P[2] : NULL },
-                          { W->wd, P ? P[3] : NULL } };
-        int keep = c->qk_norm && m->train;
-        LayerIO io = { .n = N, .x_in = A->x_in, .x_mid = A->x_mid,
-                       .x_out = l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final, .rstd1 = A->rstd1,
-                       .rstd2 = A->rstd2, .xn1 = A->xn1, .xn2 = A->xn2, .qkv = A->qkv, .qpre = keep ? A->qpre : NULL,
-                       .kpre = keep ? A->kpre : NULL, .rstdq = A->rstdq, .rstdk = A->rstdk, .att = A->att, .gu = A->gu,
-                       .hm = A->hm };
-        model__layer_forward(m, l, &io, w, &mode, &rope);   /* inference: x_mid and x_out alias x_in */
+        packed_layer_forward(m, b, l, l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final, &rope);
         if (m->progress) m->progress(m->progress_ud);       /* a daemon's heartbeat during a long chunk */
     }
     be->rmsnorm(bc, a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
@@ -254,6 +261,10 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
         LayerActs *A = &a->layer[l];
         const LayerWeights *W = &m->w.layer[l];
         LayerWeights *G = &m->g.layer[l];
+        /* gradient checkpointing: the layer's activations again, from its input (the layers share one set); its
+         * output goes to x_final, which the final norm's backward above has finished with */
+        if (m->recompute && l < c->n_layers - 1) packed_layer_forward(m, b, l, a->x_final, &rope);   /* the last
+                                                                     layer's are still there */
         /* MLP: out = x_mid + hm Wd^T */
         be->linear_backward_varlen(bc, a->dhm, G->wd, NULL, a->dres, A->hm, BW(W->wd), cu, S, H, I, 0);
         be->swiglu_backward(bc, a->dgu, a->dhm, A->gu, N, I);

@@ -95,6 +95,11 @@ static size_t acts_carve(const Model *m, ModelActs *a, float *base) {
     for (int l = 0; l < nl; l++) {
         LayerActs *L = &a->layer[l];
         float *dummy = NULL;
+        if (m->recompute && l > 0) {                 /* gradient checkpointing: only the layer's input is its own */
+            if (base) { float *x = base + off; *L = a->layer[0]; L->x_in = x; }
+            off += ((size_t)(N * H) + 15) & ~(size_t)15;
+            continue;
+        }
         /* inference keeps no activations: no q/k copies, and x_mid aliases x_in (residual updated in place) */
         int keep = m->train;
         const long n[MODEL_ACT_SLOTS] = { N * H, N, N * H, N * qkvd, c->qk_norm && keep ? N * qd : 0,
@@ -179,6 +184,7 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     m->max_tokens = opt->max_tokens;
     m->max_context = opt->max_context > opt->max_tokens ? opt->max_context : opt->max_tokens;
     m->train = opt->train ? 1 : 0;
+    m->recompute = m->train && opt->recompute;
     m->n_params = layout_build(m);
     long budget = opt->logits_floats > 0 ? opt->logits_floats : 64L << 20;
     long rows = budget / cfg->vocab;
@@ -217,7 +223,7 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     log_info("model %s: %ld params (%.1f MiB each for params%s), activations %.1f MiB for %d tokens (%s), "
              "V=%d H=%d L=%d heads=%d/%d hd=%d I=%d", cfg->arch_name, m->n_params, m->n_params * 4.0 * MiB,
              !m->train ? "" : m->adam_m ? ", grads, adam m, adam v" : ", grads; adam m, v sharded", m->acts_floats * 4.0 * MiB, m->max_tokens,
-             m->train ? "train" : "inference", cfg->vocab, cfg->hidden, cfg->n_layers, cfg->n_heads,
+             !m->train ? "inference" : m->recompute ? "train, recomputed in backward" : "train", cfg->vocab, cfg->hidden, cfg->n_layers, cfg->n_heads,
              cfg->n_kv_heads, cfg->head_dim, cfg->inter);
     return m;
 }

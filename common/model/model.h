@@ -72,6 +72,12 @@ typedef struct {
                                 reduce-scatter or all-gather over W ranks runs on them in place, and Adam m / v are
                                 not allocated (adamw_step, model_save_optimizer refuse; the caller keeps its shard's).
                                 0 or 1: whole slabs, Adam state included */
+    int  recompute;          /* 1 with train: gradient checkpointing (verl's model.enable_gradient_checkpointing):
+                                the forward keeps only each layer's input (N x H floats a layer) and model_backward
+                                runs each layer's forward again, from that input, right before its backward — the
+                                same kernels on the same inputs, so bitwise the same gradients, for one more forward
+                                of the layers; the activation slab shrinks from ~(15 buffers x layers) to
+                                (layers + 15 buffers) */
 } ModelOptions;
 
 /* A packed batch: S sequences back to back, no padding; attention is causal within each sequence.

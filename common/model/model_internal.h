@@ -27,6 +27,7 @@ struct Model {
                                             check); 0 after any other use of the activation slab */
     /* activations (opaque to callers; see model.c for the carve) */
     int          max_tokens, train, max_context;
+    int          recompute;        /* ModelOptions.recompute (train only): layers share one set of activations */
     long         logits_rows;      /* rows of logits kept at once */
     float       *acts;             /* one slab */
     size_t       acts_floats;

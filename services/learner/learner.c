@@ -90,7 +90,8 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     const Backend *be = settings_backend(cfg, err);
     if (!be) { learner_close(L); return NULL; }
     L->sharded = world > 1 && config_optim_sharded(cfg);
-    ModelOptions mo = {.max_tokens = (int)need, .train = 1, .backend = be, .shard_world = L->sharded ? world : 1};
+    ModelOptions mo = {.max_tokens = (int)need, .train = 1, .backend = be, .shard_world = L->sharded ? world : 1,
+                       .recompute = cfg->gradient_checkpointing};
     char path[4096];
     long step = -1;
     CheckpointState st = {0};

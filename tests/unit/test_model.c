@@ -323,6 +323,39 @@ static void test_refuses_bad_batches(void **state) {
     model_free(m);
 }
 
+/* Issue 39: gradient checkpointing (ModelOptions.recompute) gives bitwise the gradients and log-probs of the stored
+ * activations, for every fixture architecture (Qwen2 with bias, tied, Qwen3 q/k norm, Llama 3), with the
+ * activation slab smaller. */
+static void test_recompute_same_gradients(void **state) {
+    (void)state;
+    for (size_t k = 0; k < sizeof MODELS / sizeof MODELS[0]; k++) {
+        Fixture f;
+        fixture_load(&f, MODELS[k]);
+        char p[512], err[ERR_LEN];
+        path_of(p, sizeof p, MODELS[k]);
+        Model *m[2];
+        for (int r = 0; r < 2; r++) {
+            ModelOptions o = { .max_tokens = 64, .train = 1, .recompute = r };
+            m[r] = model_load(p, &o, err);
+            if (!m[r]) fail_msg("model_load %s: %s", p, err);
+        }
+        ModelBatch b = fixture_batch(&f);
+        float lp[2][64], ent[2][64], dl[64];
+        for (int i = 0; i < b.n_tokens; i++) dl[i] = 0.1f * (float)((i % 5) - 2);
+        for (int r = 0; r < 2; r++) {
+            assert_int_equal(model_forward(m[r], &b, lp[r], ent[r], err), 0);
+            assert_int_equal(model_backward(m[r], &b, dl, dl, err), 0);
+        }
+        long P = model_n_params(m[0]);
+        assert_memory_equal(lp[0], lp[1], (size_t)b.n_tokens * sizeof(float));
+        assert_memory_equal(model_host_slab(m[0], MODEL_GRADS), model_host_slab(m[1], MODEL_GRADS), (size_t)P * sizeof(float));
+        assert_true(model_bytes_acts(m[1]) < model_bytes_acts(m[0]));
+        model_free(m[0]);
+        model_free(m[1]);
+        fixture_free(&f);
+    }
+}
+
 static void test_packing_is_independent(void **state) {
     (void)state;
     /* a sequence's log-probs do not depend on what else is packed in the batch */
@@ -650,6 +683,7 @@ int main(void) {
         cmocka_unit_test(test_optimizer_state_roundtrip),
         cmocka_unit_test(test_finite_difference),
         cmocka_unit_test(test_packing_is_independent),
+        cmocka_unit_test(test_recompute_same_gradients),
         cmocka_unit_test(test_cached_forward_matches),
         cmocka_unit_test(test_save_load_roundtrip),
         cmocka_unit_test(test_sharded_checkpoint),
