@@ -160,6 +160,46 @@ static float *slab_alloc(const Model *m, long n) {
     return p;
 }
 
+/* The sizes of m (its config, tensor table, slab and activation sizes) from cfg and opt; no slab is allocated. */
+static void size_model(Model *m, const ModelConfig *cfg, const ModelOptions *opt) {
+    m->cfg = *cfg;
+    m->max_tokens = opt->max_tokens;
+    m->max_context = opt->max_context > opt->max_tokens ? opt->max_context : opt->max_tokens;
+    m->train = opt->train ? 1 : 0;
+    m->recompute = m->train && opt->recompute;
+    m->n_params = layout_build(m);
+    long budget = opt->logits_floats > 0 ? opt->logits_floats : 64L << 20;
+    long rows = budget / cfg->vocab;
+    m->logits_rows = rows < 1 ? 1 : rows > m->max_tokens ? m->max_tokens : rows;
+    int W = m->train && opt->shard_world > 1 ? opt->shard_world : 1;
+    m->slab_floats = (m->n_params + W - 1) / W * W;
+}
+
+int model_plan(const char *config_json, const ModelOptions *opt, ModelPlan *p, char err[ERR_LEN]) {
+    ModelConfig cfg;
+    if (!opt || opt->max_tokens < 1 || opt->max_tokens > (1 << 24))
+        return err_set(err, ERR_INVAL, "model: max_tokens must be in [1, 16M]");
+    int rc = model_config_parse(&cfg, config_json, err);
+    if (rc) return rc;
+    Model m = {0};
+    m.be = opt->backend ? opt->backend : &backend_cpu;
+    size_model(&m, &cfg, opt);
+    ModelActs a = {0};
+    a.layer = xcalloc((size_t)cfg.n_layers, sizeof(LayerActs));
+    size_t acts = acts_carve(&m, &a, NULL);
+    xfree(a.layer);
+    xfree(m.tensors);
+    int W = m.train && opt->shard_world > 1 ? opt->shard_world : 1;
+    memset(p, 0, sizeof *p);
+    p->n_params = m.n_params;
+    p->slab_floats = m.slab_floats;
+    p->params_bytes = (size_t)m.slab_floats * sizeof(float);
+    p->grads_bytes = m.train ? p->params_bytes : 0;
+    p->adam_bytes = !m.train ? 0 : 2 * sizeof(float) * (size_t)(W > 1 ? m.slab_floats / W : m.n_params);
+    p->acts_bytes = acts * sizeof(float);
+    return 0;
+}
+
 static Model *model_build(const ModelConfig *cfg, const char *config_json, const ModelOptions *opt, char err[ERR_LEN]) {
     if (!opt || opt->max_tokens < 1 || opt->max_tokens > (1 << 24)) {
         err_set(err, ERR_INVAL, "model: max_tokens must be in [1, 16M]");
@@ -179,20 +219,10 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
         xfree(m);
         return NULL;
     }
-    m->cfg = *cfg;
     m->config_json = xstrdup(config_json);
-    m->max_tokens = opt->max_tokens;
-    m->max_context = opt->max_context > opt->max_tokens ? opt->max_context : opt->max_tokens;
-    m->train = opt->train ? 1 : 0;
-    m->recompute = m->train && opt->recompute;
-    m->n_params = layout_build(m);
-    long budget = opt->logits_floats > 0 ? opt->logits_floats : 64L << 20;
-    long rows = budget / cfg->vocab;
-    m->logits_rows = rows < 1 ? 1 : rows > m->max_tokens ? m->max_tokens : rows;
-    int L = cfg->n_layers;
+    size_model(m, cfg, opt);
+    int L = cfg->n_layers, W = m->train && opt->shard_world > 1 ? opt->shard_world : 1;
     m->w.layer = xcalloc((size_t)L, sizeof(LayerWeights));
-    int W = opt->train && opt->shard_world > 1 ? opt->shard_world : 1;
-    m->slab_floats = (m->n_params + W - 1) / W * W;
     m->params = slab_alloc(m, m->slab_floats);
     weights_point(m, &m->w, m->params);
     if (m->be->params_prepare) m->be->params_prepare(m->bc, m->params, m->n_params);

@@ -105,6 +105,17 @@ Model *model_load(const char *dir, const ModelOptions *opt, char err[ERR_LEN]);
  * model_init_random or model_write). NULL on error. */
 Model *model_create(const char *config_json, const ModelOptions *opt, char err[ERR_LEN]);
 
+/* What a model of config.json text config_json takes under opt, without building it: its parameters, and the bytes
+ * of each slab this process would hold — parameters and gradients (model_slab_floats each, train), AdamW m and v
+ * (train: n_params each, or with opt->shard_world = W > 1 one rank's shard, ceil(n_params / W), as
+ * services/learner/shard.h keeps it) and activations (max_tokens rows, ModelOptions.recompute counted). Host
+ * bookkeeping and the weights' backend copy (CUDA's bf16) are not counted. 0 or model_config_parse's errors. */
+typedef struct {
+    long   n_params, slab_floats;
+    size_t params_bytes, grads_bytes, adam_bytes, acts_bytes;
+} ModelPlan;
+int model_plan(const char *config_json, const ModelOptions *opt, ModelPlan *p, char err[ERR_LEN]);
+
 /* Fills parameters: norms = 1, q/k/v biases = 0, everything else N(0, std^2) from a seeded xorshift/Box-Muller
  * stream. */
 void model_init_random(Model *m, uint64_t seed, float std);

@@ -45,6 +45,21 @@ static int grads_allreduce(Learner *L, int poison, char err[ERR_LEN]) {
     return rc;
 }
 
+int learner_model_options(const Config *cfg, int world, ModelOptions *mo, char err[ERR_LEN]) {
+    /* activation slab: one micro-batch (bounded), never less than one whole sequence */
+    long seq_max = (long)cfg->max_prompt_length + cfg->max_response_length;
+    long need = cfg->use_dynamic_bsz ? cfg->ppo_max_token_len_per_gpu : (long)cfg->ppo_micro_batch_size_per_gpu * seq_max;
+    if (need > LEARNER_MAX_ACT_TOKENS) need = LEARNER_MAX_ACT_TOKENS;
+    if (need < seq_max) need = seq_max;
+    if (need < 16) need = 16;
+    const Backend *be = settings_backend(cfg, err);
+    if (!be) return ERR_UNSUPPORTED;
+    *mo = (ModelOptions){.max_tokens = (int)need, .train = 1, .backend = be,
+                         .shard_world = world > 1 && config_optim_sharded(cfg) ? world : 1,
+                         .recompute = cfg->gradient_checkpointing};
+    return 0;
+}
+
 Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, char err[ERR_LEN]) {
     if (world < 1 || rank < 0 || rank >= world) { err_set(err, ERR_INVAL, "learner: rank %d of %d", rank, world); return NULL; }
     Learner *L = xcalloc(1, sizeof *L);
@@ -81,17 +96,9 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->ckpt_root = xstrdup(cfg->default_local_dir);
     L->max_keep = cfg->max_actor_ckpt_to_keep;
     if (rc) { learner_close(L); return NULL; }
-    /* activation slab: one micro-batch (bounded), never less than one whole sequence */
-    long seq_max = (long)cfg->max_prompt_length + cfg->max_response_length;
-    long need = L->dynamic_bsz ? L->max_tok_micro : (long)L->micro_bsz * seq_max;
-    if (need > LEARNER_MAX_ACT_TOKENS) need = LEARNER_MAX_ACT_TOKENS;
-    if (need < seq_max) need = seq_max;
-    if (need < 16) need = 16;
-    const Backend *be = settings_backend(cfg, err);
-    if (!be) { learner_close(L); return NULL; }
-    L->sharded = world > 1 && config_optim_sharded(cfg);
-    ModelOptions mo = {.max_tokens = (int)need, .train = 1, .backend = be, .shard_world = L->sharded ? world : 1,
-                       .recompute = cfg->gradient_checkpointing};
+    ModelOptions mo;
+    if (learner_model_options(cfg, world, &mo, err)) { learner_close(L); return NULL; }
+    L->sharded = mo.shard_world > 1;
     char path[4096];
     long step = -1;
     CheckpointState st = {0};

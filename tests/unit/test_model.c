@@ -350,6 +350,15 @@ static void test_recompute_same_gradients(void **state) {
         assert_memory_equal(lp[0], lp[1], (size_t)b.n_tokens * sizeof(float));
         assert_memory_equal(model_host_slab(m[0], MODEL_GRADS), model_host_slab(m[1], MODEL_GRADS), (size_t)P * sizeof(float));
         assert_true(model_bytes_acts(m[1]) < model_bytes_acts(m[0]));
+        for (int r = 0; r < 2; r++) {                       /* the memory report's plan is what was built */
+            ModelOptions o = { .max_tokens = 64, .train = 1, .recompute = r, .shard_world = 1 + 2 * r };
+            ModelPlan pl;
+            assert_int_equal(model_plan(model_config_text(m[r]), &o, &pl, err), 0);
+            assert_int_equal(pl.n_params, P);
+            assert_int_equal(pl.acts_bytes, model_bytes_acts(m[r]));
+            assert_int_equal(pl.params_bytes, (size_t)(r ? (P + 2) / 3 * 3 : P) * sizeof(float));
+            assert_int_equal(pl.adam_bytes, 2 * sizeof(float) * (size_t)(r ? (P + 2) / 3 : P));
+        }
         model_free(m[0]);
         model_free(m[1]);
         fixture_free(&f);

@@ -1,0 +1,81 @@
+/* tools/dapo-memory.c: the memory report of a learner rank (issue 39): bytes per rank of parameters, gradients, AdamW
+ * state and activations for a run's config — the model's config.json (actor_rollout_ref.model.path: a model directory
+ * or only a config.json, e.g. configs/shapes/qwen2.5-32b), cluster.num_learners (W), fsdp_config.fsdp_size,
+ * model.enable_gradient_checkpointing, and the micro-batch's tokens (ppo_micro_batch_size_per_gpu x (max_prompt_length
+ * + max_response_length), or ppo_max_token_len_per_gpu with use_dynamic_bsz; at most 8,192 rows, as the learner
+ * sizes its activation slab) — exactly as the learner sizes them (learner_model_options, model_plan).
+ *
+ *   dapo-memory [--config FILE] [key=value ...]
+ *
+ * Prints one table (MiB and GiB per rank, and the whole over W ranks). Counted: the model's slabs. Not counted: the
+ * process itself (code, libraries, ZeroMQ, OpenMP threads: ~0.1 GiB), the weight server's published copy on rank 0
+ * (n_params x 4 bytes), the TrainBatch shards queued, and the per-step gather of a checkpoint; the report says so. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/config.h"
+#include "core/log.h"
+#include "model/model.h"
+#include "services/learner/learner.h"
+
+static char *read_config_json(const char *path) {
+    char p[4200];
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(p, sizeof p, "%s/config.json", path);
+    else snprintf(p, sizeof p, "%s", path);             /* a config.json itself */
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    char *buf = xmalloc((size_t)(16 << 20) + 1);
+    size_t n = fread(buf, 1, 16 << 20, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+static void row(const char *what, size_t bytes, int world) {
+    printf("  %-28s %12.1f MiB %8.2f GiB   x %d ranks = %8.2f GiB\n", what, bytes / 1048576.0, bytes / 1073741824.0,
+           world, bytes * (double)world / 1073741824.0);
+}
+
+int main(int argc, char **argv) {
+    log_init("memory", LL_WARN);
+    if (config_help_wanted(argc, argv)) {
+        printf("usage: dapo-memory [--config FILE] [key=value ...]\n"
+               "  bytes per learner rank of parameters, gradients, AdamW state and activations for the run's config\n"
+               "  (actor_rollout_ref.model.path: a model directory or a config.json; cluster.num_learners;\n"
+               "  actor_rollout_ref.actor.fsdp_config.fsdp_size; actor_rollout_ref.model.enable_gradient_checkpointing;\n"
+               "  the micro-batch sizes)\n");
+        return 0;
+    }
+    Config c;
+    int print = CONFIG_PRINT_NONE;
+    char err[ERR_LEN];
+    memset(&c, 0, sizeof c);
+    if (config_from_cli(&c, &argc, argv, &print, err)) { fprintf(stderr, "dapo-memory: %s\n", err); config_free(&c); return 2; }
+    int W = c.num_learners;
+    ModelOptions mo;
+    ModelPlan p;
+    char *json = c.model_path[0] ? read_config_json(c.model_path) : NULL;
+    int rc = json ? 0 : err_set(err, ERR_IO, "actor_rollout_ref.model.path '%s': no config.json there", c.model_path);
+    if (!rc) rc = learner_model_options(&c, W, &mo, err);
+    if (!rc) rc = model_plan(json, &mo, &p, err);
+    xfree(json);
+    if (rc) { fprintf(stderr, "dapo-memory: %s\n", err); config_free(&c); return 1; }
+    size_t total = p.params_bytes + p.grads_bytes + p.adam_bytes + p.acts_bytes;
+    printf("model %s: %ld parameters (%.2f B); %d learner rank%s, optimizer state %s, activations for %d tokens%s\n",
+           c.model_path, p.n_params, p.n_params / 1e9, W, W > 1 ? "s" : "",
+           mo.shard_world > 1 ? "sharded (fsdp_size -1: ZeRO-1)" : "whole on every rank (fsdp_size 1)", mo.max_tokens,
+           mo.recompute ? " (gradient checkpointing)" : "");
+    printf("per learner rank:\n");
+    row("parameters (fp32)", p.params_bytes, W);
+    row("gradients (fp32)", p.grads_bytes, W);
+    row(mo.shard_world > 1 ? "AdamW m, v (fp32, 1/W each)" : "AdamW m, v (fp32)", p.adam_bytes, W);
+    row("activations", p.acts_bytes, W);
+    row("total", total, W);
+    printf("not counted: the process (~0.1 GiB), rank 0's published weights (%.2f GiB), queued TrainBatch shards\n",
+           p.n_params * 4.0 / 1073741824.0);
+    config_free(&c);
+    return 0;
+}
