@@ -3,7 +3,7 @@
  * or only a config.json, e.g. configs/shapes/qwen2.5-32b), cluster.num_learners (W), fsdp_config.fsdp_size,
  * model.enable_gradient_checkpointing, and the micro-batch's tokens (ppo_micro_batch_size_per_gpu x (max_prompt_length
  * + max_response_length), or ppo_max_token_len_per_gpu with use_dynamic_bsz; at most 8,192 rows, as the learner
- * sizes its activation slab) — exactly as the learner sizes them (learner_model_options, model_plan).
+ * sizes its activation slab) — exactly as the learner sizes them (settings_learner_model, model_plan).
  *
  *   dapo-memory [--config FILE] [key=value ...]
  *
@@ -18,7 +18,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "model/model.h"
-#include "services/learner/learner.h"
+#include "settings/settings.h"
 
 static char *read_config_json(const char *path) {
     char p[4200];
@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
     ModelPlan p;
     char *json = c.model_path[0] ? read_config_json(c.model_path) : NULL;
     int rc = json ? 0 : err_set(err, ERR_IO, "actor_rollout_ref.model.path '%s': no config.json there", c.model_path);
-    if (!rc) rc = learner_model_options(&c, W, &mo, err);
+    if (!rc) rc = settings_learner_model(&c, W, &mo, err);
     if (!rc) rc = model_plan(json, &mo, &p, err);
     xfree(json);
     if (rc) { fprintf(stderr, "dapo-memory: %s\n", err); config_free(&c); return 1; }

@@ -68,3 +68,17 @@ int settings_dataset_options(const Config *c, const Tokenizer *tok, DatasetOptio
     if (!tok) return err_set(err, ERR_INVAL, "data.chat_template=auto needs a tokenizer");
     return chat_family_detect(tokenizer_chat_template(tok), &o->chat, err);
 }
+
+int settings_learner_model(const Config *c, int world, ModelOptions *mo, char err[ERR_LEN]) {
+    long seq_max = (long)c->max_prompt_length + c->max_response_length;
+    long need = c->use_dynamic_bsz ? c->ppo_max_token_len_per_gpu : (long)c->ppo_micro_batch_size_per_gpu * seq_max;
+    if (need > SETTINGS_MAX_ACT_TOKENS) need = SETTINGS_MAX_ACT_TOKENS;
+    if (need < seq_max) need = seq_max;
+    if (need < 16) need = 16;
+    const Backend *be = settings_backend(c, err);
+    if (!be) return ERR_UNSUPPORTED;
+    *mo = (ModelOptions){.max_tokens = (int)need, .train = 1, .backend = be,
+                         .shard_world = world > 1 && config_optim_sharded(c) ? world : 1,
+                         .recompute = c->gradient_checkpointing};
+    return 0;
+}

@@ -15,6 +15,7 @@
 #include "dapo/loss.h"
 #include "dapo/rollout_corr.h"
 #include "io/dataset.h"
+#include "model/model.h"
 #include "model/sample.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,6 +41,14 @@ int settings_rollout_corr(const Config *c, RolloutCorrConfig *out, char err[ERR_
 /* The model backend of trainer.device (backend_select: cuda needs a CUDA build and a visible GPU). NULL with err
  * naming what is missing. */
 const Backend *settings_backend(const Config *c, char err[ERR_LEN]);
+
+/* The model options a learner rank of `world` loads its model with: activation rows (one micro-batch: micro-batch
+ * size x (max_prompt_length + max_response_length), or ppo_max_token_len_per_gpu with use_dynamic_bsz; at most
+ * SETTINGS_MAX_ACT_TOKENS, bigger micro-batches are split to fit; at least one whole sequence), train mode, the backend
+ * (settings_backend), the optimizer's sharding (config_optim_sharded) and gradient checkpointing. For the learner and
+ * the memory report (tools/dapo-memory). 0 or ERR_UNSUPPORTED (the backend; err says why). */
+#define SETTINGS_MAX_ACT_TOKENS 8192
+int settings_learner_model(const Config *c, int world, ModelOptions *mo, char err[ERR_LEN]);
 
 /* Dynamic sampling's metric (dapo/filter.h) from algorithm.filter_groups.metric. */
 FilterMetric settings_filter_metric(const Config *c);

@@ -15,7 +15,6 @@
 #include "model/checkpoint.h"
 #include "settings/settings.h"
 
-#define LEARNER_MAX_ACT_TOKENS 8192   /* activation slab cap (tokens); bigger micro-batches are split to fit */
 
 static int keepalive(Learner *L) { return L->keepalive ? L->keepalive(L->keepalive_ud) : 0; }
 
@@ -43,21 +42,6 @@ static int grads_allreduce(Learner *L, int poison, char err[ERR_LEN]) {
         xfree(copy);
     }
     return rc;
-}
-
-int learner_model_options(const Config *cfg, int world, ModelOptions *mo, char err[ERR_LEN]) {
-    /* activation slab: one micro-batch (bounded), never less than one whole sequence */
-    long seq_max = (long)cfg->max_prompt_length + cfg->max_response_length;
-    long need = cfg->use_dynamic_bsz ? cfg->ppo_max_token_len_per_gpu : (long)cfg->ppo_micro_batch_size_per_gpu * seq_max;
-    if (need > LEARNER_MAX_ACT_TOKENS) need = LEARNER_MAX_ACT_TOKENS;
-    if (need < seq_max) need = seq_max;
-    if (need < 16) need = 16;
-    const Backend *be = settings_backend(cfg, err);
-    if (!be) return ERR_UNSUPPORTED;
-    *mo = (ModelOptions){.max_tokens = (int)need, .train = 1, .backend = be,
-                         .shard_world = world > 1 && config_optim_sharded(cfg) ? world : 1,
-                         .recompute = cfg->gradient_checkpointing};
-    return 0;
 }
 
 Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, char err[ERR_LEN]) {
@@ -97,7 +81,7 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->max_keep = cfg->max_actor_ckpt_to_keep;
     if (rc) { learner_close(L); return NULL; }
     ModelOptions mo;
-    if (learner_model_options(cfg, world, &mo, err)) { learner_close(L); return NULL; }
+    if (settings_learner_model(cfg, world, &mo, err)) { learner_close(L); return NULL; }
     L->sharded = mo.shard_world > 1;
     char path[4096];
     long step = -1;

@@ -105,12 +105,6 @@ struct Learner {
  * or from model.path (disable); optimizer and loss knobs from actor_rollout_ref.actor.*; rank/world as given; coll
  * borrowed (NULL for world 1). NULL with a message on error (bad knobs, model/checkpoint load errors). */
 Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, char err[ERR_LEN]);
-
-/* The model options a learner rank of `world` loads its model with under cfg: activation rows (one micro-batch,
- * at most 8,192 tokens, at least one whole sequence), train mode, the backend (trainer.device), the optimizer's
- * sharding (config_optim_sharded) and gradient checkpointing. For learner_open and the memory report
- * (tools/dapo-memory). 0 or ERR_UNSUPPORTED (the backend; err says why). */
-int learner_model_options(const Config *cfg, int world, ModelOptions *mo, char err[ERR_LEN]);
 void     learner_close(Learner *L);   /* NULL-safe; frees pending shards */
 
 /* Checks a shard against the model and itself (offsets, lengths, token range, per-response-token arrays, rank/world).
