@@ -98,14 +98,22 @@ static int exists(const char *dir, const char *sub, const char *name, const char
     return 0;
 }
 
-/* --fingerprint FILE...: each key file's fingerprint as the logs and the dashboard show it. */
+/* --fingerprint FILE...: each key's fingerprint as the logs and the dashboard show it: of the public key, which a
+ * NAME.key (secret) file gives by derivation (a worker node holds only its NAME.key; issue 38). */
 static int fingerprints(int argc, char **argv, int from) {
     int rc = 0;
     for (int i = from; i < argc; i++) {
-        char key[CURVE_KEY_Z85], err[ERR_LEN], fp[17];
-        if (curve_key_read(argv[i], false, "--fingerprint", key, err)) { fprintf(stderr, "dapo-keygen: %s\n", err); rc = 1; continue; }
-        curve_fingerprint(key, fp);
-        printf("%s  %s\n", fp, argv[i]);
+        char key[CURVE_KEY_Z85], pub[CURVE_KEY_Z85], err[ERR_LEN], fp[17];
+        size_t n = strlen(argv[i]);
+        int secret = n > 4 && !strcmp(argv[i] + n - 4, ".key");
+        if (curve_key_read(argv[i], secret, "--fingerprint", key, err)) { fprintf(stderr, "dapo-keygen: %s\n", err); rc = 1; continue; }
+        if (secret && zmq_curve_public(pub, key)) {
+            fprintf(stderr, "dapo-keygen: %s: not a CURVE secret key\n", argv[i]);
+            rc = 1;
+            continue;
+        }
+        curve_fingerprint(secret ? pub : key, fp);
+        printf("%s  %s%s\n", fp, argv[i], secret ? " (its public key's)" : "");
     }
     return rc;
 }

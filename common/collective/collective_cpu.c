@@ -41,7 +41,7 @@ int coll__from_learner_key(CpuColl *c, zmq_msg_t *m, const char *where) {
     const char *a = zmq_msg_gets(m, "Peer-Address");
     c->refused++;
     log_warn_limited(&c->warn_refused, 10000, "collective: rank %d dropped a frame on its %s from %s with key %s: "
-                     "only learner keys (authorized_keys/learner*.pub) take part", c->rank, where, a ? a : "?",
+                     "only learner keys (authorized_keys/learner.pub, learner-NAME.pub) take part", c->rank, where, a ? a : "?",
                      u ? u : "none");
     return 0;
 }
@@ -493,17 +493,16 @@ static int coll_monitor(CpuColl *c, char err[ERR_LEN]) {
     return 0;
 }
 
-int coll__sockopts(void *s, double timeout_s, char err[ERR_LEN]) {
+int coll__sockopts(void *s, double timeout_s, int64_t max_msg, int rcvhwm, char err[ERR_LEN]) {
     int zero = 0;
-    int64_t maxmsg = -1;
     double tmo_ms = timeout_s * 1000 < 2e9 ? timeout_s * 1000 : 2e9;
     int hb_timeout = tmo_ms < 2 ? 2 : (int)tmo_ms;
     int hb_ivl = hb_timeout / 5 < 1000 ? hb_timeout / 5 : 1000, floor_ms = hb_timeout / 2 < 100 ? hb_timeout / 2 : 100;
     if (hb_ivl < floor_ms) hb_ivl = floor_ms;      /* at least every 100 ms apart, and twice within the timeout */
     int rc = coll__sockopt(s, ZMQ_LINGER, "ZMQ_LINGER", &zero, sizeof zero, err);
     if (!rc) rc = coll__sockopt(s, ZMQ_SNDHWM, "ZMQ_SNDHWM", &zero, sizeof zero, err);
-    if (!rc) rc = coll__sockopt(s, ZMQ_RCVHWM, "ZMQ_RCVHWM", &zero, sizeof zero, err);
-    if (!rc) rc = coll__sockopt(s, ZMQ_MAXMSGSIZE, "ZMQ_MAXMSGSIZE", &maxmsg, sizeof maxmsg, err);
+    if (!rc) rc = coll__sockopt(s, ZMQ_RCVHWM, "ZMQ_RCVHWM", &rcvhwm, sizeof rcvhwm, err);
+    if (!rc) rc = coll__sockopt(s, ZMQ_MAXMSGSIZE, "ZMQ_MAXMSGSIZE", &max_msg, sizeof max_msg, err);
     if (!rc) rc = coll__sockopt(s, ZMQ_HEARTBEAT_IVL, "ZMQ_HEARTBEAT_IVL", &hb_ivl, sizeof hb_ivl, err);
     if (!rc) rc = coll__sockopt(s, ZMQ_HEARTBEAT_TIMEOUT, "ZMQ_HEARTBEAT_TIMEOUT", &hb_timeout, sizeof hb_timeout, err);
     return rc;
@@ -517,7 +516,8 @@ static int coll_socket(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
     c->sock = zmq_socket(c->zctx, o->rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER);
     if (!c->sock) return err_set(err, ERR_IO, "collective: zmq_socket: %s", zmq_strerror(zmq_errno()));
     int one = 1;
-    int rc = coll__sockopts(c->sock, o->timeout_s, err);
+    int rc = o->rank == 0 ? coll__sockopts(c->sock, o->timeout_s, COLL_STAR_MAX_MSG, COLL_RCVHWM, err)  /* HELLOs */
+                          : coll__sockopts(c->sock, o->timeout_s, -1, 0, err);
     if (!rc) rc = o->rank == 0 ? coll__curve_server(c->sock, o, err) : coll__curve_client(c->sock, o, err);
     if (!rc) rc = coll_monitor(c, err);
     if (rc) return rc;

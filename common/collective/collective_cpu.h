@@ -16,6 +16,8 @@
 
 #define COLL_MAGIC   0x4c4f4344u   /* "DCOL" */
 #define COLL_VERSION 3             /* 3: HELLO carries the rank's ring endpoint, READY the group and every endpoint */
+#define COLL_STAR_MAX_MSG 65536   /* bytes a frame to rank 0's star socket (a HELLO is 296) */
+#define COLL_RCVHWM 64           /* frames queued per connection on a receiving socket (64 MiB of ring segments) */
 #define COLL_EP_LEN  256           /* a ring endpoint on the wire: NUL-padded text */
 enum { OP_HELLO = 1, OP_READY, OP_REDUCE, OP_RESULT, OP_BCAST, OP_RS, OP_AG, OP_RING_HELLO, OP_COUNT };
 
@@ -78,8 +80,11 @@ int  coll__timeout_err(CpuColl *c, int rc, uint32_t op, const char *who, char er
 void coll__mon_drain(CpuColl *c);
 /* 1 when a frame on the star socket is a HELLO a joined rank sent again before it saw READY (dropped). */
 int  coll__is_resent_hello(const CpuColl *c, zmq_msg_t *m);
-/* The options of every collective socket: no linger or high-water mark, ZMTP heartbeats from timeout_s. */
-int  coll__sockopts(void *s, double timeout_s, char err[ERR_LEN]);
+/* The options of every collective socket: no linger, ZMTP heartbeats from timeout_s, no send high-water mark; for a
+ * socket that takes connections (rank 0's star, every ring receiver) max_msg bytes a frame at most and rcvhwm frames
+ * queued a connection (issue 38: a client with an authorized key cannot fill a learner's memory before the key is
+ * checked); max_msg -1 and rcvhwm 0: no limit (a client socket: only the server it checked sends to it). */
+int  coll__sockopts(void *s, double timeout_s, int64_t max_msg, int rcvhwm, char err[ERR_LEN]);
 int  coll__sockopt(void *s, int opt, const char *name, const void *v, size_t n, char err[ERR_LEN]);
 /* CURVE server (every rank's ring socket, rank 0's star) / client (the others), before bind / connect; no-ops
  * without CURVE. ERR_INVAL naming the missing key. */

@@ -107,7 +107,10 @@ int coll__ring_bind(CpuColl *c, const CollOptions *o, char err[ERR_LEN]) {
     rng_seed_libc();                                  /* the ROUTER's generated routing ids (core/rng.h) */
     c->rx = zmq_socket(c->zctx, ZMQ_ROUTER);
     if (!c->rx) return err_set(err, ERR_IO, "collective: zmq_socket: %s", zmq_strerror(zmq_errno()));
-    rc = coll__sockopts(c->rx, c->timeout_s, err);
+    /* a frame holds a segment at most (header + seg_floats floats), plus 4 KiB: at exactly that size libzmq 4.3.4 cut
+     * the learners' ring connections in test_multihost (though not in a two-socket test of it) */
+    int64_t max_frame = (int64_t)sizeof(CollHeader) + (int64_t)c->seg_floats * (int64_t)sizeof(float) + 4096;
+    rc = coll__sockopts(c->rx, c->timeout_s, max_frame, COLL_RCVHWM, err);
     if (!rc && v6) rc = coll__sockopt(c->rx, ZMQ_IPV6, "ZMQ_IPV6", &one, sizeof one, err);
     if (!rc) rc = coll__curve_server(c->rx, o, err);
     if (!rc && zmq_bind(c->rx, addr))
@@ -236,7 +239,7 @@ int coll__ring_link(CpuColl *c, const CollOptions *o, char (*eps)[COLL_EP_LEN], 
     int one = 1;
     c->tx = zmq_socket(c->zctx, ZMQ_DEALER);
     if (!c->tx) return err_set(err, ERR_IO, "collective: zmq_socket: %s", zmq_strerror(zmq_errno()));
-    int rc = coll__sockopts(c->tx, c->timeout_s, err);
+    int rc = coll__sockopts(c->tx, c->timeout_s, -1, 0, err);
     /* frames still queued when the rank closes (its last forward of an all-gather) are flushed for up to 2 s: the
      * successor may still need them although this rank is done */
     int linger = c->timeout_s * 1000 < 2000 ? (int)(c->timeout_s * 1000) : 2000;

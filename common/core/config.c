@@ -854,7 +854,9 @@ static int config_file_check(const char *path, char err[ERR_LEN]) {
     if (S_ISDIR(sb.st_mode)) return err_set(err, ERR_INVAL, "%s: is a directory, not a YAML config file", path);
     char ferr[ERR_LEN];
     size_t len;
-    char *buf = fs_read_all(path, (size_t)64 << 20, &len, ferr);
+    /* 256 KiB: verl's whole config is ~40 KB; libfyaml's duplicate-key check is quadratic in a mapping's keys (a
+     * 229 KB file of 20,000 keys took 17 s), so a bigger file is refused before it is parsed (issue 38) */
+    char *buf = fs_read_all(path, CONFIG_FILE_MAX_BYTES, &len, ferr);
     if (!buf) return err_set(err, ERR_IO, "%s: cannot read config: %s", path, ferr);
     int rc = 0, line = 1;
     for (size_t i = 0; i < len && !rc;) {

@@ -306,6 +306,7 @@ int config_override(Config *c, const char *arg, char err[ERR_LEN]);
 bool config_key_implemented(const char *key);
 
 enum { CONFIG_PRINT_NONE, CONFIG_PRINT_ALL, CONFIG_PRINT_LOCAL };   /* config_from_cli's *print_config */
+#define CONFIG_FILE_MAX_BYTES ((size_t)256 << 10)   /* a config file larger than this is refused, unparsed */
 int config_from_cli(Config *c, int *argc, char **argv, int *print_config, char err[ERR_LEN]);
 
 #endif

@@ -46,6 +46,8 @@ void log_msg(LogLevel level, const char *fmt, ...) {
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
+    for (char *p = line; *p; p++)        /* one record, one line, no terminal codes (a client's text may be in it) */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = *p == '\n' || *p == '\r' || *p == '\t' ? ' ' : '?';
     fprintf(stderr, "%s\n", line);
 }
 
@@ -63,25 +65,37 @@ void log_limit_flush(LogLimit *l, const char *what) {
     l->window_start_ms = now;
 }
 
-void log_warn_limited(LogLimit *l, int window_ms, const char *fmt, ...) {
+static void vlimited(LogLimit *l, LogLevel level, int window_ms, const char *fmt, va_list ap) {
+    if (!log_enabled(level)) return;
     long long now = mono_ms();
     int in_burst = now < l->next_ms && l->used < (l->burst ? l->burst : 1u);
     if (now < l->next_ms && !in_burst) { l->held++; return; }
     char msg[1536];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     if (in_burst) {                                  /* within the window's burst: as is, the window unchanged */
         l->used++;
-        log_msg(LL_WARN, "%s", msg);
+        log_msg(level, "%s", msg);
         return;
     }
-    if (l->held) log_msg(LL_WARN, "%s (and %llu more in the last %.0f s)", msg, l->held,
+    if (l->held) log_msg(level, "%s (and %llu more in the last %.0f s)", msg, l->held,
                          (now - l->window_start_ms) / 1000.0);
-    else log_msg(LL_WARN, "%s", msg);
+    else log_msg(level, "%s", msg);
     l->held = 0;
     l->used = 1;
     l->window_start_ms = now;
     l->next_ms = now + window_ms;
+}
+
+void log_warn_limited(LogLimit *l, int window_ms, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlimited(l, LL_WARN, window_ms, fmt, ap);
+    va_end(ap);
+}
+
+void log_limited(LogLimit *l, LogLevel level, int window_ms, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlimited(l, level, window_ms, fmt, ap);
+    va_end(ap);
 }

@@ -11,6 +11,9 @@ typedef enum { LL_DEBUG = 0, LL_INFO = 1, LL_WARN = 2, LL_ERROR = 3 } LogLevel;
 void log_init(const char *component, LogLevel level);
 void log_set_step(long step);          /* the step shown in each line; <0 hides it */
 int  log_enabled(LogLevel level);
+/* One line to stderr: "<UTC time> <LEVEL> <component> [step N] <message>"; control characters in the message (a
+ * client's text may be in it) become a space (line breaks, tabs) or '?', so a record is one line without terminal
+ * codes (issue 38). */
 void log_msg(LogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A warning of one kind at most once per window (issue 38: 244 garbage frames are not 244 lines). The caller keeps one
  * LogLimit per kind (zeroed: the first one logs). log_warn_limited logs fmt when the kind's window has passed, with
@@ -20,6 +23,8 @@ void log_msg(LogLevel level, const char *fmt, ...) __attribute__((format(printf,
  * daemon's). */
 typedef struct { long long next_ms, window_start_ms; unsigned long long held; unsigned burst, used; } LogLimit;
 void log_warn_limited(LogLimit *l, int window_ms, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same at another level (a line below the level set is neither logged nor counted). */
+void log_limited(LogLimit *l, LogLevel level, int window_ms, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* From a timer: once the window has passed, the lines held back since the last one as one warning, "<what>: N more in
  * the last S s" (nothing when none were held). */
 void log_limit_flush(LogLimit *l, const char *what);

@@ -252,6 +252,7 @@ typedef struct Coord {
     uint64_t     msgs_wrong_role;      /* a result or ack its worker's role does not send (a rollout's StepResult), or a
                                           checkpoint confirmation from a rank not asked */
     LogLimit     warn_bad, warn_foreign, warn_unregistered, warn_role, warn_refused, warn_error_reply;
+    LogLimit     warn_life;            /* workers registered, lost, left: 20 lines per 10 s (registry.c) */
     int         *lost;                 /* workers the registry found lost or gone, for EV_WORKER_LOST (engine.c) */
     int          nlost, cap_lost;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */

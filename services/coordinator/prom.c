@@ -348,8 +348,11 @@ char *prom_text(const Coord *c, size_t *len) {
     Buf b = {0};
     StrMap seen = {0};
     int64_t now = clock_ms();
-    prom_simple(&b, &seen, "dapo_coordinator_step", "gauge", "The coordinator's current training step.", (double)c->step);
-    prom_simple(&b, &seen, "dapo_coordinator_policy_version", "gauge", "The current policy version.", (double)c->policy_version);
+    if (!c->ckpt.undecided) {                        /* resuming: not restored yet (no sample rather than a false 0) */
+        prom_simple(&b, &seen, "dapo_coordinator_step", "gauge", "The coordinator's current training step.", (double)c->step);
+        prom_simple(&b, &seen, "dapo_coordinator_policy_version", "gauge", "The current policy version.",
+                    (double)c->policy_version);
+    }
     prom_simple(&b, &seen, "dapo_coordinator_paused", "gauge", "1 while dispatch is paused from the dashboard.", c->paused);
     prom_simple(&b, &seen, "dapo_coordinator_uptime_seconds", "gauge", "Seconds since the coordinator started.",
                 (now - c->started_ms) / 1000.0);

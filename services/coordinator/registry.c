@@ -10,6 +10,9 @@
 #include "core/log.h"
 #include "coord.h"
 
+#define REGISTRY_KEEP 256    /* entries kept before a worker gone for a minute or more makes room for a new one */
+#define REGISTRY_MAX  4096   /* entries at most: a new worker id beyond is refused */
+
 static void send_welcome(Coord *c, const NetMsg *m, int accepted, const char *reason) {
     Dapo__Welcome w = DAPO__WELCOME__INIT;
     w.accepted = accepted;
@@ -53,20 +56,41 @@ static WorkerEntry *find_id(Coord *c, const char *id) {
     return NULL;
 }
 
-static void on_hello(Coord *c, NetMsg *m, int version_ok) {
+/* A worker id is 1-127 characters of [A-Za-z0-9._:-] (Kubernetes pod and host names fit): it is written into logs,
+ * metrics labels and file names, so a client cannot put a line break, an escape code or a quote there (issue 38);
+ * '@' too: a daemon's default id is <role>-<pid>@<host>. */
+static int id_ok(const char *id) {
+    size_t n = strlen(id);
+    if (n == 0 || n > 127) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') || (id[i] >= '0' && id[i] <= '9') ||
+              id[i] == '.' || id[i] == '_' || id[i] == ':' || id[i] == '-' || id[i] == '@'))
+            return 0;
+    return 1;
+}
+
+/* The checks of a Hello before anything is registered: id syntax, protocol version, role, the CURVE key's name and
+ * role, the run config, cluster.num_learners and the learner rank. 1 when it was refused (answered, logged). */
+static int hello_refused(Coord *c, NetMsg *m, int version_ok) {
     Dapo__Hello *h = (Dapo__Hello *)m->msg;
     char reason[ERR_LEN];
+    if (!id_ok(h->worker_id)) {
+        snprintf(reason, sizeof reason, "a Hello from %s: its worker id (%zu bytes) is not 1-127 characters of "
+                 "A-Z a-z 0-9 . _ : @ -", m->peer_address[0] ? m->peer_address : "?", strlen(h->worker_id));
+        refuse(c, m, reason, NULL);
+        return 1;
+    }
     if (!version_ok || h->protocol_version != DAPO_PROTOCOL_VERSION) {
         snprintf(reason, sizeof reason, "protocol version mismatch: worker %s speaks %u, coordinator speaks %d",
                  h->worker_id, !version_ok ? m->version : h->protocol_version, DAPO_PROTOCOL_VERSION);
         refuse(c, m, reason, NULL);
-        return;
+        return 1;
     }
     if (h->role != DAPO__ROLE__ROLE_ROLLOUT && h->role != DAPO__ROLE__ROLE_VERIFIER &&
         h->role != DAPO__ROLE__ROLE_LEARNER) {
         snprintf(reason, sizeof reason, "worker %s: role %d is not a worker role", h->worker_id, (int)h->role);
         refuse(c, m, reason, NULL);
-        return;
+        return 1;
     }
     if (c->keys.on) {                 /* issue 18: a key registers only as the worker its file names, or a role key
                                        * (authorized_keys/rollout.pub) as any worker of that role (issue 19: a
@@ -75,11 +99,18 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         char name[160] = "";
         zap_key_name(m->peer_key, name, sizeof name);
         const char *key_role = zap_key_role(name);
-        if (key_role && strcmp(key_role, role_name(h->role))) {
+        if (!key_role) {                 /* a key of no role would be held to none (issue 38: it could be rank 0) */
+            snprintf(reason, sizeof reason, "worker %s: its CURVE key, authorized_keys/%s.pub, is not named for a role: "
+                     "a worker's key is named rollout, verifier or learner, or that and -NAME (dapo-keygen --client "
+                     "rollout-3)", h->worker_id, name[0] ? name : "?");
+            refuse(c, m, reason, NULL);
+            return 1;
+        }
+        if (strcmp(key_role, role_name(h->role))) {
             snprintf(reason, sizeof reason, "worker %s: its CURVE key, authorized_keys/%s.pub, is a %s's: it cannot "
                      "register as a %s", h->worker_id, name, key_role, role_name(h->role));
             refuse(c, m, reason, NULL);
-            return;
+            return 1;
         }
         if (strcmp(name, h->worker_id) && strcmp(name, role_name(h->role))) {
             snprintf(reason, sizeof reason, "worker id '%s' does not match its CURVE key, which is authorized_keys/%s.pub: "
@@ -87,7 +118,7 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
                      "role's key (--client %s) as any %s", h->worker_id, name[0] ? name : "?", role_name(h->role),
                      role_name(h->role));
             refuse(c, m, reason, NULL);
-            return;
+            return 1;
         }
     }
     char key[128], mine[160], theirs[160], why[640];
@@ -99,19 +130,38 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
         char event[160];
         snprintf(event, sizeof event, "refused %.40s: %.60s differs from the coordinator's", h->worker_id, key);
         refuse(c, m, why, event);
-        return;
+        return 1;
     }
     if (h->role == DAPO__ROLE__ROLE_LEARNER && c->engine && h->world_size != (uint32_t)c->cfg.num_learners) {
         snprintf(why, sizeof why, "worker %s: cluster.num_learners is %u at the learner, %d at the coordinator (every "
                  "learner rank and the coordinator need the same cluster.num_learners)", h->worker_id, h->world_size,
                  c->cfg.num_learners);
         refuse(c, m, why, NULL);
-        return;
+        return 1;
     }
-    if (h->config_only) {             /* a probe: the config it asks for, nothing registered */
-        send_welcome(c, m, 1, "");
-        return;
+    if (h->role == DAPO__ROLE__ROLE_LEARNER && c->engine) {   /* one worker per rank (issue 38) */
+        WorkerEntry *o = NULL;
+        for (int i = 0; i < c->nworkers && !o; i++)
+            if (c->workers[i].role == DAPO__ROLE__ROLE_LEARNER && c->workers[i].life == WORKER_ALIVE &&
+                c->workers[i].rank == h->rank && strcmp(c->workers[i].id, h->worker_id))
+                o = &c->workers[i];
+        if (h->rank >= h->world_size || o) {
+            if (o) snprintf(why, sizeof why, "worker %s: learner rank %u is %s's, which is alive: a rank registers once "
+                            "(another learner id for it is refused)", h->worker_id, h->rank, o->id);
+            else snprintf(why, sizeof why, "worker %s: learner rank %u is not below cluster.num_learners (%u)",
+                          h->worker_id, h->rank, h->world_size);
+            refuse(c, m, why, NULL);
+            return 1;
+        }
     }
+    return 0;
+}
+
+/* The registry entry a Hello registers: its connection's, its id's (a restart or reconnect, from the key that
+ * registered it), a gone one's or a new one, with the connection's routing id. NULL when refused. */
+static WorkerEntry *hello_entry(Coord *c, NetMsg *m) {
+    Dapo__Hello *h = (Dapo__Hello *)m->msg;
+    char reason[ERR_LEN], why[640];
     WorkerEntry *w = registry_find(c, m->peer, m->peer_len);
     if (w && strcmp(w->id, h->worker_id)) {      /* issue 38: one connection, one worker id (else a connection's own
                                                     * entry would skip the takeover rule below) */
@@ -119,7 +169,7 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
                  "one worker id (connect again to register another)", h->worker_id,
                  m->peer_address[0] ? m->peer_address : "?", w->id);
         refuse(c, m, why, NULL);
-        return;
+        return NULL;
     }
     if (!w && (w = find_id(c, h->worker_id))) {    /* a worker id known from another connection: its restart or
                                                     * reconnect (routing ids are the ROUTER's, one per connection) */
@@ -128,18 +178,48 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
                      "(from %s): a worker's id is taken over only with the key that registered it", h->worker_id,
                      w->key, zap_key_fingerprint(m->peer_key), m->peer_address[0] ? m->peer_address : "?");
             refuse(c, m, reason, NULL);
-            return;
+            return NULL;
         }
         memcpy(w->rid, m->peer, m->peer_len);
         w->rid_len = m->peer_len;
+    }
+    if (!w && c->nworkers >= REGISTRY_KEEP) {          /* issue 38: a leaked role key registering id after id: the
+                                                        * table is bounded, the longest-gone entry makes room */
+        int64_t now = clock_ms(), oldest = now - 60000;
+        for (int i = 0; i < c->nworkers; i++)
+            if (c->workers[i].life != WORKER_ALIVE && c->workers[i].last_seen_ms < oldest) {
+                oldest = c->workers[i].last_seen_ms;
+                w = &c->workers[i];
+            }
+        if (!w && c->nworkers >= REGISTRY_MAX) {
+            snprintf(reason, sizeof reason, "worker %s: %d workers are registered, the most the coordinator keeps",
+                     h->worker_id, c->nworkers);
+            refuse(c, m, reason, NULL);
+            return NULL;
+        }
+        if (w) memset(w, 0, sizeof *w);
     }
     if (!w) {
         XGROW(c->workers, c->nworkers, c->cap_workers, 16);
         w = &c->workers[c->nworkers++];
         memset(w, 0, sizeof *w);
+    }
+    if (!w->rid_len) {
         memcpy(w->rid, m->peer, m->peer_len);
         w->rid_len = m->peer_len;
     }
+    return w;
+}
+
+static void on_hello(Coord *c, NetMsg *m, int version_ok) {
+    Dapo__Hello *h = (Dapo__Hello *)m->msg;
+    if (hello_refused(c, m, version_ok)) return;
+    if (h->config_only) {             /* a probe: the config it asks for, nothing registered */
+        send_welcome(c, m, 1, "");
+        return;
+    }
+    WorkerEntry *w = hello_entry(c, m);
+    if (!w) return;
     /* issue 18: Hellos a worker resent for one registration attempt (a backlog delivered at once after a partition)
      * are that one registration: answered again, not a new session; those of an older attempt are dropped */
     if (h->nonce && w->nonce == h->nonce && w->registered_ms) {
@@ -170,9 +250,10 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     w->world_size = h->world_size;
     w->registered_ms = w->last_seen_ms = clock_ms();
     w->closed_ms = 0;
+    c->warn_life.burst = 20;             /* 20 lines of registrations and losses per 10 s, then a count (issue 38) */
     if (!again || echo)
-        log_info("worker %s registered%s: role %s, capacity %u, policy version %lld", w->id, again ? " again" : "",
-                 role_name(w->role), w->capacity, (long long)w->policy_version);
+        log_limited(&c->warn_life, LL_INFO, 10000, "worker %s registered%s: role %s, capacity %u, policy version %lld",
+                    w->id, again ? " again" : "", role_name(w->role), w->capacity, (long long)w->policy_version);
     send_welcome(c, m, 1, "");
     if (echo) coord_event(c, "%s registered again (policy version %lld)", w->id, (long long)w->policy_version);
     ckpt_on_learner_hello(c, w);
@@ -182,8 +263,9 @@ static void mark_gone(Coord *c, WorkerEntry *w, WorkerLife life, const char *why
     if (w->life != WORKER_ALIVE) return;
     w->life = life;
     w->credit = 0;
-    if (life == WORKER_LOST) log_warn("worker %s (%s) lost: %s", w->id, role_name(w->role), why);
-    else log_info("worker %s (%s) left: %s", w->id, role_name(w->role), why);
+    c->warn_life.burst = 20;
+    log_limited(&c->warn_life, life == WORKER_LOST ? LL_WARN : LL_INFO, 10000, "worker %s (%s) %s: %.200s", w->id,
+                role_name(w->role), life == WORKER_LOST ? "lost" : "left", why);
     coord_event(c, "%s %s: %s", w->id, life == WORKER_LOST ? "lost" : "left", why);
     XGROW(c->lost, c->nlost, c->cap_lost, 8);        /* engine_on turns it into EV_WORKER_LOST */
     c->lost[c->nlost++] = (int)(w - c->workers);

@@ -146,7 +146,7 @@ void engine_status_fill(Coord *c, json_t *status) {
     json_object_set_new(status, "phase", json_string(phase_name(engine_phase(c))));
     if (c->engine) {
         Engine *e = c->engine;
-        json_object_set_new(status, "done_steps", json_integer(e->done_steps));
+        json_object_set_new(status, "done_steps", c->ckpt.undecided ? json_null() : json_integer(e->done_steps));
         json_object_set_new(status, "epoch", json_integer(e->epoch));
         json_object_set_new(status, "prompts_consumed", json_integer(e->consumed));
         /* leases held now, the oldest (a stall shows here as an age that keeps growing), and those taken back */

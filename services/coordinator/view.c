@@ -85,8 +85,10 @@ static json_t *status_json(Coord *c) {
     char hash[17];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)c->config_hash);
     json_object_set_new(j, "config_hash", json_string(hash));      /* the run keys' (config_run_keys) */
-    json_object_set_new(j, "step", json_integer(c->step));
-    json_object_set_new(j, "policy_version", json_integer(c->policy_version));
+    /* a resumed run waiting for learner rank 0: its step and version are not restored yet (null, not a false 0) */
+    json_object_set_new(j, "resuming", json_boolean(c->ckpt.undecided));
+    json_object_set_new(j, "step", c->ckpt.undecided ? json_null() : json_integer(c->step));
+    json_object_set_new(j, "policy_version", c->ckpt.undecided ? json_null() : json_integer(c->policy_version));
     json_object_set_new(j, "uptime_s", json_real(coord_run_seconds(c)));                 /* the run's, all processes */
     json_object_set_new(j, "coordinator_uptime_s", json_real((now - c->started_ms) / 1000.0));
     json_object_set_new(j, "alive", alive);

@@ -173,7 +173,8 @@ int wsrv_serve(WeightServer *ws, int timeout_ms, char err[ERR_LEN]) {
         if (ws->curve && !(role && (!strcmp(role, "rollout") || !strcmp(role, "learner")))) {
             ws->refused++;                 /* the weights go to rollout and learner keys only (issue 38) */
             log_warn_limited(&ws->warn_refused, 10000, "weights: refused a request from %s with key %s: only rollout "
-                             "and learner keys (authorized_keys/rollout*.pub, learner*.pub) get weights",
+                             "and learner keys (authorized_keys/rollout.pub, rollout-NAME.pub, learner.pub, "
+                             "learner-NAME.pub) get weights",
                              m.peer_address[0] ? m.peer_address : "?", m.peer_key[0] ? m.peer_key : "none");
             net_msg_free(&m);
             continue;

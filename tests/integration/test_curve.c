@@ -58,6 +58,16 @@ static void test_refusal_rules(void **state) {
     assert_int_equal(system(cmd), 0);
     assert_int_equal(keygen("--server --client w1"), 0);
     assert_int_not_equal(keygen("--client w1"), 0);                    /* never overwrites */
+    {   /* --fingerprint of the secret file (all a worker node holds) is its public key's (issue 38) */
+        char fcmd[1400], bin[300], a[256] = "", b[256] = "";
+        snprintf(fcmd, sizeof fcmd, "%s --fingerprint %s/authorized_keys/w1.pub | cut -c1-16", tu_bin(bin, sizeof bin,
+                 "dapo-keygen"), keys);
+        assert_int_equal(tu_run(fcmd, a, sizeof a), 0);
+        snprintf(fcmd, sizeof fcmd, "%s --fingerprint %s/w1.key | cut -c1-16", bin, keys);
+        assert_int_equal(tu_run(fcmd, b, sizeof b), 0);
+        assert_true(strlen(a) >= 16);
+        assert_string_equal(a, b);
+    }
     Config c;
     memset(&c, 0, sizeof c);
     config_defaults(&c);

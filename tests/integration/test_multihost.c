@@ -331,6 +331,10 @@ static int leaked_key(void *arg) {
            t != DAPO__MSG_TYPE__MSG_WELCOME;         /* a Welcome with accepted false: checked in the log */
     bad += sent_as(ep_coord, "rollout-0", "rollout-1", DAPO__MSG_TYPE__MSG_HELLO, &as_rollout.base, 2000, &t) != 1 ||
            t != DAPO__MSG_TYPE__MSG_WELCOME;
+    Dapo__Hello as_rank0 = tu_hello("gpu-node-3", DAPO__ROLE__ROLE_LEARNER, 1);   /* a key named for no role, as its */
+    as_rank0.world_size = 2;                                                    /* own id: not rank 0 (issue 38) */
+    bad += sent_as(ep_coord, "gpu-node-3", "gpu-node-3", DAPO__MSG_TYPE__MSG_HELLO, &as_rank0.base, 2000, &t) != 1 ||
+           t != DAPO__MSG_TYPE__MSG_WELCOME;
     bad += sent_as(ep_weights, "verifier-0", "verifier-0", DAPO__MSG_TYPE__MSG_WEIGHT_RESEND, &wr.base, 1500,
                    NULL) != 0;
     return bad;
@@ -356,7 +360,7 @@ static void test_multihost(void **state) {
                         "%s --split test --n 4 --seed 2 > %s/val.jsonl && %s --config %s/configs/tiny-model/config.json "
                         "--tokenizer %s/data/tokenizers/tiny --out %s/model > %s/init.log 2>&1 && %s --dir %s --server "
                         "--client coordinator --client learner-0 --client learner-1 --client verifier-0 --client rollout-0 "
-                        "--client rollout-1 --client intruder > /dev/null", dir, dir, dir,
+                        "--client rollout-1 --client intruder --client gpu-node-3 > /dev/null", dir, dir, dir,
                         tu_bin(bin, sizeof bin, "dapo-gen-arith"), dir, bin, dir,
                         tu_bin(bin2, sizeof bin2, "dapo-init-model"), tu_root(), tu_root(), dir, dir,
                         tu_bin(bin3, sizeof bin3, "dapo-keygen"), keys), 0);
@@ -438,6 +442,7 @@ static void test_multihost(void **state) {
     assert_true(count_in(log, "on a connection no worker registered on") >= 1);
     assert_int_equal(count_in(log, "its CURVE key, authorized_keys/rollout-1.pub, is a rollout.s: it cannot register as a learner"), 1);
     assert_int_equal(count_in(log, "worker id .rollout-0. does not match its CURVE key"), 1);
+    assert_int_equal(count_in(log, "authorized_keys/gpu-node-3.pub, is not named for a role"), 1);
     /* the unknown key: refused at both servers, logged once each with its fingerprint and the intruder's address */
     char ipub[41], fp[17], err[ERR_LEN], what[160];
     snprintf(a_path, sizeof a_path, "%s/intruder.pub", keys);

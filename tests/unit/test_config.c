@@ -448,6 +448,14 @@ static void test_alias_bomb_refused(void **state) {
     config_free(&c);
     assert_int_equal(load_yaml(&c, "data:\n  max_prompt_length: *nowhere\n", err), ERR_DECODE);   /* libfyaml's words */
     config_free(&c);
+    size_t big = CONFIG_FILE_MAX_BYTES + 64, at = 0;       /* past the size cap: refused before libfyaml parses it */
+    char *text = malloc(big + 1);
+    at += (size_t)snprintf(text, big, "data:\n");
+    for (int i = 0; at + 32 < big; i++) at += (size_t)snprintf(text + at, big - at, "  k%d: %d\n", i, i);
+    assert_int_equal(load_yaml(&c, text, err), ERR_IO);
+    assert_non_null(strstr(err, "is larger than 262144 bytes"));
+    free(text);
+    config_free(&c);
 }
 
 /* Issue 39: fsdp_config.fsdp_size: 1 replicates, -1 or >= cluster.num_learners shards (verl's DAPO scripts pass 2 to a

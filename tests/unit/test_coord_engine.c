@@ -800,6 +800,8 @@ static void test_results_only_from_their_sender(void **state) {
     t = prom_text(c, &len);
     assert_null(strstr(t, "dapo_groups_kept_total"));
     assert_null(strstr(t, "dapo_groups_finished_total"));
+    assert_null(strstr(t, "dapo_coordinator_step"));
+    assert_null(strstr(t, "dapo_coordinator_policy_version"));
     assert_non_null(strstr(t, "\ndapo_coordinator_resuming 1\n"));
     xfree(t);
     c->ckpt.undecided = 0;

@@ -370,8 +370,8 @@
 
   function renderStatus(st) {
     $('run-id').textContent = st.run_id;
-    $('step').textContent = String(st.step);
-    $('policy-version').textContent = String(st.policy_version);
+    $('step').textContent = st.step === null ? 'resuming' : String(st.step);   /* null: not restored yet */
+    $('policy-version').textContent = st.policy_version === null ? 'resuming' : String(st.policy_version);
     $('uptime').textContent = fmtDuration(st.uptime_s);
     $('uptime-box').title = 'the run, over every coordinator process; this coordinator process: ' +
                             fmtDuration(st.coordinator_uptime_s || 0);
