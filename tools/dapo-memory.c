@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "core/config.h"
@@ -32,6 +33,23 @@ static char *read_config_json(const char *path) {
     fclose(f);
     buf[n] = 0;
     return buf;
+}
+
+/* Bytes of the *.safetensors files in dir (0 when there are none: a shape's config.json alone). */
+static double weight_file_bytes(const char *dir) {
+    char p[4400];
+    double sum = 0;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (n > 12 && !strcmp(e->d_name + n - 12, ".safetensors") && stat(p, &sb) == 0) sum += (double)sb.st_size;
+    }
+    closedir(d);
+    return sum;
 }
 
 static void row(const char *what, size_t bytes, int world) {
@@ -74,6 +92,10 @@ int main(int argc, char **argv) {
     row(mo.shard_world > 1 ? "AdamW m, v (fp32, 1/W each)" : "AdamW m, v (fp32)", p.adam_bytes, W);
     row("activations", p.acts_bytes, W);
     row("total", total, W);
+    double file = weight_file_bytes(c.model_path);
+    if (file <= 0) file = p.n_params * 4.0;             /* a shape: fp32 weights, as dapo's checkpoints hold them */
+    printf("peak while loading: %.2f GiB (the slabs are made first, then the weights file, %.2f GiB, is mapped and "
+           "copied in)\n", (total + file) / 1073741824.0, file / 1073741824.0);
     printf("not counted: the process (~0.1 GiB), rank 0's published weights (%.2f GiB), queued TrainBatch shards\n",
            p.n_params * 4.0 / 1073741824.0);
     config_free(&c);

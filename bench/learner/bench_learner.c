@@ -3,7 +3,9 @@
  * collective, grad clip + AdamW), on B sequences of T tokens (a quarter prompt, the rest response), random tokens.
  * Prints medians after warm-up: step time, update tokens/s (B*T / update time, the same definition as bench/train's
  * training step) and the shares of forward / backward / optimizer / communication in the update.
- *   bench_learner --model DIR --batch B --seq T [--steps K] [--warmup W] [--rank r --world W --endpoint EP]
+ *   bench_learner --model DIR --batch B --seq T [--steps K] [--warmup W] [--rank r --world W --endpoint EP] [key=value]
+ * key=value: config overrides after the bench's own (e.g. actor_rollout_ref.actor.fsdp_config.fsdp_size=-1,
+ * actor_rollout_ref.model.enable_gradient_checkpointing=true; the memory check of tools/dapo-memory passes the same).
  * Not here: the PyTorch baseline (bench/train/baseline_torch.py), weight publishing. */
 #include <math.h>
 #include <stdio.h>
@@ -24,17 +26,24 @@ static double median(double *v, int n) {
 }
 
 int main(int argc, char **argv) {
+    const char *over[16];
+    int n_over = 0;
     const char *dir = NULL, *ep = "tcp://127.0.0.1:5599";
     int B = 4, T = 512, steps = 5, warmup = 2, rank = 0, world = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--model")) dir = argv[i + 1];
-        else if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seq")) T = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--rank")) rank = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--world")) world = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--endpoint")) ep = argv[i + 1];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *x = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strchr(a, '=') && a[0] != '-') { if (n_over < 16) over[n_over++] = a; continue; }
+        if (!x) { fprintf(stderr, "%s needs a value\n", a); return 2; }
+        if (!strcmp(a, "--model")) dir = x;
+        else if (!strcmp(a, "--batch")) B = atoi(x);
+        else if (!strcmp(a, "--seq")) T = atoi(x);
+        else if (!strcmp(a, "--steps")) steps = atoi(x);
+        else if (!strcmp(a, "--warmup")) warmup = atoi(x);
+        else if (!strcmp(a, "--rank")) rank = atoi(x);
+        else if (!strcmp(a, "--world")) world = atoi(x);
+        else if (!strcmp(a, "--endpoint")) ep = x;
+        else { fprintf(stderr, "unknown argument %s\n", a); return 2; }
+        i++;
     }
     if (!dir || B < 1 || T < 4 || steps < 1 || steps > 1000) { fprintf(stderr, "usage: see the file header\n"); return 2; }
     char err[ERR_LEN], v[64];
@@ -54,6 +63,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         if (config_set(&c, kv[i].k, i == 0 ? dir : kv[i].v, "bench", err)) { fprintf(stderr, "%s\n", err); return 1; }
     (void)v;
+    for (int i = 0; i < n_over; i++)
+        if (config_override(&c, over[i], err)) { fprintf(stderr, "%s\n", err); return 1; }
     Collective *coll = NULL;
     if (world > 1) {
         CollOptions o = {.rank = rank, .world = world, .endpoint = ep, .timeout_s = 120};
