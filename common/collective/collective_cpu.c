@@ -453,7 +453,9 @@ int coll__curve_server(void *s, const CollOptions *o, char err[ERR_LEN]) {
                        "and authorized_keys): with CURVE every learner rank serves its ring neighbour", o->rank);
     rc = coll__sockopt(s, ZMQ_CURVE_SERVER, "ZMQ_CURVE_SERVER", &one, sizeof one, err);
     if (!rc) rc = coll__sockopt(s, ZMQ_CURVE_SECRETKEY, "ZMQ_CURVE_SECRETKEY", o->curve_server_secret, 40, err);
-    if (!rc) rc = coll__sockopt(s, ZMQ_ZAP_DOMAIN, "ZMQ_ZAP_DOMAIN", "dapo", 4, err);
+    /* "dapo-learners" (net/zap.h's ZAP_DOMAIN_LEARNERS): the ZAP handler lets only learner keys in, so no other key's
+     * frames can queue here at all (issue 38); the per-frame key check stays behind it */
+    if (!rc) rc = coll__sockopt(s, ZMQ_ZAP_DOMAIN, "ZMQ_ZAP_DOMAIN", "dapo-learners", 13, err);
     return rc;
 }
 

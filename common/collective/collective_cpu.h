@@ -17,7 +17,8 @@
 #define COLL_MAGIC   0x4c4f4344u   /* "DCOL" */
 #define COLL_VERSION 3             /* 3: HELLO carries the rank's ring endpoint, READY the group and every endpoint */
 #define COLL_STAR_MAX_MSG 65536   /* bytes a frame to rank 0's star socket (a HELLO is 296) */
-#define COLL_RCVHWM 64           /* frames queued per connection on a receiving socket (64 MiB of ring segments) */
+#define COLL_RCVHWM 0             /* frames queued per connection: no bound (a bound made libzmq 4.3.4 abort when a
+                                     paused connection closed); only learner keys connect (ZAP) */
 #define COLL_EP_LEN  256           /* a ring endpoint on the wire: NUL-padded text */
 enum { OP_HELLO = 1, OP_READY, OP_REDUCE, OP_RESULT, OP_BCAST, OP_RS, OP_AG, OP_RING_HELLO, OP_COUNT };
 

@@ -852,6 +852,8 @@ static int config_file_check(const char *path, char err[ERR_LEN]) {
     struct stat sb;
     if (stat(path, &sb) != 0) return err_set(err, ERR_IO, "%s: cannot open config: %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) return err_set(err, ERR_INVAL, "%s: is a directory, not a YAML config file", path);
+    if (!S_ISREG(sb.st_mode))              /* a FIFO or a device would block or never end */
+        return err_set(err, ERR_INVAL, "%s: not a regular file (a YAML config file is one)", path);
     char ferr[ERR_LEN];
     size_t len;
     /* 256 KiB: verl's whole config is ~40 KB; libfyaml's duplicate-key check is quadratic in a mapping's keys (a

@@ -46,8 +46,16 @@ void log_msg(LogLevel level, const char *fmt, ...) {
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
-    for (char *p = line; *p; p++)        /* one record, one line, no terminal codes (a client's text may be in it) */
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = *p == '\n' || *p == '\r' || *p == '\t' ? ' ' : '?';
+    for (unsigned char *p = (unsigned char *)line; *p; p++) {   /* one record, one line, no terminal codes (a client's
+                                                                    text may be in it) */
+        if (*p < 0x20 || *p == 0x7f) *p = *p == '\n' || *p == '\r' || *p == '\t' ? ' ' : '?';
+        else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) { p[0] = p[1] = '?'; p++; }   /* C1 controls (CSI ...) */
+        else if (p[0] == 0xe2 && ((p[1] == 0x80 && p[2] >= 0xaa && p[2] <= 0xae) ||             /* bidi embeddings, */
+                                  (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9))) {           /* isolates */
+            p[0] = p[1] = p[2] = '?';
+            p += 2;
+        }
+    }
     fprintf(stderr, "%s\n", line);
 }
 

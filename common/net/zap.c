@@ -123,6 +123,13 @@ static void handle(Zap *z) {
     char z85[CURVE_KEY_Z85], fp[17], name[128], user[160];
     zmq_z85_encode(z85, (const uint8_t *)f[6], 32);
     curve_fingerprint(z85, fp);
+    int learners_only = len[2] == strlen(ZAP_DOMAIN_LEARNERS) && !memcmp(f[2], ZAP_DOMAIN_LEARNERS, len[2]);
+    if (learners_only && authorised(z, z85, name) && !(zap_key_role(name) && !strcmp(zap_key_role(name), "learner"))) {
+        atomic_fetch_add(&z->refused, 1);                /* the collective's sockets: learners only (issue 38) */
+        log_refusal(z, fp, address, "not a learner key, and the learners' collective takes only learner keys");
+        reply(z->sock, f[1], len[1], "400", "not a learner key", "");
+        return;
+    }
     if (authorised(z, z85, name)) {
         atomic_fetch_add(&z->accepted, 1);
         snprintf(user, sizeof user, "%s %s", name, fp);          /* the "User-Id": key name and fingerprint */

@@ -20,6 +20,11 @@
 
 #include "core/err.h"
 
+/* The ZAP domain (ZMQ_ZAP_DOMAIN) of the learners' collective sockets (common/collective sets the same text): there
+ * only keys named for a learner (authorized_keys/learner.pub, learner-NAME.pub) are let in (issue 38); every other
+ * server socket uses "dapo". */
+#define ZAP_DOMAIN_LEARNERS "dapo-learners"
+
 typedef struct Zap Zap;
 
 /* Starts the handler on zctx (borrowed; it must outlive zap_stop) for the directory dir (copied). NULL with err

@@ -37,7 +37,7 @@ typedef struct {
     int            expected, results;        /* StepResults: ppo_epochs x mini-batches x ranks */
     int64_t        new_version;
     Metrics        m, learner;               /* coordinator metrics of the step; learner metric sums */
-    double         t_step, t_gen, t_reward, t_sent, t_trained;
+    double         t_step, t_gen, t_reward, t_sent, t_trained;   /* t_trained: its version published (clock_s) */
     double         t_reward_wait;            /* from the step's last generated group to its batch being ready */
     long long      batch_tokens;             /* prompt + response tokens trained */
     uint64_t       gen_tokens, resp_tokens;  /* response tokens generated over the step's rounds; of them trained */
@@ -50,6 +50,9 @@ struct Engine {
     int32_t        stop_ids[4];
     int            n_stop;
     FilterMetric   fmetric;
+    int            vocab;        /* the model's vocab_size (actor_rollout_ref.model.path's config.json), 0: unknown;
+                                    a response's token ids must lie in [0, vocab) */
+    int64_t        behind_warned;   /* the policy version rollouts_current last warned about (steps.c) */
 
     int           *order;        /* [train.n] the epoch's shuffled order */
     int            epoch;        /* 0-based */

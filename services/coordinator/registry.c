@@ -12,6 +12,7 @@
 
 #define REGISTRY_KEEP 256    /* entries kept before a worker gone for a minute or more makes room for a new one */
 #define REGISTRY_MAX  4096   /* entries at most: a new worker id beyond is refused */
+#define REGISTRY_PER_KEY 1024   /* alive workers one CURVE key may hold (a role key shared by a scaled set of pods) */
 
 static void send_welcome(Coord *c, const NetMsg *m, int accepted, const char *reason) {
     Dapo__Welcome w = DAPO__WELCOME__INIT;
@@ -182,6 +183,18 @@ static WorkerEntry *hello_entry(Coord *c, NetMsg *m) {
         }
         memcpy(w->rid, m->peer, m->peer_len);
         w->rid_len = m->peer_len;
+    }
+    if (!w && c->keys.on) {                            /* one key holds at most REGISTRY_PER_KEY alive workers, so a
+                                                        * leaked role key cannot lock the others out (issue 38) */
+        int same = 0;
+        const char *fp = zap_key_fingerprint(m->peer_key);
+        for (int i = 0; i < c->nworkers; i++) same += c->workers[i].life == WORKER_ALIVE && !strcmp(c->workers[i].key, fp);
+        if (same >= REGISTRY_PER_KEY) {
+            snprintf(reason, sizeof reason, "worker %s: its key (%s) holds %d alive workers already, the most one key may",
+                     h->worker_id, fp, same);
+            refuse(c, m, reason, NULL);
+            return NULL;
+        }
     }
     if (!w && c->nworkers >= REGISTRY_KEEP) {          /* issue 38: a leaked role key registering id after id: the
                                                         * table is bounded, the longest-gone entry makes room */

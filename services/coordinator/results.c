@@ -30,6 +30,9 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
         else if (x->n_token_ids > (size_t)c->cfg.max_response_length) bad = "response longer than max_response_length";
         else if (x->n_logprobs != x->n_token_ids) bad = "logprobs and token ids differ in length";
         else if (strcmp(x->finish_reason, "stop") && strcmp(x->finish_reason, "length")) bad = "bad finish reason";
+        for (size_t k = 0; !bad && k < x->n_token_ids; k++)   /* issue 38: what the learner would refuse, refused here */
+            if (e->vocab > 0 && (x->token_ids[k] < 0 || x->token_ids[k] >= e->vocab)) bad = "a token id outside the vocabulary";
+            else if (!isfinite(x->logprobs[k]) || x->logprobs[k] > 1e-3f) bad = "a log-prob that is not finite and <= 0";
     }
     g->worker = -1;
     if (bad) {

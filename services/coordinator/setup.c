@@ -1,6 +1,7 @@
 /* services/coordinator/setup.c: the training engine's setup and state (engine.h): engine_start (datasets, tokenizer,
  * total steps as verl derives them), snapshots for checkpoints and restore, the /api/status fields, engine_free. */
 #include "engine.h"
+#include "model/model_config.h"
 #include "settings/settings.h"
 #include "net/daemon.h"
 
@@ -33,6 +34,11 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
         rc = load_files(e, &e->val, &c->cfg.val_files, &o, err);
     }
     e->fmetric = settings_filter_metric(&c->cfg);
+    ModelConfig mc;                                   /* the vocabulary a response's token ids must lie in */
+    char merr[ERR_LEN];
+    if (c->cfg.model_path[0] && model_config_load(&mc, c->cfg.model_path, merr) == 0) e->vocab = mc.vocab;
+    else log_info("token ids of responses are not checked against the model's vocabulary: %s",
+                  c->cfg.model_path[0] ? merr : "no actor_rollout_ref.model.path");
     const RolloutCorrConfig corr = c->corr;          /* the learners apply it; parsed at start (run.c) */
     if (rc) return rc;
     if (c->cfg.staleness >= 1 && !corr.bypass && !corr.is_on && !corr.n_rs)

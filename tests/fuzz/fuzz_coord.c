@@ -8,7 +8,7 @@
  * send, a lost worker, or a frame of any type decoded from the input. After every event: each group the run created
  * is in exactly one state, no lease is held by a worker that is not alive, and the phase is one the engine has.
  * Besides crashes, UB and leaks (ASan+UBSan), it aborts when one of those fails. */
-// fuzz-sources: services/coordinator/[a-l]*.c services/coordinator/[o-q]*.c services/coordinator/re*.c services/coordinator/[s-z]*.c common/core/*.c common/dapo/*.c common/io/*.c common/net/*.c common/settings/*.c common/tokenizer/*.c common/reward/*.c build/gen/dapo.pb-c.c build/gen/tensorboard.pb-c.c build/gen/static_coordinator.c -lhttp_parser
+// fuzz-sources: services/coordinator/[a-l]*.c services/coordinator/[o-q]*.c services/coordinator/re*.c services/coordinator/[s-z]*.c common/core/*.c common/dapo/*.c common/io/*.c common/net/*.c common/settings/*.c common/tokenizer/*.c common/model/model_config.c common/reward/*.c build/gen/dapo.pb-c.c build/gen/tensorboard.pb-c.c build/gen/static_coordinator.c -lhttp_parser
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -839,6 +839,70 @@ static void test_sharded_checkpoint_asks_every_rank(void **state) {
     coord_free(c);
 }
 
+/* Issue 38 (helper-9): a rollout that heartbeats but never loads the new weights holds the run up for
+ * cluster.lease_timeout_s at most, then the run goes on with the rollouts that have them; a group whose response
+ * carries a NaN log-prob is rejected and generated again, never sent to the learners. */
+static void test_lagging_rollout_and_bad_logprobs(void **state) {
+    (void)state;
+    const char *extra[] = {"cluster.lease_timeout_s", "1", NULL};
+    Coord *c = coord_new_with(extra);
+    register_all(c);
+    hello_on(c, "conn-9", "rollout-9", DAPO__ROLE__ROLE_ROLLOUT, 99);       /* no credit: never given a group */
+    ProtobufCMessage *gen[16];
+    int ng = queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", gen, 16);
+    assert_true(ng > 0);
+    Dapo__GenerateGroup *g0 = (Dapo__GenerateGroup *)gen[0];
+    int32_t tok[2] = {22, 151645};
+    float lp[2] = {-0.1f, NAN};
+    Dapo__Response r[8], *rp[8];
+    for (uint32_t i = 0; i < g0->n; i++) {
+        dapo__response__init(&r[i]);
+        r[i].token_ids = tok; r[i].n_token_ids = 2; r[i].logprobs = lp; r[i].n_logprobs = 2;
+        r[i].finish_reason = "stop";
+        rp[i] = &r[i];
+    }
+    Dapo__GroupResult gr = DAPO__GROUP_RESULT__INIT;
+    gr.run_id = c->run_id;
+    gr.group_id = g0->group_id;
+    gr.attempt = g0->attempt;
+    gr.responses = rp;
+    gr.n_responses = g0->n;
+    uint64_t gid = g0->group_id;
+    uint32_t att = g0->attempt;
+    deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_GROUP_RESULT, &gr.base);
+    free_all(gen, ng);
+    Group *g = eng__group_by_id(c->engine, gid);
+    assert_true(g->attempt == att + 1 && (g->state == GS_QUEUED || g->state == GS_LEASED));   /* generated again */
+    coord_free(c);
+    c = coord_new_with(extra);                                   /* the lagging rollout, on a fresh run */
+    register_all(c);
+    hello_on(c, "conn-9", "rollout-9", DAPO__ROLE__ROLE_ROLLOUT, 99);
+    generate_and_score(c);
+    assert_int_equal(engine_phase(c), PH_TRAIN);
+    outbox_clear(c);
+    step_result(c, "learner-1", 1, 0, "", 0);
+    step_result(c, "learner-0", 0, 0, "", 1);
+    Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
+    ack.version = 1;
+    deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
+    assert_int_equal(c->engine->done_steps, 0);                  /* rollout-9 holds version 0 */
+    Dapo__Heartbeat hb = DAPO__HEARTBEAT__INIT, hb1 = DAPO__HEARTBEAT__INIT;
+    hb1.policy_version = 1;                                      /* rollout-0's: it holds version 1 */
+    for (int k = 0; k < 12 && c->engine->done_steps == 0; k++) {  /* it heartbeats on, and never loads version 1 */
+        usleep(100000);
+        deliver(c, "conn-9", DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base);
+        deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb1.base);
+        deliver(c, "verifier-0", DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base);
+        deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base);
+        deliver(c, "learner-1", DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base);
+        tick(c);
+    }
+    assert_int_equal(c->engine->done_steps, 1);                  /* after cluster.lease_timeout_s, without it */
+    assert_int_equal(registry_count(c, DAPO__ROLE__ROLE_ROLLOUT, WORKER_ALIVE), 2);
+    assert_accounting(c);
+    coord_free(c);
+}
+
 int main(void) {
     log_init("test", LL_WARN);
     const struct CMUnitTest tests[] = {
@@ -854,6 +918,7 @@ int main(void) {
         cmocka_unit_test(test_finished_run_learner_leaves_while_stopping),
         cmocka_unit_test(test_results_only_from_their_sender),
         cmocka_unit_test(test_sharded_checkpoint_asks_every_rank),
+        cmocka_unit_test(test_lagging_rollout_and_bad_logprobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
