@@ -50,8 +50,10 @@ void log_msg(LogLevel level, const char *fmt, ...) {
                                                                     text may be in it) */
         if (*p < 0x20 || *p == 0x7f) *p = *p == '\n' || *p == '\r' || *p == '\t' ? ' ' : '?';
         else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) { p[0] = p[1] = '?'; p++; }   /* C1 controls (CSI ...) */
-        else if (p[0] == 0xe2 && ((p[1] == 0x80 && p[2] >= 0xaa && p[2] <= 0xae) ||             /* bidi embeddings, */
-                                  (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9))) {           /* isolates */
+        else if ((p[0] == 0xe2 && p[1] == 0x80 && ((p[2] >= 0x8b && p[2] <= 0x8f) ||   /* zero-width, marks */
+                                                   (p[2] >= 0xa8 && p[2] <= 0xae))) ||  /* line/para separators, bidi */
+                 (p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa0 && p[2] <= 0xaf) ||     /* joiners, isolates */
+                 (p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf)) {                     /* byte-order mark */
             p[0] = p[1] = p[2] = '?';
             p += 2;
         }

@@ -12,8 +12,9 @@ void log_init(const char *component, LogLevel level);
 void log_set_step(long step);          /* the step shown in each line; <0 hides it */
 int  log_enabled(LogLevel level);
 /* One line to stderr: "<UTC time> <LEVEL> <component> [step N] <message>"; control characters in the message (a
- * client's text may be in it) become a space (line breaks, tabs) or '?' (C0 and C1 controls, bidi embeddings and
- * isolates: U+202A-202E, U+2066-2069), so a record is one line without terminal codes (issue 38). */
+ * client's text may be in it) become a space (line breaks, tabs) or '?' (C0 and C1 controls; the format characters
+ * and separators U+200B-200F, U+2028-202E, U+2060-206F, U+FEFF), so a record is one line without terminal codes or
+ * reordered text (issue 38). */
 void log_msg(LogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A warning of one kind at most once per window (issue 38: 244 garbage frames are not 244 lines). The caller keeps one
  * LogLimit per kind (zeroed: the first one logs). log_warn_limited logs fmt when the kind's window has passed, with

@@ -59,6 +59,8 @@ typedef struct {
     int64_t     closed_ms;             /* a send found its connection gone (registry_connection_gone), 0: not seen */
     uint64_t    heartbeats;
     uint64_t    handshakes_refused, handshakes_failed, messages_refused;   /* its own servers' (Heartbeat; issue 38) */
+    int         behind;                /* a rollout found without the current weights (at its Hello, or past the wait
+                                          for a new version): the run does not wait for it until it reports them */
 } WorkerEntry;
 
 #define COORD_EVENTS  16                   /* worker losses, rejoins and rollbacks kept for the dashboard */
@@ -253,6 +255,7 @@ typedef struct Coord {
                                           checkpoint confirmation from a rank not asked */
     LogLimit     warn_bad, warn_foreign, warn_unregistered, warn_role, warn_refused, warn_error_reply;
     LogLimit     warn_life;            /* workers registered, lost, left: 20 lines per 10 s (registry.c) */
+    LogLimit     warn_reject;          /* group results rejected (results.c): 10 lines per 10 s */
     int         *lost;                 /* workers the registry found lost or gone, for EV_WORKER_LOST (engine.c) */
     int          nlost, cap_lost;
     int          need_drain;           /* a send happened: ZMQ_EVENTS must be re-read (ZMQ_FD is edge-triggered) */

@@ -52,7 +52,6 @@ struct Engine {
     FilterMetric   fmetric;
     int            vocab;        /* the model's vocab_size (actor_rollout_ref.model.path's config.json), 0: unknown;
                                     a response's token ids must lie in [0, vocab) */
-    int64_t        behind_warned;   /* the policy version rollouts_current last warned about (steps.c) */
 
     int           *order;        /* [train.n] the epoch's shuffled order */
     int            epoch;        /* 0-based */

@@ -30,13 +30,18 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
         else if (x->n_token_ids > (size_t)c->cfg.max_response_length) bad = "response longer than max_response_length";
         else if (x->n_logprobs != x->n_token_ids) bad = "logprobs and token ids differ in length";
         else if (strcmp(x->finish_reason, "stop") && strcmp(x->finish_reason, "length")) bad = "bad finish reason";
-        for (size_t k = 0; !bad && k < x->n_token_ids; k++)   /* issue 38: what the learner would refuse, refused here */
+        else if (x->n_token_ids == 0) bad = "an empty response (a response ends with its stop token or at the length)";
+        /* issue 38: what the learner would refuse, or what would poison the rollout-correction weights, refused here:
+         * a sampled token's log-prob below -1e4 has probability e^-10000 */
+        for (size_t k = 0; !bad && k < x->n_token_ids; k++)
             if (e->vocab > 0 && (x->token_ids[k] < 0 || x->token_ids[k] >= e->vocab)) bad = "a token id outside the vocabulary";
-            else if (!isfinite(x->logprobs[k]) || x->logprobs[k] > 1e-3f) bad = "a log-prob that is not finite and <= 0";
+            else if (!(x->logprobs[k] >= -1e4f && x->logprobs[k] <= 1e-3f)) bad = "a log-prob outside [-1e4, 0]";
     }
     g->worker = -1;
     if (bad) {
-        log_warn("group %llu attempt %u from %s rejected: %s", (unsigned long long)g->id, g->attempt, w->id, bad);
+        c->warn_reject.burst = 10;
+        log_warn_limited(&c->warn_reject, 10000, "group %llu attempt %u from %s rejected: %s", (unsigned long long)g->id,
+                         g->attempt, w->id, bad);
         if (++g->attempt > MAX_ATTEMPTS) eng__set_state(c, g, GS_CANCELLED);
         else eng__set_state(c, g, GS_QUEUED);
         return 0;

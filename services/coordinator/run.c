@@ -143,6 +143,7 @@ static void on_cron(uv_timer_t *t) {
     log_limit_flush(&c->warn_refused, "refused Hellos");
     log_limit_flush(&c->warn_error_reply, "error replies from workers");
     log_limit_flush(&c->warn_life, "worker registrations and losses");
+    log_limit_flush(&c->warn_reject, "group results rejected");
     log_limit_flush(&c->ckpt.warn_control, "Control messages dropped");
     persist_run_seconds(c);
     drain(c);

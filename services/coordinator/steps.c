@@ -373,27 +373,35 @@ static void finish_validation(Coord *c) {
 
 /* ------------------------------------------------------------------------------------------------ tick */
 
-/* Every alive rollout holds the current policy version — or, cluster.lease_timeout_s after it was published, at least
- * one does: a rollout that has not loaded it by then (hung, or a client that never acknowledges: issue 38) no longer
- * holds the run up; it gets no groups until it reports the version (dispatch checks it). */
+/* Every alive rollout the run waits for holds the current policy version — or, cluster.lease_timeout_s after it was
+ * published, at least one does. A rollout that has not loaded it by then (hung, or a client that never acknowledges:
+ * issue 38) is marked behind: the run waits for it no more, for this version or the next, until it reports the
+ * current one, and it gets no groups meanwhile (dispatch checks its version). A rollout that registers without the
+ * current weights starts behind. */
 static int rollouts_current(Coord *c) {
     int alive = 0, current = 0;
     for (int i = 0; i < c->nworkers; i++) {
         WorkerEntry *w = &c->workers[i];
         if (w->role != DAPO__ROLE__ROLE_ROLLOUT || w->life != WORKER_ALIVE) continue;
+        int cur = eng__worker_version(c, w) >= c->policy_version;
+        if (cur) w->behind = 0;
+        if (w->behind) continue;
         alive++;
-        current += eng__worker_version(c, w) >= c->policy_version;
+        current += cur;
     }
     if (alive > 0 && current == alive) return 1;
     Engine *e = c->engine;
     double t = e->job.t_trained;
     if (!current || t <= 0 || clock_s() - t < c->cfg.lease_timeout_s) return 0;
-    if (e->behind_warned != c->policy_version) {
-        e->behind_warned = c->policy_version;
-        log_warn("policy version %lld: %d of %d rollouts have not loaded it within cluster.lease_timeout_s (%.0f s): the "
-                 "run goes on with the %d that have; the others get no groups until they report it",
-                 (long long)c->policy_version, alive - current, alive, c->cfg.lease_timeout_s, current);
+    for (int i = 0; i < c->nworkers; i++) {
+        WorkerEntry *w = &c->workers[i];
+        if (w->role == DAPO__ROLE__ROLE_ROLLOUT && w->life == WORKER_ALIVE &&
+            eng__worker_version(c, w) < c->policy_version)
+            w->behind = 1;
     }
+    log_warn("policy version %lld: %d of %d rollouts have not loaded it within cluster.lease_timeout_s (%.0f s): the "
+             "run goes on with the %d that have, and waits for the others no more until they report it",
+             (long long)c->policy_version, alive - current, alive, c->cfg.lease_timeout_s, current);
     return 1;
 }
 

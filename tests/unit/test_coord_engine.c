@@ -840,7 +840,8 @@ static void test_sharded_checkpoint_asks_every_rank(void **state) {
 }
 
 /* Issue 38 (helper-9): a rollout that heartbeats but never loads the new weights holds the run up for
- * cluster.lease_timeout_s at most, then the run goes on with the rollouts that have them; a group whose response
+ * cluster.lease_timeout_s at most, then the run goes on with the rollouts that have them and waits for it no more at
+ * the next version either; a group whose response
  * carries a NaN log-prob is rejected and generated again, never sent to the learners. */
 static void test_lagging_rollout_and_bad_logprobs(void **state) {
     (void)state;
@@ -899,6 +900,20 @@ static void test_lagging_rollout_and_bad_logprobs(void **state) {
     }
     assert_int_equal(c->engine->done_steps, 1);                  /* after cluster.lease_timeout_s, without it */
     assert_int_equal(registry_count(c, DAPO__ROLE__ROLE_ROLLOUT, WORKER_ALIVE), 2);
+    /* step 2: the run waits for it no more (helper-10: it cost every step the timeout) */
+    generate_and_score(c);
+    assert_int_equal(engine_phase(c), PH_TRAIN);
+    Dapo__StepResult s2 = DAPO__STEP_RESULT__INIT;
+    s2.run_id = c->run_id;
+    s2.step = 2;
+    s2.rank = 1;
+    deliver(c, "learner-1", DAPO__MSG_TYPE__MSG_STEP_RESULT, &s2.base);
+    s2.rank = 0;
+    s2.new_policy_version = 2;
+    deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_STEP_RESULT, &s2.base);
+    ack.version = 2;
+    deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
+    assert_int_equal(c->engine->done_steps, 2);                  /* at once */
     assert_accounting(c);
     coord_free(c);
 }
