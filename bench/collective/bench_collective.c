@@ -15,6 +15,7 @@
 #include "collective/collective.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/threads_env.h"
 
 static long parse_size(const char *s) {
     char *end;
@@ -78,6 +79,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_collective --rank R --world W --endpoint EP [--sizes 4M,64M,1G] [--iters N]\n");
         return 2;
     }
+    threads_env_ensure(argv);                           /* the learners' malloc and threading settings */
     log_init("bench-collective", LL_ERROR);     /* rank 0 closing first is no news */
     char err[ERR_LEN];
     Collective *c = NULL;
