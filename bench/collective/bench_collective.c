@@ -17,19 +17,7 @@
 #include "core/log.h"
 #include "core/threads_env.h"
 
-static long parse_size(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*end == 'K' || *end == 'k') v *= 1 << 10;
-    else if (*end == 'M' || *end == 'm') v *= 1 << 20;
-    else if (*end == 'G' || *end == 'g') v *= 1 << 30;
-    return (long)v;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "sizes.h"
 
 /* Fills buf for rank r so that every sum is an exact small integer: element i of rank r is (i % 7) + r. */
 static void fill(float *buf, long n, int r) {
@@ -108,12 +96,7 @@ int main(int argc, char **argv) {
             free(buf);
             if (rc) { fprintf(stderr, "rank %d %s %s: %s\n", rank, op, s, err); break; }
             qsort(t, (size_t)iters, sizeof t[0], cmp_double);
-            double med = t[iters / 2], bytes = (double)n * 4, algbw = bytes / med / 1e9;
-            double f = (double)(world - 1) / world * (strcmp(op, "allreduce") ? 1 : 2);
-            if (rank == 0)
-                printf("OURS op=%s W=%d bytes=%.0f time_s=%.6f algbw=%.3f busbw=%.3f\n", op, world, bytes, med, algbw,
-                       algbw * f);
-            fflush(stdout);
+            if (rank == 0) print_row("OURS", op, world, (double)n * 4, t[iters / 2]);
         }
     }
     coll_close(c);

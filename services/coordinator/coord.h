@@ -254,7 +254,7 @@ typedef struct Coord {
     uint64_t     msgs_wrong_role;      /* a result or ack its worker's role does not send (a rollout's StepResult), or a
                                           checkpoint confirmation from a rank not asked */
     LogLimit     warn_bad, warn_foreign, warn_unregistered, warn_role, warn_refused, warn_error_reply;
-    LogLimit     warn_life;            /* workers registered, lost, left: 20 lines per 10 s (registry.c) */
+    LogLimit     warn_life;            /* workers registered, lost, left (registry.c); the bursts: coord_run */
     LogLimit     warn_reject;          /* group results rejected (results.c): 10 lines per 10 s */
     int         *lost;                 /* workers the registry found lost or gone, for EV_WORKER_LOST (engine.c) */
     int          nlost, cap_lost;

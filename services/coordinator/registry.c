@@ -40,10 +40,9 @@ static void refuse(Coord *c, const NetMsg *m, const char *why, const char *event
     int seen = 0;
     c->hellos_refused++;
     for (int i = 0; nonce && i < REFUSED_RING; i++) seen |= c->refused[i] == nonce;
-    if (!seen) {                     /* rate-limited too (10 lines per 10 s): a client may send Hellos with a new nonce
+    if (!seen) {                     /* rate-limited too (coord_run's burst): a client may send Hellos with a new nonce
                                         each */
         if (nonce) c->refused[c->nrefused++ % REFUSED_RING] = nonce;
-        c->warn_refused.burst = 10;
         log_warn_limited(&c->warn_refused, 10000, "refused %s", why);
         if (event) coord_event(c, "%s", event);
     }
@@ -265,7 +264,6 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     w->world_size = h->world_size;
     w->registered_ms = w->last_seen_ms = clock_ms();
     w->closed_ms = 0;
-    c->warn_life.burst = 20;             /* 20 lines of registrations and losses per 10 s, then a count (issue 38) */
     if (!again || echo)
         log_limited(&c->warn_life, LL_INFO, 10000, "worker %s registered%s: role %s, capacity %u, policy version %lld",
                     w->id, again ? " again" : "", role_name(w->role), w->capacity, (long long)w->policy_version);
@@ -278,7 +276,6 @@ static void mark_gone(Coord *c, WorkerEntry *w, WorkerLife life, const char *why
     if (w->life != WORKER_ALIVE) return;
     w->life = life;
     w->credit = 0;
-    c->warn_life.burst = 20;
     log_limited(&c->warn_life, life == WORKER_LOST ? LL_WARN : LL_INFO, 10000, "worker %s (%s) %s: %.200s", w->id,
                 role_name(w->role), life == WORKER_LOST ? "lost" : "left", why);
     coord_event(c, "%s %s: %s", w->id, life == WORKER_LOST ? "lost" : "left", why);

@@ -39,7 +39,6 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
     }
     g->worker = -1;
     if (bad) {
-        c->warn_reject.burst = 10;
         log_warn_limited(&c->warn_reject, 10000, "group %llu attempt %u from %s rejected: %s", (unsigned long long)g->id,
                          g->attempt, w->id, bad);
         if (++g->attempt > MAX_ATTEMPTS) eng__set_state(c, g, GS_CANCELLED);

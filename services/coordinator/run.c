@@ -366,6 +366,11 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
     log_init("coordinator", LL_INFO);
     signal(SIGPIPE, SIG_IGN);
     static Coord c;
+    /* lines logged per 10 s before a kind holds back (issue 38): distinct refusals, registrations and losses, and
+     * rejected results each deserve a line until a flood starts */
+    c.warn_refused.burst = 10;
+    c.warn_life.burst = 20;
+    c.warn_reject.burst = 10;
     int print = CONFIG_PRINT_NONE;
     char err[ERR_LEN];
     if (config_help_wanted(argc, argv)) {
