@@ -73,6 +73,7 @@ static const CfgEntry cfg_table[] = {
     { AR "actor.ppo_epochs",                 CFG_INT,   1, 1000,    "1",       O(ppo_epochs), NULL, 0 },
     { AR "actor.grad_clip",                  CFG_FLOAT, 0, 1e9,     "1.0",     O(grad_clip), NULL, 0 },
     { AR "actor.fsdp_config.fsdp_size",      CFG_INT,   -1, 1e6,    "1",       O(fsdp_size), NULL, 0 },
+    { AR "actor.fsdp_config.reshard_after_forward", CFG_BOOL, 0, 0,  "true",    O(reshard_after_forward), NULL, 0 },
     { AR "actor.entropy_coeff",              CFG_FLOAT, -1e3, 1e3,  "0",       O(entropy_coeff), NULL, 0 },
     { AR "actor.use_dynamic_bsz",            CFG_BOOL,  0, 0,       "false",    O(use_dynamic_bsz), NULL, 0 },
     { AR "actor.ppo_max_token_len_per_gpu",  CFG_INT,   1, 1e9,     "16384",   O(ppo_max_token_len_per_gpu), NULL, 0 },

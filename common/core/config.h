@@ -75,10 +75,13 @@ typedef struct Config {
     int     ppo_micro_batch_size_per_gpu; /* sequences per micro-batch */
     int     ppo_epochs;
     double  grad_clip;                /* global grad-norm clip; <=0: none */
-    int     fsdp_size;                /* verl's fsdp_config.fsdp_size: 1 replicates the optimizer state on every learner
-                                         rank (dapo's default; verl's is -1); -1 or >= cluster.num_learners shards it
-                                         over all of them (services/learner/shard.h); 0 and hybrid sizes between are
-                                         refused */
+    int     fsdp_size;                /* verl's fsdp_config.fsdp_size: 1 replicates the model and optimizer state on
+                                         every learner rank (dapo's default; verl's is -1); -1 or >= cluster.num_learners
+                                         shards parameters, gradients and optimizer state over all of them (FSDP full
+                                         shard, services/learner/shard.h); 0 and hybrid sizes between are refused */
+    bool    reshard_after_forward;    /* verl's fsdp_config.reshard_after_forward (sharded only): true gathers a layer's
+                                         parameters again for its backward; false keeps every layer's from forward to
+                                         backward (more memory, fewer gathers: ZeRO-2-like) */
     double  entropy_coeff;
     bool    use_dynamic_bsz;
     int     ppo_max_token_len_per_gpu;/* tokens per micro-batch when use_dynamic_bsz */

@@ -239,27 +239,36 @@ const char *st_metadata(const SafeTensors *st, const char *key) {
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-int st_read_f32(const SafeTensors *st, const char *name, float *dst, size_t n, char err[ERR_LEN]) {
+int st_read_f32_range(const SafeTensors *st, const char *name, size_t first, size_t n, float *dst, char err[ERR_LEN]) {
     const StTensor *t = st_find(st, name);
     if (!t) return err_set(err, ERR_NOTFOUND, "tensor '%s' not found", name);
-    if ((size_t)t->numel != n)
-        return err_set(err, ERR_INVAL, "tensor '%s': %lld elements, expected %zu", name, (long long)t->numel, n);
+    if (first > (size_t)t->numel || n > (size_t)t->numel - first)
+        return err_set(err, ERR_INVAL, "tensor '%s': elements [%zu, %zu) outside its %lld", name, first, first + n,
+                       (long long)t->numel);
     const unsigned char *p = t->data;
     switch (t->dtype) {
-    case ST_F32: memcpy(dst, p, n * 4); break;
+    case ST_F32: memcpy(dst, p + 4 * first, n * 4); break;
     case ST_BF16:
-        for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = dtype_bf16_to_f32(h); }
+        for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * (first + i), 2); dst[i] = dtype_bf16_to_f32(h); }
         break;
     case ST_F16:
-        for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = dtype_f16_to_f32(h); }
+        for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * (first + i), 2); dst[i] = dtype_f16_to_f32(h); }
         break;
     case ST_F64:
-        for (size_t i = 0; i < n; i++) { double d; memcpy(&d, p + 8 * i, 8); dst[i] = (float)d; }
+        for (size_t i = 0; i < n; i++) { double d; memcpy(&d, p + 8 * (first + i), 8); dst[i] = (float)d; }
         break;
     default:
         return err_set(err, ERR_UNSUPPORTED, "tensor '%s': dtype %s is not a float type", name, dtype_name(t->dtype));
     }
     return 0;
+}
+
+int st_read_f32(const SafeTensors *st, const char *name, float *dst, size_t n, char err[ERR_LEN]) {
+    const StTensor *t = st_find(st, name);
+    if (!t) return err_set(err, ERR_NOTFOUND, "tensor '%s' not found", name);
+    if ((size_t)t->numel != n)
+        return err_set(err, ERR_INVAL, "tensor '%s': %lld elements, expected %zu", name, (long long)t->numel, n);
+    return st_read_f32_range(st, name, 0, n, dst, err);
 }
 
 int st_read_i32(const SafeTensors *st, const char *name, int32_t *dst, size_t n, char err[ERR_LEN]) {

@@ -49,6 +49,10 @@ const char *st_metadata(const SafeTensors *st, const char *key);
 /* Copies tensor `name` as fp32 into dst (n floats; must equal numel). ERR_NOTFOUND names the tensor,
  * ERR_INVAL names the size mismatch, ERR_UNSUPPORTED for integer tensors. */
 int st_read_f32(const SafeTensors *st, const char *name, float *dst, size_t n, char err[ERR_LEN]);
+/* Copies elements [first, first + n) of tensor `name` (flat, row-major) as fp32 into dst[n]: a rank's piece of a
+ * tensor without reading the rest (services/learner/shard.h). ERR_NOTFOUND, ERR_INVAL (the range is outside the
+ * tensor), ERR_UNSUPPORTED (integer tensors). */
+int st_read_f32_range(const SafeTensors *st, const char *name, size_t first, size_t n, float *dst, char err[ERR_LEN]);
 /* Copies an integer (I32/I64) tensor into dst as int32 (n elements = numel). */
 int st_read_i32(const SafeTensors *st, const char *name, int32_t *dst, size_t n, char err[ERR_LEN]);
 

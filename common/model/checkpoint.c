@@ -161,6 +161,11 @@ static void prune(const char *root, long keep_step, int max_keep) {
 }
 
 int checkpoint_save(const char *root, const Model *m, const CheckpointState *st, int max_keep, char err[ERR_LEN]) {
+    return checkpoint_save_params(root, m, NULL, st, max_keep, err);
+}
+
+int checkpoint_save_params(const char *root, const Model *m, const float *params, const CheckpointState *st,
+                           int max_keep, char err[ERR_LEN]) {
     if (!m || !st || !root || !root[0]) return err_set(err, ERR_INVAL, "checkpoint_save: bad arguments");
     if ((!m->adam_m || !m->adam_v) && st->optim_shards <= 0)
         return err_set(err, ERR_INVAL, "checkpoint_save: the model has no optimizer state (train mode)");
@@ -173,7 +178,7 @@ int checkpoint_save(const char *root, const Model *m, const CheckpointState *st,
     checkpoint_remove_tree(tmp, err);                   /* leftovers of a crashed attempt by a process with our pid */
     if (mkdir(tmp, 0755) != 0) return err_set(err, ERR_IO, "%s: %s", tmp, strerror(errno));
     snprintf(hf, sizeof hf, "%s/huggingface", tmp);
-    rc = model_save(m, hf, ST_F32, err);
+    rc = model_save_params(m, params, hf, ST_F32, err);
     if (!rc && st->optim_shards <= 0) {
         float *hm = model__host_slab(m, MODEL_ADAM_M, 1), *hv = model__host_slab(m, MODEL_ADAM_V, 1);
         StWriteTensor t[2] = {{.name = "exp_avg", .ndim = 1, .shape = {m->n_params}, .f32 = hm},
@@ -323,9 +328,9 @@ Model *checkpoint_load(const char *dir, const ModelOptions *opt, CheckpointState
     if (!m) return NULL;
     if (!opt->train) return m;
     m->adam_step = st->adam_step;
-    if (!m->adam_m) return m;                       /* sharded: the caller reads its range */
+    if (!m->adam_m) return m;      /* sharded: the caller reads its pieces (checkpoint_model_dir, _load_optim_shard) */
     float *hm = model__host_slab(m, MODEL_ADAM_M, 0), *hv = model__host_slab(m, MODEL_ADAM_V, 0);
-    int rc = checkpoint_load_optim_range(dir, m->n_params, 0, m->n_params, hm, hv, err);
+    int rc = checkpoint_load_optim_range(dir, m, 0, m->n_params, hm, hv, err);
     model__host_slab_done(m, MODEL_ADAM_M, hm, !rc);
     model__host_slab_done(m, MODEL_ADAM_V, hv, !rc);
     if (rc) {
@@ -338,63 +343,130 @@ Model *checkpoint_load(const char *dir, const ModelOptions *opt, CheckpointState
     return m;
 }
 
-int checkpoint_save_optim_shard(const char *root, long step, int rank, int world, long n, long lo, long hi,
-                                const float *mom, const float *var, char err[ERR_LEN]) {
-    if (!root || rank < 0 || rank >= world || lo < 0 || hi < lo || hi > n)
-        return err_set(err, ERR_INVAL, "checkpoint_save_optim_shard: bad arguments (rank %d of %d, [%ld, %ld) of %ld)",
-                       rank, world, lo, hi, n);
-    char dir[4200], path[4400], a[24], b[24], c[24];
+/* One piece of the flat vector: [lo, hi) stored at `pos` floats into a file's tensors (source) or a caller's arrays
+ * (target). */
+typedef struct { long lo, hi, pos; } Piece;
+
+/* Rank `rank` of `world`'s pieces, one per FSDP unit (model_unit_piece), back to back: returns the floats in all. */
+static long unit_pieces(const Model *m, int rank, int world, Piece *p) {
+    long pos = 0;
+    for (int u = 0; u < model_n_units(m); u++) {
+        model_unit_piece(m, u, rank, world, &p[u].lo, &p[u].hi);
+        p[u].pos = pos;
+        pos += p[u].hi - p[u].lo;
+    }
+    return pos;
+}
+
+int checkpoint_save_optim_shard(const char *root, long step, const Model *m, int rank, int world, const float *mom,
+                                const float *var, char err[ERR_LEN]) {
+    if (!root || !m || rank < 0 || rank >= world)
+        return err_set(err, ERR_INVAL, "checkpoint_save_optim_shard: bad arguments (rank %d of %d)", rank, world);
+    char dir[4200], path[4400], c[24];
     snprintf(dir, sizeof dir, "%s/global_step_%ld/optim_shards", root, step);
     int rc = fs_mkdir_p(dir, err);
     if (rc) return rc;
     snprintf(dir, sizeof dir, "%s/global_step_%ld", root, step);
     shard_path(dir, rank, world, path, sizeof path);
-    snprintf(a, sizeof a, "%ld", lo);
-    snprintf(b, sizeof b, "%ld", hi);
-    snprintf(c, sizeof c, "%ld", n);
+    Piece *p = xcalloc((size_t)model_n_units(m), sizeof *p);
+    long k = unit_pieces(m, rank, world, p);
+    xfree(p);
+    snprintf(c, sizeof c, "%ld", model_n_params(m));
     static const float none[1] = {0};
-    StWriteTensor t[2] = {{.name = "exp_avg", .ndim = 1, .shape = {hi - lo}, .f32 = hi > lo ? mom : none},
-                          {.name = "exp_avg_sq", .ndim = 1, .shape = {hi - lo}, .f32 = hi > lo ? var : none}};
-    const char *meta[] = {"format", "pt", "dapo_checkpoint_version", "1", "lo", a, "hi", b, "n_params", c};
-    return st_write(path, t, 2, ST_F32, meta, 5, err);
+    StWriteTensor t[2] = {{.name = "exp_avg", .ndim = 1, .shape = {k}, .f32 = k > 0 ? mom : none},
+                          {.name = "exp_avg_sq", .ndim = 1, .shape = {k}, .f32 = k > 0 ? var : none}};
+    const char *meta[] = {"format", "pt", "dapo_checkpoint_version", "1", "layout", "units", "n_params", c};
+    return st_write(path, t, 2, ST_F32, meta, 4, err);
 }
 
-/* Copies [lo, hi) of the moments out of one file whose tensors hold [a, b) of the flat vector. */
-static int copy_overlap(const char *path, long a, long b, long lo, long hi, float *mom, float *var, char err[ERR_LEN]) {
-    long from = lo > a ? lo : a, to = hi < b ? hi : b;
-    if (from >= to) return 0;
+/* Copies, from one file whose tensors hold the source pieces src[0..ns), every overlap with the target pieces
+ * tgt[0..nt) into mom / var. want: the floats the file's tensors must hold. */
+static int copy_pieces(const char *path, const Piece *src, int ns, long want, const Piece *tgt, int nt, float *mom,
+                       float *var, char err[ERR_LEN]) {
     SafeTensors *s = st_open(path, err);
     if (!s) return ERR_IO;
     int rc = 0;
     for (int k = 0; k < 2 && !rc; k++) {
         const StTensor *t = st_find(s, k ? "exp_avg_sq" : "exp_avg");
-        if (!t || t->dtype != ST_F32 || t->numel != b - a)
-            rc = err_set(err, ERR_INVAL, "%s: %s missing, not F32 or not of %ld floats", path,
-                         k ? "exp_avg_sq" : "exp_avg", b - a);
-        else
-            memcpy((k ? var : mom) + (from - lo), (const float *)t->data + (from - a), (size_t)(to - from) * sizeof(float));
+        if (!t || t->dtype != ST_F32 || t->numel != want) {
+            rc = err_set(err, ERR_INVAL, "%s: %s missing, not F32 or not of %ld floats", path, k ? "exp_avg_sq" : "exp_avg",
+                         want);
+            break;
+        }
+        for (int i = 0; i < ns; i++)
+            for (int j = 0; j < nt; j++) {
+                long from = src[i].lo > tgt[j].lo ? src[i].lo : tgt[j].lo, to = src[i].hi < tgt[j].hi ? src[i].hi : tgt[j].hi;
+                if (from < to)
+                    memcpy((k ? var : mom) + tgt[j].pos + (from - tgt[j].lo),
+                           (const float *)t->data + src[i].pos + (from - src[i].lo), (size_t)(to - from) * sizeof(float));
+            }
     }
     st_close(s);
     return rc;
 }
 
-int checkpoint_load_optim_range(const char *dir, long n, long lo, long hi, float *mom, float *var, char err[ERR_LEN]) {
+/* Fills the target pieces from the checkpoint in dir, whatever layout and W it was written with: actor/optim.safetensors
+ * (the whole vector), shard files of FSDP units (metadata layout "units") or of one range each (lo, hi: the first
+ * sharded layout). */
+static int load_pieces(const char *dir, const Model *m, const Piece *tgt, int nt, float *mom, float *var,
+                       char err[ERR_LEN]) {
     CheckpointState st;
     int rc = checkpoint_read_state(dir, &st, err);
     if (rc) return rc;
+    long n = model_n_params(m);
     char ad[4096], p[4400], step_dir[4200];
     actor_dir(dir, ad, sizeof ad);
     if (st.optim_shards <= 0) {
         snprintf(p, sizeof p, "%s/optim.safetensors", ad);
-        return copy_overlap(p, 0, n, lo, hi, mom, var, err);
+        Piece all = {0, n, 0};
+        return copy_pieces(p, &all, 1, n, tgt, nt, mom, var, err);
     }
     snprintf(step_dir, sizeof step_dir, "%s/..", ad);
-    int W = st.optim_shards;
-    long shard = (n + W - 1) / W;                   /* shard.h: rank r holds [r shard, (r + 1) shard) clipped to n */
+    int W = st.optim_shards, U = model_n_units(m);
+    Piece *src = xcalloc((size_t)U, sizeof *src);
     for (int r = 0; r < W && !rc; r++) {
-        long a = shard * r < n ? shard * r : n, b = shard * (r + 1) < n ? shard * (r + 1) : n;
         shard_path(step_dir, r, W, p, sizeof p);
-        rc = copy_overlap(p, a, b, lo, hi, mom, var, err);
+        SafeTensors *f = st_open(p, err);
+        if (!f) { rc = ERR_IO; break; }
+        const char *layout = st_metadata(f, "layout"), *np = st_metadata(f, "n_params");
+        const char *lo = st_metadata(f, "lo"), *hi = st_metadata(f, "hi");
+        int units = layout && !strcmp(layout, "units");
+        Piece one = {lo ? atol(lo) : 0, hi ? atol(hi) : 0, 0};
+        if (!np || atol(np) != n) rc = err_set(err, ERR_INVAL, "%s: written for %s parameters, the model has %ld", p,
+                                               np ? np : "an unknown number of", n);
+        else if (!units && (!lo || !hi || one.lo < 0 || one.hi < one.lo || one.hi > n))
+            rc = err_set(err, ERR_INVAL, "%s: neither FSDP units nor a valid range (lo, hi)", p);
+        st_close(f);
+        if (rc) break;
+        long want = units ? unit_pieces(m, r, W, src) : one.hi - one.lo;
+        rc = copy_pieces(p, units ? src : &one, units ? U : 1, want, tgt, nt, mom, var, err);
     }
+    xfree(src);
     return rc;
+}
+
+int checkpoint_load_optim_range(const char *dir, const Model *m, long lo, long hi, float *mom, float *var,
+                                char err[ERR_LEN]) {
+    if (lo < 0 || hi < lo || hi > model_n_params(m))
+        return err_set(err, ERR_INVAL, "checkpoint_load_optim_range: [%ld, %ld) outside the %ld parameters", lo, hi,
+                       model_n_params(m));
+    Piece t = {lo, hi, 0};
+    return load_pieces(dir, m, &t, 1, mom, var, err);
+}
+
+int checkpoint_load_optim_shard(const char *dir, const Model *m, int rank, int world, float *mom, float *var,
+                                char err[ERR_LEN]) {
+    if (rank < 0 || rank >= world)
+        return err_set(err, ERR_INVAL, "checkpoint_load_optim_shard: rank %d of %d", rank, world);
+    Piece *t = xcalloc((size_t)model_n_units(m), sizeof *t);
+    unit_pieces(m, rank, world, t);
+    int rc = load_pieces(dir, m, t, model_n_units(m), mom, var, err);
+    xfree(t);
+    return rc;
+}
+
+void checkpoint_model_dir(const char *dir, char *out, size_t n) {
+    char ad[4096];
+    actor_dir(dir, ad, sizeof ad);
+    snprintf(out, n, "%s/huggingface", ad);
 }

@@ -4,10 +4,13 @@
  *   ROOT/global_step_N/actor/huggingface/{config.json, generation_config.json, model.safetensors}   fp32 weights
  *   ROOT/global_step_N/actor/optim.safetensors   "exp_avg" [n_params], "exp_avg_sq" [n_params] fp32 (slab order)
  *   or, with the optimizer state sharded over W learner ranks (state.json "optim_shards": W; issue 39):
- *   ROOT/global_step_N/optim_shards/rank_R_of_W.safetensors   "exp_avg", "exp_avg_sq" of rank R's range [lo, hi) of
- *                                                 the flat parameter vector (metadata lo, hi, n_params), each written
- *                                                 by its rank (a shared trainer.default_local_dir); the checkpoint is
- *                                                 complete once state.json and all W shards exist
+ *   ROOT/global_step_N/optim_shards/rank_R_of_W.safetensors   "exp_avg", "exp_avg_sq" of rank R's pieces of the flat
+ *                                                 vector, one per FSDP unit (model.h; model_unit_piece) back to back
+ *                                                 (metadata layout "units", n_params; an earlier layout kept one range
+ *                                                 per rank, metadata lo, hi: still read), each written by its rank (a
+ *                                                 shared trainer.default_local_dir); the checkpoint is complete once
+ *                                                 state.json and all W shards exist. The weights are the fp32
+ *                                                 huggingface/ export, which rank 0 writes from the gathered copy.
  *   ROOT/global_step_N/actor/state.json          {"format": "dapo-learner-checkpoint", "version": 1, "step": N,
  *                                                 "adam_step", "policy_version", "rng_seed", "rng_counter",
  *                                                 "data_epoch", "data_cursor", "n_params"}
@@ -16,7 +19,7 @@
  * full disk leaves the previous checkpoints as they were (the temp directory is removed and the error reported).
  * Only `actor/` is ours: the coordinator may keep its own files in global_step_N/.
  * Weights and optimizer state are fp32 bit-for-bit, so resume is exact (same bits as an uninterrupted run).
- * Any W reads any W' (re-sharding on load: checkpoint_load_optim_range reads a range from either layout).
+ * Any W reads any W' (re-sharding on load: checkpoint_load_optim_range / _shard read pieces from any layout).
  * Not here: which rank owns which range (services/learner/shard.h), bf16 export (model_save), the coordinator's state. */
 #ifndef DAPO_CHECKPOINT_H
 #define DAPO_CHECKPOINT_H
@@ -52,16 +55,28 @@ typedef struct {
  * file is written here; each rank writes its shard with checkpoint_save_optim_shard). */
 int checkpoint_save(const char *root, const Model *m, const CheckpointState *st, int max_keep, char err[ERR_LEN]);
 
-/* Rank `rank` of `world`'s optimizer shard of step `step`: mom and var hold [lo, hi) of the n-float flat vector
- * (hi - lo floats each, may be 0). Written to ROOT/global_step_<step>/optim_shards/rank_<rank>_of_<world>.safetensors
- * (temp file + fsync + rename; the directories are made). 0 or ERR_IO / ERR_INVAL. */
-int checkpoint_save_optim_shard(const char *root, long step, int rank, int world, long n, long lo, long hi,
-                                const float *mom, const float *var, char err[ERR_LEN]);
+/* checkpoint_save with the weights taken from params[n_params] (the flat layout) instead of the model's slab: how rank 0
+ * of a sharded run (ModelOptions.shard_world > 1: the model holds windows) exports the copy it gathered. */
+int checkpoint_save_params(const char *root, const Model *m, const float *params, const CheckpointState *st,
+                           int max_keep, char err[ERR_LEN]);
 
-/* Reads [lo, hi) of the flat Adam moments (n floats in all) of the checkpoint in dir (ROOT/global_step_N or its
- * actor/) into mom and var (hi - lo floats each), whichever layout it was written in and whatever W. 0, or ERR_IO /
- * ERR_INVAL (another n_params, a shard missing or of the wrong size; named). */
-int checkpoint_load_optim_range(const char *dir, long n, long lo, long hi, float *mom, float *var, char err[ERR_LEN]);
+/* Rank `rank` of `world`'s optimizer shard of step `step`: mom and var hold its pieces of every FSDP unit of m
+ * (model_unit_piece(m, u, rank, world), u in order, back to back; the layout of services/learner/shard.h). Written to
+ * ROOT/global_step_<step>/optim_shards/rank_<rank>_of_<world>.safetensors (temp file + fsync + rename; the directories
+ * are made). 0 or ERR_IO / ERR_INVAL. */
+int checkpoint_save_optim_shard(const char *root, long step, const Model *m, int rank, int world, const float *mom,
+                                const float *var, char err[ERR_LEN]);
+
+/* Reads [lo, hi) of the flat Adam moments of the checkpoint in dir (ROOT/global_step_N or its actor/) into mom and var
+ * (hi - lo floats each), whichever layout it was written in and whatever W; m gives the parameter count and the units.
+ * 0, or ERR_IO / ERR_INVAL (another n_params, a shard missing or of the wrong size; named). */
+int checkpoint_load_optim_range(const char *dir, const Model *m, long lo, long hi, float *mom, float *var,
+                                char err[ERR_LEN]);
+/* The same into rank `rank` of `world`'s pieces (the layout checkpoint_save_optim_shard writes): re-sharding. */
+int checkpoint_load_optim_shard(const char *dir, const Model *m, int rank, int world, float *mom, float *var,
+                                char err[ERR_LEN]);
+/* The Hugging Face directory of the checkpoint in dir (ROOT/global_step_N or its actor/) into out (n bytes). */
+void checkpoint_model_dir(const char *dir, char *out, size_t n);
 
 /* Finds the checkpoint to resume under root: the one CHECKPOINT_LATEST_FILE names when it is complete, else the newest
  * complete one (a directory written before the marker existed); writes "ROOT/global_step_N" into path (n bytes) and

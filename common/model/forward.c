@@ -183,6 +183,7 @@ static void packed_layer_forward(Model *m, const ModelBatch *b, int l, float *x_
 int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char err[ERR_LEN]) {
     m->fwd_tokens = m->fwd_seqs = 0;                    /* no backward until this forward has finished */
     int rc = batch_check(m, b, err);
+    if (!rc) rc = model__check_hooks(m, "model_forward", err);
     if (rc) return rc;
     const ModelConfig *c = &m->cfg;
     ModelActs *a = m->priv;
@@ -198,12 +199,16 @@ int model_forward(Model *m, const ModelBatch *b, float *logp, float *ent, char e
     be->rope_tables(bc, a->cs, a->sn, a->pos, N, m->inv_freq, hd / 2);
 
     float *x0 = a->layer[0].x_in;
+    if ((rc = model__unit_use(m, 0, err))) return rc;       /* FSDP units (model.h): the hooks' order */
     be->embed(bc, x0, b->tokens, BW(m->w.embed), N, H);
 
     for (int l = 0; l < c->n_layers; l++) {
+        if ((rc = model__unit_use(m, 1 + l, err))) return rc;
         packed_layer_forward(m, b, l, l + 1 < c->n_layers ? a->layer[l + 1].x_in : a->x_final, &rope);
         if (m->progress) m->progress(m->progress_ud);       /* a daemon's heartbeat during a long chunk */
     }
+    if ((rc = model__unit_use(m, c->n_layers + 1, err)) || (c->tie_embeddings && (rc = model__unit_use(m, 0, err))))
+        return rc;
     be->rmsnorm(bc, a->xnf, a->rstdf, a->x_final, m->w.norm, N, H, c->rms_eps);
 
     long R = m->logits_rows;
@@ -241,6 +246,8 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
     const Backend *be = m->be;
     BackendCtx *bc = m->bc;
     BkRope rope = { a->cs, a->sn, a->pos, m->inv_freq };
+    if ((rc = model__unit_use(m, c->n_layers + 1, err)) || (c->tie_embeddings && (rc = model__unit_use(m, 0, err))))
+        return rc;
 
     if (dlogp) be->to_device(bc, a->dlogp, dlogp, (size_t)N * sizeof(float));
     if (dent) be->to_device(bc, a->dent, dent, (size_t)N * sizeof(float));
@@ -256,8 +263,10 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
     }
     a->logits_full = 0;     /* the logits buffer now holds gradients */
     be->rmsnorm_backward_varlen(bc, a->dres, m->g.norm, a->dA, a->x_final, m->w.norm, a->rstdf, cu, S, H, 0);
+    if ((rc = model__unit_grads(m, c->n_layers + 1, err))) return rc;
 
     for (int l = c->n_layers - 1; l >= 0; l--) {
+        if ((rc = model__unit_use(m, 1 + l, err))) return rc;
         LayerActs *A = &a->layer[l];
         const LayerWeights *W = &m->w.layer[l];
         LayerWeights *G = &m->g.layer[l];
@@ -284,11 +293,12 @@ int model_backward(Model *m, const ModelBatch *b, const float *dlogp, const floa
         }
         be->linear_backward_varlen(bc, a->dA, G->wqkv, G->bqkv, a->dqkv, A->xn1, BW(W->wqkv), cu, S, qkvd, H, 0);
         be->rmsnorm_backward_varlen(bc, a->dres, G->ln1, a->dA, A->x_in, W->ln1, A->rstd1, cu, S, H, 1);
+        if ((rc = model__unit_grads(m, 1 + l, err))) return rc;
         if (m->progress) m->progress(m->progress_ud);
     }
     be->embed_backward(bc, m->g.embed, b->tokens, a->dres, N, H);
     be->sync(bc);
-    return 0;
+    return model__unit_grads(m, 0, err);
 }
 
 /* model_forward_cached's attention: each sequence's new K/V rows into its contiguous cache, then its queries over it */

@@ -66,22 +66,33 @@ static long layout_build(Model *m) {
     return off;
 }
 
-/* Points a ModelWeights view at a slab laid out as layout_build describes. */
-static void weights_point(const Model *m, ModelWeights *w, float *base) {
+/* Points a ModelWeights view at a slab: the embedding at base, layer l at base + e + (l % slots) l_stride, the final
+ * norm (and an untied lm_head) after the slots. layout_build's layout is e = V H, slots = n_layers, l_stride = one
+ * layer's floats; a sharded model's windows (units.c) are padded and may share one slot. */
+static void weights_point(const Model *m, ModelWeights *w, float *base, long e, int slots, long l_stride) {
     const ModelConfig *c = &m->cfg;
-    long H = c->hidden, V = c->vocab, I = c->inter, hd = c->head_dim;
+    long H = c->hidden, I = c->inter, hd = c->head_dim;
     long qd = (long)c->n_heads * hd, kvd = (long)c->n_kv_heads * hd;
-    float *p = base;
-    w->embed = p; p += V * H;
+    w->embed = base;
     for (int l = 0; l < c->n_layers; l++) {
         LayerWeights *L = &w->layer[l];
+        float *p = base + e + (l % slots) * l_stride;
         const long n[MODEL_LAYER_SLOTS] = { H, (qd + 2 * kvd) * H, c->qkv_bias ? qd + 2 * kvd : 0, H * qd,
                                             c->qk_norm ? hd : 0, c->qk_norm ? hd : 0, H, 2 * I * H, H * I };
         float **slot[MODEL_LAYER_SLOTS] = { &L->ln1, &L->wqkv, &L->bqkv, &L->wo, &L->qn, &L->kn, &L->ln2, &L->wgu, &L->wd };
         for (int i = 0; i < MODEL_LAYER_SLOTS; i++) { *slot[i] = n[i] ? p : NULL; p += n[i]; }
     }
-    w->norm = p; p += H;
-    w->lm_head = c->tie_embeddings ? w->embed : p;
+    w->norm = base + e + slots * l_stride;
+    w->lm_head = c->tie_embeddings ? w->embed : w->norm + H;
+}
+
+/* The slab layout of a view: whole (layout_build's) or the sharded windows with `slots` layer slots. */
+static void weights_place(const Model *m, ModelWeights *w, float *base, int slots) {
+    if (m->shard_world > 1) {
+        weights_point(m, w, base, model_unit_padded(m, 0), slots, model_unit_padded(m, 1));
+        return;
+    }
+    weights_point(m, w, base, (long)m->cfg.vocab * m->cfg.hidden, m->cfg.n_layers, model__layer_floats(&m->cfg));
 }
 
 /* Carves the activation slab (base NULL: only counts). Returns floats used. */
@@ -171,8 +182,14 @@ static void size_model(Model *m, const ModelConfig *cfg, const ModelOptions *opt
     long budget = opt->logits_floats > 0 ? opt->logits_floats : 64L << 20;
     long rows = budget / cfg->vocab;
     m->logits_rows = rows < 1 ? 1 : rows > m->max_tokens ? m->max_tokens : rows;
-    int W = m->train && opt->shard_world > 1 ? opt->shard_world : 1;
-    m->slab_floats = (m->n_params + W - 1) / W * W;
+    m->shard_world = m->train && opt->shard_world > 1 ? opt->shard_world : 1;
+    m->param_slots = m->shard_world > 1 && !opt->keep_params ? 1 : cfg->n_layers;
+    m->slab_floats = m->grad_floats = m->n_params;
+    if (m->shard_world > 1) {                  /* the windows (units.c): embedding, layer slots, final norm (+ head) */
+        long e = model_unit_padded(m, 0), l = model_unit_padded(m, 1), f = model_unit_padded(m, cfg->n_layers + 1);
+        m->slab_floats = e + m->param_slots * l + f;
+        m->grad_floats = e + l + f;
+    }
 }
 
 int model_plan(const char *config_json, const ModelOptions *opt, ModelPlan *p, char err[ERR_LEN]) {
@@ -189,13 +206,15 @@ int model_plan(const char *config_json, const ModelOptions *opt, ModelPlan *p, c
     size_t acts = acts_carve(&m, &a, NULL);
     xfree(a.layer);
     xfree(m.tensors);
-    int W = m.train && opt->shard_world > 1 ? opt->shard_world : 1;
     memset(p, 0, sizeof *p);
     p->n_params = m.n_params;
     p->slab_floats = m.slab_floats;
     p->params_bytes = (size_t)m.slab_floats * sizeof(float);
-    p->grads_bytes = m.train ? p->params_bytes : 0;
-    p->adam_bytes = !m.train ? 0 : 2 * sizeof(float) * (size_t)(W > 1 ? m.slab_floats / W : m.n_params);
+    p->grads_bytes = m.train ? (size_t)m.grad_floats * sizeof(float) : 0;
+    long shard = 0;                             /* one rank's share: ceil(n_u / W) floats of every unit */
+    for (int u = 0; m.shard_world > 1 && u < model_n_units(&m); u++) shard += model_unit_padded(&m, u) / m.shard_world;
+    p->adam_bytes = !m.train ? 0 : 2 * sizeof(float) * (size_t)(m.shard_world > 1 ? shard : m.n_params);
+    p->shard_bytes = 2 * sizeof(float) * (size_t)shard;
     p->acts_bytes = acts * sizeof(float);
     return 0;
 }
@@ -221,22 +240,29 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     }
     m->config_json = xstrdup(config_json);
     size_model(m, cfg, opt);
-    int L = cfg->n_layers, W = m->train && opt->shard_world > 1 ? opt->shard_world : 1;
+    int L = cfg->n_layers;
+    if (m->shard_world > 1 && !m->be->host_memory) {
+        err_set(err, ERR_UNSUPPORTED, "model: sharded parameters (shard_world %d) need a host-memory backend, not %s",
+                m->shard_world, m->be->name);
+        m->be->ctx_free(m->bc);
+        xfree(m->tensors); xfree(m->config_json); xfree(m);
+        return NULL;
+    }
     m->w.layer = xcalloc((size_t)L, sizeof(LayerWeights));
     m->params = slab_alloc(m, m->slab_floats);
-    weights_point(m, &m->w, m->params);
+    weights_place(m, &m->w, m->params, m->param_slots);
     if (m->be->params_prepare) m->be->params_prepare(m->bc, m->params, m->n_params);
     if (m->train) {
         m->g.layer = xcalloc((size_t)L, sizeof(LayerWeights));
         m->m.layer = xcalloc((size_t)L, sizeof(LayerWeights));
         m->v.layer = xcalloc((size_t)L, sizeof(LayerWeights));
-        m->grads = slab_alloc(m, m->slab_floats);
-        weights_point(m, &m->g, m->grads);
-        if (W == 1) {                                /* sharded (W > 1): the caller keeps its shard's moments */
+        m->grads = slab_alloc(m, m->grad_floats);
+        weights_place(m, &m->g, m->grads, 1);
+        if (m->shard_world == 1) {                   /* sharded (W > 1): the caller keeps its shard's moments */
             m->adam_m = slab_alloc(m, m->n_params);
             m->adam_v = slab_alloc(m, m->n_params);
-            weights_point(m, &m->m, m->adam_m);
-            weights_point(m, &m->v, m->adam_v);
+            weights_place(m, &m->m, m->adam_m, L);
+            weights_place(m, &m->v, m->adam_v, L);
         }
     }
     m->inv_freq = xmalloc((size_t)(cfg->head_dim / 2) * sizeof(float));
@@ -252,7 +278,7 @@ static Model *model_build(const ModelConfig *cfg, const char *config_json, const
     double MiB = 1.0 / (1 << 20);
     log_info("model %s: %ld params (%.1f MiB each for params%s), activations %.1f MiB for %d tokens (%s), "
              "V=%d H=%d L=%d heads=%d/%d hd=%d I=%d", cfg->arch_name, m->n_params, m->n_params * 4.0 * MiB,
-             !m->train ? "" : m->adam_m ? ", grads, adam m, adam v" : ", grads; adam m, v sharded", m->acts_floats * 4.0 * MiB, m->max_tokens,
+             !m->train ? "" : m->adam_m ? ", grads, adam m, adam v" : ", sharded: windows of params and grads", m->acts_floats * 4.0 * MiB, m->max_tokens,
              !m->train ? "inference" : m->recompute ? "train, recomputed in backward" : "train", cfg->vocab, cfg->hidden, cfg->n_layers, cfg->n_heads,
              cfg->n_kv_heads, cfg->head_dim, cfg->inter);
     return m;
@@ -372,6 +398,8 @@ void model__host_slab_done(Model *m, ModelSlab which, float *h, int dirty) {
     if (dirty && which == MODEL_PARAMS && m->be->params_refresh) m->be->params_refresh(m->bc);
 }
 
+/* Checks every tensor of the table against st (present, the config's shape) and, with params, reads it there; tensors
+ * of st that are not the model's are refused. */
 static int load_weights_into(Model *m, const SafeTensors *st, float *params, char err[ERR_LEN]) {
     for (int i = 0; i < m->n_tensors; i++) {
         const ModelTensor *t = &m->tensors[i];
@@ -382,7 +410,7 @@ static int load_weights_into(Model *m, const SafeTensors *st, float *params, cha
             return err_set(err, ERR_INVAL, "tensor '%s': shape [%lld%s%lld] disagrees with config.json (expected [%ld%s%ld])",
                            t->name, (long long)s->shape[0], s->ndim > 1 ? ", " : "", s->ndim > 1 ? (long long)s->shape[1] : 0LL,
                            t->shape[0], t->ndim > 1 ? ", " : "", t->ndim > 1 ? t->shape[1] : 0L);
-        int rc = st_read_f32(st, t->name, params + t->offset, (size_t)t->numel, err);
+        int rc = params ? st_read_f32(st, t->name, params + t->offset, (size_t)t->numel, err) : 0;
         if (rc) return rc;
     }
     for (int i = 0; i < st_count(st); i++) {
@@ -396,6 +424,8 @@ static int load_weights_into(Model *m, const SafeTensors *st, float *params, cha
 }
 
 int model_load_weights(Model *m, const SafeTensors *st, char err[ERR_LEN]) {
+    if (m->shard_world > 1) return err_set(err, ERR_INVAL, "model_load_weights: a sharded model holds windows, not the "
+                                           "weights (its ranks read their pieces: model_read_params_range)");
     model_unpack_weights(m);          /* the packed snapshot (if any) no longer matches */
     float *h = model__host_slab(m, MODEL_PARAMS, 1);
     int rc = load_weights_into(m, st, h, err);
@@ -417,7 +447,8 @@ Model *model_load(const char *dir, const ModelOptions *opt, char err[ERR_LEN]) {
     if (!m) { st_close(st); return NULL; }
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
     m->gen_config_json = read_text(path, 1 << 20);
-    int rc = model_load_weights(m, st, err);
+    int rc = m->shard_world > 1 ? load_weights_into(m, st, NULL, err)   /* sharded: checked; the ranks read pieces */
+                                : model_load_weights(m, st, err);
     st_close(st);
     if (rc) { model_free(m); return NULL; }
     return m;
@@ -436,6 +467,13 @@ static int write_text(const char *path, const char *text, char err[ERR_LEN]) {
 }
 
 int model_save(const Model *m, const char *dir, StDtype dtype, char err[ERR_LEN]) {
+    if (m->shard_world > 1)
+        return err_set(err, ERR_INVAL, "model_save: a sharded model holds windows (gather the parameters, model_save_params)");
+    return model_save_params(m, NULL, dir, dtype, err);
+}
+
+int model_save_params(const Model *m, const float *params, const char *dir, StDtype dtype, char err[ERR_LEN]) {
+    if (!params && m->shard_world > 1) return err_set(err, ERR_INVAL, "model_save_params: a sharded model needs params");
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) return err_set(err, ERR_IO, "%s: %s", dir, strerror(errno));
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -446,7 +484,7 @@ int model_save(const Model *m, const char *dir, StDtype dtype, char err[ERR_LEN]
     }
     if (rc) return rc;
     StWriteTensor *t = xcalloc((size_t)m->n_tensors, sizeof *t);
-    float *h = model__host_slab(m, MODEL_PARAMS, 1);
+    float *h = params ? (float *)params : model__host_slab(m, MODEL_PARAMS, 1);
     for (int i = 0; i < m->n_tensors; i++) {
         t[i].name = m->tensors[i].name;
         t[i].ndim = m->tensors[i].ndim;
@@ -456,7 +494,7 @@ int model_save(const Model *m, const char *dir, StDtype dtype, char err[ERR_LEN]
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     rc = st_write(path, t, m->n_tensors, dtype, NULL, 0, err);
-    model__host_slab_done((Model *)m, MODEL_PARAMS, h, 0);
+    if (!params) model__host_slab_done((Model *)m, MODEL_PARAMS, h, 0);
     xfree(t);
     return rc;
 }
@@ -479,6 +517,7 @@ static uint64_t xorshift(uint64_t *s) {
 }
 
 void model_init_random(Model *m, uint64_t seed, float std) {
+    if (m->shard_world > 1) return;       /* windows only (model.h): the ranks initialize their pieces */
     model_unpack_weights(m);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     float *h = model__host_slab(m, MODEL_PARAMS, 0);
@@ -501,11 +540,12 @@ void model_init_random(Model *m, uint64_t seed, float std) {
 }
 
 void model_grads_zero(Model *m) {
-    if (m->grads) m->be->zero(m->bc, m->grads, (size_t)m->slab_floats * sizeof(float));
+    if (m->grads) m->be->zero(m->bc, m->grads, (size_t)m->grad_floats * sizeof(float));
 }
 
 double model_grad_norm(const Model *m) {
     if (!m->grads) return 0.0;
+    if (m->shard_world > 1) return NAN;   /* the norm is the shards' (services/learner/shard.h) */
     return sqrt(m->be->sumsq(m->bc, m->grads, m->n_params));
 }
 
@@ -522,6 +562,7 @@ double model_grads_clip(Model *m, double max_norm) {
 int model_read(const Model *m, ModelSlab which, float *dst, char err[ERR_LEN]) {
     const float *s = slab_of(m, which);
     if (!s || !dst) return err_set(err, ERR_INVAL, "model_read: slab %d absent (inference model?) or NULL dst", (int)which);
+    if (m->shard_world > 1) return err_set(err, ERR_INVAL, "model_read: a sharded model holds windows only");
     m->be->to_host(m->bc, dst, s, (size_t)m->n_params * sizeof(float));
     m->be->sync(m->bc);
     return 0;
@@ -530,6 +571,7 @@ int model_read(const Model *m, ModelSlab which, float *dst, char err[ERR_LEN]) {
 int model_write(Model *m, ModelSlab which, const float *src, char err[ERR_LEN]) {
     float *d = slab_of(m, which);
     if (!d || !src) return err_set(err, ERR_INVAL, "model_write: slab %d absent (inference model?) or NULL src", (int)which);
+    if (m->shard_world > 1) return err_set(err, ERR_INVAL, "model_write: a sharded model holds windows only");
     m->be->to_device(m->bc, d, src, (size_t)m->n_params * sizeof(float));
     m->be->sync(m->bc);
     if (which == MODEL_PARAMS) model_params_changed(m);

@@ -66,12 +66,17 @@ typedef struct {
     int  max_context;        /* longest cached context model_forward_cached attends over (p0 + n);
                                 0: max_tokens. Sizes the attention scratch. */
     const Backend *backend;  /* where the slabs live and the kernels run; NULL: &backend_cpu (backend_select) */
-    int  shard_world;        /* > 1 with train: the optimizer state is sharded over that many ranks by the caller
-                                (issue 39, services/learner/shard.h): the parameter and gradient slabs hold
-                                model_slab_floats = ceil(n_params / W) x W floats (a zero tail past n_params) so a
-                                reduce-scatter or all-gather over W ranks runs on them in place, and Adam m / v are
-                                not allocated (adamw_step, model_save_optimizer refuse; the caller keeps its shard's).
-                                0 or 1: whole slabs, Adam state included */
+    int  shard_world;        /* > 1 with train: FSDP full shard over that many ranks (issue 39; the caller, e.g.
+                                services/learner/shard.h, holds each rank's 1/W of the parameters, gradients and AdamW
+                                state): the model keeps WINDOWS instead of whole slabs — the embedding unit, one decoder
+                                layer slot (or every layer's, keep_params) and the final-norm unit for parameters, the
+                                same with one layer slot for gradients — and asks for each unit's parameters and hands
+                                over each unit's gradients through model_set_unit_hooks ("FSDP units" below). Adam m / v
+                                are not allocated; model_read / model_write / model_save / adamw_step / the grad-norm
+                                helpers refuse or do not apply. CPU backend only. 0 or 1: whole slabs */
+    int  keep_params;        /* with shard_world > 1: every layer has its own parameter slot, so a layer's parameters,
+                                gathered for its forward, stay for its backward (verl's fsdp_config.reshard_after_forward
+                                false: ZeRO-2-like); 0: one slot shared by the layers, gathered again for backward */
     int  recompute;          /* 1 with train: gradient checkpointing (verl's model.enable_gradient_checkpointing):
                                 the forward keeps only each layer's input (N x H floats a layer) and model_backward
                                 runs each layer's forward again, from that input, right before its backward — the
@@ -113,6 +118,8 @@ Model *model_create(const char *config_json, const ModelOptions *opt, char err[E
 typedef struct {
     long   n_params, slab_floats;
     size_t params_bytes, grads_bytes, adam_bytes, acts_bytes;
+    size_t shard_bytes;      /* shard_world > 1: the rank's fp32 master parameters and gradient accumulator (1/W each,
+                                per unit: services/learner/shard.h); params_bytes / grads_bytes are then the windows */
 } ModelPlan;
 int model_plan(const char *config_json, const ModelOptions *opt, ModelPlan *p, char err[ERR_LEN]);
 
@@ -234,8 +241,7 @@ int                model_max_tokens(const Model *m);    /* ModelOptions.max_toke
 int                model_is_train(const Model *m);      /* ModelOptions.train */
 long               model_adam_step(const Model *m);     /* optimizer steps taken (bias correction) */
 void               model_set_adam_step(Model *m, long step);   /* a sharded optimizer's count (ModelOptions.shard_world) */
-/* Floats allocated in the parameter and gradient slabs: n_params, or with ModelOptions.shard_world = W > 1 the next
- * multiple of W (the tail past n_params reads zero in the gradients after model_grads_zero). */
+/* Floats allocated in the parameter slab: n_params, or with ModelOptions.shard_world > 1 the window layout's. */
 long               model_slab_floats(const Model *m);
 int                model_n_tensors(const Model *m);     /* HF tensors in file order (lm_head absent when tied) */
 const ModelTensor *model_tensor(const Model *m, int i); /* i in [0, model_n_tensors); NULL otherwise */
@@ -254,5 +260,47 @@ void               model_sync(const Model *m);
 /* Pointer views into one slab per tensor (backend pointers: dereference only when model_backend(m)->host_memory).
  * NULL for an absent slab. Borrowed. */
 const ModelWeights *model_views(const Model *m, ModelSlab which);
+
+/* ---- FSDP units (a model loaded with ModelOptions.shard_world = W > 1; issue 39) ----
+ * The flat parameter vector (the tensor table's layout) is cut into units, each one contiguous range: unit 0 the token
+ * embedding (also the LM head when tied), unit 1 + l decoder layer l, unit n_layers + 1 model.norm (+ lm_head when
+ * untied) — torch FSDP's wrapping of a decoder (one unit per layer, the root's own parameters in the outer ones). Each
+ * unit has a parameter window and a gradient window of model_unit_padded floats (its size rounded up to a multiple of W,
+ * so a ring all-gather or reduce-scatter runs on it in place); the layers share one gradient window and one parameter
+ * window (or one each, keep_params). The model calls the hooks, in this order:
+ *   model_forward:  use(0), then use(1 + l) before each layer l, then use(L + 1) [and use(0) again when tied] before
+ *                   the final norm and LM head;
+ *   model_backward: use(L + 1) [use(0) when tied], LM head and final norm backward, grads_ready(L + 1); for l from
+ *                   L - 1 down: use(1 + l), the layer's backward (its recomputed forward first, ModelOptions.recompute),
+ *                   grads_ready(1 + l); then the embedding's backward and grads_ready(0).
+ * use(u): unit u's parameters must be in its window when it returns (a hook that knows they still are does nothing).
+ * grads_ready(u): this backward ADDED unit u's gradients into its gradient window; a layer's window is shared, so the
+ * hook must take them (e.g. reduce-scatter) and leave it zeroed; units 0 and L + 1 may keep accumulating there until
+ * the caller takes them. A hook's non-zero return stops the pass: model_forward / model_backward return it with the
+ * hook's err. model_forward_idle / model_backward_idle make exactly the calls of a pass and compute nothing: a rank with
+ * fewer micro-batches than its peers runs them so that every rank's collectives pair up. */
+typedef struct {
+    int (*use)(void *ud, int unit, char err[ERR_LEN]);
+    int (*grads_ready)(void *ud, int unit, char err[ERR_LEN]);
+} ModelUnitHooks;
+int    model_n_units(const Model *m);                               /* n_layers + 2 */
+/* unit u's range [*off, *off + *n) of the flat parameter vector; 0, or ERR_INVAL for u outside [0, n_units) */
+int    model_unit(const Model *m, int u, long *off, long *n);
+long   model_unit_padded(const Model *m, int u);                    /* ceil(n / W) x W; 0 for a bad u */
+/* Rank `rank` of `world`'s piece [*lo, *hi) of unit u (flat offsets): [off + r s, off + (r + 1) s) with
+ * s = ceil(n / world), clipped to the unit (the padding is nobody's; a piece may be empty). Any model, any world >= 1. */
+void   model_unit_piece(const Model *m, int u, int rank, int world, long *lo, long *hi);
+/* The window holding unit u's parameters (MODEL_PARAMS) or gradients (MODEL_GRADS): model_unit_padded floats, the
+ * unit's tensors in table order from its start; NULL for an unsharded model, a bad u or another slab. Borrowed. */
+float *model_unit_window(const Model *m, ModelSlab which, int u);
+void   model_set_unit_hooks(Model *m, const ModelUnitHooks *h, void *ud);   /* h borrowed for the model's life */
+int    model_forward_idle(Model *m, char err[ERR_LEN]);
+int    model_backward_idle(Model *m, char err[ERR_LEN]);
+/* Copies [lo, hi) of the flat parameter vector from an open safetensors set into dst[hi - lo] (any float dtype; each
+ * tensor touched must exist with the config's shape): how a rank reads its pieces. ERR_NOTFOUND / ERR_INVAL. */
+int    model_read_params_range(const Model *m, const SafeTensors *st, long lo, long hi, float *dst, char err[ERR_LEN]);
+/* model_save with the parameters taken from params[n_params] (the flat layout; e.g. a sharded run's gathered copy)
+ * instead of the model's slab; the only model_save of a sharded model. */
+int    model_save_params(const Model *m, const float *params, const char *dir, StDtype dtype, char err[ERR_LEN]);
 
 #endif

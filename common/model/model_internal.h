@@ -14,7 +14,14 @@ struct Model {
     char        *config_json;      /* config.json text as loaded (written back by model_save); owned */
     char        *gen_config_json;  /* generation_config.json text or NULL; owned */
     long         n_params;         /* floats in each of params/grads/m/v */
-    long         slab_floats;      /* allocated in params and grads: n_params, or a multiple of shard_world */
+    long         slab_floats;      /* allocated in params: n_params, or (sharded) the window layout's floats */
+    long         grad_floats;      /* allocated in grads: n_params, or (sharded) the window layout's with one layer slot */
+    /* FSDP units (ModelOptions.shard_world = W > 1 with train; model.h "FSDP units"): the slabs hold windows, the
+     * caller (services/learner/shard.h) the parameters through hooks */
+    int          shard_world;      /* W, or 1: whole slabs */
+    int          param_slots;      /* the parameter windows' layer slots: 1, or n_layers (ModelOptions.keep_params) */
+    const ModelUnitHooks *hooks;   /* model_set_unit_hooks; NULL: none (a sharded model's forward is refused) */
+    void        *hooks_ud;
     int          n_tensors;
     ModelTensor *tensors;          /* [n_tensors] HF names in file order (lm_head absent when tied) */
     float       *params, *grads, *adam_m, *adam_v;   /* slabs; grads/m/v NULL unless train */
@@ -119,6 +126,12 @@ typedef struct {
  * w[4]: q|k|v, o, gate|up, down as BkWeight (the caller's prepared copies). */
 void model__layer_forward(const Model *m, int l, const LayerIO *io, const BkWeight w[4], const LayerMode *mode,
                           const BkRope *rope);
+
+/* ---- FSDP units (units.c) ---- */
+long model__layer_floats(const ModelConfig *c);          /* one decoder layer's parameters */
+int  model__unit_use(Model *m, int u, char err[ERR_LEN]);     /* the hooks' use / grads_ready; 0 without hooks */
+int  model__unit_grads(Model *m, int u, char err[ERR_LEN]);
+int  model__check_hooks(const Model *m, const char *what, char err[ERR_LEN]);   /* ERR_INVAL: sharded, no hooks */
 
 /* Host view of one parameter-shaped slab for the load / save paths (model.c, checkpoint.c): the slab itself when the
  * backend's memory is host memory, else a host copy (downloaded first when fetch). model__host_slab_done uploads it

@@ -79,6 +79,6 @@ int settings_learner_model(const Config *c, int world, ModelOptions *mo, char er
     if (!be) return ERR_UNSUPPORTED;
     *mo = (ModelOptions){.max_tokens = (int)need, .train = 1, .backend = be,
                          .shard_world = world > 1 && config_optim_sharded(c) ? world : 1,
-                         .recompute = c->gradient_checkpointing};
+                         .keep_params = !c->reshard_after_forward, .recompute = c->gradient_checkpointing};
     return 0;
 }

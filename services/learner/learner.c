@@ -44,6 +44,30 @@ static int grads_allreduce(Learner *L, int poison, char err[ERR_LEN]) {
     return rc;
 }
 
+/* A sharded rank's state (shard.h): its pieces of the weights (the checkpoint's fp32 export, or model.path) and of the
+ * moments (any W's checkpoint: re-sharded), then every unit gathered once — rank 0 keeps the copy it publishes. */
+static int shard_open(Learner *L, const Config *cfg, const char *src, char err[ERR_LEN]) {
+    char dir[4200];
+    if (src) checkpoint_model_dir(src, dir, sizeof dir);
+    else snprintf(dir, sizeof dir, "%s", cfg->model_path);
+    LearnerShard *s = &L->shard;
+    int rc = shard_init(s, L->m, L->coll, L->rank, L->world, err);
+    if (!rc) rc = shard_load_params(s, dir, err);
+    if (!rc && src) rc = checkpoint_load_optim_shard(src, L->m, L->rank, L->world, s->m, s->v, err);
+    if (!rc && L->rank == 0) L->full = xmalloc((size_t)s->n * sizeof(float));
+    if (!rc) rc = shard_gather_full(s, L->full, err);
+    if (!rc) log_info("learner rank %d: parameters, gradients and optimizer state sharded over %d ranks (fsdp_size %d, "
+                      "reshard_after_forward %s): %ld of %ld parameters here", L->rank, L->world, cfg->fsdp_size,
+                      cfg->reshard_after_forward ? "true" : "false", s->local, s->n);
+    return rc;
+}
+
+int learner_gather_params(Learner *L, char err[ERR_LEN]) {
+    return L->sharded ? shard_gather_full(&L->shard, L->full, err) : 0;
+}
+
+const float *learner_params(const Learner *L) { return L->sharded ? L->full : model_host_slab(L->m, MODEL_PARAMS); }
+
 Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, char err[ERR_LEN]) {
     if (world < 1 || rank < 0 || rank >= world) { err_set(err, ERR_INVAL, "learner: rank %d of %d", rank, world); return NULL; }
     Learner *L = xcalloc(1, sizeof *L);
@@ -105,14 +129,7 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
         if (L->m) log_info("learner rank %d: model %s (%ld parameters)", rank, cfg->model_path, model_n_params(L->m));
     }
     if (!L->m) { learner_close(L); return NULL; }
-    if (L->sharded && (shard_init(&L->shard, L->m, rank, world, err) ||
-                       (src && checkpoint_load_optim_range(src, L->shard.n, L->shard.lo, L->shard.hi, L->shard.m,
-                                                           L->shard.v, err)))) {   /* any W's checkpoint: re-sharded */
-        learner_close(L);
-        return NULL;
-    }
-    if (L->sharded) log_info("learner rank %d: optimizer state sharded over %d ranks (fsdp_size %d): parameters [%ld, %ld) "
-                             "of %ld", rank, world, cfg->fsdp_size, L->shard.lo, L->shard.hi, L->shard.n);
+    if (L->sharded && shard_open(L, cfg, src, err)) { learner_close(L); return NULL; }
     long T = model_max_tokens(L->m);
     model_set_progress(L->m, layer_progress, L);
     L->pack = seqpack_new(L->m);
@@ -141,6 +158,7 @@ void learner_close(Learner *L) {
     step_reset(L);
     xfree(L->pending);
     shard_free(&L->shard);
+    xfree(L->full);
     model_free(L->m);
     xfree(L->ckpt_root);
     seqpack_free(L->pack);
@@ -224,8 +242,21 @@ typedef struct {
 static int chunk_tramp(SeqPack *p, SeqChunk *c, void *ud, char err[ERR_LEN]) {
     (void)p;
     ChunkRun *r = ud;
-    int rc = r->fn(r->L, r->tb, c, r->rs, r->ud, err);
+    int any, rc = r->L->sharded ? shard_vote(&r->L->shard, 1, &any, err) : 0;   /* one more pass (idle_passes) */
+    if (!rc) rc = r->fn(r->L, r->tb, c, r->rs, r->ud, err);
     if (!rc && (rc = keepalive(r->L)) < 0) rc = err_set(err, rc, "shard aborted: %s", err_str(rc));
+    return rc;
+}
+
+/* A sharded rank that has run all its chunks: idle passes (the hook calls of a forward, and of a backward when
+ * backward) while any other rank still has a chunk, so that every rank's gathers and reduce-scatters pair up. */
+static int idle_passes(Learner *L, int backward, char err[ERR_LEN]) {
+    int any = 1, rc = 0;
+    while (L->sharded && !rc && !(rc = shard_vote(&L->shard, 0, &any, err)) && any) {
+        rc = model_forward_idle(L->m, err);
+        if (!rc && backward) rc = model_backward_idle(L->m, err);
+        if (!rc && (rc = keepalive(L)) < 0) rc = err_set(err, rc, "shard aborted: %s", err_str(rc));
+    }
     return rc;
 }
 
@@ -254,6 +285,7 @@ int learner_logprobs(Learner *L, const Dapo__TrainBatch *tb, float *out, char er
     resp_starts(tb, rs);
     ChunkRun run = {.L = L, .tb = tb, .rs = rs, .fn = chunk_logprobs, .ud = out};
     for (int j = 0; j < mb.n_micro && !rc; j++) rc = for_chunks(&run, mb.idx + mb.off[j], mb.off[j + 1] - mb.off[j], NULL, err);
+    if (!rc) rc = idle_passes(L, 0, err);
     xfree(rs);
     layout_micro_free(&mb);
     return rc;
@@ -318,10 +350,13 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, c
     long *rs = xmalloc(tb->n_offsets * sizeof(long));
     resp_starts(tb, rs);
     GradCtx g = {.old_lp = old_lp, .corr = corr, .st = st};
-    model_grads_zero(L->m);
+    if (L->sharded) shard_grads_zero(&L->shard);
+    else model_grads_zero(L->m);
+    L->shard.t_comm = 0;
     ChunkRun run = {.L = L, .tb = tb, .rs = rs, .fn = chunk_grads, .ud = &g};
     for (int j = 0; j < mb.n_micro && !rc; j++)
         rc = for_chunks(&run, mb.idx + mb.off[j], mb.off[j + 1] - mb.off[j], &st->n_micro, err);
+    if (!rc) rc = idle_passes(L, 1, err);
     xfree(rs);
     layout_micro_free(&mb);
     if (rc) return rc;
@@ -330,10 +365,11 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, c
     v[0] = (float)g.acc.pg_loss; v[1] = (float)g.acc.loss; v[2] = (float)g.acc.entropy_sum;
     v[3] = (float)g.acc.clipfrac_sum; v[4] = (float)g.acc.clipfrac_lower_sum; v[5] = (float)g.acc.kl_sum;
     v[6] = (float)g.acc.n_tokens; v[7] = (float)g.nonfinite;
-    double t0 = clock_s();
-    rc = L->sharded ? shard_reduce_grads(&L->shard, L->m, L->coll, g.nonfinite, err) : grads_allreduce(L, g.nonfinite, err);
+    double t0 = clock_s();   /* sharded: each layer's gradients were reduce-scattered in backward (shard.h); a rank's
+                                non-finite loss reaches every rank through v[7] */
+    rc = L->sharded ? shard_finish_grads(&L->shard, err) : grads_allreduce(L, g.nonfinite, err);
     if (!rc && L->coll && coll_allreduce_sum(L->coll, v, 8, err)) rc = ERR_COLLECTIVE;
-    st->t_comm = clock_s() - t0;
+    st->t_comm = clock_s() - t0 + L->shard.t_comm;
     if (rc) return rc;
     double nt = v[6];
     st->pg_loss = v[0];
@@ -350,7 +386,7 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, c
 int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]) {
     double t0 = clock_s(), norm = 0;
     if (!L->sharded) norm = model_grad_norm(L->m);
-    else if (shard_grad_norm(&L->shard, L->m, L->coll, &norm, err)) return ERR_COLLECTIVE;   /* the ranks re-form */
+    else if (shard_grad_norm(&L->shard, &norm, err)) return ERR_COLLECTIVE;   /* the ranks re-form */
     st->grad_norm = norm;
     if (st->skipped || !isfinite(norm)) {          /* verl: "grad_norm is not finite", no optimizer step */
         st->skipped = 1;
@@ -358,7 +394,8 @@ int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]) {
         L->skipped_updates++;
         log_warn("learner rank %d: non-finite loss or grad norm (%g): update skipped (%ld so far)", L->rank, norm,
                  L->skipped_updates);
-        model_grads_zero(L->m);
+        if (L->sharded) shard_grads_zero(&L->shard);
+        else model_grads_zero(L->m);
         st->t_opt = clock_s() - t0;
         return 0;
     }
@@ -369,13 +406,8 @@ int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]) {
     long warmup = L->warmup >= 0 ? L->warmup : L->total_steps > 0 ? (long)(L->warmup_ratio * (double)L->total_steps) : 0;
     st->lr = lr_at(L->sched, L->lr, L->steps_done, warmup, total, L->min_lr_ratio);
     int rc = !L->sharded ? adamw_step(L->m, &L->opt, (float)st->lr, err)
-                         : shard_adamw(&L->shard, L->m, &L->opt, (float)st->lr, norm, L->grad_clip, err);
+                         : shard_adamw(&L->shard, &L->opt, (float)st->lr, norm, L->grad_clip, err);
     st->t_opt = clock_s() - t0;
-    if (!rc && L->sharded) {                         /* every rank's updated range to every rank */
-        double t1 = clock_s();
-        rc = shard_gather_params(&L->shard, L->m, L->coll, err);
-        st->t_comm += clock_s() - t1;
-    }
     return rc;
 }
 
@@ -527,6 +559,21 @@ int learner_next(Learner *L, LearnerResult *r) {
         L->cur_step = -1;
         return 1;
     }
+    if (tb->last_of_step && L->sharded) {         /* the step's weights, gathered once for rank 0 to publish */
+        double t0 = clock_s();
+        int grc = learner_gather_params(L, r->error);
+        r->st.t_comm += clock_s() - t0;
+        if (grc) {
+            r->failed = 1;
+            r->code = grc;
+            log_error("learner rank %d: step %lld: gathering the weights failed: %s", L->rank, (long long)tb->step,
+                      r->error);
+            L->failed_step = L->cur_step;
+            step_reset(L);
+            L->cur_step = -1;
+            return 1;
+        }
+    }
     fill_metrics(L, r);
     if (tb->last_of_step) {
         L->steps_done = tb->step;
@@ -549,14 +596,14 @@ int learner_checkpoint(Learner *L, char err[ERR_LEN]) {
                     .rng_seed = L->rng_seed, .rng_counter = L->rng_counter, .optim_shards = L->sharded ? L->world : 0};
     double t0 = clock_s();
     const LearnerShard *s = &L->shard;
-    int rc = !L->sharded ? 0 : checkpoint_save_optim_shard(L->ckpt_root, L->steps_done, L->rank, L->world, s->n, s->lo,
-                                                           s->hi, s->m, s->v, err);
+    int rc = !L->sharded ? 0 : checkpoint_save_optim_shard(L->ckpt_root, L->steps_done, L->m, L->rank, L->world, s->m,
+                                                           s->v, err);
     if (L->sharded && L->rank > 0) {                 /* rank 0 writes the model and state.json */
         if (!rc) log_info("learner rank %d: optimizer shard of global_step_%ld written in %.2f s", L->rank,
                           L->steps_done, clock_s() - t0);
         return rc;
     }
-    if (!rc) rc = checkpoint_save(L->ckpt_root, L->m, &st, L->max_keep, err);
+    if (!rc) rc = checkpoint_save_params(L->ckpt_root, L->m, L->sharded ? L->full : NULL, &st, L->max_keep, err);
     if (!rc) log_info("learner: checkpoint global_step_%ld written to %s in %.2f s", L->steps_done, L->ckpt_root,
                       clock_s() - t0);
     return rc;

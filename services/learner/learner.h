@@ -60,8 +60,11 @@ struct Learner {
     Model       *m;                /* owned */
     Collective  *coll;             /* borrowed; NULL: a single rank */
     int          rank, world;
-    int          sharded;          /* fsdp_config.fsdp_size -1 or >= W (W > 1): the optimizer state is sharded */
+    int          sharded;          /* fsdp_config.fsdp_size -1 or >= W (W > 1): parameters, gradients and optimizer
+                                      state fully sharded (shard.h) */
     LearnerShard shard;            /* this rank's (shard.h); zeroed unless sharded */
+    float       *full;             /* sharded, rank 0: the whole parameter vector as last gathered (shard_gather_full:
+                                      at open and after each step), what it publishes and exports; owned */
     LossParams   lp;
     AdamWConfig  opt;
     LrSchedule   sched;
@@ -106,6 +109,13 @@ struct Learner {
  * borrowed (NULL for world 1). NULL with a message on error (bad knobs, model/checkpoint load errors). */
 Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, char err[ERR_LEN]);
 void     learner_close(Learner *L);   /* NULL-safe; frees pending shards */
+
+/* The weights to publish and export (rank 0): the model's slab, or the gathered copy of a sharded run; NULL on a
+ * sharded rank > 0 and on a device backend (weights.h reads the model then). Borrowed. */
+const float *learner_params(const Learner *L);
+/* Sharded: every rank gathers the whole model once (collective; learner_next does it after a step's last update) and
+ * rank 0 keeps it for learner_params. 0 (unsharded: nothing to do) or ERR_COLLECTIVE. */
+int learner_gather_params(Learner *L, char err[ERR_LEN]);
 
 /* Checks a shard against the model and itself (offsets, lengths, token range, per-response-token arrays, rank/world).
  * 0 or ERR_INVAL naming the field. */

@@ -1,21 +1,23 @@
-/* services/learner/shard.h: the learner's sharded optimizer (issue 39; ZeRO stage 1 with reduce-scattered gradients,
- * `actor_rollout_ref.actor.fsdp_config.fsdp_size` -1, or >= W): over the W learner ranks the flat parameter vector
- * (the model's slab order, n floats, padded to W x shard, shard = ceil(n / W)) is cut into W equal ranges; rank r owns
- * [r shard, (r + 1) shard) and keeps the AdamW moments of that range only (8 bytes a parameter / W instead of 8).
- * One optimizer step, after backward left the whole gradient in the model's slab:
- *   1. reduce-scatter the gradient slab (coll_reduce_scatter_sum: rank r gets its range summed over ranks, in the ring's
- *      fixed order);
- *   2. the global L2 norm: each rank's sum of squares of its range (double), exchanged exactly and added in rank order
- *      (so every rank has the same bits), as torch.nn.utils.clip_grad_norm_ over the whole model;
- *   3. clip (scale the range by max_norm / (norm + 1e-6) when norm > max_norm) and AdamW on the range
- *      (adamw_update: torch.optim.AdamW's formulas);
- *   4. all-gather the parameter slab: every rank holds the whole updated model again (for the next forward and the
- *      weights it publishes).
- * Parameters and gradients stay whole on every rank between steps (ZeRO-3's per-layer gather is not built yet).
- * Against replicated data parallelism (fsdp_size 1: all-reduce, every rank steps the whole model) the results differ
- * only by fp32 reassociation of the gradient sum (the all-reduce cuts its chunks at n k / W, the reduce-scatter at
- * shard k) and of the norm.
- * Not here: the collectives (common/collective), the forward and backward (common/model), checkpoints of the shards
+/* services/learner/shard.h: the learner's fully sharded state (issue 39; torch FSDP's full shard, verl's
+ * `actor_rollout_ref.actor.fsdp_config.fsdp_size` -1 or >= W). The flat parameter vector is cut into the model's FSDP
+ * units (model.h: the embedding, each decoder layer, the final norm and LM head); rank r of W owns its piece of every
+ * unit (model_unit_piece: the r-th ceil(n_u / W) floats of unit u) and keeps, for those pieces only, the fp32 master
+ * parameters, the gradient accumulator and the AdamW moments: 16 bytes a parameter / W. The model (loaded with
+ * ModelOptions.shard_world = W) holds only windows and calls this module's hooks:
+ *   use(u):         unit u's parameters into its window — this rank's piece copied in, then coll_allgather — unless the
+ *                   window still holds them (a layer slot is shared by every layer unless keep_params, verl's
+ *                   reshard_after_forward false; an optimizer step makes every window stale);
+ *   grads_ready(u): a layer's gradients are reduce-scattered at once (coll_reduce_scatter_sum, the ring's fixed order)
+ *                   and this rank's part added to its accumulator, the window zeroed; the embedding and final units
+ *                   keep accumulating in their windows until shard_finish_grads (they are used at both ends of a pass).
+ * Every rank must make the same calls in the same order: a rank with fewer chunks runs idle passes (shard_vote, then
+ * model_forward_idle / model_backward_idle), as verl keeps the micro-batch count equal across FSDP ranks.
+ * One optimizer step: shard_finish_grads, shard_grad_norm (the exact global norm), shard_adamw (clip + AdamW on the
+ * pieces); the published weights are gathered once per version (shard_gather_full).
+ * Against replicated data parallelism (fsdp_size 1: one all-reduce of the whole gradient after the mini-batch) the
+ * results differ by fp32 reassociation only: each chunk's layer gradients are summed over ranks before they are added
+ * over chunks, the ring cuts its sums elsewhere, and the norm's double sums run in another order.
+ * Not here: the collectives (common/collective), the forward and backward (common/model), when to checkpoint
  * (learner.c). */
 #ifndef DAPO_LEARNER_SHARD_H
 #define DAPO_LEARNER_SHARD_H
@@ -26,33 +28,50 @@
 #include "model/model.h"
 
 typedef struct {
-    int    rank, world;     /* this rank and the ranks the state is sharded over */
-    long   n;               /* parameters (floats) */
-    long   shard;           /* floats a rank owns: model_slab_floats / world */
-    long   lo, hi;          /* this rank's range of the flat parameter vector, hi <= n (the padding is nobody's) */
-    float *m, *v;           /* AdamW moments of [lo, hi): hi - lo floats each (xmalloc'd, owned) */
+    int         rank, world, n_units;
+    long        n;              /* parameters (floats) */
+    long       *lo, *hi;        /* [n_units] this rank's piece of each unit (flat offsets) */
+    long       *pos;            /* [n_units + 1] where each piece starts in the arrays below; pos[n_units] = local */
+    long        local;          /* floats this rank keeps of each kind */
+    float      *p, *g, *m, *v;  /* master parameters, gradient accumulator, AdamW moments: local floats each (owned) */
+    char       *fresh;          /* [n_units] the unit's window holds its current parameters */
+    Model      *model;          /* borrowed: the hooks' model */
+    Collective *coll;           /* borrowed */
+    double      t_comm;         /* seconds in collectives since the caller last zeroed it */
+    ModelUnitHooks hooks;
 } LearnerShard;
 
-/* Sets up rank's shard of model m (loaded with ModelOptions.shard_world = world; host memory: the CPU backend) with
- * zero moments. 0, or ERR_INVAL (the model's slabs are not padded for world, or its backend's memory is not the
- * host's: sharding on CUDA is the GPU issue's). */
-int  shard_init(LearnerShard *s, const Model *m, int rank, int world, char err[ERR_LEN]);
-void shard_free(LearnerShard *s);   /* NULL-safe; leaves *s zeroed */
+/* Sets up rank's pieces of model m (loaded with ModelOptions.shard_world = world, CPU backend) with zero parameters,
+ * gradients and moments, and registers the hooks on m (over coll). 0, or ERR_INVAL (m is not sharded over world). */
+int  shard_init(LearnerShard *s, Model *m, Collective *coll, int rank, int world, char err[ERR_LEN]);
+void shard_free(LearnerShard *s);   /* NULL-safe; leaves *s zeroed (m's hooks are not reset: free m too) */
 
-/* Step 1: reduce-scatters m's gradient slab over coll (in place; this rank's range then holds the sum). poison: this
- * rank saw a non-finite gradient, so its whole slab is made NaN first and every rank's range becomes NaN (every rank
- * then skips the step). 0 or ERR_COLLECTIVE (err says why). */
-int  shard_reduce_grads(const LearnerShard *s, Model *m, Collective *coll, int poison, char err[ERR_LEN]);
+/* This rank's pieces of the parameters from a Hugging Face directory (any float dtype; model_read_params_range).
+ * 0, or ERR_IO / ERR_NOTFOUND / ERR_INVAL naming the tensor. */
+int  shard_load_params(LearnerShard *s, const char *dir, char err[ERR_LEN]);
 
-/* Step 2: the global gradient norm into *norm (the same bits on every rank). 0 or ERR_COLLECTIVE. */
-int  shard_grad_norm(const LearnerShard *s, const Model *m, Collective *coll, double *norm, char err[ERR_LEN]);
+/* Zeroes the gradient accumulator and the model's gradient windows (a mini-batch starts). */
+void shard_grads_zero(LearnerShard *s);
 
-/* Step 3: clip this rank's range by the global norm (max_norm <= 0: none) and step AdamW on it with learning rate lr;
- * the model's optimizer step count goes up by one (model_set_adam_step). 0 or ERR_INVAL (lr not finite or < 0). */
-int  shard_adamw(LearnerShard *s, Model *m, const AdamWConfig *cfg, float lr, double norm, double max_norm,
-                 char err[ERR_LEN]);
+/* One round of "does any rank have another chunk?": mine = 1 when this rank has, *any = 1 when some rank has (every
+ * rank gets the same answer). 0 or ERR_COLLECTIVE. */
+int  shard_vote(LearnerShard *s, int mine, int *any, char err[ERR_LEN]);
 
-/* Step 4: all-gathers m's parameter slab (in place) and marks the parameters changed. 0 or ERR_COLLECTIVE. */
-int  shard_gather_params(const LearnerShard *s, Model *m, Collective *coll, char err[ERR_LEN]);
+/* The embedding and final units' gradients (accumulated in their windows over the mini-batch's passes):
+ * reduce-scattered into the accumulator. Call once all ranks' passes of the mini-batch are done. 0 or ERR_COLLECTIVE. */
+int  shard_finish_grads(LearnerShard *s, char err[ERR_LEN]);
+
+/* The global gradient L2 norm into *norm (the same bits on every rank), as torch.nn.utils.clip_grad_norm_ over the whole
+ * model: each rank's sum of squares (double), exchanged exactly and added in rank order. 0 or ERR_COLLECTIVE. */
+int  shard_grad_norm(LearnerShard *s, double *norm, char err[ERR_LEN]);
+
+/* Clips the accumulator by the global norm (max_norm <= 0: none; torch's max_norm / (norm + 1e-6)) and steps AdamW on
+ * the pieces (adamw_update: torch.optim.AdamW); the model's optimizer step count goes up by one and every window becomes
+ * stale. 0 or ERR_INVAL (lr not finite or < 0). */
+int  shard_adamw(LearnerShard *s, const AdamWConfig *cfg, float lr, double norm, double max_norm, char err[ERR_LEN]);
+
+/* Every unit gathered in turn (every rank must call it); with full != NULL the whole parameter vector (n floats, the
+ * flat layout) is copied there — rank 0's copy for the weights it publishes and exports. 0 or ERR_COLLECTIVE. */
+int  shard_gather_full(LearnerShard *s, float *full, char err[ERR_LEN]);
 
 #endif

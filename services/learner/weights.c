@@ -68,7 +68,7 @@ WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, in
     return ws;
 }
 
-int wsrv_publish(WeightServer *ws, const Model *m, int64_t version, char err[ERR_LEN]) {
+int wsrv_publish(WeightServer *ws, const Model *m, const float *params, int64_t version, char err[ERR_LEN]) {
     if (version < ws->version)
         return err_set(err, ERR_INVAL, "weights: version %lld is older than the published %lld", (long long)version,
                        (long long)ws->version);
@@ -88,7 +88,7 @@ int wsrv_publish(WeightServer *ws, const Model *m, int64_t version, char err[ERR
     ws->n_tensors = model_n_tensors(m);
     ws->total_bytes = total;
     ws->n_chunks = nchunks;
-    const float *params = model_host_slab(m, MODEL_PARAMS);
+    if (!params) params = model_host_slab(m, MODEL_PARAMS);
     float *staged = NULL;             /* a device backend's slab, read back once */
     if (!params) {
         staged = xmalloc((size_t)model_n_params(m) * sizeof(float));

@@ -294,9 +294,11 @@ typedef struct {
     float *params_out, *grads_out;
     long P;
     int rc, skipped;
-    int sharded;                  /* fsdp_size -1: the optimizer state sharded over the two ranks */
+    int sharded;                  /* fsdp_size -1: parameters, gradients and optimizer state sharded over the ranks */
+    int keep_params;              /* sharded: reshard_after_forward false */
     const char *ckdir;            /* non-NULL: each rank checkpoints there after the update */
-    long shard_floats;            /* sharded: the moments this rank keeps */
+    long shard_floats;            /* sharded: the floats of each kind this rank keeps */
+    float *m_out, *v_out;         /* sharded: this rank's moments at their flat positions, zeros elsewhere */
     pthread_barrier_t *done;      /* every rank waits here before it closes its collective (a closed peer is lost) */
     char err[ERR_LEN];
 } RankArg;
@@ -311,9 +313,10 @@ static void *rank_main(void *p) {
     const char *m2[][2] = {{"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "2"},
                            {"cluster.num_learners", nl},
                            {"actor_rollout_ref.actor.fsdp_config.fsdp_size", a->sharded ? "-1" : "1"},
-                           {"trainer.default_local_dir", a->ckdir ? a->ckdir : "/tmp"}};
+                           {"trainer.default_local_dir", a->ckdir ? a->ckdir : "/tmp"},
+                           {"actor_rollout_ref.actor.fsdp_config.reshard_after_forward", a->keep_params ? "false" : "true"}};
     Config cfg;
-    base_config(&cfg, m2, 4);
+    base_config(&cfg, m2, 5);
     Learner *L = learner_open(&cfg, a->rank, a->world, c, a->err);
     config_free(&cfg);
     if (!L) { a->rc = -2; pthread_barrier_wait(a->done); coll_close(c); return NULL; }
@@ -321,13 +324,27 @@ static void *rank_main(void *p) {
     a->rc = learner_grads(L, a->tb, a->old, NULL, &st, a->err);
     if (!a->rc) {
         a->P = model_n_params(L->m);
-        a->grads_out = malloc((size_t)a->P * sizeof(float));
-        memcpy(a->grads_out, tu_grads(L->m), (size_t)a->P * sizeof(float));
+        a->grads_out = calloc((size_t)a->P, sizeof(float));      /* sharded: this rank's pieces, zeros elsewhere */
+        if (!L->sharded) memcpy(a->grads_out, tu_grads(L->m), (size_t)a->P * sizeof(float));
+        for (int u = 0; L->sharded && u < L->shard.n_units; u++)
+            memcpy(a->grads_out + L->shard.lo[u], L->shard.g + L->shard.pos[u],
+                   (size_t)(L->shard.hi[u] - L->shard.lo[u]) * sizeof(float));
         a->rc = learner_apply(L, &st, a->err);
         a->skipped = st.skipped;
         a->params_out = malloc((size_t)a->P * sizeof(float));
-        memcpy(a->params_out, tu_params(L->m), (size_t)a->P * sizeof(float));
-        a->shard_floats = L->sharded ? L->shard.hi - L->shard.lo : -1;
+        if (!L->sharded) memcpy(a->params_out, tu_params(L->m), (size_t)a->P * sizeof(float));
+        else if (!a->rc) a->rc = shard_gather_full(&L->shard, a->params_out, a->err);   /* every rank's copy */
+        if (!a->rc) a->rc = learner_gather_params(L, a->err);                         /* rank 0's, for the export */
+        a->shard_floats = L->sharded ? L->shard.local : -1;
+        if (L->sharded) {
+            const LearnerShard *sh = &L->shard;
+            a->m_out = calloc((size_t)a->P, sizeof(float));
+            a->v_out = calloc((size_t)a->P, sizeof(float));
+            for (int u = 0; u < sh->n_units; u++) {
+                memcpy(a->m_out + sh->lo[u], sh->m + sh->pos[u], (size_t)(sh->hi[u] - sh->lo[u]) * sizeof(float));
+                memcpy(a->v_out + sh->lo[u], sh->v + sh->pos[u], (size_t)(sh->hi[u] - sh->lo[u]) * sizeof(float));
+            }
+        }
         if (!a->rc && a->ckdir) a->rc = learner_checkpoint(L, a->err);
     }
     pthread_barrier_wait(a->done);        /* no rank closes while another may still wait on a frame */
@@ -336,8 +353,9 @@ static void *rank_main(void *p) {
     return NULL;
 }
 
-/* W ranks (W divides the 12 sequences) over the CPU collective, each on its W-th of the batch. */
-static void run_ranks(Dapo__TrainBatch *whole, const float *old, RankArg *a, int W, int sharded, const char *ck) {
+/* W ranks over the CPU collective, rank r on sequences [cut[r], cut[r + 1]) of the 12 (cut NULL: 12 / W each). */
+static void run_ranks_cut(Dapo__TrainBatch *whole, const float *old, RankArg *a, int W, int sharded, const char *ck,
+                          const int *cut, int keep_params) {
     int port = tu_free_port(), per = 12 / W;
     Dapo__TrainBatch *part[4];
     pthread_t th[4];
@@ -345,7 +363,7 @@ static void run_ranks(Dapo__TrainBatch *whole, const float *old, RankArg *a, int
     pthread_barrier_init(&done, NULL, (unsigned)W);
     size_t off = 0;
     for (int r = 0; r < W; r++) {
-        part[r] = sub_batch(whole, r * per, (r + 1) * per, r, W);
+        part[r] = cut ? sub_batch(whole, cut[r], cut[r + 1], r, W) : sub_batch(whole, r * per, (r + 1) * per, r, W);
         memset(&a[r], 0, sizeof a[r]);
         a[r].rank = r;
         a[r].world = W;
@@ -354,6 +372,7 @@ static void run_ranks(Dapo__TrainBatch *whole, const float *old, RankArg *a, int
         a[r].old = old + off;
         off += part[r]->n_response_mask;
         a[r].sharded = sharded;
+        a[r].keep_params = keep_params;
         a[r].ckdir = ck;
         a[r].done = &done;
         pthread_create(&th[r], NULL, rank_main, &a[r]);
@@ -367,6 +386,16 @@ static void run_ranks(Dapo__TrainBatch *whole, const float *old, RankArg *a, int
     }
 }
 
+static void run_ranks(Dapo__TrainBatch *whole, const float *old, RankArg *a, int W, int sharded, const char *ck) {
+    run_ranks_cut(whole, old, a, W, sharded, ck, NULL, 0);
+}
+
+static void free_ranks(RankArg *a, int W) {
+    for (int r = 0; r < W; r++) {
+        free(a[r].grads_out); free(a[r].params_out); free(a[r].m_out); free(a[r].v_out);
+    }
+}
+
 static void run_two_ranks_with(Dapo__TrainBatch *whole, const float *old, RankArg a[2], int sharded, const char *ck) {
     run_ranks(whole, old, a, 2, sharded, ck);
 }
@@ -375,40 +404,84 @@ static void run_two_ranks(Dapo__TrainBatch *whole, const float *old, RankArg a[2
     run_two_ranks_with(whole, old, a, 0, NULL);
 }
 
-/* Issue 39 at W = 3 and 4: the sharded update gives every rank the same bits, and they equal replicated data
- * parallelism's at that W within fp32 reassociation (the all-reduce's chunks are cut at n k / W, the
- * reduce-scatter's at shard k, so an element's W-term sum may be added in another order; the norm's double sums too):
- * |a - b| <= 1e-6 + 1e-5 |b| after one AdamW step at lr 1e-6. */
-static void test_sharded_three_four_ranks(void **state) {
+/* Issue 39: FSDP full shard (fsdp_size -1) at W = 2, 3, 4 gives every rank the same bits, and they equal replicated
+ * data parallelism's at that W and one unsharded rank's on the whole batch within fp32 reassociation (each chunk's layer
+ * gradients are summed over ranks before they are added over chunks, the ring cuts its sums elsewhere, the norm's double
+ * sums run in another order): |a - b| <= 1e-6 + 1e-5 |b| after one AdamW step at lr 1e-6. reshard_after_forward false
+ * (every layer's parameters kept from forward to backward) gives the same bits as true; ranks with unequal chunk counts
+ * (8 and 4 sequences: the short one runs idle passes) agree too. */
+static void test_sharded_ranks(void **state) {
     (void)state;
     Learner *one = open_learner(NULL, 0, 0, 1, NULL);
     Dapo__TrainBatch *tb = make_batch(77, 12, 1, 0, 1, 0, 1);
     float *old = shifted_old(one, tb);
-    for (int W = 3; W <= 4; W++) {
+    LearnerMiniStats st;
+    char err[ERR_LEN];
+    assert_int_equal(learner_grads(one, tb, old, NULL, &st, err), 0);
+    long P = model_n_params(one->m);
+    float *g1 = malloc((size_t)P * sizeof(float)), *g = malloc((size_t)P * sizeof(float));
+    memcpy(g1, tu_grads(one->m), (size_t)P * sizeof(float));
+    assert_int_equal(learner_apply(one, &st, err), 0);
+    for (int W = 2; W <= 4; W++) {
         RankArg rep[4], sh[4];
         run_ranks(tb, old, rep, W, 0, NULL);
         run_ranks(tb, old, sh, W, 1, NULL);
-        long P = rep[0].P, owned = 0;
+        long owned = 0;
+        memset(g, 0, (size_t)P * sizeof(float));
         for (int r = 0; r < W; r++) {
             owned += sh[r].shard_floats;
             assert_memory_equal(sh[r].params_out, sh[0].params_out, (size_t)P * sizeof(float));
+            for (long i = 0; i < P; i++) g[i] += sh[r].grads_out[i];     /* disjoint pieces: exact */
         }
         assert_int_equal(owned, P);
+        assert_int_equal(grads_match(one->m, g, g1, "sharded grads vs one rank"), 0);
         assert_int_equal(close_enough(sh[0].params_out, rep[0].params_out, P, 1e-6, 1e-5, "sharded vs replicated"), 0);
-        for (int r = 0; r < W; r++) {
-            free(rep[r].grads_out); free(rep[r].params_out); free(sh[r].grads_out); free(sh[r].params_out);
+        assert_int_equal(close_enough(sh[0].params_out, tu_params(one->m), P, 1e-6, 1e-5, "sharded vs one rank"), 0);
+        if (W == 2) {
+            RankArg keep[2], uneven[2];
+            int cut[3] = {0, 8, 12};
+            run_ranks_cut(tb, old, keep, 2, 1, NULL, NULL, 1);
+            assert_memory_equal(keep[0].params_out, sh[0].params_out, (size_t)P * sizeof(float));
+            run_ranks_cut(tb, old, uneven, 2, 1, NULL, cut, 0);
+            assert_memory_equal(uneven[1].params_out, uneven[0].params_out, (size_t)P * sizeof(float));
+            assert_int_equal(close_enough(uneven[0].params_out, tu_params(one->m), P, 1e-6, 1e-5, "uneven"), 0);
+            free_ranks(keep, 2);
+            free_ranks(uneven, 2);
         }
+        free_ranks(rep, W);
+        free_ranks(sh, W);
     }
+    free(g);
+    free(g1);
     free(old);
     free_batch(tb);
     learner_close(one);
 }
 
-/* Issue 39: the optimizer state sharded over two ranks (fsdp_size -1): each rank keeps the moments of half the
- * parameters, the update gives both ranks the same bits, and those equal replicated data parallelism's (with two ranks
- * every gradient sum is one commutative fp32 addition either way; the norm differs by the order of double sums only,
- * and clipping is inactive at this lr). The sharded checkpoint (each rank its shard, rank 0 the model) loads into one
- * unsharded rank with the moments of the replicated run, bit for bit: re-sharding from W = 2 to W = 1. */
+/* The moments of a sharded checkpoint read back as rank r of W (checkpoint_load_optim_shard) equal the flat moments at
+ * that rank's pieces. */
+static void check_reshard(const char *path, const Model *m, int W, const float *mo, const float *vo) {
+    char err[ERR_LEN];
+    for (int r = 0; r < W; r++) {
+        long k = 0, lo, hi;
+        for (int u = 0; u < model_n_units(m); u++) { model_unit_piece(m, u, r, W, &lo, &hi); k += hi - lo; }
+        float *a = malloc((size_t)(k + 1) * sizeof(float)), *b = malloc((size_t)(k + 1) * sizeof(float));
+        assert_int_equal(checkpoint_load_optim_shard(path, m, r, W, a, b, err), 0);
+        k = 0;
+        for (int u = 0; u < model_n_units(m); u++) {
+            model_unit_piece(m, u, r, W, &lo, &hi);
+            assert_memory_equal(a + k, mo + lo, (size_t)(hi - lo) * sizeof(float));
+            assert_memory_equal(b + k, vo + lo, (size_t)(hi - lo) * sizeof(float));
+            k += hi - lo;
+        }
+        free(a);
+        free(b);
+    }
+}
+
+/* Issue 39: the sharded checkpoint (each rank its moments' pieces, rank 0 the gathered fp32 weights) loads into one
+ * unsharded rank with the sharded run's weights and moments bit for bit (W = 2 -> 1), reads as W = 4's pieces
+ * (2 -> 4), and the unsharded rank's checkpoint reads back as W = 2's (1 -> 2); a missing shard is an error. */
 static void test_sharded_optimizer(void **state) {
     (void)state;
     Learner *one = open_learner(NULL, 0, 0, 1, NULL);
@@ -417,52 +490,41 @@ static void test_sharded_optimizer(void **state) {
     char dir[128], e[ERR_LEN];
     snprintf(dir, sizeof dir, "/tmp/dapo-test-shard-%d", (int)getpid());
     checkpoint_remove_tree(dir, e);
-    RankArg rep[2], sh[2];
-    run_two_ranks_with(tb, old, rep, 0, NULL);
+    RankArg sh[2];
     run_two_ranks_with(tb, old, sh, 1, dir);
-    long P = rep[0].P;
+    long P = sh[0].P;
     assert_int_equal(sh[0].shard_floats + sh[1].shard_floats, P);
-    assert_true(sh[0].shard_floats == (P + 1) / 2);
-    assert_memory_equal(sh[0].params_out, sh[1].params_out, (size_t)P * sizeof(float));
-    assert_memory_equal(sh[0].params_out, rep[0].params_out, (size_t)P * sizeof(float));
+    float *mo = calloc((size_t)P, sizeof(float)), *vo = calloc((size_t)P, sizeof(float));
+    for (long i = 0; i < P; i++) {                       /* the pieces are disjoint: x + 0 is exact */
+        mo[i] = sh[0].m_out[i] + sh[1].m_out[i];
+        vo[i] = sh[0].v_out[i] + sh[1].v_out[i];
+    }
     const char *res[][2] = {{"trainer.resume_mode", "resume_path"}, {"trainer.resume_from_path", dir}};
     char path[256];
     snprintf(path, sizeof path, "%s/global_step_0", dir);
     res[1][1] = path;
     Learner *back = open_learner(res, 2, 0, 1, NULL);           /* W = 1 from the W = 2 shards */
     assert_memory_equal(tu_params(back->m), sh[0].params_out, (size_t)P * sizeof(float));
-    /* the replicated run's moments: one rank of it again, given the two-rank gradient sum */
-    Learner *ref = open_learner(NULL, 0, 0, 1, NULL);
-    LearnerMiniStats st;
-    char err[ERR_LEN];
-    assert_int_equal(learner_grads(ref, tb, old, NULL, &st, err), 0);
-    memcpy(tu_grads(ref->m), rep[0].grads_out, (size_t)P * sizeof(float));   /* the two-rank sum */
-    assert_int_equal(learner_apply(ref, &st, err), 0);
-    assert_memory_equal(tu_params(ref->m), rep[0].params_out, (size_t)P * sizeof(float));
-    assert_memory_equal(tu_adam_m(back->m), tu_adam_m(ref->m), (size_t)P * sizeof(float));
-    assert_memory_equal(tu_adam_v(back->m), tu_adam_v(ref->m), (size_t)P * sizeof(float));
+    assert_memory_equal(tu_adam_m(back->m), mo, (size_t)P * sizeof(float));
+    assert_memory_equal(tu_adam_v(back->m), vo, (size_t)P * sizeof(float));
     assert_int_equal(model_adam_step(back->m), 1);
-    /* and back to W = 2: the unsharded checkpoint of that one rank, read as the two ranks' ranges */
-    char dir1[160];
+    check_reshard(path, back->m, 4, mo, vo);                     /* W = 2 -> 4 */
+    char dir1[160], err[ERR_LEN];                                /* W = 1 -> 2 */
     snprintf(dir1, sizeof dir1, "%s/w1", dir);
     xfree(back->ckpt_root);
     back->ckpt_root = xstrdup(dir1);
     assert_int_equal(learner_checkpoint(back, err), 0);
-    snprintf(path, sizeof path, "%s/global_step_0", dir1);
-    long h = sh[0].shard_floats;
-    float *mo = malloc((size_t)P * sizeof(float)), *vo = malloc((size_t)P * sizeof(float));
-    assert_int_equal(checkpoint_load_optim_range(path, P, h, P, mo + h, vo + h, err), 0);
-    assert_int_equal(checkpoint_load_optim_range(path, P, 0, h, mo, vo, err), 0);
-    assert_memory_equal(mo, tu_adam_m(ref->m), (size_t)P * sizeof(float));
-    assert_memory_equal(vo, tu_adam_v(ref->m), (size_t)P * sizeof(float));
-    assert_int_equal(checkpoint_load_optim_range(path, P + 1, 0, h, mo, vo, err), ERR_INVAL);   /* another model */
+    char p1[256];
+    snprintf(p1, sizeof p1, "%s/global_step_0", dir1);
+    check_reshard(p1, back->m, 2, mo, vo);
+    char shard1[300];                                            /* a shard gone */
+    snprintf(shard1, sizeof shard1, "%s/optim_shards/rank_1_of_2.safetensors", path);
+    assert_int_equal(unlink(shard1), 0);
+    assert_int_not_equal(checkpoint_load_optim_range(path, back->m, 0, P, mo, vo, err), 0);
     free(mo);
     free(vo);
-    learner_close(ref);
     learner_close(back);
-    for (int r = 0; r < 2; r++) {
-        free(rep[r].grads_out); free(rep[r].params_out); free(sh[r].grads_out); free(sh[r].params_out);
-    }
+    free_ranks(sh, 2);
     free(old);
     free_batch(tb);
     learner_close(one);
@@ -920,7 +982,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_micro_batches_same_gradients),
         cmocka_unit_test(test_two_ranks_equal_one),
         cmocka_unit_test(test_sharded_optimizer),
-        cmocka_unit_test(test_sharded_three_four_ranks),
+        cmocka_unit_test(test_sharded_ranks),
         cmocka_unit_test(test_nan_skips_update),
         cmocka_unit_test(test_resume_exact),
         cmocka_unit_test(test_bad_batches),

@@ -356,11 +356,107 @@ static void test_recompute_same_gradients(void **state) {
             assert_int_equal(model_plan(model_config_text(m[r]), &o, &pl, err), 0);
             assert_int_equal(pl.n_params, P);
             assert_int_equal(pl.acts_bytes, model_bytes_acts(m[r]));
-            assert_int_equal(pl.params_bytes, (size_t)(r ? (P + 2) / 3 * 3 : P) * sizeof(float));
-            assert_int_equal(pl.adam_bytes, 2 * sizeof(float) * (size_t)(r ? (P + 2) / 3 : P));
+            long pad[3] = {0}, shard = 0, off, n;          /* sharded over 3: embedding, one layer slot, final units */
+            for (int u = 0; u < model_n_units(m[r]); u++) {
+                assert_int_equal(model_unit(m[r], u, &off, &n), 0);
+                pad[u == 0 ? 0 : u == model_n_units(m[r]) - 1 ? 2 : 1] = (n + 2) / 3 * 3;
+                shard += (n + 2) / 3;
+            }
+            long win = pad[0] + pad[1] + pad[2];
+            assert_int_equal(pl.params_bytes, (size_t)(r ? win : P) * sizeof(float));
+            assert_int_equal(pl.grads_bytes, (size_t)(r ? win : P) * sizeof(float));
+            assert_int_equal(pl.adam_bytes, 2 * sizeof(float) * (size_t)(r ? shard : P));
+            assert_int_equal(pl.shard_bytes, 2 * sizeof(float) * (size_t)(r ? shard : 0));
         }
         model_free(m[0]);
         model_free(m[1]);
+        fixture_free(&f);
+    }
+}
+
+/* Hooks that serve a sharded model's windows from a whole copy and collect its gradients (one "rank" holding
+ * everything), recording the calls: use(u) as u, grads_ready(u) as 1000 + u. */
+typedef struct {
+    Model       *m;
+    const float *full;
+    float       *grads;
+    int          calls[512], n;
+} HookRec;
+
+static int rec_use(void *ud, int u, char err[ERR_LEN]) {
+    (void)err;
+    HookRec *h = ud;
+    long off, n;
+    if (h->n < 512) h->calls[h->n++] = u;
+    model_unit(h->m, u, &off, &n);
+    memcpy(model_unit_window(h->m, MODEL_PARAMS, u), h->full + off, (size_t)n * sizeof(float));
+    return 0;
+}
+
+static void rec_take(HookRec *h, int u) {
+    long off, n;
+    model_unit(h->m, u, &off, &n);
+    float *w = model_unit_window(h->m, MODEL_GRADS, u);
+    for (long i = 0; i < n; i++) h->grads[off + i] += w[i];
+    memset(w, 0, (size_t)model_unit_padded(h->m, u) * sizeof(float));
+}
+
+static int rec_grads(void *ud, int u, char err[ERR_LEN]) {
+    (void)err;
+    HookRec *h = ud;
+    if (h->n < 512) h->calls[h->n++] = 1000 + u;
+    if (u > 0 && u < model_n_units(h->m) - 1) rec_take(h, u);   /* a layer's window is shared: take it now */
+    return 0;
+}
+
+/* Issue 39: a model holding only FSDP windows (shard_world 2), fed by its hooks, gives bitwise the log-probs and
+ * gradients of the whole model, with and without recompute, for every fixture architecture (tied included); its idle
+ * passes make exactly the hook calls of a real pass; without hooks its forward is refused. */
+static void test_unit_windows(void **state) {
+    (void)state;
+    static const ModelUnitHooks hooks = {.use = rec_use, .grads_ready = rec_grads};
+    for (size_t k = 0; k < sizeof MODELS / sizeof MODELS[0]; k++) {
+        Fixture f;
+        fixture_load(&f, MODELS[k]);
+        char p[512], err[ERR_LEN];
+        path_of(p, sizeof p, MODELS[k]);
+        for (int r = 0; r < 4; r++) {          /* recompute, keep_params */
+            ModelOptions o = {.max_tokens = 64, .train = 1, .recompute = r & 1};
+            Model *whole = model_load(p, &o, err);
+            o.shard_world = 2;
+            o.keep_params = r >> 1;
+            Model *win = model_load(p, &o, err);
+            if (!whole || !win) fail_msg("model_load %s: %s", p, err);
+            ModelBatch b = fixture_batch(&f);
+            float lp[2][64], dl[64];
+            for (int i = 0; i < b.n_tokens; i++) dl[i] = 0.1f * (float)((i % 5) - 2);
+            assert_int_equal(model_forward(win, &b, lp[1], NULL, err), ERR_INVAL);     /* no hooks */
+            long P = model_n_params(whole);
+            HookRec h = {.m = win, .full = model_host_slab(whole, MODEL_PARAMS), .grads = calloc((size_t)P, sizeof(float))};
+            model_set_unit_hooks(win, &hooks, &h);
+            model_grads_zero(whole);
+            model_grads_zero(win);
+            assert_int_equal(model_forward(whole, &b, lp[0], NULL, err), 0);
+            assert_int_equal(model_backward(whole, &b, dl, dl, err), 0);
+            assert_int_equal(model_forward(win, &b, lp[1], NULL, err), 0);
+            assert_int_equal(model_backward(win, &b, dl, dl, err), 0);
+            rec_take(&h, 0);
+            rec_take(&h, model_n_units(win) - 1);
+            assert_memory_equal(lp[0], lp[1], (size_t)b.n_tokens * sizeof(float));
+            assert_memory_equal(h.grads, model_host_slab(whole, MODEL_GRADS), (size_t)P * sizeof(float));
+            int real[512], nr = h.n;
+            memcpy(real, h.calls, sizeof real);
+            h.n = 0;
+            assert_int_equal(model_forward_idle(win, err), 0);
+            assert_int_equal(model_backward_idle(win, err), 0);
+            assert_int_equal(h.n, nr);
+            assert_memory_equal(h.calls, real, (size_t)nr * sizeof(int));
+            assert_null(model_unit_window(whole, MODEL_PARAMS, 0));
+            assert_int_equal(model_save(win, "/tmp/never", ST_F32, err), ERR_INVAL);
+            free(h.grads);
+            model_free(whole);
+            model_free(win);
+        }
         fixture_free(&f);
     }
 }
@@ -693,6 +789,7 @@ int main(void) {
         cmocka_unit_test(test_finite_difference),
         cmocka_unit_test(test_packing_is_independent),
         cmocka_unit_test(test_recompute_same_gradients),
+        cmocka_unit_test(test_unit_windows),
         cmocka_unit_test(test_cached_forward_matches),
         cmocka_unit_test(test_save_load_roundtrip),
         cmocka_unit_test(test_sharded_checkpoint),
