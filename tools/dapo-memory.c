@@ -7,9 +7,12 @@
  *
  *   dapo-memory [--config FILE] [key=value ...]
  *
- * Prints one table (MiB and GiB per rank, and the whole over W ranks). Counted: the model's slabs. Not counted: the
- * process itself (code, libraries, ZeroMQ, OpenMP threads: ~0.1 GiB), the weight server's published copy on rank 0
- * (n_params x 4 bytes), the TrainBatch shards queued, and the per-step gather of a checkpoint; the report says so. */
+ * Prints one table (MiB and GiB per rank, and the whole over W ranks). Counted: the model's slabs, and with sharding
+ * (fsdp_size -1, services/learner/shard.h) the rank's 1/W of the master weights, gradients and AdamW moments plus the
+ * windows a unit is gathered into. Said separately: rank 0's copies (the weight server's published weights, and with
+ * sharding the gathered weights it publishes and exports). Not counted: the process itself (code, libraries, ZeroMQ,
+ * OpenMP threads: ~0.1 GiB) and the TrainBatch shards queued; the report says so. tests/integration/longtest_memory.c
+ * checks the plan against the measured peak RSS of the 0.5B shape at W = 1, 2, 4. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,23 +84,43 @@ int main(int argc, char **argv) {
     if (!rc) rc = model_plan(json, &mo, &p, err);
     xfree(json);
     if (rc) { fprintf(stderr, "dapo-memory: %s\n", err); config_free(&c); return 1; }
-    size_t total = p.params_bytes + p.grads_bytes + p.adam_bytes + p.acts_bytes;
-    printf("model %s: %ld parameters (%.2f B); %d learner rank%s, optimizer state %s, activations for %d tokens%s\n",
+    int sh = mo.shard_world > 1;
+    size_t total = p.params_bytes + p.grads_bytes + p.adam_bytes + p.shard_bytes + p.acts_bytes;
+    printf("model %s: %ld parameters (%.2f B); %d learner rank%s, %s, activations for %d tokens%s\n",
            c.model_path, p.n_params, p.n_params / 1e9, W, W > 1 ? "s" : "",
-           mo.shard_world > 1 ? "sharded (fsdp_size -1: ZeRO-1)" : "whole on every rank (fsdp_size 1)", mo.max_tokens,
-           mo.recompute ? " (gradient checkpointing)" : "");
+           !sh ? "model and optimizer state whole on every rank (fsdp_size 1)"
+               : mo.keep_params ? "fully sharded (fsdp_size -1, reshard_after_forward false: every layer's parameters "
+                                  "kept from forward to backward)"
+                                : "fully sharded (fsdp_size -1: FSDP full shard, one layer gathered at a time)",
+           mo.max_tokens, mo.recompute ? " (gradient checkpointing)" : "");
     printf("per learner rank:\n");
-    row("parameters (fp32)", p.params_bytes, W);
-    row("gradients (fp32)", p.grads_bytes, W);
-    row(mo.shard_world > 1 ? "AdamW m, v (fp32, 1/W each)" : "AdamW m, v (fp32)", p.adam_bytes, W);
+    if (sh) {
+        row("fp32 master weights (1/W)", p.shard_bytes / 2, W);
+        row("gradient accumulator (1/W)", p.shard_bytes / 2, W);
+        row("AdamW m, v (fp32, 1/W each)", p.adam_bytes, W);
+        row(mo.keep_params ? "parameter windows (all layers)" : "parameter windows", p.params_bytes, W);
+        row("gradient windows", p.grads_bytes, W);
+    } else {
+        row("parameters (fp32)", p.params_bytes, W);
+        row("gradients (fp32)", p.grads_bytes, W);
+        row("AdamW m, v (fp32)", p.adam_bytes, W);
+    }
     row("activations", p.acts_bytes, W);
     row("total", total, W);
+    if (sh) printf("  windows: the embedding, one decoder layer (or all of them) and the final norm / LM head, each "
+                   "gathered whole when used\n");
     double file = weight_file_bytes(c.model_path);
     if (file <= 0) file = p.n_params * 4.0;             /* a shape: fp32 weights, as dapo's checkpoints hold them */
-    printf("peak while loading: %.2f GiB (the slabs are made first, then the weights file, %.2f GiB, is mapped and "
-           "copied in)\n", (total + file) / 1073741824.0, file / 1073741824.0);
-    printf("not counted: the process (~0.1 GiB), rank 0's published weights (%.2f GiB), queued TrainBatch shards\n",
-           p.n_params * 4.0 / 1073741824.0);
+    /* loading: the slabs are zeroed when made (resident), then the weights file is mapped and read (all of it; a sharded
+     * rank its pieces, whose pages are ~1/W of it, into state it has not touched yet) and unmapped */
+    double peak = sh ? (double)total : (double)total + file, copy = p.n_params * 4.0;
+    printf("while loading: the weights file (%.2f GiB) is mapped and %s read, then unmapped\n", file / 1073741824.0,
+           sh ? "this rank's pieces of it" : "all of it (on top of the zeroed slabs)");
+    printf("rank 0 also holds: the weight server's published copy (%.2f GiB)%s\n", copy / 1073741824.0,
+           sh ? " and the gathered fp32 weights it publishes and exports (as much again)" : "");
+    printf("not counted: the process (~0.1 GiB), queued TrainBatch shards\n");
+    printf("peak per rank: rank 0 %.3f GiB (%.3f GiB without the weight server), other ranks %.3f GiB\n",
+           (peak + copy * (sh ? 2 : 1)) / 1073741824.0, (peak + (sh ? copy : 0)) / 1073741824.0, peak / 1073741824.0);
     config_free(&c);
     return 0;
 }

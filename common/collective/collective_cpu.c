@@ -184,11 +184,8 @@ static int recv_frame(CpuColl *c, int64_t deadline_ms, zmq_msg_t *m, char *rid, 
 }
 
 /* Validates a received frame's header. */
-int coll__check_header(CpuColl *c, zmq_msg_t *m, uint32_t op, uint64_t bytes, int want_rank, CollHeader *h,
-                       char err[ERR_LEN]) {
-    if (zmq_msg_size(m) < sizeof *h) return err_set(err, ERR_DECODE, "collective: a %zu-byte frame is too short",
-                                                     zmq_msg_size(m));
-    memcpy(h, zmq_msg_data(m), sizeof *h);
+/* The header's fields against what this rank expects (both header checks). */
+static int check_fields(CpuColl *c, const CollHeader *h, uint32_t op, uint64_t bytes, int want_rank, char err[ERR_LEN]) {
     if (h->magic != COLL_MAGIC || h->version != COLL_VERSION)
         return err_set(err, ERR_VERSION, "collective: frame with magic %08x version %u (want DCOL version %d): a "
                        "different dapo build or another program on the collective endpoint", h->magic, h->version,
@@ -201,11 +198,32 @@ int coll__check_header(CpuColl *c, zmq_msg_t *m, uint32_t op, uint64_t bytes, in
         return err_set(err, ERR_INVAL, "collective: rank %u is out of step: it sent %s #%llu while rank %d is in %s #%llu "
                        "(ranks must call the same collectives in the same order)", h->rank, coll__op_name(h->op),
                        (unsigned long long)h->seq, c->rank, coll__op_name(op), (unsigned long long)c->seq);
-    if (h->bytes != bytes || zmq_msg_size(m) != sizeof *h + bytes)
+    if (h->bytes != bytes)
         return err_set(err, ERR_INVAL, "collective %s #%llu: rank %u sent %llu bytes, rank %d has %llu (every rank "
                        "must pass the same size)", coll__op_name(op), (unsigned long long)c->seq, h->rank,
                        (unsigned long long)h->bytes, c->rank, (unsigned long long)bytes);
     return 0;
+}
+
+int coll__check_header(CpuColl *c, zmq_msg_t *m, uint32_t op, uint64_t bytes, int want_rank, CollHeader *h,
+                       char err[ERR_LEN]) {
+    if (zmq_msg_size(m) < sizeof *h) return err_set(err, ERR_DECODE, "collective: a %zu-byte frame is too short",
+                                                     zmq_msg_size(m));
+    memcpy(h, zmq_msg_data(m), sizeof *h);
+    int rc = check_fields(c, h, op, bytes, want_rank, err);
+    if (!rc && zmq_msg_size(m) != sizeof *h + bytes)
+        return err_set(err, ERR_INVAL, "collective %s #%llu: rank %u sent a %zu-byte frame for %llu bytes",
+                       coll__op_name(op), (unsigned long long)c->seq, h->rank, zmq_msg_size(m), (unsigned long long)bytes);
+    return rc;
+}
+
+int coll__check_split_header(CpuColl *c, zmq_msg_t *m, uint32_t op, uint64_t bytes, int want_rank, CollHeader *h,
+                             char err[ERR_LEN]) {
+    if (zmq_msg_size(m) != sizeof *h || !zmq_msg_more(m))
+        return err_set(err, ERR_DECODE, "collective: a %zu-byte frame where a header frame (%zu bytes, more to come) was "
+                       "expected", zmq_msg_size(m), sizeof *h);
+    memcpy(h, zmq_msg_data(m), sizeof *h);
+    return check_fields(c, h, op, bytes, want_rank, err);
 }
 
 int coll__timeout_err(CpuColl *c, int rc, uint32_t op, const char *who, char err[ERR_LEN]) {

@@ -58,6 +58,8 @@ typedef struct {
     char      pred_rid[32];      /* the predecessor's connection on rx (routing id of its RING_HELLO) */
     size_t    pred_rid_len;
     long      seg_floats;        /* floats per ring frame (pipelining); COLL_SEG_FLOATS unless a test lowers it */
+    uint64_t  zc_sent;           /* ring data frames handed to ZeroMQ without a copy (collective_ring.c send_range) */
+    _Atomic uint64_t zc_freed;   /* ... and released by ZeroMQ's I/O thread (its free callback) */
 } CpuColl;
 
 /* Frames of the ring carry at most this many floats: a chunk is sent in segments, each forwarded as soon as it is
@@ -65,6 +67,10 @@ typedef struct {
 #define COLL_SEG_FLOATS (256L * 1024)
 
 /* Shared by both files (collective_cpu.c). */
+/* coll__check_header for a header sent as a frame of its own (the ring's data frames: header, then the floats in a
+ * second frame of h->bytes): the frame must be exactly the header. */
+int coll__check_split_header(CpuColl *c, zmq_msg_t *m, uint32_t op, uint64_t bytes, int want_rank, CollHeader *h,
+                             char err[ERR_LEN]);
 const char *coll__op_name(uint32_t op);
 /* 1 when *m may be used: CURVE is off, or its sender's key is a learner's (ZAP User-Id "learner..."); otherwise
  * counts it in c->refused, logs it (rate-limited, naming where: "star socket" or "ring", the address and key) and

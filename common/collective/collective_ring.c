@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "collective/collective_cpu.h"
@@ -146,8 +148,9 @@ static void drain_more(void *sock, zmq_msg_t *m) {
     }
 }
 
-/* One routed message from a ROUTER (rid frame, then the data frame into *m). 0, or -1 when there was none. */
-static int recv_routed(void *sock, char rid[32], size_t *rid_len, zmq_msg_t *m) {
+/* One routed message from a ROUTER (rid frame, then the first frame into *m; the rest dropped unless keep: the ring's
+ * data frame follows its header). 0, or -1 when there was none. */
+static int recv_routed(void *sock, char rid[32], size_t *rid_len, zmq_msg_t *m, int keep) {
     zmq_msg_t id;
     zmq_msg_init(&id);
     if (zmq_msg_recv(&id, sock, ZMQ_DONTWAIT) < 0) { zmq_msg_close(&id); return -1; }
@@ -158,7 +161,7 @@ static int recv_routed(void *sock, char rid[32], size_t *rid_len, zmq_msg_t *m) 
     zmq_msg_close(&id);
     zmq_msg_init(m);
     if (!more || zmq_msg_recv(m, sock, 0) < 0) { zmq_msg_close(m); return -1; }
-    drain_more(sock, m);
+    if (!keep) drain_more(sock, m);
     return 0;
 }
 
@@ -170,7 +173,7 @@ static int star_frame(CpuColl *c, uint32_t op, char err[ERR_LEN]) {
     zmq_msg_t m;
     char rid[32];
     size_t rl;
-    if (recv_routed(c->sock, rid, &rl, &m)) return 0;
+    if (recv_routed(c->sock, rid, &rl, &m, 0)) return 0;
     if (!coll__from_learner_key(c, &m, "star socket")) { zmq_msg_close(&m); return 0; }
     if (coll__is_resent_hello(c, &m)) { zmq_msg_close(&m); return 0; }
     CollHeader h;
@@ -208,9 +211,9 @@ static int ring_recv(CpuColl *c, int64_t deadline, uint32_t op, zmq_msg_t *m, ch
         if (n > 0 && (it[0].revents & ZMQ_POLLIN)) {
             char rid[32];
             size_t rl = 0;
-            if (recv_routed(c->rx, rid, &rl, m)) continue;
+            if (recv_routed(c->rx, rid, &rl, m, 1)) continue;
             int mine = !c->pred_rid_len || (rl == c->pred_rid_len && !memcmp(rid, c->pred_rid, rl));
-            if (!coll__from_learner_key(c, m, "ring")) { zmq_msg_close(m); continue; }
+            if (!coll__from_learner_key(c, m, "ring")) { drain_more(c->rx, m); zmq_msg_close(m); continue; }
             if (mine) {
                 if (!c->pred_rid_len) { memcpy(c->pred_rid, rid, rl); c->pred_rid_len = rl; }
                 return 0;
@@ -219,6 +222,7 @@ static int ring_recv(CpuColl *c, int64_t deadline, uint32_t op, zmq_msg_t *m, ch
             c->refused++;
             log_warn_limited(&c->warn_refused, 10000, "collective: rank %d dropped a ring frame from %s: not its ring "
                              "predecessor's link", c->rank, a ? a : "?");
+            drain_more(c->rx, m);
             zmq_msg_close(m);
             continue;
         }
@@ -264,6 +268,7 @@ int coll__ring_link(CpuColl *c, const CollOptions *o, char (*eps)[COLL_EP_LEN], 
         uint64_t group = 0;
         int bad = coll__check_header(c, &m, OP_RING_HELLO, sizeof group, pred, &h, err);
         if (!bad) memcpy(&group, (const char *)zmq_msg_data(&m) + sizeof h, sizeof group);
+        drain_more(c->rx, &m);                      /* a data frame of an older operation: its second part too */
         zmq_msg_close(&m);
         if (!bad && group == c->group) break;
         log_warn("collective: rank %d dropped a ring hello of another group (%s)", c->rank, bad ? err : "stale");
@@ -289,12 +294,52 @@ typedef struct {
 
 static int mod(int a, int w) { return ((a % w) + w) % w; }
 
-/* Sends floats [lo, hi) of buf to the successor, in segments. */
+/* ZeroMQ's I/O thread is done with a frame sent from the caller's buffer. */
+static void zc_free(void *data, void *hint) {
+    (void)data;
+    atomic_fetch_add(&((CpuColl *)hint)->zc_freed, 1);
+}
+
+/* Sends floats [lo, hi) of buf to the successor in segments, each as a header frame and a data frame that ZeroMQ
+ * sends from buf itself (no copy: ring_settle waits until it is done with them before buf goes back to the caller). */
 static int send_range(Ring *r, long lo, long hi, char err[ERR_LEN]) {
-    for (long i = lo; i < hi; i += r->c->seg_floats) {
-        long k = hi - i < r->c->seg_floats ? hi - i : r->c->seg_floats;
-        int rc = coll__send(r->c, r->c->tx, NULL, 0, r->op, r->buf + i, (size_t)k * sizeof(float), err);
-        if (rc) return rc;
+    CpuColl *c = r->c;
+    for (long i = lo; i < hi; i += c->seg_floats) {
+        long k = hi - i < c->seg_floats ? hi - i : c->seg_floats;
+        CollHeader h = {COLL_MAGIC, COLL_VERSION, r->op, (uint32_t)c->rank, c->seq, (uint64_t)k * sizeof(float)};
+        zmq_msg_t m;
+        if (zmq_send(c->tx, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
+            zmq_msg_init_data(&m, r->buf + i, (size_t)k * sizeof(float), zc_free, c))
+            return err_set(err, ERR_IO, "collective %s #%llu: send failed: %s", coll__op_name(r->op),
+                           (unsigned long long)c->seq, zmq_strerror(zmq_errno()));
+        c->zc_sent++;
+        if (zmq_msg_send(&m, c->tx, 0) < 0) {
+            zmq_msg_close(&m);                      /* calls zc_free */
+            return err_set(err, ERR_IO, "collective %s #%llu: send failed: %s", coll__op_name(r->op),
+                           (unsigned long long)c->seq, zmq_strerror(zmq_errno()));
+        }
+    }
+    return 0;
+}
+
+/* Waits until ZeroMQ has released every frame sent from the caller's buffer. After a failure the successor may never
+ * take them: the ring's sending socket is closed at once (its queue discarded, which releases them) and the ring is
+ * unusable until the ranks re-form. 0, or ERR_TIMEOUT when ZeroMQ holds them past the collective timeout (the buffer
+ * must then not be reused: the caller is told, and the process should exit). */
+static int ring_settle(CpuColl *c, int failed, char err[ERR_LEN]) {
+    if (failed && c->tx && atomic_load(&c->zc_freed) < c->zc_sent) {
+        int zero = 0;
+        zmq_setsockopt(c->tx, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_close(c->tx);
+        c->tx = NULL;
+    }
+    int64_t deadline = clock_ms() + (int64_t)(c->timeout_s * 1000) + 1000;
+    while (atomic_load(&c->zc_freed) < c->zc_sent) {
+        if (clock_ms() > deadline)
+            return err_set(err, ERR_TIMEOUT, "collective: ZeroMQ still holds %llu ring frames of rank %d's buffer after "
+                           "%.1f s", (unsigned long long)(c->zc_sent - atomic_load(&c->zc_freed)), c->rank, c->timeout_s);
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
     }
     return 0;
 }
@@ -306,7 +351,7 @@ static int recv_chunk(Ring *r, int ch, int reduce, int forward, char err[ERR_LEN
     int pred = mod(c->rank - 1, c->world);
     for (long i = r->b[ch]; i < r->b[ch + 1]; i += c->seg_floats) {
         long k = r->b[ch + 1] - i < c->seg_floats ? r->b[ch + 1] - i : c->seg_floats;
-        zmq_msg_t m;
+        zmq_msg_t m, d;
         int rc = ring_recv(c, clock_ms() + (int64_t)(c->timeout_s * 1000), r->op, &m, err);   /* per frame */
         if (rc) {
             char who[24];
@@ -314,18 +359,23 @@ static int recv_chunk(Ring *r, int ch, int reduce, int forward, char err[ERR_LEN
             return rc == ERR_TIMEOUT || rc == ERR_CLOSED ? coll__timeout_err(c, rc, r->op, who, err) : rc;
         }
         CollHeader h;
-        rc = coll__check_header(c, &m, r->op, (uint64_t)k * sizeof(float), pred, &h, err);
+        rc = coll__check_split_header(c, &m, r->op, (uint64_t)k * sizeof(float), pred, &h, err);
+        zmq_msg_init(&d);
+        int got = !rc && zmq_msg_recv(&d, c->rx, 0) >= 0;   /* the rest of a multipart message is there already */
+        if (!rc && !got)
+            rc = err_set(err, ERR_IO, "collective: rank %d lost a data frame: %s", c->rank, zmq_strerror(zmq_errno()));
+        if (!rc && (zmq_msg_size(&d) != (size_t)k * sizeof(float) || zmq_msg_more(&d)))
+            rc = err_set(err, ERR_INVAL, "collective %s #%llu: a %zu-byte data frame from rank %d for %ld floats",
+                         coll__op_name(r->op), (unsigned long long)c->seq, zmq_msg_size(&d), pred, k);
         if (!rc) {
-            const char *x = (const char *)zmq_msg_data(&m) + sizeof h;   /* not float-aligned */
+            const float *x = zmq_msg_data(&d);       /* ZeroMQ's allocation: malloc-aligned */
             float *y = r->buf + i;
             if (!reduce) memcpy(y, x, (size_t)k * sizeof(float));
-            for (long j = 0; reduce && j < k; j += 1024) {
-                float tmp[1024];
-                long q = k - j < 1024 ? k - j : 1024;
-                memcpy(tmp, x + (size_t)j * sizeof(float), (size_t)q * sizeof(float));
-                for (long t = 0; t < q; t++) y[j + t] += tmp[t];
-            }
+            else
+                for (long t = 0; t < k; t++) y[t] += x[t];
         }
+        drain_more(c->rx, got ? &d : &m);           /* whatever is left of the message */
+        zmq_msg_close(&d);
         zmq_msg_close(&m);
         if (!rc && forward) rc = send_range(r, i, i + k, err);
         if (rc) return rc;
@@ -363,7 +413,9 @@ static int ring_run(CpuColl *c, float *buf, long n, long shard, int phases, char
     if (phases & 1) rc = ring_rs(&r, err);
     if (!rc && (phases & 2)) rc = ring_ag(&r, err);
     xfree(b);
-    return rc;
+    char e2[ERR_LEN];
+    int src = ring_settle(c, rc != 0, rc ? e2 : err);
+    return rc ? rc : src;
 }
 
 int coll__ring_allreduce(void *impl, float *buf, long n, char err[ERR_LEN]) {

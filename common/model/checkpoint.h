@@ -3,7 +3,7 @@
  * `max_keep` kept. Layout (verl's, so tools that know verl's tree find things where they expect):
  *   ROOT/global_step_N/actor/huggingface/{config.json, generation_config.json, model.safetensors}   fp32 weights
  *   ROOT/global_step_N/actor/optim.safetensors   "exp_avg" [n_params], "exp_avg_sq" [n_params] fp32 (slab order)
- *   or, with the optimizer state sharded over W learner ranks (state.json "optim_shards": W; issue 39):
+ *   or, with the state sharded over W learner ranks (state.json "optim_shards": W; issue 39):
  *   ROOT/global_step_N/optim_shards/rank_R_of_W.safetensors   "exp_avg", "exp_avg_sq" of rank R's pieces of the flat
  *                                                 vector, one per FSDP unit (model.h; model_unit_piece) back to back
  *                                                 (metadata layout "units", n_params; an earlier layout kept one range
