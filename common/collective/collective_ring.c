@@ -368,11 +368,18 @@ static int recv_chunk(Ring *r, int ch, int reduce, int forward, char err[ERR_LEN
             rc = err_set(err, ERR_INVAL, "collective %s #%llu: a %zu-byte data frame from rank %d for %ld floats",
                          coll__op_name(r->op), (unsigned long long)c->seq, zmq_msg_size(&d), pred, k);
         if (!rc) {
-            const float *x = zmq_msg_data(&d);       /* ZeroMQ's allocation: malloc-aligned */
+            const char *x = zmq_msg_data(&d);        /* not always float-aligned (ZeroMQ may share a receive buffer) */
             float *y = r->buf + i;
             if (!reduce) memcpy(y, x, (size_t)k * sizeof(float));
+            else if ((uintptr_t)x % sizeof(float) == 0)
+                for (long t = 0; t < k; t++) y[t] += ((const float *)(const void *)x)[t];
             else
-                for (long t = 0; t < k; t++) y[t] += x[t];
+                for (long j = 0; j < k; j += 1024) {
+                    float tmp[1024];
+                    long q = k - j < 1024 ? k - j : 1024;
+                    memcpy(tmp, x + (size_t)j * sizeof(float), (size_t)q * sizeof(float));
+                    for (long t = 0; t < q; t++) y[j + t] += tmp[t];
+                }
         }
         drain_more(c->rx, got ? &d : &m);           /* whatever is left of the message */
         zmq_msg_close(&d);

@@ -51,8 +51,7 @@ static int shard_open(Learner *L, const Config *cfg, const char *src, char err[E
     if (src) checkpoint_model_dir(src, dir, sizeof dir);
     else snprintf(dir, sizeof dir, "%s", cfg->model_path);
     LearnerShard *s = &L->shard;
-    int rc = shard_init(s, L->m, L->coll, L->rank, L->world, err);
-    if (!rc) rc = shard_load_params(s, dir, err);
+    int rc = shard_init(s, L->m, L->coll, L->rank, L->world, dir, err);
     if (!rc && src) rc = checkpoint_load_optim_shard(src, L->m, L->rank, L->world, s->m, s->v, err);
     if (!rc && L->rank == 0) L->full = xmalloc((size_t)s->n * sizeof(float));
     if (!rc) rc = shard_gather_full(s, L->full, err);

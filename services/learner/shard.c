@@ -48,7 +48,18 @@ static int hook_grads(void *ud, int u, char err[ERR_LEN]) {
     return is_layer(s, u) ? take_grads(s, u, err) : 0;
 }
 
-int shard_init(LearnerShard *s, Model *m, Collective *coll, int rank, int world, char err[ERR_LEN]) {
+/* This rank's pieces of the parameters from the Hugging Face directory dir into s->p. */
+static int load_params(LearnerShard *s, const char *dir, char err[ERR_LEN]) {
+    SafeTensors *st = st_open(dir, err);
+    if (!st) return ERR_IO;
+    int rc = 0;
+    for (int u = 0; u < s->n_units && !rc; u++)
+        rc = model_read_params_range(s->model, st, s->lo[u], s->hi[u], s->p + s->pos[u], err);
+    st_close(st);
+    return rc;
+}
+
+int shard_init(LearnerShard *s, Model *m, Collective *coll, int rank, int world, const char *dir, char err[ERR_LEN]) {
     memset(s, 0, sizeof *s);
     if (world < 2 || rank < 0 || rank >= world || !model_unit_window(m, MODEL_GRADS, 0) ||
         model_unit_padded(m, 0) % world)
@@ -70,7 +81,11 @@ int shard_init(LearnerShard *s, Model *m, Collective *coll, int rank, int world,
     }
     s->local = s->pos[s->n_units];
     size_t k = (size_t)(s->local > 0 ? s->local : 1);
-    s->p = xcalloc(k, sizeof(float));
+    s->p = xmalloc(k * sizeof(float));
+    /* the weights first, the rest after: the file's mapped pages (~1/W of it) are gone before the gradient and moment
+     * arrays are touched, so loading never holds both (the memory report's peak is training's) */
+    int rc = load_params(s, dir, err);
+    if (rc) return rc;
     s->g = xcalloc(k, sizeof(float));
     s->m = xcalloc(k, sizeof(float));
     s->v = xcalloc(k, sizeof(float));
@@ -84,17 +99,6 @@ void shard_free(LearnerShard *s) {
     void *a[] = {s->lo, s->hi, s->pos, s->fresh, s->p, s->g, s->m, s->v};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) xfree(a[i]);
     memset(s, 0, sizeof *s);
-}
-
-int shard_load_params(LearnerShard *s, const char *dir, char err[ERR_LEN]) {
-    SafeTensors *st = st_open(dir, err);
-    if (!st) return ERR_IO;
-    int rc = 0;
-    for (int u = 0; u < s->n_units && !rc; u++)
-        rc = model_read_params_range(s->model, st, s->lo[u], s->hi[u], s->p + s->pos[u], err);
-    st_close(st);
-    memset(s->fresh, 0, (size_t)s->n_units);
-    return rc;
 }
 
 void shard_grads_zero(LearnerShard *s) {

@@ -41,14 +41,12 @@ typedef struct {
     ModelUnitHooks hooks;
 } LearnerShard;
 
-/* Sets up rank's pieces of model m (loaded with ModelOptions.shard_world = world, CPU backend) with zero parameters,
- * gradients and moments, and registers the hooks on m (over coll). 0, or ERR_INVAL (m is not sharded over world). */
-int  shard_init(LearnerShard *s, Model *m, Collective *coll, int rank, int world, char err[ERR_LEN]);
+/* Sets up rank's pieces of model m (loaded with ModelOptions.shard_world = world, CPU backend): its pieces of the
+ * parameters read from the Hugging Face directory dir (any float dtype; model_read_params_range), zero gradients and
+ * moments; registers the hooks on m (over coll). 0, or ERR_INVAL (m is not sharded over world), ERR_IO / ERR_NOTFOUND
+ * naming the file or tensor. On error call shard_free. */
+int  shard_init(LearnerShard *s, Model *m, Collective *coll, int rank, int world, const char *dir, char err[ERR_LEN]);
 void shard_free(LearnerShard *s);   /* NULL-safe; leaves *s zeroed (m's hooks are not reset: free m too) */
-
-/* This rank's pieces of the parameters from a Hugging Face directory (any float dtype; model_read_params_range).
- * 0, or ERR_IO / ERR_NOTFOUND / ERR_INVAL naming the tensor. */
-int  shard_load_params(LearnerShard *s, const char *dir, char err[ERR_LEN]);
 
 /* Zeroes the gradient accumulator and the model's gradient windows (a mini-batch starts). */
 void shard_grads_zero(LearnerShard *s);

@@ -585,19 +585,137 @@ static void test_nan_skips_update(void **state) {
     Dapo__TrainBatch *whole = make_batch(9, 12, 1, 0, 1, 0, 1);
     whole->advantages[whole->n_advantages - 1] = INFINITY;
     old = shifted_old(L, whole);
-    RankArg a[2];
-    run_two_ranks(whole, old, a);
-    for (int r = 0; r < 2; r++) {
-        assert_true(a[r].skipped);
-        assert_memory_equal(a[r].params_out, before, (size_t)P * sizeof(float));
-        free(a[r].grads_out);
-        free(a[r].params_out);
+    for (int sharded = 0; sharded < 2; sharded++) {     /* replicated, and fully sharded (fsdp_size -1) */
+        RankArg a[2];
+        run_two_ranks_with(whole, old, a, sharded, NULL);
+        for (int r = 0; r < 2; r++) {
+            assert_true(a[r].skipped);
+            assert_memory_equal(a[r].params_out, before, (size_t)P * sizeof(float));
+        }
+        free_ranks(a, 2);
     }
     free(old);
     free_batch(whole);
     free_batch(tb);
     free(before);
     learner_close(L);
+}
+
+/* ---- issue 39: sharded runs step by step (learner_submit / learner_next: the weights gathered at each step's end) ---- */
+#define SR_STEPS 3
+static Dapo__TrainBatch *g_sr[SR_STEPS + 1][2][2];   /* [step][epoch][mini-batch]: 12 sequences each (main thread) */
+
+typedef struct {
+    int rank, world, sharded, from, to, ckpt_at, resume, rc;
+    char endpoint[64], err[ERR_LEN];
+    const char *ckdir;
+    float *params_out;
+    pthread_barrier_t *done;
+} StepArg;
+
+static void *step_rank(void *p) {
+    StepArg *a = p;
+    CollOptions o = {.rank = a->rank, .world = a->world, .endpoint = a->endpoint, .timeout_s = 20};
+    Collective *c = NULL;
+    if (a->world > 1 && coll_open_cpu(&o, &c, a->err)) { a->rc = -1; pthread_barrier_wait(a->done); return NULL; }
+    char nl[16];
+    snprintf(nl, sizeof nl, "%d", a->world);
+    const char *kv[][2] = {{"actor_rollout_ref.actor.ppo_epochs", "2"},
+                           {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "2"},
+                           {"cluster.num_learners", nl},
+                           {"actor_rollout_ref.actor.fsdp_config.fsdp_size", a->sharded ? "-1" : "1"},
+                           {"trainer.default_local_dir", a->ckdir},
+                           {"trainer.resume_mode", a->resume ? "auto" : "disable"}};
+    Config cfg;
+    base_config(&cfg, kv, 6);
+    Learner *L = learner_open(&cfg, a->rank, a->world, c, a->err);
+    config_free(&cfg);
+    if (!L) { a->rc = -2; pthread_barrier_wait(a->done); coll_close(c); return NULL; }
+    int per = 12 / a->world;
+    for (int step = a->from; step <= a->to && !a->rc; step++) {
+        for (int ep = 0; ep < 2; ep++)
+            for (int k = 0; k < 2; k++)
+                learner_submit(L, to_owned(sub_batch(g_sr[step][ep][k], a->rank * per, (a->rank + 1) * per, a->rank,
+                                                     a->world)));
+        LearnerResult r;
+        while (!a->rc && learner_next(L, &r)) {
+            if (r.failed) { a->rc = -3; snprintf(a->err, sizeof a->err, "%s", r.error); }
+            learner_result_free(&r);
+        }
+        if (!a->rc && L->steps_done != step) { a->rc = -4; snprintf(a->err, sizeof a->err, "step %d not done", step); }
+        if (!a->rc && step == a->ckpt_at) a->rc = learner_checkpoint(L, a->err);
+    }
+    long P = model_n_params(L->m);
+    a->params_out = malloc((size_t)P * sizeof(float));
+    if (!a->rc) {
+        if (L->sharded) a->rc = shard_gather_full(&L->shard, a->params_out, a->err);
+        else memcpy(a->params_out, tu_params(L->m), (size_t)P * sizeof(float));
+    }
+    pthread_barrier_wait(a->done);
+    learner_close(L);
+    coll_close(c);
+    return NULL;
+}
+
+/* W ranks run steps [from, to] (checkpointing after ckpt_at, resuming from ckdir when resume); out: rank 0's final
+ * weights, every rank's checked equal. */
+static void step_ranks(int W, int sharded, int from, int to, int ckpt_at, int resume, const char *ckdir, float *out,
+                       long P) {
+    StepArg a[4];
+    pthread_t th[4];
+    pthread_barrier_t done;
+    pthread_barrier_init(&done, NULL, (unsigned)W);
+    int port = tu_free_port();
+    for (int r = 0; r < W; r++) {
+        a[r] = (StepArg){.rank = r, .world = W, .sharded = sharded, .from = from, .to = to, .ckpt_at = ckpt_at,
+                         .resume = resume, .ckdir = ckdir, .done = &done};
+        snprintf(a[r].endpoint, sizeof a[r].endpoint, "tcp://127.0.0.1:%d", port);
+        pthread_create(&th[r], NULL, step_rank, &a[r]);
+    }
+    for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
+    pthread_barrier_destroy(&done);
+    for (int r = 0; r < W; r++) {
+        if (a[r].rc) fprintf(stderr, "rank %d of %d: %s\n", r, W, a[r].err);
+        assert_int_equal(a[r].rc, 0);
+        assert_memory_equal(a[r].params_out, a[0].params_out, (size_t)P * sizeof(float));
+    }
+    memcpy(out, a[0].params_out, (size_t)P * sizeof(float));
+    for (int r = 0; r < W; r++) free(a[r].params_out);
+}
+
+/* Issue 39: a sharded run (W = 2, 3 steps of 2 epochs x 2 mini-batches) is bitwise the same run after run, and after a
+ * checkpoint at step 2 and a resume at the same W; resumed at W = 4 (sharded) or W = 1 (unsharded) it matches within
+ * the fp32 reassociation bound of test_sharded_ranks. */
+static void test_sharded_resume(void **state) {
+    (void)state;
+    for (int st = 1; st <= SR_STEPS; st++)
+        for (int ep = 0; ep < 2; ep++)
+            for (int k = 0; k < 2; k++)
+                g_sr[st][ep][k] = make_batch(500 + (uint64_t)st * 10 + k, 12, st, (uint32_t)k, 2, (uint32_t)ep,
+                                             ep == 1 && k == 1);
+    Learner *one = open_learner(NULL, 0, 0, 1, NULL);
+    long P = model_n_params(one->m);
+    learner_close(one);
+    char dir[128], e[ERR_LEN];
+    snprintf(dir, sizeof dir, "/tmp/dapo-test-sresume-%d", (int)getpid());
+    checkpoint_remove_tree(dir, e);
+    float *a = malloc((size_t)P * sizeof(float)), *b = malloc((size_t)P * sizeof(float));
+    step_ranks(2, 1, 1, SR_STEPS, -1, 0, dir, a, P);
+    step_ranks(2, 1, 1, SR_STEPS, -1, 0, dir, b, P);
+    assert_memory_equal(a, b, (size_t)P * sizeof(float));             /* run to run */
+    step_ranks(2, 1, 1, 2, 2, 0, dir, b, P);
+    step_ranks(2, 1, 3, SR_STEPS, -1, 1, dir, b, P);
+    assert_memory_equal(a, b, (size_t)P * sizeof(float));             /* stop and resume at W = 2 */
+    step_ranks(4, 1, 3, SR_STEPS, -1, 1, dir, b, P);
+    assert_int_equal(close_enough(b, a, P, 1e-6, 1e-5, "resumed at W = 4"), 0);
+    step_ranks(1, 0, 3, SR_STEPS, -1, 1, dir, b, P);
+    assert_int_equal(close_enough(b, a, P, 1e-6, 1e-5, "resumed at W = 1"), 0);
+    free(a);
+    free(b);
+    for (int st = 1; st <= SR_STEPS; st++)
+        for (int ep = 0; ep < 2; ep++)
+            for (int k = 0; k < 2; k++) free_batch(g_sr[st][ep][k]);
+    checkpoint_remove_tree(dir, e);
 }
 
 /* Submit/next: 2 mini-batches x 2 epochs; old log-probs computed before the first update, so mini-batch 0 of epoch 0
@@ -983,6 +1101,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_two_ranks_equal_one),
         cmocka_unit_test(test_sharded_optimizer),
         cmocka_unit_test(test_sharded_ranks),
+        cmocka_unit_test(test_sharded_resume),
         cmocka_unit_test(test_nan_skips_update),
         cmocka_unit_test(test_resume_exact),
         cmocka_unit_test(test_bad_batches),
