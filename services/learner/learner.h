@@ -17,7 +17,11 @@
  *     per element);
  *   - the step bookkeeping: shards of a step are buffered, run in arrival order ((ppo_epoch, mini-batch) order, as
  *     the coordinator sends them), a failed shard fails the rest of its step;
- *   - checkpoints (model/checkpoint.h) and resume.
+ *   - with fsdp_config.fsdp_size -1 (W > 1) the model, gradients and optimizer state are fully sharded (shard.h): the
+ *     same steps, with each layer gathered when used, its gradients reduce-scattered in backward, a vote before every
+ *     chunk so that every rank makes the same collective calls, AdamW on the rank's pieces and the whole model
+ *     gathered once per step for rank 0 to publish (learner_gather_params);
+ *   - checkpoints (model/checkpoint.h) and resume (a sharded checkpoint resumes at any W).
  * Positions: a shard's sequence i spans input_ids[offsets[i] .. offsets[i+1]), its first prompt_lengths[i] tokens
  * are prompt; response token j (0-based) is predicted at packed position offsets[i] + prompt_lengths[i] + j - 1.
  * Not here: the sockets, StepResult and weight publishing (main.c, weights.h), the CUDA path. */
