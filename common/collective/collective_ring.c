@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <stdatomic.h>
-#include <time.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "collective/collective_cpu.h"
@@ -338,8 +338,7 @@ static int ring_settle(CpuColl *c, int failed, char err[ERR_LEN]) {
         if (clock_ms() > deadline)
             return err_set(err, ERR_TIMEOUT, "collective: ZeroMQ still holds %llu ring frames of rank %d's buffer after "
                            "%.1f s", (unsigned long long)(c->zc_sent - atomic_load(&c->zc_freed)), c->rank, c->timeout_s);
-        struct timespec ts = {0, 20000};
-        nanosleep(&ts, NULL);
+        sched_yield();                              /* microseconds, usually: the last frames are on their way */
     }
     return 0;
 }
