@@ -6,8 +6,9 @@
  *   model    a whole forward (log-probs, entropies), backward (every parameter gradient), grad norm and AdamW
  *            step of a small random Qwen2 (q/k/v bias, untied lm_head, GQA): the one model loop (model.h) on
  *            backend_cuda against the same loop on backend_cpu, same bf16-rounded weights; plus a one-rank NCCL
- *            communicator (all-reduce and broadcast of the model's device slabs). Generation on CUDA needs the
- *            rollout engine on the backend table (the GPU issue); its kernels are in the kernels part.
+ *            communicator (all-reduce, broadcast, reduce-scatter and all-gather of the model's device slabs).
+ *            Generation on CUDA needs the rollout engine on the backend table (the GPU issue); its kernels are in the
+ *            kernels part.
  *   bench    Qwen2.5-0.5B-shaped model with random weights: training tokens/s (forward + backward + AdamW on
  *            packed 8 x 1024 tokens, model interface on backend_cuda) with MFU against a stated bf16 peak.
  *            Prints one JSON line. Decode tokens/s waits for the CUDA engine (the GPU issue).
@@ -559,6 +560,14 @@ static void run_model(void) {
         if (!rc) model_params_changed(g);
         if (model_read(g, MODEL_PARAMS, gp, err)) DIE("%s", err);
         check("model", "nccl broadcast (1 rank)", rc ? INFINITY : rel_err(gp, gg, P), 0, "rel_l2");
+        /* the sharded learner's two (issue 39): with one rank its shard is the whole buffer, unchanged */
+        if (model_read(g, MODEL_GRADS, gg, err)) DIE("%s", err);
+        rc = coll_reduce_scatter_sum(cl, model_slab(g, MODEL_GRADS), model_n_params(g), err);
+        if (model_read(g, MODEL_GRADS, gp, err)) DIE("%s", err);
+        check("model", "nccl reduce-scatter (1 rank)", rc ? INFINITY : rel_err(gp, gg, P), 0, "rel_l2");
+        rc = coll_allgather(cl, model_slab(g, MODEL_GRADS), model_n_params(g), err);
+        if (model_read(g, MODEL_GRADS, gp, err)) DIE("%s", err);
+        check("model", "nccl all-gather (1 rank)", rc ? INFINITY : rel_err(gp, gg, P), 0, "rel_l2");
         coll_close(cl);
     }
     /* Generation on CUDA goes through the rollout engine, which runs on the CPU backend so far (the GPU issue);
