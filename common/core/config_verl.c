@@ -18,7 +18,7 @@
 #define NO(k, why)         { k, VERL_REFUSED, NULL, NULL, why }
 
 static const char KL_OFF[] = "DAPO trains without a KL term (no reference model); set it false or remove it";
-static const char NO_LOSS_MODE[] = "read only by the other policy losses (policy_loss.loss_mode)";
+static const char NO_LOSS_MODE[] = "read only by verl loss modes dapo does not have (clip_cov, kl_cov, dppo, dro)";
 static const char VISION[] = "read only for vision-language models; dapo's models are text-only";
 
 static const VerlKey rules[] = {
@@ -37,12 +37,8 @@ static const VerlKey rules[] = {
     IDLE(AR "actor.rollout_n", AR "rollout.n", "verl copies rollout.n here"),
     E(AR "actor.strategy", "verl's training engine (fsdp, fsdp2, megatron)"),
     E(AR "actor.ppo_micro_batch_size", "deprecated micro-batch size (gradient accumulation over the same mini-batch)"),
-    IDLE(AR "actor.tau_pos", AR "actor.policy_loss.loss_mode", "SAPO's temperature, read only by loss_mode=sapo"),
-    IDLE(AR "actor.tau_neg", AR "actor.policy_loss.loss_mode", "SAPO's temperature, read only by loss_mode=sapo"),
     IDLE(AR "actor.freeze_vision_tower", AR "model.path", VISION),
     IDLE(AR "actor.policy_loss.", AR "actor.policy_loss.loss_mode", NO_LOSS_MODE),
-    FIX(AR "actor.policy_loss.loss_mode", "vanilla", "dapo trains verl's vanilla policy loss (decoupled clip-higher "
-        "and dual clip); gspo, cispo, sapo, geo_mean, ... are not implemented yet"),
     FIX(AR "actor.loss_scale_factor", "null", "dapo divides seq-mean-token-sum-norm by data.max_response_length "
         "(verl's null)"),
     OB(AR "actor.calculate_entropy", "whether verl computes the entropy when entropy_coeff is 0; dapo always logs "

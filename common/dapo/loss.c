@@ -26,6 +26,21 @@ const char *loss_agg_mode_name(LossAggMode mode) {
     return (int)mode >= 0 && (int)mode < N_MODES ? k_mode_names[mode] : "?";
 }
 
+static const char *const k_loss_modes[] = {"vanilla", "gspo", "cispo", "sapo", "gpg"};
+#define N_LOSS_MODES ((int)(sizeof k_loss_modes / sizeof k_loss_modes[0]))
+
+int loss_mode_parse(const char *name, LossMode *mode, char err[ERR_LEN]) {
+    for (int i = 0; name && i < N_LOSS_MODES; i++)
+        if (strcmp(name, k_loss_modes[i]) == 0) { *mode = (LossMode)i; return 0; }
+    return err_set(err, ERR_INVAL, "policy_loss.loss_mode '%s': dapo has vanilla, gspo, cispo, sapo and gpg (verl's "
+                   "dppo_tv, dppo_kl, clip_cov, kl_cov, geo_mean, dro and bypass_mode are not implemented)",
+                   name ? name : "(null)");
+}
+
+const char *loss_mode_name(LossMode mode) {
+    return (int)mode >= 0 && (int)mode < N_LOSS_MODES ? k_loss_modes[mode] : "?";
+}
+
 void loss_params_default(LossParams *p) {
     memset(p, 0, sizeof *p);
     p->clip_ratio_low = 0.2;
@@ -33,12 +48,19 @@ void loss_params_default(LossParams *p) {
     p->clip_ratio_c = 10.0;
     p->agg = LOSS_AGG_TOKEN_MEAN;
     p->dp_size = 1;
+    p->tau_pos = 1.0;
+    p->tau_neg = 1.05;
 }
 
 static int check_args(const LossParams *p, const LossInput *in, char err[ERR_LEN]) {
     if (!p || !in) return err_set(err, ERR_INVAL, "loss_compute: NULL params or input");
     if ((int)p->agg < 0 || (int)p->agg >= N_MODES)
         return err_set(err, ERR_INVAL, "loss_compute: unknown loss_agg_mode %d", (int)p->agg);
+    if ((int)p->mode < 0 || (int)p->mode >= N_LOSS_MODES)
+        return err_set(err, ERR_INVAL, "loss_compute: unknown policy loss mode %d", (int)p->mode);
+    if (p->mode == LOSS_MODE_SAPO && (!(p->tau_pos > 0) || !(p->tau_neg > 0) || !isfinite(p->tau_pos) ||
+                                      !isfinite(p->tau_neg)))
+        return err_set(err, ERR_INVAL, "sapo: tau_pos %g and tau_neg %g must be finite and > 0", p->tau_pos, p->tau_neg);
     if (!(p->clip_ratio_c > 1.0))
         return err_set(err, ERR_INVAL, "clip_ratio_c must be > 1 for dual-clip PPO, got %g", p->clip_ratio_c);
     if (!(p->clip_ratio_low >= 0.0) || !(p->clip_ratio_high >= 0.0))
@@ -90,6 +112,60 @@ static TokOut token_eval(float logp, float old_logp, float a, float lo, float hi
     return o;
 }
 
+/* d(agg)/d(loss_t) for a counted token of a segment with cnt counted tokens (verl's agg_loss, see loss.h) */
+static double agg_weight(LossAggMode agg, int cnt, double tok_den, double seq_den, double norm, double dp) {
+    switch (agg) {
+    case LOSS_AGG_TOKEN_MEAN:          return tok_den > 0 ? dp / tok_den : 0;
+    case LOSS_AGG_SEQ_MEAN_TOKEN_MEAN: return seq_den > 0 ? dp / ((cnt + 1e-8) * seq_den) : 0;
+    case LOSS_AGG_SEQ_MEAN_TOKEN_SUM:  return seq_den > 0 ? dp / seq_den : 0;
+    default:                           return seq_den > 0 ? dp / seq_den / norm : 0;
+    }
+}
+
+/* torch.maximum(l1, l2) with its gradient (g1, g2 the branches'; ties split half-half, NaN propagates) */
+static void max_pair(float l1, float l2, float g1, float g2, float *l, float *g) {
+    if (l1 > l2)      { *l = l1; *g = g1; }
+    else if (l2 > l1) { *l = l2; *g = g2; }
+    else              { *l = (isnan(l1) || isnan(l2)) ? NAN : l1; *g = 0.5f * (g1 + g2); }
+}
+
+/* gspo: the sequence's ratio s = exp(min(ls, 10)) (ls its mean log-ratio); the gradient flows through logp_t only */
+static TokOut token_gspo(float logp, float old_logp, float a, float ls, float lo, float hi) {
+    TokOut o;
+    float lr = ls > 10.0f ? 10.0f : ls, sr = expf(lr), na = -a;
+    float l1 = na * sr, src = sr < lo ? lo : (sr > hi ? hi : sr), l2 = na * src;
+    float g2 = (sr > lo && sr < hi) ? na : 0.0f, g;
+    max_pair(l1, l2, na, g2, &o.loss, &g);
+    o.grad = ls < 10.0f ? g * sr : (isnan(ls) ? NAN : 0.0f);
+    o.clipped = l2 > l1;
+    o.lower = 0;
+    o.negkl = -(logp - old_logp);
+    return o;
+}
+
+/* cispo, sapo, gpg: token-local losses (see loss.h) */
+static TokOut token_other(LossMode mode, float logp, float old_logp, float a, float lo, float hi, float tp, float tn) {
+    TokOut o = {0};
+    float d = logp - old_logp;
+    int in_range = d > -20.0f && d < 20.0f;
+    float dc = d < -20.0f ? -20.0f : (d > 20.0f ? 20.0f : d), r = expf(dc);
+    o.negkl = -dc;
+    if (mode == LOSS_MODE_CISPO) {
+        float rc = r < lo ? lo : (r > hi ? hi : r);
+        o.loss = (-rc * a) * logp;
+        o.grad = -rc * a;
+        o.clipped = r != rc;
+    } else if (mode == LOSS_MODE_SAPO) {
+        float tau = a > 0.0f ? tp : tn, sg = 1.0f / (1.0f + expf(-(tau * (r - 1.0f))));
+        o.loss = -(sg * (4.0f / tau)) * a;
+        o.grad = in_range ? -a * (4.0f / tau) * (sg * (1.0f - sg)) * tau * r : (isnan(d) ? NAN : 0.0f);
+    } else {                                          /* gpg */
+        o.loss = -logp * a;
+        o.grad = -a;
+    }
+    return o;
+}
+
 int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, float *dlogp, float *dentropy,
                  LossStats *st, char err[ERR_LEN]) {
     int rc = check_args(p, in, err);
@@ -113,7 +189,8 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
     const double norm = p->loss_scale_factor > 0 ? p->loss_scale_factor : (longest > 0 ? longest : 1);
 
     const float lo = (float)(1.0 - p->clip_ratio_low), hi = (float)(1.0 + p->clip_ratio_high);
-    const float c = (float)p->clip_ratio_c;
+    const float c = (float)p->clip_ratio_c, tp = (float)p->tau_pos, tn = (float)p->tau_neg;
+    const LossAggMode agg = p->mode == LOSS_MODE_SAPO ? LOSS_AGG_SEQ_MEAN_TOKEN_MEAN : p->agg;   /* verl's sapo */
     LossStats z;
     memset(&z, 0, sizeof z);
     z.n_tokens = ntok;
@@ -124,12 +201,14 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
         for (int t = a; t < b; t++) cnt += m ? (m[t] != 0) : 1;
         /* d(agg)/d(loss_t) for a counted token of this segment (verl's agg_loss, see loss.h). */
         double w;
-        switch (p->agg) {
-        case LOSS_AGG_TOKEN_MEAN:          w = tok_den > 0 ? dp / tok_den : 0; break;
-        case LOSS_AGG_SEQ_MEAN_TOKEN_MEAN: w = seq_den > 0 ? dp / ((cnt + 1e-8) * seq_den) : 0; break;
-        case LOSS_AGG_SEQ_MEAN_TOKEN_SUM:  w = seq_den > 0 ? dp / seq_den : 0; break;
-        default:                           w = seq_den > 0 ? dp / seq_den / norm : 0; break;
+        float ls = 0;                                 /* gspo: the sequence's mean log-ratio (fp32, as torch) */
+        if (p->mode == LOSS_MODE_GSPO) {
+            for (int t = a; t < b; t++)
+                if (!m || m[t]) ls += in->logp[t] - in->old_logp[t];
+            ls /= (float)(cnt > 1 ? cnt : 1);
         }
+        double we = agg_weight(p->agg, cnt, tok_den, seq_den, norm, dp);   /* the entropy term's: loss_agg_mode */
+        w = agg == p->agg ? we : agg_weight(agg, cnt, tok_den, seq_den, norm, dp);
         for (int t = a; t < b; t++) {
             if (m && !m[t]) {
                 if (loss_tok) loss_tok[t] = 0.0f;
@@ -137,7 +216,9 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
                 if (dentropy) dentropy[t] = 0.0f;
                 continue;
             }
-            TokOut o = token_eval(in->logp[t], in->old_logp[t], in->adv[t], lo, hi, c);
+            TokOut o = p->mode == LOSS_MODE_VANILLA ? token_eval(in->logp[t], in->old_logp[t], in->adv[t], lo, hi, c)
+                     : p->mode == LOSS_MODE_GSPO ? token_gspo(in->logp[t], in->old_logp[t], in->adv[t], ls, lo, hi)
+                     : token_other(p->mode, in->logp[t], in->old_logp[t], in->adv[t], lo, hi, tp, tn);
             if (in->is_weight) { o.loss *= in->is_weight[t]; o.grad *= in->is_weight[t]; }
             z.pg_loss += w * o.loss;
             z.clipfrac_sum += o.clipped;
@@ -146,10 +227,10 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
             if (loss_tok) loss_tok[t] = o.loss;
             if (dlogp) dlogp[t] = (float)(w * o.grad);
             if (in->entropy) {
-                z.entropy += w * in->entropy[t];
+                z.entropy += we * in->entropy[t];
                 z.entropy_sum += in->entropy[t];
             }
-            if (dentropy) dentropy[t] = (float)(-p->entropy_coeff * w);
+            if (dentropy) dentropy[t] = (float)(-p->entropy_coeff * we);
         }
     }
     z.loss = z.pg_loss - p->entropy_coeff * z.entropy;

@@ -23,6 +23,7 @@
  * +-20, or a ratio exactly 1 - low or 1 + high, gets none through that clamp), and torch.maximum / minimum split
  * the gradient half-half on ties (so a ratio exactly on a clip bound gets half of the unclipped gradient).
  *
+ * The other policy losses of verl (LossMode below) share the aggregation, the metrics' definitions and the weights.
  * Not here: log-probs and entropies themselves (the model's forward), advantages (advantages.h), KL-to-reference
  * loss (DAPO uses none), rollout importance weights, the optimizer. */
 #ifndef DAPO_LOSS_H
@@ -44,7 +45,30 @@ int loss_agg_mode_parse(const char *name, LossAggMode *mode, char err[ERR_LEN]);
 /* mode -> verl's name (static string; "?" for an out-of-range value). */
 const char *loss_agg_mode_name(LossAggMode mode);
 
+/* verl's actor.policy_loss.loss_mode (core_algos.py, verl 0.9.1), per counted token t with d = logp - old_logp:
+ *   vanilla  the clipped loss with dual clip above (DAPO's);
+ *   gspo     sequence-level ratio (GSPO, arXiv 2507.18071): s = exp(min(sum_t M d / max(n_s, 1), 10)) for every token of
+ *            the sequence, its gradient through logp_t only (s_t = sg[s] pi / sg[pi]); loss_t = max(-A s, -A clip(s,
+ *            1 - low, 1 + high)), no dual clip; pg_clipfrac = mean [l2 > l1], ppo_kl = mean(-d) (d not clamped);
+ *   cispo    loss_t = -sg[clip(r, 1 - low, 1 + high)] A logp_t (CISPO, arXiv 2506.13585; r = exp(clamp(d, +-20)));
+ *            pg_clipfrac = mean [r != clip(r)];
+ *   sapo     loss_t = -A (4 / tau) sigmoid(tau (r - 1)), tau = tau_pos when A > 0 else tau_neg (SAPO, arXiv
+ *            2511.20347), aggregated as seq-mean-token-mean whatever loss_agg_mode says (verl does so); clip
+ *            fractions 0;
+ *   gpg      loss_t = -logp_t A (GPG); verl reports no clip metrics for it (dapo: 0, and ppo_kl as vanilla's).
+ * Every mode multiplies loss_t by the rollout-correction weight when given and aggregates as below. */
+typedef enum {
+    LOSS_MODE_VANILLA = 0, LOSS_MODE_GSPO, LOSS_MODE_CISPO, LOSS_MODE_SAPO, LOSS_MODE_GPG,
+} LossMode;
+
+/* verl's name -> mode. ERR_INVAL naming the modes dapo has (verl's dppo_tv, dppo_kl, clip_cov, kl_cov, geo_mean, dro
+ * and bypass_mode are not among them). */
+int loss_mode_parse(const char *name, LossMode *mode, char err[ERR_LEN]);
+const char *loss_mode_name(LossMode mode);   /* static string; "?" for an out-of-range value */
+
 typedef struct {
+    LossMode mode;             /* vanilla in DAPO */
+    double tau_pos, tau_neg;   /* sapo's temperatures (verl: actor.tau_pos 1.0, actor.tau_neg 1.05); > 0 */
     double clip_ratio_low;     /* epsilon_low, 0.2 in DAPO; >= 0 (the bound 1 - low is rounded to fp32, as torch) */
     double clip_ratio_high;    /* epsilon_high, 0.28 in DAPO; >= 0 */
     double clip_ratio_c;       /* dual-clip bound for A < 0, 10.0 in the DAPO recipe; must be > 1 (verl asserts) */
@@ -61,7 +85,8 @@ typedef struct {
                                   pass W when the all-reduce averages, 1 when it sums; <= 0 means 1 */
 } LossParams;
 
-/* Fills p with the DAPO recipe's values: 0.2 / 0.28 / 10.0, token-mean, entropy_coeff 0, no global info, dp 1. */
+/* Fills p with the DAPO recipe's values: vanilla, 0.2 / 0.28 / 10.0, token-mean, entropy_coeff 0, no global info,
+ * dp 1 (tau_pos 1.0, tau_neg 1.05: verl's). */
 void loss_params_default(LossParams *p);
 
 /* From the config: settings_loss_params (settings/settings.h). */

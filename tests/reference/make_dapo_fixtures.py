@@ -8,6 +8,8 @@ GRPO advantages) computed by verl's OWN functions, imported from the verl packag
   verl.trainer.ppo.rollout_corr_helper.compute_offpolicy_metrics / compute_rollout_correction_weights
   verl.trainer.ppo.rollout_corr_helper.compute_rollout_rejection_mask / compute_rollout_correction_and_rejection_mask
   verl.trainer.ppo.core_algos.compute_policy_loss_bypass_mode    (rollout_rs_cases.bin)
+  verl.trainer.ppo.core_algos.get_policy_loss_fn gspo / cispo / sapo / gpg   (loss_modes.bin; `--only loss_modes`
+                                                            writes that file alone)
 and torch.autograd for d(loss)/d(logp) and d(loss)/d(entropy) of loss = pg_loss - entropy_coeff * entropy_agg
 (verl's actor objective, verl/workers/utils/losses.py ppo_loss).
 
@@ -147,6 +149,61 @@ def loss_cases(core_algos, ActorConfig, w):
         w.add(p + "dlogp", lp.grad, "f32")
         w.add(p + "dentropy", en.grad, "f32")
     w.add("n_cases", [len(cases)], "i32")
+
+
+LOSS_MODES = ["vanilla", "gspo", "cispo", "sapo", "gpg"]   # common/dapo/loss.h LossMode order
+
+
+def loss_mode_cases(core_algos, ActorConfig, w):
+    """verl's other policy losses (get_policy_loss_fn: gspo, cispo, sapo, gpg) on make_inputs' cases, every
+    aggregation mode, with and without the global batch info and rollout-correction weights, with torch autograd's
+    d(loss)/d(logp) and d(loss)/d(entropy) (loss_modes.bin). Metrics a mode does not report are NaN."""
+    import torch
+    g = torch.Generator().manual_seed(11)
+    n = 0
+    for lmode in LOSS_MODES[1:]:
+        for seed, B, T, empty in [(1, 5, 9, False), (2, 6, 7, True)]:
+            for mode in MODES:
+                for glob, isw, coeff in ((False, False, 0.0), (True, True, 0.01)):
+                    logp, old, adv, mask, ent = make_inputs(seed, B, T, empty)
+                    if lmode == "gspo":    # keep the sequences' mean log-ratios below gspo's clamp at 10 but mixed
+                        logp = old + (logp - old).clamp(-4.0, 4.0)
+                    cfg = ActorConfig(strategy="fsdp", clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28,
+                                      clip_ratio_c=10.0, ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=1,
+                                      use_dynamic_bsz=False, rollout_n=1)
+                    info = dict(dp_size=2, batch_num_tokens=int(mask.sum().item() * 2 + 3), global_batch_size=2 * B + 1,
+                                loss_scale_factor=16) if glob else {}
+                    cfg.global_batch_info.clear()
+                    cfg.global_batch_info.update(info)
+                    weights = (0.5 + torch.rand(B, T, generator=g)) if isw else None
+                    lp = logp.clone().requires_grad_(True)
+                    en = ent.clone().requires_grad_(True)
+                    fn = core_algos.get_policy_loss_fn(lmode)
+                    pg_loss, m = fn(old_log_prob=old, log_prob=lp, advantages=adv, response_mask=mask,
+                                    loss_agg_mode=mode, config=cfg, rollout_is_weights=weights)
+                    ent_agg = core_algos.agg_loss(loss_mat=en, loss_mask=mask, loss_agg_mode=mode, **info)
+                    loss = pg_loss - coeff * ent_agg
+                    loss.backward()
+                    nan = float("nan")
+                    p = f"m{n}/"
+                    w.add(p + "shape", [B, T], "i32")
+                    w.add(p + "mode", [MODES.index(mode), LOSS_MODES.index(lmode)], "i32")
+                    w.add(p + "params", [0.2, 0.28, 10.0, coeff, info.get("dp_size", 0),
+                                         info.get("batch_num_tokens", 0), info.get("global_batch_size", 0),
+                                         info.get("loss_scale_factor", 0), cfg.tau_pos, cfg.tau_neg], "f64")
+                    w.add(p + "logp", logp, "f32")
+                    w.add(p + "old_logp", old, "f32")
+                    w.add(p + "adv", adv, "f32")
+                    w.add(p + "mask", mask.int(), "i32")
+                    w.add(p + "entropy", ent, "f32")
+                    w.add(p + "is_weight", weights if isw else torch.zeros(0), "f32")
+                    w.add(p + "out", [pg_loss.item(), m.get("actor/pg_clipfrac", nan),
+                                      m.get("actor/pg_clipfrac_lower", nan), m.get("actor/ppo_kl", nan),
+                                      ent_agg.item(), loss.item()], "f64")
+                    w.add(p + "dlogp", lp.grad, "f32")
+                    w.add(p + "dentropy", en.grad, "f32")
+                    n += 1
+    w.add("n_cases", [n], "i32")
 
 
 def grpo_cases(core_algos, w):
@@ -359,6 +416,12 @@ def main():
     import torch
     torch.manual_seed(0)
     os.makedirs(OUT, exist_ok=True)
+    if sys.argv[1:] == ["--only", "loss_modes"]:    # the policy-loss modes alone (no transformers needed)
+        core_algos, ActorConfig, version = import_verl()
+        w = Writer()
+        loss_mode_cases(core_algos, ActorConfig, w)
+        w.save(os.path.join(OUT, "loss_modes.bin"))
+        return
     w = Writer()
     hf_version = sample_cases(w)
     w.save(os.path.join(OUT, "sample_cases.bin"))
@@ -376,12 +439,16 @@ def main():
     w = Writer()
     rollout_rs_cases(core_algos, ActorConfig, w)
     w.save(os.path.join(OUT, "rollout_rs_cases.bin"))
+    w = Writer()
+    loss_mode_cases(core_algos, ActorConfig, w)
+    w.save(os.path.join(OUT, "loss_modes.bin"))
     with open(os.path.join(OUT, "PROVENANCE"), "w") as f:
         f.write(f"Written by tests/reference/make_dapo_fixtures.py with verl {version} "
                 f"(core_algos.compute_policy_loss_vanilla, agg_loss, compute_grpo_outcome_advantage; "
                 f"rollout_corr_helper.compute_offpolicy_metrics, compute_rollout_correction_weights, "
                 f"compute_rollout_rejection_mask, compute_rollout_correction_and_rejection_mask; "
-                f"core_algos.compute_policy_loss_bypass_mode) "
+                f"core_algos.compute_policy_loss_bypass_mode; loss_modes.bin: get_policy_loss_fn gspo, cispo, sapo, "
+                f"gpg) "
                 f"and torch {torch.__version__} autograd.\n"
                 f"sample_cases.bin: transformers {hf_version} TemperatureLogitsWarper / TopKLogitsWarper / "
                 f"TopPLogitsWarper kept sets and torch log_softmax.\n")

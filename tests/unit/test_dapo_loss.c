@@ -383,6 +383,84 @@ static void test_against_verl(void **state) {
     fx_free(&fx);
 }
 
+/* verl's other policy losses (gspo, cispo, sapo, gpg: get_policy_loss_fn) on make_dapo_fixtures.py's cases: values,
+ * metrics (those the mode reports) and torch autograd's gradients, every aggregation mode, with and without global
+ * batch info and rollout-correction weights. */
+static void test_loss_modes_against_verl(void **state) {
+    (void)state;
+    Fixture fx;
+    assert_int_equal(fx_load("tests/data/dapo/loss_modes.bin", &fx), 0);
+    const FxTensor *nc = fx_get(&fx, "n_cases", FX_I32);
+    assert_non_null(nc);
+    int n_cases = ((int32_t *)nc->data)[0], seen[5] = {0};
+    assert_true(n_cases >= 64);
+    for (int c = 0; c < n_cases; c++) {
+        char name[64];
+#define GET(var, key, dt) snprintf(name, sizeof name, "m%d/%s", c, key); const FxTensor *var = fx_get(&fx, name, dt); assert_non_null(var)
+        GET(shape, "shape", FX_I32);
+        GET(mode, "mode", FX_I32);
+        GET(par, "params", FX_F64);
+        GET(lp, "logp", FX_F32);
+        GET(ol, "old_logp", FX_F32);
+        GET(ad, "adv", FX_F32);
+        GET(mk, "mask", FX_I32);
+        GET(en, "entropy", FX_F32);
+        GET(iw, "is_weight", FX_F32);
+        GET(out, "out", FX_F64);
+        GET(gl, "dlogp", FX_F32);
+        GET(ge, "dentropy", FX_F32);
+#undef GET
+        int B = ((int32_t *)shape->data)[0], T = ((int32_t *)shape->data)[1], N = B * T;
+        const double *pr = par->data, *o = out->data;
+        LossParams p;
+        loss_params_default(&p);
+        p.clip_ratio_low = pr[0];
+        p.clip_ratio_high = pr[1];
+        p.clip_ratio_c = pr[2];
+        p.entropy_coeff = pr[3];
+        p.dp_size = (int)pr[4];
+        p.batch_num_tokens = pr[5];
+        p.global_batch_size = pr[6];
+        p.loss_scale_factor = pr[7];
+        p.tau_pos = pr[8];
+        p.tau_neg = pr[9];
+        p.agg = (LossAggMode)((int32_t *)mode->data)[0];
+        p.mode = (LossMode)((int32_t *)mode->data)[1];
+        seen[p.mode]++;
+        uint8_t mask[256];
+        int off[64];
+        assert_true(N <= 256 && B < 64);
+        for (int t = 0; t < N; t++) mask[t] = (uint8_t)((int32_t *)mk->data)[t];
+        for (int s = 0; s <= B; s++) off[s] = s * T;
+        LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B, iw->n ? iw->data : NULL };
+        float dl[256], de[256];
+        LossStats st;
+        char err[ERR_LEN];
+        assert_int_equal(loss_compute(&p, &in, NULL, dl, de, &st, err), 0);
+        ASSERT_CLOSE(st.pg_loss, o[0], 1e-6, 1e-5);
+        if (!isnan(o[1])) ASSERT_CLOSE(st.pg_clipfrac, o[1], 1e-7, 1e-6);
+        if (!isnan(o[2])) ASSERT_CLOSE(st.pg_clipfrac_lower, o[2], 1e-7, 1e-6);
+        if (!isnan(o[3])) ASSERT_CLOSE(st.ppo_kl, o[3], 1e-6, 1e-5);
+        ASSERT_CLOSE(st.entropy, o[4], 1e-6, 1e-5);
+        ASSERT_CLOSE(st.loss, o[5], 1e-6, 1e-5);
+        const float *wl = gl->data, *we = ge->data;
+        for (int t = 0; t < N; t++)
+            if (!CLOSE(dl[t], wl[t], 1e-12, 1e-5) || !CLOSE(de[t], we[t], 1e-13, 1e-5)) {
+                fprintf(stderr, "case %d (%s, %s) token %d: dlogp %.9g vs verl %.9g, dentropy %.9g vs %.9g\n", c,
+                        loss_mode_name(p.mode), loss_agg_mode_name(p.agg), t, dl[t], wl[t], de[t], we[t]);
+                fail();
+            }
+    }
+    for (int k = LOSS_MODE_GSPO; k <= LOSS_MODE_GPG; k++) assert_true(seen[k] >= 16);
+    LossMode m;
+    char err[ERR_LEN];
+    assert_int_equal(loss_mode_parse("cispo", &m, err), 0);
+    assert_int_equal(m, LOSS_MODE_CISPO);
+    assert_int_equal(loss_mode_parse("geo_mean", &m, err), ERR_INVAL);
+    assert_non_null(strstr(err, "vanilla, gspo, cispo, sapo and gpg"));
+    fx_free(&fx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_branch),
@@ -393,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_split_invariance),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_against_verl),
+        cmocka_unit_test(test_loss_modes_against_verl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
