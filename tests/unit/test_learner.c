@@ -121,6 +121,32 @@ static void test_two_ranks_equal_one(void **state) {
     learner_close(one);
 }
 
+/* Issue 40: each of verl's other policy losses drives an update through the learner (finite loss, weights moved; the
+ * values themselves are test_dapo_loss's, against verl). */
+static void test_loss_modes_train(void **state) {
+    (void)state;
+    static const char *modes[] = {"gspo", "cispo", "sapo", "gpg"};
+    for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
+        const char *kv[][2] = {{"actor_rollout_ref.actor.policy_loss.loss_mode", modes[k]}};
+        Learner *L = open_learner(kv, 1, 0, 1, NULL);
+        long P = model_n_params(L->m);
+        float *before = malloc((size_t)P * sizeof(float));
+        memcpy(before, tu_params(L->m), (size_t)P * sizeof(float));
+        Dapo__TrainBatch *tb = make_batch(40 + k, 6, 1, 0, 1, 0, 1);
+        float *old = shifted_old(L, tb);
+        LearnerMiniStats st;
+        char err[ERR_LEN];
+        assert_int_equal(learner_update(L, tb, old, NULL, &st, err), 0);
+        assert_false(st.skipped);
+        assert_true(isfinite(st.pg_loss) && isfinite(st.grad_norm) && st.grad_norm > 0);
+        assert_true(memcmp(before, tu_params(L->m), (size_t)P * sizeof(float)) != 0);
+        free(before);
+        free(old);
+        free_batch(tb);
+        learner_close(L);
+    }
+}
+
 static void test_nan_skips_update(void **state) {
     (void)state;
     /* on one rank */
@@ -545,6 +571,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_micro_batches_same_gradients),
         cmocka_unit_test(test_two_ranks_equal_one),
+        cmocka_unit_test(test_loss_modes_train),
         cmocka_unit_test(test_nan_skips_update),
         cmocka_unit_test(test_resume_exact),
         cmocka_unit_test(test_bad_batches),
