@@ -107,7 +107,8 @@ static const CfgEntry cfg_table[] = {
     { AR "rollout.val_kwargs.top_k",         CFG_INT,   -1, 1e7,    "-1",      O(val_top_k), NULL, 0 },
     { AR "rollout.val_kwargs.do_sample",     CFG_BOOL,  0, 0,       "false",    O(val_do_sample), NULL, 0 },
 
-    { "algorithm.adv_estimator",             CFG_ENUM,  0, 0,       "grpo",    O(adv_estimator), "grpo", 0 },
+    { "algorithm.adv_estimator",             CFG_ENUM,  0, 0,       "grpo",    O(adv_estimator),
+      "grpo|rloo|opo|gpg|grpo_passk|reinforce_plus_plus|reinforce_plus_plus_baseline|grpo_vectorized|rloo_vectorized", 0 },
     { "algorithm.norm_adv_by_std_in_grpo",   CFG_BOOL,  0, 0,       "true",    O(norm_adv_by_std_in_grpo), NULL, 0 },
     { "algorithm.filter_groups.enable",      CFG_BOOL,  0, 0,       "false",    O(filter_groups_enable), NULL, 0 },
     { "algorithm.filter_groups.metric",      CFG_ENUM,  0, 0,       "acc",     O(filter_groups_metric),
@@ -1045,6 +1046,9 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
                        "algorithm.rollout_correction.bypass_mode (%s) conflict: both mean 'the rollout log-probs are the "
                        "old policy'; set one of them", c->use_rollout_log_probs ? "true" : "false",
                        c->rc_bypass_mode ? "true" : "false");
+    if (c->adv_estimator == CFG_ADV_GRPO_PASSK && c->rollout_n < 2)
+        return err_set(err, ERR_INVAL, "algorithm.adv_estimator grpo_passk needs actor_rollout_ref.rollout.n >= 2 (the "
+                       "best response's advantage is its reward minus the second best's); n is %d", c->rollout_n);
     if (c->rc_loss_type == CFG_RC_LOSS_REINFORCE)
         return err_set(err, ERR_UNSUPPORTED, "algorithm.rollout_correction.loss_type: reinforce is not implemented in "
                        "dapo; use ppo_clip");

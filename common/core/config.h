@@ -33,7 +33,9 @@ typedef enum { CFG_AGG_TOKEN_MEAN, CFG_AGG_SEQ_MEAN_TOKEN_MEAN, CFG_AGG_SEQ_MEAN
 typedef enum { CFG_LOSS_VANILLA, CFG_LOSS_GSPO, CFG_LOSS_CISPO, CFG_LOSS_SAPO, CFG_LOSS_GPG } CfgLossMode;
                                                                           /* actor.policy_loss.loss_mode (dapo/loss.h) */
 typedef enum { CFG_WARMUP_CONSTANT, CFG_WARMUP_COSINE } CfgWarmupStyle;                 /* actor.optim.warmup_style */
-typedef enum { CFG_ADV_GRPO } CfgAdvEstimator;                                          /* algorithm.adv_estimator */
+typedef enum { CFG_ADV_GRPO, CFG_ADV_RLOO, CFG_ADV_OPO, CFG_ADV_GPG, CFG_ADV_GRPO_PASSK, CFG_ADV_REINFORCE_PP,
+               CFG_ADV_REINFORCE_PP_BASELINE, CFG_ADV_GRPO_VECTORIZED, CFG_ADV_RLOO_VECTORIZED } CfgAdvEstimator;
+                                                    /* algorithm.adv_estimator (dapo/advantages.h; the last two: aliases) */
 typedef enum { CFG_METRIC_ACC, CFG_METRIC_SCORE, CFG_METRIC_SEQ_REWARD,
                CFG_METRIC_SEQ_FINAL_REWARD } CfgFilterMetric;                    /* algorithm.filter_groups.metric */
 typedef enum { CFG_RC_LOSS_PPO_CLIP, CFG_RC_LOSS_REINFORCE } CfgRcLossType;  /* algorithm.rollout_correction.loss_type */
@@ -115,7 +117,7 @@ typedef struct Config {
     bool    val_do_sample;
 
     /* algorithm.* */
-    CfgAdvEstimator adv_estimator;    /* grpo */
+    CfgAdvEstimator adv_estimator;    /* grpo (DAPO's), rloo, opo, gpg, grpo_passk, reinforce_plus_plus(_baseline) */
     bool    norm_adv_by_std_in_grpo;
     bool    filter_groups_enable;
     CfgFilterMetric filter_groups_metric;   /* acc|score|seq_reward|seq_final_reward */

@@ -221,8 +221,9 @@ static const VerlKey rules[] = {
     NO("custom_reward_function.reward_kwargs.", "arguments to a custom reward function are not supported"),
 
     /* ---- algorithm */
-    FIX("algorithm.gamma", "1", "only GAE reads it, and dapo's estimator is grpo (algorithm.adv_estimator)"),
-    FIX("algorithm.lam", "1", "only GAE reads it, and dapo's estimator is grpo (algorithm.adv_estimator)"),
+    FIX("algorithm.gamma", "1", "of dapo's estimators only reinforce_plus_plus reads it, at 1 (every token's return is "
+        "the response's reward; per-token advantages are not built), and GAE is not implemented"),
+    FIX("algorithm.lam", "1", "only GAE reads it, and dapo has no GAE (algorithm.adv_estimator)"),
     FIX("algorithm.use_kl_in_reward", "false", KL_OFF),
     IDLE("algorithm.kl_penalty", "algorithm.use_kl_in_reward", "read only when algorithm.use_kl_in_reward"),
     IDLE("algorithm.kl_ctrl.", "algorithm.use_kl_in_reward", "read only when algorithm.use_kl_in_reward"),

@@ -31,6 +31,17 @@ void settings_loss_params(const Config *c, LossParams *p) {
     p->tau_neg = c->tau_neg;
 }
 
+AdvEstimator settings_adv_estimator(const Config *c) {
+    static const AdvEstimator map[] = {
+        [CFG_ADV_GRPO] = ADV_GRPO, [CFG_ADV_RLOO] = ADV_RLOO, [CFG_ADV_OPO] = ADV_OPO, [CFG_ADV_GPG] = ADV_GPG,
+        [CFG_ADV_GRPO_PASSK] = ADV_GRPO_PASSK, [CFG_ADV_REINFORCE_PP] = ADV_REINFORCE_PP,
+        [CFG_ADV_REINFORCE_PP_BASELINE] = ADV_REINFORCE_PP_BASELINE, [CFG_ADV_GRPO_VECTORIZED] = ADV_GRPO,
+        [CFG_ADV_RLOO_VECTORIZED] = ADV_RLOO,
+    };
+    return (int)c->adv_estimator >= 0 && (size_t)c->adv_estimator < sizeof map / sizeof map[0] ? map[c->adv_estimator]
+                                                                                                : ADV_GRPO;
+}
+
 void settings_sample_params(const Config *c, int validation, SampleParams *p) {
     memset(p, 0, sizeof *p);
     p->temperature = (float)(validation ? c->val_temperature : c->temperature);

@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "core/config.h"
 #include "core/err.h"
+#include "dapo/advantages.h"
 #include "dapo/filter.h"
 #include "dapo/loss.h"
 #include "dapo/rollout_corr.h"
@@ -20,9 +21,12 @@
 #include "tokenizer/tokenizer.h"
 
 /* The loss (dapo/loss.h) from actor_rollout_ref.actor.clip_ratio_low|clip_ratio_high|clip_ratio_c|loss_agg_mode|
- * entropy_coeff; the global-batch fields stay "not given" (0) and dp_size 1: the learner sets them per mini-batch
+ * entropy_coeff|policy_loss.loss_mode|tau_pos|tau_neg; the global-batch fields stay "not given" (0) and dp_size 1: the learner sets them per mini-batch
  * from its shard (dapo/layout.h). Never fails: every value was checked by the table. */
 void settings_loss_params(const Config *c, LossParams *p);
+
+/* algorithm.adv_estimator as dapo/advantages.h's estimator (verl's _vectorized spellings are grpo's and rloo's). */
+AdvEstimator settings_adv_estimator(const Config *c);
 
 /* Sampling (model/sample.h): actor_rollout_ref.rollout.temperature|top_p|top_k for training rollouts, or
  * rollout.val_kwargs.temperature|top_p|top_k|do_sample (do_sample false: greedy) when validation is nonzero; verl's

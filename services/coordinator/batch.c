@@ -6,6 +6,7 @@
 
 #include "dapo/advantages.h"
 #include "dapo/overlong.h"
+#include "settings/settings.h"
 
 /* The policy version that generated response r of group g: its own (rollouts set it), or the group's (the oldest of
  * its responses) where a sender left it out. */
@@ -65,7 +66,8 @@ int batch_plan_build(const Config *cfg, Group *const *batch, const DatasetItem *
                                  .behaviour_version = behaviour_version(batch[b], r)};
         }
     }
-    int rc = adv_grpo(reward, gsize, nb, cfg->norm_adv_by_std_in_grpo, ADV_GRPO_EPS, p->adv, err);
+    int rc = adv_compute(settings_adv_estimator(cfg), reward, resp_tok, gsize, nb, cfg->norm_adv_by_std_in_grpo,
+                         ADV_GRPO_EPS, p->adv, err);
     if (!rc) rc = layout_build(gsize, nb, resp_tok, cost, cfg->ppo_mini_batch_size, cfg->num_learners, &p->lay, err);
     xfree(gsize); xfree(reward); xfree(resp_tok); xfree(cost);
     if (rc) {

@@ -238,6 +238,56 @@ def grpo_cases(core_algos, w):
         w.add("grpo/adv_norm" if norm else "grpo/adv_nonorm", per_resp, "f32")
 
 
+ESTIMATORS = ["grpo", "rloo", "opo", "gpg", "grpo_passk", "reinforce_plus_plus", "reinforce_plus_plus_baseline"]
+
+
+def estimator_cases(core_algos, w):
+    """verl's outcome advantage estimators (get_adv_estimator_fn; common/dapo/advantages.h AdvEstimator order) on
+    groups of several sizes, rewards on each response's last counted token (as verl's reward managers put them),
+    response masks of several lengths (one group with no counted token left out for opo: verl gives NaN there), with
+    and without norm_adv_by_std_in_grpo (estimators.bin)."""
+    import numpy as np
+    import torch
+    from verl.trainer.config import AlgoConfig
+    g = torch.Generator().manual_seed(13)
+    n = 0
+    for est in ESTIMATORS:
+        for seed in range(3):
+            sizes = [4, 4, 3, 5, 2, 4] + ([1] if est != "grpo_passk" else [2])
+            rewards = []
+            for gi, k in enumerate(sizes):
+                while True:   # distinct values per group for grpo_passk (torch.topk's tie order is unspecified)
+                    r = (torch.where(torch.rand(k, generator=g) < 0.5, -1.0, 1.0)
+                         + torch.where(torch.rand(k, generator=g) < 0.4, -torch.rand(k, generator=g), torch.zeros(k)))
+                    if gi == 1 and seed == 0 and est != "grpo_passk":
+                        r = torch.ones(k)           # all equal
+                    if est != "grpo_passk" or len(set(r.tolist())) == k:
+                        break
+                rewards += r.tolist()
+            R = torch.tensor(rewards, dtype=torch.float32)
+            B, T = len(rewards), 9
+            lengths = torch.randint(1, T + 1, (B,), generator=g)
+            mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
+            tlr = torch.zeros(B, T)
+            tlr[torch.arange(B), lengths - 1] = R
+            index = np.array([f"uid{gi}" for gi, k in enumerate(sizes) for _ in range(k)], dtype=object)
+            for norm in (True, False):
+                cfg = AlgoConfig(adv_estimator=est, norm_adv_by_std_in_grpo=norm, gamma=1.0)
+                fn = core_algos.get_adv_estimator_fn(est)
+                adv, _ = fn(token_level_rewards=tlr, response_mask=mask, index=index, config=cfg,
+                            norm_adv_by_std_in_grpo=norm)
+                per = adv[torch.arange(B), lengths - 1]
+                assert torch.allclose(adv, per[:, None] * mask, atol=1e-6), est   # one value per response
+                p = f"e{n}/"
+                w.add(p + "est", [ESTIMATORS.index(est), int(norm)], "i32")
+                w.add(p + "sizes", sizes, "i32")
+                w.add(p + "reward", R, "f32")
+                w.add(p + "tokens", lengths.int(), "i32")
+                w.add(p + "adv", per, "f32")
+                n += 1
+    w.add("n_cases", [n], "i32")
+
+
 RC_KEYS = ["training_ppl", "training_log_ppl", "rollout_ppl", "rollout_log_ppl", "kl", "k3_kl", "log_ppl_diff",
            "log_ppl_abs_diff", "log_ppl_diff_max", "log_ppl_diff_min", "ppl_ratio", "chi2_token", "chi2_seq"]
 
@@ -416,11 +466,14 @@ def main():
     import torch
     torch.manual_seed(0)
     os.makedirs(OUT, exist_ok=True)
-    if sys.argv[1:] == ["--only", "loss_modes"]:    # the policy-loss modes alone (no transformers needed)
+    if sys.argv[1:] == ["--only", "loss_modes"]:    # the policy-loss modes and estimators alone
         core_algos, ActorConfig, version = import_verl()
         w = Writer()
         loss_mode_cases(core_algos, ActorConfig, w)
         w.save(os.path.join(OUT, "loss_modes.bin"))
+        w = Writer()
+        estimator_cases(core_algos, w)
+        w.save(os.path.join(OUT, "estimators.bin"))
         return
     w = Writer()
     hf_version = sample_cases(w)
@@ -442,6 +495,9 @@ def main():
     w = Writer()
     loss_mode_cases(core_algos, ActorConfig, w)
     w.save(os.path.join(OUT, "loss_modes.bin"))
+    w = Writer()
+    estimator_cases(core_algos, w)
+    w.save(os.path.join(OUT, "estimators.bin"))
     with open(os.path.join(OUT, "PROVENANCE"), "w") as f:
         f.write(f"Written by tests/reference/make_dapo_fixtures.py with verl {version} "
                 f"(core_algos.compute_policy_loss_vanilla, agg_loss, compute_grpo_outcome_advantage; "

@@ -97,12 +97,59 @@ static void test_against_verl(void **state) {
     fx_free(&fx);
 }
 
+/* verl's other estimators (get_adv_estimator_fn) on make_dapo_fixtures.py's groups: each response's advantage within
+ * 1e-5 relative (double here, fp32 torch there); the names and the refusals. */
+static void test_estimators_against_verl(void **state) {
+    (void)state;
+    Fixture fx;
+    assert_int_equal(fx_load("tests/data/dapo/estimators.bin", &fx), 0);
+    const FxTensor *nc = fx_get(&fx, "n_cases", FX_I32);
+    assert_non_null(nc);
+    int n_cases = ((int32_t *)nc->data)[0], seen[ADV_REINFORCE_PP_BASELINE + 1] = {0};
+    for (int c = 0; c < n_cases; c++) {
+        char name[64];
+#define GET(var, key, dt) snprintf(name, sizeof name, "e%d/%s", c, key); const FxTensor *var = fx_get(&fx, name, dt); assert_non_null(var)
+        GET(est, "est", FX_I32);
+        GET(sz, "sizes", FX_I32);
+        GET(rw, "reward", FX_F32);
+        GET(tk, "tokens", FX_I32);
+        GET(ad, "adv", FX_F32);
+#undef GET
+        AdvEstimator e = (AdvEstimator)((int32_t *)est->data)[0];
+        bool norm = ((int32_t *)est->data)[1] != 0;
+        seen[e]++;
+        float out[128];
+        char err[ERR_LEN];
+        assert_true(rw->n <= 128);
+        assert_int_equal(adv_compute(e, rw->data, tk->data, sz->data, (int)sz->n, norm, ADV_GRPO_EPS, out, err), 0);
+        const float *want = ad->data;
+        for (uint32_t i = 0; i < rw->n; i++)
+            if (fabs(out[i] - want[i]) > 1e-6 + 1e-5 * fabs(want[i]))
+                fail_msg("case %d (%s, norm %d) response %u: %.9g vs verl %.9g", c, adv_estimator_name(e), norm, i,
+                         out[i], want[i]);
+    }
+    for (int k = 0; k <= ADV_REINFORCE_PP_BASELINE; k++) assert_true(seen[k] >= 6);
+    fx_free(&fx);
+    AdvEstimator e;
+    char err[ERR_LEN];
+    assert_int_equal(adv_estimator_parse("rloo_vectorized", &e, err), 0);
+    assert_int_equal(e, ADV_RLOO);
+    assert_int_equal(adv_estimator_parse("gae", &e, err), ERR_INVAL);
+    assert_non_null(strstr(err, "reinforce_plus_plus_baseline"));
+    float r[3] = {1, 0, 1}, a[3];
+    int one[2] = {2, 1}, tok[3] = {3, 2, 4};
+    assert_int_equal(adv_compute(ADV_GRPO_PASSK, r, tok, one, 2, true, ADV_GRPO_EPS, a, err), ERR_INVAL);   /* size 1 */
+    int none[3] = {0, 0, 1}, all3[1] = {3};
+    assert_int_equal(adv_compute(ADV_REINFORCE_PP, r, none, all3, 1, true, ADV_GRPO_EPS, a, err), ERR_INVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_computed),
         cmocka_unit_test(test_all_equal_is_zero),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_against_verl),
+        cmocka_unit_test(test_estimators_against_verl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

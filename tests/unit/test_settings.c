@@ -87,12 +87,14 @@ static void test_sample_params(void **state) {
 /* Every enum key: each allowed name sets its index (the C enum's value) and prints back as that name. */
 static void test_enum_keys(void **state) {
     (void)state;
-    static const struct { const char *key; const char *names[5]; } keys[] = {
+    static const struct { const char *key; const char *names[9]; } keys[] = {
         {"data.truncation", {"error", "left", "right", "middle"}},
         {"data.chat_template", {"auto", "qwen2.5", "qwen3", "llama3", "none"}},
         {"data.on_malformed", {"skip", "error"}},
         {"actor_rollout_ref.actor.optim.warmup_style", {"constant", "cosine"}},
-        {"algorithm.adv_estimator", {"grpo"}},
+        {"algorithm.adv_estimator", {"grpo", "rloo", "opo", "gpg", "grpo_passk", "reinforce_plus_plus",
+                                     "reinforce_plus_plus_baseline", "grpo_vectorized", "rloo_vectorized"}},
+        {"actor_rollout_ref.actor.policy_loss.loss_mode", {"vanilla", "gspo", "cispo", "sapo", "gpg"}},
         {"algorithm.filter_groups.metric", {"acc", "score", "seq_reward", "seq_final_reward"}},
         {"algorithm.rollout_correction.loss_type", {"ppo_clip", "reinforce"}},
         {"trainer.device", {"cpu", "cuda"}},
