@@ -6,7 +6,8 @@
 #   deploy/local/run.sh [--config FILE] [--run-dir DIR] [--rollouts N] [--verifiers M] [--learners W]
 #                       [--steps S] [--port-base N] [key.path=value ...]
 #
-# Defaults: configs/default.yaml, run directory runs/<config name>, 1 rollout, 1 verifier, 1 learner.
+# Defaults: configs/default.yaml, run directory runs/<config name>, 1 rollout, 1 verifier, 1 learner
+# (cluster.num_learners=W among the keys is --learners W).
 # Ports: the run binds cluster.http (the dashboard, 127.0.0.1:8080), cluster.bind (the coordinator, 5555; workers
 # reach it at cluster.coordinator), cluster.weights_bind (learner rank 0's weight server, 5556; cluster.weights) and,
 # with two or more learner ranks, cluster.collective (5557). Every one is checked before any preparation (a busy one
@@ -23,18 +24,31 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 BUILD=${BUILD:-build}
 case "$BUILD" in /*) bin="$BUILD/bin" ;; *) bin="$root/$BUILD/bin" ;; esac   # BUILD: absolute, or under the tree
-config="configs/default.yaml"; rundir=""; nroll=1; nver=1; nlearn=1; steps=""; portbase=""; portbase_set=0; args=()
+config="configs/default.yaml"; rundir=""; nroll=1; nver=1; nlearn=1; nlearn_set=0; steps=""; portbase=""; portbase_set=0; args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
     --run-dir) rundir=$2; shift 2 ;;
     --rollouts) nroll=$2; shift 2 ;;
     --verifiers) nver=$2; shift 2 ;;
-    --learners) nlearn=$2; shift 2 ;;
+    --learners) nlearn=$2; nlearn_set=1; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --port-base) portbase=$2; portbase_set=1; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
+  esac
+done
+# cluster.num_learners on the command line is --learners: the ranks started are the ranks the config names
+for a in ${args[@]+"${args[@]}"}; do
+  case "$a" in
+    cluster.num_learners=*|+cluster.num_learners=*|++cluster.num_learners=*)
+      v=${a#*=}
+      case "$v" in [1-9]|[1-9][0-9]|[1-9][0-9][0-9]) ;;
+        *) echo "run.sh: cluster.num_learners needs a number of learner ranks (1-999), got '$v'" >&2; exit 2 ;; esac
+      if [ "$nlearn_set" = 1 ] && [ "$v" != "$nlearn" ]; then
+        echo "run.sh: --learners $nlearn and cluster.num_learners=$v disagree; give one of them" >&2; exit 2
+      fi
+      nlearn=$v ;;
   esac
 done
 [ -f "$config" ] || { echo "run.sh: no config file $config" >&2; exit 2; }
