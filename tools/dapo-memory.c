@@ -86,9 +86,9 @@ int main(int argc, char **argv) {
     if (rc) { fprintf(stderr, "dapo-memory: %s\n", err); config_free(&c); return 1; }
     int sh = mo.shard_world > 1;
     size_t total = p.params_bytes + p.grads_bytes + p.adam_bytes + p.shard_bytes + p.acts_bytes;
-    printf("model %s: %ld parameters (%.2f B); %d learner rank%s, %s, activations for %d tokens%s\n",
+    printf("model %s: %ld parameters (%.3g B); %d learner rank%s, %s, activations for %d tokens%s\n",
            c.model_path, p.n_params, p.n_params / 1e9, W, W > 1 ? "s" : "",
-           !sh ? "model and optimizer state whole on every rank (fsdp_size 1)"
+           !sh ? (W > 1 ? "model and optimizer state whole on every rank (fsdp_size 1)" : "one rank holds everything")
                : mo.keep_params ? "fully sharded (fsdp_size -1, reshard_after_forward false: every layer's parameters "
                                   "kept from forward to backward)"
                                 : "fully sharded (fsdp_size -1: FSDP full shard, one layer gathered at a time)",

@@ -1084,8 +1084,9 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
                        c->ppo_mini_batch_size, c->train_batch_size);
     if (c->fsdp_size == 0 || (c->fsdp_size > 1 && c->fsdp_size < c->num_learners))
         return err_set(err, ERR_INVAL, "actor_rollout_ref.actor.fsdp_config.fsdp_size: %d is not implemented: 1 "
-                       "replicates the model and optimizer state, -1 (or %d, cluster.num_learners, or more) shards them "
-                       "over every learner rank; sharding in groups (hybrid) is not built", c->fsdp_size, c->num_learners);
+                       "replicates the model and optimizer state, -1 (or any size of at least cluster.num_learners, %d) "
+                       "shards them over every learner rank; sharding in groups (hybrid) is not built", c->fsdp_size,
+                       c->num_learners);
     if ((long)c->ppo_mini_batch_size * c->rollout_n % c->num_learners)
         return err_set(err, ERR_INVAL,
                        "cluster.num_learners: %d does not divide a mini-batch of %d sequences (ppo_mini_batch_size x n)",

@@ -95,21 +95,31 @@ static void shard_path(const char *step_dir, int rank, int world, char *out, siz
     snprintf(out, n, "%s/optim_shards/rank_%d_of_%d.safetensors", step_dir, rank, world);
 }
 
-/* state.json is there, and with a sharded optimizer every shard too. */
-static int complete(const char *root, const char *name) {
+/* state.json is there, and with a sharded optimizer every shard too. missing (NULL: not wanted): the first file that
+ * is not, or "". */
+static int complete_why(const char *root, const char *name, char *missing, size_t mn) {
     char p[4400], d[4096];
+    if (missing) missing[0] = 0;
     snprintf(p, sizeof p, "%s/%s/actor/state.json", root, name);
-    if (access(p, R_OK) != 0) return 0;
+    if (access(p, R_OK) != 0) {
+        if (missing) snprintf(missing, mn, "%s", p);
+        return 0;
+    }
     json_t *o = json_load_file(p, 0, NULL);
     int W = (int)json_integer_value(json_object_get(o, "optim_shards"));
     json_decref(o);
     snprintf(d, sizeof d, "%s/%s", root, name);
     for (int r = 0; r < W; r++) {
         shard_path(d, r, W, p, sizeof p);
-        if (access(p, R_OK) != 0) return 0;
+        if (access(p, R_OK) != 0) {
+            if (missing) snprintf(missing, mn, "%s", p);
+            return 0;
+        }
     }
     return 1;
 }
+
+static int complete(const char *root, const char *name) { return complete_why(root, name, NULL, 0); }
 
 static int cmp_long_desc(const void *a, const void *b) {
     long x = *(const long *)a, y = *(const long *)b;
@@ -239,7 +249,12 @@ static long marked_step(const char *root) {
     text[strcspn(text, " \r\n")] = 0;
     snprintf(name, sizeof name, "global_step_%s", text);
     long step;
-    return parse_step_dir(name, &step) && complete(root, name) ? step : -1;
+    char missing[4400];
+    if (!parse_step_dir(name, &step)) return -1;
+    if (complete_why(root, name, missing, sizeof missing)) return step;
+    log_warn("checkpoint: %s/%s (named by %s) is incomplete, %s is missing: resuming from the newest complete one",
+             root, name, CHECKPOINT_LATEST_FILE, missing);
+    return -1;
 }
 
 int checkpoint_find_latest(const char *root, char *path, size_t n, long *step, char err[ERR_LEN]) {
@@ -362,7 +377,7 @@ int checkpoint_save_optim_shard(const char *root, long step, const Model *m, int
                                 const float *var, char err[ERR_LEN]) {
     if (!root || !m || rank < 0 || rank >= world)
         return err_set(err, ERR_INVAL, "checkpoint_save_optim_shard: bad arguments (rank %d of %d)", rank, world);
-    char dir[4200], path[4400], c[24];
+    char dir[4200], path[4400], c[24], rk[16], wd[16];
     snprintf(dir, sizeof dir, "%s/global_step_%ld/optim_shards", root, step);
     int rc = fs_mkdir_p(dir, err);
     if (rc) return rc;
@@ -372,11 +387,14 @@ int checkpoint_save_optim_shard(const char *root, long step, const Model *m, int
     long k = unit_pieces(m, rank, world, p);
     xfree(p);
     snprintf(c, sizeof c, "%ld", model_n_params(m));
+    snprintf(rk, sizeof rk, "%d", rank);
+    snprintf(wd, sizeof wd, "%d", world);
     static const float none[1] = {0};
     StWriteTensor t[2] = {{.name = "exp_avg", .ndim = 1, .shape = {k}, .f32 = k > 0 ? mom : none},
                           {.name = "exp_avg_sq", .ndim = 1, .shape = {k}, .f32 = k > 0 ? var : none}};
-    const char *meta[] = {"format", "pt", "dapo_checkpoint_version", "1", "layout", "units", "n_params", c};
-    return st_write(path, t, 2, ST_F32, meta, 4, err);
+    const char *meta[] = {"format", "pt", "dapo_checkpoint_version", "1", "layout", "units", "n_params", c,
+                          "rank", rk, "world", wd};
+    return st_write(path, t, 2, ST_F32, meta, 6, err);
 }
 
 /* Copies, from one file whose tensors hold the source pieces src[0..ns), every overlap with the target pieces
@@ -430,12 +448,16 @@ static int load_pieces(const char *dir, const Model *m, const Piece *tgt, int nt
         if (!f) { rc = ERR_IO; break; }
         const char *layout = st_metadata(f, "layout"), *np = st_metadata(f, "n_params");
         const char *lo = st_metadata(f, "lo"), *hi = st_metadata(f, "hi");
+        const char *fr = st_metadata(f, "rank"), *fw = st_metadata(f, "world");
         int units = layout && !strcmp(layout, "units");
         Piece one = {lo ? atol(lo) : 0, hi ? atol(hi) : 0, 0};
         if (!np || atol(np) != n) rc = err_set(err, ERR_INVAL, "%s: written for %s parameters, the model has %ld", p,
                                                np ? np : "an unknown number of", n);
         else if (!units && (!lo || !hi || one.lo < 0 || one.hi < one.lo || one.hi > n))
             rc = err_set(err, ERR_INVAL, "%s: neither FSDP units nor a valid range (lo, hi)", p);
+        else if (units && (!fr || !fw || atoi(fr) != r || atoi(fw) != W))
+            rc = err_set(err, ERR_INVAL, "%s: written by rank %s of %s, expected rank %d of %d (a shard file renamed or "
+                         "copied from another run?)", p, fr ? fr : "?", fw ? fw : "?", r, W);
         st_close(f);
         if (rc) break;
         long want = units ? unit_pieces(m, r, W, src) : one.hi - one.lo;

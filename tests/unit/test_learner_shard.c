@@ -126,8 +126,15 @@ static void test_sharded_optimizer(void **state) {
     char p1[256];
     snprintf(p1, sizeof p1, "%s/global_step_0", dir1);
     check_reshard(p1, back->m, 2, mo, vo);
-    char shard1[300];                                            /* a shard gone */
+    char shard1[300], shard0[300], tmp[320];                     /* shards swapped: refused, naming the file */
     snprintf(shard1, sizeof shard1, "%s/optim_shards/rank_1_of_2.safetensors", path);
+    snprintf(shard0, sizeof shard0, "%s/optim_shards/rank_0_of_2.safetensors", path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", shard0);
+    assert_int_equal(rename(shard0, tmp) || rename(shard1, shard0) || rename(tmp, shard1), 0);
+    assert_int_equal(checkpoint_load_optim_range(path, back->m, 0, P, mo, vo, err), ERR_INVAL);
+    assert_non_null(strstr(err, "written by rank 1 of 2, expected rank 0 of 2"));
+    assert_int_equal(rename(shard0, tmp) || rename(shard1, shard0) || rename(tmp, shard1), 0);
+    assert_int_equal(checkpoint_load_optim_range(path, back->m, 0, P, mo, vo, err), 0);   /* a shard gone */
     assert_int_equal(unlink(shard1), 0);
     assert_int_not_equal(checkpoint_load_optim_range(path, back->m, 0, P, mo, vo, err), 0);
     free(mo);
