@@ -30,7 +30,8 @@ typedef enum { CFG_CHAT_AUTO, CFG_CHAT_QWEN25, CFG_CHAT_QWEN3, CFG_CHAT_LLAMA3, 
 typedef enum { CFG_MALFORMED_SKIP, CFG_MALFORMED_ERROR } CfgOnMalformed;                          /* data.on_malformed */
 typedef enum { CFG_AGG_TOKEN_MEAN, CFG_AGG_SEQ_MEAN_TOKEN_MEAN, CFG_AGG_SEQ_MEAN_TOKEN_SUM,
                CFG_AGG_SEQ_MEAN_TOKEN_SUM_NORM } CfgLossAgg;                          /* actor.loss_agg_mode */
-typedef enum { CFG_LOSS_VANILLA, CFG_LOSS_GSPO, CFG_LOSS_CISPO, CFG_LOSS_SAPO, CFG_LOSS_GPG } CfgLossMode;
+typedef enum { CFG_LOSS_VANILLA, CFG_LOSS_GSPO, CFG_LOSS_CISPO, CFG_LOSS_SAPO, CFG_LOSS_GPG, CFG_LOSS_DPPO_TV,
+               CFG_LOSS_DPPO_KL } CfgLossMode;
                                                                           /* actor.policy_loss.loss_mode (dapo/loss.h) */
 typedef enum { CFG_WARMUP_CONSTANT, CFG_WARMUP_COSINE } CfgWarmupStyle;                 /* actor.optim.warmup_style */
 typedef enum { CFG_ADV_GRPO, CFG_ADV_RLOO, CFG_ADV_OPO, CFG_ADV_GPG, CFG_ADV_GRPO_PASSK, CFG_ADV_REINFORCE_PP,
@@ -75,7 +76,7 @@ typedef struct Config {
     double  clip_ratio;               /* verl's: the clip range where clip_ratio_low / _high are null */
     double  clip_ratio_low, clip_ratio_high, clip_ratio_c;   /* low / high: NAN when null (settings_loss_params) */
     CfgLossAgg loss_agg_mode;         /* token-mean|seq-mean-token-mean|seq-mean-token-sum|seq-mean-token-sum-norm */
-    CfgLossMode loss_mode;            /* verl's policy_loss.loss_mode: vanilla (DAPO's), gspo, cispo, sapo, gpg */
+    CfgLossMode loss_mode;            /* verl's policy_loss.loss_mode: vanilla (DAPO's), gspo, cispo, sapo, gpg, dppo_* */
     double  tau_pos, tau_neg;         /* sapo's temperatures (verl's actor.tau_pos / tau_neg) */
     int     ppo_mini_batch_size;      /* prompts per mini-batch (x n responses) */
     int     ppo_micro_batch_size_per_gpu; /* sequences per micro-batch */

@@ -26,14 +26,14 @@ const char *loss_agg_mode_name(LossAggMode mode) {
     return (int)mode >= 0 && (int)mode < N_MODES ? k_mode_names[mode] : "?";
 }
 
-static const char *const k_loss_modes[] = {"vanilla", "gspo", "cispo", "sapo", "gpg"};
+static const char *const k_loss_modes[] = {"vanilla", "gspo", "cispo", "sapo", "gpg", "dppo_tv", "dppo_kl"};
 #define N_LOSS_MODES ((int)(sizeof k_loss_modes / sizeof k_loss_modes[0]))
 
 int loss_mode_parse(const char *name, LossMode *mode, char err[ERR_LEN]) {
     for (int i = 0; name && i < N_LOSS_MODES; i++)
         if (strcmp(name, k_loss_modes[i]) == 0) { *mode = (LossMode)i; return 0; }
-    return err_set(err, ERR_INVAL, "policy_loss.loss_mode '%s': dapo has vanilla, gspo, cispo, sapo and gpg (verl's "
-                   "dppo_tv, dppo_kl, clip_cov, kl_cov, geo_mean, dro and bypass_mode are not implemented)",
+    return err_set(err, ERR_INVAL, "policy_loss.loss_mode '%s': dapo has vanilla, gspo, cispo, sapo, gpg, dppo_tv and "
+                   "dppo_kl (verl's clip_cov, kl_cov, geo_mean, dro and bypass_mode are not implemented)",
                    name ? name : "(null)");
 }
 
@@ -143,6 +143,26 @@ static TokOut token_gspo(float logp, float old_logp, float a, float ls, float lo
     return o;
 }
 
+/* dppo_tv / dppo_kl (see loss.h); dlo, dhi: the divergence bounds (clip_ratio_low / _high), c: clip_ratio_c */
+static TokOut token_dppo(int kl, float logp, float old_logp, float a, float dlo, float dhi, float c) {
+    TokOut o = {0};
+    float d = logp - old_logp, dc = d < -20.0f ? -20.0f : (d > 20.0f ? 20.0f : d), r = expf(dc);
+    float tr = r > c ? c : r, p = expf(logp), po = expf(old_logp);
+    int valid;
+    if (!kl) valid = a > 0.0f ? (p - po) <= dhi : (p - po) >= -dlo;
+    else {
+        float bkl = po * (old_logp - logp) + (1.0f - po) * logf((1.0f - po + 1e-8f) / (1.0f - p + 1e-8f));
+        valid = a > 0.0f ? (bkl <= dhi || p <= po) : (bkl <= dlo || p >= po);
+    }
+    float v = valid ? 1.0f : 0.0f;
+    o.loss = ((-a * tr) * logp) * v;
+    o.grad = (-a * tr) * v;
+    o.clipped = !valid;
+    o.lower = (r > c) && valid;
+    o.negkl = -dc;
+    return o;
+}
+
 /* cispo, sapo, gpg: token-local losses (see loss.h) */
 static TokOut token_other(LossMode mode, float logp, float old_logp, float a, float lo, float hi, float tp, float tn) {
     TokOut o = {0};
@@ -216,9 +236,12 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
                 if (dentropy) dentropy[t] = 0.0f;
                 continue;
             }
-            TokOut o = p->mode == LOSS_MODE_VANILLA ? token_eval(in->logp[t], in->old_logp[t], in->adv[t], lo, hi, c)
-                     : p->mode == LOSS_MODE_GSPO ? token_gspo(in->logp[t], in->old_logp[t], in->adv[t], ls, lo, hi)
-                     : token_other(p->mode, in->logp[t], in->old_logp[t], in->adv[t], lo, hi, tp, tn);
+            float x = in->logp[t], x0 = in->old_logp[t], A = in->adv[t];
+            TokOut o = p->mode == LOSS_MODE_VANILLA ? token_eval(x, x0, A, lo, hi, c)
+                     : p->mode == LOSS_MODE_GSPO ? token_gspo(x, x0, A, ls, lo, hi)
+                     : p->mode >= LOSS_MODE_DPPO_TV ? token_dppo(p->mode == LOSS_MODE_DPPO_KL, x, x0, A,
+                                                                 (float)p->clip_ratio_low, (float)p->clip_ratio_high, c)
+                     : token_other(p->mode, x, x0, A, lo, hi, tp, tn);
             if (in->is_weight) { o.loss *= in->is_weight[t]; o.grad *= in->is_weight[t]; }
             z.pg_loss += w * o.loss;
             z.clipfrac_sum += o.clipped;

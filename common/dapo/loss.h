@@ -55,14 +55,21 @@ const char *loss_agg_mode_name(LossAggMode mode);
  *   sapo     loss_t = -A (4 / tau) sigmoid(tau (r - 1)), tau = tau_pos when A > 0 else tau_neg (SAPO, arXiv
  *            2511.20347), aggregated as seq-mean-token-mean whatever loss_agg_mode says (verl does so); clip
  *            fractions 0;
- *   gpg      loss_t = -logp_t A (GPG); verl reports no clip metrics for it (dapo: 0, and ppo_kl as vanilla's).
+ *   gpg      loss_t = -logp_t A (GPG); verl reports no clip metrics for it (dapo: 0, and ppo_kl as vanilla's);
+ *   dppo_tv, dppo_kl  DPPO-Binary (arXiv 2602.04879): loss_t = -A sg[min(r, clip_ratio_c)] logp_t v_t with v_t = 1 while
+ *            the token's divergence from the old policy stays inside its bound, else 0 — dppo_tv: p - p_old <=
+ *            clip_ratio_high (A > 0) or >= -clip_ratio_low (A <= 0), p = exp(logp); dppo_kl: the binary KL
+ *            p_old log(p_old / p) + (1 - p_old) log((1 - p_old + 1e-8) / (1 - p + 1e-8)) <= clip_ratio_high (A > 0,
+ *            or p <= p_old) / clip_ratio_low (A <= 0, or p >= p_old); pg_clipfrac = mean(1 - v), pg_clipfrac_lower =
+ *            mean([r > clip_ratio_c] v).
  * Every mode multiplies loss_t by the rollout-correction weight when given and aggregates as below. */
 typedef enum {
-    LOSS_MODE_VANILLA = 0, LOSS_MODE_GSPO, LOSS_MODE_CISPO, LOSS_MODE_SAPO, LOSS_MODE_GPG,
+    LOSS_MODE_VANILLA = 0, LOSS_MODE_GSPO, LOSS_MODE_CISPO, LOSS_MODE_SAPO, LOSS_MODE_GPG, LOSS_MODE_DPPO_TV,
+    LOSS_MODE_DPPO_KL,
 } LossMode;
 
-/* verl's name -> mode. ERR_INVAL naming the modes dapo has (verl's dppo_tv, dppo_kl, clip_cov, kl_cov, geo_mean, dro
- * and bypass_mode are not among them). */
+/* verl's name -> mode. ERR_INVAL naming the modes dapo has (verl's clip_cov, kl_cov, geo_mean, dro and bypass_mode
+ * are not among them). */
 int loss_mode_parse(const char *name, LossMode *mode, char err[ERR_LEN]);
 const char *loss_mode_name(LossMode mode);   /* static string; "?" for an out-of-range value */
 

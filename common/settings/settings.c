@@ -24,7 +24,7 @@ void settings_loss_params(const Config *c, LossParams *p) {
     p->clip_ratio_c = c->clip_ratio_c;
     p->entropy_coeff = c->entropy_coeff;
     p->agg = (LossAggMode)c->loss_agg_mode;
-    _Static_assert((int)CFG_LOSS_GPG == (int)LOSS_MODE_GPG && (int)CFG_LOSS_GSPO == (int)LOSS_MODE_GSPO,
+    _Static_assert((int)CFG_LOSS_DPPO_KL == (int)LOSS_MODE_DPPO_KL && (int)CFG_LOSS_GSPO == (int)LOSS_MODE_GSPO,
                    "config.c's loss_mode list is dapo/loss.h's LossMode order");
     p->mode = (LossMode)c->loss_mode;
     p->tau_pos = c->tau_pos;

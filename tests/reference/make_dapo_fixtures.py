@@ -8,7 +8,7 @@ GRPO advantages) computed by verl's OWN functions, imported from the verl packag
   verl.trainer.ppo.rollout_corr_helper.compute_offpolicy_metrics / compute_rollout_correction_weights
   verl.trainer.ppo.rollout_corr_helper.compute_rollout_rejection_mask / compute_rollout_correction_and_rejection_mask
   verl.trainer.ppo.core_algos.compute_policy_loss_bypass_mode    (rollout_rs_cases.bin)
-  verl.trainer.ppo.core_algos.get_policy_loss_fn gspo / cispo / sapo / gpg   (loss_modes.bin; `--only loss_modes`
+  verl.trainer.ppo.core_algos.get_policy_loss_fn gspo / cispo / sapo / gpg / dppo_*   (loss_modes.bin; `--only loss_modes`
                                                             writes that file alone)
 and torch.autograd for d(loss)/d(logp) and d(loss)/d(entropy) of loss = pg_loss - entropy_coeff * entropy_agg
 (verl's actor objective, verl/workers/utils/losses.py ppo_loss).
@@ -151,11 +151,11 @@ def loss_cases(core_algos, ActorConfig, w):
     w.add("n_cases", [len(cases)], "i32")
 
 
-LOSS_MODES = ["vanilla", "gspo", "cispo", "sapo", "gpg"]   # common/dapo/loss.h LossMode order
+LOSS_MODES = ["vanilla", "gspo", "cispo", "sapo", "gpg", "dppo_tv", "dppo_kl"]   # common/dapo/loss.h LossMode order
 
 
 def loss_mode_cases(core_algos, ActorConfig, w):
-    """verl's other policy losses (get_policy_loss_fn: gspo, cispo, sapo, gpg) on make_inputs' cases, every
+    """verl's other policy losses (get_policy_loss_fn: gspo, cispo, sapo, gpg, dppo_tv, dppo_kl) on make_inputs' cases, every
     aggregation mode, with and without the global batch info and rollout-correction weights, with torch autograd's
     d(loss)/d(logp) and d(loss)/d(entropy) (loss_modes.bin). Metrics a mode does not report are NaN."""
     import torch

@@ -129,7 +129,7 @@ static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {"actor_rollout_ref.rollout.do_sample=False", NULL, "do_sample: False is not supported", "greedy rollouts"},
     {"actor_rollout_ref.actor.shuffle=true", NULL, "shuffle: true is not supported", "order the coordinator packed"},
     {"algorithm.gamma=0.99", NULL, "gamma: 0.99 is not supported", "only reinforce_plus_plus reads it"},
-    {"actor_rollout_ref.actor.policy_loss.loss_mode=geo_mean", NULL, "geo_mean", "vanilla|gspo|cispo|sapo|gpg"},
+    {"actor_rollout_ref.actor.policy_loss.loss_mode=geo_mean", NULL, "geo_mean", "vanilla|gspo|cispo|sapo|gpg|dppo_tv|dppo_kl"},
     {"actor_rollout_ref.actor.loss_scale_factor=512", NULL, "loss_scale_factor: 512 is not supported",
      "data.max_response_length"},
     {"algorithm.lam=0.95", NULL, "lam: 0.95 is not supported", "only GAE reads it"},

@@ -392,7 +392,7 @@ static void test_loss_modes_against_verl(void **state) {
     assert_int_equal(fx_load("tests/data/dapo/loss_modes.bin", &fx), 0);
     const FxTensor *nc = fx_get(&fx, "n_cases", FX_I32);
     assert_non_null(nc);
-    int n_cases = ((int32_t *)nc->data)[0], seen[5] = {0};
+    int n_cases = ((int32_t *)nc->data)[0], seen[LOSS_MODE_DPPO_KL + 1] = {0};
     assert_true(n_cases >= 64);
     for (int c = 0; c < n_cases; c++) {
         char name[64];
@@ -451,13 +451,13 @@ static void test_loss_modes_against_verl(void **state) {
                 fail();
             }
     }
-    for (int k = LOSS_MODE_GSPO; k <= LOSS_MODE_GPG; k++) assert_true(seen[k] >= 16);
+    for (int k = LOSS_MODE_GSPO; k <= LOSS_MODE_DPPO_KL; k++) assert_true(seen[k] >= 16);
     LossMode m;
     char err[ERR_LEN];
     assert_int_equal(loss_mode_parse("cispo", &m, err), 0);
     assert_int_equal(m, LOSS_MODE_CISPO);
     assert_int_equal(loss_mode_parse("geo_mean", &m, err), ERR_INVAL);
-    assert_non_null(strstr(err, "vanilla, gspo, cispo, sapo and gpg"));
+    assert_non_null(strstr(err, "vanilla, gspo, cispo, sapo, gpg, dppo_tv and dppo_kl"));
     fx_free(&fx);
 }
 
