@@ -288,6 +288,32 @@ def estimator_cases(core_algos, w):
     w.add("n_cases", [n], "i32")
 
 
+KL_NAMES = ["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "kl+", "k1+", "abs+", "mse+", "k2+", "low_var_kl+", "k3+"]
+
+
+def kl_cases(core_algos, w):
+    """verl's kl_penalty per token (values, and torch autograd's d/d logprob) for each name dapo accepts, on log-probs
+    that reach both of low_var_kl's clamps and x = 0 exactly (kl_cases.bin)."""
+    import torch
+    g = torch.Generator().manual_seed(17)
+    logp = -3.0 + 2.0 * torch.randn(200, generator=g)
+    ref = logp + torch.where(torch.rand(200, generator=g) < 0.8, 0.5 * torch.randn(200, generator=g),
+                             8.0 * torch.randn(200, generator=g))
+    ref[0], logp[0] = -2.0, -2.0          # x = 0
+    ref[1], logp[1] = -1.0, -30.0         # ref - logp = 29: beyond the +-20 clamp
+    ref[2], logp[2] = -30.0, -1.0         # -29
+    ref[3], logp[3] = -5.0, -17.0         # e^12 - 13: past the value clamp at 10
+    w.add("logp", logp, "f32")
+    w.add("ref", ref, "f32")
+    for i, name in enumerate(KL_NAMES):
+        lp = logp.clone().requires_grad_(True)
+        v = core_algos.kl_penalty(lp, ref, name)
+        v.sum().backward()
+        w.add(f"k{i}/value", v.detach(), "f32")
+        w.add(f"k{i}/grad", lp.grad, "f32")
+    w.add("n_names", [len(KL_NAMES)], "i32")
+
+
 RC_KEYS = ["training_ppl", "training_log_ppl", "rollout_ppl", "rollout_log_ppl", "kl", "k3_kl", "log_ppl_diff",
            "log_ppl_abs_diff", "log_ppl_diff_max", "log_ppl_diff_min", "ppl_ratio", "chi2_token", "chi2_seq"]
 
@@ -474,6 +500,9 @@ def main():
         w = Writer()
         estimator_cases(core_algos, w)
         w.save(os.path.join(OUT, "estimators.bin"))
+        w = Writer()
+        kl_cases(core_algos, w)
+        w.save(os.path.join(OUT, "kl_cases.bin"))
         return
     w = Writer()
     hf_version = sample_cases(w)
@@ -498,6 +527,9 @@ def main():
     w = Writer()
     estimator_cases(core_algos, w)
     w.save(os.path.join(OUT, "estimators.bin"))
+    w = Writer()
+    kl_cases(core_algos, w)
+    w.save(os.path.join(OUT, "kl_cases.bin"))
     with open(os.path.join(OUT, "PROVENANCE"), "w") as f:
         f.write(f"Written by tests/reference/make_dapo_fixtures.py with verl {version} "
                 f"(core_algos.compute_policy_loss_vanilla, agg_loss, compute_grpo_outcome_advantage; "
