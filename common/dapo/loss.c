@@ -191,6 +191,8 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
     int rc = check_args(p, in, err);
     if (rc) return rc;
     if (dentropy && !in->entropy) return err_set(err, ERR_INVAL, "loss_compute: dentropy needs entropies");
+    if (p->use_kl && (!in->ref_logp || !isfinite(p->kl_coef)))
+        return err_set(err, ERR_INVAL, "loss_compute: the KL loss needs the reference log-probs and a finite kl_coef");
     const uint8_t *m = in->mask;
 
     /* Local counts: the fallbacks verl uses when no global batch info is given. */
@@ -248,7 +250,13 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
             z.clipfrac_lower_sum += o.lower;
             z.kl_sum += o.negkl;
             if (loss_tok) loss_tok[t] = o.loss;
-            if (dlogp) dlogp[t] = (float)(w * o.grad);
+            double g = w * o.grad;
+            if (p->use_kl) {
+                float kg, kv = kl_penalty_eval(p->kl, x, in->ref_logp[t], &kg);
+                z.kl_loss += we * kv;
+                g += p->kl_coef * we * kg;
+            }
+            if (dlogp) dlogp[t] = (float)g;
             if (in->entropy) {
                 z.entropy += we * in->entropy[t];
                 z.entropy_sum += in->entropy[t];
@@ -256,7 +264,7 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
             if (dentropy) dentropy[t] = (float)(-p->entropy_coeff * we);
         }
     }
-    z.loss = z.pg_loss - p->entropy_coeff * z.entropy;
+    z.loss = z.pg_loss - p->entropy_coeff * z.entropy + (p->use_kl ? p->kl_coef * z.kl_loss : 0.0);
     z.pg_clipfrac = z.clipfrac_sum / (ntok + 1e-8);
     z.pg_clipfrac_lower = z.clipfrac_lower_sum / (ntok + 1e-8);
     z.ppo_kl = z.kl_sum / (ntok + 1e-8);
@@ -267,6 +275,7 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
 void loss_stats_merge(LossStats *acc, const LossStats *s) {
     acc->pg_loss += s->pg_loss;
     acc->entropy += s->entropy;
+    acc->kl_loss += s->kl_loss;
     acc->loss += s->loss;
     acc->n_tokens += s->n_tokens;
     acc->clipfrac_sum += s->clipfrac_sum;

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "dapo/kl.h"
 
 typedef enum {
     LOSS_AGG_TOKEN_MEAN = 0,            /* "token-mean" (DAPO) */
@@ -81,6 +82,10 @@ typedef struct {
     double clip_ratio_c;       /* dual-clip bound for A < 0, 10.0 in the DAPO recipe; must be > 1 (verl asserts) */
     LossAggMode agg;
     double entropy_coeff;      /* loss = pg_loss - entropy_coeff * entropy_agg; 0 in DAPO */
+    int    use_kl;             /* verl's actor.use_kl_loss: loss += kl_coef * agg(kl(logp, ref_logp)) (kl.h), aggregated
+                                  with loss_agg_mode (also under sapo); needs LossInput.ref_logp */
+    KlPenalty kl;              /* actor.kl_loss_type */
+    double kl_coef;            /* actor.kl_loss_coef */
     /* verl's global_batch_info. A value <= 0 means "not given": verl then uses this call's own count. */
     double batch_num_tokens;   /* token-mean: response tokens (mask sum) of the WHOLE mini-batch, every
                                   micro-batch of every rank (each shard carries it, layout.h) */
@@ -111,12 +116,14 @@ typedef struct {
     int            n_seq;      /* >= 0 */
     const float   *is_weight;  /* [N] rollout-correction weights multiplying loss_t (constants: no gradient
                                   flows into them), verl's rollout_is_weights (rollout_corr.h); NULL = none */
+    const float   *ref_logp;   /* [N] log pi_ref(token): the reference policy's (use_kl); NULL otherwise */
 } LossInput;
 
 typedef struct {
     double pg_loss;            /* agg(loss_t): verl's pg_loss for this call (with the global denominators) */
     double entropy;            /* agg(entropy_t) under the same mode and denominators; 0 without entropies */
-    double loss;               /* pg_loss - entropy_coeff * entropy: the value the gradient belongs to */
+    double kl_loss;            /* agg(kl_t) (use_kl; verl's actor/kl_loss); 0 otherwise */
+    double loss;               /* pg_loss - entropy_coeff * entropy + kl_coef * kl_loss: what the gradient is of */
     double pg_clipfrac;        /* masked means over this call's tokens, verl's definitions (see top) */
     double pg_clipfrac_lower;
     double ppo_kl;

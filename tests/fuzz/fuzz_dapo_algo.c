@@ -5,7 +5,7 @@
  * in range inside the kept set with a log-prob <= 0; loss metrics lie in [0, 1]; layouts cover every
  * sequence once with equal counts; micro-batches respect the token cap.
  * Not here: expected values (tests/unit/test_dapo_*.c, test_sample.c). */
-// fuzz-sources: common/model/sample.c common/dapo/loss.c common/dapo/advantages.c common/dapo/filter.c common/dapo/layout.c common/dapo/rollout_corr.c common/core/err.c common/core/log.c
+// fuzz-sources: common/model/sample.c common/dapo/loss.c common/dapo/kl.c common/dapo/advantages.c common/dapo/estimators.c common/dapo/filter.c common/dapo/layout.c common/dapo/rollout_corr.c common/core/err.c common/core/log.c
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -71,6 +71,10 @@ static void fuzz_loss(const uint8_t *d, size_t n) {
     p.global_batch_size = d[6] % 8;
     p.loss_scale_factor = d[7] % 32;
     p.entropy_coeff = d[8] / 1000.0;
+    p.mode = (LossMode)((d[8] >> 4) % 8);           /* 7: an unknown mode, refused */
+    p.use_kl = d[9] & 8;
+    p.kl = (KlPenalty){.kind = (KlKind)((d[9] >> 4) % 4), .straight_through = d[9] & 64};
+    p.kl_coef = d[5] / 100.0;
     int n_seq = d[9] % 6;
     d += 10;
     n -= 10;
@@ -96,7 +100,7 @@ static void fuzz_loss(const uint8_t *d, size_t n) {
     if (have_w)
         for (size_t t = 0; t < N; t++) check(!(isw[t] > 4.0f) && !(isw[t] < 0.0f));
     if (n_seq > 0 && rollout_corr_metrics(lp, ol, mk, off, n_seq, &rs, err) == 0) check(rs.n_tokens >= 1);
-    LossInput in = { lp, ol, ad, mk, ent, off, n_seq, have_w && (p.agg & 1) ? isw : NULL };
+    LossInput in = { lp, ol, ad, mk, ent, off, n_seq, have_w && (p.agg & 1) ? isw : NULL, ol };
     LossStats st;
     if (loss_compute(&p, &in, lt, g, ge, &st, err) == 0) {
         check(st.pg_clipfrac >= 0 && st.pg_clipfrac <= 1);
@@ -107,7 +111,7 @@ static void fuzz_loss(const uint8_t *d, size_t n) {
 
 static void fuzz_groups(const uint8_t *d, size_t n) {
     if (n < 4) return;
-    int G = d[0] % 16, world = 1 + d[1] % 4, mini = 1 + d[2] % 5, cap = 1 + d[3], norm = d[0] & 16;
+    int G = d[0] % 16, world = 1 + d[1] % 4, mini = 1 + d[2] % 5, cap = 1 + d[3], norm = d[0] & 16, est = d[1] >> 5;
     d += 4;
     n -= 4;
     int sizes[16], N = 0;
@@ -123,6 +127,8 @@ static void fuzz_groups(const uint8_t *d, size_t n) {
     }
     char err[ERR_LEN];
     if (adv_grpo(r, sizes, G, norm, ADV_GRPO_EPS, a, err) == 0)
+        for (int i = 0; i < N; i++) check(isfinite(a[i]));
+    if (adv_compute((AdvEstimator)est, r, tok, sizes, G, norm, ADV_GRPO_EPS, a, err) == 0)   /* 7: refused */
         for (int i = 0; i < N; i++) check(isfinite(a[i]));
     uint8_t keep[16];
     FilterStats fs;

@@ -155,13 +155,15 @@ LOSS_MODES = ["vanilla", "gspo", "cispo", "sapo", "gpg", "dppo_tv", "dppo_kl"]  
 
 
 def loss_mode_cases(core_algos, ActorConfig, w):
-    """verl's other policy losses (get_policy_loss_fn: gspo, cispo, sapo, gpg, dppo_tv, dppo_kl) on make_inputs' cases, every
-    aggregation mode, with and without the global batch info and rollout-correction weights, with torch autograd's
-    d(loss)/d(logp) and d(loss)/d(entropy) (loss_modes.bin). Metrics a mode does not report are NaN."""
+    """verl's policy losses (get_policy_loss_fn: vanilla, gspo, cispo, sapo, gpg, dppo_tv, dppo_kl) on make_inputs'
+    cases, every aggregation mode, without and with the global batch info, rollout-correction weights and the KL loss
+    (use_kl_loss: kl_penalty against a reference's log-probs, kl_loss_coef 0.05, verl's ppo_loss), with torch
+    autograd's d(loss)/d(logp) and d(loss)/d(entropy) (loss_modes.bin). Metrics a mode does not report are NaN."""
     import torch
     g = torch.Generator().manual_seed(11)
     n = 0
-    for lmode in LOSS_MODES[1:]:
+    kl_names = ["low_var_kl", "k1+", "abs", "mse", "k3+", "kl"]
+    for lmode in LOSS_MODES:
         for seed, B, T, empty in [(1, 5, 9, False), (2, 6, 7, True)]:
             for mode in MODES:
                 for glob, isw, coeff in ((False, False, 0.0), (True, True, 0.01)):
@@ -176,13 +178,20 @@ def loss_mode_cases(core_algos, ActorConfig, w):
                     cfg.global_batch_info.clear()
                     cfg.global_batch_info.update(info)
                     weights = (0.5 + torch.rand(B, T, generator=g)) if isw else None
+                    ref = logp + 0.3 * torch.randn(B, T, generator=g)
+                    kl_name = kl_names[n % len(kl_names)] if isw else ""      # the KL loss with the second variant
                     lp = logp.clone().requires_grad_(True)
                     en = ent.clone().requires_grad_(True)
                     fn = core_algos.get_policy_loss_fn(lmode)
                     pg_loss, m = fn(old_log_prob=old, log_prob=lp, advantages=adv, response_mask=mask,
                                     loss_agg_mode=mode, config=cfg, rollout_is_weights=weights)
                     ent_agg = core_algos.agg_loss(loss_mat=en, loss_mask=mask, loss_agg_mode=mode, **info)
-                    loss = pg_loss - coeff * ent_agg
+                    loss = pg_loss - coeff * ent_agg     # verl's ppo_loss (workers/utils/losses.py): then + KL
+                    kl_loss = torch.tensor(0.0)
+                    if kl_name:
+                        kld = core_algos.kl_penalty(logprob=lp, ref_logprob=ref, kl_penalty=kl_name)
+                        kl_loss = core_algos.agg_loss(loss_mat=kld, loss_mask=mask, loss_agg_mode=mode, **info)
+                        loss = loss + kl_loss * 0.05
                     loss.backward()
                     nan = float("nan")
                     p = f"m{n}/"
@@ -197,6 +206,9 @@ def loss_mode_cases(core_algos, ActorConfig, w):
                     w.add(p + "mask", mask.int(), "i32")
                     w.add(p + "entropy", ent, "f32")
                     w.add(p + "is_weight", weights if isw else torch.zeros(0), "f32")
+                    w.add(p + "ref", ref, "f32")
+                    w.add(p + "kl", [KL_NAMES.index(kl_name) if kl_name else -1], "i32")
+                    w.add(p + "kl_loss", [kl_loss.item()], "f64")
                     w.add(p + "out", [pg_loss.item(), m.get("actor/pg_clipfrac", nan),
                                       m.get("actor/pg_clipfrac_lower", nan), m.get("actor/ppo_kl", nan),
                                       ent_agg.item(), loss.item()], "f64")

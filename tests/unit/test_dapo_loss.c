@@ -28,7 +28,7 @@ static LossStats one_token(double clip_c, float logp, float old, float a, float 
     p.clip_ratio_c = clip_c;
     int off[2] = { 0, 1 };
     uint8_t m = 1;
-    LossInput in = { &logp, &old, &a, &m, NULL, off, 1, NULL };
+    LossInput in = { &logp, &old, &a, &m, NULL, off, 1, NULL, NULL };
     LossStats st;
     char err[ERR_LEN];
     assert_int_equal(loss_compute(&p, &in, loss_tok, dlogp, NULL, &st, err), 0);
@@ -107,7 +107,7 @@ static void agg_case(LossAggMode mode, double bnt, double gbs, double lsf, int d
     memcpy(old, logp, sizeof old);
     uint8_t mask[5] = { 1, 1, 1, 1, 0 };
     int off[3] = { 0, 3, 5 };
-    LossInput in = { logp, old, adv, mask, ent, off, 2, NULL };
+    LossInput in = { logp, old, adv, mask, ent, off, 2, NULL, NULL };
     float dl[5], de[5], lt[5];
     LossStats st;
     char err[ERR_LEN];
@@ -150,7 +150,7 @@ static void test_masks_and_metrics(void **state) {
     float adv[4] = { 1, 1, 1, -1 };
     uint8_t mask[4] = { 0, 1, 1, 1 };
     int off[2] = { 0, 4 };
-    LossInput in = { logp, old, adv, mask, NULL, off, 1, NULL };
+    LossInput in = { logp, old, adv, mask, NULL, off, 1, NULL, NULL };
     LossParams p;
     loss_params_default(&p);
     LossStats st;
@@ -194,7 +194,7 @@ static void test_finite_difference(void **state) {
         p.batch_num_tokens = 40;
         p.global_batch_size = 6;
         p.dp_size = 2;
-        LossInput in = { logp, old, adv, mask, ent, off, 3, NULL };
+        LossInput in = { logp, old, adv, mask, ent, off, 3, NULL, NULL };
         float g[N];
         LossStats st;
         char err[ERR_LEN];
@@ -234,7 +234,7 @@ static void test_split_invariance(void **state) {
         p.batch_num_tokens = 24;     /* 30 tokens, 6 masked */
         p.global_batch_size = 5;
         p.loss_scale_factor = 6;
-        LossInput whole = { logp, old, adv, mask, NULL, off, 5, NULL };
+        LossInput whole = { logp, old, adv, mask, NULL, off, 5, NULL, NULL };
         float gw[N], gs[N];
         LossStats sw, acc, s;
         memset(&acc, 0, sizeof acc);
@@ -245,7 +245,7 @@ static void test_split_invariance(void **state) {
         for (int j = 0; j < 3; j++) {
             int o[6], ns = cuts[j + 1] - cuts[j], base = off[cuts[j]];
             for (int s2 = 0; s2 <= ns; s2++) o[s2] = off[cuts[j] + s2] - base;
-            LossInput mi = { logp + base, old + base, adv + base, mask + base, NULL, o, ns, NULL };
+            LossInput mi = { logp + base, old + base, adv + base, mask + base, NULL, o, ns, NULL, NULL };
             assert_int_equal(loss_compute(&p, &mi, NULL, gs + base, NULL, &s, err), 0);
             loss_stats_merge(&acc, &s);
         }
@@ -255,9 +255,9 @@ static void test_split_invariance(void **state) {
         for (int t = 0; t < N; t++) ASSERT_CLOSE(gs[t], gw[t], 1e-9, 1e-6);
         /* two ranks with dp_size 2 (gradients averaged by the all-reduce) */
         p.dp_size = 2;
-        LossInput r0 = { logp, old, adv, mask, NULL, off, 3, NULL };
+        LossInput r0 = { logp, old, adv, mask, NULL, off, 3, NULL, NULL };
         int o1[3] = { 0, 6, 12 };
-        LossInput r1 = { logp + 18, old + 18, adv + 18, mask + 18, NULL, o1, 2, NULL };
+        LossInput r1 = { logp + 18, old + 18, adv + 18, mask + 18, NULL, o1, 2, NULL, NULL };
         LossStats a0, a1;
         float g0[N];
         assert_int_equal(loss_compute(&p, &r0, NULL, g0, NULL, &a0, err), 0);
@@ -271,7 +271,7 @@ static void test_bad_input(void **state) {
     (void)state;
     float x[2] = { -1, -1 };
     int off[2] = { 0, 2 }, bad_off[2] = { 1, 2 }, dec_off[3] = { 0, 2, 1 };
-    LossInput in = { x, x, x, NULL, NULL, off, 1, NULL };
+    LossInput in = { x, x, x, NULL, NULL, off, 1, NULL, NULL };
     LossParams p;
     loss_params_default(&p);
     LossStats st;
@@ -358,7 +358,7 @@ static void test_against_verl(void **state) {
         assert_true(N <= 256 && B < 64);
         for (int t = 0; t < N; t++) mask[t] = (uint8_t)((int32_t *)mk->data)[t];
         for (int s = 0; s <= B; s++) off[s] = s * T;
-        LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B, NULL };
+        LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B, NULL, NULL };
         float dl[256], de[256];
         LossStats st;
         char err[ERR_LEN];
@@ -383,16 +383,17 @@ static void test_against_verl(void **state) {
     fx_free(&fx);
 }
 
-/* verl's other policy losses (gspo, cispo, sapo, gpg: get_policy_loss_fn) on make_dapo_fixtures.py's cases: values,
- * metrics (those the mode reports) and torch autograd's gradients, every aggregation mode, with and without global
- * batch info and rollout-correction weights. */
+/* verl's policy losses (get_policy_loss_fn: vanilla, gspo, cispo, sapo, gpg, dppo_tv, dppo_kl) on
+ * make_dapo_fixtures.py's cases: values, metrics (those the mode reports) and torch autograd's gradients, every
+ * aggregation mode, without and with global batch info, rollout-correction weights and the KL loss (verl's ppo_loss:
+ * + kl_loss_coef x agg(kl_penalty)). */
 static void test_loss_modes_against_verl(void **state) {
     (void)state;
     Fixture fx;
     assert_int_equal(fx_load("tests/data/dapo/loss_modes.bin", &fx), 0);
     const FxTensor *nc = fx_get(&fx, "n_cases", FX_I32);
     assert_non_null(nc);
-    int n_cases = ((int32_t *)nc->data)[0], seen[LOSS_MODE_DPPO_KL + 1] = {0};
+    int n_cases = ((int32_t *)nc->data)[0], seen[LOSS_MODE_DPPO_KL + 1] = {0}, n_kl = 0;
     assert_true(n_cases >= 64);
     for (int c = 0; c < n_cases; c++) {
         char name[64];
@@ -406,6 +407,9 @@ static void test_loss_modes_against_verl(void **state) {
         GET(mk, "mask", FX_I32);
         GET(en, "entropy", FX_F32);
         GET(iw, "is_weight", FX_F32);
+        GET(rf, "ref", FX_F32);
+        GET(kl, "kl", FX_I32);
+        GET(klv, "kl_loss", FX_F64);
         GET(out, "out", FX_F64);
         GET(gl, "dlogp", FX_F32);
         GET(ge, "dentropy", FX_F32);
@@ -427,12 +431,22 @@ static void test_loss_modes_against_verl(void **state) {
         p.agg = (LossAggMode)((int32_t *)mode->data)[0];
         p.mode = (LossMode)((int32_t *)mode->data)[1];
         seen[p.mode]++;
+        static const char *const kl_names[] = {"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "kl+", "k1+", "abs+",
+                                               "mse+", "k2+", "low_var_kl+", "k3+"};   /* make_dapo_fixtures KL_NAMES */
+        int ki = ((int32_t *)kl->data)[0];
+        char kerr[ERR_LEN];
+        if (ki >= 0) {
+            assert_int_equal(kl_penalty_parse(kl_names[ki], &p.kl, kerr), 0);
+            p.use_kl = 1;
+            p.kl_coef = 0.05;
+            n_kl++;
+        }
         uint8_t mask[256];
         int off[64];
         assert_true(N <= 256 && B < 64);
         for (int t = 0; t < N; t++) mask[t] = (uint8_t)((int32_t *)mk->data)[t];
         for (int s = 0; s <= B; s++) off[s] = s * T;
-        LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B, iw->n ? iw->data : NULL };
+        LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B, iw->n ? iw->data : NULL, rf->data };
         float dl[256], de[256];
         LossStats st;
         char err[ERR_LEN];
@@ -442,6 +456,7 @@ static void test_loss_modes_against_verl(void **state) {
         if (!isnan(o[2])) ASSERT_CLOSE(st.pg_clipfrac_lower, o[2], 1e-7, 1e-6);
         if (!isnan(o[3])) ASSERT_CLOSE(st.ppo_kl, o[3], 1e-6, 1e-5);
         ASSERT_CLOSE(st.entropy, o[4], 1e-6, 1e-5);
+        ASSERT_CLOSE(st.kl_loss, ((const double *)klv->data)[0], 1e-6, 1e-5);
         ASSERT_CLOSE(st.loss, o[5], 1e-6, 1e-5);
         const float *wl = gl->data, *we = ge->data;
         for (int t = 0; t < N; t++)
@@ -451,7 +466,8 @@ static void test_loss_modes_against_verl(void **state) {
                 fail();
             }
     }
-    for (int k = LOSS_MODE_GSPO; k <= LOSS_MODE_DPPO_KL; k++) assert_true(seen[k] >= 16);
+    for (int k = LOSS_MODE_VANILLA; k <= LOSS_MODE_DPPO_KL; k++) assert_true(seen[k] >= 16);
+    assert_true(n_kl >= 56);
     LossMode m;
     char err[ERR_LEN];
     assert_int_equal(loss_mode_parse("cispo", &m, err), 0);
