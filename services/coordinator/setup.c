@@ -53,6 +53,8 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
                  corr.is_on ? (corr.is_level == ROLLOUT_IS_TOKEN ? "token-level" : "sequence-level") : "",
                  corr.is_on ? (corr.is_lower > 0 ? " (IcePop)" : " (truncated)") : "", corr.is_auto ? " (auto: async)" : "",
                  corr.n_rs);
+    log_info("advantages: %s (norm_adv_by_std_in_grpo %s)", adv_estimator_name(settings_adv_estimator(&c->cfg)),
+             c->cfg.norm_adv_by_std_in_grpo ? "true" : "false");
     if (!e->train.n) return err_set(err, ERR_INVAL, "data.train_files: no usable prompts");
     e->order = xmalloc(e->train.n * sizeof *e->order);
     eng__shuffle_epoch(c);

@@ -128,6 +128,9 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
         if (L->m) log_info("learner rank %d: model %s (%ld parameters)", rank, cfg->model_path, model_n_params(L->m));
     }
     if (!L->m) { learner_close(L); return NULL; }
+    log_info("learner rank %d: policy loss %s, loss_agg_mode %s, clip_ratio %g / %g, clip_ratio_c %g", rank,
+             loss_mode_name(L->lp.mode), loss_agg_mode_name(L->lp.agg), L->lp.clip_ratio_low, L->lp.clip_ratio_high,
+             L->lp.clip_ratio_c);
     if (L->sharded && shard_open(L, cfg, src, err)) { learner_close(L); return NULL; }
     long T = model_max_tokens(L->m);
     model_set_progress(L->m, layer_progress, L);

@@ -205,7 +205,8 @@ static void check_prometheus(Job *jb) {
  * step's metrics count exactly their 4 responses each as timeouts, crashes and memory errors; the function's extra
  * dict value becomes reward_extra/response_chars/mean; no interpreter is left after the run.
  * Also trainer.logger=[console,tensorboard,wandb]: wandb is dropped with a warning, the event file goes to
- * TENSORBOARD_DIR (test-logs/python-reward/tb; tests/reference/check_tfevents.py compares it with metrics.jsonl). */
+ * TENSORBOARD_DIR (test-logs/python-reward/tb; tests/reference/check_tfevents.py compares it with metrics.jsonl); and
+ * verl's CISPO loss with RLOO advantages (issue 40), which both daemons say they run, with a finite loss each step. */
 static void test_python_reward_run(void **state) {
     (void)state;
     job_setup(&j, "python-reward");
@@ -220,7 +221,9 @@ static void test_python_reward_run(void **state) {
     snprintf(reward, sizeof reward, "custom_reward_function.path=%s/reward.py", j.dir);
     const char *extra[] = {reward, "reward_model.timeout_s=2.5", "reward_model.num_workers=2",
                            "reward_model.worker_memory_mb=300", "trainer.save_freq=-1", "trainer.total_epochs=2",
-                           "trainer.logger=[console,tensorboard,wandb]", NULL};
+                           "trainer.logger=[console,tensorboard,wandb]",
+                           /* issue 40: another policy loss and estimator through the whole cluster */
+                           "actor_rollout_ref.actor.policy_loss.loss_mode=cispo", "algorithm.adv_estimator=rloo", NULL};
     memcpy(j.extra, extra, sizeof extra);
     snprintf(path, sizeof path, "%s/tb", j.dir);
     setenv("TENSORBOARD_DIR", path, 1);
@@ -247,7 +250,11 @@ static void test_python_reward_run(void **state) {
                 fail_msg("step %d: %s = %g, want %g (run took %.1f s)", step, keys[i], metric_at(path, step, keys[i]),
                          want[i], took);
         assert_true(metric_at(path, step, "reward_extra/response_chars/mean") > 0);
+        assert_true(isfinite(metric_at(path, step, "actor/pg_loss")));
     }
+    snprintf(cmd, sizeof cmd, "grep -q 'policy loss cispo' %s/learner.log && grep -q 'advantages: rloo' %s/coordinator.log",
+             j.dir, j.dir);
+    assert_int_equal(system(cmd), 0);
     char needle[400];
     snprintf(needle, sizeof needle, "%s/reward.py compute_score", j.dir);
     assert_int_equal(tu_count_procs(needle), 0);
