@@ -68,6 +68,8 @@ static const CfgEntry cfg_table[] = {
     { AR "actor.clip_ratio_c",               CFG_FLOAT, 1, 1e9,     "3.0",    O(clip_ratio_c), NULL, MIN_EXCL },
     { AR "actor.loss_agg_mode",              CFG_ENUM,  0, 0,       "token-mean", O(loss_agg_mode),
       "token-mean|seq-mean-token-mean|seq-mean-token-sum|seq-mean-token-sum-norm", 0 },
+    { AR "actor.loss_scale_factor",          CFG_FLOAT, 0, 1e9,     "null",    O(loss_scale_factor), NULL,
+      NULL_NAN | MIN_EXCL },
     { AR "actor.policy_loss.loss_mode",      CFG_ENUM,  0, 0,       "vanilla", O(loss_mode),
       "vanilla|gspo|cispo|sapo|gpg|dppo_tv|dppo_kl", 0 },
     { AR "actor.tau_pos",                    CFG_FLOAT, 0, 1e6,     "1.0",     O(tau_pos), NULL, MIN_EXCL },

@@ -76,6 +76,8 @@ typedef struct Config {
     double  clip_ratio;               /* verl's: the clip range where clip_ratio_low / _high are null */
     double  clip_ratio_low, clip_ratio_high, clip_ratio_c;   /* low / high: NAN when null (settings_loss_params) */
     CfgLossAgg loss_agg_mode;         /* token-mean|seq-mean-token-mean|seq-mean-token-sum|seq-mean-token-sum-norm */
+    double  loss_scale_factor;        /* verl's actor.loss_scale_factor: seq-mean-token-sum-norm's divisor; NAN (null):
+                                         data.max_response_length (verl: the padded response length) */
     CfgLossMode loss_mode;            /* verl's policy_loss.loss_mode: vanilla (DAPO's), gspo, cispo, sapo, gpg, dppo_* */
     double  tau_pos, tau_neg;         /* sapo's temperatures (verl's actor.tau_pos / tau_neg) */
     int     ppo_mini_batch_size;      /* prompts per mini-batch (x n responses) */

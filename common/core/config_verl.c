@@ -39,8 +39,6 @@ static const VerlKey rules[] = {
     E(AR "actor.ppo_micro_batch_size", "deprecated micro-batch size (gradient accumulation over the same mini-batch)"),
     IDLE(AR "actor.freeze_vision_tower", AR "model.path", VISION),
     IDLE(AR "actor.policy_loss.", AR "actor.policy_loss.loss_mode", NO_LOSS_MODE),
-    FIX(AR "actor.loss_scale_factor", "null", "dapo divides seq-mean-token-sum-norm by data.max_response_length "
-        "(verl's null)"),
     OB(AR "actor.calculate_entropy", "whether verl computes the entropy when entropy_coeff is 0; dapo always logs "
        "actor/entropy"),
     OB(AR "actor.calculate_sum_pi_squared", "a diagnostic verl computes on request"),

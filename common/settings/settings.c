@@ -27,6 +27,7 @@ void settings_loss_params(const Config *c, LossParams *p) {
     _Static_assert((int)CFG_LOSS_DPPO_KL == (int)LOSS_MODE_DPPO_KL && (int)CFG_LOSS_GSPO == (int)LOSS_MODE_GSPO,
                    "config.c's loss_mode list is dapo/loss.h's LossMode order");
     p->mode = (LossMode)c->loss_mode;
+    p->loss_scale_factor = isnan(c->loss_scale_factor) ? c->max_response_length : c->loss_scale_factor;
     p->tau_pos = c->tau_pos;
     p->tau_neg = c->tau_neg;
 }

@@ -21,7 +21,8 @@
 #include "tokenizer/tokenizer.h"
 
 /* The loss (dapo/loss.h) from actor_rollout_ref.actor.clip_ratio_low|clip_ratio_high|clip_ratio_c|loss_agg_mode|
- * entropy_coeff|policy_loss.loss_mode|tau_pos|tau_neg; the global-batch fields stay "not given" (0) and dp_size 1: the learner sets them per mini-batch
+ * entropy_coeff|policy_loss.loss_mode|tau_pos|tau_neg|loss_scale_factor (null: data.max_response_length, Dr. GRPO's
+ * constant — verl's padded response length); the global-batch fields stay "not given" (0) and dp_size 1: the learner sets them per mini-batch
  * from its shard (dapo/layout.h). Never fails: every value was checked by the table. */
 void settings_loss_params(const Config *c, LossParams *p);
 

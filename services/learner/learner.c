@@ -77,7 +77,6 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->cur_step = -1;
     settings_loss_params(cfg, &L->lp);
     L->lp.dp_size = 1;                                  /* gradients are summed over ranks (collective) */
-    L->lp.loss_scale_factor = cfg->max_response_length; /* Dr. GRPO's constant; verl's padded response length */
     L->opt = adamw_defaults();
     L->opt.beta1 = (float)cfg->adam_beta1;
     L->opt.beta2 = (float)cfg->adam_beta2;

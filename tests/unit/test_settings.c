@@ -32,6 +32,14 @@ static void test_loss_params(void **state) {
     assert_true(p.clip_ratio_low == 0.3 && p.clip_ratio_high == 0.28);
     assert_int_equal(p.agg, LOSS_AGG_TOKEN_MEAN);
     assert_true(p.entropy_coeff == 0 && p.batch_num_tokens == 0 && p.dp_size == 1);
+    /* seq-mean-token-sum-norm's divisor: data.max_response_length while actor.loss_scale_factor is null (verl's) */
+    assert_true(p.loss_scale_factor == c.max_response_length && p.mode == LOSS_MODE_VANILLA);
+    assert_int_equal(config_set(&c, "actor_rollout_ref.actor.loss_scale_factor", "512", "test", err), 0);
+    settings_loss_params(&c, &p);
+    assert_true(p.loss_scale_factor == 512);
+    assert_int_equal(config_set(&c, "actor_rollout_ref.actor.loss_scale_factor", "null", "test", err), 0);
+    settings_loss_params(&c, &p);
+    assert_true(p.loss_scale_factor == c.max_response_length);
     static const struct { const char *name; LossAggMode m; } modes[] = {
         {"token-mean", LOSS_AGG_TOKEN_MEAN}, {"seq-mean-token-mean", LOSS_AGG_SEQ_MEAN_TOKEN_MEAN},
         {"seq-mean-token-sum", LOSS_AGG_SEQ_MEAN_TOKEN_SUM}, {"seq-mean-token-sum-norm", LOSS_AGG_SEQ_MEAN_TOKEN_SUM_NORM}};
