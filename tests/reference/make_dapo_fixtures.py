@@ -500,58 +500,56 @@ def sample_cases(w):
     return transformers.__version__
 
 
+def save(name, fill, *args):
+    """fill(*args, w) into a new Writer, saved as OUT/name; returns what fill returned."""
+    w = Writer()
+    r = fill(*args, w)
+    w.save(os.path.join(OUT, name))
+    return r
+
+
+def algorithm_family(core_algos, ActorConfig, version):
+    """The files of verl's other policy losses, estimators and KL estimators (issue 40), and their PROVENANCE line."""
+    import torch
+    save("loss_modes.bin", loss_mode_cases, core_algos, ActorConfig)
+    save("estimators.bin", estimator_cases, core_algos)
+    save("kl_cases.bin", kl_cases, core_algos)
+    return (f"loss_modes.bin, estimators.bin, kl_cases.bin: the same verl {version} (core_algos.get_policy_loss_fn: "
+            f"vanilla, gspo, cispo, sapo, gpg, dppo_tv, dppo_kl, with kl_penalty + agg_loss as workers/utils/losses.py "
+            f"adds the KL loss; agg_loss; get_adv_estimator_fn: grpo, rloo, opo, gpg, grpo_passk, reinforce_plus_plus, "
+            f"reinforce_plus_plus_baseline; kl_penalty) and torch {torch.__version__} autograd, written with "
+            f"`make_dapo_fixtures.py --only loss_modes`.\n")
+
+
 def main():
     import torch
     torch.manual_seed(0)
     os.makedirs(OUT, exist_ok=True)
-    if sys.argv[1:] == ["--only", "loss_modes"]:    # the policy-loss modes and estimators alone
+    prov = os.path.join(OUT, "PROVENANCE")
+    if sys.argv[1:] == ["--only", "loss_modes"]:    # the algorithm family's files alone; PROVENANCE's line replaced
         core_algos, ActorConfig, version = import_verl()
-        w = Writer()
-        loss_mode_cases(core_algos, ActorConfig, w)
-        w.save(os.path.join(OUT, "loss_modes.bin"))
-        w = Writer()
-        estimator_cases(core_algos, w)
-        w.save(os.path.join(OUT, "estimators.bin"))
-        w = Writer()
-        kl_cases(core_algos, w)
-        w.save(os.path.join(OUT, "kl_cases.bin"))
+        line = algorithm_family(core_algos, ActorConfig, version)
+        kept = [l for l in open(prov).readlines() if not l.startswith("loss_modes.bin")] if os.path.exists(prov) else []
+        with open(prov, "w") as f:
+            f.write("".join(kept) + line)
         return
-    w = Writer()
-    hf_version = sample_cases(w)
-    w.save(os.path.join(OUT, "sample_cases.bin"))
+    hf_version = save("sample_cases.bin", sample_cases)
     core_algos, ActorConfig, version = import_verl()
     print(f"verl {version} from {os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(core_algos.__file__))))}")
-    w = Writer()
-    loss_cases(core_algos, ActorConfig, w)
-    w.save(os.path.join(OUT, "loss_cases.bin"))
-    w = Writer()
-    grpo_cases(core_algos, w)
-    w.save(os.path.join(OUT, "grpo_cases.bin"))
-    w = Writer()
-    rollout_corr_cases(core_algos, ActorConfig, w)
-    w.save(os.path.join(OUT, "rollout_corr_cases.bin"))
-    w = Writer()
-    rollout_rs_cases(core_algos, ActorConfig, w)
-    w.save(os.path.join(OUT, "rollout_rs_cases.bin"))
-    w = Writer()
-    loss_mode_cases(core_algos, ActorConfig, w)
-    w.save(os.path.join(OUT, "loss_modes.bin"))
-    w = Writer()
-    estimator_cases(core_algos, w)
-    w.save(os.path.join(OUT, "estimators.bin"))
-    w = Writer()
-    kl_cases(core_algos, w)
-    w.save(os.path.join(OUT, "kl_cases.bin"))
-    with open(os.path.join(OUT, "PROVENANCE"), "w") as f:
+    save("loss_cases.bin", loss_cases, core_algos, ActorConfig)
+    save("grpo_cases.bin", grpo_cases, core_algos)
+    save("rollout_corr_cases.bin", rollout_corr_cases, core_algos, ActorConfig)
+    save("rollout_rs_cases.bin", rollout_rs_cases, core_algos, ActorConfig)
+    line = algorithm_family(core_algos, ActorConfig, version)
+    with open(prov, "w") as f:
         f.write(f"Written by tests/reference/make_dapo_fixtures.py with verl {version} "
                 f"(core_algos.compute_policy_loss_vanilla, agg_loss, compute_grpo_outcome_advantage; "
                 f"rollout_corr_helper.compute_offpolicy_metrics, compute_rollout_correction_weights, "
                 f"compute_rollout_rejection_mask, compute_rollout_correction_and_rejection_mask; "
-                f"core_algos.compute_policy_loss_bypass_mode; loss_modes.bin: get_policy_loss_fn gspo, cispo, sapo, "
-                f"gpg) "
+                f"core_algos.compute_policy_loss_bypass_mode) "
                 f"and torch {torch.__version__} autograd.\n"
                 f"sample_cases.bin: transformers {hf_version} TemperatureLogitsWarper / TopKLogitsWarper / "
-                f"TopPLogitsWarper kept sets and torch log_softmax.\n")
+                f"TopPLogitsWarper kept sets and torch log_softmax.\n" + line)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@
 
 enum { FX_F32 = 1, FX_I32 = 2, FX_F64 = 3 };
 
+/* make_dapo_fixtures.py's KL_NAMES: the KL estimators' names, by the index its files store */
+__attribute__((unused)) static const char *const FX_KL_NAMES[] = {
+    "kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "kl+", "k1+", "abs+", "mse+", "k2+", "low_var_kl+", "k3+"};
+
 typedef struct {
     char     name[49];
     uint32_t dtype, n;

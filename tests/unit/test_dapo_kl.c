@@ -14,9 +14,6 @@
 #include "dapo/kl.h"
 #include "dapo_fixture.h"
 
-static const char *const NAMES[] = {"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "kl+", "k1+", "abs+", "mse+",
-                                    "k2+", "low_var_kl+", "k3+"};
-
 static void test_against_verl(void **state) {
     (void)state;
     Fixture fx;
@@ -27,11 +24,11 @@ static void test_against_verl(void **state) {
     assert_non_null(rf);
     assert_non_null(nn);
     int n_names = ((int32_t *)nn->data)[0];
-    assert_int_equal(n_names, (int)(sizeof NAMES / sizeof NAMES[0]));
+    assert_int_equal(n_names, (int)(sizeof FX_KL_NAMES / sizeof FX_KL_NAMES[0]));
     for (int k = 0; k < n_names; k++) {
         char name[64], err[ERR_LEN];
         KlPenalty p;
-        assert_int_equal(kl_penalty_parse(NAMES[k], &p, err), 0);
+        assert_int_equal(kl_penalty_parse(FX_KL_NAMES[k], &p, err), 0);
         snprintf(name, sizeof name, "k%d/value", k);
         const FxTensor *v = fx_get(&fx, name, FX_F32);
         snprintf(name, sizeof name, "k%d/grad", k);
@@ -42,8 +39,8 @@ static void test_against_verl(void **state) {
         for (uint32_t i = 0; i < lp->n; i++) {
             float d, val = kl_penalty_eval(p, x[i], r[i], &d);
             if (fabsf(val - wv[i]) > 1e-6f + 1e-5f * fabsf(wv[i]) || fabsf(d - wg[i]) > 1e-6f + 1e-5f * fabsf(wg[i]))
-                fail_msg("%s at %u (logp %.9g, ref %.9g): %.9g / %.9g vs verl %.9g / %.9g", NAMES[k], i, x[i], r[i], val,
-                         d, wv[i], wg[i]);
+                fail_msg("%s at %u (logp %.9g, ref %.9g): %.9g / %.9g vs verl %.9g / %.9g", FX_KL_NAMES[k], i, x[i],
+                         r[i], val, d, wv[i], wg[i]);
         }
     }
     fx_free(&fx);

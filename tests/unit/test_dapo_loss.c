@@ -314,7 +314,89 @@ static void test_bad_input(void **state) {
     assert_true(isnan(st.pg_loss));
 }
 
-/* verl's own functions (fixture). */
+/* One case of make_dapo_fixtures.py: loss_cases.bin's "c<k>/" (the vanilla loss) or, with modes, loss_modes.bin's
+ * "m<k>/", which add the policy loss mode, sapo's temperatures, rollout-correction weights and the KL term (kl name
+ * index into FX_KL_NAMES, -1 for none; coefficient 0.05). dapo's loss, metrics (those verl reports; NaN: not reported)
+ * and gradients against verl's, dlogp within dlogp_atol + 1e-5 relative. *p gets the case's parameters. Returns the
+ * tokens checked. */
+static int check_verl_case(const Fixture *fx, int modes, int c, double dlogp_atol, LossParams *p) {
+    char name[64];
+#define GET(var, key, dt) snprintf(name, sizeof name, "%c%d/%s", modes ? 'm' : 'c', c, key); \
+    const FxTensor *var = fx_get(fx, name, dt); assert_non_null(var)
+    GET(shape, "shape", FX_I32);
+    GET(mode, "mode", FX_I32);
+    GET(par, "params", FX_F64);
+    GET(lp, "logp", FX_F32);
+    GET(ol, "old_logp", FX_F32);
+    GET(ad, "adv", FX_F32);
+    GET(mk, "mask", FX_I32);
+    GET(en, "entropy", FX_F32);
+    GET(out, "out", FX_F64);
+    GET(gl, "dlogp", FX_F32);
+    GET(ge, "dentropy", FX_F32);
+    int B = ((int32_t *)shape->data)[0], T = ((int32_t *)shape->data)[1], N = B * T;
+    assert_true(lp->n == (uint32_t)N && gl->n == (uint32_t)N);
+    const double *pr = par->data, *o = out->data;
+    loss_params_default(p);
+    p->clip_ratio_low = pr[0];
+    p->clip_ratio_high = pr[1];
+    p->clip_ratio_c = pr[2];
+    p->entropy_coeff = pr[3];
+    p->dp_size = (int)pr[4];
+    p->batch_num_tokens = pr[5];
+    p->global_batch_size = pr[6];
+    p->loss_scale_factor = pr[7];
+    p->agg = (LossAggMode)((int32_t *)mode->data)[0];
+    const float *isw = NULL, *ref = NULL;
+    double kl_loss = 0;
+    if (modes) {
+        GET(iw, "is_weight", FX_F32);
+        GET(rf, "ref", FX_F32);
+        GET(kl, "kl", FX_I32);
+        GET(klv, "kl_loss", FX_F64);
+        p->tau_pos = pr[8];
+        p->tau_neg = pr[9];
+        p->mode = (LossMode)((int32_t *)mode->data)[1];
+        isw = iw->n ? iw->data : NULL;
+        ref = rf->data;
+        kl_loss = ((const double *)klv->data)[0];
+        int ki = ((int32_t *)kl->data)[0];
+        char kerr[ERR_LEN];
+        if (ki >= 0) {
+            assert_int_equal(kl_penalty_parse(FX_KL_NAMES[ki], &p->kl, kerr), 0);
+            p->use_kl = 1;
+            p->kl_coef = 0.05;
+        }
+    }
+#undef GET
+    uint8_t mask[256];
+    int off[64];
+    assert_true(N <= 256 && B < 64);
+    for (int t = 0; t < N; t++) mask[t] = (uint8_t)((int32_t *)mk->data)[t];
+    for (int s = 0; s <= B; s++) off[s] = s * T;
+    LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B, isw, ref };
+    float dl[256], de[256];
+    LossStats st;
+    char err[ERR_LEN];
+    assert_int_equal(loss_compute(p, &in, NULL, dl, de, &st, err), 0);
+    ASSERT_CLOSE(st.pg_loss, o[0], 1e-6, 1e-5);
+    if (!isnan(o[1])) ASSERT_CLOSE(st.pg_clipfrac, o[1], 1e-7, 1e-6);
+    if (!isnan(o[2])) ASSERT_CLOSE(st.pg_clipfrac_lower, o[2], 1e-7, 1e-6);
+    if (!isnan(o[3])) ASSERT_CLOSE(st.ppo_kl, o[3], 1e-6, 1e-5);
+    ASSERT_CLOSE(st.entropy, o[4], 1e-6, 1e-5);
+    ASSERT_CLOSE(st.kl_loss, kl_loss, 1e-6, 1e-5);
+    ASSERT_CLOSE(st.loss, o[5], 1e-6, 1e-5);
+    const float *wl = gl->data, *we = ge->data;
+    for (int t = 0; t < N; t++)
+        if (!CLOSE(dl[t], wl[t], dlogp_atol, 1e-5) || !CLOSE(de[t], we[t], 1e-13, 1e-5)) {
+            fprintf(stderr, "case %d (%s, %s) token %d: dlogp %.9g vs verl %.9g, dentropy %.9g vs %.9g\n", c,
+                    loss_mode_name(p->mode), loss_agg_mode_name(p->agg), t, dl[t], wl[t], de[t], we[t]);
+            fail();
+        }
+    return N;
+}
+
+/* verl's own functions (fixture): the vanilla loss, its metrics and gradients. */
 static void test_against_verl(void **state) {
     (void)state;
     Fixture fx;
@@ -325,59 +407,8 @@ static void test_against_verl(void **state) {
     assert_true(n_cases >= 48);
     int checked_tokens = 0;
     for (int c = 0; c < n_cases; c++) {
-        char name[64];
-#define GET(var, key, dt) snprintf(name, sizeof name, "c%d/%s", c, key); const FxTensor *var = fx_get(&fx, name, dt); assert_non_null(var)
-        GET(shape, "shape", FX_I32);
-        GET(mode, "mode", FX_I32);
-        GET(par, "params", FX_F64);
-        GET(lp, "logp", FX_F32);
-        GET(ol, "old_logp", FX_F32);
-        GET(ad, "adv", FX_F32);
-        GET(mk, "mask", FX_I32);
-        GET(en, "entropy", FX_F32);
-        GET(out, "out", FX_F64);
-        GET(gl, "dlogp", FX_F32);
-        GET(ge, "dentropy", FX_F32);
-#undef GET
-        int B = ((int32_t *)shape->data)[0], T = ((int32_t *)shape->data)[1], N = B * T;
-        assert_true(lp->n == (uint32_t)N && gl->n == (uint32_t)N);
-        const double *pr = par->data, *o = out->data;
         LossParams p;
-        loss_params_default(&p);
-        p.clip_ratio_low = pr[0];
-        p.clip_ratio_high = pr[1];
-        p.clip_ratio_c = pr[2];
-        p.entropy_coeff = pr[3];
-        p.dp_size = (int)pr[4];
-        p.batch_num_tokens = pr[5];
-        p.global_batch_size = pr[6];
-        p.loss_scale_factor = pr[7];
-        p.agg = (LossAggMode)((int32_t *)mode->data)[0];
-        uint8_t mask[256];
-        int off[64];
-        assert_true(N <= 256 && B < 64);
-        for (int t = 0; t < N; t++) mask[t] = (uint8_t)((int32_t *)mk->data)[t];
-        for (int s = 0; s <= B; s++) off[s] = s * T;
-        LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B, NULL, NULL };
-        float dl[256], de[256];
-        LossStats st;
-        char err[ERR_LEN];
-        assert_int_equal(loss_compute(&p, &in, NULL, dl, de, &st, err), 0);
-        ASSERT_CLOSE(st.pg_loss, o[0], 1e-6, 1e-5);
-        ASSERT_CLOSE(st.pg_clipfrac, o[1], 1e-7, 1e-6);
-        ASSERT_CLOSE(st.pg_clipfrac_lower, o[2], 1e-7, 1e-6);
-        ASSERT_CLOSE(st.ppo_kl, o[3], 1e-6, 1e-5);
-        ASSERT_CLOSE(st.entropy, o[4], 1e-6, 1e-5);
-        ASSERT_CLOSE(st.loss, o[5], 1e-6, 1e-5);
-        const float *wl = gl->data, *we = ge->data;
-        for (int t = 0; t < N; t++) {
-            if (!CLOSE(dl[t], wl[t], 1e-13, 1e-5) || !CLOSE(de[t], we[t], 1e-13, 1e-5)) {
-                fprintf(stderr, "case %d token %d: dlogp %.9g vs verl %.9g, dentropy %.9g vs %.9g\n",
-                        c, t, dl[t], wl[t], de[t], we[t]);
-                fail();
-            }
-            checked_tokens++;
-        }
+        checked_tokens += check_verl_case(&fx, 0, c, 1e-13, &p);
     }
     assert_true(checked_tokens > 1000);
     fx_free(&fx);
@@ -396,75 +427,10 @@ static void test_loss_modes_against_verl(void **state) {
     int n_cases = ((int32_t *)nc->data)[0], seen[LOSS_MODE_DPPO_KL + 1] = {0}, n_kl = 0;
     assert_true(n_cases >= 64);
     for (int c = 0; c < n_cases; c++) {
-        char name[64];
-#define GET(var, key, dt) snprintf(name, sizeof name, "m%d/%s", c, key); const FxTensor *var = fx_get(&fx, name, dt); assert_non_null(var)
-        GET(shape, "shape", FX_I32);
-        GET(mode, "mode", FX_I32);
-        GET(par, "params", FX_F64);
-        GET(lp, "logp", FX_F32);
-        GET(ol, "old_logp", FX_F32);
-        GET(ad, "adv", FX_F32);
-        GET(mk, "mask", FX_I32);
-        GET(en, "entropy", FX_F32);
-        GET(iw, "is_weight", FX_F32);
-        GET(rf, "ref", FX_F32);
-        GET(kl, "kl", FX_I32);
-        GET(klv, "kl_loss", FX_F64);
-        GET(out, "out", FX_F64);
-        GET(gl, "dlogp", FX_F32);
-        GET(ge, "dentropy", FX_F32);
-#undef GET
-        int B = ((int32_t *)shape->data)[0], T = ((int32_t *)shape->data)[1], N = B * T;
-        const double *pr = par->data, *o = out->data;
         LossParams p;
-        loss_params_default(&p);
-        p.clip_ratio_low = pr[0];
-        p.clip_ratio_high = pr[1];
-        p.clip_ratio_c = pr[2];
-        p.entropy_coeff = pr[3];
-        p.dp_size = (int)pr[4];
-        p.batch_num_tokens = pr[5];
-        p.global_batch_size = pr[6];
-        p.loss_scale_factor = pr[7];
-        p.tau_pos = pr[8];
-        p.tau_neg = pr[9];
-        p.agg = (LossAggMode)((int32_t *)mode->data)[0];
-        p.mode = (LossMode)((int32_t *)mode->data)[1];
+        check_verl_case(&fx, 1, c, 1e-12, &p);
         seen[p.mode]++;
-        static const char *const kl_names[] = {"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "kl+", "k1+", "abs+",
-                                               "mse+", "k2+", "low_var_kl+", "k3+"};   /* make_dapo_fixtures KL_NAMES */
-        int ki = ((int32_t *)kl->data)[0];
-        char kerr[ERR_LEN];
-        if (ki >= 0) {
-            assert_int_equal(kl_penalty_parse(kl_names[ki], &p.kl, kerr), 0);
-            p.use_kl = 1;
-            p.kl_coef = 0.05;
-            n_kl++;
-        }
-        uint8_t mask[256];
-        int off[64];
-        assert_true(N <= 256 && B < 64);
-        for (int t = 0; t < N; t++) mask[t] = (uint8_t)((int32_t *)mk->data)[t];
-        for (int s = 0; s <= B; s++) off[s] = s * T;
-        LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B, iw->n ? iw->data : NULL, rf->data };
-        float dl[256], de[256];
-        LossStats st;
-        char err[ERR_LEN];
-        assert_int_equal(loss_compute(&p, &in, NULL, dl, de, &st, err), 0);
-        ASSERT_CLOSE(st.pg_loss, o[0], 1e-6, 1e-5);
-        if (!isnan(o[1])) ASSERT_CLOSE(st.pg_clipfrac, o[1], 1e-7, 1e-6);
-        if (!isnan(o[2])) ASSERT_CLOSE(st.pg_clipfrac_lower, o[2], 1e-7, 1e-6);
-        if (!isnan(o[3])) ASSERT_CLOSE(st.ppo_kl, o[3], 1e-6, 1e-5);
-        ASSERT_CLOSE(st.entropy, o[4], 1e-6, 1e-5);
-        ASSERT_CLOSE(st.kl_loss, ((const double *)klv->data)[0], 1e-6, 1e-5);
-        ASSERT_CLOSE(st.loss, o[5], 1e-6, 1e-5);
-        const float *wl = gl->data, *we = ge->data;
-        for (int t = 0; t < N; t++)
-            if (!CLOSE(dl[t], wl[t], 1e-12, 1e-5) || !CLOSE(de[t], we[t], 1e-13, 1e-5)) {
-                fprintf(stderr, "case %d (%s, %s) token %d: dlogp %.9g vs verl %.9g, dentropy %.9g vs %.9g\n", c,
-                        loss_mode_name(p.mode), loss_agg_mode_name(p.agg), t, dl[t], wl[t], de[t], we[t]);
-                fail();
-            }
+        n_kl += p.use_kl;
     }
     for (int k = LOSS_MODE_VANILLA; k <= LOSS_MODE_DPPO_KL; k++) assert_true(seen[k] >= 16);
     assert_true(n_kl >= 56);
