@@ -103,6 +103,8 @@ typedef struct Model Model;
 /* Loads DIR (config.json, generation_config.json, model.safetensors[.index.json]); any float dtype.
  * Every expected tensor must be present with the config's shape (else ERR_NOTFOUND / ERR_INVAL naming the
  * tensor); unexpected tensors other than a tied lm_head.weight or rotary buffers are refused (ERR_INVAL).
+ * With ModelOptions.shard_world > 1 the tensors are checked but not read: the model holds windows, and each rank
+ * reads its pieces (model_read_params_range, services/learner/shard.h).
  * Caller frees with model_free. NULL on error (reason in err). Logs the slab sizes. */
 Model *model_load(const char *dir, const ModelOptions *opt, char err[ERR_LEN]);
 
@@ -111,9 +113,10 @@ Model *model_load(const char *dir, const ModelOptions *opt, char err[ERR_LEN]);
 Model *model_create(const char *config_json, const ModelOptions *opt, char err[ERR_LEN]);
 
 /* What a model of config.json text config_json takes under opt, without building it: its parameters, and the bytes
- * of each slab this process would hold — parameters and gradients (model_slab_floats each, train), AdamW m and v
- * (train: n_params each, or with opt->shard_world = W > 1 one rank's shard, ceil(n_params / W), as
- * services/learner/shard.h keeps it) and activations (max_tokens rows, ModelOptions.recompute counted). Host
+ * of each slab this process would hold — parameters and gradients (n_params each, train; with opt->shard_world = W > 1
+ * the windows: "FSDP units" below), AdamW m and v (train: n_params each, or with W > 1 one rank's pieces, the sum over
+ * units of ceil(n_u / W), as services/learner/shard.h keeps them, and shard_bytes the rank's master weights and
+ * gradient accumulator of the same size) and activations (max_tokens rows, ModelOptions.recompute counted). Host
  * bookkeeping and the weights' backend copy (CUDA's bf16) are not counted. 0 or model_config_parse's errors. */
 typedef struct {
     long   n_params, slab_floats;
