@@ -86,6 +86,7 @@ struct Engine {
     int            val_pending;  /* a validation is due (test_freq) before the next step's generation */
     long           last_val_step;   /* done_steps of the latest validation (-1: none yet) */
     int            data_done;    /* the last epoch is used up: nothing more to generate */
+    long           final_ckpt_step;          /* done_steps whose final checkpoint finish_run asked for (-1: none) */
     TrainJob       job;          /* the step whose batch is at the learners (at most one) */
     char           fail[ERR_LEN];
     EngineSnapshot snap;         /* as of the last finished step */

@@ -21,6 +21,7 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
         return 0;
     }
     Engine *e = c->engine = xcalloc(1, sizeof *e);
+    e->final_ckpt_step = -1;
     const char *tdir = c->cfg.tokenizer_path[0] ? c->cfg.tokenizer_path : c->cfg.model_path;
     if (!tdir[0]) return err_set(err, ERR_INVAL, "data.tokenizer (or actor_rollout_ref.model.path) is needed to read prompts");
     e->tok = tokenizer_load(tdir, err);

@@ -363,11 +363,11 @@ static void finish_validation(Coord *c) {
     e->last_val_step = e->done_steps;
     for (int i = 0; i < out.n; i++) log_info("validation %s = %.4f", out.m[i].name, out.m[i].value);
     metrics_free(&out);
-    if (e->val_after) {
+    if (e->val_after && c->cfg.val_only) {
         e->phase = PH_DONE;
-        eng__status(c, c->cfg.val_only ? "finished (validation only)" : "training finished after %ld steps", e->done_steps);
+        eng__status(c, "finished (validation only)");
     } else {
-        e->phase = PH_IDLE;
+        e->phase = PH_IDLE;                          /* after the last step: idle finishes the run (finish_run) */
     }
 }
 
@@ -464,6 +464,30 @@ static int rollouts_usable(Coord *c) {
     return 0;
 }
 
+/* The last step is trained (and validated). The run is done once that step's checkpoint is held by both sides, when
+ * one is due (trainer.save_freq > 0): until then a learner lost (killed while it writes the checkpoint) rolls the
+ * run back and trains the tail again (recover.c), where a run already done would end without its final checkpoint.
+ * A checkpoint that cannot be asked for (coordinator.json not written, no learner rank 0) is logged and the run
+ * finishes without it. */
+static void finish_run(Coord *c) {
+    Engine *e = c->engine;
+    if (c->cfg.save_freq > 0 && !ckpt_done(c)) {
+        if (ckpt_waiting(c)) {
+            eng__status(c, "training finished after %ld steps: waiting for the learner's checkpoint of step %ld",
+                        e->done_steps, e->done_steps);
+            return;
+        }
+        if (e->final_ckpt_step != e->done_steps) {  /* not asked (or a rollback since): ask once more */
+            char err[ERR_LEN];
+            e->final_ckpt_step = e->done_steps;
+            if (!ckpt_request(c, err)) return;
+            log_error("training finished without a checkpoint of step %ld: %s", e->done_steps, err);
+        }
+    }
+    e->phase = PH_DONE;
+    eng__status(c, "training finished after %ld steps", e->done_steps);
+}
+
 /* In IDLE: validation when due, else the next step's generation, else done. */
 static void idle(Coord *c) {
     Engine *e = c->engine;
@@ -494,10 +518,7 @@ static void idle(Coord *c) {
             start_validation(c, 1);
             return;
         }
-        if (!e->job.active) {
-            e->phase = PH_DONE;
-            eng__status(c, "training finished after %ld steps", e->done_steps);
-        }
+        if (!e->job.active) finish_run(c);
         return;
     }
     /* async: a step whose update is followed by a validation (test_freq, or the last step) is not overlapped with the
