@@ -245,7 +245,7 @@ static inline void *rank_main(void *p) {
     config_free(&cfg);
     if (!L) { a->rc = -2; pthread_barrier_wait(a->done); coll_close(c); return NULL; }
     LearnerMiniStats st;
-    a->rc = learner_grads(L, a->tb, a->old, NULL, &st, a->err);
+    a->rc = learner_grads(L, a->tb, a->old, NULL, NULL, &st, a->err);
     if (!a->rc) {
         a->P = model_n_params(L->m);
         a->grads_out = calloc((size_t)a->P, sizeof(float));      /* sharded: this rank's pieces, zeros elsewhere */

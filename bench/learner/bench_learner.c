@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
         if (learner_logprobs(L, &tb, old, err)) { fprintf(stderr, "%s\n", err); return 1; }
         double t1 = clock_s();
         LearnerMiniStats st;
-        if (learner_update(L, &tb, old, NULL, &st, err)) { fprintf(stderr, "%s\n", err); return 1; }
+        if (learner_update(L, &tb, old, NULL, NULL, &st, err)) { fprintf(stderr, "%s\n", err); return 1; }
         double t2 = clock_s();
         L->steps_done++;
         if (it < warmup) continue;

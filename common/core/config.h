@@ -33,6 +33,9 @@ typedef enum { CFG_AGG_TOKEN_MEAN, CFG_AGG_SEQ_MEAN_TOKEN_MEAN, CFG_AGG_SEQ_MEAN
 typedef enum { CFG_LOSS_VANILLA, CFG_LOSS_GSPO, CFG_LOSS_CISPO, CFG_LOSS_SAPO, CFG_LOSS_GPG, CFG_LOSS_DPPO_TV,
                CFG_LOSS_DPPO_KL } CfgLossMode;
                                                                           /* actor.policy_loss.loss_mode (dapo/loss.h) */
+typedef enum { CFG_KL_K1, CFG_KL_KL, CFG_KL_ABS, CFG_KL_MSE, CFG_KL_K2, CFG_KL_LOW_VAR_KL, CFG_KL_K3 } CfgKlType;
+                          /* actor.kl_loss_type (dapo/kl.h; each also with a trailing '+': the value + CFG_KL_PLUS) */
+#define CFG_KL_PLUS 7
 typedef enum { CFG_WARMUP_CONSTANT, CFG_WARMUP_COSINE } CfgWarmupStyle;                 /* actor.optim.warmup_style */
 typedef enum { CFG_ADV_GRPO, CFG_ADV_RLOO, CFG_ADV_OPO, CFG_ADV_GPG, CFG_ADV_GRPO_PASSK, CFG_ADV_REINFORCE_PP,
                CFG_ADV_REINFORCE_PP_BASELINE, CFG_ADV_GRPO_VECTORIZED, CFG_ADV_RLOO_VECTORIZED } CfgAdvEstimator;
@@ -80,6 +83,10 @@ typedef struct Config {
                                          data.max_response_length (verl: the padded response length) */
     CfgLossMode loss_mode;            /* verl's policy_loss.loss_mode: vanilla (DAPO's), gspo, cispo, sapo, gpg, dppo_* */
     double  tau_pos, tau_neg;         /* sapo's temperatures (verl's actor.tau_pos / tau_neg) */
+    int     use_kl_loss;              /* verl's actor.use_kl_loss: a KL-to-reference term in the loss (the learner holds
+                                         the reference policy, model.path's weights) */
+    double  kl_loss_coef;             /* actor.kl_loss_coef */
+    int     kl_loss_type;             /* actor.kl_loss_type: a CfgKlType, + CFG_KL_PLUS for the straight-through form */
     int     ppo_mini_batch_size;      /* prompts per mini-batch (x n responses) */
     int     ppo_micro_batch_size_per_gpu; /* sequences per micro-batch */
     int     ppo_epochs;

@@ -42,9 +42,6 @@ static const VerlKey rules[] = {
     OB(AR "actor.calculate_entropy", "whether verl computes the entropy when entropy_coeff is 0; dapo always logs "
        "actor/entropy"),
     OB(AR "actor.calculate_sum_pi_squared", "a diagnostic verl computes on request"),
-    FIX(AR "actor.use_kl_loss", "false", KL_OFF),
-    IDLE(AR "actor.kl_loss_coef", AR "actor.use_kl_loss", "read only when actor.use_kl_loss"),
-    IDLE(AR "actor.kl_loss_type", AR "actor.use_kl_loss", "read only when actor.use_kl_loss"),
     E(AR "actor.use_prefix_grouper", "verl's shared-prompt forward (the same log-probs, computed once per group)"),
     E(AR "actor.use_torch_compile", "torch.compile of verl's actor"),
     FIX(AR "actor.shuffle", "false", "dapo's mini-batches keep the order the coordinator packed (verl's default)"),
@@ -153,8 +150,16 @@ static const VerlKey rules[] = {
     IDLE(AR "model.mtp.", AR "model.mtp.enable", "read only when model.mtp.enable"),
     C(AR "hybrid_engine", "verl's colocated actor and rollout"),
     C(AR "nccl_timeout", "NCCL's timeout (dapo's: cluster.collective_timeout_s)"),
-    IDLE(AR "ref.", AR "actor.use_kl_loss", "verl builds the reference model only for a KL term (actor.use_kl_loss, "
-         "algorithm.use_kl_in_reward)"),
+    E(AR "ref.", "verl's reference worker: dapo's reference policy is the learner's frozen copy of model.path, run "
+      "with the actor's engine and micro-batching (the same values)"),
+    E(AR "ref.log_prob_micro_batch_size", "micro-batching of the reference log-probs (the same values)"),
+    E(AR "ref.log_prob_micro_batch_size_per_gpu", "micro-batching of the reference log-probs (the same values)"),
+    E(AR "ref.log_prob_use_dynamic_bsz", "micro-batching of the reference log-probs (the same values)"),
+    E(AR "ref.log_prob_max_token_len_per_gpu", "micro-batching of the reference log-probs (the same values)"),
+    FIX(AR "ref.fsdp_config.dtype", "float32|fp32", "dapo's reference policy computes in float32, as the actor; "
+        "bfloat16 compute is not implemented yet"),
+    FIX(AR "ref.fsdp_config.model_dtype", "float32|fp32", "dapo keeps the reference weights in float32"),
+    FIX(AR "ref.fsdp_config.qat.enable", "false", "a quantized reference policy is not implemented"),
     IDLE("critic.", "algorithm.adv_estimator", "verl runs the critic only for algorithm.adv_estimator=gae (dapo's is "
          "grpo)"),
 

@@ -30,6 +30,13 @@ void settings_loss_params(const Config *c, LossParams *p) {
     p->loss_scale_factor = isnan(c->loss_scale_factor) ? c->max_response_length : c->loss_scale_factor;
     p->tau_pos = c->tau_pos;
     p->tau_neg = c->tau_neg;
+    p->use_kl = c->use_kl_loss;
+    p->kl_coef = c->kl_loss_coef;
+    static const KlKind kinds[CFG_KL_PLUS] = {[CFG_KL_K1] = KL_K1, [CFG_KL_KL] = KL_K1, [CFG_KL_ABS] = KL_ABS,
+                                              [CFG_KL_MSE] = KL_K2, [CFG_KL_K2] = KL_K2, [CFG_KL_LOW_VAR_KL] = KL_K3,
+                                              [CFG_KL_K3] = KL_K3};
+    int t = c->kl_loss_type >= 0 && c->kl_loss_type < 2 * CFG_KL_PLUS ? c->kl_loss_type : CFG_KL_LOW_VAR_KL;
+    p->kl = (KlPenalty){.kind = kinds[t % CFG_KL_PLUS], .straight_through = t >= CFG_KL_PLUS && kinds[t % CFG_KL_PLUS] != KL_K2};
 }
 
 AdvEstimator settings_adv_estimator(const Config *c) {

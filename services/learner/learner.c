@@ -127,14 +127,15 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
         if (L->m) log_info("learner rank %d: model %s (%ld parameters)", rank, cfg->model_path, model_n_params(L->m));
     }
     if (!L->m) { learner_close(L); return NULL; }
-    log_info("learner rank %d: policy loss %s, loss_agg_mode %s, clip_ratio %g / %g, clip_ratio_c %g", rank,
+    log_info("learner rank %d: policy loss %s, loss_agg_mode %s, clip_ratio %g / %g, clip_ratio_c %g, KL loss %s", rank,
              loss_mode_name(L->lp.mode), loss_agg_mode_name(L->lp.agg), L->lp.clip_ratio_low, L->lp.clip_ratio_high,
-             L->lp.clip_ratio_c);
+             L->lp.clip_ratio_c, L->lp.use_kl ? config_enum_name(cfg, "actor_rollout_ref.actor.kl_loss_type") : "off");
     if (L->sharded && shard_open(L, cfg, src, err)) { learner_close(L); return NULL; }
+    if (L->lp.use_kl && ref_open(L, cfg, err)) { learner_close(L); return NULL; }
     long T = model_max_tokens(L->m);
     model_set_progress(L->m, layer_progress, L);
     L->pack = seqpack_new(L->m);
-    L->r_old = falloc(T); L->r_adv = falloc(T); L->r_isw = falloc(T);
+    L->r_old = falloc(T); L->r_adv = falloc(T); L->r_isw = falloc(T); L->r_ref = falloc(T);
     L->r_mask = xmalloc((size_t)T);
     return L;
 }
@@ -142,8 +143,13 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
 static void step_reset(Learner *L) {
     for (int i = 0; i < L->n_pending; i++) dapo__train_batch__free_unpacked(L->pending[i], NULL);
     L->n_pending = 0;
-    for (int i = 0; i < L->n_mini; i++) xfree(L->old_lp ? L->old_lp[i] : NULL);
+    for (int i = 0; i < L->n_mini; i++) {
+        xfree(L->old_lp ? L->old_lp[i] : NULL);
+        xfree(L->ref_lp ? L->ref_lp[i] : NULL);
+    }
     xfree(L->old_lp);
+    xfree(L->ref_lp);
+    L->ref_lp = NULL;
     xfree(L->old_n);
     L->old_n = NULL;
     offpolicy_free(L);
@@ -151,7 +157,7 @@ static void step_reset(Learner *L) {
     L->n_mini = 0;
     L->n_trained = 0;
     L->old_done = 0;
-    L->t_old = 0;
+    L->t_old = L->t_ref = 0;
 }
 
 void learner_close(Learner *L) {
@@ -163,7 +169,8 @@ void learner_close(Learner *L) {
     model_free(L->m);
     xfree(L->ckpt_root);
     seqpack_free(L->pack);
-    void *bufs[] = {L->r_old, L->r_adv, L->r_isw, L->r_mask};
+    ref_free(L);
+    void *bufs[] = {L->r_old, L->r_adv, L->r_isw, L->r_ref, L->r_mask};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) xfree(bufs[i]);
     xfree(L);
 }
@@ -294,6 +301,7 @@ int learner_logprobs(Learner *L, const Dapo__TrainBatch *tb, float *out, char er
 
 typedef struct {
     const float      *old_lp;
+    const float      *ref_lp;           /* use_kl: the reference log-probs */
     const OffpolicyMini *corr;       /* IS weights / rejection mask of the mini-batch, or NULL */
     LossStats         acc;
     LearnerMiniStats *st;
@@ -311,6 +319,7 @@ static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, SeqChunk *c, cons
         for (int j = c->r_off[k]; j < c->r_off[k + 1]; j++) {
             long src = rs[i] + (j - c->r_off[k]);
             L->r_old[j] = g->old_lp[src];
+            if (g->ref_lp) L->r_ref[j] = g->ref_lp[src];
             L->r_adv[j] = tb->advantages[src];
             L->r_mask[j] = tb->response_mask[src] > 0.5f && (!g->corr || !g->corr->keep || g->corr->keep[src]);
             L->r_isw[j] = g->corr && g->corr->isw ? g->corr->isw[src] : 1.0f;
@@ -319,7 +328,8 @@ static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, SeqChunk *c, cons
     if (L->rc.bypass)        /* verl's bypass loss: rejection from the current log-probs vs the rollout's, per chunk */
         offpolicy_reject_chunk(L, c->logp, L->r_old, L->r_mask, c->r_off, c->n, &L->bypass_rej, &L->bypass_cnt);
     LossInput in = {.logp = c->logp, .old_logp = L->r_old, .adv = L->r_adv, .mask = L->r_mask, .entropy = c->ent,
-                    .seq_off = c->r_off, .n_seq = c->n, .is_weight = g->corr && g->corr->isw ? L->r_isw : NULL};
+                    .seq_off = c->r_off, .n_seq = c->n, .is_weight = g->corr && g->corr->isw ? L->r_isw : NULL,
+                    .ref_logp = g->ref_lp ? L->r_ref : NULL};
     LossStats s;
     int want_dent = L->lp.entropy_coeff != 0;
     rc = loss_compute(&L->lp, &in, NULL, c->dlogp, want_dent ? c->dent : NULL, &s, err);
@@ -337,11 +347,13 @@ static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, SeqChunk *c, cons
     return rc;
 }
 
-int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const OffpolicyMini *corr,
-                  LearnerMiniStats *st, char err[ERR_LEN]) {
+int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const float *ref_lp,
+                  const OffpolicyMini *corr, LearnerMiniStats *st, char err[ERR_LEN]) {
     memset(st, 0, sizeof *st);
     int rc = learner_check_batch(L, tb, err);
     if (rc) return rc;
+    if (L->lp.use_kl && !ref_lp)
+        return err_set(err, ERR_INVAL, "actor.use_kl_loss: the mini-batch's reference log-probs are missing");
     /* verl counts the token-mean denominator after rejection (the response_mask it modified) */
     L->lp.batch_num_tokens = (double)tb->global_response_tokens - (corr ? corr->rejected : 0);
     L->bypass_rej = L->bypass_cnt = 0;
@@ -350,7 +362,7 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, c
     if ((rc = micro_layout(L, tb, &mb, err))) return rc;
     long *rs = xmalloc(tb->n_offsets * sizeof(long));
     resp_starts(tb, rs);
-    GradCtx g = {.old_lp = old_lp, .corr = corr, .st = st};
+    GradCtx g = {.old_lp = old_lp, .ref_lp = L->lp.use_kl ? ref_lp : NULL, .corr = corr, .st = st};
     if (L->sharded) shard_grads_zero(&L->shard);
     else model_grads_zero(L->m);
     L->shard.t_comm = 0;
@@ -365,11 +377,11 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, c
     float *v = L->stats;
     v[0] = (float)g.acc.pg_loss; v[1] = (float)g.acc.loss; v[2] = (float)g.acc.entropy_sum;
     v[3] = (float)g.acc.clipfrac_sum; v[4] = (float)g.acc.clipfrac_lower_sum; v[5] = (float)g.acc.kl_sum;
-    v[6] = (float)g.acc.n_tokens; v[7] = (float)g.nonfinite;
+    v[6] = (float)g.acc.n_tokens; v[7] = (float)g.nonfinite; v[8] = (float)g.acc.kl_loss;
     double t0 = clock_s();   /* sharded: each layer's gradients were reduce-scattered in backward (shard.h); a rank's
                                 non-finite loss reaches every rank through v[7] */
     rc = L->sharded ? shard_finish_grads(&L->shard, err) : grads_allreduce(L, g.nonfinite, err);
-    if (!rc && L->coll && coll_allreduce_sum(L->coll, v, 8, err)) rc = ERR_COLLECTIVE;
+    if (!rc && L->coll && coll_allreduce_sum(L->coll, v, 9, err)) rc = ERR_COLLECTIVE;
     st->t_comm = clock_s() - t0 + L->shard.t_comm;
     if (rc) return rc;
     double nt = v[6];
@@ -380,6 +392,7 @@ int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, c
     st->pg_clipfrac_lower = v[4] / (nt + 1e-8);
     st->ppo_kl = v[5] / (nt + 1e-8);
     st->n_tokens = nt;
+    st->kl_loss = v[8];
     st->skipped = v[7] > 0 || !isfinite(st->loss);
     return 0;
 }
@@ -412,9 +425,9 @@ int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]) {
     return rc;
 }
 
-int learner_update(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const OffpolicyMini *corr,
-                   LearnerMiniStats *st, char err[ERR_LEN]) {
-    int rc = learner_grads(L, tb, old_lp, corr, st, err);
+int learner_update(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const float *ref_lp,
+                   const OffpolicyMini *corr, LearnerMiniStats *st, char err[ERR_LEN]) {
+    int rc = learner_grads(L, tb, old_lp, ref_lp, corr, st, err);
     return rc ? rc : learner_apply(L, st, err);
 }
 
@@ -445,6 +458,23 @@ int learner_submit(Learner *L, Dapo__TrainBatch *tb) {
     XGROW(L->pending, L->n_pending, L->cap_pending, 16);
     L->pending[L->n_pending++] = tb;
     return 0;
+}
+
+/* The reference policy's log-probs of every mini-batch of the step (ref.h): its weights swapped in, the same forward
+ * as the old log-probs, swapped back whatever happened (every rank reaches both swaps). */
+static int ref_pass(Learner *L, Dapo__TrainBatch **mb, int nm, char err[ERR_LEN]) {
+    double t0 = clock_s();
+    int rc = ref_swap(L, err);
+    if (rc) return rc;
+    L->ref_lp = xcalloc((size_t)nm, sizeof *L->ref_lp);
+    for (int k = 0; k < nm && !rc; k++) {
+        L->ref_lp[k] = falloc(L->old_n[k]);
+        rc = learner_logprobs(L, mb[k], L->ref_lp[k], err);
+    }
+    char e2[ERR_LEN];
+    int src = ref_swap(L, rc ? e2 : err);
+    L->t_ref = clock_s() - t0;
+    return rc ? rc : src;
 }
 
 /* Old log-probs for every mini-batch of epoch 0, once all of them are here, then the step's off-policy correction
@@ -480,6 +510,7 @@ static int old_pass(Learner *L, char err[ERR_LEN]) {
         if (!rc && mb[k]->total_training_steps > 0 && L->total_steps <= 0)     /* the coordinator's, from the data */
             L->total_steps = (long)mb[k]->total_training_steps;
     }
+    if (!rc && L->lp.use_kl) rc = ref_pass(L, mb, nm, err);
     char e2[ERR_LEN];
     int rrc = offpolicy_reduce(L, rc, rc ? e2 : err);
     if (!rc) rc = rrc;
@@ -499,6 +530,11 @@ static void fill_metrics(Learner *L, LearnerResult *r) {
     metrics_set(ms, "actor/pg_clipfrac_lower", st->pg_clipfrac_lower);
     metrics_set(ms, "actor/ppo_kl", st->ppo_kl);
     metrics_set(ms, "actor/entropy", st->entropy);
+    if (L->lp.use_kl) {                                   /* verl's names (workers/utils/losses.py) */
+        metrics_set(ms, "actor/kl_loss", st->kl_loss);
+        metrics_set(ms, "actor/kl_coef", L->lp.kl_coef);
+        metrics_set(ms, "timing_s/ref", L->t_ref);
+    }
     metrics_set(ms, "actor/grad_norm", st->grad_norm);
     metrics_set(ms, "actor/lr", st->lr);
     metrics_set(ms, "actor/update_skipped", st->skipped);
@@ -548,7 +584,7 @@ int learner_next(Learner *L, LearnerResult *r) {
                          "the step's %d mini-batches of epoch 0", (long long)tb->step, tb->ppo_epoch, k, resp_count(tb),
                          L->n_mini);
         else
-            rc = learner_update(L, tb, L->old_lp[k], &L->corr[k], &r->st, r->error);
+            rc = learner_update(L, tb, L->old_lp[k], L->ref_lp ? L->ref_lp[k] : NULL, &L->corr[k], &r->st, r->error);
     }
     if (rc < 0) {
         r->failed = 1;

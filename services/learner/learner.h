@@ -41,6 +41,7 @@
 #include "model/model.h"
 #include "model/seqpack.h"
 #include "offpolicy.h"
+#include "ref.h"
 
 /* Called between micro-batches and while collectives wait (heartbeats); return < 0 to abort the shard. */
 typedef int (*LearnerKeepaliveFn)(void *ud);
@@ -51,6 +52,7 @@ typedef struct {
     double loss;             /* pg_loss - entropy_coeff * entropy term */
     double entropy;          /* token mean of the entropy over the mini-batch (nats) */
     double pg_clipfrac, pg_clipfrac_lower, ppo_kl;   /* token means over the mini-batch */
+    double kl_loss;          /* actor.use_kl_loss: the KL term's aggregate (verl's actor/kl_loss), else 0 */
     double n_tokens;         /* response tokens counted (mask sum) over all ranks */
     double grad_norm;        /* global L2 norm before clipping (NaN/Inf when skipped for that reason) */
     double lr;               /* learning rate used (0 when skipped) */
@@ -90,13 +92,16 @@ struct Learner {
     /* scratch sized to the activation slab (model max_tokens), allocated once */
     SeqPack     *pack;             /* chunking and packing of the shard (model/seqpack.h); owned */
     float       *r_old, *r_adv, *r_isw;   /* [T] per response token of a chunk: old log-prob, advantage, IS weight */
+    float       *r_ref;            /* [T] reference log-probs of a chunk (use_kl) */
     uint8_t     *r_mask;
-    float        stats[8];
+    float        stats[9];
+    float       *ref_params;       /* lp.use_kl: the reference policy's weights, or this rank's pieces (ref.h); owned */
     /* the step being trained */
     long         cur_step, failed_step;
     Dapo__TrainBatch **pending;    /* owned, arrival order */
     int          n_pending, cap_pending;
     float      **old_lp;           /* [num_mini] per response token, once computed */
+    float      **ref_lp;           /* [num_mini] reference log-probs per response token (lp.use_kl), else NULL */
     long        *old_n;            /* [num_mini] response tokens of each */
     OffpolicyMini *corr;           /* [num_mini] off-policy correction of the step (offpolicy.h) */
     OffpolicyStep  corr_step;      /* its step totals over all ranks */
@@ -105,6 +110,7 @@ struct Learner {
     int          n_mini, old_done;
     int          n_trained;        /* shards of the step trained so far: the next is epoch n/n_mini, mini n%n_mini */
     double       t_old;            /* seconds of the step's old-log-prob pass on this rank */
+    double       t_ref;            /* seconds of its reference-log-prob part (lp.use_kl) */
 };
 
 /* Builds the engine from the config: the model from the newest checkpoint under trainer.default_local_dir
@@ -129,18 +135,19 @@ int learner_check_batch(const Learner *L, const Dapo__TrainBatch *tb, char err[E
 int learner_logprobs(Learner *L, const Dapo__TrainBatch *tb, float *out, char err[ERR_LEN]);
 
 /* Gradient of the shard's mini-batch loss summed over ranks into the model's gradients (zeroed first), and the
- * all-reduced loss statistics into *st (apply not yet done). old_lp[n_response_tokens]; corr: the mini-batch's IS weights /
- * rejection mask / rejected-token count (offpolicy.h), NULL for none. 0, ERR_COLLECTIVE when a sum over the ranks
- * failed (err: the collective's reason), or the model's error. */
-int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const OffpolicyMini *corr,
-                  LearnerMiniStats *st, char err[ERR_LEN]);
+ * all-reduced loss statistics into *st (apply not yet done). old_lp[n_response_tokens]; ref_lp[n_response_tokens]: the
+ * reference policy's log-probs, needed with actor.use_kl_loss (else ignored; NULL then: ERR_INVAL); corr: the
+ * mini-batch's IS weights / rejection mask / rejected-token count (offpolicy.h), NULL for none. 0, ERR_COLLECTIVE when
+ * a sum over the ranks failed (err: the collective's reason), or the model's error. */
+int learner_grads(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const float *ref_lp,
+                  const OffpolicyMini *corr, LearnerMiniStats *st, char err[ERR_LEN]);
 
 /* The optimizer part: skip on NaN/Inf (st->skipped, counted), else clip, lr of the current step, AdamW. */
 int learner_apply(Learner *L, LearnerMiniStats *st, char err[ERR_LEN]);
 
 /* learner_grads + learner_apply. */
-int learner_update(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const OffpolicyMini *corr,
-                   LearnerMiniStats *st, char err[ERR_LEN]);
+int learner_update(Learner *L, const Dapo__TrainBatch *tb, const float *old_lp, const float *ref_lp,
+                   const OffpolicyMini *corr, LearnerMiniStats *st, char err[ERR_LEN]);
 
 /* One shard's outcome, for the StepResult. */
 typedef struct {

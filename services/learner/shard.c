@@ -48,15 +48,21 @@ static int hook_grads(void *ud, int u, char err[ERR_LEN]) {
     return is_layer(s, u) ? take_grads(s, u, err) : 0;
 }
 
-/* This rank's pieces of the parameters from the Hugging Face directory dir into s->p. */
-static int load_params(LearnerShard *s, const char *dir, char err[ERR_LEN]) {
+int shard_read_pieces(const LearnerShard *s, const char *dir, float *dst, char err[ERR_LEN]) {
     SafeTensors *st = st_open(dir, err);
     if (!st) return ERR_IO;
     int rc = 0;
     for (int u = 0; u < s->n_units && !rc; u++)
-        rc = model_read_params_range(s->model, st, s->lo[u], s->hi[u], s->p + s->pos[u], err);
+        rc = model_read_params_range(s->model, st, s->lo[u], s->hi[u], dst + s->pos[u], err);
     st_close(st);
     return rc;
+}
+
+void shard_swap_params(LearnerShard *s, float **other) {
+    float *p = s->p;
+    s->p = *other;
+    *other = p;
+    memset(s->fresh, 0, (size_t)s->n_units);
 }
 
 int shard_init(LearnerShard *s, Model *m, Collective *coll, int rank, int world, const char *dir, char err[ERR_LEN]) {
@@ -84,7 +90,7 @@ int shard_init(LearnerShard *s, Model *m, Collective *coll, int rank, int world,
     s->p = xmalloc(k * sizeof(float));
     /* the weights first, the rest after: the file's mapped pages (~1/W of it) are gone before the gradient and moment
      * arrays are touched, so loading never holds both (the memory report's peak is training's) */
-    int rc = load_params(s, dir, err);
+    int rc = shard_read_pieces(s, dir, s->p, err);
     if (rc) return rc;
     s->g = xcalloc(k, sizeof(float));
     s->m = xcalloc(k, sizeof(float));

@@ -68,6 +68,14 @@ int  shard_grad_norm(LearnerShard *s, double *norm, char err[ERR_LEN]);
  * stale. 0 or ERR_INVAL (lr not finite or < 0). */
 int  shard_adamw(LearnerShard *s, const AdamWConfig *cfg, float lr, double norm, double max_norm, char err[ERR_LEN]);
 
+/* This rank's pieces of the parameters in the Hugging Face directory dir (any float dtype) into dst[s->local], in the
+ * layout of s->p (e.g. the reference policy's, ref.h). 0, ERR_IO / ERR_NOTFOUND naming the file or tensor. */
+int  shard_read_pieces(const LearnerShard *s, const char *dir, float *dst, char err[ERR_LEN]);
+
+/* Swaps the master parameters s->p with *other (s->local floats; e.g. the reference policy's pieces): the next
+ * forward gathers the other weights (every window becomes stale). Swapping back restores them bit for bit. */
+void shard_swap_params(LearnerShard *s, float **other);
+
 /* Every unit gathered in turn (every rank must call it); with full != NULL the whole parameter vector (n floats, the
  * flat layout) is copied there — rank 0's copy for the weights it publishes and exports. 0 or ERR_COLLECTIVE. */
 int  shard_gather_full(LearnerShard *s, float *full, char err[ERR_LEN]);

@@ -46,9 +46,27 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* The number value of key in the metrics line of step, or NAN. */
+static double metric_at(const char *path, int step, const char *key) {
+    FILE *f = fopen(path, "r");
+    char line[1 << 16];
+    double v = NAN;
+    while (f && fgets(line, sizeof line, f)) {
+        json_t *o = json_loads(line, 0, NULL);
+        if (o && geti(o, "step") == step && json_object_get(o, key)) v = json_number_value(json_object_get(o, key));
+        json_decref(o);
+    }
+    if (f) fclose(f);
+    return v;
+}
+
 static void test_three_steps_kill_and_resume(void **state) {
     (void)state;
     job_setup(&j, "main-job");
+    /* issue 40: verl's GRPO examples' KL loss (low_var_kl) against the reference policy, through the whole cluster */
+    j.extra[0] = "actor_rollout_ref.actor.use_kl_loss=true";
+    j.extra[1] = "actor_rollout_ref.actor.kl_loss_coef=0.1";
+    j.extra[2] = NULL;
     char cmd[2400];
     job_start_all(&j, "4");
     /* From step 2 on, rollout-1 is frozen (SIGSTOP) so that it is caught holding a lease whatever the timing; then
@@ -87,6 +105,18 @@ static void test_three_steps_kill_and_resume(void **state) {
     char out[64];
     assert_int_equal(tu_run(cmd, out, sizeof out), 0);
     assert_int_equal(atoi(out), 5);                           /* one metrics line per step, none repeated */
+    /* the KL loss: 0 while the actor still is the reference (step 1's first update), then growing; after the resume
+     * the reference is still model.path's weights (not the checkpoint's), so step 5 carries the whole distance */
+    char path5[400];
+    snprintf(path5, sizeof path5, "%s/ckpt/metrics.jsonl", j.dir);
+    double kl[6];
+    for (int s = 1; s <= 5; s++) {
+        kl[s] = metric_at(path5, s, "actor/kl_loss");
+        fprintf(stderr, "step %d: actor/kl_loss %.9g, actor/kl_coef %g\n", s, kl[s], metric_at(path5, s, "actor/kl_coef"));
+        assert_true(metric_at(path5, s, "actor/kl_coef") == 0.1);
+    }
+    assert_true(kl[1] == 0 && kl[4] > 0 && kl[5] > 0);
+    j.extra[0] = NULL;
 }
 
 static int at_step5(json_t *st) { return geti(st, "step") >= 5; }     /* "step": the one in progress */
@@ -161,20 +191,6 @@ static void test_stop_between_checkpoints_and_resume(void **state) {
 
 /* The two tools setup_job runs: --help / -h print the usage on stdout and exit 0; a wrong flag prints it on stderr
  * and exits 2. */
-/* The number value of key in the metrics line of step, or NAN. */
-static double metric_at(const char *path, int step, const char *key) {
-    FILE *f = fopen(path, "r");
-    char line[1 << 16];
-    double v = NAN;
-    while (f && fgets(line, sizeof line, f)) {
-        json_t *o = json_loads(line, 0, NULL);
-        if (o && geti(o, "step") == step && json_object_get(o, key)) v = json_number_value(json_object_get(o, key));
-        json_decref(o);
-    }
-    if (f) fclose(f);
-    return v;
-}
-
 /* /metrics of the finished run: `promtool check metrics` (Debian's prometheus package) reports nothing, and the
  * counters hold the run's accounting: 2 steps x 4 trained groups, 2 x 4 responses per misbehaviour. */
 static void check_prometheus(Job *jb) {

@@ -14,7 +14,7 @@ typedef struct {
     int         hport;
     pid_t       coord, verifier, rollout[2], learner;
     int         save_freq;             /* overrides trainer.save_freq=1 when set */
-    const char *extra[12];             /* more key=value arguments for every process (NULL-terminated) */
+    const char *extra[16];             /* more key=value arguments for every process (NULL-terminated) */
 } Job;
 
 /* A fresh run directory test-logs/<name>: the task data, a freshly initialised tiny model, free ports. The extra

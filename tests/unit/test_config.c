@@ -122,8 +122,8 @@ static void test_yaml_file(void **state) {
 static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {"actor_rollout_ref.actor.clip_ratio_hgh=0.3", NULL, "clip_ratio_hgh", "did you mean 'actor_rollout_ref.actor.clip_ratio_high'"},
     {"actor_rollout_ref.actor.clip_ratio_high=abc", NULL, "'abc'", "not a number"},
-    /* verl switches that would add a KL term are refused when on (false is accepted, with the verl-key warning) */
-    {"actor_rollout_ref.actor.use_kl_loss=true", NULL, "use_kl_loss: true is not supported", "without a KL term"},
+    /* the KL loss's estimators are verl's; "full" (every vocabulary entry) is refused, as verl refuses it */
+    {"actor_rollout_ref.actor.kl_loss_type=full", NULL, "kl_loss_type", "low_var_kl"},
     {NULL, "algorithm:\n  use_kl_in_reward: True\n", "use_kl_in_reward: True is not supported", "reference model"},
     /* verl's algorithm keys on the warning list: only the value dapo trains with (issue 37) */
     {"actor_rollout_ref.rollout.do_sample=False", NULL, "do_sample: False is not supported", "greedy rollouts"},

@@ -52,7 +52,7 @@ static void test_micro_batches_same_gradients(void **state) {
         float *old = shifted_old(L[0], tb);
         LearnerMiniStats st[4];
         for (int k = 0; k < 4; k++) {
-            int rc = learner_grads(L[k], tb, old, NULL, &st[k], err);
+            int rc = learner_grads(L[k], tb, old, NULL, NULL, &st[k], err);
             if (rc) fprintf(stderr, "%s\n", err);
             assert_int_equal(rc, 0);
             if (k < 3) assert_int_equal(st[k].n_micro, want_micro[k]);
@@ -61,7 +61,7 @@ static void test_micro_batches_same_gradients(void **state) {
         assert_true(st[0].pg_clipfrac > 0);                      /* the clip bites somewhere */
         LearnerMiniStats pst;
         memcpy(tu_params(probe->m), tu_params(L[0]->m), (size_t)P * sizeof(float));
-        assert_int_equal(learner_grads(probe, tb, old, NULL, &pst, err), 0);
+        assert_int_equal(learner_grads(probe, tb, old, NULL, NULL, &pst, err), 0);
         assert_true(pst.n_micro >= 2);
         assert_int_equal(grads_match(L[0]->m, tu_grads(probe->m), tu_grads(L[0]->m), "dynamic micro-batch grads"), 0);
         for (int k = 1; k < 4; k++) {
@@ -103,7 +103,7 @@ static void test_two_ranks_equal_one(void **state) {
     run_two_ranks(tb, old, a);
     char err[ERR_LEN];
     LearnerMiniStats st;
-    assert_int_equal(learner_grads(one, tb, old, NULL, &st, err), 0);
+    assert_int_equal(learner_grads(one, tb, old, NULL, NULL, &st, err), 0);
     long P = model_n_params(one->m);
     for (int r = 0; r < 2; r++) {
         assert_int_equal(a[r].P, P);
@@ -136,7 +136,7 @@ static void test_loss_modes_train(void **state) {
         float *old = shifted_old(L, tb);
         LearnerMiniStats st;
         char err[ERR_LEN];
-        assert_int_equal(learner_update(L, tb, old, NULL, &st, err), 0);
+        assert_int_equal(learner_update(L, tb, old, NULL, NULL, &st, err), 0);
         assert_false(st.skipped);
         assert_true(isfinite(st.pg_loss) && isfinite(st.grad_norm) && st.grad_norm > 0);
         assert_true(memcmp(before, tu_params(L->m), (size_t)P * sizeof(float)) != 0);
@@ -145,6 +145,63 @@ static void test_loss_modes_train(void **state) {
         free_batch(tb);
         learner_close(L);
     }
+}
+
+/* Issue 40: actor.use_kl_loss against the reference policy (model.path's weights, ref.h). One step of two mini-batches
+ * through learner_submit / learner_next: the first update sees the reference and the actor as the same weights, so
+ * actor/kl_loss is exactly 0; the second equals the hand-computed token-mean of verl's low_var_kl between the actor's
+ * log-probs after the first update and those of the initial model (a second learner that never trains). With
+ * kl_loss_coef 0 the trained weights are bitwise those of a run without the KL term: the reference pass hands the
+ * actor's weights back bit for bit. */
+static void run_step_kl(Learner *L, double kl[2], Learner *init, double *expect) {
+    learner_submit(L, to_owned(make_batch(3000, 5, 1, 0, 2, 0, 0)));
+    learner_submit(L, to_owned(make_batch(3001, 5, 1, 1, 2, 0, 1)));
+    LearnerResult r;
+    for (int k = 0; k < 2; k++) {
+        if (k == 1 && init) {                        /* before the second update: the hand computation */
+            Dapo__TrainBatch *b = make_batch(3001, 5, 1, 1, 2, 0, 1);
+            long R = (long)b->n_response_mask;
+            float *cur = malloc((size_t)R * sizeof(float)), *ref = malloc((size_t)R * sizeof(float));
+            char err[ERR_LEN];
+            assert_int_equal(learner_logprobs(L, b, cur, err), 0);
+            assert_int_equal(learner_logprobs(init, b, ref, err), 0);
+            KlPenalty k3 = {.kind = KL_K3};
+            double sum = 0;
+            for (long j = 0; j < R; j++)
+                if (b->response_mask[j] > 0.5f) sum += kl_penalty_eval(k3, cur[j], ref[j], NULL);
+            *expect = sum / (double)b->global_response_tokens;     /* token-mean over the mini-batch */
+            free(cur);
+            free(ref);
+            free_batch(b);
+        }
+        assert_int_equal(learner_next(L, &r), 1);
+        assert_false(r.failed);
+        kl[k] = metrics_get(&r.metrics, "actor/kl_loss", NAN);
+        learner_result_free(&r);
+    }
+    assert_int_equal(L->steps_done, 1);
+}
+
+static void test_kl_loss_reference(void **state) {
+    (void)state;
+    const char *kv[][2] = {{"actor_rollout_ref.actor.optim.lr", "1e-3"}, {"actor_rollout_ref.actor.use_kl_loss", "true"},
+                           {"actor_rollout_ref.actor.kl_loss_coef", "0.3"}};
+    Learner *L = open_learner(kv, 3, 0, 1, NULL), *init = open_learner(kv, 1, 0, 1, NULL);
+    double kl[2], expect = NAN;
+    run_step_kl(L, kl, init, &expect);
+    fprintf(stderr, "actor/kl_loss: %.9g, then %.9g (hand-computed %.9g)\n", kl[0], kl[1], expect);
+    assert_true(kl[0] == 0.0);
+    assert_true(kl[1] > 0 && fabs(kl[1] - expect) <= 1e-5 * expect + 1e-9);
+    learner_close(L);
+    learner_close(init);
+    kv[2][1] = "0";
+    Learner *zero = open_learner(kv, 3, 0, 1, NULL), *plain = open_learner(kv, 1, 0, 1, NULL);
+    run_step_kl(zero, kl, NULL, NULL);
+    assert_true(kl[1] > 0);                          /* computed, with no weight in the loss */
+    run_step_kl(plain, kl, NULL, NULL);
+    assert_memory_equal(tu_params(zero->m), tu_params(plain->m), model_bytes_params(plain->m));
+    learner_close(zero);
+    learner_close(plain);
 }
 
 static void test_nan_skips_update(void **state) {
@@ -159,13 +216,13 @@ static void test_nan_skips_update(void **state) {
     float *old = shifted_old(L, tb);
     char err[ERR_LEN];
     LearnerMiniStats st;
-    assert_int_equal(learner_update(L, tb, old, NULL, &st, err), 0);
+    assert_int_equal(learner_update(L, tb, old, NULL, NULL, &st, err), 0);
     assert_true(st.skipped);
     assert_int_equal(L->skipped_updates, 1);
     assert_int_equal(model_adam_step(L->m), 0);
     assert_memory_equal(before, tu_params(L->m), (size_t)P * sizeof(float));
     tb->advantages[3] = 0.5f;                                    /* the next update goes through */
-    assert_int_equal(learner_update(L, tb, old, NULL, &st, err), 0);
+    assert_int_equal(learner_update(L, tb, old, NULL, NULL, &st, err), 0);
     assert_false(st.skipped);
     assert_int_equal(model_adam_step(L->m), 1);
     assert_true(memcmp(before, tu_params(L->m), (size_t)P * sizeof(float)) != 0);
@@ -572,6 +629,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_micro_batches_same_gradients),
         cmocka_unit_test(test_two_ranks_equal_one),
         cmocka_unit_test(test_loss_modes_train),
+        cmocka_unit_test(test_kl_loss_reference),
         cmocka_unit_test(test_nan_skips_update),
         cmocka_unit_test(test_resume_exact),
         cmocka_unit_test(test_bad_batches),

@@ -26,7 +26,7 @@ static void test_sharded_ranks(void **state) {
     float *old = shifted_old(one, tb);
     LearnerMiniStats st;
     char err[ERR_LEN];
-    assert_int_equal(learner_grads(one, tb, old, NULL, &st, err), 0);
+    assert_int_equal(learner_grads(one, tb, old, NULL, NULL, &st, err), 0);
     long P = model_n_params(one->m);
     float *g1 = malloc((size_t)P * sizeof(float)), *g = malloc((size_t)P * sizeof(float));
     memcpy(g1, tu_grads(one->m), (size_t)P * sizeof(float));
@@ -153,6 +153,8 @@ static Dapo__TrainBatch *g_sr[SR_STEPS + 1][2][2];   /* [step][epoch][mini-batch
 
 typedef struct {
     int rank, world, sharded, from, to, ckpt_at, resume, rc;
+    int kl;                       /* actor.use_kl_loss (coefficient 0.5): kl_sum adds every update's actor/kl_loss */
+    double kl_sum;
     char endpoint[64], err[ERR_LEN];
     const char *ckdir;
     float *params_out;
@@ -171,9 +173,11 @@ static void *step_rank(void *p) {
                            {"cluster.num_learners", nl},
                            {"actor_rollout_ref.actor.fsdp_config.fsdp_size", a->sharded ? "-1" : "1"},
                            {"trainer.default_local_dir", a->ckdir},
-                           {"trainer.resume_mode", a->resume ? "auto" : "disable"}};
+                           {"trainer.resume_mode", a->resume ? "auto" : "disable"},
+                           {"actor_rollout_ref.actor.use_kl_loss", a->kl ? "true" : "false"},
+                           {"actor_rollout_ref.actor.kl_loss_coef", "0.5"}};
     Config cfg;
-    base_config(&cfg, kv, 6);
+    base_config(&cfg, kv, 8);
     Learner *L = learner_open(&cfg, a->rank, a->world, c, a->err);
     config_free(&cfg);
     if (!L) { a->rc = -2; pthread_barrier_wait(a->done); coll_close(c); return NULL; }
@@ -186,6 +190,7 @@ static void *step_rank(void *p) {
         LearnerResult r;
         while (!a->rc && learner_next(L, &r)) {
             if (r.failed) { a->rc = -3; snprintf(a->err, sizeof a->err, "%s", r.error); }
+            a->kl_sum += metrics_get(&r.metrics, "actor/kl_loss", 0);
             learner_result_free(&r);
         }
         if (!a->rc && L->steps_done != step) { a->rc = -4; snprintf(a->err, sizeof a->err, "step %d not done", step); }
@@ -205,8 +210,8 @@ static void *step_rank(void *p) {
 
 /* W ranks run steps [from, to] (checkpointing after ckpt_at, resuming from ckdir when resume); out: rank 0's final
  * weights, every rank's checked equal. */
-static void step_ranks(int W, int sharded, int from, int to, int ckpt_at, int resume, const char *ckdir, float *out,
-                       long P) {
+static double step_ranks_kl(int W, int sharded, int from, int to, int ckpt_at, int resume, const char *ckdir, float *out,
+                            long P, int kl) {
     StepArg a[4];
     pthread_t th[4];
     pthread_barrier_t done;
@@ -214,7 +219,7 @@ static void step_ranks(int W, int sharded, int from, int to, int ckpt_at, int re
     int port = tu_free_port();
     for (int r = 0; r < W; r++) {
         a[r] = (StepArg){.rank = r, .world = W, .sharded = sharded, .from = from, .to = to, .ckpt_at = ckpt_at,
-                         .resume = resume, .ckdir = ckdir, .done = &done};
+                         .resume = resume, .ckdir = ckdir, .done = &done, .kl = kl};
         snprintf(a[r].endpoint, sizeof a[r].endpoint, "tcp://127.0.0.1:%d", port);
         pthread_create(&th[r], NULL, step_rank, &a[r]);
     }
@@ -227,6 +232,13 @@ static void step_ranks(int W, int sharded, int from, int to, int ckpt_at, int re
     }
     memcpy(out, a[0].params_out, (size_t)P * sizeof(float));
     for (int r = 0; r < W; r++) free(a[r].params_out);
+    for (int r = 1; r < W; r++) assert_true(a[r].kl_sum == a[0].kl_sum);   /* all-reduced: the same on every rank */
+    return a[0].kl_sum;
+}
+
+static void step_ranks(int W, int sharded, int from, int to, int ckpt_at, int resume, const char *ckdir, float *out,
+                       long P) {
+    step_ranks_kl(W, sharded, from, to, ckpt_at, resume, ckdir, out, P, 0);
 }
 
 /* Issue 39: a sharded run (W = 2, 3 steps of 2 epochs x 2 mini-batches) is bitwise the same run after run, and after a
@@ -256,6 +268,20 @@ static void test_sharded_resume(void **state) {
     assert_int_equal(close_enough(b, a, P, 1e-6, 1e-5, "resumed at W = 4"), 0);
     step_ranks(1, 0, 3, SR_STEPS, -1, 1, dir, b, P);
     assert_int_equal(close_enough(b, a, P, 1e-6, 1e-5, "resumed at W = 1"), 0);
+    /* issue 40: the KL loss against the reference policy (model.path's weights; each rank holds its pieces of them):
+     * sharded W = 2 equals one rank within the same bound, the KL term changes the run, and a resume at step 3 keeps
+     * the reference at model.path (not the checkpoint's weights): bitwise the uninterrupted run */
+    float *k1 = malloc((size_t)P * sizeof(float)), *k2 = malloc((size_t)P * sizeof(float));
+    double kl1 = step_ranks_kl(1, 0, 1, SR_STEPS, -1, 0, dir, k1, P, 1);
+    double kl2 = step_ranks_kl(2, 1, 1, SR_STEPS, 2, 0, dir, k2, P, 1);
+    fprintf(stderr, "KL loss summed over 12 updates: W = 1 %.9g, W = 2 sharded %.9g\n", kl1, kl2);
+    assert_true(kl1 > 0 && fabs(kl2 - kl1) <= 1e-5 * kl1);
+    assert_int_equal(close_enough(k2, k1, P, 1e-6, 1e-5, "KL loss, sharded W = 2 vs W = 1"), 0);
+    assert_true(memcmp(k2, a, (size_t)P * sizeof(float)) != 0);
+    step_ranks_kl(2, 1, 3, SR_STEPS, -1, 1, dir, b, P, 1);
+    assert_memory_equal(b, k2, (size_t)P * sizeof(float));
+    free(k1);
+    free(k2);
     free(a);
     free(b);
     for (int st = 1; st <= SR_STEPS; st++)
