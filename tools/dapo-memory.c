@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
                "  bytes per learner rank of parameters, gradients, AdamW state and activations for the run's config\n"
                "  (actor_rollout_ref.model.path: a model directory or a config.json; cluster.num_learners;\n"
                "  actor_rollout_ref.actor.fsdp_config.fsdp_size; actor_rollout_ref.model.enable_gradient_checkpointing;\n"
-               "  the micro-batch sizes)\n");
+               "  the micro-batch sizes; actor_rollout_ref.actor.use_kl_loss: the reference policy's weights)\n");
         return 0;
     }
     Config c;
@@ -85,7 +85,9 @@ int main(int argc, char **argv) {
     xfree(json);
     if (rc) { fprintf(stderr, "dapo-memory: %s\n", err); config_free(&c); return 1; }
     int sh = mo.shard_world > 1;
-    size_t total = p.params_bytes + p.grads_bytes + p.adam_bytes + p.shard_bytes + p.acts_bytes;
+    /* actor.use_kl_loss: the reference policy's fp32 weights (services/learner/ref.h), whole or this rank's pieces */
+    size_t ref = !c.use_kl_loss ? 0 : sh ? p.shard_bytes / 2 : (size_t)p.n_params * 4;
+    size_t total = p.params_bytes + p.grads_bytes + p.adam_bytes + p.shard_bytes + p.acts_bytes + ref;
     printf("model %s: %ld parameters (%.3g B); %d learner rank%s, %s, activations for %d tokens%s\n",
            c.model_path, p.n_params, p.n_params / 1e9, W, W > 1 ? "s" : "",
            !sh ? (W > 1 ? "model and optimizer state whole on every rank (fsdp_size 1)" : "one rank holds everything")
@@ -105,6 +107,7 @@ int main(int argc, char **argv) {
         row("gradients (fp32)", p.grads_bytes, W);
         row("AdamW m, v (fp32)", p.adam_bytes, W);
     }
+    if (ref) row(sh ? "reference weights (1/W)" : "reference weights (fp32)", ref, W);   /* use_kl_loss */
     row("activations", p.acts_bytes, W);
     row("total", total, W);
     if (sh) printf("  windows: the embedding, one decoder layer (or all of them) and the final norm / LM head, each "
