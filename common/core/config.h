@@ -31,7 +31,7 @@ typedef enum { CFG_MALFORMED_SKIP, CFG_MALFORMED_ERROR } CfgOnMalformed;        
 typedef enum { CFG_AGG_TOKEN_MEAN, CFG_AGG_SEQ_MEAN_TOKEN_MEAN, CFG_AGG_SEQ_MEAN_TOKEN_SUM,
                CFG_AGG_SEQ_MEAN_TOKEN_SUM_NORM } CfgLossAgg;                          /* actor.loss_agg_mode */
 typedef enum { CFG_LOSS_VANILLA, CFG_LOSS_GSPO, CFG_LOSS_CISPO, CFG_LOSS_SAPO, CFG_LOSS_GPG, CFG_LOSS_DPPO_TV,
-               CFG_LOSS_DPPO_KL } CfgLossMode;
+               CFG_LOSS_DPPO_KL, CFG_LOSS_CLIP_COV, CFG_LOSS_KL_COV, CFG_LOSS_GEO_MEAN } CfgLossMode;
                                                                           /* actor.policy_loss.loss_mode (dapo/loss.h) */
 typedef enum { CFG_KL_K1, CFG_KL_KL, CFG_KL_ABS, CFG_KL_MSE, CFG_KL_K2, CFG_KL_LOW_VAR_KL, CFG_KL_K3 } CfgKlType;
                           /* actor.kl_loss_type (dapo/kl.h; each also with a trailing '+': the value + CFG_KL_PLUS) */
@@ -83,6 +83,7 @@ typedef struct Config {
                                          data.max_response_length (verl: the padded response length) */
     CfgLossMode loss_mode;            /* verl's policy_loss.loss_mode: vanilla (DAPO's), gspo, cispo, sapo, gpg, dppo_* */
     double  tau_pos, tau_neg;         /* sapo's temperatures (verl's actor.tau_pos / tau_neg) */
+    double  clip_cov_ratio, clip_cov_lb, clip_cov_ub, kl_cov_ratio, ppo_kl_coef;   /* verl's policy_loss.* (loss.h) */
     int     use_kl_loss;              /* verl's actor.use_kl_loss: a KL-to-reference term in the loss (the learner holds
                                          the reference policy, model.path's weights) */
     double  kl_loss_coef;             /* actor.kl_loss_coef */

@@ -18,7 +18,7 @@
 #define NO(k, why)         { k, VERL_REFUSED, NULL, NULL, why }
 
 static const char KL_OFF[] = "DAPO trains without a KL term (no reference model); set it false or remove it";
-static const char NO_LOSS_MODE[] = "read only by verl loss modes dapo does not have (clip_cov, kl_cov, dppo, dro)";
+static const char NO_LOSS_MODE[] = "read only by verl's dro loss mode, which dapo does not have";
 static const char VISION[] = "read only for vision-language models; dapo's models are text-only";
 
 static const VerlKey rules[] = {

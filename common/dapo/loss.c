@@ -8,7 +8,10 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "core/rng.h"
 
 static const char *const k_mode_names[] = {
     "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm",
@@ -26,14 +29,15 @@ const char *loss_agg_mode_name(LossAggMode mode) {
     return (int)mode >= 0 && (int)mode < N_MODES ? k_mode_names[mode] : "?";
 }
 
-static const char *const k_loss_modes[] = {"vanilla", "gspo", "cispo", "sapo", "gpg", "dppo_tv", "dppo_kl"};
+static const char *const k_loss_modes[] = {"vanilla", "gspo", "cispo", "sapo", "gpg", "dppo_tv", "dppo_kl",
+                                           "clip_cov", "kl_cov", "geo_mean"};
 #define N_LOSS_MODES ((int)(sizeof k_loss_modes / sizeof k_loss_modes[0]))
 
 int loss_mode_parse(const char *name, LossMode *mode, char err[ERR_LEN]) {
     for (int i = 0; name && i < N_LOSS_MODES; i++)
         if (strcmp(name, k_loss_modes[i]) == 0) { *mode = (LossMode)i; return 0; }
-    return err_set(err, ERR_INVAL, "policy_loss.loss_mode '%s': dapo has vanilla, gspo, cispo, sapo, gpg, dppo_tv and "
-                   "dppo_kl (verl's clip_cov, kl_cov, geo_mean, dro and bypass_mode are not implemented)",
+    return err_set(err, ERR_INVAL, "policy_loss.loss_mode '%s': dapo has vanilla, gspo, cispo, sapo, gpg, dppo_tv, "
+                   "dppo_kl, clip_cov, kl_cov and geo_mean (verl's dro and bypass_mode are not implemented)",
                    name ? name : "(null)");
 }
 
@@ -50,6 +54,11 @@ void loss_params_default(LossParams *p) {
     p->dp_size = 1;
     p->tau_pos = 1.0;
     p->tau_neg = 1.05;
+    p->clip_cov_ratio = 0.0002;
+    p->clip_cov_lb = 1.0;
+    p->clip_cov_ub = 5.0;
+    p->kl_cov_ratio = 0.0002;
+    p->ppo_kl_coef = 0.1;
 }
 
 static int check_args(const LossParams *p, const LossInput *in, char err[ERR_LEN]) {
@@ -67,6 +76,11 @@ static int check_args(const LossParams *p, const LossInput *in, char err[ERR_LEN
         return err_set(err, ERR_INVAL, "clip ratios must be >= 0, got low %g high %g",
                        p->clip_ratio_low, p->clip_ratio_high);
     if (!isfinite(p->entropy_coeff)) return err_set(err, ERR_INVAL, "entropy_coeff must be finite");
+    if (p->mode == LOSS_MODE_CLIP_COV && !(p->clip_cov_ratio > 0))
+        return err_set(err, ERR_INVAL, "clip_cov: policy_loss.clip_cov_ratio must be > 0, got %g", p->clip_cov_ratio);
+    if (p->mode == LOSS_MODE_KL_COV && (!(p->kl_cov_ratio > 0) || !isfinite(p->ppo_kl_coef)))
+        return err_set(err, ERR_INVAL, "kl_cov: policy_loss.kl_cov_ratio must be > 0 (got %g) and ppo_kl_coef finite",
+                       p->kl_cov_ratio);
     if (in->n_seq < 0 || (in->n_seq > 0 && !in->seq_off))
         return err_set(err, ERR_INVAL, "loss_compute: bad n_seq %d or NULL seq_off", in->n_seq);
     if (in->n_seq > 0 && in->seq_off[0] != 0)
@@ -186,6 +200,141 @@ static TokOut token_other(LossMode mode, float logp, float old_logp, float a, fl
     return o;
 }
 
+/* clip_cov: vanilla's clipped loss without the log-ratio clamp or the dual clip, zeroed (corr 0) on a selected token */
+static TokOut token_clip_cov(float logp, float old_logp, float a, float lo, float hi, int sel) {
+    TokOut o = {0};
+    float d = logp - old_logp, r = expf(d), na = -a, rc = r < lo ? lo : (r > hi ? hi : r), g;
+    max_pair(na * r, na * rc, na, (r > lo && r < hi) ? na : 0.0f, &o.loss, &g);
+    float corr = sel ? 0.0f : 1.0f;
+    o.loss *= corr;
+    o.grad = g * r * corr;
+    o.clipped = sel;                                  /* verl's pg_clipfrac: the fraction with corr 0 */
+    o.negkl = -d;
+    return o;
+}
+
+/* kl_cov: -A r, plus ppo_kl_coef |d| on a selected token; its ppo_kl is the mean |d| */
+static TokOut token_kl_cov(float logp, float old_logp, float a, float coef, int sel) {
+    TokOut o = {0};
+    float d = logp - old_logp, r = expf(d);
+    o.loss = -a * r;
+    o.grad = -a * r;
+    if (sel) {
+        o.loss = o.loss + coef * fabsf(d);
+        o.grad += coef * (d > 0.0f ? 1.0f : d < 0.0f ? -1.0f : 0.0f);   /* torch's abs: 0 at 0 */
+    }
+    o.negkl = fabsf(d);
+    return o;
+}
+
+/* clip_cov / kl_cov's selection over one call (verl computes it per micro-batch): sel[t] = 1 for the chosen tokens.
+ * cov_t = (A_t - mean A) (logp_t - mean logp) over the counted tokens (clip_cov: verl_F.masked_mean, sum / (n + 1e-8);
+ * kl_cov: the plain mean). clip_cov: the candidates are the counted tokens the clip does not already bind (l2 <= l1)
+ * with clip_cov_lb < cov < clip_cov_ub; max(int(clip_cov_ratio n), 1) of them are zeroed — all when there are no more
+ * candidates than that, else the first of a seeded permutation (verl: torch.randperm; loss.h). kl_cov: the
+ * max(1, int(n kl_cov_ratio)) largest cov (ties: the lower index first; torch.topk leaves ties unspecified). */
+static void cov_select(const LossParams *p, const LossInput *in, int n, double ntok, uint8_t *sel) {
+    const uint8_t *m = in->mask;
+    memset(sel, 0, (size_t)n);
+    if (ntok <= 0) return;
+    double sa = 0, sl = 0;
+    for (int t = 0; t < n; t++)
+        if (!m || m[t]) { sa += in->adv[t]; sl += in->logp[t]; }
+    int kl = p->mode == LOSS_MODE_KL_COV;
+    float ma = (float)(sa / (kl ? ntok : ntok + 1e-8)), ml = (float)(sl / (kl ? ntok : ntok + 1e-8));
+    float lo = (float)(1.0 - p->clip_ratio_low), hi = (float)(1.0 + p->clip_ratio_high);
+    int *idx = malloc((size_t)n * sizeof(int)), nc = 0;
+    float *cov = malloc((size_t)n * sizeof(float));
+    if (!idx || !cov) abort();
+    for (int t = 0; t < n; t++) {
+        if (m && !m[t]) continue;
+        float c = (in->adv[t] - ma) * (in->logp[t] - ml);
+        if (!kl) {
+            float r = expf(in->logp[t] - in->old_logp[t]), rc = r < lo ? lo : (r > hi ? hi : r);
+            if (-in->adv[t] * rc > -in->adv[t] * r || !(c > (float)p->clip_cov_lb && c < (float)p->clip_cov_ub)) continue;
+        }
+        cov[nc] = c;
+        idx[nc++] = t;
+    }
+    long want = kl ? (long)(ntok * p->kl_cov_ratio) : (long)(p->clip_cov_ratio * ntok);
+    if (want < 1) want = 1;
+    if (kl) {                                         /* the `want` largest cov: repeated selection, stable on ties */
+        for (long k = 0; k < want && k < nc; k++) {
+            int best = -1;
+            for (int i = 0; i < nc; i++)
+                if (!sel[idx[i]] && (best < 0 || cov[i] > cov[best])) best = i;
+            sel[idx[best]] = 1;
+        }
+    } else if (nc <= want) {
+        for (int i = 0; i < nc; i++) sel[idx[i]] = 1;
+    } else {
+        int *perm = malloc((size_t)nc * sizeof(int));
+        if (!perm) abort();
+        rng_permutation(perm, nc, in->draw_seed, in->draw_stream, 0xc1c0u);
+        for (long k = 0; k < want; k++) sel[idx[perm[k]]] = 1;
+        free(perm);
+    }
+    free(idx);
+    free(cov);
+}
+
+/* geo_mean (GMPO) of one sequence: its loss -adv ratio w (w: the IS weights' geometric mean, 1 without them) and the
+ * factor g_s with d(loss)/d(logp_t) = g_s dmin'(d_t) / (cnt + 1e-8) (see loss.h) */
+typedef struct { float loss, g; } GeoSeq;
+static GeoSeq geo_seq(const LossInput *in, int a, int b, int cnt, float lo, float hi) {
+    const uint8_t *m = in->mask;
+    float sd = 0, sa = 0, sw = 0;
+    for (int t = a; t < b; t++) {
+        if (m && !m[t]) continue;
+        float d = in->logp[t] - in->old_logp[t], dc = d < -lo ? -lo : (d > hi ? hi : d), A = in->adv[t];
+        float sg = A > 0.0f ? 1.0f : A < 0.0f ? -1.0f : 0.0f, x = sg * d, y = sg * dc;
+        sd += sg * (x < y ? x : y);
+        sa += A;
+        if (in->is_weight) sw += logf(in->is_weight[t] + 1e-10f);
+    }
+    float den = (float)cnt + 1e-8f, ratio = expf(sd / den), adv = sa / den, w = in->is_weight ? expf(sw / den) : 1.0f;
+    GeoSeq o = {.loss = -adv * ratio * w, .g = -adv * ratio * w};
+    return o;
+}
+
+/* d dmin_t / d d_t for geo_mean: dmin = sgn min(sgn d, sgn clamp(d, -low, high)), torch's min splitting ties */
+static float geo_dmin_grad(float d, float A, float lo, float hi) {
+    if (!(A != 0.0f)) return 0.0f;
+    float sg = A > 0.0f ? 1.0f : -1.0f, dc = d < -lo ? -lo : (d > hi ? hi : d), x = sg * d, y = sg * dc;
+    float gy = (d > -lo && d < hi) ? 1.0f : 0.0f;     /* clamp's gradient on its open interval */
+    float gm = x < y ? 1.0f : y < x ? gy : 0.5f * (1.0f + gy);
+    return gm;                                        /* sg * (sg * ...) */
+}
+
+/* geo_mean's token: its share of the sequence's loss (loss_tok), its gradient, verl's clip flags (d outside
+ * [-low, high] with A > 0, resp. A < 0) and ppo_kl's -d */
+static TokOut token_geo(float logp, float old_logp, float a, GeoSeq g, int cnt, float lo, float hi) {
+    TokOut o = {0};
+    float d = logp - old_logp, den = (float)cnt + 1e-8f, dc = d < -lo ? -lo : (d > hi ? hi : d);
+    o.loss = g.loss / den;
+    o.grad = g.g * geo_dmin_grad(d, a, lo, hi) / den;
+    o.clipped = d != dc && a > 0.0f;
+    o.lower = d != dc && a < 0.0f;
+    o.negkl = -d;
+    return o;
+}
+
+/* Every token-local mode's token (see loss.h); ls: gspo's sequence mean log-ratio, sel: clip_cov / kl_cov's mark */
+static TokOut token_mode(const LossParams *p, float x, float x0, float A, float ls, int sel) {
+    const float lo = (float)(1.0 - p->clip_ratio_low), hi = (float)(1.0 + p->clip_ratio_high);
+    const float c = (float)p->clip_ratio_c;
+    switch (p->mode) {
+    case LOSS_MODE_VANILLA:  return token_eval(x, x0, A, lo, hi, c);
+    case LOSS_MODE_GSPO:     return token_gspo(x, x0, A, ls, lo, hi);
+    case LOSS_MODE_DPPO_TV:
+    case LOSS_MODE_DPPO_KL:  return token_dppo(p->mode == LOSS_MODE_DPPO_KL, x, x0, A, (float)p->clip_ratio_low,
+                                               (float)p->clip_ratio_high, c);
+    case LOSS_MODE_CLIP_COV: return token_clip_cov(x, x0, A, lo, hi, sel);
+    case LOSS_MODE_KL_COV:   return token_kl_cov(x, x0, A, (float)p->ppo_kl_coef, sel);
+    default:                 return token_other(p->mode, x, x0, A, lo, hi, (float)p->tau_pos, (float)p->tau_neg);
+    }
+}
+
 int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, float *dlogp, float *dentropy,
                  LossStats *st, char err[ERR_LEN]) {
     int rc = check_args(p, in, err);
@@ -209,9 +358,17 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
     const double tok_den = p->batch_num_tokens > 0 ? p->batch_num_tokens : ntok;
     const double seq_den = p->global_batch_size > 0 ? p->global_batch_size : nonempty;
     const double norm = p->loss_scale_factor > 0 ? p->loss_scale_factor : (longest > 0 ? longest : 1);
+    /* geo_mean: verl's torch.mean over the call's rows (every sequence, counted tokens or not); with the global batch
+     * size given, over the mini-batch's sequences instead (loss.h) */
+    const double geo_den = p->global_batch_size > 0 ? p->global_batch_size : in->n_seq;
+    const int n = in->n_seq > 0 ? in->seq_off[in->n_seq] : 0;
+    uint8_t *sel = NULL;
+    if (p->mode == LOSS_MODE_CLIP_COV || p->mode == LOSS_MODE_KL_COV) {
+        sel = malloc((size_t)(n > 0 ? n : 1));
+        if (!sel) return err_set(err, ERR_NOMEM, "loss_compute: out of memory");
+        cov_select(p, in, n, ntok, sel);
+    }
 
-    const float lo = (float)(1.0 - p->clip_ratio_low), hi = (float)(1.0 + p->clip_ratio_high);
-    const float c = (float)p->clip_ratio_c, tp = (float)p->tau_pos, tn = (float)p->tau_neg;
     const LossAggMode agg = p->mode == LOSS_MODE_SAPO ? LOSS_AGG_SEQ_MEAN_TOKEN_MEAN : p->agg;   /* verl's sapo */
     LossStats z;
     memset(&z, 0, sizeof z);
@@ -231,6 +388,12 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
         }
         double we = agg_weight(p->agg, cnt, tok_den, seq_den, norm, dp);   /* the entropy term's: loss_agg_mode */
         w = agg == p->agg ? we : agg_weight(agg, cnt, tok_den, seq_den, norm, dp);
+        GeoSeq geo = {0};
+        if (p->mode == LOSS_MODE_GEO_MEAN) {          /* one loss per sequence, mean over the sequences */
+            geo = geo_seq(in, a, b, cnt, (float)p->clip_ratio_low, (float)p->clip_ratio_high);
+            w = geo_den > 0 ? dp / geo_den : 0;
+            z.pg_loss += w * geo.loss;
+        }
         for (int t = a; t < b; t++) {
             if (m && !m[t]) {
                 if (loss_tok) loss_tok[t] = 0.0f;
@@ -239,13 +402,11 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
                 continue;
             }
             float x = in->logp[t], x0 = in->old_logp[t], A = in->adv[t];
-            TokOut o = p->mode == LOSS_MODE_VANILLA ? token_eval(x, x0, A, lo, hi, c)
-                     : p->mode == LOSS_MODE_GSPO ? token_gspo(x, x0, A, ls, lo, hi)
-                     : p->mode >= LOSS_MODE_DPPO_TV ? token_dppo(p->mode == LOSS_MODE_DPPO_KL, x, x0, A,
-                                                                 (float)p->clip_ratio_low, (float)p->clip_ratio_high, c)
-                     : token_other(p->mode, x, x0, A, lo, hi, tp, tn);
-            if (in->is_weight) { o.loss *= in->is_weight[t]; o.grad *= in->is_weight[t]; }
-            z.pg_loss += w * o.loss;
+            TokOut o = p->mode == LOSS_MODE_GEO_MEAN ? token_geo(x, x0, A, geo, cnt, (float)p->clip_ratio_low,
+                                                                (float)p->clip_ratio_high)
+                                                     : token_mode(p, x, x0, A, ls, sel ? sel[t] : 0);
+            if (in->is_weight && p->mode != LOSS_MODE_GEO_MEAN) { o.loss *= in->is_weight[t]; o.grad *= in->is_weight[t]; }
+            if (p->mode != LOSS_MODE_GEO_MEAN) z.pg_loss += w * o.loss;
             z.clipfrac_sum += o.clipped;
             z.clipfrac_lower_sum += o.lower;
             z.kl_sum += o.negkl;
@@ -264,6 +425,7 @@ int loss_compute(const LossParams *p, const LossInput *in, float *loss_tok, floa
             if (dentropy) dentropy[t] = (float)(-p->entropy_coeff * we);
         }
     }
+    free(sel);
     z.loss = z.pg_loss - p->entropy_coeff * z.entropy + (p->use_kl ? p->kl_coef * z.kl_loss : 0.0);
     z.pg_clipfrac = z.clipfrac_sum / (ntok + 1e-8);
     z.pg_clipfrac_lower = z.clipfrac_lower_sum / (ntok + 1e-8);

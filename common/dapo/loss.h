@@ -62,21 +62,37 @@ const char *loss_agg_mode_name(LossAggMode mode);
  *            clip_ratio_high (A > 0) or >= -clip_ratio_low (A <= 0), p = exp(logp); dppo_kl: the binary KL
  *            p_old log(p_old / p) + (1 - p_old) log((1 - p_old + 1e-8) / (1 - p + 1e-8)) <= clip_ratio_high (A > 0,
  *            or p <= p_old) / clip_ratio_low (A <= 0, or p >= p_old); pg_clipfrac = mean(1 - v), pg_clipfrac_lower =
- *            mean([r > clip_ratio_c] v).
- * Every mode multiplies loss_t by the rollout-correction weight when given and aggregates as below. */
+ *            mean([r > clip_ratio_c] v);
+ *   clip_cov (arXiv 2505.22617) loss_t = max(-A r, -A clip(r, 1 - low, 1 + high)) corr_t with r = exp(d) (no clamp, no
+ *            dual clip); corr_t = 0 on max(int(clip_cov_ratio n), 1) tokens drawn among the counted tokens the clip does
+ *            not bind whose cov_t = (A_t - mean A)(logp_t - mean logp) lies in (clip_cov_lb, clip_cov_ub) — all of them
+ *            when there are no more; verl draws with torch.randperm, dapo with a seeded permutation (core/rng.h
+ *            rng_permutation keyed by LossInput.draw_seed / draw_stream: the same draw on a rerun or a resume, THE
+ *            deviation from verl); pg_clipfrac = mean [corr_t = 0];
+ *   kl_cov   loss_t = -A r, plus ppo_kl_coef |d| on the max(1, int(n kl_cov_ratio)) tokens of largest cov_t (plain means;
+ *            ties: the lower position first); ppo_kl = mean |d|, no clip fractions;
+ *   geo_mean (GMPO, arXiv 2507.20673) one loss per sequence: -adv_s exp(sum_t M dmin_t / (n_s + 1e-8)) w_s with
+ *            dmin_t = sgn(A_t) min(sgn(A_t) d_t, sgn(A_t) clamp(d_t, -low, high)), adv_s = sum_t M A_t / (n_s + 1e-8),
+ *            w_s the IS weights' geometric mean exp(sum_t M log(w_t + 1e-10) / (n_s + 1e-8)); pg_loss = the mean over
+ *            sequences, whatever loss_agg_mode says — verl's torch.mean over the call's rows; with global_batch_size
+ *            given, sum / global_batch_size x dp_size, so micro-batches add up to the mini-batch mean (verl's engine
+ *            adds its micro-batches' means instead); pg_clipfrac / _lower = mean [d != clamp(d)] with A > 0 / A < 0.
+ * clip_cov and kl_cov select over one call's tokens (verl: one micro-batch). Every token-local mode multiplies loss_t by
+ * the rollout-correction weight when given and aggregates as below. */
 typedef enum {
     LOSS_MODE_VANILLA = 0, LOSS_MODE_GSPO, LOSS_MODE_CISPO, LOSS_MODE_SAPO, LOSS_MODE_GPG, LOSS_MODE_DPPO_TV,
-    LOSS_MODE_DPPO_KL,
+    LOSS_MODE_DPPO_KL, LOSS_MODE_CLIP_COV, LOSS_MODE_KL_COV, LOSS_MODE_GEO_MEAN,
 } LossMode;
 
-/* verl's name -> mode. ERR_INVAL naming the modes dapo has (verl's clip_cov, kl_cov, geo_mean, dro and bypass_mode
- * are not among them). */
+/* verl's name -> mode. ERR_INVAL naming the modes dapo has (verl's dro and bypass_mode are not among them). */
 int loss_mode_parse(const char *name, LossMode *mode, char err[ERR_LEN]);
 const char *loss_mode_name(LossMode mode);   /* static string; "?" for an out-of-range value */
 
 typedef struct {
     LossMode mode;             /* vanilla in DAPO */
     double tau_pos, tau_neg;   /* sapo's temperatures (verl: actor.tau_pos 1.0, actor.tau_neg 1.05); > 0 */
+    double clip_cov_ratio, clip_cov_lb, clip_cov_ub;   /* verl's policy_loss.* (0.0002, 1.0, 5.0); ratio > 0 */
+    double kl_cov_ratio, ppo_kl_coef;                   /* verl's policy_loss.* (0.0002, 0.1); ratio > 0 */
     double clip_ratio_low;     /* epsilon_low, 0.2 in DAPO; >= 0 (the bound 1 - low is rounded to fp32, as torch) */
     double clip_ratio_high;    /* epsilon_high, 0.28 in DAPO; >= 0 */
     double clip_ratio_c;       /* dual-clip bound for A < 0, 10.0 in the DAPO recipe; must be > 1 (verl asserts) */
@@ -98,7 +114,7 @@ typedef struct {
 } LossParams;
 
 /* Fills p with the DAPO recipe's values: vanilla, 0.2 / 0.28 / 10.0, token-mean, entropy_coeff 0, no global info,
- * dp 1 (tau_pos 1.0, tau_neg 1.05: verl's). */
+ * dp 1 (tau_pos 1.0, tau_neg 1.05 and the clip_cov / kl_cov knobs: verl's). */
 void loss_params_default(LossParams *p);
 
 /* From the config: settings_loss_params (settings/settings.h). */
@@ -117,6 +133,7 @@ typedef struct {
     const float   *is_weight;  /* [N] rollout-correction weights multiplying loss_t (constants: no gradient
                                   flows into them), verl's rollout_is_weights (rollout_corr.h); NULL = none */
     const float   *ref_logp;   /* [N] log pi_ref(token): the reference policy's (use_kl); NULL otherwise */
+    uint64_t       draw_seed, draw_stream;   /* clip_cov's draw (rng_permutation's seed and stream) */
 } LossInput;
 
 typedef struct {

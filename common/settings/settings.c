@@ -24,12 +24,17 @@ void settings_loss_params(const Config *c, LossParams *p) {
     p->clip_ratio_c = c->clip_ratio_c;
     p->entropy_coeff = c->entropy_coeff;
     p->agg = (LossAggMode)c->loss_agg_mode;
-    _Static_assert((int)CFG_LOSS_DPPO_KL == (int)LOSS_MODE_DPPO_KL && (int)CFG_LOSS_GSPO == (int)LOSS_MODE_GSPO,
+    _Static_assert((int)CFG_LOSS_GEO_MEAN == (int)LOSS_MODE_GEO_MEAN && (int)CFG_LOSS_GSPO == (int)LOSS_MODE_GSPO,
                    "config.c's loss_mode list is dapo/loss.h's LossMode order");
     p->mode = (LossMode)c->loss_mode;
     p->loss_scale_factor = isnan(c->loss_scale_factor) ? c->max_response_length : c->loss_scale_factor;
     p->tau_pos = c->tau_pos;
     p->tau_neg = c->tau_neg;
+    p->clip_cov_ratio = c->clip_cov_ratio;
+    p->clip_cov_lb = c->clip_cov_lb;
+    p->clip_cov_ub = c->clip_cov_ub;
+    p->kl_cov_ratio = c->kl_cov_ratio;
+    p->ppo_kl_coef = c->ppo_kl_coef;
     p->use_kl = c->use_kl_loss;
     p->kl_coef = c->kl_loss_coef;
     static const KlKind kinds[CFG_KL_PLUS] = {[CFG_KL_K1] = KL_K1, [CFG_KL_KL] = KL_K1, [CFG_KL_ABS] = KL_ABS,

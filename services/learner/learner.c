@@ -329,7 +329,11 @@ static int chunk_grads(Learner *L, const Dapo__TrainBatch *tb, SeqChunk *c, cons
         offpolicy_reject_chunk(L, c->logp, L->r_old, L->r_mask, c->r_off, c->n, &L->bypass_rej, &L->bypass_cnt);
     LossInput in = {.logp = c->logp, .old_logp = L->r_old, .adv = L->r_adv, .mask = L->r_mask, .entropy = c->ent,
                     .seq_off = c->r_off, .n_seq = c->n, .is_weight = g->corr && g->corr->isw ? L->r_isw : NULL,
-                    .ref_logp = g->ref_lp ? L->r_ref : NULL};
+                    .ref_logp = g->ref_lp ? L->r_ref : NULL, .draw_seed = L->rng_seed,
+                    /* clip_cov's draw: keyed by where the chunk is, so a rerun or a resume draws the same tokens */
+                    .draw_stream = ((uint64_t)tb->step << 40) ^ ((uint64_t)tb->ppo_epoch << 32) ^
+                                   ((uint64_t)tb->mini_batch_index << 20) ^ ((uint64_t)L->rank << 16) ^
+                                   (uint64_t)(c->n > 0 ? c->seq[0] : 0)};
     LossStats s;
     int want_dent = L->lp.entropy_coeff != 0;
     rc = loss_compute(&L->lp, &in, NULL, c->dlogp, want_dent ? c->dent : NULL, &s, err);

@@ -5,7 +5,7 @@
  * in range inside the kept set with a log-prob <= 0; loss metrics lie in [0, 1]; layouts cover every
  * sequence once with equal counts; micro-batches respect the token cap.
  * Not here: expected values (tests/unit/test_dapo_*.c, test_sample.c). */
-// fuzz-sources: common/model/sample.c common/dapo/loss.c common/dapo/kl.c common/dapo/advantages.c common/dapo/estimators.c common/dapo/filter.c common/dapo/layout.c common/dapo/rollout_corr.c common/core/err.c common/core/log.c
+// fuzz-sources: common/model/sample.c common/dapo/loss.c common/core/rng.c common/dapo/kl.c common/dapo/advantages.c common/dapo/estimators.c common/dapo/filter.c common/dapo/layout.c common/dapo/rollout_corr.c common/core/err.c common/core/log.c
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -71,7 +71,12 @@ static void fuzz_loss(const uint8_t *d, size_t n) {
     p.global_batch_size = d[6] % 8;
     p.loss_scale_factor = d[7] % 32;
     p.entropy_coeff = d[8] / 1000.0;
-    p.mode = (LossMode)((d[8] >> 4) % 8);           /* 7: an unknown mode, refused */
+    p.mode = (LossMode)((d[8] >> 4) % 11);          /* 10: an unknown mode, refused */
+    p.clip_cov_ratio = (d[2] % 5) / 10.0;             /* 0: refused */
+    p.clip_cov_lb = d[3] / 100.0 - 1.0;
+    p.clip_cov_ub = d[4] / 50.0;
+    p.kl_cov_ratio = (d[6] % 5) / 10.0;
+    p.ppo_kl_coef = d[7] / 100.0;
     p.use_kl = d[9] & 8;
     p.kl = (KlPenalty){.kind = (KlKind)((d[9] >> 4) % 4), .straight_through = d[9] & 64};
     p.kl_coef = d[5] / 100.0;
@@ -100,7 +105,7 @@ static void fuzz_loss(const uint8_t *d, size_t n) {
     if (have_w)
         for (size_t t = 0; t < N; t++) check(!(isw[t] > 4.0f) && !(isw[t] < 0.0f));
     if (n_seq > 0 && rollout_corr_metrics(lp, ol, mk, off, n_seq, &rs, err) == 0) check(rs.n_tokens >= 1);
-    LossInput in = { lp, ol, ad, mk, ent, off, n_seq, have_w && (p.agg & 1) ? isw : NULL, ol };
+    LossInput in = { lp, ol, ad, mk, ent, off, n_seq, have_w && (p.agg & 1) ? isw : NULL, ol, 0, 0 };
     LossStats st;
     if (loss_compute(&p, &in, lt, g, ge, &st, err) == 0) {
         check(st.pg_clipfrac >= 0 && st.pg_clipfrac <= 1);

@@ -8,8 +8,8 @@ GRPO advantages) computed by verl's OWN functions, imported from the verl packag
   verl.trainer.ppo.rollout_corr_helper.compute_offpolicy_metrics / compute_rollout_correction_weights
   verl.trainer.ppo.rollout_corr_helper.compute_rollout_rejection_mask / compute_rollout_correction_and_rejection_mask
   verl.trainer.ppo.core_algos.compute_policy_loss_bypass_mode    (rollout_rs_cases.bin)
-  verl.trainer.ppo.core_algos.get_policy_loss_fn gspo / cispo / sapo / gpg / dppo_*   (loss_modes.bin; `--only loss_modes`
-                                                            writes that file alone)
+  verl.trainer.ppo.core_algos.get_policy_loss_fn gspo / cispo / sapo / gpg / dppo_* / clip_cov / kl_cov / geo_mean
+                                                           (loss_modes.bin; `--only loss_modes` writes that file alone)
 and torch.autograd for d(loss)/d(logp) and d(loss)/d(entropy) of loss = pg_loss - entropy_coeff * entropy_agg
 (verl's actor objective, verl/workers/utils/losses.py ppo_loss).
 
@@ -151,28 +151,52 @@ def loss_cases(core_algos, ActorConfig, w):
     w.add("n_cases", [len(cases)], "i32")
 
 
-LOSS_MODES = ["vanilla", "gspo", "cispo", "sapo", "gpg", "dppo_tv", "dppo_kl"]   # common/dapo/loss.h LossMode order
+LOSS_MODES = ["vanilla", "gspo", "cispo", "sapo", "gpg", "dppo_tv", "dppo_kl", "clip_cov", "kl_cov",
+              "geo_mean"]   # common/dapo/loss.h LossMode order
+# clip_cov / kl_cov's knobs in the fixtures: ratios large enough that several tokens are picked; clip_cov's band keeps
+# the candidates no more than it zeroes, so verl's torch.randperm decides nothing (loss_mode_cases asserts it)
+COV_KNOBS = dict(clip_cov_ratio=0.3, clip_cov_lb=0.3, clip_cov_ub=2.0, kl_cov_ratio=0.15, ppo_kl_coef=0.1)
+
+
+def clip_cov_candidates(logp, old, adv, mask, knobs):
+    """clip_cov's candidate count and the number it zeroes (verl's compute_policy_loss_clip_cov, without the draw)."""
+    import torch
+    ratio = torch.exp(logp - old)
+    l1, l2 = -adv * ratio, -adv * torch.clamp(ratio, 1 - 0.2, 1 + 0.28)
+    mm = lambda x: (x * mask).sum() / (mask.sum() + 1e-8)
+    cov = (adv - mm(adv)) * (logp - mm(logp))
+    cand = (cov > knobs["clip_cov_lb"]) & (cov < knobs["clip_cov_ub"]) & (mask > 0) & ~((l2 > l1) & (mask > 0))
+    return int(cand.sum().item()), max(int(knobs["clip_cov_ratio"] * mask.sum().item()), 1)
 
 
 def loss_mode_cases(core_algos, ActorConfig, w):
-    """verl's policy losses (get_policy_loss_fn: vanilla, gspo, cispo, sapo, gpg, dppo_tv, dppo_kl) on make_inputs'
-    cases, every aggregation mode, without and with the global batch info, rollout-correction weights and the KL loss
+    """verl's policy losses (get_policy_loss_fn: vanilla, gspo, cispo, sapo, gpg, dppo_tv, dppo_kl, clip_cov, kl_cov,
+    geo_mean) on make_inputs' cases, every aggregation mode, without and with the global batch info, rollout-correction weights and the KL loss
     (use_kl_loss: kl_penalty against a reference's log-probs, kl_loss_coef 0.05, verl's ppo_loss), with torch
     autograd's d(loss)/d(logp) and d(loss)/d(entropy) (loss_modes.bin). Metrics a mode does not report are NaN."""
     import torch
+    from verl.workers.config.actor import PolicyLossConfig
     g = torch.Generator().manual_seed(11)
     n = 0
     kl_names = ["low_var_kl", "k1+", "abs", "mse", "k3+", "kl"]
     for lmode in LOSS_MODES:
         for seed, B, T, empty in [(1, 5, 9, False), (2, 6, 7, True)]:
             for mode in MODES:
-                for glob, isw, coeff in ((False, False, 0.0), (True, True, 0.01)):
+                # geo_mean ignores the global batch info (torch.mean over the rows): its second variant has none
+                variants = ((False, False, 0.0), (lmode != "geo_mean", True, 0.01))
+                for glob, isw, coeff in variants:
                     logp, old, adv, mask, ent = make_inputs(seed, B, T, empty)
-                    if lmode == "gspo":    # keep the sequences' mean log-ratios below gspo's clamp at 10 but mixed
+                    if lmode in ("gspo", "clip_cov", "kl_cov", "geo_mean"):
+                        # gspo: the sequences' mean log-ratios below its clamp at 10 but mixed; the others take exp(d)
+                        # unclamped: keep it finite
                         logp = old + (logp - old).clamp(-4.0, 4.0)
+                    if lmode == "clip_cov":
+                        nc, nz = clip_cov_candidates(logp, old, adv, mask, COV_KNOBS)
+                        assert 0 < nc <= nz, (nc, nz)
                     cfg = ActorConfig(strategy="fsdp", clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28,
                                       clip_ratio_c=10.0, ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=1,
-                                      use_dynamic_bsz=False, rollout_n=1)
+                                      use_dynamic_bsz=False, rollout_n=1,
+                                      policy_loss=PolicyLossConfig(loss_mode=lmode, **COV_KNOBS))
                     info = dict(dp_size=2, batch_num_tokens=int(mask.sum().item() * 2 + 3), global_batch_size=2 * B + 1,
                                 loss_scale_factor=16) if glob else {}
                     cfg.global_batch_info.clear()
@@ -199,7 +223,9 @@ def loss_mode_cases(core_algos, ActorConfig, w):
                     w.add(p + "mode", [MODES.index(mode), LOSS_MODES.index(lmode)], "i32")
                     w.add(p + "params", [0.2, 0.28, 10.0, coeff, info.get("dp_size", 0),
                                          info.get("batch_num_tokens", 0), info.get("global_batch_size", 0),
-                                         info.get("loss_scale_factor", 0), cfg.tau_pos, cfg.tau_neg], "f64")
+                                         info.get("loss_scale_factor", 0), cfg.tau_pos, cfg.tau_neg]
+                          + [COV_KNOBS[k] for k in ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio",
+                                                    "ppo_kl_coef")], "f64")
                     w.add(p + "logp", logp, "f32")
                     w.add(p + "old_logp", old, "f32")
                     w.add(p + "adv", adv, "f32")

@@ -28,7 +28,7 @@ static LossStats one_token(double clip_c, float logp, float old, float a, float 
     p.clip_ratio_c = clip_c;
     int off[2] = { 0, 1 };
     uint8_t m = 1;
-    LossInput in = { &logp, &old, &a, &m, NULL, off, 1, NULL, NULL };
+    LossInput in = { &logp, &old, &a, &m, NULL, off, 1, NULL, NULL, 0, 0 };
     LossStats st;
     char err[ERR_LEN];
     assert_int_equal(loss_compute(&p, &in, loss_tok, dlogp, NULL, &st, err), 0);
@@ -107,7 +107,7 @@ static void agg_case(LossAggMode mode, double bnt, double gbs, double lsf, int d
     memcpy(old, logp, sizeof old);
     uint8_t mask[5] = { 1, 1, 1, 1, 0 };
     int off[3] = { 0, 3, 5 };
-    LossInput in = { logp, old, adv, mask, ent, off, 2, NULL, NULL };
+    LossInput in = { logp, old, adv, mask, ent, off, 2, NULL, NULL, 0, 0 };
     float dl[5], de[5], lt[5];
     LossStats st;
     char err[ERR_LEN];
@@ -150,7 +150,7 @@ static void test_masks_and_metrics(void **state) {
     float adv[4] = { 1, 1, 1, -1 };
     uint8_t mask[4] = { 0, 1, 1, 1 };
     int off[2] = { 0, 4 };
-    LossInput in = { logp, old, adv, mask, NULL, off, 1, NULL, NULL };
+    LossInput in = { logp, old, adv, mask, NULL, off, 1, NULL, NULL, 0, 0 };
     LossParams p;
     loss_params_default(&p);
     LossStats st;
@@ -194,7 +194,7 @@ static void test_finite_difference(void **state) {
         p.batch_num_tokens = 40;
         p.global_batch_size = 6;
         p.dp_size = 2;
-        LossInput in = { logp, old, adv, mask, ent, off, 3, NULL, NULL };
+        LossInput in = { logp, old, adv, mask, ent, off, 3, NULL, NULL, 0, 0 };
         float g[N];
         LossStats st;
         char err[ERR_LEN];
@@ -234,7 +234,7 @@ static void test_split_invariance(void **state) {
         p.batch_num_tokens = 24;     /* 30 tokens, 6 masked */
         p.global_batch_size = 5;
         p.loss_scale_factor = 6;
-        LossInput whole = { logp, old, adv, mask, NULL, off, 5, NULL, NULL };
+        LossInput whole = { logp, old, adv, mask, NULL, off, 5, NULL, NULL, 0, 0 };
         float gw[N], gs[N];
         LossStats sw, acc, s;
         memset(&acc, 0, sizeof acc);
@@ -245,7 +245,7 @@ static void test_split_invariance(void **state) {
         for (int j = 0; j < 3; j++) {
             int o[6], ns = cuts[j + 1] - cuts[j], base = off[cuts[j]];
             for (int s2 = 0; s2 <= ns; s2++) o[s2] = off[cuts[j] + s2] - base;
-            LossInput mi = { logp + base, old + base, adv + base, mask + base, NULL, o, ns, NULL, NULL };
+            LossInput mi = { logp + base, old + base, adv + base, mask + base, NULL, o, ns, NULL, NULL, 0, 0 };
             assert_int_equal(loss_compute(&p, &mi, NULL, gs + base, NULL, &s, err), 0);
             loss_stats_merge(&acc, &s);
         }
@@ -255,9 +255,9 @@ static void test_split_invariance(void **state) {
         for (int t = 0; t < N; t++) ASSERT_CLOSE(gs[t], gw[t], 1e-9, 1e-6);
         /* two ranks with dp_size 2 (gradients averaged by the all-reduce) */
         p.dp_size = 2;
-        LossInput r0 = { logp, old, adv, mask, NULL, off, 3, NULL, NULL };
+        LossInput r0 = { logp, old, adv, mask, NULL, off, 3, NULL, NULL, 0, 0 };
         int o1[3] = { 0, 6, 12 };
-        LossInput r1 = { logp + 18, old + 18, adv + 18, mask + 18, NULL, o1, 2, NULL, NULL };
+        LossInput r1 = { logp + 18, old + 18, adv + 18, mask + 18, NULL, o1, 2, NULL, NULL, 0, 0 };
         LossStats a0, a1;
         float g0[N];
         assert_int_equal(loss_compute(&p, &r0, NULL, g0, NULL, &a0, err), 0);
@@ -271,7 +271,7 @@ static void test_bad_input(void **state) {
     (void)state;
     float x[2] = { -1, -1 };
     int off[2] = { 0, 2 }, bad_off[2] = { 1, 2 }, dec_off[3] = { 0, 2, 1 };
-    LossInput in = { x, x, x, NULL, NULL, off, 1, NULL, NULL };
+    LossInput in = { x, x, x, NULL, NULL, off, 1, NULL, NULL, 0, 0 };
     LossParams p;
     loss_params_default(&p);
     LossStats st;
@@ -356,6 +356,12 @@ static int check_verl_case(const Fixture *fx, int modes, int c, double dlogp_ato
         GET(klv, "kl_loss", FX_F64);
         p->tau_pos = pr[8];
         p->tau_neg = pr[9];
+        assert_true(par->n >= 15);
+        p->clip_cov_ratio = pr[10];
+        p->clip_cov_lb = pr[11];
+        p->clip_cov_ub = pr[12];
+        p->kl_cov_ratio = pr[13];
+        p->ppo_kl_coef = pr[14];
         p->mode = (LossMode)((int32_t *)mode->data)[1];
         isw = iw->n ? iw->data : NULL;
         ref = rf->data;
@@ -374,7 +380,7 @@ static int check_verl_case(const Fixture *fx, int modes, int c, double dlogp_ato
     assert_true(N <= 256 && B < 64);
     for (int t = 0; t < N; t++) mask[t] = (uint8_t)((int32_t *)mk->data)[t];
     for (int s = 0; s <= B; s++) off[s] = s * T;
-    LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B, isw, ref };
+    LossInput in = { lp->data, ol->data, ad->data, mask, en->data, off, B, isw, ref, 0, 0 };
     float dl[256], de[256];
     LossStats st;
     char err[ERR_LEN];
@@ -414,17 +420,18 @@ static void test_against_verl(void **state) {
     fx_free(&fx);
 }
 
-/* verl's policy losses (get_policy_loss_fn: vanilla, gspo, cispo, sapo, gpg, dppo_tv, dppo_kl) on
- * make_dapo_fixtures.py's cases: values, metrics (those the mode reports) and torch autograd's gradients, every
- * aggregation mode, without and with global batch info, rollout-correction weights and the KL loss (verl's ppo_loss:
- * + kl_loss_coef x agg(kl_penalty)). */
+/* verl's policy losses (get_policy_loss_fn: vanilla, gspo, cispo, sapo, gpg, dppo_tv, dppo_kl, clip_cov, kl_cov,
+ * geo_mean) on make_dapo_fixtures.py's cases: values, metrics (those the mode reports) and torch autograd's gradients,
+ * every aggregation mode, without and with global batch info (geo_mean ignores it, as verl), rollout-correction weights
+ * and the KL loss (verl's ppo_loss: + kl_loss_coef x agg(kl_penalty)); clip_cov's cases zero every candidate (no
+ * draw; test_clip_cov_draw covers the draw). */
 static void test_loss_modes_against_verl(void **state) {
     (void)state;
     Fixture fx;
     assert_int_equal(fx_load("tests/data/dapo/loss_modes.bin", &fx), 0);
     const FxTensor *nc = fx_get(&fx, "n_cases", FX_I32);
     assert_non_null(nc);
-    int n_cases = ((int32_t *)nc->data)[0], seen[LOSS_MODE_DPPO_KL + 1] = {0}, n_kl = 0;
+    int n_cases = ((int32_t *)nc->data)[0], seen[LOSS_MODE_GEO_MEAN + 1] = {0}, n_kl = 0;
     assert_true(n_cases >= 64);
     for (int c = 0; c < n_cases; c++) {
         LossParams p;
@@ -432,15 +439,87 @@ static void test_loss_modes_against_verl(void **state) {
         seen[p.mode]++;
         n_kl += p.use_kl;
     }
-    for (int k = LOSS_MODE_VANILLA; k <= LOSS_MODE_DPPO_KL; k++) assert_true(seen[k] >= 16);
-    assert_true(n_kl >= 56);
+    for (int k = LOSS_MODE_VANILLA; k <= LOSS_MODE_GEO_MEAN; k++) assert_true(seen[k] >= 16);
+    assert_true(n_kl >= 80);
     LossMode m;
     char err[ERR_LEN];
     assert_int_equal(loss_mode_parse("cispo", &m, err), 0);
     assert_int_equal(m, LOSS_MODE_CISPO);
-    assert_int_equal(loss_mode_parse("geo_mean", &m, err), ERR_INVAL);
-    assert_non_null(strstr(err, "vanilla, gspo, cispo, sapo, gpg, dppo_tv and dppo_kl"));
+    assert_int_equal(loss_mode_parse("geo_mean", &m, err), 0);
+    assert_int_equal(m, LOSS_MODE_GEO_MEAN);
+    assert_int_equal(loss_mode_parse("dro", &m, err), ERR_INVAL);
+    assert_non_null(strstr(err, "dppo_kl, clip_cov, kl_cov and geo_mean"));
     fx_free(&fx);
+}
+
+/* clip_cov's draw (verl: torch.randperm; dapo: a seeded permutation, loss.h): with more candidates than it zeroes,
+ * exactly max(int(clip_cov_ratio n), 1) tokens lose their gradient, all of them candidates (cov inside the band); the
+ * same (seed, stream) draws the same tokens, another stream other ones. kl_cov marks the max(1, int(n kl_cov_ratio))
+ * tokens of largest cov. Hand-built: r = 1 everywhere (no clip binds), cov_t = ((t - 19.5) / 10)^2. */
+static int zeroed(const float *g, int n, uint8_t *which) {
+    int k = 0;
+    for (int t = 0; t < n; t++) {
+        which[t] = g[t] == 0.0f && t != 20;          /* A_20 = 0: no gradient anyway */
+        k += which[t];
+    }
+    return k;
+}
+
+static void test_clip_cov_draw(void **state) {
+    (void)state;
+    enum { N = 40 };
+    float lp[N], adv[N], g[N], cov[N];
+    int off[2] = {0, N};
+    for (int t = 0; t < N; t++) {
+        adv[t] = (float)t / 10.0f - 2.0f;
+        lp[t] = -3.0f + (float)(t - 20) / 10.0f;
+        cov[t] = (float)((t - 19.5) / 10.0 * ((t - 19.5) / 10.0));
+    }
+    LossParams p;
+    loss_params_default(&p);
+    p.mode = LOSS_MODE_CLIP_COV;
+    p.clip_cov_ratio = 0.1;
+    p.clip_cov_lb = 0.1;
+    p.clip_cov_ub = 5.0;
+    LossInput in = {lp, lp, adv, NULL, NULL, off, 1, NULL, NULL, 7, 1};
+    LossStats st;
+    char err[ERR_LEN];
+    uint8_t a[N], b[N];
+    assert_int_equal(loss_compute(&p, &in, NULL, g, NULL, &st, err), 0);
+    assert_int_equal(zeroed(g, N, a), 4);                  /* int(0.1 x 40) of 34 candidates */
+    for (int t = 0; t < N; t++) assert_true(!a[t] || (cov[t] > 0.1f && cov[t] < 5.0f));
+    ASSERT_CLOSE(st.pg_clipfrac, 4.0 / 40, 1e-7, 1e-6);
+    assert_int_equal(loss_compute(&p, &in, NULL, g, NULL, &st, err), 0);
+    zeroed(g, N, b);
+    assert_memory_equal(a, b, N);                         /* the same draw */
+    int differs = 0;
+    for (uint64_t s = 2; s < 6; s++) {
+        in.draw_stream = s;
+        assert_int_equal(loss_compute(&p, &in, NULL, g, NULL, &st, err), 0);
+        assert_int_equal(zeroed(g, N, b), 4);
+        differs |= memcmp(a, b, N) != 0;
+    }
+    assert_true(differs);
+    p.clip_cov_ratio = 1e-9;                              /* at least one */
+    assert_int_equal(loss_compute(&p, &in, NULL, g, NULL, &st, err), 0);
+    assert_int_equal(zeroed(g, N, b), 1);
+    p.mode = LOSS_MODE_KL_COV;                            /* kl_cov: the 6 largest cov (t = 0..2, 37..39) */
+    p.kl_cov_ratio = 0.15;
+    p.ppo_kl_coef = 0.1;
+    float lp2[N];
+    for (int t = 0; t < N; t++) lp2[t] = lp[t] + 0.01f;    /* d = 0.01: a selected token's gradient gains 0.1 */
+    LossInput k = {lp2, lp, adv, NULL, NULL, off, 1, NULL, NULL, 0, 0};
+    assert_int_equal(loss_compute(&p, &k, NULL, g, NULL, &st, err), 0);
+    int marked = 0;
+    for (int t = 0; t < N; t++) {
+        float plain = -adv[t] * expf(lp2[t] - lp[t]) / N;
+        int sel = fabsf(g[t] - plain) > 1e-6f;
+        marked += sel;
+        assert_int_equal(sel, t <= 2 || t >= 37);
+    }
+    assert_int_equal(marked, 6);
+    assert_int_equal(loss_compute(&p, &k, NULL, g, NULL, &st, err), 0);
+    ASSERT_CLOSE(st.ppo_kl, 0.01, 1e-6, 1e-4);            /* kl_cov's ppo_kl: the mean |d| */
 }
 
 int main(void) {
@@ -454,6 +533,7 @@ int main(void) {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_against_verl),
         cmocka_unit_test(test_loss_modes_against_verl),
+        cmocka_unit_test(test_clip_cov_draw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -112,7 +112,7 @@ static void test_against_verl(void **state) {
         for (int t = 0; t < N; t++) ASSERT_CLOSE(w[t], ((float *)wt->data)[t], 1e-7, 1e-5);
         LossParams p;
         loss_params_default(&p);
-        LossInput in = { lp->data, ol->data, ad->data, mask, NULL, off, B, w, NULL };
+        LossInput in = { lp->data, ol->data, ad->data, mask, NULL, off, B, w, NULL, 0, 0 };
         LossStats ls;
         assert_int_equal(loss_compute(&p, &in, NULL, g, NULL, &ls, err), 0);
         ASSERT_CLOSE(ls.pg_loss, ((double *)pl->data)[0], 1e-6, 1e-5);
@@ -226,7 +226,7 @@ static void test_rs_is_against_verl(void **state) {
         LossParams p;
         loss_params_default(&p);
         LossStats ls;
-        LossInput in = {lp->data, ol->data, ad->data, keep, NULL, off, B, w, NULL};
+        LossInput in = {lp->data, ol->data, ad->data, keep, NULL, off, B, w, NULL, 0, 0};
         assert_int_equal(loss_compute(&p, &in, NULL, g, NULL, &ls, err), 0);
         ASSERT_CLOSE(ls.pg_loss, ((double *)dpl->data)[0], 1e-6, 1e-5);
         for (int t = 0; t < N; t++) ASSERT_CLOSE(g[t], ((float *)dgl->data)[t], 1e-9, 1e-5);
@@ -235,7 +235,7 @@ static void test_rs_is_against_verl(void **state) {
         GET(bgl, "byp/dlogp", FX_F32);
         cfg(&rc, "token", "2.0", "seq_mean_k3", "0.08", 1);
         assert_int_equal(rollout_corr_reject(&rc, lp->data, rl->data, mask, off, B, keep, NULL, err), 0);
-        LossInput bin = {lp->data, rl->data, ad->data, keep, NULL, off, B, NULL, NULL};
+        LossInput bin = {lp->data, rl->data, ad->data, keep, NULL, off, B, NULL, NULL, 0, 0};
         assert_int_equal(loss_compute(&p, &bin, NULL, g, NULL, &ls, err), 0);
         ASSERT_CLOSE(ls.pg_loss, ((double *)bpl->data)[0], 1e-6, 1e-5);
         for (int t = 0; t < N; t++) ASSERT_CLOSE(g[t], ((float *)bgl->data)[t], 1e-9, 1e-5);
@@ -267,7 +267,7 @@ static void test_on_policy_weights_are_one(void **state) {
         LossParams p;
         loss_params_default(&p);
         LossStats a, b;
-        LossInput in = {lp, old, adv, mask, NULL, off, 2, w, NULL}, in0 = {lp, old, adv, mask, NULL, off, 2, NULL, NULL};
+        LossInput in = {lp, old, adv, mask, NULL, off, 2, w, NULL, 0, 0}, in0 = {lp, old, adv, mask, NULL, off, 2, NULL, NULL, 0, 0};
         assert_int_equal(loss_compute(&p, &in, NULL, g1, NULL, &a, err), 0);
         assert_int_equal(loss_compute(&p, &in0, NULL, g2, NULL, &b, err), 0);
         assert_true(a.pg_loss == b.pg_loss);

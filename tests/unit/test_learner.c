@@ -125,7 +125,7 @@ static void test_two_ranks_equal_one(void **state) {
  * values themselves are test_dapo_loss's, against verl). */
 static void test_loss_modes_train(void **state) {
     (void)state;
-    static const char *modes[] = {"gspo", "cispo", "sapo", "gpg"};
+    static const char *modes[] = {"gspo", "cispo", "sapo", "gpg", "dppo_tv", "clip_cov", "kl_cov", "geo_mean"};
     for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
         const char *kv[][2] = {{"actor_rollout_ref.actor.policy_loss.loss_mode", modes[k]}};
         Learner *L = open_learner(kv, 1, 0, 1, NULL);
