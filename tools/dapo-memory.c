@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
     if (rc) { fprintf(stderr, "dapo-memory: %s\n", err); config_free(&c); return 1; }
     int sh = mo.shard_world > 1;
     /* actor.use_kl_loss: the reference policy's fp32 weights (services/learner/ref.h), whole or this rank's pieces */
-    size_t ref = !c.use_kl_loss ? 0 : sh ? p.shard_bytes / 2 : (size_t)p.n_params * 4;
+    size_t ref = !c.use_kl_loss && !c.use_kl_in_reward ? 0 : sh ? p.shard_bytes / 2 : (size_t)p.n_params * 4;
     size_t total = p.params_bytes + p.grads_bytes + p.adam_bytes + p.shard_bytes + p.acts_bytes + ref;
     printf("model %s: %ld parameters (%.3g B); %d learner rank%s, %s, activations for %d tokens%s\n",
            c.model_path, p.n_params, p.n_params / 1e9, W, W > 1 ? "s" : "",

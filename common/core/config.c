@@ -122,6 +122,14 @@ static const CfgEntry cfg_table[] = {
     { "algorithm.adv_estimator",             CFG_ENUM,  0, 0,       "grpo",    O(adv_estimator),
       "grpo|rloo|opo|gpg|grpo_passk|reinforce_plus_plus|reinforce_plus_plus_baseline|grpo_vectorized|rloo_vectorized", 0 },
     { "algorithm.norm_adv_by_std_in_grpo",   CFG_BOOL,  0, 0,       "true",    O(norm_adv_by_std_in_grpo), NULL, 0 },
+    { "algorithm.gamma",                     CFG_FLOAT, 0, 1,       "1.0",     O(gamma), NULL, 0 },
+    { "algorithm.use_kl_in_reward",          CFG_BOOL,  0, 0,       "false",   O(use_kl_in_reward), NULL, 0 },
+    { "algorithm.kl_penalty",                CFG_ENUM,  0, 0,       "kl",      O(kl_penalty),
+      "k1|kl|abs|mse|k2|low_var_kl|k3|k1+|kl+|abs+|mse+|k2+|low_var_kl+|k3+", 0 },
+    { "algorithm.kl_ctrl.type",              CFG_ENUM,  0, 0,       "fixed",   O(kl_ctrl_type), "fixed|adaptive", 0 },
+    { "algorithm.kl_ctrl.kl_coef",           CFG_FLOAT, 0, 1e6,     "0.001",   O(kl_ctrl_coef), NULL, 0 },
+    { "algorithm.kl_ctrl.horizon",           CFG_FLOAT, 0, 1e12,    "10000",   O(kl_ctrl_horizon), NULL, MIN_EXCL },
+    { "algorithm.kl_ctrl.target_kl",         CFG_FLOAT, 0, 1e6,     "0.1",     O(kl_ctrl_target), NULL, MIN_EXCL },
     { "algorithm.filter_groups.enable",      CFG_BOOL,  0, 0,       "false",    O(filter_groups_enable), NULL, 0 },
     { "algorithm.filter_groups.metric",      CFG_ENUM,  0, 0,       "acc",     O(filter_groups_metric),
       "acc|score|seq_reward|seq_final_reward", 0 },
@@ -1061,6 +1069,14 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
     if (c->adv_estimator == CFG_ADV_GRPO_PASSK && c->rollout_n < 2)
         return err_set(err, ERR_INVAL, "algorithm.adv_estimator grpo_passk needs actor_rollout_ref.rollout.n >= 2 (the "
                        "best response's advantage is its reward minus the second best's); n is %d", c->rollout_n);
+    if (c->gamma != 1.0 && c->adv_estimator != CFG_ADV_REINFORCE_PP)
+        return err_set(err, ERR_UNSUPPORTED, "algorithm.gamma %g: of dapo's estimators only reinforce_plus_plus reads it "
+                       "(and GAE, which dapo does not have); algorithm.adv_estimator is %s: leave gamma at 1", c->gamma,
+                       config_enum_name(c, "algorithm.adv_estimator"));
+    if (c->use_kl_in_reward && c->filter_groups_enable && c->filter_groups_metric == CFG_METRIC_SEQ_FINAL_REWARD)
+        return err_set(err, ERR_UNSUPPORTED, "algorithm.use_kl_in_reward with algorithm.filter_groups.metric "
+                       "seq_final_reward: dapo filters groups before the learners compute the KL penalty, so the final "
+                       "reward is not known there; filter on acc, score or seq_reward");
     if (c->rc_loss_type == CFG_RC_LOSS_REINFORCE)
         return err_set(err, ERR_UNSUPPORTED, "algorithm.rollout_correction.loss_type: reinforce is not implemented in "
                        "dapo; use ppo_clip");

@@ -36,6 +36,7 @@ typedef enum { CFG_LOSS_VANILLA, CFG_LOSS_GSPO, CFG_LOSS_CISPO, CFG_LOSS_SAPO, C
 typedef enum { CFG_KL_K1, CFG_KL_KL, CFG_KL_ABS, CFG_KL_MSE, CFG_KL_K2, CFG_KL_LOW_VAR_KL, CFG_KL_K3 } CfgKlType;
                           /* actor.kl_loss_type (dapo/kl.h; each also with a trailing '+': the value + CFG_KL_PLUS) */
 #define CFG_KL_PLUS 7
+typedef enum { CFG_KL_CTRL_FIXED, CFG_KL_CTRL_ADAPTIVE } CfgKlCtrl;                       /* algorithm.kl_ctrl.type */
 typedef enum { CFG_WARMUP_CONSTANT, CFG_WARMUP_COSINE } CfgWarmupStyle;                 /* actor.optim.warmup_style */
 typedef enum { CFG_ADV_GRPO, CFG_ADV_RLOO, CFG_ADV_OPO, CFG_ADV_GPG, CFG_ADV_GRPO_PASSK, CFG_ADV_REINFORCE_PP,
                CFG_ADV_REINFORCE_PP_BASELINE, CFG_ADV_GRPO_VECTORIZED, CFG_ADV_RLOO_VECTORIZED } CfgAdvEstimator;
@@ -130,6 +131,12 @@ typedef struct Config {
     /* algorithm.* */
     CfgAdvEstimator adv_estimator;    /* grpo (DAPO's), rloo, opo, gpg, grpo_passk, reinforce_plus_plus(_baseline) */
     bool    norm_adv_by_std_in_grpo;
+    double  gamma;                    /* verl's algorithm.gamma: reinforce_plus_plus's discount (the only estimator of
+                                         dapo's that reads it; refused elsewhere at any value but 1) */
+    bool    use_kl_in_reward;         /* verl's: token rewards minus beta x kl_penalty(old, ref) (services/learner/klreward.h) */
+    int     kl_penalty;               /* algorithm.kl_penalty: a CfgKlType (+ CFG_KL_PLUS), as actor.kl_loss_type */
+    CfgKlCtrl kl_ctrl_type;           /* algorithm.kl_ctrl.type */
+    double  kl_ctrl_coef, kl_ctrl_horizon, kl_ctrl_target;   /* kl_ctrl.kl_coef, .horizon, .target_kl */
     bool    filter_groups_enable;
     CfgFilterMetric filter_groups_metric;   /* acc|score|seq_reward|seq_final_reward */
     int     max_num_gen_batches;      /* <=0: no limit */

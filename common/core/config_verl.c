@@ -17,7 +17,6 @@
 #define FIX(k, ok, why)    { k, VERL_FIXED, ok, NULL, why }
 #define NO(k, why)         { k, VERL_REFUSED, NULL, NULL, why }
 
-static const char KL_OFF[] = "DAPO trains without a KL term (no reference model); set it false or remove it";
 static const char NO_LOSS_MODE[] = "read only by verl's dro loss mode, which dapo does not have";
 static const char VISION[] = "read only for vision-language models; dapo's models are text-only";
 
@@ -224,12 +223,7 @@ static const VerlKey rules[] = {
     NO("custom_reward_function.reward_kwargs.", "arguments to a custom reward function are not supported"),
 
     /* ---- algorithm */
-    FIX("algorithm.gamma", "1", "of dapo's estimators only reinforce_plus_plus reads it, at 1 (every token's return is "
-        "the response's reward; per-token advantages are not built), and GAE is not implemented"),
     FIX("algorithm.lam", "1", "only GAE reads it, and dapo has no GAE (algorithm.adv_estimator)"),
-    FIX("algorithm.use_kl_in_reward", "false", KL_OFF),
-    IDLE("algorithm.kl_penalty", "algorithm.use_kl_in_reward", "read only when algorithm.use_kl_in_reward"),
-    IDLE("algorithm.kl_ctrl.", "algorithm.use_kl_in_reward", "read only when algorithm.use_kl_in_reward"),
     FIX("algorithm.use_pf_ppo", "false", "PF-PPO's reweighting is not implemented"),
     IDLE("algorithm.pf_ppo.", "algorithm.use_pf_ppo", "read only when algorithm.use_pf_ppo"),
     S("algorithm.filter_groups.max_inflight_gen_batches", "how many generation batches verl keeps in flight (dapo's "

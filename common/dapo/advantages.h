@@ -12,6 +12,7 @@
 #define DAPO_ADVANTAGES_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "core/err.h"
 
@@ -54,6 +55,14 @@ const char *adv_estimator_name(AdvEstimator e);   /* static string; "?" out of r
  * (grpo, grpo_passk). Writes adv[n_resp] (caller-owned; may alias reward), computed in double, rounded to fp32.
  * 0, or ERR_INVAL naming the group or response (adv_grpo's checks, a group of one for grpo_passk, fewer than two
  * counted tokens to whiten over). */
+/* reinforce_plus_plus's returns over one response's n tokens, before whitening (verl 0.9.1
+ * compute_reinforce_plus_plus_outcome_advantage): from the last token back, run' = r_t + gamma run, ret_t = run' m_t,
+ * and run = run' on a counted token (m_t 1), unchanged on a masked one; fp32 in torch's order. r[n]: the token rewards
+ * (the score on the response's last token, minus beta x KL per token under algorithm.use_kl_in_reward); m[n] 0/1;
+ * ret[n] caller-owned (may alias r). The whitening over the batch's counted tokens is the caller's (verl_F.masked_whiten:
+ * (ret - mean) / sqrt(var + 1e-8), mean and unbiased var over the counted tokens, as adv_compute's). */
+void adv_rfpp_returns(const float *r, const uint8_t *m, int n, double gamma, float *ret);
+
 int adv_compute(AdvEstimator e, const float *reward, const int *resp_tokens, const int *group_size, int n_groups,
                 bool norm_by_std, double eps, float *adv, char err[ERR_LEN]);
 

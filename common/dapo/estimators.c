@@ -92,3 +92,12 @@ int adv_compute(AdvEstimator e, const float *reward, const int *resp_tokens, con
     free(r);
     return rc;
 }
+
+void adv_rfpp_returns(const float *r, const uint8_t *m, int n, double gamma, float *ret) {
+    float run = 0.0f, g = (float)gamma;
+    for (int t = n - 1; t >= 0; t--) {
+        float nr = r[t] + g * run;
+        ret[t] = m[t] ? nr : 0.0f;
+        if (m[t]) run = nr;
+    }
+}

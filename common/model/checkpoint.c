@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -74,6 +75,7 @@ static int write_state(const char *path, const CheckpointState *st, long n_param
     snprintf(u, sizeof u, "%" PRIu64, st->rng_counter);
     json_object_set_new(o, "rng_counter", json_string(u));
     if (st->optim_shards > 0) json_object_set_new(o, "optim_shards", json_integer(st->optim_shards));
+    if (st->kl_ctrl_value > 0) json_object_set_new(o, "kl_ctrl_value", json_real(st->kl_ctrl_value));
     char *text = json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(o);
     if (!text) return err_set(err, ERR_NOMEM, "checkpoint: json_dumps");
@@ -327,6 +329,10 @@ int checkpoint_read_state(const char *dir, CheckpointState *st, char err[ERR_LEN
         st->data_epoch = (long)json_integer_value(json_object_get(o, "data_epoch"));
         st->data_cursor = (long)json_integer_value(json_object_get(o, "data_cursor"));
         st->optim_shards = (int)json_integer_value(json_object_get(o, "optim_shards"));
+        json_t *kv = json_object_get(o, "kl_ctrl_value");
+        st->kl_ctrl_value = json_is_number(kv) ? json_number_value(kv) : 0;
+        if (kv && !(json_is_number(kv) && st->kl_ctrl_value > 0 && isfinite(st->kl_ctrl_value)))
+            rc = err_set(err, ERR_DECODE, "%s: kl_ctrl_value is not a positive number", p);
         if (st->optim_shards < 0 || st->optim_shards > 1 << 20)
             rc = err_set(err, ERR_DECODE, "%s: optim_shards %d is not a number of ranks", p, st->optim_shards);
     }

@@ -13,7 +13,8 @@
  *                                                 huggingface/ export, which rank 0 writes from the gathered copy.
  *   ROOT/global_step_N/actor/state.json          {"format": "dapo-learner-checkpoint", "version": 1, "step": N,
  *                                                 "adam_step", "policy_version", "rng_seed", "rng_counter",
- *                                                 "data_epoch", "data_cursor", "n_params"}
+ *                                                 "data_epoch", "data_cursor", "n_params"; "optim_shards" W when
+ *                                                 sharded, "kl_ctrl_value" with algorithm.use_kl_in_reward}
  * Atomicity: everything is written into ROOT/global_step_N/.actor.tmp-<pid>, each file fsynced, then the directory is
  * renamed to `actor` and the parent fsynced; a checkpoint counts only when actor/state.json exists, so a crash or a
  * full disk leaves the previous checkpoints as they were (the temp directory is removed and the error reported).
@@ -43,6 +44,8 @@ typedef struct {
     long     data_epoch;      /* dapo-sft: data epoch and position in it (0 for the learner daemon) */
     long     data_cursor;
     int      optim_shards;    /* 0: actor/optim.safetensors; W > 0: the optimizer state is in W shard files (see top) */
+    double   kl_ctrl_value;   /* the learner's KL-in-reward controller (algorithm.kl_ctrl); 0: none ("kl_ctrl_value",
+                                 written only when > 0) */
 } CheckpointState;
 
 /* Writes ROOT/global_step_<st->step>/actor (see top) from a train-mode model (params, adam_m, adam_v) and points

@@ -37,11 +37,16 @@ void settings_loss_params(const Config *c, LossParams *p) {
     p->ppo_kl_coef = c->ppo_kl_coef;
     p->use_kl = c->use_kl_loss;
     p->kl_coef = c->kl_loss_coef;
+    p->kl = settings_kl_penalty(c->kl_loss_type);
+}
+
+KlPenalty settings_kl_penalty(int t) {
     static const KlKind kinds[CFG_KL_PLUS] = {[CFG_KL_K1] = KL_K1, [CFG_KL_KL] = KL_K1, [CFG_KL_ABS] = KL_ABS,
                                               [CFG_KL_MSE] = KL_K2, [CFG_KL_K2] = KL_K2, [CFG_KL_LOW_VAR_KL] = KL_K3,
                                               [CFG_KL_K3] = KL_K3};
-    int t = c->kl_loss_type >= 0 && c->kl_loss_type < 2 * CFG_KL_PLUS ? c->kl_loss_type : CFG_KL_LOW_VAR_KL;
-    p->kl = (KlPenalty){.kind = kinds[t % CFG_KL_PLUS], .straight_through = t >= CFG_KL_PLUS && kinds[t % CFG_KL_PLUS] != KL_K2};
+    if (t < 0 || t >= 2 * CFG_KL_PLUS) t = CFG_KL_LOW_VAR_KL;
+    KlKind k = kinds[t % CFG_KL_PLUS];
+    return (KlPenalty){.kind = k, .straight_through = t >= CFG_KL_PLUS && k != KL_K2};   /* k2+ is k2 */
 }
 
 AdvEstimator settings_adv_estimator(const Config *c) {

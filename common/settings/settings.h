@@ -25,6 +25,8 @@
  * constant — verl's padded response length); the global-batch fields stay "not given" (0) and dp_size 1: the learner sets them per mini-batch
  * from its shard (dapo/layout.h). Never fails: every value was checked by the table. */
 void settings_loss_params(const Config *c, LossParams *p);
+/* A kl_loss_type / algorithm.kl_penalty value (config.h CfgKlType, + CFG_KL_PLUS for the '+' form) as dapo/kl.h's. */
+KlPenalty settings_kl_penalty(int cfg_kl_type);
 
 /* algorithm.adv_estimator as dapo/advantages.h's estimator (verl's _vectorized spellings are grpo's and rloo's). */
 AdvEstimator settings_adv_estimator(const Config *c);

@@ -69,12 +69,17 @@ int batch_plan_build(const Config *cfg, Group *const *batch, const DatasetItem *
     int rc = adv_compute(settings_adv_estimator(cfg), reward, resp_tok, gsize, nb, cfg->norm_adv_by_std_in_grpo,
                          ADV_GRPO_EPS, p->adv, err);
     if (!rc) rc = layout_build(gsize, nb, resp_tok, cost, cfg->ppo_mini_batch_size, cfg->num_learners, &p->lay, err);
-    xfree(gsize); xfree(reward); xfree(resp_tok); xfree(cost);
+    xfree(gsize); xfree(resp_tok); xfree(cost);
     if (rc) {
+        xfree(reward);
         batch_plan_free(p);
         return rc;
     }
-    for (int s = 0; s < nseq; s++) p->row[s].adv = p->adv[s];
+    for (int s = 0; s < nseq; s++) {
+        p->row[s].adv = p->adv[s];
+        p->row[s].score = reward[s];
+    }
+    xfree(reward);
     p->shard_tokens = xcalloc((size_t)(p->lay.n_mini * p->world > 0 ? p->lay.n_mini * p->world : 1), sizeof(long long));
     plan_totals(p);
     return 0;

@@ -16,7 +16,7 @@ enum {
     F_RUN_ID = 1, F_STEP, F_POLICY_VERSION, F_MINI_BATCH_INDEX, F_NUM_MINI_BATCHES, F_PPO_EPOCH, F_INPUT_IDS,
     F_OFFSETS, F_PROMPT_LENGTHS, F_RESPONSE_MASK, F_ADVANTAGES, F_ROLLOUT_LOGPROBS, F_GROUP_IDS,
     F_GLOBAL_RESPONSE_TOKENS, F_GLOBAL_NUM_SEQS, F_RANK, F_WORLD_SIZE, F_LAST_OF_STEP, F_BEHAVIOUR_VERSIONS,
-    F_TOTAL_TRAINING_STEPS
+    F_TOTAL_TRAINING_STEPS, F_SCORES
 };
 
 static inline size_t varint_len(uint64_t v) {
@@ -123,7 +123,7 @@ static size_t total(const TbwHead *h, int n, const TbwSizes *s) {
     return head_len(h, 0) + packed_len(F_INPUT_IDS, s->ntok, s->ids) + packed_len(F_OFFSETS, ns + 1, s->offs) +
            packed_len(F_PROMPT_LENGTHS, ns, s->plen) + 3 * packed_len(F_RESPONSE_MASK, s->nresp, 4 * s->nresp) +
            packed_len(F_GROUP_IDS, ns, s->gids) + head_len(h, 1) + packed_len(F_BEHAVIOUR_VERSIONS, ns, s->bver) +
-           scalar_len(F_TOTAL_TRAINING_STEPS, h->total_training_steps);
+           scalar_len(F_TOTAL_TRAINING_STEPS, h->total_training_steps) + packed_len(F_SCORES, ns, 4 * ns);
 }
 
 size_t tbwire_size(const TbwHead *h, const TbwSeq *seq, int n, TbwSizes *sz) {
@@ -206,5 +206,9 @@ size_t tbwire_write(const TbwHead *h, const TbwSeq *seq, int n, const TbwSizes *
         for (int i = 0; i < n; i++) p = put_varint(p, (uint64_t)seq[i].behaviour_version);
     }
     p = put_scalar(p, F_TOTAL_TRAINING_STEPS, h->total_training_steps);
+    if (n > 0) {
+        p = put_varint(put_tag(p, F_SCORES, WT_LEN), 4 * (uint64_t)n);
+        for (int i = 0; i < n; i++, p += 4) memcpy(p, &seq[i].score, 4);
+    }
     return (size_t)(p - out);
 }

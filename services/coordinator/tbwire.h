@@ -24,6 +24,7 @@ typedef struct {
     uint32_t       n_logprobs;
     float          mask;        /* response_mask value of every response token (0 or 1) */
     float          adv;         /* advantages value of every response token */
+    float          score;       /* the reward the advantage came from (TrainBatch.scores) */
     uint64_t       group_id;
     int64_t        behaviour_version;   /* the policy version that generated it (>= 0) */
 } TbwSeq;

@@ -76,6 +76,7 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->failed_step = -1;
     L->cur_step = -1;
     settings_loss_params(cfg, &L->lp);
+    klreward_init(&L->klr, cfg);
     L->lp.dp_size = 1;                                  /* gradients are summed over ranks (collective) */
     L->opt = adamw_defaults();
     L->opt.beta1 = (float)cfg->adam_beta1;
@@ -119,6 +120,7 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
             L->version = st.policy_version;
             L->rng_seed = st.rng_seed;
             L->rng_counter = st.rng_counter;
+            klreward_restore(&L->klr, st.kl_ctrl_value);
             log_info("learner rank %d: resumed from %s (step %ld, policy version %lld, %ld optimizer steps)", rank, src,
                      st.step, (long long)st.policy_version, st.adam_step);
         }
@@ -131,7 +133,12 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
              loss_mode_name(L->lp.mode), loss_agg_mode_name(L->lp.agg), L->lp.clip_ratio_low, L->lp.clip_ratio_high,
              L->lp.clip_ratio_c, L->lp.use_kl ? config_enum_name(cfg, "actor_rollout_ref.actor.kl_loss_type") : "off");
     if (L->sharded && shard_open(L, cfg, src, err)) { learner_close(L); return NULL; }
-    if (L->lp.use_kl && ref_open(L, cfg, err)) { learner_close(L); return NULL; }
+    if ((L->lp.use_kl || L->klr.use_kl) && ref_open(L, cfg, err)) { learner_close(L); return NULL; }
+    if (L->klr.on)
+        log_info("learner rank %d: the learner computes the advantages (%s%s): KL in the reward %s, kl_ctrl %s, beta %g",
+                 rank, adv_estimator_name(L->klr.est), L->klr.gamma != 1.0 ? ", per-token returns with gamma" : "",
+                 L->klr.use_kl ? config_enum_name(cfg, "algorithm.kl_penalty") : "off",
+                 L->klr.adaptive ? "adaptive" : "fixed", L->klr.use_kl ? L->klr.value : 0.0);
     long T = model_max_tokens(L->m);
     model_set_progress(L->m, layer_progress, L);
     L->pack = seqpack_new(L->m);
@@ -158,6 +165,7 @@ static void step_reset(Learner *L) {
     L->n_trained = 0;
     L->old_done = 0;
     L->t_old = L->t_ref = 0;
+    klreward_free_step(&L->klr);
 }
 
 void learner_close(Learner *L) {
@@ -518,6 +526,7 @@ static int old_pass(Learner *L, char err[ERR_LEN]) {
     char e2[ERR_LEN];
     int rrc = offpolicy_reduce(L, rc, rc ? e2 : err);
     if (!rc) rc = rrc;
+    if (!rc && L->klr.on) rc = klreward_step(L, mb, nm, err);   /* every rank agrees on rc here (offpolicy_reduce) */
     xfree(mb);
     L->t_old = clock_s() - t0;
     if (rc) return rc;
@@ -544,6 +553,7 @@ static void fill_metrics(Learner *L, LearnerResult *r) {
     metrics_set(ms, "actor/update_skipped", st->skipped);
     metrics_set(ms, "actor/skipped_updates_total", (double)L->skipped_updates);   /* since this process started */
     offpolicy_metrics(L, (int)r->tb->mini_batch_index, ms);
+    klreward_metrics(&L->klr, ms);
     /* the coordinator averages over every result of the step: report step totals so the mean is one rank's total */
     metrics_set(ms, "timing_s/old_log_prob", L->t_old);
     metrics_set(ms, "timing_s/update_actor", (st->t_fwd + st->t_bwd + st->t_opt + st->t_comm) * per_rank);
@@ -587,8 +597,11 @@ int learner_next(Learner *L, LearnerResult *r) {
             rc = err_set(r->error, ERR_INVAL, "step %lld epoch %u: mini-batch %u (%ld response tokens) does not match "
                          "the step's %d mini-batches of epoch 0", (long long)tb->step, tb->ppo_epoch, k, resp_count(tb),
                          L->n_mini);
-        else
+        else {
+            if (L->klr.adv)              /* the step's advantages as the learner computed them (klreward.h) */
+                memcpy(tb->advantages, L->klr.adv[k], (size_t)L->old_n[k] * sizeof(float));
             rc = learner_update(L, tb, L->old_lp[k], L->ref_lp ? L->ref_lp[k] : NULL, &L->corr[k], &r->st, r->error);
+        }
     }
     if (rc < 0) {
         r->failed = 1;
@@ -634,7 +647,8 @@ void learner_result_free(LearnerResult *r) {
 
 int learner_checkpoint(Learner *L, char err[ERR_LEN]) {
     CheckpointState st = {.step = L->steps_done, .adam_step = model_adam_step(L->m), .policy_version = L->version,
-                    .rng_seed = L->rng_seed, .rng_counter = L->rng_counter, .optim_shards = L->sharded ? L->world : 0};
+                    .rng_seed = L->rng_seed, .rng_counter = L->rng_counter, .optim_shards = L->sharded ? L->world : 0,
+                    .kl_ctrl_value = L->klr.use_kl ? L->klr.value : 0};
     double t0 = clock_s();
     const LearnerShard *s = &L->shard;
     int rc = !L->sharded ? 0 : checkpoint_save_optim_shard(L->ckpt_root, L->steps_done, L->m, L->rank, L->world, s->m,

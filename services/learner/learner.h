@@ -42,6 +42,7 @@
 #include "model/seqpack.h"
 #include "offpolicy.h"
 #include "ref.h"
+#include "klreward.h"
 
 /* Called between micro-batches and while collectives wait (heartbeats); return < 0 to abort the shard. */
 typedef int (*LearnerKeepaliveFn)(void *ud);
@@ -95,7 +96,9 @@ struct Learner {
     float       *r_ref;            /* [T] reference log-probs of a chunk (use_kl) */
     uint8_t     *r_mask;
     float        stats[9];
-    float       *ref_params;       /* lp.use_kl: the reference policy's weights, or this rank's pieces (ref.h); owned */
+    float       *ref_params;       /* lp.use_kl or klr.use_kl: the reference policy's weights, or this rank's pieces
+                                      (ref.h); owned */
+    KlReward     klr;              /* algorithm.use_kl_in_reward and the advantages computed here (klreward.h) */
     /* the step being trained */
     long         cur_step, failed_step;
     Dapo__TrainBatch **pending;    /* owned, arrival order */

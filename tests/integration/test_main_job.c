@@ -66,7 +66,12 @@ static void test_three_steps_kill_and_resume(void **state) {
     /* issue 40: verl's GRPO examples' KL loss (low_var_kl) against the reference policy, through the whole cluster */
     j.extra[0] = "actor_rollout_ref.actor.use_kl_loss=true";
     j.extra[1] = "actor_rollout_ref.actor.kl_loss_coef=0.1";
-    j.extra[2] = NULL;
+    /* and the KL penalty in the reward with the adaptive controller (its state survives the resume below) */
+    j.extra[2] = "algorithm.use_kl_in_reward=true";
+    j.extra[3] = "algorithm.kl_ctrl.type=adaptive";
+    j.extra[4] = "algorithm.kl_ctrl.kl_coef=0.01";
+    j.extra[5] = "algorithm.kl_ctrl.horizon=100";
+    j.extra[6] = NULL;
     char cmd[2400];
     job_start_all(&j, "4");
     /* From step 2 on, rollout-1 is frozen (SIGSTOP) so that it is caught holding a lease whatever the timing; then
@@ -116,6 +121,19 @@ static void test_three_steps_kill_and_resume(void **state) {
         assert_true(metric_at(path5, s, "actor/kl_coef") == 0.1);
     }
     assert_true(kl[1] == 0 && kl[4] > 0 && kl[5] > 0);
+    /* the adaptive controller: beta_{s+1} = beta_s (1 + clip(kl_s / 0.1 - 1, -0.2, 0.2) x 16 / 100), kl_s the step's
+     * actor/reward_kl_penalty (0 at step 1: the old policy is the reference), across the resume between steps 4 and 5 */
+    double beta = 0.01;
+    for (int s = 1; s <= 5; s++) {
+        double b = metric_at(path5, s, "actor/reward_kl_penalty_coeff"), pk = metric_at(path5, s, "actor/reward_kl_penalty");
+        fprintf(stderr, "step %d: actor/reward_kl_penalty %.9g, actor/reward_kl_penalty_coeff %.12g\n", s, pk, b);
+        if (!(fabs(b - beta) <= 1e-9 * beta))            /* metrics.jsonl keeps 12 digits */
+            fail_msg("step %d: reward_kl_penalty_coeff %.17g, want %.17g", s, b, beta);
+        assert_true(s > 1 || pk == 0);                    /* k1 (verl's default kl_penalty) may be negative */
+        double e = pk / 0.1 - 1;
+        beta *= 1 + (e < -0.2 ? -0.2 : e > 0.2 ? 0.2 : e) * 16 / 100;
+    }
+    assert_true(metric_at(path5, 5, "actor/reward_kl_penalty_coeff") < 0.01);     /* below the target: it shrinks */
     j.extra[0] = NULL;
 }
 

@@ -326,6 +326,77 @@ def estimator_cases(core_algos, w):
     w.add("n_cases", [n], "i32")
 
 
+KL_REWARD = [("grpo", 1.0), ("rloo", 1.0), ("opo", 1.0), ("gpg", 1.0), ("grpo_passk", 1.0), ("reinforce_plus_plus", 1.0),
+             ("reinforce_plus_plus", 0.9), ("reinforce_plus_plus_baseline", 1.0)]
+
+
+def verl_apply_kl_penalty(core_algos):
+    """verl's apply_kl_penalty, its own source text (trainer/ppo/ray_trainer.py) executed: importing that module needs
+    Ray and torchdata, which the fixtures do not install."""
+    import ast
+    import torch
+    import verl.trainer.ppo as ppo
+    from verl.utils.torch_functional import masked_mean
+    path = os.path.join(os.path.dirname(ppo.__file__), "ray_trainer.py")
+    src = open(path).read()
+    fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "apply_kl_penalty")
+    from verl import DataProto
+    ns = {"core_algos": core_algos, "torch": torch, "masked_mean": masked_mean, "DataProto": DataProto}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), path, "exec"), ns)
+    return ns["apply_kl_penalty"]
+
+
+def kl_reward_cases(core_algos, w):
+    """algorithm.use_kl_in_reward: verl's apply_kl_penalty (token_level_scores - beta kl_penalty(old, ref) x mask, with a
+    fixed and an adaptive controller) then the estimator (get_adv_estimator_fn; reinforce_plus_plus also at gamma 0.9),
+    on groups of several sizes with variable response lengths and one overlong-masked response (kl_reward.bin)."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+    from verl.trainer.config import AlgoConfig
+    apply_kl_penalty = verl_apply_kl_penalty(core_algos)
+    g = torch.Generator().manual_seed(19)
+    kl_names = ["kl", "low_var_kl", "abs"]
+    n = 0
+    for ci, (est, gamma) in enumerate(KL_REWARD):
+        for adaptive in (False, True):
+            sizes = [4, 3, 4, 2]
+            B, T = sum(sizes), 9
+            lengths = torch.randint(1, T + 1, (B,), generator=g)
+            mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
+            mask[5] = 0.0                               # an overlong-filtered response: no counted token
+            score = torch.where(torch.rand(B, generator=g) < 0.5, 0.0, 1.0) + 0.1 * torch.rand(B, generator=g)
+            tls = torch.zeros(B, T)
+            tls[torch.arange(B), lengths - 1] = score   # verl's reward managers: the last response token
+            old = -2.0 + torch.randn(B, T, generator=g)
+            ref = old + 0.4 * torch.randn(B, T, generator=g)
+            kl_name = kl_names[n % len(kl_names)]
+            ctrl = (core_algos.AdaptiveKLController(init_kl_coef=0.05, target_kl=0.02, horizon=100) if adaptive
+                    else core_algos.FixedKLController(kl_coef=0.05))
+            data = DataProto.from_dict(tensors={"response_mask": mask, "token_level_scores": tls, "old_log_probs": old,
+                                                "ref_log_prob": ref})
+            data, metrics = apply_kl_penalty(data, kl_ctrl=ctrl, kl_penalty=kl_name)
+            tlr = data.batch["token_level_rewards"]
+            index = np.array([f"uid{gi}" for gi, k in enumerate(sizes) for _ in range(k)], dtype=object)
+            cfg = AlgoConfig(adv_estimator=est, norm_adv_by_std_in_grpo=True, gamma=gamma)
+            adv, _ = core_algos.get_adv_estimator_fn(est)(token_level_rewards=tlr, response_mask=mask, index=index,
+                                                           config=cfg, norm_adv_by_std_in_grpo=True)
+            p = f"r{n}/"
+            w.add(p + "est", [ESTIMATORS.index(est), int(adaptive), KL_NAMES.index(kl_name)], "i32")
+            w.add(p + "params", [gamma, 0.05, 0.02, 100.0], "f64")     # gamma, kl_coef, target_kl, horizon
+            w.add(p + "sizes", sizes, "i32")
+            w.add(p + "lengths", lengths.int(), "i32")
+            w.add(p + "mask", mask.int(), "i32")
+            w.add(p + "score", score, "f32")
+            w.add(p + "old", old, "f32")
+            w.add(p + "ref", ref, "f32")
+            w.add(p + "adv", adv, "f32")
+            w.add(p + "out", [metrics["actor/reward_kl_penalty"], metrics["actor/reward_kl_penalty_coeff"], ctrl.value,
+                              tlr.sum(-1).mean().item()], "f64")
+            n += 1
+    w.add("n_cases", [n], "i32")
+
+
 KL_NAMES = ["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "kl+", "k1+", "abs+", "mse+", "k2+", "low_var_kl+", "k3+"]
 
 
@@ -540,11 +611,14 @@ def algorithm_family(core_algos, ActorConfig, version):
     save("loss_modes.bin", loss_mode_cases, core_algos, ActorConfig)
     save("estimators.bin", estimator_cases, core_algos)
     save("kl_cases.bin", kl_cases, core_algos)
-    return (f"loss_modes.bin, estimators.bin, kl_cases.bin: the same verl {version} (core_algos.get_policy_loss_fn: "
-            f"vanilla, gspo, cispo, sapo, gpg, dppo_tv, dppo_kl, with kl_penalty + agg_loss as workers/utils/losses.py "
-            f"adds the KL loss; agg_loss; get_adv_estimator_fn: grpo, rloo, opo, gpg, grpo_passk, reinforce_plus_plus, "
-            f"reinforce_plus_plus_baseline; kl_penalty) and torch {torch.__version__} autograd, written with "
-            f"`make_dapo_fixtures.py --only loss_modes`.\n")
+    save("kl_reward.bin", kl_reward_cases, core_algos)
+    return (f"loss_modes.bin, estimators.bin, kl_cases.bin, kl_reward.bin: the same verl {version} "
+            f"(core_algos.get_policy_loss_fn: vanilla, gspo, cispo, sapo, gpg, dppo_tv, dppo_kl, clip_cov, kl_cov, "
+            f"geo_mean, with kl_penalty + agg_loss as workers/utils/losses.py adds the KL loss; agg_loss; "
+            f"get_adv_estimator_fn: grpo, rloo, opo, gpg, grpo_passk, reinforce_plus_plus, "
+            f"reinforce_plus_plus_baseline; kl_penalty; ray_trainer.apply_kl_penalty with the Fixed and Adaptive KL "
+            f"controllers) and torch {torch.__version__} autograd, written with `make_dapo_fixtures.py --only "
+            f"loss_modes`.\n")
 
 
 def main():

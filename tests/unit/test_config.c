@@ -124,11 +124,13 @@ static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {"actor_rollout_ref.actor.clip_ratio_high=abc", NULL, "'abc'", "not a number"},
     /* the KL loss's estimators are verl's; "full" (every vocabulary entry) is refused, as verl refuses it */
     {"actor_rollout_ref.actor.kl_loss_type=full", NULL, "kl_loss_type", "low_var_kl"},
-    {NULL, "algorithm:\n  use_kl_in_reward: True\n", "use_kl_in_reward: True is not supported", "reference model"},
+    /* the KL penalty in the reward: the final reward is the learners', so dynamic sampling cannot filter on it */
+    {NULL, "algorithm:\n  use_kl_in_reward: true\n  filter_groups:\n    enable: true\n    metric: seq_final_reward\n",
+     "use_kl_in_reward with algorithm.filter_groups.metric", "filter on acc, score or seq_reward"},
+    {"algorithm.gamma=0.99", NULL, "algorithm.gamma 0.99", "only reinforce_plus_plus reads it"},
     /* verl's algorithm keys on the warning list: only the value dapo trains with (issue 37) */
     {"actor_rollout_ref.rollout.do_sample=False", NULL, "do_sample: False is not supported", "greedy rollouts"},
     {"actor_rollout_ref.actor.shuffle=true", NULL, "shuffle: true is not supported", "order the coordinator packed"},
-    {"algorithm.gamma=0.99", NULL, "gamma: 0.99 is not supported", "only reinforce_plus_plus reads it"},
     {"actor_rollout_ref.actor.policy_loss.loss_mode=dro", NULL, "dro", "vanilla|gspo|cispo|sapo|gpg|dppo_tv|dppo_kl|clip_cov|kl_cov|geo_mean"},
     {"actor_rollout_ref.actor.loss_scale_factor=0", NULL, "loss_scale_factor: 0 is out of range", "greater than 0"},
     {"algorithm.lam=0.95", NULL, "lam: 0.95 is not supported", "only GAE reads it"},

@@ -24,7 +24,7 @@ typedef struct {
     uint32_t *offs, *plen;
     uint64_t *gids;
     int64_t *bver;
-    float *mask, *adv, *lps;
+    float *mask, *adv, *lps, *scores;
 } Ref;
 
 static void ref_build(Ref *r, const TbwHead *h, const TbwSeq *seq, int n) {
@@ -38,12 +38,14 @@ static void ref_build(Ref *r, const TbwHead *h, const TbwSeq *seq, int n) {
     r->mask = malloc((nresp + 1) * sizeof(float));
     r->adv = malloc((nresp + 1) * sizeof(float));
     r->lps = malloc((nresp + 1) * sizeof(float));
+    r->scores = malloc(((size_t)n + 1) * sizeof(float));
     size_t t = 0, rt = 0;
     for (int i = 0; i < n; i++) {
         r->offs[i] = (uint32_t)t;
         r->plen[i] = seq[i].n_prompt;
         r->gids[i] = seq[i].group_id;
         r->bver[i] = seq[i].behaviour_version;
+        r->scores[i] = seq[i].score;
         for (uint32_t k = 0; k < seq[i].n_prompt; k++) r->ids[t++] = seq[i].prompt[k];
         for (uint32_t k = 0; k < seq[i].n_resp; k++, rt++) {
             r->ids[t++] = seq[i].resp[k];
@@ -74,11 +76,13 @@ static void ref_build(Ref *r, const TbwHead *h, const TbwSeq *seq, int n) {
     tb.last_of_step = h->last_of_step != 0;
     tb.behaviour_versions = r->bver; tb.n_behaviour_versions = (size_t)n;
     tb.total_training_steps = h->total_training_steps;
+    tb.scores = r->scores; tb.n_scores = (size_t)n;
     r->tb = tb;
 }
 
 static void ref_free(Ref *r) {
     free(r->ids); free(r->offs); free(r->plen); free(r->gids); free(r->bver); free(r->mask); free(r->adv); free(r->lps);
+    free(r->scores);
 }
 
 /* tbwire's bytes == protobuf-c's, and they unpack to the reference arrays */
@@ -106,6 +110,8 @@ static void check_same(const TbwHead *h, const TbwSeq *seq, int n) {
     assert_memory_equal(u->offsets, r.offs, ((size_t)n + 1) * sizeof(uint32_t));
     assert_int_equal(u->n_rollout_logprobs, r.tb.n_rollout_logprobs);
     if (u->n_rollout_logprobs) assert_memory_equal(u->rollout_logprobs, r.lps, u->n_rollout_logprobs * sizeof(float));
+    assert_int_equal(u->n_scores, (size_t)n);
+    if (n) assert_memory_equal(u->scores, r.scores, (size_t)n * sizeof(float));
     assert_int_equal(u->last_of_step, h->last_of_step != 0);
     assert_int_equal(u->step, h->step);
     dapo__train_batch__free_unpacked(u, NULL);
@@ -119,9 +125,9 @@ static void test_edge_cases(void **state) {
     float lp[] = {-0.5f, -1e-30f, 0.0f, -3.25f, -INFINITY, -7.0f, -0.125f, -2.0f};
     TbwSeq s[3] = {
         {.prompt = p, .n_prompt = 4, .resp = q, .n_resp = 8, .logprobs = lp, .n_logprobs = 8, .mask = 1, .adv = -0.75f,
-         .group_id = 1, .behaviour_version = 0},
+         .group_id = 1, .behaviour_version = 0, .score = -1.25f},
         {.prompt = p, .n_prompt = 2, .resp = q, .n_resp = 5, .logprobs = lp, .n_logprobs = 3, .mask = 0, .adv = 0,
-         .group_id = UINT64_MAX, .behaviour_version = INT64_MAX},                            /* log-probs shorter: padded with 0 */
+         .group_id = UINT64_MAX, .behaviour_version = INT64_MAX, .score = 0.0f},                            /* log-probs shorter: padded with 0 */
         {.prompt = p, .n_prompt = 0, .resp = q, .n_resp = 0, .mask = 1, .adv = 1.5f, .group_id = 0,
          .behaviour_version = 300},   /* empty */
     };
