@@ -228,6 +228,8 @@ static const CfgEntry *find_entry(const char *key) {
 static const struct { const char *alias, *key; } cfg_alias[] = {
     { AR "actor.optim.lr_scheduler_type",                    AR "actor.optim.warmup_style" },   /* verl 0.9's name */
     { AR "actor.optim.clip_grad",                            AR "actor.grad_clip" },            /* verl 0.9's name */
+    { AR "actor.policy_loss.tau_pos",                        AR "actor.tau_pos" },   /* verl 0.9.0's SAPO script's */
+    { AR "actor.policy_loss.tau_neg",                        AR "actor.tau_neg" },
     { AR "rollout.prompt_length",                            "data.max_prompt_length" },        /* verl copies them */
     { AR "rollout.response_length",                          "data.max_response_length" },
     { AR "model.tokenizer_path",                             "data.tokenizer" },

@@ -194,7 +194,21 @@ static void test_verl_scripts_load(void **state) {
         { "cispo_qwen3_8b_fsdp", "" },
         { "gspo_qwen3_8b_fsdp", "" },
         { "one_step_off_dapo_7b_math_fsdp2_colocate", "" },
+        /* issue 40: verl's algorithm family, each run with its own loss and estimator (checked below) */
+        { "sapo_qwen3_8b_fsdp", "" },
+        { "gmpo_qwen3_8b_fsdp", "" },
+        { "gpg_qwen3_8b_fsdp", "" },
+        { "rloo_qwen3_8b_fsdp", "" },
+        { "reinforce_plus_plus_qwen3_8b_fsdp", "" },
     };
+    /* what each script trains: loss mode, estimator, KL loss, KL in the reward (-1: not checked) */
+    static const struct { int mode, est, kl_loss, kl_reward; } algo[] = {
+        {CFG_LOSS_VANILLA, CFG_ADV_GRPO, 1, 0}, {CFG_LOSS_CISPO, CFG_ADV_GRPO, 1, 0}, {CFG_LOSS_GSPO, CFG_ADV_GRPO, 0, 0},
+        {-1, -1, 0, 0}, {CFG_LOSS_SAPO, CFG_ADV_GRPO, 0, 0}, {CFG_LOSS_GEO_MEAN, CFG_ADV_GRPO, 1, 0},
+        {CFG_LOSS_GPG, CFG_ADV_GPG, 0, 0}, {CFG_LOSS_VANILLA, CFG_ADV_RLOO, 0, 1},
+        {CFG_LOSS_VANILLA, CFG_ADV_REINFORCE_PP, 0, 1},
+    };
+    _Static_assert(sizeof algo / sizeof algo[0] == sizeof scripts / sizeof scripts[0], "one row per script");
     for (size_t i = 0; i < sizeof scripts / sizeof scripts[0]; i++) {
         Config c;
         char refused[1000], err[ERR_LEN] = "";
@@ -202,6 +216,11 @@ static void test_verl_scripts_load(void **state) {
         if (strcmp(refused, scripts[i].refused)) fail_msg("%s: refused '%s', expected '%s'", scripts[i].name, refused,
                                                           scripts[i].refused);
         if (config_validate(&c, err)) fail_msg("%s: %s", scripts[i].name, err);
+        if (algo[i].mode >= 0 && ((int)c.loss_mode != algo[i].mode || (int)c.adv_estimator != algo[i].est ||
+                                  c.use_kl_loss != algo[i].kl_loss || c.use_kl_in_reward != algo[i].kl_reward))
+            fail_msg("%s: loss mode %d, estimator %d, use_kl_loss %d, use_kl_in_reward %d", scripts[i].name,
+                     (int)c.loss_mode, (int)c.adv_estimator, c.use_kl_loss, c.use_kl_in_reward);
+        if (i == 5) assert_true(c.clip_ratio_low == 0.4 && c.clip_ratio_high == 0.4);   /* GMPO's wider clip */
         if (i == 3) {    /* verl's DAPO recipe: its reward namespace and overlong buffer, through the aliases */
             assert_int_equal(c.reward_manager, CFG_REWARD_DAPO);
             assert_true(c.overlong_buffer_enable && c.overlong_buffer_len == 4096 && c.max_resp_len == 8192);
