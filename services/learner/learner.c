@@ -522,7 +522,7 @@ static int old_pass(Learner *L, char err[ERR_LEN]) {
         if (!rc && mb[k]->total_training_steps > 0 && L->total_steps <= 0)     /* the coordinator's, from the data */
             L->total_steps = (long)mb[k]->total_training_steps;
     }
-    if (!rc && L->lp.use_kl) rc = ref_pass(L, mb, nm, err);
+    if (!rc && (L->lp.use_kl || L->klr.use_kl)) rc = ref_pass(L, mb, nm, err);
     char e2[ERR_LEN];
     int rrc = offpolicy_reduce(L, rc, rc ? e2 : err);
     if (!rc) rc = rrc;

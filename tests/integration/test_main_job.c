@@ -257,7 +257,8 @@ static void test_python_reward_run(void **state) {
                            "reward_model.worker_memory_mb=300", "trainer.save_freq=-1", "trainer.total_epochs=2",
                            "trainer.logger=[console,tensorboard,wandb]",
                            /* issue 40: another policy loss and estimator through the whole cluster */
-                           "actor_rollout_ref.actor.policy_loss.loss_mode=cispo", "algorithm.adv_estimator=rloo", NULL};
+                           "actor_rollout_ref.actor.policy_loss.loss_mode=cispo", "algorithm.adv_estimator=rloo",
+                           "algorithm.use_kl_in_reward=true", NULL};   /* the RLOO script's KL, without the KL loss */
     memcpy(j.extra, extra, sizeof extra);
     snprintf(path, sizeof path, "%s/tb", j.dir);
     setenv("TENSORBOARD_DIR", path, 1);
@@ -285,6 +286,7 @@ static void test_python_reward_run(void **state) {
                          want[i], took);
         assert_true(metric_at(path, step, "reward_extra/response_chars/mean") > 0);
         assert_true(isfinite(metric_at(path, step, "actor/pg_loss")));
+        assert_true(metric_at(path, step, "actor/reward_kl_penalty_coeff") == 0.001);   /* kl_ctrl fixed */
     }
     snprintf(cmd, sizeof cmd, "grep -q 'policy loss cispo' %s/learner.log && grep -q 'advantages: rloo' %s/coordinator.log",
              j.dir, j.dir);
