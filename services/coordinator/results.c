@@ -189,7 +189,9 @@ static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
         /* ERR_COLLECTIVE: a collective broke because another rank died and came back: every rank reloads (recover.c),
            at most three times for the same step, so that a real fault still fails the run. The text is for people. */
         int tries = e->rejoin_fail_step == t->step ? e->rejoin_step_tries + 1 : 1;
-        if (c->cfg.num_learners > 1 && r->code == ERR_COLLECTIVE && tries <= 3) {
+        /* ERR_STALE: the learner holds other weights than the step trains from (it refuses: versions only move
+           forward): every rank starts again from the last checkpoint, as after a collective that broke */
+        if (((c->cfg.num_learners > 1 && r->code == ERR_COLLECTIVE) || r->code == ERR_STALE) && tries <= 3) {
             e->rejoin_step_tries = tries;
             e->rejoin_fail_step = t->step;
             engine_rejoin_begin(c, -1, "step %ld: learner %s (rank %u): %.120s", t->step, w->id, r->rank, r->error);

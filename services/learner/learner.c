@@ -458,10 +458,6 @@ int learner_submit(Learner *L, Dapo__TrainBatch *tb) {
     if (tb->step != L->cur_step) {
         if (tb->step != L->steps_done + 1)        /* the coordinator is authoritative (e.g. it resumed elsewhere) */
             log_warn("learner rank %d: step %lld arrives after step %ld", L->rank, (long long)tb->step, L->steps_done);
-        if (tb->policy_version != L->version)
-            log_warn("learner rank %d: step %lld was generated with policy version %lld but the learner holds version "
-                     "%lld (coordinator and learner resumed from different checkpoints?)", L->rank, (long long)tb->step,
-                     (long long)tb->policy_version, (long long)L->version);
         if (L->n_pending) log_warn("learner rank %d: step %ld abandoned with %d shards pending (step %lld started)",
                                    L->rank, L->cur_step, L->n_pending, (long long)tb->step);
         step_reset(L);
@@ -494,6 +490,12 @@ static int ref_pass(Learner *L, Dapo__TrainBatch **mb, int nm, char err[ERR_LEN]
  * rank even after a local error so none waits for another). 1 done, 0 not ready, < 0 error. */
 static int old_pass(Learner *L, char err[ERR_LEN]) {
     if (L->old_done) return 1;
+    const Dapo__TrainBatch *first = L->pending[0];
+    if (first->policy_version != L->version)         /* versions only move forward: never train from other weights */
+        return err_set(err, ERR_STALE, "step %lld trains from policy version %lld, but this learner holds version %lld "
+                       "(it resumed from another checkpoint than the coordinator?): refused; the coordinator has the "
+                       "learners start again from the last checkpoint", (long long)first->step,
+                       (long long)first->policy_version, (long long)L->version);
     int nm = (int)L->pending[0]->num_mini_batches;
     Dapo__TrainBatch **mb = xcalloc((size_t)nm, sizeof *mb);
     int have = 0, rc = 0;

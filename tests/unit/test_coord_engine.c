@@ -481,6 +481,16 @@ static void test_step_failure_by_code(void **state) {
     assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_CONTROL, NULL, ctl, 4), 0);   /* nobody asked to reload */
     coord_free(c);
 
+    c = coord_new();                                     /* ERR_STALE: the learner refused other weights: reload */
+    step_to_training(c);
+    step_result(c, "learner-1", 1, ERR_STALE, "step 1 trains from policy version 0, but this learner holds version 3", 0);
+    assert_int_equal(engine_phase(c), PH_REJOIN);
+    n = queued(c, DAPO__MSG_TYPE__MSG_CONTROL, NULL, ctl, 4);
+    assert_int_equal(n, 2);
+    for (int i = 0; i < n; i++) assert_int_equal(((Dapo__Control *)ctl[i])->cmd, DAPO__CONTROL_CMD__CONTROL_RELOAD);
+    free_all(ctl, n);
+    coord_free(c);
+
     c = coord_new();                                     /* no code but a text: fails too (a peer of another kind) */
     step_to_training(c);
     step_result(c, "learner-0", 0, 0, "collective", 0);

@@ -204,6 +204,36 @@ static void test_kl_loss_reference(void **state) {
     learner_close(plain);
 }
 
+/* Issue 41: versions only move forward. After step 1 (version 1), a step that trains from version 0 is refused with
+ * ERR_STALE naming both versions (the coordinator reloads the learners); the learner's version stays 1, and the same
+ * step from version 1 then trains. */
+static void test_refuses_other_version(void **state) {
+    (void)state;
+    Learner *L = open_learner(NULL, 0, 0, 1, NULL);
+    LearnerResult r;
+    learner_submit(L, to_owned(make_batch(61, 4, 1, 0, 1, 0, 1)));
+    assert_int_equal(learner_next(L, &r), 1);
+    assert_false(r.failed);
+    learner_result_free(&r);
+    assert_int_equal(L->version, 1);
+    Dapo__TrainBatch *old = make_batch(62, 4, 2, 0, 1, 0, 1);
+    old->policy_version = 0;
+    learner_submit(L, to_owned(old));
+    assert_int_equal(learner_next(L, &r), 1);
+    assert_true(r.failed);
+    assert_int_equal(r.code, ERR_STALE);
+    assert_non_null(strstr(r.error, "trains from policy version 0, but this learner holds version 1"));
+    learner_result_free(&r);
+    assert_int_equal(L->version, 1);
+    assert_int_equal(L->steps_done, 1);
+    learner_submit(L, to_owned(make_batch(62, 4, 2, 0, 1, 0, 1)));   /* policy_version 1: trains */
+    assert_int_equal(learner_next(L, &r), 1);
+    assert_false(r.failed);
+    learner_result_free(&r);
+    assert_int_equal(L->version, 2);
+    learner_close(L);
+}
+
 static void test_nan_skips_update(void **state) {
     (void)state;
     /* on one rank */
@@ -630,6 +660,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_two_ranks_equal_one),
         cmocka_unit_test(test_loss_modes_train),
         cmocka_unit_test(test_kl_loss_reference),
+        cmocka_unit_test(test_refuses_other_version),
         cmocka_unit_test(test_nan_skips_update),
         cmocka_unit_test(test_resume_exact),
         cmocka_unit_test(test_bad_batches),
