@@ -76,7 +76,7 @@ static const CfgEntry cfg_table[] = {
     { AR "actor.policy_loss.clip_cov_lb",    CFG_FLOAT, -1e9, 1e9,  "1.0",     O(clip_cov_lb), NULL, 0 },
     { AR "actor.policy_loss.clip_cov_ub",    CFG_FLOAT, -1e9, 1e9,  "5.0",     O(clip_cov_ub), NULL, 0 },
     { AR "actor.policy_loss.kl_cov_ratio",   CFG_FLOAT, 0, 1,       "0.0002",  O(kl_cov_ratio), NULL, MIN_EXCL },
-    { AR "actor.policy_loss.ppo_kl_coef",    CFG_FLOAT, -1e6, 1e6,  "0.1",     O(ppo_kl_coef), NULL, 0 },
+    { AR "actor.policy_loss.ppo_kl_coef",    CFG_FLOAT, 0, 1e6,     "0.1",     O(ppo_kl_coef), NULL, 0 },
     { AR "actor.tau_pos",                    CFG_FLOAT, 0, 1e6,     "1.0",     O(tau_pos), NULL, MIN_EXCL },
     { AR "actor.tau_neg",                    CFG_FLOAT, 0, 1e6,     "1.05",    O(tau_neg), NULL, MIN_EXCL },
     { AR "actor.use_kl_loss",                CFG_BOOL,  0, 0,       "false",   O(use_kl_loss), NULL, 0 },
@@ -1061,6 +1061,34 @@ int config_gen_batch_size(const Config *c) {
     return c->gen_batch_size ? c->gen_batch_size : c->train_batch_size;
 }
 
+/* Keys that change nothing under the settings given (verl ignores them there too): a warning naming the switch. */
+static void warn_unread(const Config *c) {
+    static const struct { const char *key, *sw; int mode; } rows[] = {
+        {AR "actor.kl_loss_coef", AR "actor.use_kl_loss", -1}, {AR "actor.kl_loss_type", AR "actor.use_kl_loss", -1},
+        {"algorithm.kl_penalty", "algorithm.use_kl_in_reward", -1},
+        {"algorithm.kl_ctrl.type", "algorithm.use_kl_in_reward", -1},
+        {"algorithm.kl_ctrl.kl_coef", "algorithm.use_kl_in_reward", -1},
+        {"algorithm.kl_ctrl.horizon", "algorithm.use_kl_in_reward", -1},
+        {"algorithm.kl_ctrl.target_kl", "algorithm.use_kl_in_reward", -1},
+        {AR "actor.tau_pos", NULL, CFG_LOSS_SAPO}, {AR "actor.tau_neg", NULL, CFG_LOSS_SAPO},
+        {AR "actor.policy_loss.clip_cov_ratio", NULL, CFG_LOSS_CLIP_COV},
+        {AR "actor.policy_loss.clip_cov_lb", NULL, CFG_LOSS_CLIP_COV},
+        {AR "actor.policy_loss.clip_cov_ub", NULL, CFG_LOSS_CLIP_COV},
+        {AR "actor.policy_loss.kl_cov_ratio", NULL, CFG_LOSS_KL_COV},
+        {AR "actor.policy_loss.ppo_kl_coef", NULL, CFG_LOSS_KL_COV},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (!config_is_set(c, rows[i].key)) continue;
+        int on = rows[i].sw ? (!strcmp(rows[i].sw, AR "actor.use_kl_loss") ? c->use_kl_loss : c->use_kl_in_reward)
+                            : (int)c->loss_mode == rows[i].mode;
+        if (!on)
+            log_warn("%s is set but nothing reads it: %s", rows[i].key,
+                     rows[i].sw ? (!strcmp(rows[i].sw, AR "actor.use_kl_loss") ? "actor_rollout_ref.actor.use_kl_loss is "
+                                   "false" : "algorithm.use_kl_in_reward is false")
+                                : "actor_rollout_ref.actor.policy_loss.loss_mode is another one");
+    }
+}
+
 int config_validate(const Config *c, char err[ERR_LEN]) {
     if (config_is_set(c, AR "actor.use_rollout_log_probs") && config_is_set(c, "algorithm.rollout_correction.bypass_mode") &&
         c->use_rollout_log_probs != c->rc_bypass_mode)
@@ -1071,14 +1099,27 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
     if (c->adv_estimator == CFG_ADV_GRPO_PASSK && c->rollout_n < 2)
         return err_set(err, ERR_INVAL, "algorithm.adv_estimator grpo_passk needs actor_rollout_ref.rollout.n >= 2 (the "
                        "best response's advantage is its reward minus the second best's); n is %d", c->rollout_n);
+    char gtxt[32];                                   /* the shortest text that reads back as the value */
+    snprintf(gtxt, sizeof gtxt, "%.15g", c->gamma);
+    if (strtod(gtxt, NULL) != c->gamma) snprintf(gtxt, sizeof gtxt, "%.17g", c->gamma);
     if (c->gamma != 1.0 && c->adv_estimator != CFG_ADV_REINFORCE_PP)
-        return err_set(err, ERR_UNSUPPORTED, "algorithm.gamma %g: of dapo's estimators only reinforce_plus_plus reads it "
-                       "(and GAE, which dapo does not have); algorithm.adv_estimator is %s: leave gamma at 1", c->gamma,
+        return err_set(err, ERR_UNSUPPORTED, "algorithm.gamma %s: of dapo's estimators only reinforce_plus_plus reads it "
+                       "(and GAE, which dapo does not have); algorithm.adv_estimator is %s: leave gamma at 1", gtxt,
                        config_enum_name(c, "algorithm.adv_estimator"));
     if (c->use_kl_in_reward && c->filter_groups_enable && c->filter_groups_metric == CFG_METRIC_SEQ_FINAL_REWARD)
         return err_set(err, ERR_UNSUPPORTED, "algorithm.use_kl_in_reward with algorithm.filter_groups.metric "
                        "seq_final_reward: dapo filters groups before the learners compute the KL penalty, so the final "
                        "reward is not known there; filter on acc, score or seq_reward");
+    double n_resp = (double)c->train_batch_size * c->rollout_n;
+    if (c->use_kl_in_reward && c->kl_ctrl_type == CFG_KL_CTRL_ADAPTIVE && !(c->kl_ctrl_horizon > 0.2 * n_resp))
+        return err_set(err, ERR_INVAL, "algorithm.kl_ctrl.horizon %g: horizon must exceed %g, 0.2 x the %.0f responses "
+                       "of a step (train_batch_size x rollout.n), or the adaptive coefficient's multiplier 1 + "
+                       "clip(kl / target_kl - 1, -0.2, 0.2) x responses / horizon turns negative",
+                       c->kl_ctrl_horizon, 0.2 * n_resp, n_resp);
+    if (c->loss_mode == CFG_LOSS_CLIP_COV && !(c->clip_cov_lb < c->clip_cov_ub))
+        return err_set(err, ERR_INVAL, "actor_rollout_ref.actor.policy_loss.clip_cov_lb %g is not below clip_cov_ub %g: "
+                       "clip_cov would select no token (plain clipping)", c->clip_cov_lb, c->clip_cov_ub);
+    warn_unread(c);
     if (c->rc_loss_type == CFG_RC_LOSS_REINFORCE)
         return err_set(err, ERR_UNSUPPORTED, "algorithm.rollout_correction.loss_type: reinforce is not implemented in "
                        "dapo; use ppo_clip");

@@ -227,6 +227,15 @@ static TokOut token_kl_cov(float logp, float old_logp, float a, float coef, int 
     return o;
 }
 
+typedef struct { float cov; int pos; } CovRank;
+static int by_cov_desc(const void *a, const void *b) {
+    const CovRank *x = a, *y = b;
+    int xn = isnan(x->cov), yn = isnan(y->cov);
+    if (xn != yn) return yn - xn;                     /* NaN first, as torch.topk ranks it */
+    if (!xn && x->cov != y->cov) return x->cov > y->cov ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
 /* clip_cov / kl_cov's selection over one call (verl computes it per micro-batch): sel[t] = 1 for the chosen tokens.
  * cov_t = (A_t - mean A) (logp_t - mean logp) over the counted tokens (clip_cov: verl_F.masked_mean, sum / (n + 1e-8);
  * kl_cov: the plain mean). clip_cov: the candidates are the counted tokens the clip does not already bind (l2 <= l1)
@@ -258,13 +267,13 @@ static void cov_select(const LossParams *p, const LossInput *in, int n, double n
     }
     long want = kl ? (long)(ntok * p->kl_cov_ratio) : (long)(p->clip_cov_ratio * ntok);
     if (want < 1) want = 1;
-    if (kl) {                                         /* the `want` largest cov: repeated selection, stable on ties */
-        for (long k = 0; k < want && k < nc; k++) {
-            int best = -1;
-            for (int i = 0; i < nc; i++)
-                if (!sel[idx[i]] && (best < 0 || cov[i] > cov[best])) best = i;
-            sel[idx[best]] = 1;
-        }
+    if (kl) {                                         /* the `want` largest cov, ties: the lower position first */
+        CovRank *rk = malloc((size_t)(nc > 0 ? nc : 1) * sizeof *rk);
+        if (!rk) abort();
+        for (int i = 0; i < nc; i++) rk[i] = (CovRank){cov[i], idx[i]};
+        qsort(rk, (size_t)nc, sizeof *rk, by_cov_desc);
+        for (long k = 0; k < want && k < nc; k++) sel[rk[k].pos] = 1;
+        free(rk);
     } else if (nc <= want) {
         for (int i = 0; i < nc; i++) sel[idx[i]] = 1;
     } else {

@@ -264,6 +264,9 @@ void ckpt_on_control(Coord *c, WorkerEntry *w, const Dapo__Control *m) {
         log_error("learner %s did not checkpoint step %lld (%s): %s", w->id, (long long)m->step, err_str(m->code),
                   m->reason && m->reason[0] ? m->reason : "no reason given");
         k->has_pending = k->asked = 0;
+        k->failed_step = (long)m->step;
+        snprintf(k->failed_why, sizeof k->failed_why, "%s: %.200s", err_str(m->code),
+                 m->reason && m->reason[0] ? m->reason : "no reason given");
         coord_event(c, "learner %.40s did not checkpoint step %lld (%s)", w->id, (long long)m->step, err_str(m->code));
         queue_file(c, CKPT_W_STATE, (long)m->step);
         return;

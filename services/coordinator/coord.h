@@ -210,6 +210,8 @@ typedef struct {
     LogLimit       warn_control;       /* Controls other than CHECKPOINT_DONE or not asked for (rate-limited) */
     int            n_asked;            /* learner ranks asked for the pending one: 1, or W with a sharded optimizer */
     uint8_t        confirmed[512];     /* bit r: rank r confirmed it (cluster.num_learners <= 4096) */
+    long           failed_step;        /* the latest step a learner answered it could not checkpoint (-1: none) */
+    char           failed_why[256];    /* and why, in its words */
 } CkptState;
 
 typedef struct Coord {

@@ -16,6 +16,7 @@ static int load_files(Engine *e, Dataset *ds, const StrList *files, const Datase
 }
 
 int engine_start(Coord *c, char err[ERR_LEN]) {
+    c->ckpt.failed_step = -1;
     if (!c->cfg.train_files.n) {
         eng__status(c, "no data.train_files configured: serving the worker registry only");
         return 0;

@@ -477,12 +477,20 @@ static void finish_run(Coord *c) {
                         e->done_steps, e->done_steps);
             return;
         }
+        char err[ERR_LEN] = "";
         if (e->final_ckpt_step != e->done_steps) {  /* not asked (or a rollback since): ask once more */
-            char err[ERR_LEN];
             e->final_ckpt_step = e->done_steps;
             if (!ckpt_request(c, err)) return;
-            log_error("training finished without a checkpoint of step %ld: %s", e->done_steps, err);
         }
+        /* asked and answered without it, or not askable: the trained weights of the steps since the last checkpoint
+         * live only in the learner's memory — not a finished run */
+        const CkptState *k = &c->ckpt;
+        engine_fail(c, "training finished after %ld steps, but its checkpoint was not written (%s); the last "
+                    "checkpoint both sides hold is step %ld: fix the cause, then run the same command again (it "
+                    "resumes there)", e->done_steps,
+                    err[0] ? err : k->failed_step == e->done_steps ? k->failed_why : "the learner did not answer",
+                    k->has_saved ? k->saved.step : 0L);
+        return;
     }
     e->phase = PH_DONE;
     eng__status(c, "training finished after %ld steps", e->done_steps);
@@ -580,6 +588,16 @@ static void stop_tick(Coord *c) {
     }
     char err[ERR_LEN];
     if (ckpt_done(c)) { out_exit(c); return; }
+    EngineSnapshot s;
+    if (!ckpt_waiting(c) && engine_snapshot(c, &s) == 0 && c->ckpt.failed_step == s.step) {
+        /* the learner answered it cannot write this step's checkpoint: asking again would only fail again */
+        log_error("stopping without a checkpoint of step %ld: the learner could not write it (%s)", s.step,
+                  c->ckpt.failed_why);
+        coord_event(c, "stopped without a checkpoint of step %ld", s.step);
+        c->stop_failed = 1;
+        out_exit(c);
+        return;
+    }
     if (!ckpt_waiting(c) && ckpt_request(c, err)) {
         log_error("stopping without a checkpoint of step %ld: %s", e->done_steps, err);
         coord_event(c, "stopped without a checkpoint of step %ld", e->done_steps);

@@ -26,7 +26,7 @@ void klreward_init(KlReward *k, const Config *cfg) {
 }
 
 void klreward_restore(KlReward *k, double value) {
-    if (value > 0 && k->use_kl) k->value = value;
+    if (value > 0 && k->use_kl && k->adaptive) k->value = value;   /* fixed: kl_ctrl.kl_coef as configured now */
 }
 
 void klreward_free_step(KlReward *k) {
@@ -256,6 +256,8 @@ int klreward_step(Learner *L, Dapo__TrainBatch *const *mb, int nm, char err[ERR_
         double e = k->current_kl / k->target - 1.0;
         e = e < -0.2 ? -0.2 : e > 0.2 ? 0.2 : e;
         k->value *= 1.0 + e * total / k->horizon;
+        if (!(k->value > 0 && isfinite(k->value)))    /* config_validate keeps the multiplier positive */
+            rc = err_set(err, ERR_INVAL, "algorithm.kl_ctrl: the adaptive coefficient left (0, inf): %g", k->value);
     }
     xfree(rec);
     xfree(scratch);

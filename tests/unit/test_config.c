@@ -128,6 +128,12 @@ static const struct { const char *arg, *yaml, *want1, *want2; } bad[] = {
     {NULL, "algorithm:\n  use_kl_in_reward: true\n  filter_groups:\n    enable: true\n    metric: seq_final_reward\n",
      "use_kl_in_reward with algorithm.filter_groups.metric", "filter on acc, score or seq_reward"},
     {"algorithm.gamma=0.99", NULL, "algorithm.gamma 0.99", "only reinforce_plus_plus reads it"},
+    /* the adaptive KL controller's multiplier stays positive; clip_cov's band selects something */
+    {NULL, "algorithm:\n  use_kl_in_reward: true\n  kl_ctrl: {type: adaptive, horizon: 1}\n",
+     "algorithm.kl_ctrl.horizon 1", "horizon must exceed"},
+    {NULL, "actor_rollout_ref:\n  actor:\n    policy_loss: {loss_mode: clip_cov, clip_cov_lb: 10, clip_cov_ub: 5}\n",
+     "clip_cov_lb 10 is not below clip_cov_ub 5", "select no token"},
+    {"actor_rollout_ref.actor.policy_loss.ppo_kl_coef=-1", NULL, "ppo_kl_coef", "out of range"},
     /* verl's algorithm keys on the warning list: only the value dapo trains with (issue 37) */
     {"actor_rollout_ref.rollout.do_sample=False", NULL, "do_sample: False is not supported", "greedy rollouts"},
     {"actor_rollout_ref.actor.shuffle=true", NULL, "shuffle: true is not supported", "order the coordinator packed"},

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/config.h"
@@ -292,6 +293,8 @@ static void test_verl_syntax(void **state) {
     config_free(&c);
     /* YAML: anchors, a nested spelling, a later layer overriding with the other spelling, a list under a spelling */
     char path[600];
+    snprintf(path, sizeof path, "%s/test-logs", tu_build());
+    mkdir(path, 0755);                                   /* tests/run.sh makes it; a test run alone may not */
     snprintf(path, sizeof path, "%s/test-logs/verl-syntax.yaml", tu_build());
     FILE *f = fopen(path, "w");
     assert_non_null(f);

@@ -442,13 +442,43 @@ static void test_finished_run_waits_for_its_last_checkpoint(void **state) {
     assert_int_equal(ckpt_phase(c), CKPT_RESUMING);
     coord_free(c);
 
+    c = coord_new_with(one_step);                        /* the learner cannot write it: failed, saying why */
+    step_to_training(c);
+    finish_step1(c);
+    done.code = ERR_IO;
+    done.reason = "global_step_1 exists and is not a directory";
+    deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
+    engine_tick(c);                                      /* asked once more (the failure may have passed) ... */
+    assert_int_equal(engine_phase(c), PH_IDLE);
+    assert_int_equal(ckpt_phase(c), CKPT_ASKED);
+    deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
+    engine_tick(c);                                      /* ... then the run fails, saying why */
+    assert_int_equal(engine_phase(c), PH_FAILED);
+    assert_non_null(strstr(c->status_line, "its checkpoint was not written (I/O error: global_step_1 exists"));
+    coord_free(c);
+
+    const char *const two_steps[] = {"trainer.total_training_steps", "2", NULL};
+    c = coord_new_with(two_steps);                       /* stopped mid-run, the checkpoint fails: one ask, exit 1 */
+    step_to_training(c);
+    finish_step1(c);
+    const OutAction *f = NULL;
+    Event stop = {.kind = EV_STOP};
+    engine_on(c, &stop, NULL);
+    outbox_clear(c);
+    deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_CONTROL, &done.base);
+    for (int i = 0; i < 5; i++) engine_tick(c);
+    assert_int_equal(file_actions(c, OUT_EXIT, &f), 1);
+    assert_int_equal(file_actions(c, OUT_CKPT_FILE, &f), 1);   /* coordinator.json back to "saved"; no new ask */
+    assert_int_equal(c->stop_failed, 1);
+    coord_free(c);
+    done.code = 0;
+    done.reason = NULL;
+
     c = coord_new_with(one_step);                        /* stopped, then the learners leave: exit status 1 */
     step_to_training(c);
     finish_step1(c);
     outbox_clear(c);
-    Event stop = {.kind = EV_STOP};
     engine_on(c, &stop, NULL);
-    const OutAction *f = NULL;
     assert_int_equal(file_actions(c, OUT_EXIT, &f), 0);  /* waits for the learner's answer */
     deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
     deliver(c, "learner-1", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
