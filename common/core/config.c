@@ -45,7 +45,7 @@ typedef struct {
 static const CfgEntry cfg_table[] = {
     { "data.train_files",                    CFG_LIST,  0, 0,       "",        O(train_files), NULL, 0 },
     { "data.val_files",                      CFG_LIST,  0, 0,       "",        O(val_files), NULL, 0 },
-    { "data.train_batch_size",               CFG_INT,   1, 1e6,     "1024",     O(train_batch_size), NULL, 0 },
+    { "data.train_batch_size",               CFG_INT,   0, 1e6,     "1024",     O(train_batch_size), NULL, 0 },
     { "data.gen_batch_size",                 CFG_INT,   0, 1e7,     "null",    O(gen_batch_size), NULL, NULL_ZERO },
     { "data.max_prompt_length",              CFG_INT,   1, 1e7,     "512",    O(max_prompt_length), NULL, 0 },
     { "data.max_response_length",            CFG_INT,   1, 1e7,     "512",   O(max_response_length), NULL, 0 },
@@ -177,7 +177,12 @@ static const CfgEntry cfg_table[] = {
     { "trainer.val_before_train",            CFG_BOOL,  0, 0,       "true",    O(val_before_train), NULL, 0 },
     { "trainer.val_only",                    CFG_BOOL,  0, 0,       "false",   O(val_only), NULL, 0 },
     { "trainer.max_actor_ckpt_to_keep",      CFG_INT,   -1, 1e6,    "-1",      O(max_actor_ckpt_to_keep), NULL, NULL_DEFAULT },
-    { "trainer.staleness",                   CFG_INT,   0, 1,       "0",       O(staleness), NULL, 0 },
+    { "trainer.staleness",                   CFG_INT,   0, 64,      "0",       O(staleness), NULL, 0 },
+    { "trainer.v1.trainer_mode",             CFG_ENUM,  0, 0,       "sync",    O(v1_mode),
+      "sync|colocate_async|separate_async", 0 },
+    { "trainer.v1.sampler.max_off_policy_threshold", CFG_INT, 1, 64, "8",      O(v1_max_off_policy), NULL, 0 },
+    { "trainer.v1.sampler.max_off_policy_strategy", CFG_ENUM, 0, 0, "drop",    O(v1_strategy), "drop|wait", 0 },
+    { "trainer.v1.separate_async.parameter_sync_step", CFG_INT, 1, 1e6, "4",   O(v1_parameter_sync_step), NULL, 0 },
     { "trainer.seed",                        CFG_INT,   0, 2147483647, "1",    O(trainer_seed), NULL, 0 },
 
     { "cluster.bind",                        CFG_STR,   0, 0,       "tcp://127.0.0.1:5555", O(bind), NULL, EP_ZMQ },
@@ -1057,6 +1062,30 @@ int config_optim_sharded(const Config *c) {
     return c->num_learners > 1 && (c->fsdp_size == -1 || c->fsdp_size >= c->num_learners);
 }
 
+int config_staleness(const Config *c) {
+    return c->v1_mode == CFG_V1_SYNC ? c->staleness : c->v1_max_off_policy;
+}
+
+/* verl V1's trainer modes as dapo's settings (config_staleness): sync is trainer.staleness (0 unless set), the async
+ * modes are staleness max_off_policy_threshold with dapo's one publication per step. */
+static int validate_v1(const Config *c, char err[ERR_LEN]) {
+    if (c->v1_mode == CFG_V1_SYNC) return 0;
+    if (config_is_set(c, "trainer.staleness") && c->staleness != c->v1_max_off_policy)
+        return err_set(err, ERR_INVAL, "trainer.staleness %d and trainer.v1.sampler.max_off_policy_threshold %d (trainer.v1."
+                       "trainer_mode %s) are the same setting in dapo: set one of them", c->staleness, c->v1_max_off_policy,
+                       config_enum_name(c, "trainer.v1.trainer_mode"));
+    if (c->v1_strategy == CFG_OFF_POLICY_WAIT)
+        return err_set(err, ERR_UNSUPPORTED, "trainer.v1.sampler.max_off_policy_strategy wait is not implemented: dapo "
+                       "drops a group that would train more than the threshold behind and generates its prompt again "
+                       "(drop)");
+    if (c->v1_mode == CFG_V1_SEPARATE_ASYNC && c->v1_parameter_sync_step != 1)
+        return err_set(err, ERR_UNSUPPORTED, "trainer.v1.separate_async.parameter_sync_step %d: dapo publishes the weights "
+                       "after every step; for %d updates between publications set data.train_batch_size to %d x "
+                       "ppo_mini_batch_size (mini-batches are the updates) and parameter_sync_step 1",
+                       c->v1_parameter_sync_step, c->v1_parameter_sync_step, c->v1_parameter_sync_step);
+    return 0;
+}
+
 int config_gen_batch_size(const Config *c) {
     return c->gen_batch_size ? c->gen_batch_size : c->train_batch_size;
 }
@@ -1119,6 +1148,12 @@ int config_validate(const Config *c, char err[ERR_LEN]) {
     if (c->loss_mode == CFG_LOSS_CLIP_COV && !(c->clip_cov_lb < c->clip_cov_ub))
         return err_set(err, ERR_INVAL, "actor_rollout_ref.actor.policy_loss.clip_cov_lb %g is not below clip_cov_ub %g: "
                        "clip_cov would select no token (plain clipping)", c->clip_cov_lb, c->clip_cov_ub);
+    if (c->train_batch_size < 1)
+        return err_set(err, ERR_UNSUPPORTED, "data.train_batch_size 0 (verl's fully asynchronous streaming of "
+                       "mini-batches) is not implemented: set the prompts per step (each step publishes the weights "
+                       "once; trainer.staleness bounds how far generation runs ahead)");
+    int rc = validate_v1(c, err);
+    if (rc) return rc;
     warn_unread(c);
     if (c->rc_loss_type == CFG_RC_LOSS_REINFORCE)
         return err_set(err, ERR_UNSUPPORTED, "algorithm.rollout_correction.loss_type: reinforce is not implemented in "

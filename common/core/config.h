@@ -36,7 +36,9 @@ typedef enum { CFG_LOSS_VANILLA, CFG_LOSS_GSPO, CFG_LOSS_CISPO, CFG_LOSS_SAPO, C
 typedef enum { CFG_KL_K1, CFG_KL_KL, CFG_KL_ABS, CFG_KL_MSE, CFG_KL_K2, CFG_KL_LOW_VAR_KL, CFG_KL_K3 } CfgKlType;
                           /* actor.kl_loss_type (dapo/kl.h; each also with a trailing '+': the value + CFG_KL_PLUS) */
 #define CFG_KL_PLUS 7
-typedef enum { CFG_KL_CTRL_FIXED, CFG_KL_CTRL_ADAPTIVE } CfgKlCtrl;                       /* algorithm.kl_ctrl.type */
+typedef enum { CFG_KL_CTRL_FIXED, CFG_KL_CTRL_ADAPTIVE } CfgKlCtrl;
+typedef enum { CFG_V1_SYNC, CFG_V1_COLOCATE_ASYNC, CFG_V1_SEPARATE_ASYNC } CfgTrainerMode;   /* trainer.v1.trainer_mode */
+typedef enum { CFG_OFF_POLICY_DROP, CFG_OFF_POLICY_WAIT } CfgOffPolicyStrategy;  /* v1.sampler.max_off_policy_strategy */                       /* algorithm.kl_ctrl.type */
 typedef enum { CFG_WARMUP_CONSTANT, CFG_WARMUP_COSINE } CfgWarmupStyle;                 /* actor.optim.warmup_style */
 typedef enum { CFG_ADV_GRPO, CFG_ADV_RLOO, CFG_ADV_OPO, CFG_ADV_GPG, CFG_ADV_GRPO_PASSK, CFG_ADV_REINFORCE_PP,
                CFG_ADV_REINFORCE_PP_BASELINE, CFG_ADV_GRPO_VECTORIZED, CFG_ADV_RLOO_VECTORIZED } CfgAdvEstimator;
@@ -187,7 +189,12 @@ typedef struct Config {
     char   *resume_from_path;
     bool    val_before_train, val_only;
     int     max_actor_ckpt_to_keep;   /* <=0: keep all */
-    int     staleness;                /* 0 sync, 1 async */
+    int     staleness;                /* trainer.staleness: 0 sync; k >= 1 async, rows at most k versions behind the
+                                         weights that train them (read it through config_staleness) */
+    CfgTrainerMode v1_mode;           /* verl V1's trainer.v1.trainer_mode: sync, or an async mode = staleness k below */
+    int     v1_max_off_policy;        /* trainer.v1.sampler.max_off_policy_threshold (verl: 8), k in the async modes */
+    CfgOffPolicyStrategy v1_strategy; /* trainer.v1.sampler.max_off_policy_strategy: drop (dapo's); wait refused */
+    int     v1_parameter_sync_step;   /* trainer.v1.separate_async.parameter_sync_step: 1 only (dapo publishes every step) */
     int     trainer_seed;
 
     /* cluster.* (ours) */
@@ -270,6 +277,10 @@ bool config_has_logger(const Config *c, const char *name);
 
 /* Prompts per generation round: data.gen_batch_size, or data.train_batch_size where it is null (0; verl's default). */
 int config_gen_batch_size(const Config *c);
+/* The staleness bound k the run trains with: trainer.staleness, or, with verl V1's trainer.v1.trainer_mode
+ * colocate_async / separate_async, trainer.v1.sampler.max_off_policy_threshold (config_validate refuses the two set
+ * to different values). 0: synchronous. */
+int config_staleness(const Config *c);
 
 /* 1 when the learner ranks shard the optimizer state (services/learner/shard.h): cluster.num_learners > 1 and
  * fsdp_config.fsdp_size -1 or >= num_learners. The learner and the coordinator (every rank checkpoints) read it. */

@@ -245,9 +245,30 @@ static const VerlKey rules[] = {
     IDLE("trainer.max_critic_ckpt_to_keep", "algorithm.adv_estimator", "the critic's checkpoints (no critic)"),
     C("trainer.ray_wait_register_center_timeout", "Ray's start-up wait"),
     E("trainer.use_v1", "which of verl's trainer implementations runs (dapo has one)"),
-    FIX("trainer.v1.trainer_mode", "sync", "dapo's asynchronous training is trainer.staleness (verl's colocate_async "
-        "and separate_async are other schedules)"),
     IDLE("trainer.v1.", "trainer.v1.trainer_mode", "read only by verl's asynchronous V1 modes"),
+    E("trainer.v1.sync", "verl's synchronous trainer's own options (none)"),
+    E("trainer.v1.colocate_async.num_warmup_batches", "batches verl's colocated async trainer generates before it "
+      "trains (dapo's async generation starts with the first step)"),
+    E("trainer.v1.separate_async.num_warmup_batches", "batches verl's separate async trainer generates before it "
+      "trains (dapo's async generation starts with the first step)"),
+    FIX("trainer.v1.separate_async.hybrid_rollout.enable_switch", "false", "switching training GPUs to rollouts is "
+        "not implemented"),
+    FIX("trainer.v1.sampler.sync_refill_failed_groups", "false", "dapo regenerates a failed or dropped group's prompt in "
+        "the same round (it is not configurable)"),
+    FIX("trainer.v1.sampler.custom_sampler.path", "null", "a custom sampler is not supported"),
+    /* ---- verl's fully asynchronous recipe (verl/experimental/fully_async_policy) */
+    NO("async_training.staleness_threshold", "verl's fraction of extra samples per weight sync; dapo bounds staleness "
+       "in policy versions: trainer.staleness k (0 synchronous, 1 one step off policy)"),
+    NO("async_training.trigger_parameter_sync_step", "dapo publishes the weights once a step: data.train_batch_size = "
+       "trigger_parameter_sync_step x require_batches x ppo_mini_batch_size gives the same updates per publication"),
+    NO("async_training.require_batches", "dapo trains whole steps: data.train_batch_size = trigger_parameter_sync_step "
+       "x require_batches x ppo_mini_batch_size gives the same updates per publication"),
+    FIX("async_training.partial_rollout", "false", "partial rollouts (in-flight weight updates) are not implemented yet"),
+    NO("async_training.", "verl's fully asynchronous recipe: dapo's asynchronous training is trainer.staleness"),
+    NO("rollout.total_rollout_steps", "dapo's run length is trainer.total_training_steps (or data.train_batch_size x "
+       "steps prompts over trainer.total_epochs)"),
+    C("rollout.nnodes", "verl's rollout nodes (dapo's processes: deploy/)"),
+    C("rollout.n_gpus_per_node", "verl's rollout GPUs per node"),
     FIX("skip.rollout.enable", "false", "replaying cached rollouts is not supported"),
     FIX("skip.rollout_tq.enable", "false", "replaying cached rollouts is not supported"),
     FIX("skip.async_rollout.enable", "false", "replaying cached rollouts is not supported"),

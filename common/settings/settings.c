@@ -72,7 +72,7 @@ void settings_sample_params(const Config *c, int validation, SampleParams *p) {
 int settings_rollout_corr(const Config *c, RolloutCorrConfig *out, char err[ERR_LEN]) {
     return rollout_corr_config_parse(c->rc_rollout_is, c->rc_is_threshold, c->rc_is_batch_normalize, c->rc_rollout_rs,
                                      c->rc_rs_threshold, c->rc_bypass_mode || c->use_rollout_log_probs,
-                                     config_enum_name(c, "algorithm.rollout_correction.loss_type"), c->staleness, out,
+                                     config_enum_name(c, "algorithm.rollout_correction.loss_type"), config_staleness(c), out,
                                      err);
 }
 

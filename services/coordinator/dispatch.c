@@ -12,7 +12,7 @@ void eng__drop_stale(Coord *c, Group *g) {
     if (g->state == GS_KEPT) e->kept--;
     log_info("step %ld: group %llu came from policy version %lld, more than trainer.staleness %d behind version %lld: "
              "dropped, its prompt generated again", e->step, (unsigned long long)g->id, (long long)g->version,
-             c->cfg.staleness, (long long)c->policy_version);
+             config_staleness(&c->cfg), (long long)c->policy_version);
     int item = g->item, round = g->round;
     long order = g->order;
     g->worker = -1;

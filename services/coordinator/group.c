@@ -150,7 +150,7 @@ void eng__announce_version(Coord *c) {
 
 /* A policy version the learner may train on: at most trainer.staleness behind the current one (the learner holds the
  * current version when the next batch reaches it: a batch goes out only when no update is in flight). */
-int eng__version_ok(Coord *c, int64_t v) { return v >= c->policy_version - c->cfg.staleness && v <= c->policy_version; }
+int eng__version_ok(Coord *c, int64_t v) { return v >= c->policy_version - config_staleness(&c->cfg) && v <= c->policy_version; }
 
 int64_t eng__worker_version(const Coord *c, const WorkerEntry *w) {
     return w->incarnation == c->incarnation ? w->policy_version : -1;

@@ -210,7 +210,7 @@ static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
         c->policy_version = t->new_version;
         eng__announce_version(c);
         eng__drop_stale_groups(c);                       /* async: groups of the step being generated may be too old now */
-        if (c->cfg.staleness > 0) {
+        if (config_staleness(&c->cfg) > 0) {
             eng__finish_step(c);                         /* async: rollouts catch up while they generate */
         } else {
             e->phase = PH_WEIGHTS;

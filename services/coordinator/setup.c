@@ -43,10 +43,10 @@ int engine_start(Coord *c, char err[ERR_LEN]) {
                   c->cfg.model_path[0] ? merr : "no actor_rollout_ref.model.path");
     const RolloutCorrConfig corr = c->corr;          /* the learners apply it; parsed at start (run.c) */
     if (rc) return rc;
-    if (c->cfg.staleness >= 1 && !corr.bypass && !corr.is_on && !corr.n_rs)
+    if (config_staleness(&c->cfg) >= 1 && !corr.bypass && !corr.is_on && !corr.n_rs)
         log_warn("trainer.staleness %d with algorithm.rollout_correction.rollout_is and rollout_rs off: rows up to %d "
                  "policy versions old are trained as if on-policy (no importance weight corrects the behaviour policy); "
-                 "remove rollout_is: null to get token-level truncated IS at 2.0", c->cfg.staleness, c->cfg.staleness);
+                 "remove rollout_is: null to get token-level truncated IS at 2.0", config_staleness(&c->cfg), config_staleness(&c->cfg));
     else if (corr.bypass)
         log_info("rollout correction: bypass mode (the rollout log-probs are the old policy; no IS weight, as verl's "
                  "ppo_clip), %d rejection criteria", corr.n_rs);

@@ -329,7 +329,7 @@ static void send_ready_batch(Coord *c) {
                                    .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
         memcpy(t->snap.group_counts, c->group_counts, sizeof c->group_counts);
         t->snap.counters = c->counters;
-        e->phase = c->cfg.staleness > 0 ? PH_IDLE : PH_TRAIN;
+        e->phase = config_staleness(&c->cfg) > 0 ? PH_IDLE : PH_TRAIN;
         eng__status(c, "step %ld: training on %d groups", e->step, nb);
     }
     xfree(batch);
@@ -539,7 +539,7 @@ static void idle(Coord *c) {
     }
     if (!learners_ready(c))
         eng__status(c, "waiting for all %d learner ranks to register", c->cfg.num_learners);
-    else if (c->cfg.staleness > 0 ? rollouts_usable(c) : rollouts_current(c))
+    else if (config_staleness(&c->cfg) > 0 ? rollouts_usable(c) : rollouts_current(c))
         start_step(c);
     else
         eng__status(c, "waiting for a rollout worker with policy version %lld", (long long)c->policy_version);

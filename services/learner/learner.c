@@ -97,7 +97,7 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->dynamic_bsz = cfg->use_dynamic_bsz;
     L->max_tok_micro = cfg->ppo_max_token_len_per_gpu;
     L->ppo_epochs = cfg->ppo_epochs;
-    L->staleness = cfg->staleness;
+    L->staleness = config_staleness(cfg);
     int rc = settings_rollout_corr(cfg, &L->rc, err);
     L->rng_seed = (uint64_t)cfg->trainer_seed;
     L->ckpt_root = xstrdup(cfg->default_local_dir);

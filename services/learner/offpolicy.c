@@ -23,7 +23,8 @@ static void seg_offsets(const Dapo__TrainBatch *tb, int *off) {
 
 /* Lag of every row behind L->version: refused beyond trainer.staleness or newer than it; counts into corr_acc and
  * the lag max into *lag_max. */
-static int check_versions(Learner *L, int k, const Dapo__TrainBatch *tb, double *lag_max, char err[ERR_LEN]) {
+static int check_versions(Learner *L, int k, const Dapo__TrainBatch *tb, double *lag_max, double *lag_min1,
+                          char err[ERR_LEN]) {
     size_t S = tb->n_offsets - 1;
     if (tb->n_behaviour_versions && tb->n_behaviour_versions != S)
         return err_set(err, ERR_INVAL, "train batch: %zu behaviour versions for %zu sequences", tb->n_behaviour_versions, S);
@@ -38,15 +39,17 @@ static int check_versions(Learner *L, int k, const Dapo__TrainBatch *tb, double 
         L->corr_acc[ACC_STALE] += lag > 0;
         L->corr_acc[ACC_LAG] += (double)lag;
         if (lag > *lag_max) *lag_max = (double)lag;
+        if (*lag_min1 == 0 || (double)lag + 1 < *lag_min1) *lag_min1 = (double)lag + 1;
     }
     return 0;
 }
 
 int offpolicy_mini(Learner *L, int k, const Dapo__TrainBatch *tb, char err[ERR_LEN]) {
     OffpolicyMini *c = &L->corr[k];
-    double lag_max = L->corr_step.lag_max;
-    int rc = check_versions(L, k, tb, &lag_max, err);
+    double lag_max = L->corr_step.lag_max, lag_min1 = L->corr_step.lag_min;
+    int rc = check_versions(L, k, tb, &lag_max, &lag_min1, err);
     L->corr_step.lag_max = lag_max;                          /* this rank's, until offpolicy_reduce */
+    L->corr_step.lag_min = lag_min1;
     long R = (long)tb->n_response_mask;
     if (rc || L->rc.bypass || R == 0) return rc;
     int S = (int)tb->n_offsets - 1;
@@ -86,11 +89,12 @@ int offpolicy_mini(Learner *L, int k, const Dapo__TrainBatch *tb, char err[ERR_L
 }
 
 int offpolicy_reduce(Learner *L, int failed, char err[ERR_LEN]) {
-    int nm = L->n_mini, W = L->world, n = nm + ACC_N + W + 1;
+    int nm = L->n_mini, W = L->world, n = nm + ACC_N + 2 * W + 1;
     float *v = xcalloc((size_t)n, sizeof(float));
     for (int k = 0; k < nm; k++) v[k] = (float)L->corr[k].rejected;
     for (int i = 0; i < ACC_N; i++) v[nm + i] = (float)L->corr_acc[i];
     v[nm + ACC_N + L->rank] = (float)L->corr_step.lag_max;   /* one slot per rank: the max survives the sum */
+    v[nm + ACC_N + W + L->rank] = (float)L->corr_step.lag_min;   /* and the least lag + 1 (0: no row) */
     v[n - 1] = (float)(failed != 0);
     int rc = L->coll && coll_allreduce_sum(L->coll, v, n, err) ? ERR_COLLECTIVE : 0;   /* the ranks must re-form */
     if (!rc && v[n - 1] > 0 && !failed)
@@ -107,6 +111,9 @@ int offpolicy_reduce(Learner *L, int failed, char err[ERR_LEN]) {
     s->rows_rejected = a[ACC_REJ];
     s->lag_max = 0;
     for (int r = 0; r < W; r++) if (a[ACC_N + r] > s->lag_max) s->lag_max = a[ACC_N + r];
+    double mn = 0;
+    for (int r = 0; r < W; r++) if (a[ACC_N + W + r] > 0 && (mn == 0 || a[ACC_N + W + r] < mn)) mn = a[ACC_N + W + r];
+    s->lag_min = mn > 0 ? mn - 1 : 0;
     s->norm_factor = 1;
     if (L->rc.is_on && L->rc.is_batch_normalize && a[ACC_WCNT] > 0) {
         double mean = a[ACC_WSUM] / (a[ACC_WCNT] + (L->rc.is_level == ROLLOUT_IS_TOKEN ? 1e-8 : 0));
@@ -177,6 +184,11 @@ void offpolicy_metrics(const Learner *L, int k, Metrics *ms) {
     /* ours: how stale the step's rows were and what the correction did to them (step totals over all ranks) */
     set_prefixed(ms, "staleness_mean", s->rows > 0 ? s->lag_sum / s->rows : 0);
     set_prefixed(ms, "staleness_max", s->lag_max);
+    /* verl V1's names (trainer_base.py): versions between a trajectory's and the weights that train it (one version
+     * a trajectory until partial rollouts) */
+    metrics_set(ms, "training/off_policy/trajectory_staleness/mean", s->rows > 0 ? s->lag_sum / s->rows : 0);
+    metrics_set(ms, "training/off_policy/trajectory_staleness/max", s->lag_max);
+    metrics_set(ms, "training/off_policy/trajectory_staleness/min", s->lag_min);
     set_prefixed(ms, "stale_rows", s->stale_rows);
     set_prefixed(ms, "rows_is_weighted", s->rows_weighted);
     set_prefixed(ms, "rows_truncated", s->rows_truncated);

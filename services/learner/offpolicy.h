@@ -39,6 +39,7 @@ typedef struct {
 /* Step totals over all ranks (identical on every rank after offpolicy_reduce). */
 typedef struct {
     double rows, stale_rows, lag_sum, lag_max;
+    double lag_min;                  /* this rank's least lag + 1 (0: no row yet), then the step's least lag */
     double rows_weighted, rows_truncated, rows_rejected;
     double norm_factor;              /* rollout_is_batch_normalize's divisor (1 when off) */
 } OffpolicyStep;

@@ -45,6 +45,8 @@ SCRIPTS = {   # name in tests/data/verl -> path in verl's repository
     "gpg_qwen3_8b_fsdp": "examples/gpg_trainer/run_qwen3_8b_fsdp.sh",
     "rloo_qwen3_8b_fsdp": "examples/rloo_trainer/run_qwen3_8b_fsdp.sh",
     "reinforce_plus_plus_qwen3_8b_fsdp": "examples/reinforce_plus_plus_trainer/run_qwen3_8b_fsdp.sh",
+    # issue 41: verl's fully asynchronous DAPO recipe (python -m verl.experimental.fully_async_policy.fully_async_main)
+    "fully_async_dapo_7b_math_fsdp2_4_12": "verl/experimental/fully_async_policy/shell/dapo_7b_math_fsdp2_4_12.sh",
 }
 
 
@@ -112,6 +114,7 @@ def write_args(git_dir, tag):
         with open(os.path.join(stub_dir, "python3"), "w") as f:
             f.write(STUB)
         os.chmod(os.path.join(stub_dir, "python3"), 0o755)
+        os.symlink("python3", os.path.join(stub_dir, "python"))    # the fully async recipes call `python -m`
         for name, path in SCRIPTS.items():
             script = subprocess.check_output(["git", "--git-dir", git_dir, "show", f"{tag}:{path}"])
             spath = os.path.join(tmp, name + ".sh")

@@ -222,6 +222,43 @@ static void test_logger_and_reward_keys(void **state) {
     config_free(&c);
 }
 
+/* Issue 41: verl V1's trainer modes as dapo's staleness bound (config_staleness): sync is trainer.staleness; the async
+ * modes take max_off_policy_threshold (verl's default 8); the two set apart, strategy wait and a parameter_sync_step
+ * other than 1 are refused naming what dapo does. */
+static void test_v1_trainer_modes(void **state) {
+    (void)state;
+    Config c;
+    char err[ERR_LEN] = "";
+    const char *sync[] = {"trainer.staleness=3"};
+    assert_int_equal(run_cli(&c, sync, 1, NULL, err), 0);
+    assert_int_equal(config_staleness(&c), 3);
+    config_free(&c);
+    const char *colo[] = {"trainer.v1.trainer_mode=colocate_async"};
+    assert_int_equal(run_cli(&c, colo, 1, NULL, err), 0);
+    assert_int_equal(config_staleness(&c), 8);
+    config_free(&c);
+    const char *sep[] = {"trainer.v1.trainer_mode=separate_async", "trainer.v1.sampler.max_off_policy_threshold=4",
+                         "trainer.v1.separate_async.parameter_sync_step=1", "trainer.staleness=4"};
+    assert_int_equal(run_cli(&c, sep, 4, NULL, err), 0);
+    assert_int_equal(config_staleness(&c), 4);
+    config_free(&c);
+    static const struct { const char *a[2]; const char *want; } bad[] = {
+        {{"trainer.v1.trainer_mode=colocate_async", "trainer.staleness=2"}, "are the same setting in dapo"},
+        {{"trainer.v1.trainer_mode=colocate_async", "trainer.v1.sampler.max_off_policy_strategy=wait"},
+         "wait is not implemented"},
+        {{"trainer.v1.trainer_mode=separate_async", "trainer.v1.sampler.max_off_policy_threshold=2"},
+         "parameter_sync_step 4: dapo publishes the weights after every step"},
+        {{"trainer.staleness=65", NULL}, "out of range"},
+        {{"data.train_batch_size=0", NULL}, "data.train_batch_size 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *args[2] = {bad[i].a[0], bad[i].a[1]};
+        int rc = run_cli(&c, args, bad[i].a[1] ? 2 : 1, NULL, err);
+        if (rc == 0 || !strstr(err, bad[i].want)) fail_msg("case %zu: rc %d, \"%s\" lacks \"%s\"", i, rc, err, bad[i].want);
+        config_free(&c);
+    }
+}
+
 static void test_bad_configs(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -806,6 +843,7 @@ int main(void) {
         cmocka_unit_test(test_defaults_are_verls),
         cmocka_unit_test(test_overrides_and_leftover_args),
         cmocka_unit_test(test_yaml_file),
+        cmocka_unit_test(test_v1_trainer_modes),
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_logger_and_reward_keys),
         cmocka_unit_test(test_not_a_config_file),

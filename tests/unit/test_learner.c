@@ -514,6 +514,7 @@ static void test_stale_batch_decoupled_loss(void **state) {
     run_one_step(L, a, &r);
     assert_false(r.failed);
     assert_true(metrics_get(&r.metrics, "rollout_corr/staleness_max", -1) == 0);
+    assert_true(metrics_get(&r.metrics, "training/off_policy/trajectory_staleness/min", -1) == 0);
     assert_true(fabs(metrics_get(&r.metrics, "rollout_corr/rollout_is_mean", -1) - 1) < 1e-6);
     assert_true(metrics_get(&r.metrics, "rollout_corr/rollout_is_min", -1) == 1);
     assert_true(metrics_get(&r.metrics, "rollout_corr/rollout_is_max", -1) == 1);
@@ -546,6 +547,8 @@ static void test_stale_batch_decoupled_loss(void **state) {
     assert_true(metrics_get(&r.metrics, "rollout_corr/staleness_mean", -1) == 1);
     assert_true(metrics_get(&r.metrics, "rollout_corr/staleness_max", -1) == 1);
     assert_true(metrics_get(&r.metrics, "rollout_corr/stale_rows", -1) == 6);
+    assert_true(metrics_get(&r.metrics, "training/off_policy/trajectory_staleness/max", -1) == 1);   /* verl V1's */
+    assert_true(metrics_get(&r.metrics, "training/off_policy/trajectory_staleness/min", -1) == 1);
     assert_true(metrics_get(&r.metrics, "rollout_corr/rows_is_weighted", -1) == 6);
     assert_true(fabs(metrics_get(&r.metrics, "rollout_corr/rollout_is_mean", -1) - wsum / cnt) < 1e-5);
     learner_result_free(&r);
