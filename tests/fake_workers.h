@@ -105,6 +105,9 @@ typedef struct {
     int           staleness;             /* rows may lag this many versions behind the shard's policy_version */
     int           rows, stale_rows;      /* rows seen; rows with behaviour version < policy_version */
     int           too_stale;             /* rows outside [policy_version - staleness, policy_version] */
+    int           max_lag;               /* the largest lag of a row seen */
+    int64_t       last_from;             /* the policy_version of the last step's shards: versions only move forward */
+    int           backwards;             /* shards of a new step that trains from an older version than the last */
     int           version_mismatch;      /* rows whose behaviour version is not the one their rollout encoded */
     long          fail_step;             /* > 0: the shards of this step fail with fail_code and fail_text */
     int           fail_code;
@@ -315,9 +318,12 @@ static inline void *learner_main(void *arg) {
                 f->rows++;
                 f->stale_rows += lag > 0;
                 f->too_stale += lag < 0 || lag > f->staleness;
+                if (lag > f->max_lag) f->max_lag = (int)lag;
                 f->version_mismatch += first != 1000 + (int32_t)v;
             }
             if (tb->n_behaviour_versions != nseq) f->bad++;
+            f->backwards += tb->policy_version < f->last_from;
+            f->last_from = tb->policy_version;
             f->last_global_tokens = (long long)tb->global_response_tokens;
             f->total_steps_seen = (long long)tb->total_training_steps;
             Dapo__StepResult__MetricsEntry me = DAPO__STEP_RESULT__METRICS_ENTRY__INIT, *mes[1] = {&me};

@@ -25,14 +25,21 @@ void eng__drop_stale(Coord *c, Group *g) {
 /* The policy version moved on: every group of the step being generated whose results are now too stale is dropped
  * and regenerated (eng__drop_stale). A ready batch with such a group goes back to generation, its surplus groups count as
  * kept again, and eng__after_round aligns the batch anew once the replacements are settled. Returns the groups dropped. */
-int eng__drop_stale_groups(Coord *c) {
+/* v acceptable: eng__version_ok, or with exact (a batch about to be queued behind steps in flight) exactly within
+ * trainer.staleness of the version its step will train from. */
+static int fresh(Coord *c, int64_t v, int exact) {
+    if (!exact) return eng__version_ok(c, v);
+    return v >= eng__train_from(c) - config_staleness(&c->cfg) && v <= c->policy_version;
+}
+
+static int drop_stale(Coord *c, int exact) {
     Engine *e = c->engine;
     if (!e || (e->phase != PH_GENERATE && e->phase != PH_BATCH_READY)) return 0;
     int n = e->ngroups, stale = 0;
     for (int i = 0; i < n; i++) {
         GroupState st = e->groups[i].state;
         stale += (st == GS_GENERATED || st == GS_SCORING || st == GS_KEPT || st == GS_SURPLUS) &&
-                 !eng__version_ok(c, e->groups[i].version);
+                 !fresh(c, e->groups[i].version, exact);
     }
     if (!stale) return 0;
     if (e->phase == PH_BATCH_READY) {
@@ -42,11 +49,14 @@ int eng__drop_stale_groups(Coord *c) {
     }
     for (int i = 0; i < n; i++) {
         GroupState st = e->groups[i].state;
-        if ((st == GS_GENERATED || st == GS_SCORING || st == GS_KEPT) && !eng__version_ok(c, e->groups[i].version))
+        if ((st == GS_GENERATED || st == GS_SCORING || st == GS_KEPT) && !fresh(c, e->groups[i].version, exact))
             eng__drop_stale(c, &e->groups[i]);
     }
     return stale;
 }
+
+int eng__drop_stale_groups(Coord *c) { return drop_stale(c, 0); }
+int eng__drop_stale_queued(Coord *c) { return drop_stale(c, 1); }
 
 /* The alive worker of `role` with the most credit that has at least `need`; -1 when none. check_version 1: its weights
  * within trainer.staleness of the current version; 2: exactly the current version (validation runs on it). */

@@ -28,6 +28,7 @@
 #include "tbwire.h"
 
 #define MAX_ATTEMPTS 5           /* a group whose generation failed this often is cancelled */
+#define JOB_QUEUE_MAX 64         /* steps queued at the learners behind the one in training (trainer.staleness <= 64) */
 
 /* The step whose batch is with the learners. In sync mode it is the step just generated; in async mode
  * (trainer.staleness 1) the next step's generation runs meanwhile, with rollouts at most one version behind. */
@@ -42,6 +43,10 @@ typedef struct {
     long long      batch_tokens;             /* prompt + response tokens trained */
     uint64_t       gen_tokens, resp_tokens;  /* response tokens generated over the step's rounds; of them trained */
     EngineSnapshot snap;                     /* cursor etc. as of the end of the step's generation */
+    /* a queued step (Engine.queue): its TrainBatch frames, encoded when its batch was ready and held here until the
+     * step before it is done (then sent in this order; the learner sees one step at a time) */
+    struct HeldShard { uint32_t rank; uint8_t *frame; size_t len; } *held;
+    int            nheld, capheld;
 } TrainJob;
 
 struct Engine {
@@ -87,7 +92,10 @@ struct Engine {
     long           last_val_step;   /* done_steps of the latest validation (-1: none yet) */
     int            data_done;    /* the last epoch is used up: nothing more to generate */
     long           final_ckpt_step;          /* done_steps whose final checkpoint finish_run asked for (-1: none) */
-    TrainJob       job;          /* the step whose batch is at the learners (at most one) */
+    TrainJob       job;          /* the step the learners train now */
+    TrainJob       queue[JOB_QUEUE_MAX];     /* async, staleness k: steps sent to the learners behind it, oldest first (at
+                                                most k - 1; each trains from the version the one before it makes) */
+    int            nqueue;
     char           fail[ERR_LEN];
     EngineSnapshot snap;         /* as of the last finished step */
     double         rejoin_t0;                /* PH_REJOIN: when the learner was lost (recover.c) */
@@ -118,10 +126,19 @@ void eng__cancel_in_flight(Coord *c);
 void eng__finish_step(Coord *c);
 void eng__announce_version(Coord *c);
 int eng__version_ok(Coord *c, int64_t v);
+/* Steps at the learners: the one in training and those queued behind it (0 .. k). */
+int eng__inflight(const Engine *e);
+/* The policy version the next batch sent trains from: the current one plus the steps at the learners before it. */
+int64_t eng__train_from(const Coord *c);
+/* Drops the queued steps (their held frames freed): a rollback, a failure. */
+void eng__queue_clear(Engine *e);
 /* A worker's policy version as the run counts it: -1 (none) when its weights are of an earlier incarnation. */
 int64_t eng__worker_version(const Coord *c, const WorkerEntry *w);
 void eng__drop_stale(Coord *c, Group *g);
 int eng__drop_stale_groups(Coord *c);
+/* The same, exactly against the version the ready batch will train from (eng__train_from): before it is queued behind
+ * steps in flight. Returns the groups dropped. */
+int eng__drop_stale_queued(Coord *c);
 void eng__dispatch(Coord *c);
 
 #endif

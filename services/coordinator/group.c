@@ -148,9 +148,32 @@ void eng__announce_version(Coord *c) {
             out_send(c, &c->workers[i], DAPO__MSG_TYPE__MSG_HEARTBEAT, &hb.base);
 }
 
-/* A policy version the learner may train on: at most trainer.staleness behind the current one (the learner holds the
- * current version when the next batch reaches it: a batch goes out only when no update is in flight). */
-int eng__version_ok(Coord *c, int64_t v) { return v >= c->policy_version - config_staleness(&c->cfg) && v <= c->policy_version; }
+int eng__inflight(const Engine *e) { return e->job.active + e->nqueue; }
+
+int64_t eng__train_from(const Coord *c) { return c->policy_version + eng__inflight(c->engine); }
+
+static void held_free(TrainJob *t) {
+    for (int i = 0; i < t->nheld; i++) xfree(t->held[i].frame);
+    t->nheld = 0;
+}
+
+void eng__queue_clear(Engine *e) {
+    for (int i = 0; i < e->nqueue; i++) {
+        held_free(&e->queue[i]);
+        e->queue[i].active = 0;
+    }
+    e->nqueue = 0;
+}
+
+/* A policy version the step being generated may use: at most trainer.staleness k behind the version it will train
+ * from, counted optimistically — the step after the one in training trains from the current version + the steps queued
+ * (a row one version older still may become fresh enough if that step's update lands first: with nothing or one step in
+ * flight this is the current version - k, and a row found too old once the version moves, or when its batch is queued,
+ * is dropped then: eng__drop_stale_groups, eng__drop_stale_for). */
+int eng__version_ok(Coord *c, int64_t v) {
+    int64_t base = c->policy_version + (c->engine && c->engine->nqueue > 0 ? c->engine->nqueue : 0);
+    return v >= base - config_staleness(&c->cfg) && v <= c->policy_version;
+}
 
 int64_t eng__worker_version(const Coord *c, const WorkerEntry *w) {
     return w->incarnation == c->incarnation ? w->policy_version : -1;

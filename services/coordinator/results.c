@@ -209,9 +209,10 @@ static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
         t->t_trained = clock_s();
         c->policy_version = t->new_version;
         eng__announce_version(c);
-        eng__drop_stale_groups(c);                       /* async: groups of the step being generated may be too old now */
         if (config_staleness(&c->cfg) > 0) {
-            eng__finish_step(c);                         /* async: rollouts catch up while they generate */
+            eng__finish_step(c);                         /* async: rollouts catch up while they generate; a queued step
+                                                            becomes the one in training */
+            eng__drop_stale_groups(c);                   /* groups of the step being generated may be too old now */
         } else {
             e->phase = PH_WEIGHTS;
             eng__status(c, "step %ld: waiting for rollouts to load policy version %lld", t->step, (long long)c->policy_version);

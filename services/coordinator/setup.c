@@ -214,6 +214,13 @@ void engine_free(Coord *c) {
     for (int i = 0; i < e->n_reward_extra; i++) xfree(e->reward_extra_name[i]);
     metrics_free(&e->job.m);
     metrics_free(&e->job.learner);
+    eng__queue_clear(e);
+    for (int i = 0; i < JOB_QUEUE_MAX; i++) {
+        metrics_free(&e->queue[i].m);
+        metrics_free(&e->queue[i].learner);
+        xfree(e->queue[i].held);
+    }
+    xfree(e->job.held);
     xfree(e);
     c->engine = NULL;
 }

@@ -141,13 +141,13 @@ static void learner_workers(const Coord *c, int *rank_worker, int W) {
  * a reused buffer handed to ZeroMQ without a copy) and queues it for its learner. 0, or ERR_CLOSED (its rank is not
  * registered) / ERR_TOO_BIG with err set. */
 static int send_shard(Coord *c, const BatchPlan *p, int k, int ep, const int *rank_worker, TbwSeq *rows,
-                      char err[ERR_LEN]) {
+                      int64_t from, TrainJob *hold, char err[ERR_LEN]) {
     Engine *e = c->engine;
     const LayoutShard *sh = &p->lay.shard[k];
     int W = p->world;
     if (rank_worker[sh->rank] < 0) return err_set(err, ERR_CLOSED, "learner rank %d is not registered", sh->rank);
     batch_plan_shard_rows(p, k, rows);
-    TbwHead h = {.run_id = c->run_id, .step = e->step, .policy_version = c->policy_version,
+    TbwHead h = {.run_id = c->run_id, .step = e->step, .policy_version = from,
                  .mini_batch_index = (uint32_t)sh->mini, .num_mini_batches = (uint32_t)p->lay.n_mini,
                  .ppo_epoch = (uint32_t)ep, .global_response_tokens = (uint64_t)sh->global_tokens,
                  .global_num_seqs = (uint32_t)sh->global_seqs, .rank = (uint32_t)sh->rank, .world_size = (uint32_t)W,
@@ -158,10 +158,16 @@ static int send_shard(Coord *c, const BatchPlan *p, int k, int ep, const int *ra
     if (n > UINT32_MAX || p->shard_tokens[k] > UINT32_MAX)
         return err_set(err, ERR_TOO_BIG, "the shard of rank %d mini-batch %d is %zu bytes (%lld tokens): over the 4 GiB "
                        "a message can hold", sh->rank, sh->mini, n, p->shard_tokens[k]);
-    ZcBuf *zb;
-    uint8_t *frame = out_zc_frame(c, NET_HEADER_BYTES + n, &zb);
+    ZcBuf *zb = NULL;
+    uint8_t *frame = hold ? xmalloc(NET_HEADER_BYTES + n) : out_zc_frame(c, NET_HEADER_BYTES + n, &zb);
     net_encode_into(DAPO__MSG_TYPE__MSG_TRAIN_BATCH, NULL, n, frame);
     tbwire_write(&h, rows, sh->n_seq, &tsz, frame + NET_HEADER_BYTES);
+    if (hold) {                                      /* queued behind the step in training: sent when it is done */
+        XGROW(hold->held, hold->nheld, hold->capheld, 16);
+        hold->held[hold->nheld++] = (struct HeldShard){.rank = (uint32_t)sh->rank, .frame = frame,
+                                                       .len = NET_HEADER_BYTES + n};
+        return 0;
+    }
     out_zc_send(c, &c->workers[rank_worker[sh->rank]], DAPO__MSG_TYPE__MSG_TRAIN_BATCH, frame, NET_HEADER_BYTES + n, zb,
                 (uint64_t)e->step, (uint32_t)sh->rank);   /* a failed send comes back: engine_on_send_failed */
     return 0;
@@ -170,8 +176,10 @@ static int send_shard(Coord *c, const BatchPlan *p, int k, int ep, const int *ra
 /* The batch of one step: its plan first (batch.h: advantages, layout, every row), then a loop that only sends the
  * shards, ppo_epochs x mini-batches x ranks (docs/design.md §1 steps 4-5). A failure fails the run with the first error;
  * the other shards are still tried so every learner hears of the step. */
-static int send_batch(Coord *c, Group **batch, int nb) {
+static int send_batch(Coord *c, TrainJob *t, Group **batch, int nb) {
     Engine *e = c->engine;
+    TrainJob *hold = t == &e->job ? NULL : t;
+    int64_t from = eng__train_from(c);
     char err[ERR_LEN], first[ERR_LEN] = "";
     const DatasetItem **items = xmalloc((size_t)(nb ? nb : 1) * sizeof *items);
     for (int b = 0; b < nb; b++) items[b] = eng__group_item(e, batch[b]);
@@ -185,10 +193,10 @@ static int send_batch(Coord *c, Group **batch, int nb) {
     int W = p.world, *rank_worker = xmalloc((size_t)W * sizeof(int));
     learner_workers(c, rank_worker, W);
     TbwSeq *rows = xmalloc((size_t)(p.nseq ? p.nseq : 1) * sizeof *rows);
-    e->job.batch_tokens = p.batch_tokens;
+    t->batch_tokens = p.batch_tokens;
     for (int ep = 0; ep < c->cfg.ppo_epochs; ep++)
         for (int k = 0; k < p.lay.n_mini * W; k++) {
-            int src = send_shard(c, &p, k, ep, rank_worker, rows, err);
+            int src = send_shard(c, &p, k, ep, rank_worker, rows, from, hold, err);
             if (src && !rc) snprintf(first, sizeof first, "%s", err);
             if (src) rc = src;
         }
@@ -197,7 +205,7 @@ static int send_batch(Coord *c, Group **batch, int nb) {
     } else if (rc) {                                 /* a learner went away: wait for it and roll back (recover.c) */
         engine_rejoin_begin(c, -1, "step %ld: TrainBatch not sent: %s", e->step, first);
     } else {
-        e->job.expected = c->cfg.ppo_epochs * p.lay.n_mini * W;
+        t->expected = c->cfg.ppo_epochs * p.lay.n_mini * W;
         metrics_set(&e->m, "critic/advantages/mean", p.adv_mean);
         metrics_set(&e->m, "critic/advantages/max", p.adv_max);
         metrics_set(&e->m, "critic/advantages/min", p.adv_min);
@@ -296,15 +304,17 @@ void eng__after_round(Coord *c) {
  * mode the engine then waits for the update; in async mode it goes on to generate the next step. */
 static void send_ready_batch(Coord *c) {
     Engine *e = c->engine;
-    if (eng__drop_stale_groups(c)) return;              /* back to generation: no stale row reaches a learner */
+    int queued = e->job.active;                      /* behind the step in training (trainer.staleness k >= 2) */
+    if (queued ? eng__drop_stale_queued(c) : eng__drop_stale_groups(c)) return;   /* back to generation: no stale
+                                                                                    row reaches a learner */
     int T = c->cfg.train_batch_size, nb = 0;
     Group **batch = xmalloc((size_t)T * sizeof *batch);
     for (int i = 0; i < e->ngroups && nb < T; i++)
         if (e->groups[i].state == GS_KEPT) batch[nb++] = &e->groups[i];
     qsort(batch, (size_t)nb, sizeof *batch, cmp_order);
-    TrainJob *t = &e->job;
+    TrainJob *t = queued ? &e->queue[e->nqueue] : &e->job;
     metrics_clear(&t->learner);
-    if (send_batch(c, batch, nb) == 0) {
+    if (send_batch(c, t, batch, nb) == 0) {
         for (int i = 0; i < nb; i++) eng__set_state(c, batch[i], GS_TRAINED);   /* handed to the learners */
         Metrics swap = t->m;
         t->m = e->m;
@@ -330,7 +340,9 @@ static void send_ready_batch(Coord *c) {
         memcpy(t->snap.group_counts, c->group_counts, sizeof c->group_counts);
         t->snap.counters = c->counters;
         e->phase = config_staleness(&c->cfg) > 0 ? PH_IDLE : PH_TRAIN;
-        eng__status(c, "step %ld: training on %d groups", e->step, nb);
+        if (queued) e->nqueue++;
+        eng__status(c, queued ? "step %ld: %d groups queued behind step %ld" : "step %ld: training on %d groups", e->step,
+                    nb, e->job.step);
     }
     xfree(batch);
 }
@@ -417,6 +429,37 @@ static int learners_ready(Coord *c) {
 
 /* The training job's update is done (and in sync mode every rollout holds the new version): record the step's
  * metrics, checkpoint at save_freq, schedule validation at test_freq. */
+static void learner_workers(const Coord *c, int *rank_worker, int W);
+
+/* The step queued first behind the one just done becomes the one in training: its held frames go out now, after
+ * whatever the step just done asked of the learners (its checkpoint), so a learner sees one step at a time. */
+static void promote_queued(Coord *c) {
+    Engine *e = c->engine;
+    if (!e->nqueue) return;
+    TrainJob done = e->job;
+    e->job = e->queue[0];
+    memmove(e->queue, e->queue + 1, (size_t)(e->nqueue - 1) * sizeof *e->queue);
+    e->nqueue--;
+    e->queue[e->nqueue] = done;                      /* its buffers are reused by a later queued step */
+    e->queue[e->nqueue].active = 0;
+    TrainJob *t = &e->job;
+    int W = c->cfg.num_learners, missing = -1, *rw = xmalloc((size_t)W * sizeof(int));
+    learner_workers(c, rw, W);
+    for (int i = 0; i < t->nheld; i++) {
+        struct HeldShard *h = &t->held[i];
+        if ((int)h->rank >= W || rw[h->rank] < 0) { missing = (int)h->rank; xfree(h->frame); continue; }
+        out_zc_send(c, &c->workers[rw[h->rank]], DAPO__MSG_TYPE__MSG_TRAIN_BATCH, h->frame, h->len, NULL,
+                    (uint64_t)t->step, h->rank);    /* the outbox owns the frame from here */
+    }
+    t->nheld = 0;
+    t->t_sent = clock_s();
+    xfree(rw);
+    log_info("step %ld: its batch (queued) goes to the learners, trained from policy version %lld", t->step,
+             (long long)c->policy_version);
+    if (missing >= 0)
+        engine_rejoin_begin(c, -1, "step %ld: TrainBatch not sent: learner rank %d is not registered", t->step, missing);
+}
+
 void eng__finish_step(Coord *c) {
     Engine *e = c->engine;
     TrainJob *t = &e->job;
@@ -453,6 +496,7 @@ void eng__finish_step(Coord *c) {
         if (ckpt_request(c, err)) log_error("checkpoint at step %ld: %s", e->done_steps, err);
     }
     if (c->cfg.test_freq > 0 && e->val.n && (e->done_steps % c->cfg.test_freq == 0 || last)) e->val_pending = 1;
+    promote_queued(c);
 }
 
 /* Some alive rollout holds a version within the staleness bound (async mode starts generating with it). */
@@ -462,6 +506,24 @@ static int rollouts_usable(Coord *c) {
             eng__version_ok(c, eng__worker_version(c, &c->workers[i])))
             return 1;
     return 0;
+}
+
+/* The newest step at the learners (queued last, or the one in training), NULL when none. */
+static const TrainJob *newest_inflight(const Engine *e) {
+    return e->nqueue ? &e->queue[e->nqueue - 1] : e->job.active ? &e->job : NULL;
+}
+
+/* The ready batch may go to the learners: none is training, or (trainer.staleness k >= 2) fewer than k steps are
+ * in flight and the newest is not followed by a validation (it needs that step's weights and the engine's groups). */
+static int can_send(Coord *c) {
+    Engine *e = c->engine;
+    if (!learners_ready(c)) return 0;
+    if (!e->job.active) return 1;
+    const TrainJob *t = newest_inflight(e);
+    int k = config_staleness(&c->cfg);
+    if (k < 2 || eng__inflight(e) >= k || e->nqueue >= JOB_QUEUE_MAX) return 0;
+    return !(c->cfg.test_freq > 0 && e->val.n &&
+             (t->step % c->cfg.test_freq == 0 || (e->total_steps > 0 && t->step >= e->total_steps)));
 }
 
 /* The last step is trained (and validated). The run is done once that step's checkpoint is held by both sides, when
@@ -531,8 +593,8 @@ static void idle(Coord *c) {
     }
     /* async: a step whose update is followed by a validation (test_freq, or the last step) is not overlapped with the
      * next step's generation — the validation needs that update's weights on every rollout and the engine's groups */
-    TrainJob *t = &e->job;
-    if (t->active && c->cfg.test_freq > 0 && e->val.n &&
+    const TrainJob *t = newest_inflight(e);
+    if (t && c->cfg.test_freq > 0 && e->val.n &&
         (t->step % c->cfg.test_freq == 0 || (e->total_steps > 0 && t->step >= e->total_steps))) {
         eng__status(c, "step %ld: waiting for its update, then validation", t->step);
         return;
@@ -561,7 +623,7 @@ static int tick_once(Coord *c) {
         if (e->phase == PH_GENERATE) eng__dispatch(c);
         break;
     case PH_BATCH_READY:
-        if (!e->job.active && learners_ready(c)) send_ready_batch(c);
+        if (can_send(c)) send_ready_batch(c);
         break;
     case PH_WEIGHTS:
         if (rollouts_current(c)) eng__finish_step(c);

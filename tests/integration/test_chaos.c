@@ -40,6 +40,7 @@ static Run R, Ref;
 static int g_learners = 1;       /* DAPO_CHAOS_LEARNERS: learner ranks (2: the faults hit rank 1 as well) */
 static int g_steps = CHAOS_DEFAULT_STEPS;
 static int g_save_freq = 1;      /* trainer.save_freq (test_rollback_before_first_checkpoint: none before the end) */
+static int g_staleness = 0;      /* trainer.staleness (test_chaos_staleness_four: async, steps queued at the learners) */
 
 /* The daemons' arguments: test_main_job's reduced config, batch-invariant, a checkpoint every step. */
 static void cfg_args(const Run *r, json_t *argv, int steps) {
@@ -72,6 +73,7 @@ static void cfg_args(const Run *r, json_t *argv, int steps) {
                            "cluster.rollout_threads=1", "cluster.learner_threads=1", "cluster.verifier_threads=1"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) json_array_append_new(argv, json_string(fixed[i]));
     snprintf(b, sizeof b, "trainer.save_freq=%d", g_save_freq); json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "trainer.staleness=%d", g_staleness); json_array_append_new(argv, json_string(b));
 }
 
 static json_t *proc(const Run *r, const char *name, const char *bin_name, const char *id, const char *rank, int steps) {
@@ -279,13 +281,17 @@ static void chaos(int learners) {
     char ref_name[32], name[32];
     snprintf(ref_name, sizeof ref_name, "chaos%.0d-ref", learners > 1 ? learners : 0);
     snprintf(name, sizeof name, "chaos%.0d", learners > 1 ? learners : 0);
+    if (g_staleness) snprintf(name, sizeof name, "chaos-staleness%d", g_staleness);
     double t0 = clock_s();
-    /* the undisturbed run of the same seed first: its final weights are the reference */
-    start_run(&Ref, ref_name, g_steps);
-    json_t *st = wait_done(&Ref, 240000);
-    json_decref(st);
-    stop_run(&Ref);
-    printf("chaos: undisturbed run done at t=%.1f s\n", clock_s() - t0);
+    json_t *st;
+    if (!g_staleness) {      /* the undisturbed run of the same seed first: its final weights are the reference (an
+                                async run's rows depend on timing: it has none) */
+        start_run(&Ref, ref_name, g_steps);
+        st = wait_done(&Ref, 240000);
+        json_decref(st);
+        stop_run(&Ref);
+        printf("chaos: undisturbed run done at t=%.1f s\n", clock_s() - t0);
+    }
     /* two ranks: which comes back first after a death is the seed's (the supervisor starts one 2 s late, or none) */
     const char *delay = learners < 2 ? NULL : seed % 3 == 0 ? "learner-0=2" : seed % 3 == 1 ? "learner-1=2" : NULL;
     if (delay) setenv("DAPO_SUPERVISE_RESTART_DELAY", delay, 1);
@@ -326,7 +332,7 @@ static void chaos(int learners) {
     char a[600], b[600];
     snprintf(a, sizeof a, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", Ref.dir, g_steps);
     snprintf(b, sizeof b, "%s/ckpt/global_step_%d/actor/huggingface/model.safetensors", R.dir, g_steps);
-    if (!files_equal(a, b)) fail_msg("the final weights differ from the undisturbed run's: %s vs %s", b, a);
+    if (!g_staleness && !files_equal(a, b)) fail_msg("the final weights differ from the undisturbed run's: %s vs %s", b, a);
     /* the event history survived the coordinator's restart (issue 33): events.jsonl holds events from before it */
     char ev[400], out[256];
     snprintf(ev, sizeof ev, "grep -c 'coordinator restarted by its supervisor' %s/ckpt/events.jsonl", R.dir);
@@ -338,13 +344,26 @@ static void chaos(int learners) {
     assert_true(atoi(out) > 1);                          /* after the events of the first coordinator process */
     snprintf(ev, sizeof ev, "grep -c '\"event\":\"restart\"' %s/logs/supervisor.jsonl", R.dir);
     tu_run(ev, out, sizeof out);
-    printf("chaos: %d restarts by the supervisor; final weights bitwise equal to the undisturbed run\n", atoi(out));
+    printf("chaos: %d restarts by the supervisor; %s\n", atoi(out), g_staleness ? "async: accounting exact" :
+           "final weights bitwise equal to the undisturbed run");
 }
 
 static void test_chaos(void **state) {
     (void)state;
     const char *e = getenv("DAPO_CHAOS_LEARNERS");
     chaos(e && *e ? atoi(e) : 1);
+}
+
+/* Issue 41: the faults with trainer.staleness 4 (batches queued behind the step in training, frames held by the
+ * coordinator): every daemon killed once, and the run still finishes with exact accounting (its rows depend on timing,
+ * so there is no undisturbed run to compare weights with). */
+static void test_chaos_staleness_four(void **state) {
+    (void)state;
+    const char *e = getenv("DAPO_CHAOS_LEARNERS");
+    if (e && *e) skip();
+    g_staleness = 4;
+    chaos(1);
+    g_staleness = 0;
 }
 
 /* Two learner ranks: a learner fault hits rank 0 or rank 1; a rank blocked in a collective whose peer died or was
@@ -398,6 +417,7 @@ static void test_rollback_before_first_checkpoint(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_chaos, teardown),
+                                       cmocka_unit_test_teardown(test_chaos_staleness_four, teardown),
                                        cmocka_unit_test_teardown(test_chaos_two_learner_ranks, teardown),
                                        cmocka_unit_test_teardown(test_rollback_before_first_checkpoint, teardown)};
     return cmocka_run_group_tests(tests, NULL, NULL);

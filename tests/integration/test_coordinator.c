@@ -47,6 +47,7 @@ static void write_dataset(const char *path) {
 
 static Run *g_run;               /* the run a test started, for the teardown */
 static const char *g_extra3;     /* one more coordinator override for the next start_run (reset by it) */
+static const char *g_extra4;     /* and another, after g_extra3 */
 
 static void start_run(Run *r, int mode, const char *extra1, const char *extra2) {
     memset(r, 0, sizeof *r);
@@ -74,8 +75,8 @@ static void start_run(Run *r, int mode, const char *extra1, const char *extra2) 
                     "trainer.test_freq=2", "actor_rollout_ref.rollout.val_kwargs.n=2", "data.max_response_length=64",
                     "reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=16", "cluster.heartbeat_ms=100", "cluster.lease_timeout_s=1.5",
                     (char *)extra1, (char *)(extra1 ? extra2 : NULL), (char *)(extra1 && extra2 ? g_extra3 : NULL),
-                    NULL};
-    g_extra3 = NULL;
+                    (char *)(extra1 && extra2 && g_extra3 ? g_extra4 : NULL), NULL};
+    g_extra3 = g_extra4 = NULL;
     r->coord = tu_spawn(argv, log);
     char coord[96];
     snprintf(coord, sizeof coord, "cluster.coordinator=%s", r->zep);
@@ -442,6 +443,34 @@ static void test_async_stale_rows_dropped(void **state) {
     stop_run(&r);
 }
 
+/* Issue 41: staleness 4 with a learner slower than generation. Ready batches queue behind the step in training (up to
+ * 4 steps at the learners; the coordinator holds their frames and sends each when the one before is done, so the
+ * learner sees one step at a time and every step trains from the version its predecessor made); rows reach 4
+ * versions behind their training version and never more; the accounting adds up. */
+static void test_async_staleness_four(void **state) {
+    (void)state;
+    static Run r;
+    g_extra3 = "trainer.test_freq=-1";
+    g_extra4 = "trainer.total_epochs=40";            /* a third of the prompts have mixed groups: enough data */
+    start_run(&r, MODE_BY_LENGTH, "trainer.staleness=4", "trainer.total_training_steps=10");
+    r.l.delay_ms = 1200;
+    r.l.staleness = 4;
+    json_t *st = wait_phase(&r, "done", 120000);
+    assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 10);
+    assert_accounting(st);
+    assert_int_equal(tu_group_count(st, "trained"), 40);
+    fprintf(stderr, "staleness 4: %d rows, %d behind, max lag %d, %d too stale, %lld groups dropped as stale\n", r.l.rows,
+            r.l.stale_rows, r.l.max_lag, r.l.too_stale, (long long)tu_group_count(st, "stale"));
+    assert_int_equal(r.l.rows, 40 * 4);
+    assert_int_equal(r.l.bad, 0);
+    assert_int_equal(r.l.too_stale, 0);
+    assert_int_equal(r.l.version_mismatch, 0);
+    assert_int_equal(r.l.backwards, 0);
+    assert_int_equal(r.l.max_lag, 4);
+    json_decref(st);
+    stop_run(&r);
+}
+
 /* Reads DIR/ckpt/metrics.jsonl into body; returns the number of validation rows of `step`. */
 static int val_rows_of(const char *dir, long step, char *body, size_t cap) {
     char path[400];
@@ -714,6 +743,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_resume_at_epoch_boundary, teardown),
         cmocka_unit_test_teardown(test_async_overlaps_generation_and_training, teardown),
         cmocka_unit_test_teardown(test_async_stale_rows_dropped, teardown),
+        cmocka_unit_test_teardown(test_async_staleness_four, teardown),
         cmocka_unit_test_teardown(test_data_runs_out_and_last_step_validated, teardown),
         cmocka_unit_test_teardown(test_last_step_validated, teardown),
         cmocka_unit_test_teardown(test_learner_checkpoint_mismatch_fails_clearly, teardown),
