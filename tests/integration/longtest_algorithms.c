@@ -37,30 +37,34 @@ typedef struct {
     const char *keys[6];         /* more keys (NULL-terminated) */
     const char *loss, *estimator;   /* what the daemons must say they run */
     int kl_loss, kl_reward;
+    int staleness;               /* > 0: some step's training/off_policy/trajectory_staleness/max reaches it, none passes */
 } Setting;
 
 static const Setting settings[] = {
-    {"grpo-kl", "grpo_qwen3_4b_fsdp", {NULL}, "vanilla", "grpo", 1, 0},
-    {"cispo", "cispo_qwen3_8b_fsdp", {NULL}, "cispo", "grpo", 1, 0},
-    {"gspo", "gspo_qwen3_8b_fsdp", {NULL}, "gspo", "grpo", 0, 0},
-    {"sapo", "sapo_qwen3_8b_fsdp", {NULL}, "sapo", "grpo", 0, 0},
-    {"gmpo", "gmpo_qwen3_8b_fsdp", {NULL}, "geo_mean", "grpo", 1, 0},
-    {"gpg", "gpg_qwen3_8b_fsdp", {NULL}, "gpg", "gpg", 0, 0},
-    {"rloo-kl-reward", "rloo_qwen3_8b_fsdp", {NULL}, "vanilla", "rloo", 0, 1},
-    {"rfpp-kl-reward", "reinforce_plus_plus_qwen3_8b_fsdp", {NULL}, "vanilla", "reinforce_plus_plus", 0, 1},
-    {"dppo-tv", NULL, {"actor_rollout_ref.actor.policy_loss.loss_mode=dppo_tv", NULL}, "dppo_tv", "grpo", 0, 0},
-    {"dppo-kl", NULL, {"actor_rollout_ref.actor.policy_loss.loss_mode=dppo_kl", NULL}, "dppo_kl", "grpo", 0, 0},
-    {"clip-cov", NULL, {"actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov", NULL}, "clip_cov", "grpo", 0, 0},
-    {"kl-cov", NULL, {"actor_rollout_ref.actor.policy_loss.loss_mode=kl_cov", NULL}, "kl_cov", "grpo", 0, 0},
-    {"opo", NULL, {"algorithm.adv_estimator=opo", NULL}, "vanilla", "opo", 0, 0},
-    {"grpo-passk", NULL, {"algorithm.adv_estimator=grpo_passk", NULL}, "vanilla", "grpo_passk", 0, 0},
+    {"grpo-kl", "grpo_qwen3_4b_fsdp", {NULL}, "vanilla", "grpo", 1, 0, 0},
+    {"cispo", "cispo_qwen3_8b_fsdp", {NULL}, "cispo", "grpo", 1, 0, 0},
+    {"gspo", "gspo_qwen3_8b_fsdp", {NULL}, "gspo", "grpo", 0, 0, 0},
+    {"sapo", "sapo_qwen3_8b_fsdp", {NULL}, "sapo", "grpo", 0, 0, 0},
+    {"gmpo", "gmpo_qwen3_8b_fsdp", {NULL}, "geo_mean", "grpo", 1, 0, 0},
+    {"gpg", "gpg_qwen3_8b_fsdp", {NULL}, "gpg", "gpg", 0, 0, 0},
+    {"rloo-kl-reward", "rloo_qwen3_8b_fsdp", {NULL}, "vanilla", "rloo", 0, 1, 0},
+    {"rfpp-kl-reward", "reinforce_plus_plus_qwen3_8b_fsdp", {NULL}, "vanilla", "reinforce_plus_plus", 0, 1, 0},
+    {"dppo-tv", NULL, {"actor_rollout_ref.actor.policy_loss.loss_mode=dppo_tv", NULL}, "dppo_tv", "grpo", 0, 0, 0},
+    {"dppo-kl", NULL, {"actor_rollout_ref.actor.policy_loss.loss_mode=dppo_kl", NULL}, "dppo_kl", "grpo", 0, 0, 0},
+    {"clip-cov", NULL, {"actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov", NULL}, "clip_cov", "grpo", 0, 0, 0},
+    {"kl-cov", NULL, {"actor_rollout_ref.actor.policy_loss.loss_mode=kl_cov", NULL}, "kl_cov", "grpo", 0, 0, 0},
+    {"opo", NULL, {"algorithm.adv_estimator=opo", NULL}, "vanilla", "opo", 0, 0, 0},
+    {"grpo-passk", NULL, {"algorithm.adv_estimator=grpo_passk", NULL}, "vanilla", "grpo_passk", 0, 0, 0},
     {"rfpp-baseline", NULL, {"algorithm.adv_estimator=reinforce_plus_plus_baseline", NULL}, "vanilla",
-     "reinforce_plus_plus_baseline", 0, 0},
+     "reinforce_plus_plus_baseline", 0, 0, 0},
     {"rfpp-gamma-adaptive", NULL, {"algorithm.adv_estimator=reinforce_plus_plus", "algorithm.gamma=0.95",
                                    "algorithm.use_kl_in_reward=true", "algorithm.kl_ctrl.type=adaptive", NULL},
-     "vanilla", "reinforce_plus_plus", 0, 1},
+     "vanilla", "reinforce_plus_plus", 0, 1, 0},
     {"dr-grpo", NULL, {"algorithm.norm_adv_by_std_in_grpo=false",
-                       "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm", NULL}, "vanilla", "grpo", 0, 0},
+                       "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm", NULL}, "vanilla", "grpo", 0, 0, 0},
+    /* issue 41: staleness 4 with a learner slower than generation (8 PPO epochs): steps queue behind the one training */
+    {"async-staleness-4", NULL, {"trainer.staleness=4", "actor_rollout_ref.actor.ppo_epochs=8", NULL}, "vanilla",
+     "grpo", 0, 0, 4},
 };
 
 /* The algorithm keys of a verl script's overrides: algorithm.* and the actor's loss keys (a '+' dropped). */
@@ -128,6 +132,7 @@ static void run_setting(const Setting *s) {
     if (system(cmd)) fail_msg("%s: the daemons do not say they ran loss %s and estimator %s", s->name, s->loss,
                               s->estimator);
     snprintf(path, sizeof path, "%s/ckpt/metrics.jsonl", j.dir);
+    int reached = 0;
     for (int step = 1; step <= STEPS; step++) {
         double pg = metric_at(path, step, "actor/pg_loss"), gn = metric_at(path, step, "actor/grad_norm");
         if (!isfinite(pg) || !isfinite(gn)) fail_msg("%s step %d: pg_loss %g, grad_norm %g", s->name, step, pg, gn);
@@ -135,7 +140,13 @@ static void run_setting(const Setting *s) {
             fail_msg("%s step %d: no actor/kl_loss", s->name, step);
         if (s->kl_reward && !isfinite(metric_at(path, step, "actor/reward_kl_penalty_coeff")))
             fail_msg("%s step %d: no actor/reward_kl_penalty_coeff", s->name, step);
+        double st = metric_at(path, step, "training/off_policy/trajectory_staleness/max");
+        if (s->staleness && (!(st <= s->staleness) || st < 0))
+            fail_msg("%s step %d: trajectory_staleness/max %g (bound %d)", s->name, step, st, s->staleness);
+        if (s->staleness && st == s->staleness) reached++;
     }
+    if (s->staleness && !reached) fail_msg("%s: no step reached staleness %d", s->name, s->staleness);
+    if (s->staleness) printf("algorithms: %s: %d steps at staleness %d\n", s->name, reached, s->staleness);
     printf("algorithms: %s: %d steps, pg_loss %.4g .. %.4g, score %.3f .. %.3f\n", s->name, STEPS,
            metric_at(path, 1, "actor/pg_loss"), metric_at(path, STEPS, "actor/pg_loss"),
            metric_at(path, 1, "critic/score/mean"), metric_at(path, STEPS, "critic/score/mean"));
