@@ -3,7 +3,7 @@
  * spellings and nulls. A file that loads must print (config_print_yaml) to text that loads back to the same run keys
  * and local keys: the coordinator sends that text to every worker. Inputs over 64 KiB are skipped.
  * Not here: expected values (tests/unit/test_config.c, test_config_verl.c). */
-// fuzz-sources: common/core/config.c common/core/config_verl.c common/core/err.c common/core/log.c common/core/fsutil.c common/core/yaml_doc.c
+// fuzz-sources: common/core/config.c common/core/config_check.c common/core/config_verl.c common/core/err.c common/core/log.c common/core/fsutil.c common/core/yaml_doc.c
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
