@@ -55,16 +55,20 @@ static void warn_unread(const Config *c) {
         {AR "actor.policy_loss.clip_cov_ub", NULL, CFG_LOSS_CLIP_COV},
         {AR "actor.policy_loss.kl_cov_ratio", NULL, CFG_LOSS_KL_COV},
         {AR "actor.policy_loss.ppo_kl_coef", NULL, CFG_LOSS_KL_COV},
+        {"trainer.v1.sampler.max_off_policy_threshold", "v1", -1},
+        {"trainer.v1.sampler.max_off_policy_strategy", "v1", -1},
+        {"trainer.v1.separate_async.parameter_sync_step", "v1sep", -1},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (!config_is_set(c, rows[i].key)) continue;
-        int on = rows[i].sw ? (!strcmp(rows[i].sw, AR "actor.use_kl_loss") ? c->use_kl_loss : c->use_kl_in_reward)
-                            : (int)c->loss_mode == rows[i].mode;
-        if (!on)
-            log_warn("%s is set but nothing reads it: %s", rows[i].key,
-                     rows[i].sw ? (!strcmp(rows[i].sw, AR "actor.use_kl_loss") ? "actor_rollout_ref.actor.use_kl_loss is "
-                                   "false" : "algorithm.use_kl_in_reward is false")
-                                : "actor_rollout_ref.actor.policy_loss.loss_mode is another one");
+        const char *sw = rows[i].sw, *why;
+        int on;
+        if (!sw) { on = (int)c->loss_mode == rows[i].mode; why = "actor_rollout_ref.actor.policy_loss.loss_mode is another one"; }
+        else if (!strcmp(sw, "v1")) { on = c->v1_mode != CFG_V1_SYNC; why = "trainer.v1.trainer_mode is sync"; }
+        else if (!strcmp(sw, "v1sep")) { on = c->v1_mode == CFG_V1_SEPARATE_ASYNC; why = "trainer.v1.trainer_mode is not separate_async"; }
+        else if (!strcmp(sw, AR "actor.use_kl_loss")) { on = c->use_kl_loss; why = "actor_rollout_ref.actor.use_kl_loss is false"; }
+        else { on = c->use_kl_in_reward; why = "algorithm.use_kl_in_reward is false"; }
+        if (!on) log_warn("%s is set but nothing reads it: %s", rows[i].key, why);
     }
 }
 

@@ -258,7 +258,7 @@ static const VerlKey rules[] = {
     FIX("trainer.v1.sampler.custom_sampler.path", "null", "a custom sampler is not supported"),
     /* ---- verl's fully asynchronous recipe (verl/experimental/fully_async_policy) */
     NO("async_training.staleness_threshold", "verl's fraction of extra samples per weight sync; dapo bounds staleness "
-       "in policy versions: trainer.staleness k (0 synchronous, 1 one step off policy)"),
+       "in policy versions: trainer.staleness k (0 synchronous; k: rows at most k versions behind, k steps in flight)"),
     NO("async_training.trigger_parameter_sync_step", "dapo publishes the weights once a step: data.train_batch_size = "
        "trigger_parameter_sync_step x require_batches x ppo_mini_batch_size gives the same updates per publication"),
     NO("async_training.require_batches", "dapo trains whole steps: data.train_batch_size = trigger_parameter_sync_step "

@@ -10,9 +10,9 @@ void eng__drop_stale(Coord *c, Group *g) {
     Engine *e = c->engine;
     if (g->state == GS_SCORING) eng__send_cancel(c, g, "stale policy version");
     if (g->state == GS_KEPT) e->kept--;
-    log_info("step %ld: group %llu came from policy version %lld, more than trainer.staleness %d behind version %lld: "
-             "dropped, its prompt generated again", e->step, (unsigned long long)g->id, (long long)g->version,
-             config_staleness(&c->cfg), (long long)c->policy_version);
+    log_info("step %ld: group %llu came from policy version %lld, more than trainer.staleness %d behind version %lld "
+             "(the one its step trains from): dropped, its prompt generated again", e->step, (unsigned long long)g->id,
+             (long long)g->version, config_staleness(&c->cfg), (long long)eng__train_from(c));
     int item = g->item, round = g->round;
     long order = g->order;
     g->worker = -1;

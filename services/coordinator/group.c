@@ -158,7 +158,8 @@ static void held_free(TrainJob *t) {
 }
 
 void eng__queue_clear(Engine *e) {
-    for (int i = 0; i < e->nqueue; i++) {
+    for (int i = 0; i < e->nqueue + (e->nqueue < JOB_QUEUE_MAX); i++) {   /* and the next slot: a send that failed
+                                                                            part-way left frames there */
         held_free(&e->queue[i]);
         e->queue[i].active = 0;
     }
@@ -172,7 +173,8 @@ void eng__queue_clear(Engine *e) {
  * is dropped then: eng__drop_stale_groups, eng__drop_stale_for). */
 int eng__version_ok(Coord *c, int64_t v) {
     int64_t base = c->policy_version + (c->engine && c->engine->nqueue > 0 ? c->engine->nqueue : 0);
-    return v >= base - config_staleness(&c->cfg) && v <= c->policy_version;
+    return v >= 0 && v >= base - config_staleness(&c->cfg) && v <= c->policy_version;   /* -1: no weights of this
+                                                                                          incarnation (a rollback) */
 }
 
 int64_t eng__worker_version(const Coord *c, const WorkerEntry *w) {

@@ -12,6 +12,12 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
         c->faults_dirty = 1;
         log_info("dropped group %llu attempt %u from %s: generated with weights of run incarnation %u (now %u)",
                  (unsigned long long)r->group_id, r->attempt, w->id, w->incarnation, c->incarnation);
+        Group *g = eng__group_by_id(e, r->group_id);
+        if (g && g->state == GS_LEASED && g->worker == (int)(w - c->workers) && g->attempt == r->attempt) {
+            g->worker = -1;                          /* leased to it since the rollback: generated again at once, */
+            g->attempt++;                            /* not when the lease runs out (cluster.max_lease_s) */
+            eng__set_state(c, g, GS_QUEUED);
+        }
         return 0;
     }
     Group *g = eng__group_by_id(e, r->group_id);

@@ -657,6 +657,30 @@ static void test_restart_with_results_in_flight(void **state) {
  * two-rank chaos loop's order). Rank 0's Hello decides the rollback (no checkpoint yet: back to the start); the step is
  * generated again but its batch waits for rank 1: no TrainBatch goes to a run of one rank. When rank 1 comes back the
  * step trains on both ranks, and its update is counted once. */
+/* Async (trainer.staleness 2) after a rollback to the start: a rollout still holding weights of the abandoned
+ * incarnation (version -1 to the coordinator) gets no group — it used to get leases whose results were dropped, and the
+ * run hung until cluster.max_lease_s (found by a break test) — and a result it sends anyway puts its group back. */
+static void test_async_rollback_leases_only_current_weights(void **state) {
+    (void)state;
+    const char *const async2[] = {"trainer.staleness", "2", NULL};
+    Coord *c = coord_new_with(async2);
+    register_all(c);
+    generate_and_score(c);                               /* step 1 at the learners (async: step 2 generating) */
+    Dapo__Goodbye bye = DAPO__GOODBYE__INIT;
+    bye.reason = "killed";
+    deliver(c, "learner-1", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
+    deliver(c, "learner-0", DAPO__MSG_TYPE__MSG_GOODBYE, &bye.base);
+    hello_nonce(c, "learner-0", DAPO__ROLE__ROLE_LEARNER, 0, 7001);
+    hello_nonce(c, "learner-1", DAPO__ROLE__ROLE_LEARNER, 1, 7002);
+    assert_int_equal(c->incarnation, 1);
+    outbox_clear(c);
+    for (int i = 0; i < 3; i++) tick(c);
+    ProtobufCMessage *m[4];
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, NULL, m, 4), 0);   /* old weights: no lease */
+    assert_accounting(c);
+    coord_free(c);
+}
+
 static void test_rank_rejoins_before_another_restarts(void **state) {
     (void)state;
     Coord *c = coord_new();
@@ -992,6 +1016,7 @@ int main(void) {
         cmocka_unit_test(test_send_failed_requeues),
         cmocka_unit_test(test_restart_with_results_in_flight),
         cmocka_unit_test(test_rank_rejoins_before_another_restarts),
+        cmocka_unit_test(test_async_rollback_leases_only_current_weights),
         cmocka_unit_test(test_validation_after_multi_round_step),
         cmocka_unit_test(test_finished_run_waits_for_its_last_checkpoint),
         cmocka_unit_test(test_results_only_from_their_sender),
