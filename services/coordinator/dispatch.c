@@ -22,9 +22,6 @@ void eng__drop_stale(Coord *c, Group *g) {
     ng->round = round;
 }
 
-/* The policy version moved on: every group of the step being generated whose results are now too stale is dropped
- * and regenerated (eng__drop_stale). A ready batch with such a group goes back to generation, its surplus groups count as
- * kept again, and eng__after_round aligns the batch anew once the replacements are settled. Returns the groups dropped. */
 /* v acceptable: eng__version_ok, or with exact (a batch about to be queued behind steps in flight) exactly within
  * trainer.staleness of the version its step will train from. */
 static int fresh(Coord *c, int64_t v, int exact) {
@@ -32,6 +29,9 @@ static int fresh(Coord *c, int64_t v, int exact) {
     return v >= eng__train_from(c) - config_staleness(&c->cfg) && v <= c->policy_version;
 }
 
+/* The policy version moved on: every group of the step being generated whose results are now too stale is dropped
+ * and regenerated (eng__drop_stale). A ready batch with such a group goes back to generation, its surplus groups count as
+ * kept again, and eng__after_round aligns the batch anew once the replacements are settled. Returns the groups dropped. */
 static int drop_stale(Coord *c, int exact) {
     Engine *e = c->engine;
     if (!e || (e->phase != PH_GENERATE && e->phase != PH_BATCH_READY)) return 0;

@@ -170,7 +170,7 @@ void eng__queue_clear(Engine *e) {
  * from, counted optimistically — the step after the one in training trains from the current version + the steps queued
  * (a row one version older still may become fresh enough if that step's update lands first: with nothing or one step in
  * flight this is the current version - k, and a row found too old once the version moves, or when its batch is queued,
- * is dropped then: eng__drop_stale_groups, eng__drop_stale_for). */
+ * is dropped then: eng__drop_stale_groups, eng__drop_stale_queued). */
 int eng__version_ok(Coord *c, int64_t v) {
     int64_t base = c->policy_version + (c->engine && c->engine->nqueue > 0 ? c->engine->nqueue : 0);
     return v >= 0 && v >= base - config_staleness(&c->cfg) && v <= c->policy_version;   /* -1: no weights of this

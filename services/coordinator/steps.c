@@ -427,9 +427,12 @@ static int learners_ready(Coord *c) {
     return have == c->cfg.num_learners;
 }
 
-/* The training job's update is done (and in sync mode every rollout holds the new version): record the step's
- * metrics, checkpoint at save_freq, schedule validation at test_freq. */
-static void learner_workers(const Coord *c, int *rank_worker, int W);
+/* A validation follows step `step` (trainer.test_freq, or the last step, as verl validates after it). */
+static int validates_after(const Coord *c, long step) {
+    const Engine *e = c->engine;
+    return c->cfg.test_freq > 0 && e->val.n &&
+           (step % c->cfg.test_freq == 0 || (e->total_steps > 0 && step >= e->total_steps));
+}
 
 /* The step queued first behind the one just done becomes the one in training: its held frames go out now, after
  * whatever the step just done asked of the learners (its checkpoint), so a learner sees one step at a time. */
@@ -460,6 +463,8 @@ static void promote_queued(Coord *c) {
         engine_rejoin_begin(c, -1, "step %ld: TrainBatch not sent: learner rank %d is not registered", t->step, missing);
 }
 
+/* The training job's update is done (and in sync mode every rollout holds the new version): record the step's
+ * metrics, checkpoint at save_freq, schedule validation at test_freq; the step queued behind it goes out. */
 void eng__finish_step(Coord *c) {
     Engine *e = c->engine;
     TrainJob *t = &e->job;
@@ -495,7 +500,7 @@ void eng__finish_step(Coord *c) {
         c->ckpt.wanted = 0;
         if (ckpt_request(c, err)) log_error("checkpoint at step %ld: %s", e->done_steps, err);
     }
-    if (c->cfg.test_freq > 0 && e->val.n && (e->done_steps % c->cfg.test_freq == 0 || last)) e->val_pending = 1;
+    if (validates_after(c, e->done_steps)) e->val_pending = 1;
     promote_queued(c);
 }
 
@@ -522,15 +527,14 @@ static int can_send(Coord *c) {
     const TrainJob *t = newest_inflight(e);
     int k = config_staleness(&c->cfg);
     if (k < 2 || eng__inflight(e) >= k || e->nqueue >= JOB_QUEUE_MAX) return 0;
-    return !(c->cfg.test_freq > 0 && e->val.n &&
-             (t->step % c->cfg.test_freq == 0 || (e->total_steps > 0 && t->step >= e->total_steps)));
+    return !validates_after(c, t->step);
 }
 
 /* The last step is trained (and validated). The run is done once that step's checkpoint is held by both sides, when
  * one is due (trainer.save_freq > 0): until then a learner lost (killed while it writes the checkpoint) rolls the
  * run back and trains the tail again (recover.c), where a run already done would end without its final checkpoint.
- * A checkpoint that cannot be asked for (coordinator.json not written, no learner rank 0) is logged and the run
- * finishes without it. */
+ * A checkpoint the learner answers it cannot write (asked once more first), or that cannot be asked for
+ * (coordinator.json not written), fails the run naming why: the steps since the last one live only in memory. */
 static void finish_run(Coord *c) {
     Engine *e = c->engine;
     if (c->cfg.save_freq > 0 && !ckpt_done(c)) {
@@ -594,8 +598,7 @@ static void idle(Coord *c) {
     /* async: a step whose update is followed by a validation (test_freq, or the last step) is not overlapped with the
      * next step's generation — the validation needs that update's weights on every rollout and the engine's groups */
     const TrainJob *t = newest_inflight(e);
-    if (t && c->cfg.test_freq > 0 && e->val.n &&
-        (t->step % c->cfg.test_freq == 0 || (e->total_steps > 0 && t->step >= e->total_steps))) {
+    if (t && validates_after(c, t->step)) {
         eng__status(c, "step %ld: waiting for its update, then validation", t->step);
         return;
     }
