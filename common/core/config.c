@@ -135,6 +135,7 @@ static const CfgEntry cfg_table[] = {
       "acc|score|seq_reward|seq_final_reward", 0 },
     { "algorithm.filter_groups.max_num_gen_batches", CFG_INT, -1e6, 1e6, "0", O(max_num_gen_batches), NULL, 0 },
     { "algorithm.filter_groups.streaming",   CFG_BOOL,  0, 0,       "false",   O(filter_groups_streaming), NULL, 0 },
+    { "algorithm.filter_groups.refill",      CFG_ENUM,  0, 0,       "auto",    O(refill), "auto|round|at_once", 0 },
     { "algorithm.overlong_filtering",        CFG_BOOL,  0, 0,       "false",   O(overlong_filtering), NULL, 0 },
 
     { "algorithm.rollout_correction.rollout_is", CFG_STR, 0, 0,   "auto",    O(rc_rollout_is), NULL, 0 },
@@ -178,6 +179,7 @@ static const CfgEntry cfg_table[] = {
     { "trainer.val_only",                    CFG_BOOL,  0, 0,       "false",   O(val_only), NULL, 0 },
     { "trainer.max_actor_ckpt_to_keep",      CFG_INT,   -1, 1e6,    "-1",      O(max_actor_ckpt_to_keep), NULL, NULL_DEFAULT },
     { "trainer.staleness",                   CFG_INT,   0, 64,      "0",       O(staleness), NULL, 0 },
+    { "trainer.staleness_strategy",          CFG_ENUM,  0, 0,       "drop",    O(staleness_strategy), "drop|wait", 0 },
     { "trainer.v1.trainer_mode",             CFG_ENUM,  0, 0,       "sync",    O(v1_mode),
       "sync|colocate_async|separate_async", 0 },
     { "trainer.v1.sampler.max_off_policy_threshold", CFG_INT, 1, 64, "8",      O(v1_max_off_policy), NULL, 0 },
@@ -1058,6 +1060,26 @@ int config_staleness(const Config *c) {
     return c->v1_mode == CFG_V1_SYNC ? c->staleness : c->v1_max_off_policy;
 }
 
+CfgOffPolicyStrategy config_staleness_strategy(const Config *c) {
+    return c->v1_mode == CFG_V1_SYNC ? c->staleness_strategy : c->v1_strategy;
+}
+
+int config_refill_at_once(const Config *c) {
+    return c->refill == CFG_REFILL_AT_ONCE || (c->refill == CFG_REFILL_AUTO && config_staleness(c) > 0);
+}
+
+/* verl V1's async trainer modes name dapo's staleness settings (validate_v1 refuses the two spellings set apart): the
+ * dapo keys take the values in effect, so the printed config (and what workers take from it) says what runs. */
+static void resolve_v1(Config *c) {
+    if (c->v1_mode == CFG_V1_SYNC) return;
+    c->staleness = c->v1_max_off_policy;
+    c->staleness_strategy = c->v1_strategy;
+    static const char *const pair[2][2] = {{"trainer.staleness", "trainer.v1.sampler.max_off_policy_threshold"},
+                                           {"trainer.staleness_strategy", "trainer.v1.sampler.max_off_policy_strategy"}};
+    for (int i = 0; i < 2; i++)                      /* --print-config names where the value came from */
+        c->source[find_entry(pair[i][0]) - cfg_table] = c->source[find_entry(pair[i][1]) - cfg_table];
+}
+
 
 int config_gen_batch_size(const Config *c) {
     return c->gen_batch_size ? c->gen_batch_size : c->train_batch_size;
@@ -1190,6 +1212,7 @@ int config_take_from(Config *c, const char *yaml, size_t len, int *taken, char e
         if (taken) (*taken)++;
     }
     config_free(&t);
+    if (!rc) resolve_v1(c);
     return rc ? rc : config_validate(c, err);
 }
 
@@ -1340,5 +1363,7 @@ int config_from_cli(Config *c, int *argc, char **argv, int *print_config, char e
     }
     argv[out] = NULL;
     *argc = out;
-    return config_validate(c, err);
+    int vrc = config_validate(c, err);   /* first: it compares the two spellings as the user set them */
+    if (!vrc) resolve_v1(c);
+    return vrc;
 }

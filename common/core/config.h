@@ -38,7 +38,8 @@ typedef enum { CFG_KL_K1, CFG_KL_KL, CFG_KL_ABS, CFG_KL_MSE, CFG_KL_K2, CFG_KL_L
 #define CFG_KL_PLUS 7
 typedef enum { CFG_KL_CTRL_FIXED, CFG_KL_CTRL_ADAPTIVE } CfgKlCtrl;
 typedef enum { CFG_V1_SYNC, CFG_V1_COLOCATE_ASYNC, CFG_V1_SEPARATE_ASYNC } CfgTrainerMode;   /* trainer.v1.trainer_mode */
-typedef enum { CFG_OFF_POLICY_DROP, CFG_OFF_POLICY_WAIT } CfgOffPolicyStrategy;  /* v1.sampler.max_off_policy_strategy */                       /* algorithm.kl_ctrl.type */
+typedef enum { CFG_OFF_POLICY_DROP, CFG_OFF_POLICY_WAIT } CfgOffPolicyStrategy;  /* trainer.staleness_strategy */
+typedef enum { CFG_REFILL_AUTO, CFG_REFILL_ROUND, CFG_REFILL_AT_ONCE } CfgRefill;  /* algorithm.filter_groups.refill */                       /* algorithm.kl_ctrl.type */
 typedef enum { CFG_WARMUP_CONSTANT, CFG_WARMUP_COSINE } CfgWarmupStyle;                 /* actor.optim.warmup_style */
 typedef enum { CFG_ADV_GRPO, CFG_ADV_RLOO, CFG_ADV_OPO, CFG_ADV_GPG, CFG_ADV_GRPO_PASSK, CFG_ADV_REINFORCE_PP,
                CFG_ADV_REINFORCE_PP_BASELINE, CFG_ADV_GRPO_VECTORIZED, CFG_ADV_RLOO_VECTORIZED } CfgAdvEstimator;
@@ -143,6 +144,7 @@ typedef struct Config {
     CfgFilterMetric filter_groups_metric;   /* acc|score|seq_reward|seq_final_reward */
     int     max_num_gen_batches;      /* <=0: no limit */
     bool    filter_groups_streaming;  /* ours */
+    CfgRefill refill;                 /* ours: a filtered group's slot drawn again at once (read config_refill_at_once) */
     bool    overlong_filtering;       /* ours (TRL: mask_truncated_completions) */
     /* algorithm.rollout_correction.* (verl's RolloutCorrectionConfig; parsed by dapo/rollout_corr.h) */
     char   *rc_rollout_is;            /* auto|null|token|sequence ("auto": token when trainer.staleness >= 1) */
@@ -191,9 +193,11 @@ typedef struct Config {
     int     max_actor_ckpt_to_keep;   /* <=0: keep all */
     int     staleness;                /* trainer.staleness: 0 sync; k >= 1 async, rows at most k versions behind the
                                          weights that train them (read it through config_staleness) */
+    CfgOffPolicyStrategy staleness_strategy;   /* trainer.staleness_strategy: drop (regenerate) or wait (lease only
+                                         to rollouts fresh enough); read it through config_staleness_strategy */
     CfgTrainerMode v1_mode;           /* verl V1's trainer.v1.trainer_mode: sync, or an async mode = staleness k below */
     int     v1_max_off_policy;        /* trainer.v1.sampler.max_off_policy_threshold (verl: 8), k in the async modes */
-    CfgOffPolicyStrategy v1_strategy; /* trainer.v1.sampler.max_off_policy_strategy: drop (dapo's); wait refused */
+    CfgOffPolicyStrategy v1_strategy; /* trainer.v1.sampler.max_off_policy_strategy: the strategy in the async modes */
     int     v1_parameter_sync_step;   /* trainer.v1.separate_async.parameter_sync_step: 1 only (dapo publishes every step) */
     int     trainer_seed;
 
@@ -281,6 +285,15 @@ int config_gen_batch_size(const Config *c);
  * colocate_async / separate_async, trainer.v1.sampler.max_off_policy_threshold (config_validate refuses the two set
  * to different values). 0: synchronous. */
 int config_staleness(const Config *c);
+/* What happens to a row that would train more than config_staleness versions behind: trainer.staleness_strategy, or
+ * trainer.v1.sampler.max_off_policy_strategy in verl V1's async modes. drop: it is generated, found too stale when the
+ * version moves, dropped and its prompt generated again; wait: a group is leased only to a rollout whose weights are
+ * fresh enough for the version its step will train from, so generation waits for the weights instead. */
+CfgOffPolicyStrategy config_staleness_strategy(const Config *c);
+/* 1 when a group that dynamic sampling filters out (or whose attempts ran out) frees its slot and a new prompt is
+ * drawn into it at once (algorithm.filter_groups.refill at_once, or auto with trainer.staleness >= 1: verl V1's
+ * async replay buffer); 0: another round of gen_batch_size prompts once the round is settled (verl's DAPO recipe). */
+int config_refill_at_once(const Config *c);
 
 /* 1 when the learner ranks shard the optimizer state (services/learner/shard.h): cluster.num_learners > 1 and
  * fsdp_config.fsdp_size -1 or >= num_learners. The learner and the coordinator (every rank checkpoints) read it. */

@@ -28,10 +28,11 @@ static int validate_v1(const Config *c, char err[ERR_LEN]) {
         return err_set(err, ERR_INVAL, "trainer.staleness %d and trainer.v1.sampler.max_off_policy_threshold %d (trainer.v1."
                        "trainer_mode %s) are the same setting in dapo: set one of them", c->staleness, c->v1_max_off_policy,
                        config_enum_name(c, "trainer.v1.trainer_mode"));
-    if (c->v1_strategy == CFG_OFF_POLICY_WAIT)
-        return err_set(err, ERR_UNSUPPORTED, "trainer.v1.sampler.max_off_policy_strategy wait is not implemented: dapo "
-                       "drops a group that would train more than the threshold behind and generates its prompt again "
-                       "(drop)");
+    if (config_is_set(c, "trainer.staleness_strategy") && c->staleness_strategy != c->v1_strategy)
+        return err_set(err, ERR_INVAL, "trainer.staleness_strategy %s and trainer.v1.sampler.max_off_policy_strategy %s "
+                       "are the same setting in dapo: set one of them",
+                       c->staleness_strategy == CFG_OFF_POLICY_WAIT ? "wait" : "drop",
+                       c->v1_strategy == CFG_OFF_POLICY_WAIT ? "wait" : "drop");
     if (c->v1_mode == CFG_V1_SEPARATE_ASYNC && c->v1_parameter_sync_step != 1)
         return err_set(err, ERR_UNSUPPORTED, "trainer.v1.separate_async.parameter_sync_step %d: dapo publishes the weights "
                        "after every step; for %d updates between publications set data.train_batch_size to %d x "
@@ -58,6 +59,7 @@ static void warn_unread(const Config *c) {
         {"trainer.v1.sampler.max_off_policy_threshold", "v1", -1},
         {"trainer.v1.sampler.max_off_policy_strategy", "v1", -1},
         {"trainer.v1.separate_async.parameter_sync_step", "v1sep", -1},
+        {"trainer.staleness_strategy", "async", -1},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (!config_is_set(c, rows[i].key)) continue;
@@ -65,6 +67,7 @@ static void warn_unread(const Config *c) {
         int on;
         if (!sw) { on = (int)c->loss_mode == rows[i].mode; why = "actor_rollout_ref.actor.policy_loss.loss_mode is another one"; }
         else if (!strcmp(sw, "v1")) { on = c->v1_mode != CFG_V1_SYNC; why = "trainer.v1.trainer_mode is sync"; }
+        else if (!strcmp(sw, "async")) { on = config_staleness(c) > 0; why = "trainer.staleness is 0 (synchronous)"; }
         else if (!strcmp(sw, "v1sep")) { on = c->v1_mode == CFG_V1_SEPARATE_ASYNC; why = "trainer.v1.trainer_mode is not separate_async"; }
         else if (!strcmp(sw, AR "actor.use_kl_loss")) { on = c->use_kl_loss; why = "actor_rollout_ref.actor.use_kl_loss is false"; }
         else { on = c->use_kl_in_reward; why = "algorithm.use_kl_in_reward is false"; }

@@ -92,6 +92,7 @@ typedef struct {
     float     *score, *acc, *penalty;   /* [n] from the verifier (score includes the penalty) */
     char     **pred;              /* [n] predictions (validation maj@k), xmalloc'd */
     int64_t    lease_ms;
+    int        waited;            /* counted once as waiting for fresh enough weights (trainer.staleness_strategy wait) */
 } Group;
 
 typedef enum { PH_IDLE = 0, PH_VALIDATE, PH_GENERATE, PH_BATCH_READY, PH_TRAIN, PH_WEIGHTS, PH_REJOIN, PH_DONE, PH_FAILED } Phase;
@@ -172,6 +173,8 @@ typedef struct {
 typedef struct {
     uint64_t groups_generated, groups_scored, groups_solve_none, groups_solve_all, groups_kept;
     uint64_t tokens_generated, tokens_trained;
+    uint64_t groups_refilled;          /* prompts drawn at once into a filtered / cancelled group's slot (refill) */
+    uint64_t groups_waited;            /* groups that waited for fresh enough weights (trainer.staleness_strategy wait) */
     uint64_t reward_outcomes[5];       /* ok, timeout, crash, memory, error: validation included */
 } RunCounters;
 
@@ -371,7 +374,8 @@ void engine_requeue_worker(Coord *c, int worker);      /* its leases go back to 
 void engine_reclaim_leases(Coord *c);
 void engine_free(Coord *c);
 Phase engine_phase(const Coord *c);
-int   engine_job_active(const Coord *c);                  /* a step's shards are out to the learners */                    /* PH_IDLE when there is no engine */
+int   engine_job_active(const Coord *c);                  /* a step's shards are out to the learners */
+int   engine_steps_at_learners(const Coord *c);           /* the step training + those queued behind it (0 .. k) */
 struct json_t;
 void engine_status_fill(Coord *c, struct json_t *status);   /* adds "phase", "groups" {state: count, created} */
 const char *group_state_name(GroupState s);

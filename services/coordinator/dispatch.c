@@ -59,13 +59,16 @@ int eng__drop_stale_groups(Coord *c) { return drop_stale(c, 0); }
 int eng__drop_stale_queued(Coord *c) { return drop_stale(c, 1); }
 
 /* The alive worker of `role` with the most credit that has at least `need`; -1 when none. check_version 1: its weights
- * within trainer.staleness of the current version; 2: exactly the current version (validation runs on it). */
+ * within trainer.staleness of the version the step trains from (eng__version_ok's optimistic count: drop); 3: exactly
+ * within it (fresh(exact): trainer.staleness_strategy wait, so no group it generates turns stale); 2: exactly the
+ * current version (validation runs on it). */
 static int pick_worker(Coord *c, Dapo__Role role, uint32_t need, int check_version) {
     int best = -1;
     for (int i = 0; i < c->nworkers; i++) {
         WorkerEntry *w = &c->workers[i];
         if (w->role != role || w->life != WORKER_ALIVE || w->credit < need) continue;
         if (check_version == 1 && !eng__version_ok(c, eng__worker_version(c, w))) continue;
+        if (check_version == 3 && !fresh(c, eng__worker_version(c, w), 1)) continue;
         if (check_version == 2 && eng__worker_version(c, w) != c->policy_version) continue;
         if (best < 0 || w->credit > c->workers[best].credit) best = i;
     }
@@ -146,7 +149,8 @@ static void send_score(Coord *c, Group *g, int wi) {
  * before e->first_open are settled or leased, so the scan starts there (it moves back when a lease returns). */
 void eng__dispatch(Coord *c) {
     Engine *e = c->engine;
-    int stuck_n = 0, roll_ok = 1, ver_ok = 1;
+    int stuck_n = 0, roll_ok = 1, ver_ok = 1, fresh_wait = 0;
+    int wait = config_staleness(&c->cfg) > 0 && config_staleness_strategy(&c->cfg) == CFG_OFF_POLICY_WAIT;
     while (e->first_open < e->ngroups && e->groups[e->first_open].state != GS_QUEUED &&
            e->groups[e->first_open].state != GS_GENERATED)
         e->first_open++;
@@ -160,9 +164,16 @@ void eng__dispatch(Coord *c) {
         if (g->state == GS_QUEUED && left_q) left_q--;
         else if (g->state == GS_GENERATED && left_g) left_g--;
         if (g->state == GS_QUEUED && !c->paused && roll_ok) {
-            int wi = pick_worker(c, DAPO__ROLE__ROLE_ROLLOUT, (uint32_t)g->n, g->validation ? 2 : 1);
+            int wi = pick_worker(c, DAPO__ROLE__ROLE_ROLLOUT, (uint32_t)g->n, g->validation ? 2 : wait ? 3 : 1);
             if (wi >= 0) send_generate(c, g, wi);
-            else { stuck_n = g->n; roll_ok = 0; }       /* no rollout has room: the rest waits too */
+            else {                                   /* no rollout has room: the rest waits too */
+                stuck_n = g->n;
+                roll_ok = 0;
+                if (wait && !g->validation && pick_worker(c, DAPO__ROLE__ROLE_ROLLOUT, (uint32_t)g->n, 1) >= 0) {
+                    fresh_wait = 1;                  /* a rollout had room, but weights too old for this step */
+                    if (!g->waited) { g->waited = 1; e->n_waited++; c->counters.groups_waited++; }
+                }
+            }
         } else if (g->state == GS_GENERATED && ver_ok) {
             int wi = pick_worker(c, DAPO__ROLE__ROLE_VERIFIER, (uint32_t)g->n, 0);
             if (wi >= 0) send_score(c, g, wi);
@@ -173,6 +184,10 @@ void eng__dispatch(Coord *c) {
     if (stuck_n && !registry_count(c, DAPO__ROLE__ROLE_ROLLOUT, WORKER_ALIVE))
         eng__status(c, "step %ld: waiting for a rollout: %llu groups queued, 0 rollouts live", e->step,
                     (unsigned long long)c->group_counts[GS_QUEUED]);
+    else if (fresh_wait)
+        eng__status(c, "step %ld: waiting for a rollout with policy version >= %lld (trainer.staleness_strategy wait: "
+                    "its batch trains from version %lld)", e->step,
+                    (long long)(eng__train_from(c) - config_staleness(&c->cfg)), (long long)eng__train_from(c));
     else if (!ver_ok && !registry_count(c, DAPO__ROLE__ROLE_VERIFIER, WORKER_ALIVE))
         eng__status(c, "step %ld: waiting for a verifier: %llu groups generated, 0 verifiers live", e->step,
                     (unsigned long long)c->group_counts[GS_GENERATED]);

@@ -26,7 +26,7 @@ static void stop(Coord *c) {
     }
     c->stopping = 1;
     c->stop_deadline_ms = clock_ms() + (int64_t)(c->cfg.stop_timeout_s * 1000);
-    if (c->engine) eng__queue_clear(c->engine);      /* queued steps: not trained; generated again after a resume */
+    if (c->engine) eng__queue_clear(c);      /* queued steps: not trained; generated again after a resume */
     if (!c->engine) { log_info("stop requested"); out_exit(c); return; }
     log_info("stop requested: generation stops; the step in training finishes and is checkpointed on both sides "
              "(at most %g s, cluster.stop_timeout_s; stop again to exit at once)", c->cfg.stop_timeout_s);

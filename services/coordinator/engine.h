@@ -43,6 +43,9 @@ typedef struct {
     long long      batch_tokens;             /* prompt + response tokens trained */
     uint64_t       gen_tokens, resp_tokens;  /* response tokens generated over the step's rounds; of them trained */
     EngineSnapshot snap;                     /* cursor etc. as of the end of the step's generation */
+    int            ngroups;                  /* groups trained (GS_TRAINED from its send on; a dropped queued step
+                                                gives them back: eng__queue_clear) */
+    double         t_queued;                 /* clock_s() its batch was queued behind another step (0: sent at once) */
     /* a queued step (Engine.queue): its TrainBatch frames, encoded when its batch was ready and held here until the
      * step before it is done (then sent in this order; the learner sees one step at a time) */
     struct HeldShard { uint32_t rank; uint8_t *frame; size_t len; } *held;
@@ -81,6 +84,9 @@ struct Engine {
     uint64_t       wasted_tokens, generated_tokens;
     int            solve_none, solve_all, n_scored_groups, n_filtered;
     int            n_stale;      /* groups of the step dropped as too stale and regenerated */
+    int            n_drawn;      /* prompts drawn for the step (rounds and refills) */
+    int            n_refilled;   /* of them drawn at once into a filtered or cancelled group's slot (refill) */
+    int            n_waited;     /* groups that waited for a rollout fresh enough (trainer.staleness_strategy wait) */
     uint64_t       reward_outcomes[5];        /* the step's scored responses by Dapo__RewardOutcome (not validation) */
     int            n_reward_extra;            /* a Python reward's extra values this step: name, sum, count */
     char          *reward_extra_name[16];
@@ -91,6 +97,7 @@ struct Engine {
     int            val_pending;  /* a validation is due (test_freq) before the next step's generation */
     long           last_val_step;   /* done_steps of the latest validation (-1: none yet) */
     int            data_done;    /* the last epoch is used up: nothing more to generate */
+    double         t_last_finish;            /* clock_s() the latest step finished (0: none this process) */
     long           final_ckpt_step;          /* done_steps whose final checkpoint finish_run asked for (-1: none) */
     TrainJob       job;          /* the step the learners train now */
     TrainJob       queue[JOB_QUEUE_MAX];     /* async, staleness k: steps sent to the learners behind it, oldest first (at
@@ -110,7 +117,8 @@ struct Engine {
 /* stepstats.c: the step metrics behind the dashboard's panels (issue 20). */
 void eng__length_metrics(Coord *c, Group **batch, int nb);       /* response_length/p50|p90|p99 + the histogram */
 void eng__funnel_metrics(Engine *e, int trained);                 /* batch/groups_* counts of dynamic sampling */
-void eng__split_metrics(const TrainJob *t, double now, Metrics *out);   /* timing_s/..., perf/...; now: clock_s() */
+void eng__split_metrics(const TrainJob *t, double now, double step_s, Metrics *out);   /* timing_s/..., perf/...;
+                                                                   now: clock_s(); step_s: timing_s/step */
 
 void eng__set_state(Coord *c, Group *g, GroupState s);
 void eng__status(Coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -130,8 +138,9 @@ int eng__version_ok(Coord *c, int64_t v);
 int eng__inflight(const Engine *e);
 /* The policy version the next batch sent trains from: the current one plus the steps at the learners before it. */
 int64_t eng__train_from(const Coord *c);
-/* Drops the queued steps (their held frames freed): a rollback, a failure. */
-void eng__queue_clear(Engine *e);
+/* Drops the queued steps (their held frames freed; their groups counted cancelled and their tokens no longer trained):
+ * a stop, a rollback (whose snapshot then restores the counts). */
+void eng__queue_clear(Coord *c);
 /* A worker's policy version as the run counts it: -1 (none) when its weights are of an earlier incarnation. */
 int64_t eng__worker_version(const Coord *c, const WorkerEntry *w);
 void eng__drop_stale(Coord *c, Group *g);

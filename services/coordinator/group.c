@@ -157,7 +157,15 @@ static void held_free(TrainJob *t) {
     t->nheld = 0;
 }
 
-void eng__queue_clear(Engine *e) {
+void eng__queue_clear(Coord *c) {
+    Engine *e = c->engine;
+    for (int i = 0; i < e->nqueue; i++) {            /* handed to no learner: not trained after all */
+        TrainJob *t = &e->queue[i];
+        c->group_counts[GS_TRAINED] -= (uint64_t)t->ngroups;
+        c->group_counts[GS_CANCELLED] += (uint64_t)t->ngroups;
+        c->counters.tokens_trained -= (uint64_t)t->batch_tokens;
+        t->ngroups = 0;
+    }
     for (int i = 0; i < e->nqueue + (e->nqueue < JOB_QUEUE_MAX); i++) {   /* and the next slot: a send that failed
                                                                             part-way left frames there */
         held_free(&e->queue[i]);

@@ -7,7 +7,10 @@
  *                     (timing_s/update_weights), idle (timing_s/idle)
  *   response_length   {p50, p90, p99, max, mean, clip_ratio} and hist {max_len, counts[LEN_BINS]} when kept in memory
  *                     (steps of this coordinator process; a restarted coordinator has them from its restart on)
- *   funnel            groups: generated, solve_none, solve_all, kept, dropped (filtered), trained
+ *   funnel            groups: generated, solve_none, solve_all, kept, dropped (filtered), trained, refilled (prompts
+ *                     drawn at once into a filtered group's slot), waited (for fresh enough weights)
+ *   staleness         [d = 0 .. trainer.staleness] trained groups d policy versions behind the weights that trained
+ *                     them (batch/groups_staleness/<d>); [] in a synchronous run's steps before this was recorded
  *   logprob_mismatch  rollout vs learner log-probs of the trained tokens: rollout_corr/{kl, k3_kl,
  *                     log_ppl_abs_diff, abs_logprob_diff}
  * A metric that is absent is null. */
@@ -78,10 +81,19 @@ json_t *coord_panels_json(const CoordView *v, long since, long limit) {
         json_object_set_new(o, "throughput", t);
         json_object_set_new(o, "time_split", time_split(m));
         json_object_set_new(o, "response_length", lengths(v, m, step));
-        static const char *const fn[] = {"generated", "solve_none", "solve_all", "kept", "trained"};
-        copy_fields(fu, m, "batch/groups_", fn, 5);
+        static const char *const fn[] = {"generated", "solve_none", "solve_all", "kept", "trained", "refilled", "waited"};
+        copy_fields(fu, m, "batch/groups_", fn, 7);
         json_object_set_new(fu, "dropped", num(get(m, "batch/groups_filtered")));
         json_object_set_new(o, "funnel", fu);
+        json_t *stale = json_array();
+        for (int d = 0; d <= 64; d++) {
+            char key[48];
+            snprintf(key, sizeof key, "batch/groups_staleness/%d", d);
+            double x = get(m, key);
+            if (!isfinite(x)) break;
+            json_array_append_new(stale, json_real(x));
+        }
+        json_object_set_new(o, "staleness", stale);
         copy_fields(lp, m, "rollout_corr/", mism, 4);
         json_object_set_new(o, "logprob_mismatch", lp);
         json_array_append_new(steps, o);

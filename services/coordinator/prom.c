@@ -264,10 +264,15 @@ static void prom_counters(const Coord *c, Buf *b, StrMap *seen) {
         {"dapo_groups_kept_total", "Scored groups kept by dynamic sampling (algorithm.filter_groups)."},
         {"dapo_tokens_generated_total", "Response tokens generated for training groups."},
         {"dapo_tokens_trained_total", "Prompt and response tokens sent to the learners."},
+        {"dapo_groups_refilled_total", "Prompts drawn at once into the slot of a filtered or cancelled group "
+                                       "(algorithm.filter_groups.refill)."},
+        {"dapo_groups_waited_total", "Groups that waited for a rollout with fresh enough weights "
+                                     "(trainer.staleness_strategy wait)."},
     };
     const RunCounters *k = &c->counters;
     const uint64_t fv[] = {k->groups_generated, k->groups_scored, k->groups_solve_none, k->groups_solve_all,
-                           k->groups_kept, k->tokens_generated, k->tokens_trained};
+                           k->groups_kept, k->tokens_generated, k->tokens_trained, k->groups_refilled,
+                           k->groups_waited};
     for (size_t i = 0; i < sizeof fv / sizeof fv[0]; i++) prom_simple(b, seen, fun[i].name, "counter", fun[i].help, (double)fv[i]);
     if (strset_add(seen, "dapo_groups_finished_total")) {
         prom_family(b, "dapo_groups_finished_total", "counter",
@@ -291,6 +296,9 @@ static void prom_counters(const Coord *c, Buf *b, StrMap *seen) {
                                                   (double)k->reward_outcomes[o]);
     }
     if (e) {
+        prom_simple(b, seen, "dapo_steps_at_learners", "gauge", "Training steps handed to the learners and not done: "
+                    "the one training plus those queued behind it (trainer.staleness >= 2).",
+                    (double)engine_steps_at_learners(c));
         prom_simple(b, seen, "dapo_leases_reclaimed_total", "counter",
                     "Leases taken back past cluster.max_lease_s / max_score_lease_s.", (double)c->faults.leases_reclaimed);
         prom_simple(b, seen, "dapo_leases_requeued_total", "counter",

@@ -55,7 +55,7 @@ void engine_rejoin_begin(Coord *c, int spare, const char *fmt, ...) {
     eng__cancel_in_flight(c);
     eng__groups_reset(e);
     e->job.active = 0;
-    eng__queue_clear(e);                             /* steps queued behind it: generated again after the rollback */
+    eng__queue_clear(c);                             /* steps queued behind it: generated again after the rollback */
     e->val_pending = 0;
     e->phase = PH_REJOIN;
     e->rejoin_t0 = clock_s();

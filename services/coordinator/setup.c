@@ -142,6 +142,7 @@ void engine_count_validation(Coord *c) {
 
 Phase engine_phase(const Coord *c) { return c->engine ? c->engine->phase : PH_IDLE; }
 int engine_job_active(const Coord *c) { return c->engine && c->engine->job.active; }
+int engine_steps_at_learners(const Coord *c) { return c->engine ? eng__inflight(c->engine) : 0; }
 
 /* Group accounting (docs/design.md §7): every group in exactly one state; the states add up to "created". */
 void engine_status_fill(Coord *c, json_t *status) {
@@ -192,12 +193,22 @@ void engine_status_fill(Coord *c, json_t *status) {
         json_object_set_new(r, "coordinator_restarts", json_integer(daemon_restarts()));   /* by its supervisor */
         json_object_set_new(status, "recovery", r);
         const RunCounters *k = &c->counters;        /* issue 38: the run's accounting, as /metrics has it */
-        json_object_set_new(status, "counters", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+        json_t *al = json_object(), *qs = json_array();   /* issue 41: the steps at the learners */
+        for (int i = 0; i < e->nqueue; i++) json_array_append_new(qs, json_integer(e->queue[i].step));
+        json_object_set_new(al, "training", e->job.active ? json_integer(e->job.step) : json_null());
+        json_object_set_new(al, "queued", qs);
+        json_object_set_new(al, "trains_next_from_version", json_integer((json_int_t)eng__train_from(c)));
+        json_object_set_new(al, "staleness", json_integer(config_staleness(&c->cfg)));
+        json_object_set_new(al, "staleness_strategy", json_string(config_enum_name(&c->cfg, "trainer.staleness_strategy")));
+        json_object_set_new(al, "refill", json_string(config_refill_at_once(&c->cfg) ? "at_once" : "round"));
+        json_object_set_new(status, "at_learners", al);
+        json_object_set_new(status, "counters", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                             "groups_generated", (json_int_t)k->groups_generated, "groups_scored",
                             (json_int_t)k->groups_scored, "groups_solve_none", (json_int_t)k->groups_solve_none,
                             "groups_solve_all", (json_int_t)k->groups_solve_all, "groups_kept",
                             (json_int_t)k->groups_kept, "tokens_generated", (json_int_t)k->tokens_generated,
-                            "tokens_trained", (json_int_t)k->tokens_trained));
+                            "tokens_trained", (json_int_t)k->tokens_trained, "groups_refilled",
+                            (json_int_t)k->groups_refilled, "groups_waited", (json_int_t)k->groups_waited));
     }
 }
 
@@ -214,7 +225,7 @@ void engine_free(Coord *c) {
     for (int i = 0; i < e->n_reward_extra; i++) xfree(e->reward_extra_name[i]);
     metrics_free(&e->job.m);
     metrics_free(&e->job.learner);
-    eng__queue_clear(e);
+    eng__queue_clear(c);
     for (int i = 0; i < JOB_QUEUE_MAX; i++) {
         metrics_free(&e->queue[i].m);
         metrics_free(&e->queue[i].learner);

@@ -49,9 +49,37 @@ static void start_round(Coord *c) {
         int item = draw_prompt(c, &order);
         if (item < 0) break;
         eng__group_new(c, item, order, 0);
+        e->n_drawn++;
     }
     eng__status(c, "step %ld: generation round %d (%d prompts x %d)", e->step, e->round, e->ngroups - e->round_first,
            c->cfg.rollout_n);
+}
+
+/* algorithm.filter_groups.refill at_once (config_refill_at_once): while the step has fewer than train_batch_size groups
+ * kept, every slot of its gen_batch_size that a group left (filtered by dynamic sampling, or cancelled after
+ * MAX_ATTEMPTS) gets a new prompt at once, drawn in epoch order, within max_num_gen_batches x gen_batch_size prompts
+ * per step (verl V1's replay buffer: evict k, refill k). A group dropped as stale or whose worker died already takes its
+ * slot again (eng__drop_stale, lease reclaim). The batch is still the first train_batch_size kept groups in epoch order,
+ * so which prompts are trained does not depend on timing; how many prompts a step draws does. */
+static void refill(Coord *c) {
+    Engine *e = c->engine;
+    int T = c->cfg.train_batch_size, G = config_gen_batch_size(&c->cfg), limit = c->cfg.max_num_gen_batches;
+    if (!config_refill_at_once(&c->cfg) || e->kept >= T || e->data_done) return;
+    int held = 0;                                    /* slots taken: groups live or kept */
+    for (int i = e->round_first; i < e->ngroups; i++) {
+        GroupState st = e->groups[i].state;
+        held += st == GS_QUEUED || st == GS_LEASED || st == GS_GENERATED || st == GS_SCORING;
+    }
+    held += e->kept;
+    for (; held < G && (limit <= 0 || e->n_drawn < (long)limit * G); held++) {
+        long order;
+        int item = draw_prompt(c, &order);
+        if (item < 0) break;                         /* the round settles; eng__after_round sees the data used up */
+        eng__group_new(c, item, order, 0);
+        e->n_drawn++;
+        e->n_refilled++;
+        c->counters.groups_refilled++;
+    }
 }
 
 /* The data is used up while step e->step was being drawn: that step is not trained (as verl's dataloader loop ends
@@ -68,7 +96,11 @@ static void data_used_up(Coord *c, const char *why) {
     e->phase = PH_IDLE;               /* idle(): the last step's validation if due, then done */
     e->data_done = 1;
     if (why) log_warn("step %ld not trained: %s", partial, why);
-    eng__status(c, "training finished: the data is used up (%d epochs)", c->cfg.total_epochs);
+    if (eng__inflight(e))
+        eng__status(c, "the data is used up (%d epochs): the %d steps at the learners finish the run",
+                    c->cfg.total_epochs, eng__inflight(e));
+    else
+        eng__status(c, "training finished: the data is used up (%d epochs)", c->cfg.total_epochs);
 }
 
 /* The step's reward outcomes (counts of scored responses, every round) and a Python reward's extra values. */
@@ -101,6 +133,7 @@ static void start_step(Coord *c) {
     e->t_last_generated = 0;
     e->wasted_tokens = e->generated_tokens = 0;
     e->solve_none = e->solve_all = e->n_scored_groups = e->n_filtered = e->n_stale = 0;
+    e->n_drawn = e->n_refilled = e->n_waited = 0;
     memset(e->reward_outcomes, 0, sizeof e->reward_outcomes);
     for (int i = 0; i < e->n_reward_extra; i++) xfree(e->reward_extra_name[i]);
     e->n_reward_extra = 0;
@@ -253,13 +286,13 @@ void eng__after_round(Coord *c) {
     Engine *e = c->engine;
     int T = c->cfg.train_batch_size;
     if (e->kept < T) {
-        int limit = c->cfg.max_num_gen_batches;
-        if (limit > 0 && e->round >= limit) {
-            engine_fail(c, "step %ld: after %d generation rounds only %d of the %d groups the batch needs had mixed %s "
-                 "(%d generated, %d filtered, %d solved by none, %d solved by all); raise "
+        int limit = c->cfg.max_num_gen_batches, G = config_gen_batch_size(&c->cfg);
+        if (limit > 0 && (config_refill_at_once(&c->cfg) ? e->n_drawn >= (long)limit * G : e->round >= limit)) {
+            engine_fail(c, "step %ld: after %d prompts (%d generation rounds, %d refilled) only %d of the %d groups the "
+                 "batch needs had mixed %s (%d generated, %d filtered, %d solved by none, %d solved by all); raise "
                  "algorithm.filter_groups.max_num_gen_batches or check the data and model",
-                 e->step, e->round, e->kept, T, filter_metric_name(e->fmetric), e->n_scored_groups, e->n_filtered,
-                 e->solve_none, e->solve_all);
+                 e->step, e->n_drawn, e->round, e->n_refilled, e->kept, T, filter_metric_name(e->fmetric),
+                 e->n_scored_groups, e->n_filtered, e->solve_none, e->solve_all);
             return;
         }
         int before = e->ngroups;
@@ -300,6 +333,28 @@ void eng__after_round(Coord *c) {
     eng__status(c, "step %ld: batch ready (%d rounds, %d kept)", e->step, e->round, nk);
 }
 
+/* The trained groups by staleness, counted exactly against the version they train from (eng__train_from): histogram
+ * batch/groups_staleness/<d> for d = 0 .. trainer.staleness (a group's d: from its oldest response's version), and
+ * the step's refills and waits (the funnel: batch/groups_refilled, batch/groups_waited). */
+static void staleness_metrics(Coord *c, Group **batch, int nb) {
+    Engine *e = c->engine;
+    int k = config_staleness(&c->cfg);
+    int64_t from = eng__train_from(c);
+    int hist[65] = {0};
+    for (int b = 0; b < nb; b++) {
+        int64_t d = from - batch[b]->version;
+        hist[d < 0 ? 0 : d > k ? k : d]++;           /* never above k: eng__drop_stale_* ran just before */
+    }
+    for (int d = 0; d <= k; d++) {
+        char key[48];
+        snprintf(key, sizeof key, "batch/groups_staleness/%d", d);
+        metrics_set(&e->m, key, hist[d]);
+    }
+    metrics_set(&e->m, "batch/groups_refilled", e->n_refilled);
+    metrics_set(&e->m, "batch/groups_waited", e->n_waited);
+    metrics_set(&e->m, "batch/prompts_drawn", e->n_drawn);
+}
+
 /* Sends the assembled batch of the step being generated to the learners and makes it the training job. In sync
  * mode the engine then waits for the update; in async mode it goes on to generate the next step. */
 static void send_ready_batch(Coord *c) {
@@ -314,6 +369,7 @@ static void send_ready_batch(Coord *c) {
     qsort(batch, (size_t)nb, sizeof *batch, cmp_order);
     TrainJob *t = queued ? &e->queue[e->nqueue] : &e->job;
     metrics_clear(&t->learner);
+    staleness_metrics(c, batch, nb);
     if (send_batch(c, t, batch, nb) == 0) {
         for (int i = 0; i < nb; i++) eng__set_state(c, batch[i], GS_TRAINED);   /* handed to the learners */
         Metrics swap = t->m;
@@ -331,6 +387,8 @@ static void send_ready_batch(Coord *c) {
         double ready = e->t_step + e->t_gen;
         t->t_reward_wait = e->t_last_generated > 0 && ready > e->t_last_generated ? ready - e->t_last_generated : 0;
         t->gen_tokens = e->generated_tokens;
+        t->ngroups = nb;
+        t->t_queued = queued ? t->t_sent : 0;
         t->resp_tokens = 0;
         for (int i = 0; i < nb; i++) t->resp_tokens += eng__response_tokens(batch[i]);
         c->counters.tokens_trained += (uint64_t)t->batch_tokens;
@@ -468,7 +526,9 @@ static void promote_queued(Coord *c) {
 void eng__finish_step(Coord *c) {
     Engine *e = c->engine;
     TrainJob *t = &e->job;
-    double now = clock_s(), step_s = now - t->t_step;
+    /* the wall time the step added to the run: from its generation's start, or (async: it overlapped the step
+     * before) from that step's end; its time queued behind that step is timing_s/queue */
+    double now = clock_s(), step_s = now - fmax(t->t_step, e->t_last_finish);
     Metrics out = {0};
     for (int i = 0; i < t->m.n; i++) metrics_set(&out, t->m.m[i].name, t->m.m[i].value);
     for (int i = 0; i < t->learner.n; i++)           /* learner metrics: mean over mini-batches and ranks */
@@ -478,8 +538,9 @@ void eng__finish_step(Coord *c) {
     metrics_set(&out, "timing_s/update_actor_wall", t->t_trained - t->t_sent);
     metrics_set(&out, "timing_s/update_weights", now - t->t_trained);
     metrics_set(&out, "timing_s/step", step_s);
+    metrics_set(&out, "timing_s/queue", t->t_queued > 0 ? t->t_sent - t->t_queued : 0);
     metrics_set(&out, "perf/throughput", (double)t->batch_tokens / step_s / c->cfg.num_learners);
-    eng__split_metrics(t, now, &out);
+    eng__split_metrics(t, now, step_s, &out);
     metrics_set(&out, "training/global_step", (double)t->step);
     metrics_set(&out, "training/epoch", (double)t->snap.epoch);
     metrics_set(&out, "actor/policy_version", (double)c->policy_version);
@@ -489,6 +550,7 @@ void eng__finish_step(Coord *c) {
              metrics_get(&out, "train/num_gen_batches", NAN), metrics_get(&out, "actor/pg_loss", NAN));
     metrics_free(&out);
     e->done_steps = t->step;
+    e->t_last_finish = now;
     t->active = 0;
     if (e->phase == PH_WEIGHTS || e->phase == PH_TRAIN) e->phase = PH_IDLE;
     e->snap = t->snap;
@@ -620,6 +682,7 @@ static int tick_once(Coord *c) {
         break;
     case PH_VALIDATE:
     case PH_GENERATE:
+        if (e->phase == PH_GENERATE) refill(c);
         eng__dispatch(c);
         if (e->phase == PH_VALIDATE && round_settled(e)) finish_validation(c);
         else if (e->phase == PH_GENERATE && round_settled(e)) eng__after_round(c);

@@ -6,6 +6,9 @@
  *   batch/groups_solve_none|all     batch/solve_none is verl's ratio) ... solved by none / by all of their responses
  *   batch/groups_kept|filtered    kept by (or dropped by) algorithm.filter_groups
  *   batch/groups_trained|surplus  kept and trained / kept beyond train_batch_size (not trained)
+ *   batch/groups_refilled|waited  (steps.c staleness_metrics) prompts drawn at once into a filtered group's slot /
+ *                                 groups that waited for fresh enough weights; batch/groups_staleness/<d> the trained
+ *                                 groups d versions behind the weights that train them
  *   timing_s/reward_wait          from the step's last generated group to its batch being ready (scoring's tail)
  *   timing_s/idle                 the step's time outside generation, training and the weight sync (>= 0)
  *   perf/rollout_throughput       response tokens generated / timing_s/gen (tokens/s, every round, filtered too)
@@ -63,8 +66,8 @@ void eng__funnel_metrics(Engine *e, int trained) {
     metrics_set(&e->m, "batch/groups_surplus", e->kept > trained ? e->kept - trained : 0);
 }
 
-void eng__split_metrics(const TrainJob *t, double now, Metrics *out) {
-    double step_s = now - t->t_step, update = t->t_trained - t->t_sent, sync = now - t->t_trained;
+void eng__split_metrics(const TrainJob *t, double now, double step_s, Metrics *out) {
+    double update = t->t_trained - t->t_sent, sync = now - t->t_trained;
     double idle = step_s - t->t_gen - update - sync;
     metrics_set(out, "timing_s/reward_wait", t->t_reward_wait);
     metrics_set(out, "timing_s/idle", idle > 0 ? idle : 0);

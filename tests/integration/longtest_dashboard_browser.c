@@ -8,7 +8,7 @@
  * equals the finite values in /api/metrics exactly, every metric got a chart, the worker-free table and the
  * samples render, HTML in a response stays text (the page title is not rewritten by the <script> in it), and a
  * pause through the control endpoint shows the badge; issue 33: the header's headline is the held-out accuracy with
- * its change, the funnel is three series, a flat tiny series (actor/lr = 1e-6) gets a y range around its value, and
+ * its change, the funnel is four series (issue 41: refilled), a flat tiny series (actor/lr = 1e-6) gets a y range around its value, and
  * the event list after a coordinator restart still holds the event from before it (events.jsonl). A PNG screenshot
  * goes to $DAPO_BUILD/dashboard.png.
  * A long test (make check-long), not part of make test: Chromium is a ~350 MB install. Needs `apt-get install
@@ -328,7 +328,7 @@ static void test_page_renders_and_updates(void **state) {
     assert_true(json_is_true(json_object_get(s1, "error_hidden")));
     assert_int_equal(state_int(s1, "canvases"), state_int(s1, "charts_count"));
     assert_int_equal(state_int(s1, "instances"), state_int(s1, "canvases"));
-    assert_true(state_int(s1, "charts_count") >= 6 + 10 + 5);     /* 6 Run health panels, the 10 groups, small charts */
+    assert_true(state_int(s1, "charts_count") >= 7 + 10 + 5);     /* 7 Run health panels, the 10 groups, small charts */
     assert_int_equal(state_int(s1, "data_points"), state_int(s1, "points"));
     assert_true(state_int(s1, "score_points") >= 3);
     assert_true(state_int(s1, "drawn") > 1000);                    /* pixels on the first chart's canvas */
@@ -346,14 +346,14 @@ static void test_page_renders_and_updates(void **state) {
     assert_int_equal(state_int(s3, "steps"), DEMO_STEPS);
     assert_int_equal(state_int(s3, "points"), expected_points());
     assert_int_equal(state_int(s3, "data_points"), state_int(s3, "points"));
-    assert_int_equal(state_int(s3, "charts_count"), 6 + 10 + 25); /* dashboard_demo.c: 25 ungrouped names */
+    assert_int_equal(state_int(s3, "charts_count"), 7 + 10 + 25); /* dashboard_demo.c: 25 ungrouped names */
     /* The Run health panels (/api/panels): one entry per step; every series of the 5 step charts has a point per step
-     * (throughput 3, time split 6, length percentiles 4, funnel 3, log-prob mismatch 4 = 20 series), and the
-     * histogram the latest step's 20 bins. */
-    assert_int_equal(state_int(s3, "panel_charts"), 6);
+     * (throughput 3, time split 6, length percentiles 4, funnel 4, log-prob mismatch 4 = 21 series), the staleness
+     * bars none (the demo's steps record no batch/groups_staleness), and the histogram the latest step's 20 bins. */
+    assert_int_equal(state_int(s3, "panel_charts"), 7);
     assert_int_equal(state_int(s3, "panel_steps"), DEMO_STEPS);
-    assert_int_equal(state_int(s3, "panel_points"), 20 * DEMO_STEPS + 20);
-    assert_int_equal(state_int(s3, "funnel_series"), 3);               /* trained, surplus, filtered */
+    assert_int_equal(state_int(s3, "panel_points"), 21 * DEMO_STEPS + 20);
+    assert_int_equal(state_int(s3, "funnel_series"), 4);               /* trained, surplus, filtered, refilled */
     /* the headline: dashboard_demo.c's val-core/math_dapo/acc/mean@4 = 0.1 + 0.3 (1 - exp(-k/20)) at k = 5..20 */
     char want[64];
     snprintf(want, sizeof want, "%.1f%%", 100 * (0.1 + 0.3 * (1 - exp(-20 / 20.0))));

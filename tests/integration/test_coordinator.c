@@ -48,6 +48,7 @@ static void write_dataset(const char *path) {
 static Run *g_run;               /* the run a test started, for the teardown */
 static const char *g_extra3;     /* one more coordinator override for the next start_run (reset by it) */
 static const char *g_extra4;     /* and another, after g_extra3 */
+static const char *g_extra5;     /* and another, after g_extra4 */
 
 static void start_run(Run *r, int mode, const char *extra1, const char *extra2) {
     memset(r, 0, sizeof *r);
@@ -75,8 +76,9 @@ static void start_run(Run *r, int mode, const char *extra1, const char *extra2) 
                     "trainer.test_freq=2", "actor_rollout_ref.rollout.val_kwargs.n=2", "data.max_response_length=64",
                     "reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=16", "cluster.heartbeat_ms=100", "cluster.lease_timeout_s=1.5",
                     (char *)extra1, (char *)(extra1 ? extra2 : NULL), (char *)(extra1 && extra2 ? g_extra3 : NULL),
-                    (char *)(extra1 && extra2 && g_extra3 ? g_extra4 : NULL), NULL};
-    g_extra3 = g_extra4 = NULL;
+                    (char *)(extra1 && extra2 && g_extra3 ? g_extra4 : NULL),
+                    (char *)(extra1 && extra2 && g_extra3 && g_extra4 ? g_extra5 : NULL), NULL};
+    g_extra3 = g_extra4 = g_extra5 = NULL;
     r->coord = tu_spawn(argv, log);
     char coord[96];
     snprintf(coord, sizeof coord, "cluster.coordinator=%s", r->zep);
@@ -208,10 +210,24 @@ static void test_max_num_gen_batches_error(void **state) {
     start_run(&r, MODE_ALL_WRONG, "algorithm.filter_groups.max_num_gen_batches=2", "trainer.val_before_train=false");
     json_t *st = wait_phase(&r, "failed", 30000);
     const char *s = json_string_value(json_object_get(st, "status_line"));
-    assert_non_null(strstr(s, "after 2 generation rounds only 0 of the 4 groups the batch needs had mixed acc"));
+    assert_non_null(strstr(s, "after 12 prompts (2 generation rounds, 0 refilled) only 0 of the 4 groups the batch "
+                              "needs had mixed acc"));
     assert_non_null(strstr(s, "12 generated, 12 filtered, 12 solved by none"));
     assert_accounting(st);
     assert_int_equal(tu_group_count(st, "filtered"), 12);
+    json_decref(st);
+    g_want_exit = 1;                      /* a failed run exits 1 when stopped */
+    stop_run(&r);
+    /* issue 41: refill at once (async's default): each filtered group's slot gets the next prompt as soon as it is
+     * filtered, within the same 2 x 6 prompts — one round, 6 refills */
+    g_extra3 = "trainer.staleness=1";
+    start_run(&r, MODE_ALL_WRONG, "algorithm.filter_groups.max_num_gen_batches=2", "trainer.val_before_train=false");
+    st = wait_phase(&r, "failed", 30000);
+    s = json_string_value(json_object_get(st, "status_line"));
+    assert_non_null(strstr(s, "after 12 prompts (1 generation rounds, 6 refilled) only 0 of the 4 groups"));
+    assert_accounting(st);
+    assert_int_equal(tu_group_count(st, "filtered"), 12);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "counters"), "groups_refilled")), 6);
     json_decref(st);
     static char body[256];                /* the liveness probe now fails: a kubelet restarts (and resumes) the run */
     assert_int_equal(tu_http(r.hport, "GET", "/healthz", NULL, body, sizeof body), 503);
@@ -443,6 +459,33 @@ static void test_async_stale_rows_dropped(void **state) {
     stop_run(&r);
 }
 
+/* Sums over the training steps of DIR/ckpt/metrics.jsonl: steps, batch/groups_refilled, batch/groups_waited, and
+ * batch/groups_staleness/<d> for d = 0 .. 8. */
+typedef struct { int steps; long long refilled, waited, stale_hist[9]; } StepSums;
+static StepSums step_sums(const char *dir) {
+    char path[400], line[1 << 16];
+    snprintf(path, sizeof path, "%s/ckpt/metrics.jsonl", dir);
+    StepSums m = {0};
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f)) {
+        json_t *j = json_loads(line, 0, NULL);
+        if (j && json_object_get(j, "timing_s/step")) {
+            m.steps++;
+            m.refilled += (long long)json_number_value(json_object_get(j, "batch/groups_refilled"));
+            m.waited += (long long)json_number_value(json_object_get(j, "batch/groups_waited"));
+            for (int d = 0; d < 9; d++) {
+                char key[48];
+                snprintf(key, sizeof key, "batch/groups_staleness/%d", d);
+                m.stale_hist[d] += (long long)json_number_value(json_object_get(j, key));
+            }
+        }
+        json_decref(j);
+    }
+    fclose(f);
+    return m;
+}
+
 /* Issue 41: staleness 4 with a learner slower than generation. Ready batches queue behind the step in training (up to
  * 4 steps at the learners; the coordinator holds their frames and sends each when the one before is done, so the
  * learner sees one step at a time and every step trains from the version its predecessor made); rows reach 4
@@ -467,6 +510,46 @@ static void test_async_staleness_four(void **state) {
     assert_int_equal(r.l.version_mismatch, 0);
     assert_int_equal(r.l.backwards, 0);
     assert_int_equal(r.l.max_lag, 4);
+    /* issue 41: the per-step staleness histogram reaches 4 and never 5; the refill shows in the funnel's metrics and
+     * adds up to the run's counter */
+    StepSums m = step_sums(r.dir);
+    assert_int_equal(m.steps, 10);
+    assert_true(m.stale_hist[4] > 0);
+    assert_int_equal(m.stale_hist[5], 0);
+    assert_int_equal(m.stale_hist[0] + m.stale_hist[1] + m.stale_hist[2] + m.stale_hist[3] + m.stale_hist[4], 40);
+    assert_true(m.refilled > 0);
+    assert_int_equal(m.refilled, json_integer_value(json_object_get(json_object_get(st, "counters"), "groups_refilled")));
+    json_t *al = json_object_get(st, "at_learners");
+    assert_string_equal(json_string_value(json_object_get(al, "refill")), "at_once");
+    assert_int_equal(json_array_size(json_object_get(al, "queued")), 0);
+    json_decref(st);
+    stop_run(&r);
+}
+
+/* Staleness 4 with trainer.staleness_strategy wait: a group goes only to a rollout whose weights are fresh enough for
+ * the version its step trains from, so none is ever dropped as stale; the groups that waited are counted. */
+static void test_async_staleness_wait(void **state) {
+    (void)state;
+    static Run r;
+    g_extra3 = "trainer.test_freq=-1";
+    g_extra4 = "trainer.total_epochs=40";
+    g_extra5 = "trainer.staleness_strategy=wait";
+    start_run(&r, MODE_BY_LENGTH, "trainer.staleness=4", "trainer.total_training_steps=6");
+    r.l.delay_ms = 1200;
+    r.l.staleness = 4;
+    json_t *st = wait_phase(&r, "done", 120000);
+    assert_int_equal(json_integer_value(json_object_get(st, "policy_version")), 6);
+    assert_accounting(st);
+    assert_int_equal(tu_group_count(st, "trained"), 24);
+    assert_int_equal(tu_group_count(st, "stale"), 0);
+    assert_int_equal(r.l.too_stale, 0);
+    assert_int_equal(r.l.backwards, 0);
+    StepSums m = step_sums(r.dir);
+    fprintf(stderr, "staleness 4, wait: max lag %d, %lld groups waited\n", r.l.max_lag, (long long)m.waited);
+    assert_true(r.l.max_lag <= 4);
+    assert_int_equal(m.waited, json_integer_value(json_object_get(json_object_get(st, "counters"), "groups_waited")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(st, "at_learners"), "staleness_strategy")),
+                        "wait");
     json_decref(st);
     stop_run(&r);
 }
@@ -744,6 +827,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_async_overlaps_generation_and_training, teardown),
         cmocka_unit_test_teardown(test_async_stale_rows_dropped, teardown),
         cmocka_unit_test_teardown(test_async_staleness_four, teardown),
+        cmocka_unit_test_teardown(test_async_staleness_wait, teardown),
         cmocka_unit_test_teardown(test_data_runs_out_and_last_step_validated, teardown),
         cmocka_unit_test_teardown(test_last_step_validated, teardown),
         cmocka_unit_test_teardown(test_learner_checkpoint_mismatch_fails_clearly, teardown),

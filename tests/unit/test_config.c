@@ -237,6 +237,32 @@ static void test_v1_trainer_modes(void **state) {
     assert_int_equal(run_cli(&c, colo, 1, NULL, err), 0);
     assert_int_equal(config_staleness(&c), 8);
     config_free(&c);
+    /* the async modes' strategy is trainer.staleness_strategy; the dapo keys print the values in effect */
+    const char *wait[] = {"trainer.v1.trainer_mode=colocate_async", "trainer.v1.sampler.max_off_policy_strategy=wait",
+                          "trainer.v1.sampler.max_off_policy_threshold=3"};
+    assert_int_equal(run_cli(&c, wait, 3, NULL, err), 0);
+    assert_int_equal(config_staleness(&c), 3);
+    assert_int_equal(config_staleness_strategy(&c), CFG_OFF_POLICY_WAIT);
+    assert_int_equal(config_refill_at_once(&c), 1);                     /* refill auto: at once when async */
+    char *yaml = NULL;
+    size_t ylen = 0;
+    FILE *f = open_memstream(&yaml, &ylen);
+    config_print_yaml(&c, f);
+    fclose(f);
+    assert_non_null(strstr(yaml, "  staleness: 3\n  staleness_strategy: \"wait\"\n"));
+    free(yaml);
+    config_free(&c);
+    const char *sync_wait[] = {"trainer.staleness=2", "trainer.staleness_strategy=wait"};
+    assert_int_equal(run_cli(&c, sync_wait, 2, NULL, err), 0);
+    assert_int_equal(config_staleness_strategy(&c), CFG_OFF_POLICY_WAIT);
+    config_free(&c);
+    const char *round[] = {"trainer.staleness=2", "algorithm.filter_groups.refill=round"};
+    assert_int_equal(run_cli(&c, round, 2, NULL, err), 0);
+    assert_int_equal(config_refill_at_once(&c), 0);
+    config_free(&c);
+    assert_int_equal(run_cli(&c, NULL, 0, NULL, err), 0);
+    assert_int_equal(config_refill_at_once(&c), 0);                     /* sync: verl's rounds */
+    config_free(&c);
     const char *sep[] = {"trainer.v1.trainer_mode=separate_async", "trainer.v1.sampler.max_off_policy_threshold=4",
                          "trainer.v1.separate_async.parameter_sync_step=1", "trainer.staleness=4"};
     assert_int_equal(run_cli(&c, sep, 4, NULL, err), 0);
@@ -244,8 +270,8 @@ static void test_v1_trainer_modes(void **state) {
     config_free(&c);
     static const struct { const char *a[2]; const char *want; } bad[] = {
         {{"trainer.v1.trainer_mode=colocate_async", "trainer.staleness=2"}, "are the same setting in dapo"},
-        {{"trainer.v1.trainer_mode=colocate_async", "trainer.v1.sampler.max_off_policy_strategy=wait"},
-         "wait is not implemented"},
+        {{"trainer.v1.trainer_mode=colocate_async", "trainer.staleness_strategy=wait"},
+         "trainer.staleness_strategy wait and trainer.v1.sampler.max_off_policy_strategy drop are the same setting"},
         {{"trainer.v1.trainer_mode=separate_async", "trainer.v1.sampler.max_off_policy_threshold=2"},
          "parameter_sync_step 4: dapo publishes the weights after every step"},
         {{"trainer.staleness=65", NULL}, "out of range"},

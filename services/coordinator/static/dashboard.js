@@ -53,7 +53,10 @@
                                                    ['p99', 'response_length.p99'], ['max', 'response_length.max']]],
     ['Response lengths, latest step', 'hist', []],
     ['Dynamic-sampling funnel (groups, 10-step mean)', 'funnel',
-     [['trained', null], ['surplus (mixed, beyond the batch)', null], ['filtered (solved by none or all)', null]]],
+     [['trained', null], ['surplus (mixed, beyond the batch)', null], ['filtered (solved by none or all)', null],
+      ['refilled at once (line)', null, {line: true}]]],
+    ['Trained groups by staleness (policy versions behind)', 'stacked',
+     [0, 1, 2, 3, 4, 5, 6, 7].map(d => [String(d), 'staleness.' + d]).concat([['8+', 'staleness_tail']])],
     ['Rollout vs learner log-probs (rollout_corr/*)', 'line', [['kl', 'logprob_mismatch.kl'],
                                                                ['k3 kl', 'logprob_mismatch.k3_kl'],
                                                                ['|log ppl diff|', 'logprob_mismatch.log_ppl_abs_diff'],
@@ -244,10 +247,13 @@
     const bars = kind === 'stacked' || kind === 'hist', area = kind === 'funnel', stack = bars || area;
     const chart = new Chart(canvas, {
       type: bars ? 'bar' : 'line',
-      data: {labels: [], datasets: series.map((s, i) => ({label: s[0], data: [], borderColor: COLORS[i % COLORS.length],
-                                                        backgroundColor: area ? COLORS[i % COLORS.length] + '99'
-                                                                              : COLORS[i % COLORS.length],
-                                                        fill: area ? (i === 0 ? 'origin' : '-1') : false}))},
+      data: {labels: [], datasets: series.map((s, i) => {
+        const line = s[2] && s[2].line;          /* drawn over the stacked areas, not stacked on them */
+        return {label: s[0], data: [], borderColor: COLORS[i % COLORS.length],
+                backgroundColor: area && !line ? COLORS[i % COLORS.length] + '99' : COLORS[i % COLORS.length],
+                fill: area && !line ? (i === 0 ? 'origin' : '-1') : false, stack: line ? 'line' : 'areas',
+                borderDash: line ? [5, 3] : undefined, borderWidth: line ? 2 : undefined};
+      })},
       options: {
         animation: false, responsive: true, maintainAspectRatio: false, spanGaps: true,
         interaction: {mode: 'index', intersect: false},
@@ -272,13 +278,14 @@
     }
   }
 
-  /* The funnel's three series at a step: trained, surplus (kept - trained), filtered; each a moving mean over the
-   * last FUNNEL_WINDOW steps (a missing value counts as 0). */
+  /* The funnel's series at a step: trained, surplus (kept - trained), filtered, and refilled (prompts drawn at once
+   * into filtered groups' slots, a line); each a moving mean over the last FUNNEL_WINDOW steps (a missing value
+   * counts as 0). */
   function funnelPoint(st) {
     const f = st.funnel || {}, n = v => (typeof v === 'number' && isFinite(v) ? v : 0);
-    funnelRaw.push([n(f.trained), Math.max(0, n(f.kept) - n(f.trained)), n(f.dropped)]);
+    funnelRaw.push([n(f.trained), Math.max(0, n(f.kept) - n(f.trained)), n(f.dropped), n(f.refilled)]);
     const w = funnelRaw.slice(-FUNNEL_WINDOW);
-    return [0, 1, 2].map(k => w.reduce((a, r) => a + r[k], 0) / w.length);
+    return [0, 1, 2, 3].map(k => w.reduce((a, r) => a + r[k], 0) / w.length);
   }
 
   function addPanelSteps(steps) {
@@ -289,6 +296,11 @@
         if (!ch || kind === 'hist') return;
         ch.data.labels.push(st.step);
         if (kind === 'funnel') funnelPoint(st).forEach((v, k) => ch.data.datasets[k].data.push(v));
+        else if (series.some(s => s[1] === 'staleness_tail')) {
+          const h = Array.isArray(st.staleness) ? st.staleness : [];
+          series.forEach((s, k) => ch.data.datasets[k].data.push(
+            k < 8 ? (h.length > k ? h[k] : null) : (h.length > 8 ? h.slice(8).reduce((a, x) => a + x, 0) : null)));
+        }
         else series.forEach((s, k) => ch.data.datasets[k].data.push(pathGet(st, s[1])));
       });
       if (st.response_length && st.response_length.hist) latestHist = {step: st.step, h: st.response_length.hist};
