@@ -519,6 +519,18 @@ static void test_async_staleness_four(void **state) {
     assert_int_equal(m.stale_hist[0] + m.stale_hist[1] + m.stale_hist[2] + m.stale_hist[3] + m.stale_hist[4], 40);
     assert_true(m.refilled > 0);
     assert_int_equal(m.refilled, json_integer_value(json_object_get(json_object_get(st, "counters"), "groups_refilled")));
+    static char body[1 << 18];                       /* the dashboard's data: the funnel's refills, the bars */
+    assert_int_equal(tu_http(r.hport, "GET", "/api/panels", NULL, body, sizeof body), 200);
+    json_t *panels = json_loads(body, 0, NULL), *steps = json_object_get(panels, "steps");
+    assert_int_equal(json_array_size(steps), 10);
+    long long refilled = 0;
+    for (size_t i = 0; i < json_array_size(steps); i++) {
+        json_t *e = json_array_get(steps, i);
+        refilled += (long long)json_number_value(json_object_get(json_object_get(e, "funnel"), "refilled"));
+        assert_int_equal(json_array_size(json_object_get(e, "staleness")), 5);    /* d = 0 .. 4 */
+    }
+    assert_int_equal(refilled, m.refilled);
+    json_decref(panels);
     json_t *al = json_object_get(st, "at_learners");
     assert_string_equal(json_string_value(json_object_get(al, "refill")), "at_once");
     assert_int_equal(json_array_size(json_object_get(al, "queued")), 0);

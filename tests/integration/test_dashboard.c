@@ -351,6 +351,8 @@ static void test_panels(void **state) {
         json_t *fu = json_object_get(e, "funnel");
         assert_true(num(fu, "generated") == 12 && num(fu, "kept") == 8 && num(fu, "dropped") == 4);
         assert_true(num(fu, "solve_none") == 3 && num(fu, "solve_all") == 1 && num(fu, "trained") == 8);
+        assert_true(json_is_null(json_object_get(fu, "refilled")));        /* the demo records none: null, not 0 */
+        assert_int_equal(json_array_size(json_object_get(e, "staleness")), 0);
         json_t *rl = json_object_get(e, "response_length"), *h = json_object_get(rl, "hist");
         assert_true(num(rl, "p50") == 700 + 15 * k && num(rl, "mean") == 800 + 20 * k);
         assert_int_equal((int)num(h, "max_len"), 20480);
