@@ -253,8 +253,8 @@ static const VerlKey rules[] = {
       "trains (dapo's async generation starts with the first step)"),
     FIX("trainer.v1.separate_async.hybrid_rollout.enable_switch", "false", "switching training GPUs to rollouts is "
         "not implemented"),
-    FIX("trainer.v1.sampler.sync_refill_failed_groups", "false", "dapo regenerates a failed or dropped group's prompt in "
-        "the same round (it is not configurable)"),
+    FIX("trainer.v1.sampler.sync_refill_failed_groups", "false", "dapo generates a failed group's prompt again (up to 5 "
+        "attempts; then its slot is refilled: algorithm.filter_groups.refill) and never trains a partial group"),
     FIX("trainer.v1.sampler.custom_sampler.path", "null", "a custom sampler is not supported"),
     /* ---- verl's fully asynchronous recipe (verl/experimental/fully_async_policy) */
     NO("async_training.staleness_threshold", "verl's fraction of extra samples per weight sync; dapo bounds staleness "
