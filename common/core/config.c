@@ -110,6 +110,8 @@ static const CfgEntry cfg_table[] = {
     { AR "rollout.seed",                     CFG_INT,   -1, 2147483647, "42",  O(rollout_seed), NULL, 0 },
     { AR "rollout.batch_invariant",          CFG_BOOL,  0, 0,       "false",   O(batch_invariant), NULL, 0 },
     { AR "rollout.enable_prefix_caching",    CFG_BOOL,  0, 0,       "true",    O(enable_prefix_caching), NULL, 0 },
+    { AR "rollout.partial_rollout",          CFG_BOOL,  0, 0,       "false",   O(partial_rollout), NULL, 0 },
+    { AR "rollout.partial_rollout_kv",       CFG_ENUM,  0, 0,       "recompute", O(partial_rollout_kv), "recompute|keep", 0 },
     { AR "rollout.max_num_seqs",             CFG_INT,   1, 1e6,     "256",      O(max_num_seqs), NULL, 0 },
     { AR "rollout.kv_cache_tokens",          CFG_INT,   0, 2147483647, "0",    O(kv_cache_tokens), NULL, 0 },
     { AR "rollout.max_num_batched_tokens",   CFG_INT,   1, 1e7,     "8192",     O(max_num_batched_tokens), NULL, 0 },
@@ -241,6 +243,7 @@ static const struct { const char *alias, *key; } cfg_alias[] = {
     { AR "rollout.response_length",                          "data.max_response_length" },
     { AR "model.tokenizer_path",                             "data.tokenizer" },
     { "reward.num_workers",                                  "reward_model.num_workers" },
+    { "async_training.partial_rollout",                      AR "rollout.partial_rollout" },   /* verl's fully async */
     { "reward.custom_reward_function.path",                  "custom_reward_function.path" },
     { "reward.custom_reward_function.name",                  "custom_reward_function.name" },
     { "reward.reward_manager.name",                          "reward_model.reward_manager" },

@@ -121,6 +121,11 @@ typedef struct Config {
     int     top_k;                    /* -1: off (verl), 0 also means off */
     int     rollout_seed;             /* verl's rollout.seed (its sampling seed); -1: trainer.seed (dapo's default) */
     bool    batch_invariant;          /* ours: same tokens whatever the batch composition */
+    bool    partial_rollout;          /* rollout.partial_rollout (OpenRLHF's partial_rollout_enable, verl's
+                                         async_training.partial_rollout): a published version is swapped in under
+                                         running sequences, which continue (services/rollout/main.c weights_turn) */
+    int     partial_rollout_kv;       /* rollout.partial_rollout_kv: 0 recompute the continued sequences' K/V with the
+                                         new weights (default), 1 keep the old weights' K/V */
     bool    enable_prefix_caching;    /* vLLM's/verl's name: sequences copy a shared prompt prefix's K/V from a running
                                          one instead of computing it (model/generate.h "Prefix sharing") */
     int     max_num_seqs;             /* running sequences per rollout worker */

@@ -263,7 +263,6 @@ static const VerlKey rules[] = {
        "trigger_parameter_sync_step x require_batches x ppo_mini_batch_size gives the same updates per publication"),
     NO("async_training.require_batches", "dapo trains whole steps: data.train_batch_size = trigger_parameter_sync_step "
        "x require_batches x ppo_mini_batch_size gives the same updates per publication"),
-    FIX("async_training.partial_rollout", "false", "partial rollouts (in-flight weight updates) are not implemented yet"),
     NO("async_training.", "verl's fully asynchronous recipe: dapo's asynchronous training is trainer.staleness"),
     NO("rollout.total_rollout_steps", "dapo's run length is trainer.total_training_steps (or data.train_batch_size x "
        "steps prompts over trainer.total_epochs)"),

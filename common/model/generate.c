@@ -27,6 +27,7 @@ typedef struct {
     int32_t     *tok;           /* [n_prompt + max_tokens]: prompt then sampled tokens */
     int          n_tok, n_prompt;
     float       *lp;            /* [max_tokens] log-probs of the sampled tokens */
+    int64_t     *ver;           /* [max_tokens] the weights version (gen_engine_set_version) each was sampled with */
     int          n_cached;      /* positions whose K/V are in the cache */
     int32_t     *blocks;        /* [max_blocks] block table */
     int          n_blocks, max_blocks;
@@ -50,6 +51,7 @@ struct GenEngine {
     uint64_t   next_id;
     long       admit_counter;
     int        hold_new;
+    int64_t    version;         /* gen_engine_set_version: stamped on every token sampled from now on */
     /* step buffers (max_rows rows; sampling rows <= max_num_seqs) */
     int32_t   *row_tok, *row_pos;
     const int32_t **row_tab;
@@ -201,6 +203,7 @@ static void seq_free(Seq *s) {
     xfree(s->stop);
     xfree(s->tok);
     xfree(s->lp);
+    xfree(s->ver);
     xfree(s->blocks);
     xfree(s);
 }
@@ -274,6 +277,7 @@ int gen_engine_add(GenEngine *e, const GenRequest *r, uint64_t *id, char err[ERR
     memcpy(s->tok, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
     s->n_tok = s->n_prompt = r->n_prompt;
     s->lp = xmalloc((size_t)r->max_tokens * sizeof(float));
+    s->ver = xmalloc((size_t)r->max_tokens * sizeof(int64_t));
     s->max_blocks = (int)blocks_for(e, ctx);
     s->blocks = xmalloc((size_t)s->max_blocks * sizeof(int32_t));
     push_wait(e, s, 0);
@@ -530,6 +534,7 @@ int gen_engine_step(GenEngine *e, char err[ERR_LEN]) {
         int g = s->n_tok - s->n_prompt;
         s->tok[s->n_tok++] = e->samp_tok[k];
         s->lp[g] = e->samp_lp[k];
+        s->ver[g] = e->version;
         e->st.sampled++;
         if (is_stop(e, s, e->samp_tok[k])) finish_seq(e, i, GEN_FINISH_STOP);
         else if (g + 1 >= s->max_tokens) finish_seq(e, i, GEN_FINISH_LENGTH);
@@ -549,7 +554,9 @@ int gen_engine_take(GenEngine *e, GenResult *out) {
     out->tokens = xmalloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     memcpy(out->tokens, s->tok + s->n_prompt, (size_t)n * sizeof(int32_t));
     out->logprobs = s->lp;
+    out->versions = s->ver;
     s->lp = NULL;
+    s->ver = NULL;
     seq_free(s);
     return 1;
 }
@@ -589,8 +596,10 @@ void gen_result_free(GenResult *r) {
     if (!r) return;
     xfree(r->tokens);
     xfree(r->logprobs);
+    xfree(r->versions);
     r->tokens = NULL;
     r->logprobs = NULL;
+    r->versions = NULL;
 }
 
 int gen_engine_cancel(GenEngine *e, uint64_t tag) {
@@ -621,6 +630,20 @@ int gen_engine_cancel(GenEngine *e, uint64_t tag) {
 
 void gen_engine_hold_new(GenEngine *e, int hold) {
     if (e) e->hold_new = hold != 0;
+}
+
+void gen_engine_set_version(GenEngine *e, int64_t version) {
+    if (e) e->version = version;
+}
+
+int gen_engine_preempt_all(GenEngine *e) {
+    if (!e) return 0;
+    int n = 0;
+    while (e->n_run > 0) {                           /* newest first: each goes to the front, so the oldest leads */
+        preempt_last(e);
+        n++;
+    }
+    return n;
 }
 
 void gen_engine_stats(const GenEngine *e, GenStats *s) {

@@ -106,6 +106,8 @@ typedef struct {
     uint32_t  sample;
     int32_t  *tokens;        /* [n] response token ids (stop token included) */
     float    *logprobs;      /* [n] full-vocabulary log-probs, see top */
+    int64_t  *versions;      /* [n] the weights version each token was sampled with (gen_engine_set_version; a
+                                sequence continued across a swap holds two or more) */
     int       n;
     GenFinish finish;
     int       preemptions;   /* times this sequence was preempted and recomputed */
@@ -126,7 +128,8 @@ typedef struct {
 typedef struct GenEngine GenEngine;
 
 /* Creates an engine over m (borrowed; must outlive the engine; its weights may change between steps only
- * when gen_engine_stats().in_progress == 0, see gen_engine_hold_new). Allocates the cache and the step buffers
+ * when no sequence holds cache: gen_engine_stats().in_progress == 0 (gen_engine_hold_new drains), or right after
+ * gen_engine_preempt_all, or — keeping K/V computed with the old weights — whenever the caller accepts that). Allocates the cache and the step buffers
  * (logged). NULL with a message on bad options (ERR_INVAL) or head_dim > 512 (ERR_UNSUPPORTED). */
 GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]);
 /* 0 when the engine can run on backend be (the CPU one so far), else ERR_UNSUPPORTED naming it: programs ask before
@@ -134,7 +137,8 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]);
 int        gen_engine_supports(const Backend *be, char err[ERR_LEN]);
 void       gen_engine_free(GenEngine *e);   /* NULL-safe; drops unfinished sequences */
 
-/* Re-packs the weights after the model's parameters changed (a weight swap); call with no sequence in progress. */
+/* Re-packs the weights after the model's parameters changed (a weight swap); call when no sequence holds cache (see
+ * gen_engine_new), or knowingly keeping K/V of the old weights. */
 void gen_engine_reload_weights(GenEngine *e);
 
 /* Queues a sequence (copies the request). Returns 0 and its id in *id, or ERR_INVAL (bad token, lengths,
@@ -166,6 +170,17 @@ int gen_engine_cancel(GenEngine *e, uint64_t tag);
 /* hold != 0: admit no sequence that has not started (no sampled token, no cache); sequences in progress go
  * on. Used to drain before a weight swap so no response mixes two weight versions. */
 void gen_engine_hold_new(GenEngine *e, int hold);
+
+/* The weights version stamped on each token sampled from now on (GenResult.versions); 0 until set. */
+void gen_engine_set_version(GenEngine *e, int64_t version);
+
+/* Partial rollouts (an in-flight weight update): preempts every running sequence as the cache-pressure path does — its
+ * cache blocks are freed, it keeps its prompt, sampled tokens, log-probs and versions, and goes to the front of the
+ * waiting queue, so when admitted again its whole context (prompt + sampled tokens) is recomputed with the weights
+ * then loaded. After it nothing holds cache: the weights may change (gen_engine_reload_weights) and every sequence
+ * continues under them, sampling its next token where it stopped (the RNG is keyed by response position, so a
+ * continued sequence draws as an unbroken one would). Returns the sequences preempted. */
+int gen_engine_preempt_all(GenEngine *e);
 
 /* Rows per step (after raising to max_num_seqs) and the cache size in positions. */
 void gen_engine_stats(const GenEngine *e, GenStats *s);

@@ -28,10 +28,11 @@
 #include "dapo.pb-c.h"
 #include "net/curve.h"
 
-#define DAPO_PROTOCOL_VERSION 5           /* 2: messages over NET_FRAME_BYTES in several frames; 3: StepResult and
+#define DAPO_PROTOCOL_VERSION 6           /* 2: messages over NET_FRAME_BYTES in several frames; 3: StepResult and
                                            * Control carry an error code; 4: Hello carries the worker's run keys,
                                            * Welcome the coordinator's config and its hash; 5: Hello.config_only (a
-                                           * worker takes its run keys from the coordinator before it loads) */
+                                           * worker takes its run keys from the coordinator before it loads); 6:
+                                           * Response.token_versions (partial rollouts) */
 #define NET_HEADER_BYTES      12
 #define NET_FRAME_BYTES       ((size_t)1 << 20)
 #define NET_PEER_MAX          255     /* ZeroMQ routing ids are at most 255 bytes */

@@ -33,7 +33,7 @@ static void ckpt_path(const Coord *c, char *buf, size_t n) {
 /* The fields of RunCounters and RunFaults by name (coordinator.json), in order. */
 static const char *const counter_names[] = {"groups_generated", "groups_scored", "groups_solve_none",
                                             "groups_solve_all", "groups_kept", "tokens_generated", "tokens_trained",
-                                            "groups_refilled", "groups_waited", "reward_ok", "reward_timeout",
+                                            "groups_refilled", "groups_waited", "responses_continued", "reward_ok", "reward_timeout",
                                             "reward_crash", "reward_memory", "reward_error"};
 static const char *const fault_names[] = {"rollbacks", "leases_reclaimed", "leases_requeued", "results_abandoned"};
 _Static_assert(sizeof(RunCounters) == sizeof counter_names / sizeof counter_names[0] * sizeof(uint64_t), "names");

@@ -175,6 +175,7 @@ typedef struct {
     uint64_t tokens_generated, tokens_trained;
     uint64_t groups_refilled;          /* prompts drawn at once into a filtered / cancelled group's slot (refill) */
     uint64_t groups_waited;            /* groups that waited for fresh enough weights (trainer.staleness_strategy wait) */
+    uint64_t responses_continued;      /* responses generated across a weight swap (rollout.partial_rollout) */
     uint64_t reward_outcomes[5];       /* ok, timeout, crash, memory, error: validation included */
 } RunCounters;
 

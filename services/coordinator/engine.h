@@ -87,6 +87,8 @@ struct Engine {
     int            n_drawn;      /* prompts drawn for the step (rounds and refills) */
     int            n_refilled;   /* of them drawn at once into a filtered or cancelled group's slot (refill) */
     int            n_waited;     /* groups that waited for a rollout fresh enough (trainer.staleness_strategy wait) */
+    int            n_continued;  /* responses whose tokens span two or more policy versions (partial rollouts) */
+    uint64_t       continued_tokens;         /* of their tokens, those sampled after the swap (a later version) */
     uint64_t       reward_outcomes[5];        /* the step's scored responses by Dapo__RewardOutcome (not validation) */
     int            n_reward_extra;            /* a Python reward's extra values this step: name, sum, count */
     char          *reward_extra_name[16];

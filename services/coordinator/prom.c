@@ -268,11 +268,13 @@ static void prom_counters(const Coord *c, Buf *b, StrMap *seen) {
                                        "(algorithm.filter_groups.refill)."},
         {"dapo_groups_waited_total", "Groups that waited for a rollout with fresh enough weights "
                                      "(trainer.staleness_strategy wait)."},
+        {"dapo_responses_continued_total", "Responses generated across a weight swap, their tokens from two or more "
+                                           "policy versions (actor_rollout_ref.rollout.partial_rollout)."},
     };
     const RunCounters *k = &c->counters;
     const uint64_t fv[] = {k->groups_generated, k->groups_scored, k->groups_solve_none, k->groups_solve_all,
                            k->groups_kept, k->tokens_generated, k->tokens_trained, k->groups_refilled,
-                           k->groups_waited};
+                           k->groups_waited, k->responses_continued};
     for (size_t i = 0; i < sizeof fv / sizeof fv[0]; i++) prom_simple(b, seen, fun[i].name, "counter", fun[i].help, (double)fv[i]);
     if (strset_add(seen, "dapo_groups_finished_total")) {
         prom_family(b, "dapo_groups_finished_total", "counter",

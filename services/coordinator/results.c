@@ -37,11 +37,15 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
         else if (x->n_logprobs != x->n_token_ids) bad = "logprobs and token ids differ in length";
         else if (strcmp(x->finish_reason, "stop") && strcmp(x->finish_reason, "length")) bad = "bad finish reason";
         else if (x->n_token_ids == 0) bad = "an empty response (a response ends with its stop token or at the length)";
+        else if (x->n_token_versions && x->n_token_versions != x->n_token_ids) bad = "token versions and token ids differ in length";
         /* issue 38: what the learner would refuse, or what would poison the rollout-correction weights, refused here:
          * a sampled token's log-prob below -1e4 has probability e^-10000 */
         for (size_t k = 0; !bad && k < x->n_token_ids; k++)
             if (e->vocab > 0 && (x->token_ids[k] < 0 || x->token_ids[k] >= e->vocab)) bad = "a token id outside the vocabulary";
             else if (!(x->logprobs[k] >= -1e4f && x->logprobs[k] <= 1e-3f)) bad = "a log-prob outside [-1e4, 0]";
+        for (size_t k = 0; !bad && k < x->n_token_versions; k++)   /* partial rollouts: the oldest is the response's */
+            if (x->token_versions[k] < x->policy_version || x->token_versions[k] > c->policy_version)
+                bad = "a token's policy version below its response's or newer than the coordinator's";
     }
     g->worker = -1;
     if (bad) {
@@ -58,7 +62,13 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
     if (!g->validation) {
         e->t_last_generated = clock_s();
         c->counters.groups_generated++;
-        for (size_t i = 0; i < r->n_responses; i++) c->counters.tokens_generated += r->responses[i]->n_token_ids;
+        for (size_t i = 0; i < r->n_responses; i++) {
+            const Dapo__Response *x = r->responses[i];
+            c->counters.tokens_generated += x->n_token_ids;
+            uint64_t later = 0;                      /* tokens sampled after a swap (partial rollouts) */
+            for (size_t k = 0; k < x->n_token_versions; k++) later += x->token_versions[k] != x->policy_version;
+            if (later) { e->n_continued++; e->continued_tokens += later; c->counters.responses_continued++; }
+        }
     }
     g->score_attempt = 1;
     eng__set_state(c, g, GS_GENERATED);

@@ -202,13 +202,14 @@ void engine_status_fill(Coord *c, json_t *status) {
         json_object_set_new(al, "staleness_strategy", json_string(config_enum_name(&c->cfg, "trainer.staleness_strategy")));
         json_object_set_new(al, "refill", json_string(config_refill_at_once(&c->cfg) ? "at_once" : "round"));
         json_object_set_new(status, "at_learners", al);
-        json_object_set_new(status, "counters", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+        json_object_set_new(status, "counters", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                             "groups_generated", (json_int_t)k->groups_generated, "groups_scored",
                             (json_int_t)k->groups_scored, "groups_solve_none", (json_int_t)k->groups_solve_none,
                             "groups_solve_all", (json_int_t)k->groups_solve_all, "groups_kept",
                             (json_int_t)k->groups_kept, "tokens_generated", (json_int_t)k->tokens_generated,
                             "tokens_trained", (json_int_t)k->tokens_trained, "groups_refilled",
-                            (json_int_t)k->groups_refilled, "groups_waited", (json_int_t)k->groups_waited));
+                            (json_int_t)k->groups_refilled, "groups_waited", (json_int_t)k->groups_waited,
+                            "responses_continued", (json_int_t)k->responses_continued));
     }
 }
 

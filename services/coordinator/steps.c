@@ -133,7 +133,8 @@ static void start_step(Coord *c) {
     e->t_last_generated = 0;
     e->wasted_tokens = e->generated_tokens = 0;
     e->solve_none = e->solve_all = e->n_scored_groups = e->n_filtered = e->n_stale = 0;
-    e->n_drawn = e->n_refilled = e->n_waited = 0;
+    e->n_drawn = e->n_refilled = e->n_waited = e->n_continued = 0;
+    e->continued_tokens = 0;
     memset(e->reward_outcomes, 0, sizeof e->reward_outcomes);
     for (int i = 0; i < e->n_reward_extra; i++) xfree(e->reward_extra_name[i]);
     e->n_reward_extra = 0;
@@ -353,6 +354,8 @@ static void staleness_metrics(Coord *c, Group **batch, int nb) {
     metrics_set(&e->m, "batch/groups_refilled", e->n_refilled);
     metrics_set(&e->m, "batch/groups_waited", e->n_waited);
     metrics_set(&e->m, "batch/prompts_drawn", e->n_drawn);
+    metrics_set(&e->m, "rollout/continued_responses", e->n_continued);     /* partial rollouts, every group generated */
+    metrics_set(&e->m, "rollout/continued_tokens", (double)e->continued_tokens);
 }
 
 /* Sends the assembled batch of the step being generated to the learners and makes it the training job. In sync

@@ -43,8 +43,9 @@ typedef struct {
     char     *run_id;
     int64_t   step;
     GenResult *res;            /* [n] by sample index */
-    int64_t   *version;        /* [n] policy version each sample was generated with (set when it finishes: weights
-                                  swap only while no sequence is in progress, so one version made all of it) */
+    int64_t   *version;        /* [n] the oldest policy version of each sample's tokens (set when it finishes: without
+                                  rollout.partial_rollout weights swap only while no sequence is in progress, so one
+                                  version made all of it; with it, GenResult.versions has each token's) */
     double    t0;
 } Group;
 
@@ -67,6 +68,7 @@ typedef struct {
                                   * (a coordinator stopping pauses its workers; once it is back, the new session
                                   * dispatches again; issue 19's pod run found rollouts held paused for ever) */
     long         groups_done, tokens_done;
+    long         continued;    /* sequences in progress across a weight swap (rollout.partial_rollout) */
     GenStats     logged;       /* engine counters at the last log_engine_stats */
 } Rollout;
 
@@ -222,6 +224,8 @@ static void send_group(Rollout *r, int gi) {
         resp[i].n_logprobs = (size_t)x->n;
         resp[i].finish_reason = (char *)gen_finish_name(x->finish);
         resp[i].policy_version = g->version[i];
+        resp[i].token_versions = x->versions;
+        resp[i].n_token_versions = (size_t)x->n;
         if (g->version[i] < oldest) oldest = g->version[i];
         tokenizer_decode(r->tok, x->tokens, (size_t)x->n, true, &text[i]);
         resp[i].text.data = (uint8_t *)text[i].v;
@@ -258,7 +262,10 @@ static void collect(Rollout *r) {
         Group *g = r->g[gi];
         gen_result_free(&g->res[x.sample]);
         g->res[x.sample] = x;
-        g->version[x.sample] = r->version;
+        int64_t oldest = r->version;                 /* the version it started with (partial rollouts: its tokens
+                                                        may span several, GenResult.versions) */
+        for (int k = 0; k < x.n; k++) if (x.versions[k] < oldest) oldest = x.versions[k];
+        g->version[x.sample] = oldest;
         g->got++;
         g->credited++;
         give_credit(r, 1);
@@ -298,13 +305,23 @@ static void weights_turn(Rollout *r) {
     wfetch_poll(r->wf);
     int64_t ready = wfetch_ready(r->wf);
     if (ready < 0 || (ready <= r->version && !r->refetch)) return;
-    gen_engine_hold_new(r->eng, 1);
+    int partial = r->d.cfg.partial_rollout && !r->refetch;   /* a rollback's weights: nothing continues across it */
     GenStats st;
     gen_engine_stats(r->eng, &st);
-    if (st.in_progress) return;                   /* running sequences finish on the old weights first */
+    if (!partial) {
+        gen_engine_hold_new(r->eng, 1);
+        if (st.in_progress) return;               /* running sequences finish on the old weights first */
+    }
+    int paused = partial && !r->d.cfg.partial_rollout_kv ? gen_engine_preempt_all(r->eng) : 0;
     int64_t v = wfetch_swap(r->wf, r->m);
     if (v < 0) return;
     gen_engine_reload_weights(r->eng);            /* the engine's packed copy of the linear weights */
+    gen_engine_set_version(r->eng, v);
+    if (partial && st.in_progress) {
+        r->continued += st.in_progress;
+        log_info("policy version %lld swapped in under %d sequences in progress (%d paused, their K/V %s)", (long long)v,
+                 st.in_progress, paused, r->d.cfg.partial_rollout_kv ? "kept from the old weights" : "recomputed");
+    }
     log_engine_stats(r, r->version);
     r->version = v;
     r->weights_inc = r->fetch_inc;
@@ -382,6 +399,7 @@ static int setup(Rollout *r, const char *load, char err[ERR_LEN]) {
                       .no_prefix_sharing = !c->enable_prefix_caching };
     r->eng = gen_engine_new(r->m, &go, err);
     if (!r->eng) return ERR_INVAL;
+    gen_engine_set_version(r->eng, r->version);      /* each token carries it (GenResult.versions) */
     log_info("model %s (%s), tokenizer %s, %d threads (%s)", dir, model_config(r->m)->arch_name, tdir, threads,
              openblas_get_corename());
     return 0;

@@ -5,7 +5,11 @@
  *   - the same seed split over 1 or 3 engines ("workers") with different batch limits gives identical responses;
  *   - a tiny KV cache (forcing preemption + recompute) gives the same responses as a large one;
  *   - default mode: rollout log-probs equal model_forward's (what dapo-logprobs prints) to 1e-4;
- *   - stop ids / EOS / max_tokens finish reasons, cancel frees the cache, hold_new, bad requests refused. */
+ *   - stop ids / EOS / max_tokens finish reasons, cancel frees the cache, hold_new, bad requests refused;
+ *   - partial rollouts (issue 42): weights swapped under running sequences (gen_engine_preempt_all): each token carries
+ *     the version it was sampled with, the tokens before the swap are the old weights' (as an unbroken run's), those
+ *     after it have the new weights' log-probs of the whole context (K/V recomputed) to 1e-4; keeping the old K/V
+ *     instead gives a mismatch, measured and printed. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -241,6 +245,92 @@ static void test_logprobs_match_model_forward(void **state) {
     }
 }
 
+/* The log-probs model_forward gives the response tokens of (prompt, toks[0..n)) at temperature 1. */
+static void forward_logprobs(Model *m, const int32_t *prompt, int np, const int32_t *toks, int n, float *out) {
+    int32_t tok[128], tgt[128], cu[2] = {0, np + n};
+    float logp[128];
+    char err[ERR_LEN];
+    memcpy(tok, prompt, (size_t)np * sizeof(int32_t));
+    memcpy(tok + np, toks, (size_t)n * sizeof(int32_t));
+    for (int k = 0; k < np + n; k++) tgt[k] = k + 1 < np + n ? tok[k + 1] : -1;
+    ModelBatch b = {.n_tokens = np + n, .n_seqs = 1, .tokens = tok, .targets = tgt, .cu_seqlens = cu, .temperature = 1};
+    assert_int_equal(model_forward(m, &b, logp, NULL, err), 0);
+    for (int t = 0; t < n; t++) out[t] = logp[np - 1 + t];
+}
+
+/* Runs the 9 requests for `before` steps on version 0, swaps in perturbed weights as version 1 (recomputing the K/V of
+ * the running sequences unless keep_kv) and finishes them; returns the largest |log-prob - model_forward's| over the
+ * tokens sampled after the swap, checking everything else exactly. */
+static double run_partial(Model *m, const Reqs *q, int before, int keep_kv, const Outs *unbroken, int *spanning) {
+    char err[ERR_LEN];
+    GenOptions go = {.max_num_seqs = NREQ, .kv_cache_tokens = 4096, .max_batch_tokens = 16};
+    GenEngine *e = gen_engine_new(m, &go, err);
+    if (!e) fail_msg("%s", err);
+    uint64_t ids[NREQ];
+    for (int i = 0; i < NREQ; i++) if (gen_engine_add(e, &q->r[i], &ids[i], err)) fail_msg("%s", err);
+    for (int s = 0; s < before; s++) assert_true(gen_engine_step(e, err) >= 0);
+    const ModelConfig *c = model_config(m);
+    const ModelWeights *w = model_views(m, MODEL_PARAMS);
+    if (!keep_kv) assert_true(gen_engine_preempt_all(e) > 0);
+    size_t nwd = (size_t)c->hidden * (size_t)c->inter;
+    float *saved = malloc((size_t)c->n_layers * nwd * sizeof(float));
+    for (int l = 0; l < c->n_layers; l++) {                 /* version 1: every down_proj scaled */
+        memcpy(saved + (size_t)l * nwd, w->layer[l].wd, nwd * sizeof(float));
+        for (size_t k = 0; k < nwd; k++) w->layer[l].wd[k] *= 1.5f;
+    }
+    gen_engine_reload_weights(e);
+    gen_engine_set_version(e, 1);
+    int rc, guard = 0;
+    while ((rc = gen_engine_step(e, err)) > 0) assert_true(++guard < 100000);
+    assert_true(rc == 0);
+    double worst = 0;
+    GenResult r;
+    *spanning = 0;
+    while (gen_engine_take(e, &r)) {
+        int i = 0;
+        while (ids[i] != r.id) i++;
+        int k0 = 0;                                          /* tokens of version 0: a prefix of the unbroken run's */
+        while (k0 < r.n && r.versions[k0] == 0) k0++;
+        for (int k = k0; k < r.n; k++) assert_int_equal(r.versions[k], 1);
+        assert_true(k0 <= unbroken->n[i]);
+        assert_memory_equal(r.tokens, unbroken->tok[i], (size_t)k0 * sizeof(int32_t));
+        assert_memory_equal(r.logprobs, unbroken->lp[i], (size_t)k0 * sizeof(float));
+        *spanning += k0 > 0 && k0 < r.n;
+        float lp[64];
+        forward_logprobs(m, q->prompt[i], q->n_prompt[i], r.tokens, r.n, lp);   /* the new weights, whole context */
+        for (int k = k0; k < r.n; k++) worst = fmax(worst, fabs((double)r.logprobs[k] - lp[k]));
+        gen_result_free(&r);
+    }
+    for (int l = 0; l < c->n_layers; l++)                  /* back to version 0, exactly */
+        memcpy(w->layer[l].wd, saved + (size_t)l * nwd, nwd * sizeof(float));
+    free(saved);
+    gen_engine_free(e);
+    return worst;
+}
+
+static void test_partial_rollout_weight_swap(void **state) {
+    (void)state;
+    for (int mi = 0; mi < NMODELS; mi++) {
+        Model *m = load_model(MODELS[mi], 128);
+        Reqs q;
+        make_reqs(&q, model_config(m)->vocab, 32);
+        for (int i = 0; i < NREQ; i++) q.r[i].sp = (SampleParams){.temperature = 1.0f, .top_p = 1.0f};
+        Outs unbroken = {0};
+        GenOptions go = {.max_num_seqs = NREQ, .kv_cache_tokens = 4096, .max_batch_tokens = 16};
+        run_engine(m, &go, &q, ALL, NREQ, &unbroken);
+        int span_re = 0, span_keep = 0;
+        double re = run_partial(m, &q, 12, 0, &unbroken, &span_re);
+        double keep = run_partial(m, &q, 12, 1, &unbroken, &span_keep);
+        print_message("%s: partial rollout, %d responses span versions 0 and 1; after the swap max |log-prob - "
+                      "model_forward(new weights)| = %.2e recomputing the K/V, %.2e keeping the old K/V\n", MODELS[mi],
+                      span_re, re, keep);
+        assert_true(span_re > 0 && span_keep > 0);
+        assert_true(re <= 1e-4);
+        assert_true(keep > 1e-3);                            /* the old K/V is measurably not the new weights' */
+        model_free(m);
+    }
+}
+
 static void test_finish_reasons_and_stop(void **state) {
     (void)state;
     Model *m = load_model("qwen2_gqa", 8);     /* generation_config.json eos_token_id [2, 5] */
@@ -373,6 +463,7 @@ int main(void) {
         cmocka_unit_test(test_finish_reasons_and_stop),
         cmocka_unit_test(test_cancel_and_hold),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_partial_rollout_weight_swap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
