@@ -41,6 +41,7 @@ static int g_learners = 1;       /* DAPO_CHAOS_LEARNERS: learner ranks (2: the f
 static int g_steps = CHAOS_DEFAULT_STEPS;
 static int g_save_freq = 1;      /* trainer.save_freq (test_rollback_before_first_checkpoint: none before the end) */
 static int g_staleness = 0;      /* trainer.staleness (test_chaos_staleness_four: async, steps queued at the learners) */
+static int g_partial = 0;        /* rollout.partial_rollout (test_chaos_staleness_four: weights swapped under sequences) */
 
 /* The daemons' arguments: test_main_job's reduced config, batch-invariant, a checkpoint every step. */
 static void cfg_args(const Run *r, json_t *argv, int steps) {
@@ -74,6 +75,8 @@ static void cfg_args(const Run *r, json_t *argv, int steps) {
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) json_array_append_new(argv, json_string(fixed[i]));
     snprintf(b, sizeof b, "trainer.save_freq=%d", g_save_freq); json_array_append_new(argv, json_string(b));
     snprintf(b, sizeof b, "trainer.staleness=%d", g_staleness); json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "actor_rollout_ref.rollout.partial_rollout=%s", g_partial ? "true" : "false");
+    json_array_append_new(argv, json_string(b));
 }
 
 static json_t *proc(const Run *r, const char *name, const char *bin_name, const char *id, const char *rank, int steps) {
@@ -324,8 +327,10 @@ static void chaos(int learners) {
     tu_run(grep, n_out, sizeof n_out);
     assert_int_equal(geti(rec, "coordinator_restarts"), atoi(n_out));
     printf("chaos: done at t=%.1f s: %lld rollbacks, incarnation %lld, %lld results abandoned, %lld "
-           "leases reclaimed\n", clock_s() - t0, (long long)geti(rec, "rollbacks"), (long long)geti(rec, "incarnation"),
-           (long long)geti(rec, "results_abandoned"), (long long)geti(json_object_get(st, "leases"), "reclaimed"));
+           "leases reclaimed, %lld responses continued across a weight swap\n", clock_s() - t0,
+           (long long)geti(rec, "rollbacks"), (long long)geti(rec, "incarnation"),
+           (long long)geti(rec, "results_abandoned"), (long long)geti(json_object_get(st, "leases"), "reclaimed"),
+           (long long)geti(cnt, "responses_continued"));
     json_decref(st);
     stop_run(&R);
     assert_metrics_rows(&R, g_steps);
@@ -356,14 +361,17 @@ static void test_chaos(void **state) {
 
 /* Issue 41: the faults with trainer.staleness 4 (batches queued behind the step in training, frames held by the
  * coordinator): every daemon killed once, and the run still finishes with exact accounting (its rows depend on timing,
- * so there is no undisturbed run to compare weights with). */
+ * so there is no undisturbed run to compare weights with). Issue 42: with partial rollouts (weights swapped in under
+ * running sequences, which continue). */
 static void test_chaos_staleness_four(void **state) {
     (void)state;
     const char *e = getenv("DAPO_CHAOS_LEARNERS");
     if (e && *e) skip();
     g_staleness = 4;
+    g_partial = 1;
     chaos(1);
     g_staleness = 0;
+    g_partial = 0;
 }
 
 /* Two learner ranks: a learner fault hits rank 0 or rank 1; a rank blocked in a collective whose peer died or was
