@@ -14,6 +14,13 @@ static int64_t behaviour_version(const Group *g, const Dapo__Response *r) {
     return r->policy_version > g->version ? r->policy_version : g->version;
 }
 
+/* r's tokens came from more than one policy version (a sequence continued across a weight swap). */
+static int spans_versions(const Dapo__Response *r) {
+    for (size_t k = 1; k < r->n_token_versions && k < r->n_token_ids; k++)
+        if (r->token_versions[k] != r->token_versions[0]) return 1;
+    return 0;
+}
+
 /* steps 5 and the token counts: over the shards in order (the first epoch's pass of the old send loop) */
 static void plan_totals(BatchPlan *p) {
     double sum = 0, mn = INFINITY, mx = -INFINITY;
@@ -64,6 +71,8 @@ int batch_plan_build(const Config *cfg, Group *const *batch, const DatasetItem *
                                  .logprobs = r->logprobs, .n_logprobs = (uint32_t)r->n_logprobs,
                                  .mask = masked && r->n_token_ids ? 0.0f : 1.0f, .group_id = batch[b]->id,
                                  .behaviour_version = behaviour_version(batch[b], r)};
+            if (spans_versions(r))                   /* partial rollouts: each token's own version to the learner */
+                p->row[s].token_versions = r->token_versions, p->row[s].n_token_versions = (uint32_t)r->n_token_ids;
         }
     }
     int rc = adv_compute(settings_adv_estimator(cfg), reward, resp_tok, gsize, nb, cfg->norm_adv_by_std_in_grpo,

@@ -16,7 +16,7 @@ enum {
     F_RUN_ID = 1, F_STEP, F_POLICY_VERSION, F_MINI_BATCH_INDEX, F_NUM_MINI_BATCHES, F_PPO_EPOCH, F_INPUT_IDS,
     F_OFFSETS, F_PROMPT_LENGTHS, F_RESPONSE_MASK, F_ADVANTAGES, F_ROLLOUT_LOGPROBS, F_GROUP_IDS,
     F_GLOBAL_RESPONSE_TOKENS, F_GLOBAL_NUM_SEQS, F_RANK, F_WORLD_SIZE, F_LAST_OF_STEP, F_BEHAVIOUR_VERSIONS,
-    F_TOTAL_TRAINING_STEPS, F_SCORES
+    F_TOTAL_TRAINING_STEPS, F_SCORES, F_TOKEN_VERSIONS
 };
 
 static inline size_t varint_len(uint64_t v) {
@@ -91,8 +91,13 @@ static size_t ids_len(const int32_t *ids, uint32_t n) {
 static void sizes(const TbwSeq *seq, int n, TbwSizes *s) {
     memset(s, 0, sizeof *s);
     uint64_t t = 0;
+    for (int i = 0; i < n; i++) s->has_tver |= seq[i].n_token_versions > 0;
     for (int i = 0; i < n; i++) {
         const TbwSeq *q = &seq[i];
+        if (s->has_tver && q->n_token_versions)
+            for (uint32_t k = 0; k < q->n_resp; k++) s->tver += varint_len((uint64_t)q->token_versions[k]);
+        else if (s->has_tver)
+            s->tver += (size_t)q->n_resp * varint_len((uint64_t)q->behaviour_version);
         s->ids += ids_len(q->prompt, q->n_prompt) + ids_len(q->resp, q->n_resp);
         s->offs += varint_len((uint32_t)t);
         t += (uint64_t)q->n_prompt + q->n_resp;
@@ -123,7 +128,8 @@ static size_t total(const TbwHead *h, int n, const TbwSizes *s) {
     return head_len(h, 0) + packed_len(F_INPUT_IDS, s->ntok, s->ids) + packed_len(F_OFFSETS, ns + 1, s->offs) +
            packed_len(F_PROMPT_LENGTHS, ns, s->plen) + 3 * packed_len(F_RESPONSE_MASK, s->nresp, 4 * s->nresp) +
            packed_len(F_GROUP_IDS, ns, s->gids) + head_len(h, 1) + packed_len(F_BEHAVIOUR_VERSIONS, ns, s->bver) +
-           scalar_len(F_TOTAL_TRAINING_STEPS, h->total_training_steps) + packed_len(F_SCORES, ns, 4 * ns);
+           scalar_len(F_TOTAL_TRAINING_STEPS, h->total_training_steps) + packed_len(F_SCORES, ns, 4 * ns) +
+           (s->has_tver ? packed_len(F_TOKEN_VERSIONS, s->nresp, s->tver) : 0);
 }
 
 size_t tbwire_size(const TbwHead *h, const TbwSeq *seq, int n, TbwSizes *sz) {
@@ -209,6 +215,13 @@ size_t tbwire_write(const TbwHead *h, const TbwSeq *seq, int n, const TbwSizes *
     if (n > 0) {
         p = put_varint(put_tag(p, F_SCORES, WT_LEN), 4 * (uint64_t)n);
         for (int i = 0; i < n; i++, p += 4) memcpy(p, &seq[i].score, 4);
+    }
+    if (s.has_tver && s.nresp) {
+        p = put_varint(put_tag(p, F_TOKEN_VERSIONS, WT_LEN), s.tver);
+        for (int i = 0; i < n; i++)
+            for (uint32_t k = 0; k < seq[i].n_resp; k++)
+                p = put_varint(p, (uint64_t)(seq[i].n_token_versions ? seq[i].token_versions[k]
+                                                                     : seq[i].behaviour_version));
     }
     return (size_t)(p - out);
 }

@@ -26,7 +26,11 @@ typedef struct {
     float          adv;         /* advantages value of every response token */
     float          score;       /* the reward the advantage came from (TrainBatch.scores) */
     uint64_t       group_id;
-    int64_t        behaviour_version;   /* the policy version that generated it (>= 0) */
+    int64_t        behaviour_version;   /* the policy version that generated it (>= 0; partial rollouts: its oldest) */
+    const int64_t *token_versions;      /* [n_token_versions = n_resp, or 0] each response token's version, given
+                                           only when they differ (partial rollouts): TrainBatch.token_versions is
+                                           sent when some sequence of the shard has them */
+    uint32_t       n_token_versions;
 } TbwSeq;
 
 /* The TrainBatch scalars (fields 1-6, 14-18, 20). run_id borrowed, NUL-terminated (NULL or "": left out). */
@@ -42,7 +46,8 @@ typedef struct {
 
 /* Field sizes found by tbwire_size, handed to tbwire_write so the token ids are walked once for their size. */
 typedef struct {
-    size_t ids, offs, plen, gids, bver; /* payload bytes of the varint repeated fields */
+    size_t ids, offs, plen, gids, bver, tver; /* payload bytes of the varint repeated fields */
+    int    has_tver;                    /* some sequence has token_versions: the field goes out for every token */
     size_t ntok, nresp;                 /* tokens, response tokens */
     size_t total;                       /* packed message bytes */
 } TbwSizes;

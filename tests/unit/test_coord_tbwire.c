@@ -23,7 +23,7 @@ typedef struct {
     int32_t *ids;
     uint32_t *offs, *plen;
     uint64_t *gids;
-    int64_t *bver;
+    int64_t *bver, *tver;
     float *mask, *adv, *lps, *scores;
 } Ref;
 
@@ -35,6 +35,9 @@ static void ref_build(Ref *r, const TbwHead *h, const TbwSeq *seq, int n) {
     r->plen = malloc(((size_t)n + 1) * sizeof *r->plen);
     r->gids = malloc(((size_t)n + 1) * sizeof *r->gids);
     r->bver = malloc(((size_t)n + 1) * sizeof *r->bver);
+    r->tver = malloc((nresp + 1) * sizeof *r->tver);
+    int has_tver = 0;
+    for (int i = 0; i < n; i++) has_tver |= seq[i].n_token_versions > 0;
     r->mask = malloc((nresp + 1) * sizeof(float));
     r->adv = malloc((nresp + 1) * sizeof(float));
     r->lps = malloc((nresp + 1) * sizeof(float));
@@ -52,6 +55,7 @@ static void ref_build(Ref *r, const TbwHead *h, const TbwSeq *seq, int n) {
             r->mask[rt] = seq[i].mask;
             r->adv[rt] = seq[i].adv;
             r->lps[rt] = k < seq[i].n_logprobs ? seq[i].logprobs[k] : 0.0f;
+            r->tver[rt] = seq[i].n_token_versions ? seq[i].token_versions[k] : seq[i].behaviour_version;
         }
     }
     r->offs[n] = (uint32_t)t;
@@ -77,11 +81,12 @@ static void ref_build(Ref *r, const TbwHead *h, const TbwSeq *seq, int n) {
     tb.behaviour_versions = r->bver; tb.n_behaviour_versions = (size_t)n;
     tb.total_training_steps = h->total_training_steps;
     tb.scores = r->scores; tb.n_scores = (size_t)n;
+    if (has_tver) { tb.token_versions = r->tver; tb.n_token_versions = rt; }
     r->tb = tb;
 }
 
 static void ref_free(Ref *r) {
-    free(r->ids); free(r->offs); free(r->plen); free(r->gids); free(r->bver); free(r->mask); free(r->adv); free(r->lps);
+    free(r->ids); free(r->offs); free(r->plen); free(r->gids); free(r->bver); free(r->tver); free(r->mask); free(r->adv); free(r->lps);
     free(r->scores);
 }
 
@@ -160,6 +165,7 @@ static void test_random_shards(void **state) {
     for (int it = 0; it < 60; it++) {
         int n = (int)(rnd(&x) % 40);
         TbwSeq *s = calloc((size_t)n + 1, sizeof *s);
+        int64_t *tv[40] = {0};
         int32_t *ids = malloc(4096 * sizeof *ids);
         float *lps = malloc(4096 * sizeof *lps);
         for (int i = 0; i < 4096; i++) {
@@ -178,6 +184,13 @@ static void test_random_shards(void **state) {
             s[i].adv = (float)((int)(rnd(&x) % 2001) - 1000) / 333.0f;
             s[i].group_id = rnd(&x) >> (rnd(&x) % 64);
             s[i].behaviour_version = (int64_t)(rnd(&x) >> (rnd(&x) % 63 + 1));
+            if (it % 2 && rnd(&x) % 3 == 0) {        /* partial rollouts: per-token versions from the oldest on */
+                tv[i] = malloc(((size_t)s[i].n_resp + 1) * sizeof(int64_t));
+                for (uint32_t k = 0; k < s[i].n_resp; k++)
+                    tv[i][k] = s[i].behaviour_version + (int64_t)(k * 3 / (s[i].n_resp + 1)) * (int64_t)(rnd(&x) % 200);
+                s[i].token_versions = tv[i];
+                s[i].n_token_versions = s[i].n_resp;
+            }
         }
         TbwHead h = {.run_id = it % 3 ? "run-1796029085-12557" : NULL, .step = (int64_t)(rnd(&x) % 1000),
                      .policy_version = (int64_t)(rnd(&x) % 3), .mini_batch_index = (uint32_t)(rnd(&x) % 4),
@@ -186,6 +199,7 @@ static void test_random_shards(void **state) {
                      .rank = (uint32_t)(rnd(&x) % 20), .world_size = 20, .last_of_step = (int)(rnd(&x) % 2),
                      .total_training_steps = it % 2 ? rnd(&x) % 5000 : 0};
         check_same(&h, s, n);
+        for (int i = 0; i < n; i++) free(tv[i]);
         free(s); free(ids); free(lps);
     }
 }
