@@ -215,6 +215,17 @@ int learner_check_batch(const Learner *L, const Dapo__TrainBatch *tb, char err[E
     if (resp != tb->n_response_mask || resp != tb->n_advantages || resp != tb->n_rollout_logprobs)
         return err_set(err, ERR_INVAL, "train batch: %zu response tokens but %zu mask, %zu advantage, %zu log-prob values",
                        resp, tb->n_response_mask, tb->n_advantages, tb->n_rollout_logprobs);
+    if (tb->n_token_versions && tb->n_token_versions != resp)         /* partial rollouts: one per response token */
+        return err_set(err, ERR_INVAL, "train batch: %zu response tokens but %zu token versions", resp,
+                       tb->n_token_versions);
+    for (size_t i = 0, t = 0; tb->n_token_versions && i + 1 < tb->n_offsets; i++) {
+        int64_t first = i < tb->n_behaviour_versions ? tb->behaviour_versions[i] : tb->policy_version;
+        for (uint32_t k = tb->offsets[i] + tb->prompt_lengths[i]; k < tb->offsets[i + 1]; k++, t++)
+            if (tb->token_versions[t] < first || tb->token_versions[t] > tb->policy_version)
+                return err_set(err, ERR_INVAL, "train batch: sequence %zu has a token of policy version %lld, outside "
+                               "[%lld (its behaviour version), %lld (the version it trains from)]", i,
+                               (long long)tb->token_versions[t], (long long)first, (long long)tb->policy_version);
+    }
     for (size_t i = 0; i < tb->n_input_ids; i++)
         if (tb->input_ids[i] < 0 || tb->input_ids[i] >= model_config(L->m)->vocab)
             return err_set(err, ERR_INVAL, "train batch: input id %d at %zu is outside the vocabulary [0, %d)",

@@ -417,6 +417,24 @@ static void test_bad_batches(void **state) {
     tb->n_advantages--;
     assert_int_equal(learner_check_batch(L, tb, err), ERR_INVAL);
     tb->n_advantages++;
+    /* issue 42: per-token versions (partial rollouts): one per response token, each between its sequence's behaviour
+     * version and the version the step trains from */
+    int64_t tv[4096];
+    size_t nr = tb->n_response_mask;
+    assert_true(nr > 1 && nr <= 4096);
+    for (size_t t = 0; t < nr; t++) tv[t] = tb->policy_version;
+    tb->token_versions = tv;
+    tb->n_token_versions = nr;
+    assert_int_equal(learner_check_batch(L, tb, err), 0);
+    tb->n_token_versions = nr - 1;
+    assert_int_equal(learner_check_batch(L, tb, err), ERR_INVAL);
+    assert_non_null(strstr(err, "token versions"));
+    tb->n_token_versions = nr;
+    tv[nr - 1] = tb->policy_version + 1;
+    assert_int_equal(learner_check_batch(L, tb, err), ERR_INVAL);
+    assert_non_null(strstr(err, "the version it trains from"));
+    tb->token_versions = NULL;
+    tb->n_token_versions = 0;
     tb->offsets[2] = tb->offsets[1] - 1;
     assert_int_equal(learner_check_batch(L, tb, err), ERR_INVAL);
     free_batch(tb);
