@@ -223,6 +223,8 @@ typedef struct Config {
     bool    insecure;                 /* allow binding off loopback without CURVE (a warning at start) */
     int     heartbeat_ms;
     double  lease_timeout_s;
+    double  weights_probe_tolerance;  /* largest |rollout - learner| log-prob of the weight probe (model/probe.h) a
+                                         rollout may report for a version it loaded (fp32 weights: 1e-4) */
     double  max_lease_s;              /* a generation lease older than this is reclaimed even while its worker
                                        * heartbeats (a lost result); 0: no bound */
     double  max_score_lease_s;        /* the same for a scoring lease (ScoreRequest); 0: no bound */

@@ -61,6 +61,10 @@ typedef struct {
     uint64_t    handshakes_refused, handshakes_failed, messages_refused;   /* its own servers' (Heartbeat; issue 38) */
     int         behind;                /* a rollout found without the current weights (at its Hello, or past the wait
                                           for a new version): the run does not wait for it until it reports them */
+    int         probe_failed;          /* its weight probe of the version it loaded last differed from the learner's by
+                                          more than cluster.weights_probe_tolerance: it gets no groups (issue 42) */
+    double      probe_diff;            /* that difference (-1: none reported yet) */
+    int64_t     probe_version;         /* the version it was reported for */
 } WorkerEntry;
 
 #define COORD_EVENTS  16                   /* worker losses, rejoins and rollbacks kept for the dashboard */

@@ -66,7 +66,7 @@ static int pick_worker(Coord *c, Dapo__Role role, uint32_t need, int check_versi
     int best = -1;
     for (int i = 0; i < c->nworkers; i++) {
         WorkerEntry *w = &c->workers[i];
-        if (w->role != role || w->life != WORKER_ALIVE || w->credit < need) continue;
+        if (w->role != role || w->life != WORKER_ALIVE || w->credit < need || w->probe_failed) continue;
         if (check_version == 1 && !eng__version_ok(c, eng__worker_version(c, w))) continue;
         if (check_version == 3 && !fresh(c, eng__worker_version(c, w), 1)) continue;
         if (check_version == 2 && eng__worker_version(c, w) != c->policy_version) continue;

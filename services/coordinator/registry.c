@@ -256,6 +256,8 @@ static void on_hello(Coord *c, NetMsg *m, int version_ok) {
     w->busy = 0;
     w->policy_version = h->policy_version;
     w->incarnation = h->incarnation;
+    w->probe_failed = 0;                                   /* a new process: its next version is probed afresh */
+    w->probe_diff = -1;
     w->behind = w->role == DAPO__ROLE__ROLE_ROLLOUT &&     /* a late joiner: the run does not wait for it to load */
                 (w->incarnation != c->incarnation || w->policy_version < c->policy_version);
     w->fresh = h->fresh;

@@ -185,6 +185,31 @@ static void on_score_result(Coord *c, WorkerEntry *w, Dapo__ScoreResult *r) {
 }
 
 
+/* Issue 42: the rollout scored the weight probe after loading a version (model/probe.h). Beyond
+ * cluster.weights_probe_tolerance (or not finite) it does not serve the learner's weights: it gets no groups (dispatch)
+ * and the run does not wait for it (steps.c rollouts_current) until a later version's probe passes; the dashboard's
+ * worker table and event list say why. */
+static void on_probe(Coord *c, WorkerEntry *w, const Dapo__WeightAck *a) {
+    if (!a->probe_values) return;
+    double d = a->probe_max_abs_diff;
+    int bad = !(d <= c->cfg.weights_probe_tolerance);
+    w->probe_diff = d;
+    w->probe_version = a->version;
+    if (bad && !w->probe_failed) {
+        log_error("rollout %s: policy version %lld's weight probe differs from the learner's by %.3g (> "
+                  "cluster.weights_probe_tolerance %.3g over %u log-probs): its weights are not the learner's; it gets "
+                  "no groups until a version it loads passes", w->id, (long long)a->version, d,
+                  c->cfg.weights_probe_tolerance, a->probe_values);
+        coord_event(c, "rollout %s failed the weight probe of version %lld (diff %.3g): no groups for it", w->id,
+                    (long long)a->version, d);
+    } else if (!bad && w->probe_failed) {
+        log_info("rollout %s: policy version %lld's weight probe passes (diff %.3g): it gets groups again", w->id,
+                 (long long)a->version, d);
+        coord_event(c, "rollout %s passed the weight probe of version %lld again", w->id, (long long)a->version);
+    }
+    w->probe_failed = bad;
+}
+
 static void on_step_result(Coord *c, WorkerEntry *w, Dapo__StepResult *r) {
     Engine *e = c->engine;
     TrainJob *t = &e->job;
@@ -255,6 +280,7 @@ void engine_on_message(Coord *c, WorkerEntry *w, NetMsg *m) {
     case DAPO__MSG_TYPE__MSG_WEIGHT_ACK:
         w->policy_version = ((Dapo__WeightAck *)m->msg)->version;
         w->incarnation = ((Dapo__WeightAck *)m->msg)->incarnation;
+        on_probe(c, w, (Dapo__WeightAck *)m->msg);
         break;
     case DAPO__MSG_TYPE__MSG_CONTROL: ckpt_on_control(c, w, (Dapo__Control *)m->msg); break;
     default:

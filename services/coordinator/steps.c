@@ -455,7 +455,7 @@ static int rollouts_current(Coord *c) {
     int alive = 0, current = 0;
     for (int i = 0; i < c->nworkers; i++) {
         WorkerEntry *w = &c->workers[i];
-        if (w->role != DAPO__ROLE__ROLE_ROLLOUT || w->life != WORKER_ALIVE) continue;
+        if (w->role != DAPO__ROLE__ROLE_ROLLOUT || w->life != WORKER_ALIVE || w->probe_failed) continue;
         int cur = eng__worker_version(c, w) >= c->policy_version;
         if (cur) w->behind = 0;
         if (w->behind) continue;
@@ -573,7 +573,7 @@ void eng__finish_step(Coord *c) {
 static int rollouts_usable(Coord *c) {
     for (int i = 0; i < c->nworkers; i++)
         if (c->workers[i].role == DAPO__ROLE__ROLE_ROLLOUT && c->workers[i].life == WORKER_ALIVE &&
-            eng__version_ok(c, eng__worker_version(c, &c->workers[i])))
+            !c->workers[i].probe_failed && eng__version_ok(c, eng__worker_version(c, &c->workers[i])))
             return 1;
     return 0;
 }

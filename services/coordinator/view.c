@@ -66,6 +66,10 @@ static json_t *status_json(Coord *c) {
         json_object_set_new(o, "restarts", json_integer(w->restarts));
         json_object_set_new(o, "build", jt_str(w->build_info));
         json_object_set_new(o, "key", jt_str(w->key));          /* CURVE key fingerprint; "" without CURVE */
+        if (w->role == DAPO__ROLE__ROLE_ROLLOUT)                /* issue 42: the weight probe of its last version */
+            json_object_set_new(o, "probe", w->probe_diff < 0 ? json_null() :
+                                json_pack("{s:f, s:I, s:b}", "max_abs_diff", w->probe_diff, "version",
+                                          (json_int_t)w->probe_version, "failed", w->probe_failed));
         if (w->role == DAPO__ROLE__ROLE_LEARNER)                /* its weight server's and collective's (issue 38) */
             json_object_set_new(o, "security", json_pack("{s:I, s:I, s:I}", "handshakes_refused",
                                                          (json_int_t)w->handshakes_refused, "handshakes_failed",

@@ -144,7 +144,31 @@ Learner *learner_open(const Config *cfg, int rank, int world, Collective *coll, 
     L->pack = seqpack_new(L->m);
     L->r_old = falloc(T); L->r_adv = falloc(T); L->r_isw = falloc(T); L->r_ref = falloc(T);
     L->r_mask = xmalloc((size_t)T);
+    if (learner_probe(L, err)) { learner_close(L); return NULL; }
     return L;
+}
+
+int learner_probe(Learner *L, char err[ERR_LEN]) {
+    int n = probe_len(model_max_tokens(L->m));
+    int32_t ids[PROBE_TOKENS];
+    uint32_t offs[2] = {0, (uint32_t)n}, plen[1] = {1};
+    float zero[PROBE_TOKENS] = {0}, one[PROBE_TOKENS];
+    for (int i = 0; i < n; i++) one[i] = 1.0f;
+    probe_tokens(model_config(L->m)->vocab, n, ids);
+    Dapo__TrainBatch tb = DAPO__TRAIN_BATCH__INIT;  /* one sequence: the first id as its prompt, the rest scored */
+    tb.input_ids = ids; tb.n_input_ids = (size_t)n;
+    tb.offsets = offs; tb.n_offsets = 2;
+    tb.prompt_lengths = plen; tb.n_prompt_lengths = 1;
+    tb.response_mask = one; tb.n_response_mask = (size_t)n - 1;
+    tb.advantages = zero; tb.n_advantages = (size_t)n - 1;
+    tb.rollout_logprobs = zero; tb.n_rollout_logprobs = (size_t)n - 1;
+    tb.rank = (uint32_t)L->rank; tb.world_size = (uint32_t)L->world;
+    tb.num_mini_batches = 1;
+    tb.policy_version = L->version;
+    L->n_probe = 0;
+    int rc = learner_logprobs(L, &tb, L->probe_lp, err);
+    if (!rc) L->n_probe = n - 1;
+    return rc;
 }
 
 static void step_reset(Learner *L) {
@@ -645,6 +669,10 @@ int learner_next(Learner *L, LearnerResult *r) {
     if (tb->last_of_step) {
         L->steps_done = tb->step;
         L->version = tb->policy_version + 1;
+        char perr[ERR_LEN];                          /* every rank: the probe pass is collective when sharded */
+        if (learner_probe(L, perr))
+            log_warn("learner rank %d: the weight probe of version %lld failed (published without it): %s", L->rank,
+                     (long long)L->version, perr);
         step_reset(L);
         L->cur_step = -1;
     }

@@ -39,6 +39,7 @@
 #include "model/adamw.h"
 #include "shard.h"
 #include "model/model.h"
+#include "model/probe.h"
 #include "model/seqpack.h"
 #include "offpolicy.h"
 #include "ref.h"
@@ -114,6 +115,8 @@ struct Learner {
     int          n_trained;        /* shards of the step trained so far: the next is epoch n/n_mini, mini n%n_mini */
     double       t_old;            /* seconds of the step's old-log-prob pass on this rank */
     double       t_ref;            /* seconds of its reference-log-prob part (lp.use_kl) */
+    float        probe_lp[PROBE_TOKENS];   /* the weight probe's log-probs under the current weights (learner_probe) */
+    int          n_probe;          /* of them; 0: none (a failed probe pass) */
 };
 
 /* Builds the engine from the config: the model from the newest checkpoint under trainer.default_local_dir
@@ -133,6 +136,11 @@ int learner_gather_params(Learner *L, char err[ERR_LEN]);
 /* Checks a shard against the model and itself (offsets, lengths, token range, per-response-token arrays, rank/world).
  * 0 or ERR_INVAL naming the field. */
 int learner_check_batch(const Learner *L, const Dapo__TrainBatch *tb, char err[ERR_LEN]);
+
+/* The weight probe (model/probe.h) under the current weights into L->probe_lp (n_probe values): a one-sequence
+ * learner_logprobs pass, so every rank of a sharded learner must call it at the same point (learner_open does, and
+ * learner_next after each step's last update). 0, or learner_logprobs' error (n_probe is then 0). */
+int learner_probe(Learner *L, char err[ERR_LEN]);
 
 /* Log-probs of every response token of the shard under the current weights: out[n_response_tokens]. */
 int learner_logprobs(Learner *L, const Dapo__TrainBatch *tb, float *out, char err[ERR_LEN]);

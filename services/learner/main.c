@@ -153,7 +153,8 @@ static int run_one(Svc *s) {
     int last = !r.failed && r.tb->last_of_step;
     if (last && s->d.rank == 0) {
         char err[ERR_LEN];
-        int prc = wsrv_publish(s->ws, s->L->m, learner_params(s->L), s->L->version, err);
+        int prc = wsrv_publish(s->ws, s->L->m, learner_params(s->L), s->L->probe_lp, s->L->n_probe, s->L->version,
+                               err);
         if (prc) {
             r.failed = 1;
             r.code = prc;
@@ -292,7 +293,7 @@ int main(int argc, char **argv) {
         s.ws = wsrv_open(s.d.zctx, s.d.cfg.weights_bind, s.d.cfg.run_id, (int64_t)s.d.cfg.max_msg_mb << 20, &s.d.keys,
                          err);
         if (!s.ws) rc = ERR_IO;
-        else rc = wsrv_publish(s.ws, s.L->m, learner_params(s.L), s.L->version, err);
+        else rc = wsrv_publish(s.ws, s.L->m, learner_params(s.L), s.L->probe_lp, s.L->n_probe, s.L->version, err);
     }
     if (rc == 0) {
         /* daemon_connect makes its own context; ours (collective, weights) stays separate */

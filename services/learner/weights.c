@@ -6,6 +6,7 @@
 #include <zmq.h>
 
 #include "core/log.h"
+#include "model/probe.h"
 #include "net/net.h"
 #include "net/monitor.h"
 #include "net/zap.h"
@@ -68,24 +69,26 @@ WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, in
     return ws;
 }
 
-int wsrv_publish(WeightServer *ws, const Model *m, const float *params, int64_t version, char err[ERR_LEN]) {
+int wsrv_publish(WeightServer *ws, const Model *m, const float *params, const float *probe, int n_probe,
+                 int64_t version, char err[ERR_LEN]) {
     if (version < ws->version)
         return err_set(err, ERR_INVAL, "weights: version %lld is older than the published %lld", (long long)version,
                        (long long)ws->version);
-    uint64_t total = 0;
-    int nchunks = 0;
-    for (int i = 0; i < model_n_tensors(m); i++) {
+    int nt = model_n_tensors(m), nall = nt + (n_probe > 0);   /* the probe: one more tensor after the model's */
+    uint64_t total = (uint64_t)(n_probe > 0 ? n_probe : 0) * 4;
+    int nchunks = n_probe > 0 ? (int)wchunk_pieces(total) : 0;
+    for (int i = 0; i < nt; i++) {
         uint64_t b = (uint64_t)model_tensor(m, i)->numel * 4;
         total += b;
         nchunks += (int)wchunk_pieces(b);
     }
-    if (ws->n_tensors != model_n_tensors(m) || ws->total_bytes != total) {
+    if (ws->n_tensors != nall || ws->total_bytes != total || ws->n_chunks != nchunks) {
         xfree(ws->snap); xfree(ws->tensors); xfree(ws->chunks);
         ws->snap = xmalloc(total ? total : 1);
-        ws->tensors = xcalloc((size_t)model_n_tensors(m), sizeof *ws->tensors);
+        ws->tensors = xcalloc((size_t)nall, sizeof *ws->tensors);
         ws->chunks = xcalloc((size_t)nchunks, sizeof *ws->chunks);
     }
-    ws->n_tensors = model_n_tensors(m);
+    ws->n_tensors = nall;
     ws->total_bytes = total;
     ws->n_chunks = nchunks;
     if (!params) params = model_host_slab(m, MODEL_PARAMS);
@@ -98,14 +101,15 @@ int wsrv_publish(WeightServer *ws, const Model *m, const float *params, int64_t 
     }
     uint64_t off = 0;
     int c = 0;
-    for (int i = 0; i < model_n_tensors(m); i++) {
-        const ModelTensor *t = model_tensor(m, i);
+    for (int i = 0; i < nall; i++) {
+        const ModelTensor *t = i < nt ? model_tensor(m, i) : NULL;
         WTensor *w = &ws->tensors[i];
-        snprintf(w->name, sizeof w->name, "%s", t->name);
-        w->ndim = t->ndim;
-        for (int d = 0; d < t->ndim && d < 2; d++) w->shape[d] = (uint64_t)t->shape[d];
-        uint64_t b = (uint64_t)t->numel * 4;
-        memcpy(ws->snap + off, params + t->offset, b);
+        snprintf(w->name, sizeof w->name, "%s", t ? t->name : PROBE_TENSOR);
+        w->ndim = t ? t->ndim : 1;
+        if (t) for (int d = 0; d < t->ndim && d < 2; d++) w->shape[d] = (uint64_t)t->shape[d];
+        else w->shape[0] = (uint64_t)n_probe;
+        uint64_t b = (uint64_t)(t ? t->numel : n_probe) * 4;
+        memcpy(ws->snap + off, t ? params + t->offset : probe, b);
         uint64_t o = 0;
         do {
             uint32_t n = (uint32_t)(b - o < WCHUNK_BYTES ? b - o : WCHUNK_BYTES);
@@ -118,8 +122,8 @@ int wsrv_publish(WeightServer *ws, const Model *m, const float *params, int64_t 
     }
     xfree(staged);
     ws->version = version;
-    log_info("weights: version %lld published (%d tensors, %d chunks, %.1f MB)", (long long)version, ws->n_tensors,
-             ws->n_chunks, (double)total / 1e6);
+    log_info("weights: version %lld published (%d tensors, %d chunks, %.1f MB%s)", (long long)version, nt,
+             ws->n_chunks, (double)total / 1e6, n_probe > 0 ? ", with the weight probe" : "");
     return 0;
 }
 

@@ -25,9 +25,11 @@ WeightServer *wsrv_open(void *zctx, const char *endpoint, const char *run_id, in
                         const CurveKeys *curve, char err[ERR_LEN]);
 
 /* Snapshots the parameters as `version` (replacing the previous one) and precomputes the chunk checksums: params
- * (n_params floats, m's flat layout: a sharded learner's gathered copy, learner_params), or NULL for m's own slab.
- * 0 or ERR_INVAL (version older than the one held). */
-int wsrv_publish(WeightServer *ws, const Model *m, const float *params, int64_t version, char err[ERR_LEN]);
+ * (n_params floats, m's flat layout: a sharded learner's gathered copy, learner_params), or NULL for m's own slab;
+ * probe[n_probe] (n_probe 0: none) the weight probe's log-probs under them (model/probe.h), sent as one more tensor,
+ * PROBE_TENSOR, after the model's. 0 or ERR_INVAL (version older than the one held). */
+int wsrv_publish(WeightServer *ws, const Model *m, const float *params, const float *probe, int n_probe,
+                 int64_t version, char err[ERR_LEN]);
 
 /* Answers every WeightResend waiting on the socket (waits up to timeout_ms for the first). Returns the number of
  * chunks sent (>= 0) or a negative code on a socket error. Malformed requests are logged and dropped. */

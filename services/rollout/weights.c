@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "model/probe.h"
 #include "net/wchunk.h"
 
 struct WeightFetch {
@@ -24,6 +25,9 @@ struct WeightFetch {
     uint32_t     n_have;
     long        *elems;          /* [n_tensors] elements received per tensor */
     float       *stage;          /* [n_params] */
+    float        probe_stage[PROBE_TOKENS], probe[PROBE_TOKENS];   /* the weight probe of the version being staged /
+                                                                     the one swapped in last (model/probe.h) */
+    int          n_probe_stage, n_probe;
     int64_t      last_progress_ms;
     WfetchStats  st;
 };
@@ -92,6 +96,7 @@ static void reset_stage(WeightFetch *f, int64_t v) {
     xfree(f->have);
     f->have = NULL;
     memset(f->elems, 0, (size_t)model_n_tensors(f->m) * sizeof(long));
+    f->n_probe_stage = 0;
     if (!f->stage) {
         f->stage = xmalloc((size_t)model_n_params(f->m) * sizeof(float));
         log_info("weights: staging buffer %.1f MiB", (double)model_n_params(f->m) * 4 / 1048576.0);
@@ -135,6 +140,17 @@ int wfetch_chunk(WeightFetch *f, const Dapo__WeightUpdate *u, char err[ERR_LEN])
         f->have = xcalloc(u->chunk_count, 1);
     }
     if (f->have[u->chunk_index]) return 1;
+    if (!strcmp(u->tensor_name, PROBE_TENSOR)) {   /* the weight probe: one F32 chunk of at most PROBE_TOKENS values */
+        if (strcmp(u->dtype, "F32") || u->n_shape != 1 || u->shape[0] < 1 || u->shape[0] > PROBE_TOKENS ||
+            u->offset != 0 || u->data.len != u->shape[0] * 4)
+            return err_set(err, ERR_INVAL, "chunk %u: the weight probe (%s) is not one F32 chunk of 1..%d values",
+                           u->chunk_index, PROBE_TENSOR, PROBE_TOKENS);
+        wchunk_decode(f->probe_stage, u->data.data, (size_t)u->shape[0], u->dtype);
+        f->n_probe_stage = (int)u->shape[0];
+        f->have[u->chunk_index] = 1;
+        f->n_have++;
+        return 0;
+    }
     int ti = model_tensor_index(f->m, u->tensor_name);
     const ModelTensor *t = model_tensor(f->m, ti);   /* NULL when absent */
     if (!t && model_config(f->m)->tie_embeddings && strcmp(u->tensor_name, "lm_head.weight") == 0) {
@@ -215,7 +231,14 @@ int64_t wfetch_swap(WeightFetch *f, Model *m) {
     f->state = 0;
     f->chunk_count = 0;
     f->n_have = 0;
+    f->n_probe = f->n_probe_stage;
+    memcpy(f->probe, f->probe_stage, sizeof f->probe);
     return f->version;       /* stays as the staged version: older chunks are ignored from now on */
+}
+
+int wfetch_probe(const WeightFetch *f, const float **lp) {
+    *lp = f ? f->probe : NULL;
+    return f ? f->n_probe : 0;
 }
 
 void wfetch_stats(const WeightFetch *f, WfetchStats *s) {

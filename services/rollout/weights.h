@@ -53,6 +53,10 @@ int wfetch_busy(const WeightFetch *f);
 /* Copies the ready version into m's parameters (model_write); returns it (or -1 when none is ready). */
 int64_t wfetch_swap(WeightFetch *f, Model *m);
 
+/* The weight probe's log-probs the learner published with the version swapped in last (model/probe.h): their count
+ * (0: it sent none) and *lp (borrowed, valid until the next swap). */
+int wfetch_probe(const WeightFetch *f, const float **lp);
+
 /* Counters for logs and tests. */
 typedef struct { long chunks_ok, chunks_bad, resends, versions; } WfetchStats;
 void wfetch_stats(const WeightFetch *f, WfetchStats *s);

@@ -350,7 +350,9 @@
     const workers = st.workers.slice().sort((a, b) => a.role.localeCompare(b.role) || a.id.localeCompare(b.id));
     for (const w of workers) {
       const tr = el('tr');
-      const cells = [w.role, w.id, w.address, w.state, w.policy_version, fmt(w.last_heartbeat_s, 1) + ' s ago',
+      const probe = w.probe && w.probe.failed ? ' — weight probe failed (diff ' + fmt(w.probe.max_abs_diff, 6) +
+                    ', version ' + w.probe.version + '): no groups' : '';
+      const cells = [w.role, w.id, w.address, w.state + probe, w.policy_version, fmt(w.last_heartbeat_s, 1) + ' s ago',
                      fmt(w.load, 2), w.busy + ' / ' + w.capacity, w.credit, w.rank, w.restarts ?? 0, w.key || '–', w.build];
       cells.forEach((v, i) => {
         const td = el('td', i === 3 ? 'state-' + w.state : null, v === undefined ? '' : v);
