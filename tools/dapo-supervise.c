@@ -22,7 +22,8 @@
  * FIRST start exits with an error status within --min-uptime (a bad model, a port in use) fails the run at once, as
  * the launcher always did. Exit status 75 asks for a restart at once, never counted as a death (a learner told to
  * start again from the last checkpoint). A worker that exits 0 while the run goes on was stopped from outside (a plain
- * kill) and is restarted like one that died; the coordinator exiting 0 ends the run. Each restart is one line on the terminal and one JSON line in
+ * kill) and is restarted like one that died; the coordinator exiting 0 ends the run, and so does its exit status 76
+ * (core/exitcode.h: stopped as asked, without a checkpoint of its last steps), failed and not restarted. Each restart is one line on the terminal and one JSON line in
  * DIR/logs/supervisor.jsonl ({"t": unix seconds, "event": "restart"|"gave_up"|"start_failed"|"exit", "name",
  * "status", "signal", "uptime_s", "restarts": the starts so far, i.e. for "restart" the number of that restart}).
  *
@@ -60,8 +61,9 @@
 
 #include "core/clock.h"
 #include "core/err.h"
+#include "core/exitcode.h"
 
-#define SUP_EXIT_RESTART 75   /* a daemon that exits with it wants to be started again at once (learner RELOAD) */
+#define SUP_EXIT_RESTART DAPO_EXIT_RESTART   /* a daemon that exits with it wants to be started again at once */
 
 typedef struct {
     char        *name;
@@ -323,6 +325,13 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
         say("%s exited normally after %.0f s", p->name, up);
         event("exit", p, status, sig, up);
         stop_rest();                            /* the coordinator is done: so is the run */
+        return;
+    }
+    if (!sig && status == DAPO_EXIT_STOPPED && p == &S.p[0]) {   /* stopped as asked (twice, or past its timeout) */
+        say("%s stopped as asked, without a checkpoint of its last steps (status %d): the run is stopped; the next start "
+            "resumes from the last checkpoint", p->name, DAPO_EXIT_STOPPED);
+        event("exit", p, status, sig, up);
+        begin_stop(1);
         return;
     }
     if (!sig && status == 0)                    /* a worker stopped from outside (kill, SIGTERM): the run needs it */

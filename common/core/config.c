@@ -1335,6 +1335,9 @@ int config_override(Config *c, const char *arg, char err[ERR_LEN]) {
         xfree(inner);
         return rc;
     }
+    if (!strcmp(v, "null") || !strcmp(v, "~")) v = "";     /* Hydra's (and YAML's) null, as the YAML reader takes it:
+                                                           a string key gets "" on both routes ('null' quoted: the
+                                                           text), so the run keys hash alike everywhere */
     return set_key(c, key, v, "command line", err);
 }
 

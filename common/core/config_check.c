@@ -23,11 +23,18 @@ static int valid_identifier(const char *s) {
 /* verl V1's trainer modes as dapo's settings (config_staleness): sync is trainer.staleness (0 unless set), the async
  * modes are staleness max_off_policy_threshold with dapo's one publication per step. */
 static int validate_v1(const Config *c, char err[ERR_LEN]) {
-    if (c->v1_mode == CFG_V1_SYNC) return 0;
+    if (c->v1_mode == CFG_V1_SYNC) {
+        if (config_is_set(c, "trainer.v1.trainer_mode") && c->staleness > 0)   /* said twice, meaning two things */
+            return err_set(err, ERR_INVAL, "trainer.v1.trainer_mode sync is synchronous, trainer.staleness %d is "
+                           "asynchronous: set trainer.staleness 0, or trainer.v1.trainer_mode colocate_async with "
+                           "trainer.v1.sampler.max_off_policy_threshold %d", c->staleness, c->staleness);
+        return 0;
+    }
     if (config_is_set(c, "trainer.staleness") && c->staleness != c->v1_max_off_policy)
-        return err_set(err, ERR_INVAL, "trainer.staleness %d and trainer.v1.sampler.max_off_policy_threshold %d (trainer.v1."
-                       "trainer_mode %s) are the same setting in dapo: set one of them", c->staleness, c->v1_max_off_policy,
-                       config_enum_name(c, "trainer.v1.trainer_mode"));
+        return err_set(err, ERR_INVAL, "trainer.staleness %d and trainer.v1.sampler.max_off_policy_threshold %d%s (trainer."
+                       "v1.trainer_mode %s) are the same setting in dapo: set one of them", c->staleness,
+                       c->v1_max_off_policy, config_is_set(c, "trainer.v1.sampler.max_off_policy_threshold") ? "" :
+                       " (its default)", config_enum_name(c, "trainer.v1.trainer_mode"));
     if (config_is_set(c, "trainer.staleness_strategy") && c->staleness_strategy != c->v1_strategy)
         return err_set(err, ERR_INVAL, "trainer.staleness_strategy %s and trainer.v1.sampler.max_off_policy_strategy %s "
                        "are the same setting in dapo: set one of them",

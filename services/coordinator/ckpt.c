@@ -87,8 +87,9 @@ static int snap_from_json(json_t *j, EngineSnapshot *s) {
     s->n_train = (long)get_int(j, "n_train", &bad);
     json_t *counts = json_object_get(j, "group_counts");
     for (int g = 0; g < GS_COUNT; g++) {
-        int missing = 0;                   /* "stale" is newer than the format: absent in older files means 0 */
-        s->group_counts[g] = (uint64_t)get_int(counts, group_state_name((GroupState)g), g == GS_STALE ? &missing : &bad);
+        int missing = 0;                   /* "stale", "held" are newer than the format: absent in older files means 0 */
+        s->group_counts[g] = (uint64_t)get_int(counts, group_state_name((GroupState)g),
+                                               g == GS_STALE || g == GS_HELD ? &missing : &bad);
     }
     u64s_from_json(json_object_get(j, "counters"), (uint64_t *)&s->counters, counter_names,
                    sizeof counter_names / sizeof counter_names[0], &bad);

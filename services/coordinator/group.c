@@ -7,7 +7,7 @@
 
 const char *group_state_name(GroupState s) {
     static const char *names[] = {"queued", "leased", "generated", "scoring", "kept", "filtered", "surplus",
-                                  "cancelled", "trained", "validated", "stale"};
+                                  "cancelled", "trained", "validated", "stale", "held"};
     return (unsigned)s < GS_COUNT ? names[s] : "?";
 }
 
@@ -161,9 +161,8 @@ void eng__queue_clear(Coord *c) {
     Engine *e = c->engine;
     for (int i = 0; i < e->nqueue; i++) {            /* handed to no learner: not trained after all */
         TrainJob *t = &e->queue[i];
-        c->group_counts[GS_TRAINED] -= (uint64_t)t->ngroups;
+        c->group_counts[GS_HELD] -= (uint64_t)t->ngroups;
         c->group_counts[GS_CANCELLED] += (uint64_t)t->ngroups;
-        c->counters.tokens_trained -= (uint64_t)t->batch_tokens;
         t->ngroups = 0;
     }
     for (int i = 0; i < e->nqueue + (e->nqueue < JOB_QUEUE_MAX); i++) {   /* and the next slot: a send that failed

@@ -261,7 +261,8 @@ static void prom_counters(const Coord *c, Buf *b, StrMap *seen) {
         {"dapo_groups_scored_total", "Training groups scored."},
         {"dapo_groups_solve_none_total", "Scored groups none of whose responses is correct."},
         {"dapo_groups_solve_all_total", "Scored groups all of whose responses are correct."},
-        {"dapo_groups_kept_total", "Scored groups kept by dynamic sampling (algorithm.filter_groups)."},
+        {"dapo_groups_kept_total", "Scored groups kept by dynamic sampling (algorithm.filter_groups): every keep, "
+                                   "also of groups later dropped as stale (batch/groups_kept counts those a step holds)."},
         {"dapo_tokens_generated_total", "Response tokens generated for training groups."},
         {"dapo_tokens_trained_total", "Prompt and response tokens sent to the learners."},
         {"dapo_groups_refilled_total", "Prompts drawn at once into the slot of a filtered or cancelled group "
@@ -286,7 +287,7 @@ static void prom_counters(const Coord *c, Buf *b, StrMap *seen) {
     }
     if (strset_add(seen, "dapo_groups_in_flight")) {
         prom_family(b, "dapo_groups_in_flight", "gauge", "Groups not finished yet, by state.");
-        static const GroupState fly[] = {GS_QUEUED, GS_LEASED, GS_GENERATED, GS_SCORING, GS_KEPT};
+        static const GroupState fly[] = {GS_QUEUED, GS_LEASED, GS_GENERATED, GS_SCORING, GS_KEPT, GS_HELD};
         for (size_t i = 0; i < sizeof fly / sizeof fly[0]; i++)
             prom_labelled(b, "dapo_groups_in_flight", "state", group_state_name(fly[i]), (double)c->group_counts[fly[i]]);
     }

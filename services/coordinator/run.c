@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "core/exitcode.h"
 #include "backend/backend.h"
 #include "net/daemon.h"
 #include "net/portcheck.h"
@@ -421,6 +422,10 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
     if (c.metrics_file) fclose(c.metrics_file);
     tfevents_close(c.tb);
     coord_state_free(&c);                 /* the outbox (actions queued after the loop ended), send buffers, state */
-    log_info("stopped%s", failed ? " (the run had failed: exit status 1)" : "");
-    return rc || failed ? 1 : 0;
+    /* stopped as asked but without the last checkpoint: DAPO_EXIT_STOPPED, so a supervisor ends the run instead of
+     * restarting it (a second stop meant "now"); a failed run: 1 */
+    int stopped = c.stop_failed && engine_phase(&c) != PH_FAILED && !rc;
+    log_info("stopped%s", stopped ? " without a checkpoint of the last steps (exit status 76)"
+                          : failed ? " (the run had failed: exit status 1)" : "");
+    return stopped ? DAPO_EXIT_STOPPED : rc || failed ? 1 : 0;
 }

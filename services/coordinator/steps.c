@@ -341,12 +341,15 @@ static void staleness_metrics(Coord *c, Group **batch, int nb) {
     Engine *e = c->engine;
     int k = config_staleness(&c->cfg);
     int64_t from = eng__train_from(c);
-    int hist[65] = {0};
-    for (int b = 0; b < nb; b++) {
+    int hist[65] = {0}, top = k;
+    for (int b = 0; b < nb; b++) {                   /* never above k (eng__drop_stale_* ran just before): a bin past
+                                                        k would show a broken bound, not hide it */
         int64_t d = from - batch[b]->version;
-        hist[d < 0 ? 0 : d > k ? k : d]++;           /* never above k: eng__drop_stale_* ran just before */
+        d = d < 0 ? 0 : d > 64 ? 64 : d;
+        hist[d]++;
+        if (d > top) top = (int)d;
     }
-    for (int d = 0; d <= k; d++) {
+    for (int d = 0; d <= top; d++) {
         char key[48];
         snprintf(key, sizeof key, "batch/groups_staleness/%d", d);
         metrics_set(&e->m, key, hist[d]);
@@ -374,7 +377,8 @@ static void send_ready_batch(Coord *c) {
     metrics_clear(&t->learner);
     staleness_metrics(c, batch, nb);
     if (send_batch(c, t, batch, nb) == 0) {
-        for (int i = 0; i < nb; i++) eng__set_state(c, batch[i], GS_TRAINED);   /* handed to the learners */
+        for (int i = 0; i < nb; i++)                 /* handed to the learners, or held until the step before is done */
+            eng__set_state(c, batch[i], queued ? GS_HELD : GS_TRAINED);
         Metrics swap = t->m;
         t->m = e->m;
         e->m = swap;
@@ -394,7 +398,7 @@ static void send_ready_batch(Coord *c) {
         t->t_queued = queued ? t->t_sent : 0;
         t->resp_tokens = 0;
         for (int i = 0; i < nb; i++) t->resp_tokens += eng__response_tokens(batch[i]);
-        c->counters.tokens_trained += (uint64_t)t->batch_tokens;
+        if (!queued) c->counters.tokens_trained += (uint64_t)t->batch_tokens;   /* a held one's: when sent */
         t->snap = (EngineSnapshot){.step = e->step, .epoch = e->epoch, .cursor = e->cursor,
                                    .consumed = e->consumed, .next_group_id = e->next_group_id,
                                    .data_seed = c->cfg.data_seed, .n_train = (long)e->train.n};
@@ -517,6 +521,14 @@ static void promote_queued(Coord *c) {
     }
     t->nheld = 0;
     t->t_sent = clock_s();
+    /* its groups are trained from now on, and its tokens; so its snapshot (taken when it was queued, with itself and the
+     * steps queued before it held) says, as every step before it is done when it is */
+    c->group_counts[GS_HELD] -= (uint64_t)t->ngroups;
+    c->group_counts[GS_TRAINED] += (uint64_t)t->ngroups;
+    c->counters.tokens_trained += (uint64_t)t->batch_tokens;
+    t->snap.group_counts[GS_TRAINED] += t->snap.group_counts[GS_HELD];
+    t->snap.group_counts[GS_HELD] = 0;
+    t->snap.counters.tokens_trained = c->counters.tokens_trained;
     xfree(rw);
     log_info("step %ld: its batch (queued) goes to the learners, trained from policy version %lld", t->step,
              (long long)c->policy_version);
@@ -693,6 +705,9 @@ static int tick_once(Coord *c) {
         break;
     case PH_BATCH_READY:
         if (can_send(c)) send_ready_batch(c);
+        else if (e->job.active)                      /* the status line says what it waits for */
+            eng__status(c, "step %ld: batch ready, waiting for the learners (step %ld training, %d queued behind it)",
+                        e->step, e->job.step, e->nqueue);
         break;
     case PH_WEIGHTS:
         if (rollouts_current(c)) eng__finish_step(c);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "core/exitcode.h"
 #include "core/log.h"
 #include "settings/settings.h"
 #include "core/threads_env.h"
@@ -43,7 +44,7 @@ typedef struct {
 
 /* The exit status of a learner asked to start again from the newest checkpoint (EX_TEMPFAIL): its supervisor
  * restarts it (tools/dapo-supervise.c and a systemd unit at once; a kubelet after its crash-loop back-off). */
-#define LEARNER_EXIT_RELOAD 75
+#define LEARNER_EXIT_RELOAD DAPO_EXIT_RESTART
 
 static int on_work(void *ud, NetMsg *m);
 static int handle(Svc *s, NetMsg *m);

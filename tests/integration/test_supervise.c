@@ -16,20 +16,23 @@
 
 static char dir[400];
 
-/* A run directory with a spec of a long-lived "coordinator" and one worker running `worker_sh`. */
-static void make_spec(const char *name, const char *worker_sh) {
+/* A run directory with a spec of a "coordinator" running coord_sh (NULL: a long sleep) and one worker running
+ * `worker_sh`. */
+static void make_spec_coord(const char *name, const char *coord_sh, const char *worker_sh) {
     snprintf(dir, sizeof dir, "%s/test-logs/%s", tu_build(), name);
     char cmd[1000];
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
     assert_int_equal(system(cmd), 0);
-    json_t *procs = json_pack("[{s:s, s:[s,s]}, {s:s, s:[s,s,s]}]", "name", "coordinator", "argv", "/bin/sleep", "60",
-                              "name", "worker", "argv", "/bin/sh", "-c", worker_sh);
+    json_t *procs = json_pack("[{s:s, s:[s,s,s]}, {s:s, s:[s,s,s]}]", "name", "coordinator", "argv", "/bin/sh", "-c",
+                              coord_sh ? coord_sh : "exec sleep 60", "name", "worker", "argv", "/bin/sh", "-c", worker_sh);
     json_t *o = json_pack("{s:o}", "procs", procs);
     char spec[500];
     snprintf(spec, sizeof spec, "%s/procs.json", dir);
     assert_int_equal(json_dump_file(o, spec, 0), 0);
     json_decref(o);
 }
+
+static void make_spec(const char *name, const char *worker_sh) { make_spec_coord(name, NULL, worker_sh); }
 
 /* Runs the supervisor on the spec with extra flags (NULL-terminated); its exit status, its output in out. */
 static int supervise(char *const *extra, int ms, char *out, size_t cap) {
@@ -118,6 +121,22 @@ static void test_kills_do_not_count_and_delay(void **state) {
     assert_int_equal(atoi(k), 0);
 }
 
+/* The coordinator stopped as asked without its last checkpoint (stopped twice: exit DAPO_EXIT_STOPPED) ends the run,
+ * failed, and is not restarted (a helper's break test saw a double stop restart the run from its last checkpoint). */
+static void test_coordinator_stopped_not_restarted(void **state) {
+    (void)state;
+    make_spec_coord("supervise-stopped", "sleep 0.5; exit 76", "exec sleep 60");
+    char out[1 << 14];
+    int rc = supervise(NULL, 20000, out, sizeof out);
+    assert_int_equal(rc, 1);
+    if (!strstr(out, "coordinator stopped as asked, without a checkpoint of its last steps (status 76)"))
+        fail_msg("no stop line in:\n%s", out);
+    char cmd[1000], n[32];
+    snprintf(cmd, sizeof cmd, "grep -c '\"event\":\"restart\"' %s/logs/supervisor.jsonl", dir);
+    tu_run(cmd, n, sizeof n);
+    assert_int_equal(atoi(n), 0);
+}
+
 static void test_bad_values(void **state) {
     (void)state;
     make_spec("supervise-bad", "sleep 5");
@@ -142,6 +161,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_failure_given_up),
         cmocka_unit_test(test_kills_do_not_count_and_delay),
+        cmocka_unit_test(test_coordinator_stopped_not_restarted),
         cmocka_unit_test(test_bad_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -74,6 +74,15 @@ static void test_overrides_and_leftover_args(void **state) {
     assert_string_equal(argv[1], "--rank");
     assert_string_equal(argv[2], "2");
     config_free(&c);
+    /* null on the command line is YAML's null (a string key: ""), so a worker's run keys hash as the coordinator's;
+     * quoted, it is the text */
+    const char *nul[] = {"algorithm.rollout_correction.rollout_is=null"}, *txt[] = {"trainer.project_name='null'"};
+    assert_int_equal(run_cli(&c, nul, 1, NULL, err), 0);
+    assert_string_equal(c.rc_rollout_is, "");
+    config_free(&c);
+    assert_int_equal(run_cli(&c, txt, 1, NULL, err), 0);
+    assert_string_equal(c.project_name, "null");
+    config_free(&c);
 }
 
 static void test_yaml_file(void **state) {
@@ -269,7 +278,8 @@ static void test_v1_trainer_modes(void **state) {
     assert_int_equal(config_staleness(&c), 4);
     config_free(&c);
     static const struct { const char *a[2]; const char *want; } bad[] = {
-        {{"trainer.v1.trainer_mode=colocate_async", "trainer.staleness=2"}, "are the same setting in dapo"},
+        {{"trainer.v1.trainer_mode=colocate_async", "trainer.staleness=2"}, "threshold 8 (its default)"},
+        {{"trainer.v1.trainer_mode=sync", "trainer.staleness=4"}, "trainer.v1.trainer_mode sync is synchronous"},
         {{"trainer.v1.trainer_mode=colocate_async", "trainer.staleness_strategy=wait"},
          "trainer.staleness_strategy wait and trainer.v1.sampler.max_off_policy_strategy drop are the same setting"},
         {{"trainer.v1.trainer_mode=separate_async", "trainer.v1.sampler.max_off_policy_threshold=2"},

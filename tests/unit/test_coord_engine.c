@@ -681,6 +681,49 @@ static void test_async_rollback_leases_only_current_weights(void **state) {
     coord_free(c);
 }
 
+/* Issue 41: a batch queued behind the step in training (trainer.staleness 2) is "held", not "trained", and its tokens
+ * not trained, until it is sent; a stop drops it (held -> cancelled) and no run counter goes down. Sent once step 1 is
+ * done: trained, and its snapshot (what a checkpoint of step 2 holds) counts it as trained too. */
+static void test_held_step_counted_when_sent(void **state) {
+    (void)state;
+    const char *const async2[] = {"trainer.staleness", "2", NULL};
+    for (int stop_it = 0; stop_it < 2; stop_it++) {
+        Coord *c = coord_new_with(async2);
+        register_all(c);
+        generate_and_score(c);                           /* step 1 at the learners, step 2 generating */
+        uint64_t tok1 = c->counters.tokens_trained;
+        assert_true(tok1 > 0);
+        generate_and_score(c);                           /* step 2's batch: queued behind step 1 */
+        assert_int_equal(c->engine->nqueue, 1);
+        assert_int_equal(c->group_counts[GS_TRAINED], 2);
+        assert_int_equal(c->group_counts[GS_HELD], 2);
+        assert_int_equal(c->counters.tokens_trained, tok1);
+        assert_accounting(c);
+        if (stop_it) {
+            Event ev = {.kind = EV_STOP};
+            engine_on(c, &ev, NULL);
+            assert_int_equal(c->group_counts[GS_HELD], 0);
+            assert_int_equal(c->group_counts[GS_CANCELLED], 2);
+            assert_int_equal(c->group_counts[GS_TRAINED], 2);
+            assert_int_equal(c->counters.tokens_trained, tok1);
+        } else {
+            outbox_clear(c);
+            step_result(c, "learner-1", 1, 0, "", 0);
+            step_result(c, "learner-0", 0, 0, "", 1);    /* async: done without waiting for the rollout */
+            assert_int_equal(c->engine->done_steps, 1);
+            assert_int_equal(c->engine->job.step, 2);    /* step 2 sent */
+            assert_int_equal(c->group_counts[GS_HELD], 0);
+            assert_int_equal(c->group_counts[GS_TRAINED], 4);
+            assert_true(c->counters.tokens_trained > tok1);
+            assert_int_equal(c->engine->job.snap.group_counts[GS_TRAINED], 4);
+            assert_int_equal(c->engine->job.snap.group_counts[GS_HELD], 0);
+            assert_int_equal(c->engine->job.snap.counters.tokens_trained, c->counters.tokens_trained);
+        }
+        assert_accounting(c);
+        coord_free(c);
+    }
+}
+
 static void test_rank_rejoins_before_another_restarts(void **state) {
     (void)state;
     Coord *c = coord_new();
@@ -1017,6 +1060,7 @@ int main(void) {
         cmocka_unit_test(test_restart_with_results_in_flight),
         cmocka_unit_test(test_rank_rejoins_before_another_restarts),
         cmocka_unit_test(test_async_rollback_leases_only_current_weights),
+        cmocka_unit_test(test_held_step_counted_when_sent),
         cmocka_unit_test(test_validation_after_multi_round_step),
         cmocka_unit_test(test_finished_run_waits_for_its_last_checkpoint),
         cmocka_unit_test(test_results_only_from_their_sender),
