@@ -25,10 +25,11 @@ void probe_tokens(int vocab, int n, int32_t *ids);
  * max_tokens), at least 2. */
 int probe_len(int max_tokens);
 
-/* Log-probs of the probe (probe_len(model_max_tokens(m)) ids) under m's weights at temperature t: out[n - 1].
- * A model_forward of one sequence (in train mode it leaves activations, as any forward). Returns n - 1, or a negative
- * code from model_forward with err set. */
-int probe_logprobs(Model *m, float temperature, float *out, char err[ERR_LEN]);
+/* Log-probs of the probe's first n ids (2 <= n <= PROBE_TOKENS) under m's weights at temperature t: out[n - 1], as a
+ * rollout computes them — the KV-cache forward (model_forward_cached) one token at a time, so it needs no activation
+ * slab beyond one row (an inference model loaded for the rollout engine), and log-softmax in double. The learner's
+ * (learner_probe: its training forward) agree to fp32 rounding. Returns n - 1, or a negative code with err set. */
+int probe_logprobs(Model *m, float temperature, int n, float *out, char err[ERR_LEN]);
 
 /* max |a[i] - b[i]| over n values; +inf when any is not finite (NaN never passes a tolerance). */
 double probe_diff(const float *a, const float *b, int n);

@@ -482,6 +482,20 @@ static int rollouts_current(Coord *c) {
     return 1;
 }
 
+/* The status line while a step waits for its version on the rollouts: how many hold it, and how many the weight probe
+ * refused (issue 42). */
+static void waiting_for_weights(Coord *c) {
+    int alive = 0, refused = 0;
+    for (int i = 0; i < c->nworkers; i++) {
+        const WorkerEntry *w = &c->workers[i];
+        if (w->role != DAPO__ROLE__ROLE_ROLLOUT || w->life != WORKER_ALIVE) continue;
+        alive++;
+        refused += w->probe_failed;
+    }
+    eng__status(c, "step %ld: waiting for a rollout with policy version %lld (%d alive, %d refused by the weight probe)",
+                c->engine->job.step, (long long)c->policy_version, alive, refused);
+}
+
 /* Every learner rank 0..W-1 is registered and alive. */
 static int learners_ready(Coord *c) {
     int have = 0;
@@ -711,6 +725,7 @@ static int tick_once(Coord *c) {
         break;
     case PH_WEIGHTS:
         if (rollouts_current(c)) eng__finish_step(c);
+        else waiting_for_weights(c);
         break;
     case PH_REJOIN:
         engine_rejoin_tick(c);

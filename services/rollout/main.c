@@ -33,6 +33,7 @@
 #include "settings/settings.h"
 #include "core/threads_env.h"
 #include "model/generate.h"
+#include "model/probe.h"
 #include "net/daemon.h"
 #include "tokenizer/tokenizer.h"
 #include "weights.h"
@@ -289,6 +290,39 @@ static void log_engine_stats(Rollout *r, int64_t version) {
     r->logged = st;
 }
 
+/* Test hook (issue 42): DAPO_TEST_CORRUPT_WEIGHTS=<worker id>=<tensor name> adds 0.5 to every element of that tensor of
+ * this rollout's loaded copy after each swap — past the chunk checksums, as a weight-sync bug would — so a test sees the
+ * weight probe catch it. Unset in production. */
+static void test_corrupt(Rollout *r) {
+    const char *spec = getenv("DAPO_TEST_CORRUPT_WEIGHTS"), *eq = spec ? strchr(spec, '=') : NULL;
+    if (!eq || strncmp(spec, r->d.worker_id, (size_t)(eq - spec)) || r->d.worker_id[eq - spec]) return;
+    int ti = model_tensor_index(r->m, eq + 1);
+    float *p = model_host_slab(r->m, MODEL_PARAMS);
+    if (ti < 0 || !p) { log_warn("DAPO_TEST_CORRUPT_WEIGHTS: no tensor %s here", eq + 1); return; }
+    const ModelTensor *t = model_tensor(r->m, ti);
+    for (long i = 0; i < t->numel; i++) p[t->offset + i] += 0.5f;
+    log_warn("DAPO_TEST_CORRUPT_WEIGHTS: tensor %s of the loaded weights corrupted (a test)", t->name);
+}
+
+/* The weight probe (model/probe.h): the version just swapped in scores the probe sequence; the largest difference from
+ * the log-probs the learner published with it goes to the coordinator in the WeightAck (cluster.weights_probe_tolerance
+ * decides there). A version published without them: nothing to compare (probe_values 0). */
+static void check_probe(Rollout *r, Dapo__WeightAck *ack) {
+    const float *want;
+    int n = wfetch_probe(r->wf, &want);
+    if (n <= 0) return;
+    SampleParams sp;
+    settings_sample_params(&r->d.cfg, 0, &sp);
+    float got[PROBE_TOKENS];
+    char err[ERR_LEN];
+    int k = probe_logprobs(r->m, sp.temperature, n + 1, got, err);
+    if (k < 0) { log_warn("weight probe of version %lld not scored: %s", (long long)ack->version, err); return; }
+    ack->probe_values = (uint32_t)n;
+    ack->probe_max_abs_diff = (float)probe_diff(got, want, n);
+    log_info("weight probe of version %lld: max |log-prob - learner's| = %.3g over %d", (long long)ack->version,
+             (double)ack->probe_max_abs_diff, n);
+}
+
 /* Weight versions: fetch what the coordinator holds (a newer version, or the current one again after a rollback: the
  * run's incarnation moved past the loaded weights'); swap once staged and nothing is in progress. */
 static void weights_turn(Rollout *r) {
@@ -315,6 +349,7 @@ static void weights_turn(Rollout *r) {
     int paused = partial && !r->d.cfg.partial_rollout_kv ? gen_engine_preempt_all(r->eng) : 0;
     int64_t v = wfetch_swap(r->wf, r->m);
     if (v < 0) return;
+    test_corrupt(r);
     gen_engine_reload_weights(r->eng);            /* the engine's packed copy of the linear weights */
     gen_engine_set_version(r->eng, v);
     if (partial && st.in_progress) {
@@ -332,6 +367,7 @@ static void weights_turn(Rollout *r) {
     ack.version = v;
     ack.worker_id = r->d.worker_id;
     ack.incarnation = r->weights_inc;
+    check_probe(r, &ack);
     int rc = worker_send(r->d.worker, DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
     if (rc) log_warn("weight ack not sent: %s", err_str(rc));
     worker_set_status(r->d.worker, r->held, r->version);
@@ -385,7 +421,8 @@ static int setup(Rollout *r, const char *load, char err[ERR_LEN]) {
     const Backend *be = settings_backend(c, err);
     if (!be) return ERR_UNSUPPORTED;
     if (gen_engine_supports(be, err)) return ERR_UNSUPPORTED;     /* before the weights go anywhere */
-    ModelOptions mo = { .max_tokens = 1, .backend = be };
+    ModelOptions mo = { .max_tokens = PROBE_TOKENS, .backend = be };   /* the engine keeps its own buffers; the model's
+                                                                         own forward scores only the weight probe */
     r->m = model_load(dir, &mo, err);
     if (!r->m) return ERR_IO;
     const char *tdir = c->tokenizer_path && *c->tokenizer_path ? c->tokenizer_path : dir;

@@ -374,6 +374,40 @@ static void test_chaos_staleness_four(void **state) {
     g_partial = 0;
 }
 
+/* Issue 42: the weight probe. rollout-1's loaded copy of one tensor is corrupted after every swap, past the chunk
+ * checksums (the DAPO_TEST_CORRUPT_WEIGHTS hook): its probe of version 1 differs from the learner's, the coordinator
+ * gives it no more groups and says why (/api/status workers[].probe, the events); rollout-0's probe agrees to fp32
+ * rounding; the run finishes on rollout-0 with exact accounting. */
+static void test_weight_probe_catches_corruption(void **state) {
+    (void)state;
+    const char *e = getenv("DAPO_CHAOS_LEARNERS");
+    if (e && *e) skip();
+    setenv("DAPO_TEST_CORRUPT_WEIGHTS", "rollout-1=model.layers.0.mlp.down_proj.weight", 1);
+    start_run(&R, "chaos-probe", 4);
+    unsetenv("DAPO_TEST_CORRUPT_WEIGHTS");
+    json_t *st = wait_done(&R, 120000);
+    assert_accounting(st, 4);
+    json_t *ws = json_object_get(st, "workers"), *p0 = NULL, *p1 = NULL;
+    for (size_t i = 0; i < json_array_size(ws); i++) {
+        json_t *w = json_array_get(ws, i);
+        const char *id = json_string_value(json_object_get(w, "id"));
+        if (!strcmp(id, "rollout-0")) p0 = json_object_get(w, "probe");
+        if (!strcmp(id, "rollout-1")) p1 = json_object_get(w, "probe");
+    }
+    assert_true(json_is_object(p0) && json_is_object(p1));
+    double d0 = json_number_value(json_object_get(p0, "max_abs_diff"));
+    double d1 = json_number_value(json_object_get(p1, "max_abs_diff"));
+    printf("weight probe: rollout-0 %.3g (version %lld), rollout-1 %.3g (corrupted)\n", d0,
+           (long long)geti(p0, "version"), d1);
+    assert_true(json_is_false(json_object_get(p0, "failed")) && d0 <= 1e-4);
+    assert_true(json_is_true(json_object_get(p1, "failed")) && d1 > 1e-4);
+    char *events = json_dumps(json_object_get(st, "events"), 0);
+    assert_non_null(strstr(events, "rollout-1 failed the weight probe of version 1"));
+    free(events);
+    json_decref(st);
+    stop_run(&R);
+}
+
 /* Two learner ranks: a learner fault hits rank 0 or rank 1; a rank blocked in a collective whose peer died or was
  * restarted sees the coordinator's RELOAD at once (learner keepalive), and the collective's join survives a peer that
  * restarts meanwhile (collective_cpu.c: HELLO sent again, stale frames dropped). */
@@ -427,6 +461,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_chaos, teardown),
                                        cmocka_unit_test_teardown(test_chaos_staleness_four, teardown),
                                        cmocka_unit_test_teardown(test_chaos_two_learner_ranks, teardown),
+                                       cmocka_unit_test_teardown(test_weight_probe_catches_corruption, teardown),
                                        cmocka_unit_test_teardown(test_rollback_before_first_checkpoint, teardown)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -724,6 +724,39 @@ static void test_held_step_counted_when_sent(void **state) {
     }
 }
 
+/* Issue 42: a rollout whose weight probe of the version it loaded differs from the learner's by more than
+ * cluster.weights_probe_tolerance gets no groups (and the run does not count it as holding the version) until a later
+ * probe passes; /api/status says why. */
+static void test_probe_failed_rollout_gets_no_groups(void **state) {
+    (void)state;
+    Coord *c = coord_new();
+    step_to_training(c);
+    step_result(c, "learner-1", 1, 0, "", 0);
+    step_result(c, "learner-0", 0, 0, "", 1);
+    outbox_clear(c);
+    Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
+    ack.version = 1;
+    ack.probe_values = 31;
+    ack.probe_max_abs_diff = 0.25f;                      /* its weights are not the learner's */
+    deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
+    for (int i = 0; i < 3; i++) tick(c);
+    ProtobufCMessage *m[8];
+    assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, NULL, m, 8), 0);
+    assert_int_equal(engine_phase(c), PH_WEIGHTS);       /* no rollout counts as holding version 1 */
+    assert_non_null(strstr(c->status_line, "waiting for a rollout"));
+    for (int i = 0; i < c->nworkers; i++)               /* /api/status workers[].probe reads these */
+        if (!strcmp(c->workers[i].id, "rollout-0"))
+            assert_true(c->workers[i].probe_failed && c->workers[i].probe_version == 1 && c->workers[i].probe_diff > 0.2);
+    ack.probe_max_abs_diff = 3e-7f;                      /* the next load passes: groups again */
+    deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
+    for (int i = 0; i < 3; i++) tick(c);
+    int n = queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", m, 8);
+    assert_int_equal(n, 2);
+    free_all(m, n);
+    assert_accounting(c);
+    coord_free(c);
+}
+
 static void test_rank_rejoins_before_another_restarts(void **state) {
     (void)state;
     Coord *c = coord_new();
@@ -1061,6 +1094,7 @@ int main(void) {
         cmocka_unit_test(test_rank_rejoins_before_another_restarts),
         cmocka_unit_test(test_async_rollback_leases_only_current_weights),
         cmocka_unit_test(test_held_step_counted_when_sent),
+        cmocka_unit_test(test_probe_failed_rollout_gets_no_groups),
         cmocka_unit_test(test_validation_after_multi_round_step),
         cmocka_unit_test(test_finished_run_waits_for_its_last_checkpoint),
         cmocka_unit_test(test_results_only_from_their_sender),

@@ -28,6 +28,7 @@
 #include "services/learner/learner.h"
 #include "tests/testutil.h"
 #include "tests/model_slabs.h"
+#include "model/probe.h"
 #include "tests/learner_fixture.h"
 
 static void test_micro_batches_same_gradients(void **state) {
@@ -636,6 +637,42 @@ static void test_partial_rollout_decoupled_loss(void **state) {
     learner_close(L);
 }
 
+/* Issue 42: the weight probe. The learner's probe log-probs (its training forward, at open and after every step) equal
+ * a rollout's (model/probe.h: an inference model, the KV-cache forward) of the same weights to fp32 rounding; one
+ * tensor changed in the rollout's copy shows far above cluster.weights_probe_tolerance (1e-4); after a step the
+ * learner's probe is of the new weights. */
+static void test_weight_probe(void **state) {
+    (void)state;
+    const char *cfg[][2] = {{"actor_rollout_ref.actor.optim.lr", "3e-2"}};
+    Learner *L = open_learner(cfg, 1, 0, 1, NULL);
+    assert_int_equal(L->n_probe, probe_len(model_max_tokens(L->m)) - 1);   /* its window: the first ids */
+    char p[1024], err[ERR_LEN];
+    snprintf(p, sizeof p, "%s/tests/data/model/qwen2_gqa", tu_root());
+    ModelOptions mo = {.max_tokens = PROBE_TOKENS};
+    Model *m = model_load(p, &mo, err);
+    if (!m) fail_msg("%s", err);
+    float got[PROBE_TOKENS];
+    float T = L->temperature;
+    assert_int_equal(probe_logprobs(m, T, L->n_probe + 1, got, err), L->n_probe);
+    double d = probe_diff(got, L->probe_lp, L->n_probe);
+    fprintf(stderr, "weight probe: learner vs rollout %.3g over %d log-probs\n", d, L->n_probe);
+    assert_true(d <= 1e-5);
+    float before[PROBE_TOKENS];
+    memcpy(before, L->probe_lp, sizeof before);
+    LearnerResult r;
+    run_one_step(L, make_batch(41, 4, 1, 0, 1, 0, 1), &r);   /* version 1: the probe follows the weights */
+    assert_false(r.failed);
+    learner_result_free(&r);
+    assert_true(probe_diff(before, L->probe_lp, L->n_probe) > 1e-6);
+    const ModelTensor *t = model_tensor(m, model_tensor_index(m, "model.layers.0.mlp.down_proj.weight"));
+    float *w = model_host_slab(m, MODEL_PARAMS);
+    for (long i = 0; i < t->numel; i++) w[t->offset + i] += 0.5f;
+    assert_int_equal(probe_logprobs(m, T, L->n_probe + 1, got, err), L->n_probe);
+    assert_true(probe_diff(got, before, L->n_probe) > 1e-4);
+    model_free(m);
+    learner_close(L);
+}
+
 /* Decoupled rejection: token_k2 rejects tokens whose proximal/behaviour log-ratio r has r^2/2 > 1e-4; they leave the
  * loss and the token-mean denominator (verl counts batch_num_tokens after rejection). */
 static void test_stale_batch_rejection(void **state) {
@@ -743,6 +780,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_rollout_logprobs_option),
         cmocka_unit_test(test_stale_batch_decoupled_loss),
         cmocka_unit_test(test_partial_rollout_decoupled_loss),
+        cmocka_unit_test(test_weight_probe),
         cmocka_unit_test(test_stale_batch_rejection),
         cmocka_unit_test(test_cosine_length_from_coordinator),
         cmocka_unit_test(test_warmup_ratio),
