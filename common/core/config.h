@@ -126,6 +126,10 @@ typedef struct Config {
                                          running sequences, which continue (services/rollout/main.c weights_turn) */
     int     partial_rollout_kv;       /* rollout.partial_rollout_kv: 0 recompute the continued sequences' K/V with the
                                          new weights (default), 1 keep the old weights' K/V */
+    bool    mask_offpolicy_partial;   /* rollout.mask_offpolicy_in_partial_rollout (slime's
+                                         --mask-offpolicy-in-partial-rollout): a continued response's tokens sampled
+                                         before its last weight swap get response_mask 0 (and leave the token-mean
+                                         denominator); coordinator: services/coordinator/batch.c */
     bool    enable_prefix_caching;    /* vLLM's/verl's name: sequences copy a shared prompt prefix's K/V from a running
                                          one instead of computing it (model/generate.h "Prefix sharing") */
     int     max_num_seqs;             /* running sequences per rollout worker */

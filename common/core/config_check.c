@@ -67,6 +67,8 @@ static void warn_unread(const Config *c) {
         {"trainer.v1.sampler.max_off_policy_strategy", "v1", -1},
         {"trainer.v1.separate_async.parameter_sync_step", "v1sep", -1},
         {"trainer.staleness_strategy", "async", -1},
+        {AR "rollout.partial_rollout_kv", "partial", -1},
+        {AR "rollout.mask_offpolicy_in_partial_rollout", "partial", -1},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (!config_is_set(c, rows[i].key)) continue;
@@ -75,6 +77,7 @@ static void warn_unread(const Config *c) {
         if (!sw) { on = (int)c->loss_mode == rows[i].mode; why = "actor_rollout_ref.actor.policy_loss.loss_mode is another one"; }
         else if (!strcmp(sw, "v1")) { on = c->v1_mode != CFG_V1_SYNC; why = "trainer.v1.trainer_mode is sync"; }
         else if (!strcmp(sw, "async")) { on = config_staleness(c) > 0; why = "trainer.staleness is 0 (synchronous)"; }
+        else if (!strcmp(sw, "partial")) { on = c->partial_rollout; why = "actor_rollout_ref.rollout.partial_rollout is false"; }
         else if (!strcmp(sw, "v1sep")) { on = c->v1_mode == CFG_V1_SEPARATE_ASYNC; why = "trainer.v1.trainer_mode is not separate_async"; }
         else if (!strcmp(sw, AR "actor.use_kl_loss")) { on = c->use_kl_loss; why = "actor_rollout_ref.actor.use_kl_loss is false"; }
         else { on = c->use_kl_in_reward; why = "algorithm.use_kl_in_reward is false"; }

@@ -21,6 +21,15 @@ static int spans_versions(const Dapo__Response *r) {
     return 0;
 }
 
+/* slime's mask-offpolicy-in-partial-rollout: the tokens of r sampled before its last weight swap (a prefix: versions
+ * only grow along a response), 0 when one version made it all. */
+static uint32_t sampled_before_swap(const Dapo__Response *r) {
+    size_t n = r->n_token_versions < r->n_token_ids ? r->n_token_versions : r->n_token_ids, k = 0;
+    if (!n) return 0;
+    while (k < n && r->token_versions[k] != r->token_versions[n - 1]) k++;
+    return (uint32_t)k;
+}
+
 /* steps 5 and the token counts: over the shards in order (the first epoch's pass of the old send loop) */
 static void plan_totals(BatchPlan *p) {
     double sum = 0, mn = INFINITY, mx = -INFINITY;
@@ -32,9 +41,10 @@ static void plan_totals(BatchPlan *p) {
         for (int j = 0; j < sh->n_seq; j++) {
             const TbwSeq *r = &p->row[sh->seq[j]];
             t += r->n_prompt + (long long)r->n_resp;
-            if (r->mask != 0.0f && r->n_resp) {
-                sum += (double)r->adv * (double)r->n_resp;
-                n += (long long)r->n_resp;
+            long long live = (long long)r->n_resp - (r->mask_prefix < r->n_resp ? r->mask_prefix : r->n_resp);
+            if (r->mask != 0.0f && live > 0) {
+                sum += (double)r->adv * (double)live;
+                n += live;
                 if (r->adv < mn) mn = r->adv;
                 if (r->adv > mx) mx = r->adv;
             }
@@ -64,13 +74,15 @@ int batch_plan_build(const Config *cfg, Group *const *batch, const DatasetItem *
             const Dapo__Response *r = batch[b]->result->responses[i];
             reward[s] = batch[b]->score[i];
             int masked = overlong_filter_masked(cfg->overlong_filtering, r->finish_reason);
-            resp_tok[s] = masked ? 0 : (int)r->n_token_ids;
+            uint32_t older = cfg->mask_offpolicy_partial ? sampled_before_swap(r) : 0;
+            resp_tok[s] = masked ? 0 : (int)(r->n_token_ids - older);
             cost[s] = items[b]->n_ids + (int)r->n_token_ids;
             p->row[s] = (TbwSeq){.prompt = items[b]->ids, .n_prompt = (uint32_t)items[b]->n_ids,
                                  .resp = r->token_ids, .n_resp = (uint32_t)r->n_token_ids,
                                  .logprobs = r->logprobs, .n_logprobs = (uint32_t)r->n_logprobs,
                                  .mask = masked && r->n_token_ids ? 0.0f : 1.0f, .group_id = batch[b]->id,
                                  .behaviour_version = behaviour_version(batch[b], r)};
+            p->row[s].mask_prefix = older;
             if (spans_versions(r))                   /* partial rollouts: each token's own version to the learner */
                 p->row[s].token_versions = r->token_versions, p->row[s].n_token_versions = (uint32_t)r->n_token_ids;
         }

@@ -46,6 +46,8 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
         for (size_t k = 0; !bad && k < x->n_token_versions; k++)   /* partial rollouts: the oldest is the response's */
             if (x->token_versions[k] < x->policy_version || x->token_versions[k] > c->policy_version)
                 bad = "a token's policy version below its response's or newer than the coordinator's";
+            else if (k > 0 && x->token_versions[k] < x->token_versions[k - 1])
+                bad = "token versions go down along a response (a swap only moves forward)";
     }
     g->worker = -1;
     if (bad) {

@@ -152,8 +152,10 @@ static uint8_t *put_floats(uint8_t *p, int field, const TbwSeq *seq, int n, size
             memset(p + (size_t)nl * 4, 0, (size_t)(q->n_resp - nl) * 4);   /* 0.0f is all-zero bytes */
         } else {                                       /* one value repeated: copied from a filled block */
             float v = which == 0 ? q->mask : q->adv, blk[64];
+            uint32_t z = which == 0 ? (q->mask_prefix < q->n_resp ? q->mask_prefix : q->n_resp) : 0;
+            memset(p, 0, (size_t)z * 4);                /* a masked prefix: 0.0f */
             for (int k = 0; k < 64; k++) blk[k] = v;
-            for (uint32_t k = 0; k < q->n_resp; k += 64)
+            for (uint32_t k = z; k < q->n_resp; k += 64)
                 memcpy(p + (size_t)k * 4, blk, (size_t)(q->n_resp - k < 64 ? q->n_resp - k : 64) * 4);
         }
         p += (size_t)q->n_resp * 4;

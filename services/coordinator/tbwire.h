@@ -22,7 +22,8 @@ typedef struct {
     uint32_t       n_resp;
     const float   *logprobs;    /* [n_logprobs] rollout log-probs of the response tokens */
     uint32_t       n_logprobs;
-    float          mask;        /* response_mask value of every response token (0 or 1) */
+    float          mask;        /* response_mask value of every response token (0 or 1) ... */
+    uint32_t       mask_prefix; /* ... but the first mask_prefix, which get 0 (rollout.mask_offpolicy_in_partial_rollout) */
     float          adv;         /* advantages value of every response token */
     float          score;       /* the reward the advantage came from (TrainBatch.scores) */
     uint64_t       group_id;

@@ -111,6 +111,35 @@ static void test_plan_one_rank(void **state) {
     config_free(&c);
 }
 
+/* Issue 42, slime's mask-offpolicy-in-partial-rollout: row 0 (5 tokens) was continued across a weight swap (versions
+ * 6 6 7 7 7); with the option its first 2 tokens get response_mask 0 and leave the token-mean denominator and the
+ * advantage statistics; its own versions go to the learner (TrainBatch.token_versions); without it nothing is masked. */
+static void test_plan_partial_rollout_mask(void **state) {
+    (void)state;
+    for (int on = 0; on < 2; on++) {
+        Fix f;
+        fix_init(&f);
+        int64_t tv[5] = {6, 6, 7, 7, 7};
+        f.r[0].token_versions = tv;
+        f.r[0].n_token_versions = 5;
+        Config c = cfg_of(1);
+        c.mask_offpolicy_partial = on;
+        BatchPlan p;
+        char err[ERR_LEN];
+        assert_int_equal(batch_plan_build(&c, f.gp, f.ip, 2, &p, err), 0);
+        assert_int_equal(p.row[0].mask_prefix, on ? 2 : 0);
+        assert_ptr_equal(p.row[0].token_versions, tv);
+        assert_int_equal(p.row[0].n_token_versions, 5);
+        assert_null(p.row[1].token_versions);          /* one version made it: none sent */
+        assert_int_equal(p.lay.shard[0].global_tokens, on ? 3 + 2 + 4 : 5 + 2 + 4);   /* row 2: overlong-masked */
+        double a = 1.0 / (sqrt(2.0) + 1e-6);
+        int t0 = on ? 3 : 5;
+        assert_true(fabs(p.adv_mean - (t0 * a - 2 * a) / (t0 + 2 + 4)) < 1e-6);
+        batch_plan_free(&p);
+        config_free(&c);
+    }
+}
+
 static void test_plan_two_ranks(void **state) {
     (void)state;
     Fix f;
@@ -147,6 +176,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_one_rank),
         cmocka_unit_test(test_plan_two_ranks),
+        cmocka_unit_test(test_plan_partial_rollout_mask),
         cmocka_unit_test(test_plan_bad_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

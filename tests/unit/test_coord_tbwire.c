@@ -52,7 +52,7 @@ static void ref_build(Ref *r, const TbwHead *h, const TbwSeq *seq, int n) {
         for (uint32_t k = 0; k < seq[i].n_prompt; k++) r->ids[t++] = seq[i].prompt[k];
         for (uint32_t k = 0; k < seq[i].n_resp; k++, rt++) {
             r->ids[t++] = seq[i].resp[k];
-            r->mask[rt] = seq[i].mask;
+            r->mask[rt] = k < seq[i].mask_prefix ? 0.0f : seq[i].mask;
             r->adv[rt] = seq[i].adv;
             r->lps[rt] = k < seq[i].n_logprobs ? seq[i].logprobs[k] : 0.0f;
             r->tver[rt] = seq[i].n_token_versions ? seq[i].token_versions[k] : seq[i].behaviour_version;
@@ -181,6 +181,7 @@ static void test_random_shards(void **state) {
             s[i].logprobs = lps + rnd(&x) % 1024;
             s[i].n_logprobs = rnd(&x) % 5 == 0 ? s[i].n_resp / 2 : s[i].n_resp;
             s[i].mask = rnd(&x) % 4 == 0 ? 0.0f : 1.0f;
+            s[i].mask_prefix = rnd(&x) % 3 == 0 ? (uint32_t)(rnd(&x) % (s[i].n_resp + 2)) : 0;   /* may pass n_resp */
             s[i].adv = (float)((int)(rnd(&x) % 2001) - 1000) / 333.0f;
             s[i].group_id = rnd(&x) >> (rnd(&x) % 64);
             s[i].behaviour_version = (int64_t)(rnd(&x) >> (rnd(&x) % 63 + 1));
