@@ -13,9 +13,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
+
 #include <xxhash.h>
 #include <zmq.h>
 
+#include "model/probe.h"
 #include "core/clock.h"
 #include "model/checkpoint.h"
 #include "io/safetensors.h"
@@ -131,6 +134,17 @@ static void check_chunks(Dapo__WeightUpdate **u, int n, int64_t version, const c
         assert_string_equal(u[i]->dtype, "F32");
         assert_true(u[i]->checksum == XXH64(u[i]->data.data, u[i]->data.len, 0));
         assert_true(u[i]->data.len <= (4u << 20));
+        if (!strcmp(u[i]->tensor_name, PROBE_TENSOR)) {   /* issue 42: the weight probe's log-probs, after the model */
+            assert_int_equal(u[i]->n_shape, 1);
+            assert_true(u[i]->shape[0] >= 1 && u[i]->shape[0] <= PROBE_TOKENS && u[i]->data.len == u[i]->shape[0] * 4);
+            for (size_t k = 0; k < u[i]->shape[0]; k++) {
+                float v;
+                memcpy(&v, u[i]->data.data + 4 * k, 4);
+                assert_true(isfinite(v) && v <= 0);
+            }
+            total += u[i]->data.len;
+            continue;
+        }
         const StTensor *t = st_find(st, u[i]->tensor_name);
         assert_non_null(t);
         assert_int_equal(u[i]->n_shape, (size_t)t->ndim);
