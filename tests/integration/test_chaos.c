@@ -507,5 +507,6 @@ int main(void) {
                                        cmocka_unit_test_teardown(test_partial_rollouts_continue, teardown),
                                        cmocka_unit_test_teardown(test_weight_probe_catches_corruption, teardown),
                                        cmocka_unit_test_teardown(test_rollback_before_first_checkpoint, teardown)};
+    if (getenv("TEST_CASE")) cmocka_set_test_filter(getenv("TEST_CASE"));   /* one test by name (a pattern) */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
