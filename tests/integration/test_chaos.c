@@ -45,6 +45,7 @@ static int g_save_freq = 1;      /* trainer.save_freq (test_rollback_before_firs
 static int g_staleness = 0;      /* trainer.staleness (test_chaos_staleness_four: async, steps queued at the learners) */
 static int g_partial = 0;        /* rollout.partial_rollout (test_chaos_staleness_four: weights swapped under sequences) */
 static int g_resp_len = 24;      /* data.max_response_length (test_partial_rollouts_continue: long responses) */
+static int g_gen_batch = 6;      /* data.gen_batch_size (test_partial_rollouts_continue: generation the bottleneck) */
 
 /* The daemons' arguments: test_main_job's reduced config, batch-invariant, a checkpoint every step. */
 static void cfg_args(const Run *r, json_t *argv, int steps) {
@@ -67,7 +68,7 @@ static void cfg_args(const Run *r, json_t *argv, int steps) {
     json_array_append_new(argv, json_string("cluster.collective_timeout_s=20"));
     json_array_append_new(argv, json_string(tu_fsdp_size_arg()));
     snprintf(b, sizeof b, "trainer.total_training_steps=%d", steps); json_array_append_new(argv, json_string(b));
-    const char *fixed[] = {TU_DAPO_RECIPE, "data.train_batch_size=4", "data.gen_batch_size=6", "actor_rollout_ref.rollout.n=4",
+    const char *fixed[] = {TU_DAPO_RECIPE, "data.train_batch_size=4", "actor_rollout_ref.rollout.n=4",
                            "actor_rollout_ref.actor.ppo_mini_batch_size=2",
                            "reward_model.overlong_buffer.len=8", "algorithm.filter_groups.enable=false",
                            "trainer.save_freq=1", "trainer.val_before_train=true", "trainer.test_freq=4",
@@ -79,6 +80,7 @@ static void cfg_args(const Run *r, json_t *argv, int steps) {
     snprintf(b, sizeof b, "trainer.save_freq=%d", g_save_freq); json_array_append_new(argv, json_string(b));
     snprintf(b, sizeof b, "trainer.staleness=%d", g_staleness); json_array_append_new(argv, json_string(b));
     snprintf(b, sizeof b, "data.max_response_length=%d", g_resp_len); json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "data.gen_batch_size=%d", g_gen_batch); json_array_append_new(argv, json_string(b));
     snprintf(b, sizeof b, "actor_rollout_ref.rollout.partial_rollout=%s", g_partial ? "true" : "false");
     json_array_append_new(argv, json_string(b));
 }
@@ -378,10 +380,11 @@ static void test_chaos_staleness_four(void **state) {
     g_partial = 0;
 }
 
-/* Issue 42: partial rollouts with trainer.staleness 4 and long responses (up to 200 tokens of the random tiny model):
- * the rollouts generate steps ahead of the learner, so versions arrive while sequences run and are swapped in under
- * them; responses spanning two or more versions are counted, no row trains more than 4 versions behind its oldest
- * token, and the accounting is exact. */
+/* Issue 42: partial rollouts with trainer.staleness 4, long responses (up to 200 tokens of the random tiny model) and
+ * generation the bottleneck (24 prompts generated a step for the 4 trained: filtering is off, the rest is surplus), so
+ * the learner publishes versions while sequences run and they are swapped in under them (with 6 prompts a step the
+ * rollouts ran ahead and idled, and swaps landed mid-sequence only by chance); responses spanning two or more versions
+ * are counted, no row trains more than 4 versions behind its oldest token, and the accounting is exact. */
 static void test_partial_rollouts_continue(void **state) {
     (void)state;
     const char *e = getenv("DAPO_CHAOS_LEARNERS");
@@ -389,10 +392,12 @@ static void test_partial_rollouts_continue(void **state) {
     g_staleness = 4;
     g_partial = 1;
     g_resp_len = 200;
+    g_gen_batch = 24;
     start_run(&R, "chaos-partial", 6);
     g_staleness = 0;
     g_partial = 0;
     g_resp_len = 24;
+    g_gen_batch = 6;
     json_t *st = wait_done(&R, 300000);
     assert_accounting(st, 6);
     long long continued = (long long)geti(json_object_get(st, "counters"), "responses_continued");
