@@ -618,7 +618,10 @@ int main(int argc, char **argv) {
     remove(S.pids_path);
     say("stopped; logs in %s/logs", S.run_dir);
     int rc = S.failed || S.coord_status != 0;
-    if (rc)
+    if (rc && S.coord_status == DAPO_EXIT_STOPPED)
+        fprintf(stderr, "dapo: the run was stopped before its last steps were checkpointed; the next start resumes from "
+                "the last checkpoint (%s)\n", S.coord_log);
+    else if (rc)
         fprintf(stderr, "dapo: the run did not end well (%s): see the lines above and %s\n",
                 S.failed ? "a daemon failed" : "the coordinator's exit status",
                 S.failed && S.failed_name[0] ? S.failed_log : S.coord_log);

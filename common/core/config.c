@@ -205,7 +205,7 @@ static const CfgEntry cfg_table[] = {
     { "cluster.insecure",                    CFG_BOOL,  0, 0,       "false",   O(insecure), NULL, 0 },
     { "cluster.heartbeat_ms",                CFG_INT,   10, 600000, "1000",    O(heartbeat_ms), NULL, 0 },
     { "cluster.lease_timeout_s",             CFG_FLOAT, 0, 86400,   "10",      O(lease_timeout_s), NULL, MIN_EXCL },
-    { "cluster.weights_probe_tolerance",     CFG_FLOAT, 0, 1e6,     "1e-4",    O(weights_probe_tolerance), NULL, MIN_EXCL },
+    { "cluster.weights_probe_tolerance",     CFG_FLOAT, 1e-7, 1e6,  "1e-4",    O(weights_probe_tolerance), NULL, 0 },
     { "cluster.max_lease_s",                 CFG_FLOAT, 0, 1e7,     "3600",    O(max_lease_s), NULL, 0 },
     { "cluster.max_score_lease_s",           CFG_FLOAT, 0, 1e7,     "600",     O(max_score_lease_s), NULL, 0 },
     { "cluster.stop_timeout_s",              CFG_FLOAT, 0, 1e7,     "300",     O(stop_timeout_s), NULL, 0 },
@@ -1336,7 +1336,9 @@ int config_override(Config *c, const char *arg, char err[ERR_LEN]) {
         xfree(inner);
         return rc;
     }
-    if (!strcmp(v, "null") || !strcmp(v, "~")) v = "";     /* Hydra's (and YAML's) null, as the YAML reader takes it:
+    const CfgEntry *ent = find_entry(key);
+    if ((!strcmp(v, "null") || !strcmp(v, "~")) && ent && ent->type == CFG_STR)
+        v = "";                                           /* Hydra's (and YAML's) null, as the YAML reader takes it:
                                                            a string key gets "" on both routes ('null' quoted: the
                                                            text), so the run keys hash alike everywhere */
     return set_key(c, key, v, "command line", err);

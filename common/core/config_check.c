@@ -67,6 +67,7 @@ static void warn_unread(const Config *c) {
         {"trainer.v1.sampler.max_off_policy_strategy", "v1", -1},
         {"trainer.v1.separate_async.parameter_sync_step", "v1sep", -1},
         {"trainer.staleness_strategy", "async", -1},
+        {AR "rollout.partial_rollout", "async", -1},
         {AR "rollout.partial_rollout_kv", "partial", -1},
         {AR "rollout.mask_offpolicy_in_partial_rollout", "partial", -1},
     };

@@ -181,13 +181,22 @@ void eng__dispatch(Coord *c) {
         }
     }
     /* the status line names what the step waits for when a whole role is missing */
-    if (stuck_n && !registry_count(c, DAPO__ROLE__ROLE_ROLLOUT, WORKER_ALIVE))
+    int live = registry_count(c, DAPO__ROLE__ROLE_ROLLOUT, WORKER_ALIVE), refused = 0;
+    for (int i = 0; stuck_n && i < c->nworkers; i++)
+        refused += c->workers[i].role == DAPO__ROLE__ROLE_ROLLOUT && c->workers[i].life == WORKER_ALIVE &&
+                   c->workers[i].probe_failed;
+    if (stuck_n && live > 0 && refused == live)
+        eng__status(c, "step %ld: no rollout may generate: all %d alive failed the weight probe (their weights are "
+                    "not the learner's; cluster.weights_probe_tolerance %g): %llu groups queued", e->step, live,
+                    c->cfg.weights_probe_tolerance, (unsigned long long)c->group_counts[GS_QUEUED]);
+    else if (stuck_n && !live)
         eng__status(c, "step %ld: waiting for a rollout: %llu groups queued, 0 rollouts live", e->step,
                     (unsigned long long)c->group_counts[GS_QUEUED]);
     else if (fresh_wait)
         eng__status(c, "step %ld: waiting for a rollout with policy version >= %lld (trainer.staleness_strategy wait: "
-                    "its batch trains from version %lld)", e->step,
-                    (long long)(eng__train_from(c) - config_staleness(&c->cfg)), (long long)eng__train_from(c));
+                    "its batch trains from version %lld; %d of %d alive refused by the weight probe)", e->step,
+                    (long long)(eng__train_from(c) - config_staleness(&c->cfg)), (long long)eng__train_from(c),
+                    refused, live);
     else if (!ver_ok && !registry_count(c, DAPO__ROLE__ROLE_VERIFIER, WORKER_ALIVE))
         eng__status(c, "step %ld: waiting for a verifier: %llu groups generated, 0 verifiers live", e->step,
                     (unsigned long long)c->group_counts[GS_GENERATED]);

@@ -27,6 +27,16 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
                   (unsigned long long)r->group_id, r->attempt);
         return 0;
     }
+    if (w->probe_failed) {                       /* issue 42: its weights are not the learner's: nothing it generates
+                                                    after the failed probe (its WeightAck came first) is trained */
+        log_warn_limited(&c->warn_reject, 10000, "group %llu attempt %u from %s dropped: its weight probe of version "
+                         "%lld failed; the group is generated again elsewhere", (unsigned long long)g->id, g->attempt,
+                         w->id, (long long)w->probe_version);
+        g->worker = -1;
+        g->attempt++;
+        eng__set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
+        return 0;
+    }
     const char *bad = r->error[0] ? r->error : NULL;
     if (!bad && r->policy_version > c->policy_version) bad = "policy version newer than the coordinator's";
     if (!bad && r->n_responses != (size_t)g->n) bad = "wrong number of responses";
@@ -187,6 +197,23 @@ static void on_score_result(Coord *c, WorkerEntry *w, Dapo__ScoreResult *r) {
 }
 
 
+/* The leases of rollout wi, whose weight probe just failed: each group is taken back (attempt + 1; the rollout is told
+ * to drop it, and its late result would be dropped anyway) and generated again by a rollout that passes. */
+static void requeue_from_refused(Coord *c, int wi) {
+    Engine *e = c->engine;
+    int n = 0;
+    for (int i = 0; e && i < e->ngroups; i++) {
+        Group *g = &e->groups[i];
+        if (g->worker != wi || g->state != GS_LEASED) continue;
+        eng__send_cancel(c, g, "weight probe failed");
+        g->worker = -1;
+        g->attempt++;
+        eng__set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
+        n++;
+    }
+    if (n) log_warn("%d groups leased to %s taken back: its weight probe failed", n, c->workers[wi].id);
+}
+
 /* Issue 42: the rollout scored the weight probe after loading a version (model/probe.h). Beyond
  * cluster.weights_probe_tolerance (or not finite) it does not serve the learner's weights: it gets no groups (dispatch)
  * and the run does not wait for it (steps.c rollouts_current) until a later version's probe passes; the dashboard's
@@ -198,6 +225,7 @@ static void on_probe(Coord *c, WorkerEntry *w, const Dapo__WeightAck *a) {
     w->probe_diff = d;
     w->probe_version = a->version;
     if (bad && !w->probe_failed) {
+        requeue_from_refused(c, (int)(w - c->workers));
         log_error("rollout %s: policy version %lld's weight probe differs from the learner's by %.3g (> "
                   "cluster.weights_probe_tolerance %.3g over %u log-probs): its weights are not the learner's; it gets "
                   "no groups until a version it loads passes", w->id, (long long)a->version, d,

@@ -131,6 +131,8 @@ static void test_coordinator_stopped_not_restarted(void **state) {
     assert_int_equal(rc, 1);
     if (!strstr(out, "coordinator stopped as asked, without a checkpoint of its last steps (status 76)"))
         fail_msg("no stop line in:\n%s", out);
+    if (!strstr(out, "the run was stopped before its last steps were checkpointed"))
+        fail_msg("no closing line for a stop in:\n%s", out);
     char cmd[1000], n[32];
     snprintf(cmd, sizeof cmd, "grep -c '\"event\":\"restart\"' %s/logs/supervisor.jsonl", dir);
     tu_run(cmd, n, sizeof n);

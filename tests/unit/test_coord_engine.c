@@ -757,6 +757,54 @@ static void test_probe_failed_rollout_gets_no_groups(void **state) {
     coord_free(c);
 }
 
+/* ... and its leases: in async mode rollout-0 holds step 2's groups when its probe fails; they are taken back (a
+ * Cancel each, queued again with attempt + 1), and its results for them, arriving anyway, are dropped: nothing
+ * generated on weights the probe refused is scored or trained (a break test saw them trained). */
+static void test_probe_failed_rollout_leases_taken_back(void **state) {
+    (void)state;
+    const char *const async1[] = {"trainer.staleness", "1", NULL};
+    Coord *c = coord_new_with(async1);
+    register_all(c);
+    generate_and_score(c);                               /* step 1 at the learners, step 2's groups leased */
+    assert_int_equal(c->group_counts[GS_LEASED], 2);
+    Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
+    ack.version = 0;
+    ack.probe_values = 31;
+    ack.probe_max_abs_diff = 0.25f;
+    deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
+    ProtobufCMessage *m[8];
+    int n = queued(c, DAPO__MSG_TYPE__MSG_CANCEL, "rollout-0", m, 8);
+    assert_int_equal(n, 2);
+    free_all(m, n);
+    assert_int_equal(c->group_counts[GS_LEASED], 0);
+    assert_int_equal(c->group_counts[GS_QUEUED], 2);
+    n = queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, "rollout-0", m, 8);   /* the old leases' messages */
+    assert_int_equal(n, 2);
+    for (int k = 0; k < n; k++) {                        /* its results for them arrive anyway: dropped */
+        Dapo__GenerateGroup *g = (Dapo__GenerateGroup *)m[k];
+        int32_t tok[2] = {22, 151645};
+        float lp[2] = {-0.1f, -0.2f};
+        Dapo__Response r[8], *rp[8];
+        for (uint32_t i = 0; i < g->n; i++) {
+            dapo__response__init(&r[i]);
+            r[i].token_ids = tok; r[i].n_token_ids = 2; r[i].logprobs = lp; r[i].n_logprobs = 2;
+            r[i].finish_reason = "stop"; r[i].text.data = (uint8_t *)"7"; r[i].text.len = 1;
+            rp[i] = &r[i];
+        }
+        Dapo__GroupResult gr = DAPO__GROUP_RESULT__INIT;
+        gr.run_id = c->run_id; gr.step = g->step; gr.group_id = g->group_id; gr.attempt = g->attempt;
+        gr.responses = rp; gr.n_responses = g->n;
+        deliver(c, "rollout-0", DAPO__MSG_TYPE__MSG_GROUP_RESULT, &gr.base);
+    }
+    free_all(m, n);
+    assert_int_equal(c->group_counts[GS_QUEUED], 2);
+    assert_int_equal(c->group_counts[GS_GENERATED] + c->group_counts[GS_SCORING] + c->group_counts[GS_KEPT], 0);
+    tick(c);                                             /* the only rollout refused: the status line says so */
+    assert_non_null(strstr(c->status_line, "no rollout may generate: all 1 alive failed the weight probe"));
+    assert_accounting(c);
+    coord_free(c);
+}
+
 static void test_rank_rejoins_before_another_restarts(void **state) {
     (void)state;
     Coord *c = coord_new();
@@ -1095,6 +1143,7 @@ int main(void) {
         cmocka_unit_test(test_async_rollback_leases_only_current_weights),
         cmocka_unit_test(test_held_step_counted_when_sent),
         cmocka_unit_test(test_probe_failed_rollout_gets_no_groups),
+        cmocka_unit_test(test_probe_failed_rollout_leases_taken_back),
         cmocka_unit_test(test_validation_after_multi_round_step),
         cmocka_unit_test(test_finished_run_waits_for_its_last_checkpoint),
         cmocka_unit_test(test_results_only_from_their_sender),
