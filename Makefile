@@ -81,6 +81,17 @@ LONGTEST_SRC := $(sort $(wildcard tests/integration/longtest_*.c))
 FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 BENCH_SRC  := $(sort $(wildcard bench/*/bench_*.c))
 
+# CPU kernel families (common/backend/cpu/cpu_family.h): these sources are compiled once per family, each object with
+# the family's instruction set and its public kernels renamed (cpu_family_names.h); cpu_family.c dispatches.
+FAMILY_SRC   := common/backend/cpu/cpu_ops.c common/backend/cpu/cpu_decode.c
+CPU_FAMILIES := generic $(if $(filter x86_64,$(shell uname -m)),avx2 avx512)
+FAM_LEVEL_generic := 0
+FAM_LEVEL_avx2    := 1
+FAM_LEVEL_avx512  := 2
+FAM_FLAGS_avx2    := -mavx2 -mfma -mf16c
+FAM_FLAGS_avx512  := -mavx2 -mfma -mf16c -mavx512f -mavx512vl -mavx512bw -mavx512dq
+FAMILY_OBJ   := $(foreach f,$(CPU_FAMILIES),$(patsubst %.c,$(BUILD)/obj/%.$(f).o,$(FAMILY_SRC)))
+
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIBDAPO      := $(BUILD)/lib/libdapo.a
 LIBDAPO_CUDA := $(if $(CUDA_SRC),$(BUILD)/lib/libdapo_cuda.a)
@@ -122,7 +133,14 @@ $(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP) | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
-$(LIBDAPO): $(call obj,$(COMMON_SRC)) $(PROTO_O)
+define family_rule
+$(BUILD)/obj/%.$(1).o: %.c $(FLAGS_STAMP) | $(PROTO_H)
+	@mkdir -p $$(dir $$@)
+	$(CC) $(CFLAGS) $(FAM_FLAGS_$(1)) -DCPU_FAM=$(1) -DCPU_FAM_LEVEL=$(FAM_LEVEL_$(1)) -c $$< -o $$@
+endef
+$(foreach f,$(CPU_FAMILIES),$(eval $(call family_rule,$(f))))
+
+$(LIBDAPO): $(call obj,$(filter-out $(FAMILY_SRC),$(COMMON_SRC))) $(FAMILY_OBJ) $(PROTO_O)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 

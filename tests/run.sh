@@ -46,6 +46,19 @@ for t in "$BUILD"/tests/test_*; do
   [ -n "${TEST_FILTER:-}" ] && [[ "$name" != *"$TEST_FILTER"* ]] && continue
   run_one "$name" env DAPO_ROOT="$root" DAPO_BUILD="$BUILD" "$t"
 done
+# issue 43: the batch- and worker-invariance tests again under each kernel family this CPU has below its best (the
+# runs above use the best; DAPO_CPU_FAMILY forces one: common/backend/cpu/cpu_family.h)
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
+has() { for f in "$@"; do [[ " $flags " == *" $f "* ]] || return 1; done; }
+lesser=""
+if has avx512f avx512vl avx512bw avx512dq avx2 fma; then lesser="generic avx2"; elif has avx2 fma; then lesser="generic"; fi
+for fam in $lesser; do
+  for t in test_model_packed test_generate test_generate_prefix test_model; do
+    [ -x "$BUILD/tests/$t" ] || continue
+    [ -n "${TEST_FILTER:-}" ] && [[ "$t@$fam" != *"$TEST_FILTER"* ]] && continue
+    run_one "$t@$fam" env DAPO_ROOT="$root" DAPO_BUILD="$BUILD" DAPO_CPU_FAMILY="$fam" "$BUILD/tests/$t"
+  done
+done
 if [ "${LONG:-0}" = 1 ]; then             # make check-long: the long tests too
   for t in "$BUILD"/tests/longtest_*; do
     [ -x "$t" ] || continue

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_family.h"
 #ifdef USE_CUDA
 #include "backend/cuda/device.h"
 #endif
@@ -20,7 +21,8 @@ int backend_known(const char *device, char err[ERR_LEN]) {
 
 const Backend *backend_select(const char *device, char err[ERR_LEN]) {
     if (backend_known(device, err)) return NULL;
-    if (!device || !strcmp(device, "cpu")) return &backend_cpu;
+    if (!device || !strcmp(device, "cpu"))          /* the kernel family, once: DAPO_CPU_FAMILY or CPUID (logged) */
+        return cpu_family_init(err) ? NULL : &backend_cpu;
 #ifdef USE_CUDA
     if (cuda_device_count() >= 1) return &backend_cuda;
     err_set(err, ERR_UNSUPPORTED, "trainer.device=cuda: no CUDA device is visible (no driver, no GPU, or "

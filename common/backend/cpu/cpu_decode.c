@@ -5,6 +5,7 @@
  * contraction (-std=c11), so the order written here is the order executed.
  * Not here: dense attention for training (cpu_ops.c), cache allocation (model/generate.c). */
 #pragma GCC optimize("O3")
+#include "backend/cpu/cpu_family_names.h"   /* built once per kernel family (cpu_family.h): names get its suffix */
 #include "backend/cpu/cpu_decode.h"
 
 #include <math.h>
@@ -12,10 +13,19 @@
 #include <sched.h>
 #include <string.h>
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define HOT __attribute__((target_clones("avx512f", "arch=x86-64-v3", "avx2", "default")))   /* v3: AVX2 + FMA (the avx2 clone calls libm for fmaf) */
+#define HOT                /* the family's build flags choose the instructions (Makefile: FAM_FLAGS_<family>) */
+#ifndef CPU_FAM_LEVEL
+#define CPU_FAM_LEVEL 0
+#endif
+#if defined(__x86_64__) && CPU_FAM_LEVEL >= 2
+#define HAVE_AVX512 1      /* the AVX-512 intrinsic kernels (the avx512 family's build) */
 #else
-#define HOT
+#define HAVE_AVX512 0
+#endif
+#if defined(__x86_64__) && CPU_FAM_LEVEL == 1
+#define HAVE_AVX2 1        /* the AVX2 + FMA panel kernel (the avx2 family's build) */
+#else
+#define HAVE_AVX2 0
 #endif
 
 /* Work (multiply-adds) below which a kernel stays on the calling thread: waking the OpenMP team costs tens of
@@ -60,7 +70,7 @@ static inline __attribute__((always_inline)) float head_scores(float *s, const f
     return mx;
 }
 
-#if defined(__x86_64__)
+#if HAVE_AVX512
 #include <immintrin.h>
 /* AVX-512 attention for block_tokens == 16 and hd % 16 == 0: G query heads of one kv head at once (G
  * independent FMA chains hide the latency), scores of a block = one vector FMA chain over d per head,
@@ -145,7 +155,7 @@ HOT static void att_generic(float *out, int ldo, const float *q, int ldq, int r,
     }
 }
 
-#if defined(__x86_64__)
+#if HAVE_AVX512
 __attribute__((target("avx512f"))) static void att_avx512(float *out, int ldo, const float *q, int ldq, int r, int g,
                                                           const int32_t *pos, const int32_t *tb, const float *kc,
                                                           const float *vc, int grp, int nkv, int hd, float scale,
@@ -182,11 +192,8 @@ void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R, co
                          const int32_t *const *table, const float *kc, const float *vc, int BS, int nh, int nkv,
                          int hd, float scale, float *scratch, long ctx_max) {
     if (R <= 0) return;
-    int grp = nh / nkv, ntask = R * nkv, fast = 0;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    fast = BS == 16 && hd % 16 == 0 && __builtin_cpu_supports("avx512f");
-#endif
+    int grp = nh / nkv, ntask = R * nkv, fast = HAVE_AVX512 && BS == 16 && hd % 16 == 0;
+    (void)fast;                                       /* read only by the AVX-512 build */
     long work = 0;
     for (int r = 0; r < R; r++) work += pos[r] + 1;
 #pragma omp parallel if (work * nh * hd >= PAR_MIN_MACS)
@@ -195,7 +202,7 @@ void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R, co
 #pragma omp for schedule(dynamic, 2)
         for (int t = 0; t < ntask; t++) {
             int r = t / nkv, g = t % nkv;
-#if defined(__x86_64__)
+#if HAVE_AVX512
             if (fast) {
                 att_avx512(out, ldo, q, ldq, r, g, pos, table[r], kc, vc, grp, nkv, hd, scale, sbase, ctx_max);
                 continue;
@@ -207,27 +214,17 @@ void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R, co
 }
 
 /* ------------------------------------------------------------------------------------ packed linear */
-#if defined(__x86_64__)
+#if HAVE_AVX512 || HAVE_AVX2
 #include <immintrin.h>
-#define HAVE_X86 1
-#else
-#define HAVE_X86 0
 #endif
+#define HAVE_X86 HAVE_AVX512                  /* below: the AVX-512 kernels of this family's build */
 
+#if CPU_FAM_LEVEL == 0                         /* family-independent: defined once, by the generic build */
 long cpu_pack_floats(int N, int K) { return (long)((N + CPU_PACK_COLS - 1) / CPU_PACK_COLS) * CPU_PACK_COLS * K; }
-
-static int pk_avx512(void) {
-    static int avx512 = -1;
-    if (avx512 < 0) {
-#if HAVE_X86
-        __builtin_cpu_init();
-        avx512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
-#else
-        avx512 = 0;
+long cpu_pack_floats_glu(int I, int K) { return (long)((I + 15) / 16) * CPU_PACK_COLS * K; }
 #endif
-    }
-    return avx512;
-}
+
+static int pk_avx512(void) { return HAVE_AVX512; }
 
 #if HAVE_X86
 /* One 16 x 16 block of the packing: rows w[i * ldw + k] (i < rows, k < kn; zeros elsewhere) go to
@@ -313,7 +310,6 @@ static void pack_any(float *dst, const float *w, int N, int K, int glu) {
 
 void cpu_pack_weights(float *dst, const float *w, int N, int K) { pack_any(dst, w, N, K, 0); }
 
-long cpu_pack_floats_glu(int I, int K) { return (long)((I + 15) / 16) * CPU_PACK_COLS * K; }
 
 void cpu_pack_weights_glu(float *dst, const float *w, int I, int K) { pack_any(dst, w, I, K, 1); }
 
@@ -418,8 +414,74 @@ __attribute__((target("avx512f"))) static void panel_avx512(const float *x, int 
 }
 #endif
 
+#if HAVE_AVX2
+/* AVX2 + FMA: MR rows x the 16 columns of one half of a panel (two 8-lane registers a row: MR = 6 keeps 12
+ * accumulators, 2 weight registers and the broadcast within the 16), over k in [0, kc); n: the half's valid columns.
+ * Each output is one FMA chain in k order from its start (0, or y when load), the bias added after: bitwise
+ * panel_generic's and panel_avx512's result. w: the half's weights (row stride 32 floats of the packing). */
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
+tile_avx2(const int MR, const float *x, int ldx, int kc, const float *w, float *y, long ldy, const float *b,
+          __m256i k0, __m256i k1, int load) {
+    __m256 a0[6], a1[6];
+    for (int r = 0; r < MR; r++) {
+        a0[r] = load ? _mm256_maskload_ps(y + (long)r * ldy, k0) : _mm256_setzero_ps();
+        a1[r] = load ? _mm256_maskload_ps(y + (long)r * ldy + 8, k1) : _mm256_setzero_ps();
+    }
+    for (int k = 0; k < kc; k++) {
+        __m256 w0 = _mm256_loadu_ps(w + (long)k * 32), w1 = _mm256_loadu_ps(w + (long)k * 32 + 8);
+        for (int r = 0; r < MR; r++) {
+            __m256 xv = _mm256_broadcast_ss(x + (long)r * ldx + k);
+            a0[r] = _mm256_fmadd_ps(xv, w0, a0[r]);
+            a1[r] = _mm256_fmadd_ps(xv, w1, a1[r]);
+        }
+    }
+    if (b) {
+        __m256 b0 = _mm256_maskload_ps(b, k0), b1 = _mm256_maskload_ps(b + 8, k1);
+        for (int r = 0; r < MR; r++) {
+            a0[r] = _mm256_add_ps(a0[r], b0);
+            a1[r] = _mm256_add_ps(a1[r], b1);
+        }
+    }
+    for (int r = 0; r < MR; r++) {
+        _mm256_maskstore_ps(y + (long)r * ldy, k0, a0[r]);
+        _mm256_maskstore_ps(y + (long)r * ldy + 8, k1, a1[r]);
+    }
+}
+
+/* lanes [off, off + 8) of a half with n valid columns, as a maskload / maskstore mask */
+__attribute__((target("avx2"))) static inline __m256i half_mask(int n, int off) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n - off), lane);
+}
+
+/* panel_generic's contract on AVX2 + FMA: each half (columns 0..15 at y, 16..31 at y + hoff) in row tiles of 6 */
+__attribute__((target("avx2,fma"))) static void panel_avx2(const float *x, int ldx, int M, int kc, const float *wp,
+                                                           float *y, long ldy, long hoff, const float *b, int n0, int n1,
+                                                           int load) {
+    for (int half = 0; half < 2; half++) {
+        int n = half ? n1 : n0;
+        if (n <= 0) continue;
+        const float *w = wp + 16 * half, *bh = b ? b + (half ? hoff : 0) : NULL;
+        float *yh = y + (half ? hoff : 0);
+        __m256i k0 = half_mask(n, 0), k1 = half_mask(n, 8);
+        int m = 0;
+        for (; m + 6 <= M; m += 6) tile_avx2(6, x + (long)m * ldx, ldx, kc, w, yh + (long)m * ldy, ldy, bh, k0, k1, load);
+        const float *xm = x + (long)m * ldx;
+        float *ym = yh + (long)m * ldy;
+        switch (M - m) {
+        case 5: tile_avx2(5, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
+        case 4: tile_avx2(4, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
+        case 3: tile_avx2(3, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
+        case 2: tile_avx2(2, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
+        case 1: tile_avx2(1, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
+        default: break;
+        }
+    }
+}
+#endif
+
 /* Same contract as panel_avx512: one fmaf chain per element in k order (bitwise the AVX-512 result). */
-HOT static void panel_generic(const float *x, int ldx, int M, int kc, const float *wp, float *y, long ldy, long hoff,
+__attribute__((unused)) HOT static void panel_generic(const float *x, int ldx, int M, int kc, const float *wp, float *y, long ldy, long hoff,
                               const float *b, int n0, int n1, int load) {
     for (int m = 0; m < M; m++) {
         float acc[32] = { 0 };
@@ -490,7 +552,11 @@ static void pk_block(float *y, long ldy, const float *x, const float *w, float *
 #if HAVE_X86
                     if (avx512) { panel_avx512(xk, K, n, kc, wk, yk, ldy, hoff, bp, n0, n1, load, hk, N); continue; }
 #endif
+#if HAVE_AVX2
+                    panel_avx2(xk, K, n, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
+#else
                     panel_generic(xk, K, n, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
+#endif
                     if (hk) glu_rows(hk, N, yk, ldy, hoff, n, n0);
                 }
             }

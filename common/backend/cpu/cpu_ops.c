@@ -4,6 +4,7 @@
  * exp() is a branch-free Cephes-style polynomial (relative error ~2e-7) so the loops vectorise.
  * Not here: bf16, CUDA, KV-cache bookkeeping (the rollout engine owns its cache layout). */
 #pragma GCC optimize("O3", "fp-contract=fast")
+#include "backend/cpu/cpu_family_names.h"   /* built once per kernel family (cpu_family.h): names get its suffix */
 #include "backend/cpu/cpu_ops.h"
 
 #include <cblas.h>
@@ -11,15 +12,16 @@
 #include <omp.h>
 #include <string.h>
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define HOT __attribute__((target_clones("avx512f", "arch=x86-64-v3", "avx2", "default")))   /* v3: AVX2 + FMA (the avx2 clone calls libm for fmaf) */
-#else
-#define HOT
+#define HOT                /* the family's build flags choose the instructions (Makefile: FAM_FLAGS_<family>) */
+#ifndef CPU_FAM_LEVEL
+#define CPU_FAM_LEVEL 0
 #endif
 
 #define ATT_BQ 64      /* query rows per attention block (bounds scratch to ATT_BQ x nk per thread) */
 
+#if CPU_FAM_LEVEL == 0                         /* family-independent: defined once, by the generic build */
 const char *cpu_blas_corename(void) { return openblas_get_corename(); }
+#endif
 
 #include "core/fexp.h"
 
@@ -496,10 +498,12 @@ static void transpose_rows(float *Kt, const float *K, int ld, int n, int hd) {
             for (int j = j0; j < j0 + 16 && j < n; j++) Kt[(long)d * n + j] = K[(long)j * ld + d];
 }
 
+#if CPU_FAM_LEVEL == 0
 long cpu_attention_scratch_floats(int nk, int hd) {
     if (nk < 1) nk = 1;
     return (long)omp_get_max_threads() * (2L * ATT_BQ * nk + 2L * hd * nk);
 }
+#endif
 
 /* Row softmax of the causal block, unnormalised: S[r, 0..jmax0+r] -> exp(S - max) and inv[r] = 1 / (its sum): the
  * caller scales the [rows, hd] product P V by inv instead of the [rows, keys] P. lse out. Beyond a row's keys only the
