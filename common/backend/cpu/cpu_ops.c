@@ -367,13 +367,21 @@ HOT void cpu_rope(float *x, int ld, const float *cs, const float *sn, int M, int
 #define RB 4
 #define JB 64
 typedef float v16 __attribute__((vector_size(64)));
+/* 16-float column groups one pass of mm_ab_blk / mm_atb holds in registers: 4 rows x NQ v16 accumulators fit the 32
+ * zmm registers of AVX-512, but 4 x 4 v16 are 32 ymm on AVX2 (16 registers): the avx2 and generic builds take one
+ * group a pass (a column split: every output keeps its one chain over k in order, so the results are the same). */
+#if CPU_FAM_LEVEL >= 2
+#define MM_NQ 4
+#else
+#define MM_NQ 1
+#endif
 #define MAX_HD 256
 
 /* The 4 x (16 NQ) register block of mm_ab: c[i][0..16 NQ) = sum_k a_i[k] B[k][0..16 NQ). NQ is a constant
  * after inlining, so the accumulators stay in vector registers (GCC vector extensions: 16-float vectors
  * whatever the clone's preferred width). */
-static inline __attribute__((always_inline)) void mm_ab_blk(const int NQ, float c[RB][JB], const float *A, int lda,
-                                                            const float *B, int ldb, int kk) {
+static inline __attribute__((always_inline)) void mm_ab_blk(const int NQ, float c[RB][JB], int col, const float *A,
+                                                            int lda, const float *B, int ldb, int kk) {
     const float *a0 = A, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
     v16 c0[4] = { 0 }, c1[4] = { 0 }, c2[4] = { 0 }, c3[4] = { 0 };
     for (int k = 0; k < kk; k++) {
@@ -389,10 +397,10 @@ static inline __attribute__((always_inline)) void mm_ab_blk(const int NQ, float 
         }
     }
     for (int q = 0; q < NQ; q++) {
-        memcpy(&c[0][16 * q], &c0[q], sizeof(v16));
-        memcpy(&c[1][16 * q], &c1[q], sizeof(v16));
-        memcpy(&c[2][16 * q], &c2[q], sizeof(v16));
-        memcpy(&c[3][16 * q], &c3[q], sizeof(v16));
+        memcpy(&c[0][col + 16 * q], &c0[q], sizeof(v16));
+        memcpy(&c[1][col + 16 * q], &c1[q], sizeof(v16));
+        memcpy(&c[2][col + 16 * q], &c2[q], sizeof(v16));
+        memcpy(&c[3][col + 16 * q], &c3[q], sizeof(v16));
     }
 }
 
@@ -410,12 +418,15 @@ HOT static void mm_ab(float *C, int ldc, const float *A, int lda, const float *B
         for (int j0 = 0; j0 < nn; j0 += JB) {
             int jb = nn - j0 < JB ? nn - j0 : JB;
             float c[RB][JB];
-            if (rb == RB && jb % 16 == 0) {
+            if (rb == RB && jb % 16 == 0 && MM_NQ == 1) {
+                for (int q = 0; q < jb / 16; q++)       /* one 16-column group a pass (MM_NQ) */
+                    mm_ab_blk(1, c, 16 * q, A + (long)r0 * lda, lda, B + j0 + 16 * q, ldb, kk);
+            } else if (rb == RB && jb % 16 == 0) {
                 switch (jb / 16) {
-                case 4: mm_ab_blk(4, c, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
-                case 3: mm_ab_blk(3, c, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
-                case 2: mm_ab_blk(2, c, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
-                default: mm_ab_blk(1, c, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
+                case 4: mm_ab_blk(4, c, 0, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
+                case 3: mm_ab_blk(3, c, 0, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
+                case 2: mm_ab_blk(2, c, 0, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
+                default: mm_ab_blk(1, c, 0, A + (long)r0 * lda, lda, B + j0, ldb, kk); break;
                 }
             } else {
                 memset(c, 0, sizeof c);
