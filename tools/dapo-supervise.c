@@ -23,7 +23,8 @@
  * the launcher always did. Exit status 75 asks for a restart at once, never counted as a death (a learner told to
  * start again from the last checkpoint). A worker that exits 0 while the run goes on was stopped from outside (a plain
  * kill) and is restarted like one that died; the coordinator exiting 0 ends the run, and so does its exit status 76
- * (core/exitcode.h: stopped as asked, without a checkpoint of its last steps), failed and not restarted. Each restart is one line on the terminal and one JSON line in
+ * (core/exitcode.h: stopped as asked after the run failed, or without a checkpoint of its last steps), failed and not
+ * restarted. Each restart is one line on the terminal and one JSON line in
  * DIR/logs/supervisor.jsonl ({"t": unix seconds, "event": "restart"|"gave_up"|"start_failed"|"exit", "name",
  * "status", "signal", "uptime_s", "restarts": the starts so far, i.e. for "restart" the number of that restart}).
  *
@@ -328,8 +329,9 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
         return;
     }
     if (!sig && status == DAPO_EXIT_STOPPED && p == &S.p[0]) {   /* stopped as asked (twice, or past its timeout) */
-        say("%s stopped as asked, without a checkpoint of its last steps (status %d): the run is stopped; the next start "
-            "resumes from the last checkpoint", p->name, DAPO_EXIT_STOPPED);
+        say("%s stopped as asked, the run not ended well (status %d: failed, or without a checkpoint of its last steps; "
+            "see its log): the run is stopped; the next start resumes from the last checkpoint", p->name,
+            DAPO_EXIT_STOPPED);
         event("exit", p, status, sig, up);
         begin_stop(1);
         return;
@@ -619,8 +621,8 @@ int main(int argc, char **argv) {
     say("stopped; logs in %s/logs", S.run_dir);
     int rc = S.failed || S.coord_status != 0;
     if (rc && S.coord_status == DAPO_EXIT_STOPPED)
-        fprintf(stderr, "dapo: the run was stopped before its last steps were checkpointed; the next start resumes from "
-                "the last checkpoint (%s)\n", S.coord_log);
+        fprintf(stderr, "dapo: the run was stopped before it ended well (it had failed, or its last steps were not "
+                "checkpointed); the next start resumes from the last checkpoint (%s)\n", S.coord_log);
     else if (rc)
         fprintf(stderr, "dapo: the run did not end well (%s): see the lines above and %s\n",
                 S.failed ? "a daemon failed" : "the coordinator's exit status",

@@ -73,6 +73,7 @@ static void warn_unread(const Config *c) {
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (!config_is_set(c, rows[i].key)) continue;
+        if (!strcmp(rows[i].key, AR "rollout.partial_rollout") && !c->partial_rollout) continue;   /* off: nothing to read */
         const char *sw = rows[i].sw, *why;
         int on;
         if (!sw) { on = (int)c->loss_mode == rows[i].mode; why = "actor_rollout_ref.actor.policy_loss.loss_mode is another one"; }

@@ -4,8 +4,10 @@
 #define DAPO_CORE_EXITCODE_H
 
 #define DAPO_EXIT_RESTART 75   /* start me again at once (a learner told to reload the last checkpoint) */
-#define DAPO_EXIT_STOPPED 76   /* stopped as asked, but without a checkpoint of the last steps (the coordinator stopped
-                                  twice, or its stop outlasted cluster.stop_timeout_s): the run ends, failed; the next
-                                  start resumes from the last checkpoint both sides hold; not restarted */
+#define DAPO_EXIT_STOPPED 76   /* the coordinator stopped as asked, but the run did not end well: without a checkpoint of
+                                  the last steps (stopped twice, or its stop outlasted cluster.stop_timeout_s), or after
+                                  the run had failed. The supervisor ends the run, failed, and does not restart it (a
+                                  failed run's coordinator that exits on its own, or is killed, is restarted and resumes
+                                  from the last checkpoint both sides hold) */
 
 #endif

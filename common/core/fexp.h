@@ -23,7 +23,8 @@ static inline __attribute__((always_inline)) float fexp_scaled(float x, float n)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) * (1 << 23);
+    const int32_t bits = (int32_t)((uint32_t)((int32_t)n + 127) << 23);   /* unsigned: a NaN x (n the int of NaN)
+                                                                              gives NaN, not a signed overflow */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;

@@ -226,7 +226,7 @@ void ckpt_on_write_failed(Coord *c, long step, CkptWrite why, int code) {
             log_error("stopping without a checkpoint of step %ld; the next start resumes step %ld", step,
                       k->has_saved ? k->saved.step : 0L);
             coord_event(c, "stopped without a checkpoint of step %ld", step);
-            if (engine_phase(c) != PH_DONE) c->stop_failed = 1;   /* exit status 1: the steps since the last
+            if (engine_phase(c) != PH_DONE) c->stop_failed = 1;   /* exit status 76: the steps since the last
                                                                      checkpoint are lost (a finished run: none) */
             out_exit(c);
         }

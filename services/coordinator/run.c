@@ -402,6 +402,8 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
     rc = coord_start(&c, hooks, err);
     if (rc) log_error("%s", err);
     else uv_run(c.loop, UV_RUN_DEFAULT);
+    signal(SIGTERM, SIG_IGN);                 /* a stop repeated while it closes down must not kill it: a supervisor */
+    signal(SIGINT, SIG_IGN);                  /* restarts a coordinator killed by a signal */
     int failed = c.stop_failed || engine_phase(&c) == PH_FAILED;     /* exit status 1: the run did not end well */
     if (c.loop) {
         http_close(c.http);
@@ -424,8 +426,9 @@ int coord_run(int argc, char **argv, const CoordHooks *hooks) {
     coord_state_free(&c);                 /* the outbox (actions queued after the loop ended), send buffers, state */
     /* stopped as asked but without the last checkpoint: DAPO_EXIT_STOPPED, so a supervisor ends the run instead of
      * restarting it (a second stop meant "now"); a failed run: 1 */
-    int stopped = c.stop_failed && engine_phase(&c) != PH_FAILED && !rc;
-    log_info("stopped%s", stopped ? " without a checkpoint of the last steps (exit status 76)"
+    int stopped = c.stopping && failed && !rc;   /* asked to stop: a failed run as well (a restart would only fail again) */
+    log_info("stopped%s", stopped && engine_phase(&c) == PH_FAILED ? " as asked; the run had failed (exit status 76)"
+                          : stopped ? " without a checkpoint of the last steps (exit status 76)"
                           : failed ? " (the run had failed: exit status 1)" : "");
     return stopped ? DAPO_EXIT_STOPPED : rc || failed ? 1 : 0;
 }

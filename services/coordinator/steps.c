@@ -492,8 +492,13 @@ static void waiting_for_weights(Coord *c) {
         alive++;
         refused += w->probe_failed;
     }
-    eng__status(c, "step %ld: waiting for a rollout with policy version %lld (%d alive, %d refused by the weight probe)",
-                c->engine->job.step, (long long)c->policy_version, alive, refused);
+    if (alive > 0 && refused == alive)
+        eng__status(c, "step %ld: no rollout may generate: all %d alive failed the weight probe (their weights are not "
+                    "the learner's; cluster.weights_probe_tolerance %g)", c->engine->job.step, alive,
+                    c->cfg.weights_probe_tolerance);
+    else
+        eng__status(c, "step %ld: waiting for a rollout with policy version %lld (%d alive, %d refused by the weight "
+                    "probe)", c->engine->job.step, (long long)c->policy_version, alive, refused);
 }
 
 /* Every learner rank 0..W-1 is registered and alive. */
@@ -762,7 +767,7 @@ static void stop_tick(Coord *c) {
     if (!ckpt_waiting(c) && ckpt_request(c, err)) {
         log_error("stopping without a checkpoint of step %ld: %s", e->done_steps, err);
         coord_event(c, "stopped without a checkpoint of step %ld", e->done_steps);
-        if (e->phase != PH_DONE) c->stop_failed = 1;   /* exit status 1: the steps since the last checkpoint are lost
+        if (e->phase != PH_DONE) c->stop_failed = 1;   /* exit status 76: the steps since the last checkpoint are lost
                                                           (a finished run has nothing left to resume) */
         out_exit(c);
         return;

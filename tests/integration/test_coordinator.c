@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "core/clock.h"
+#include "core/exitcode.h"
 #include "net/worker.h"
 #include "tests/fake_workers.h"
 #include "tests/group_status.h"
@@ -216,7 +217,7 @@ static void test_max_num_gen_batches_error(void **state) {
     assert_accounting(st);
     assert_int_equal(tu_group_count(st, "filtered"), 12);
     json_decref(st);
-    g_want_exit = 1;                      /* a failed run exits 1 when stopped */
+    g_want_exit = DAPO_EXIT_STOPPED;      /* a failed run, stopped: 76 (the supervisor ends it) */
     stop_run(&r);
     /* issue 41: refill at once (async's default): each filtered group's slot gets the next prompt as soon as it is
      * filtered, within the same 2 x 6 prompts — one round, 6 refills */
@@ -232,7 +233,7 @@ static void test_max_num_gen_batches_error(void **state) {
     static char body[256];                /* the liveness probe now fails: a kubelet restarts (and resumes) the run */
     assert_int_equal(tu_http(r.hport, "GET", "/healthz", NULL, body, sizeof body), 503);
     assert_int_equal(tu_http(r.hport, "GET", "/readyz", NULL, body, sizeof body), 503);
-    g_want_exit = 1;                      /* a failed run exits 1 when stopped */
+    g_want_exit = DAPO_EXIT_STOPPED;      /* a failed run, stopped: 76 (the supervisor ends it) */
     stop_run(&r);
 }
 
@@ -640,7 +641,7 @@ static void test_learner_checkpoint_mismatch_fails_clearly(void **state) {
     assert_non_null(strstr(line, "there is no coordinator.json"));
     assert_int_equal(json_integer_value(json_object_get(st, "step")), 0);
     json_decref(st);
-    g_want_exit = 1;
+    g_want_exit = DAPO_EXIT_STOPPED;      /* failed, then stopped */
     stop_run(&r);
 }
 
@@ -655,7 +656,7 @@ static void test_silent_learner_update_bounded(void **state) {
     const char *line = json_string_value(json_object_get(st, "status_line"));
     assert_non_null(strstr(line, "step 1: the learners sent 1 of the 2 step results"));
     json_decref(st);
-    g_want_exit = 1;
+    g_want_exit = DAPO_EXIT_STOPPED;      /* failed, then stopped */
     stop_run(&r);
 }
 
@@ -673,7 +674,7 @@ static void test_step_failure_decided_by_code(void **state) {
     const char *line = json_string_value(json_object_get(st, "status_line"));
     assert_non_null(strstr(line, "step 1: learner learner-0 (rank 0) failed (invalid argument): collective allreduce #7"));
     json_decref(st);
-    g_want_exit = 1;
+    g_want_exit = DAPO_EXIT_STOPPED;      /* failed, then stopped */
     stop_run(&r);
 }
 

@@ -743,7 +743,7 @@ static void test_probe_failed_rollout_gets_no_groups(void **state) {
     ProtobufCMessage *m[8];
     assert_int_equal(queued(c, DAPO__MSG_TYPE__MSG_GENERATE_GROUP, NULL, m, 8), 0);
     assert_int_equal(engine_phase(c), PH_WEIGHTS);       /* no rollout counts as holding version 1 */
-    assert_non_null(strstr(c->status_line, "waiting for a rollout"));
+    assert_non_null(strstr(c->status_line, "no rollout may generate: all 1 alive failed the weight probe"));
     for (int i = 0; i < c->nworkers; i++)               /* /api/status workers[].probe reads these */
         if (!strcmp(c->workers[i].id, "rollout-0"))
             assert_true(c->workers[i].probe_failed && c->workers[i].probe_version == 1 && c->workers[i].probe_diff > 0.2);
