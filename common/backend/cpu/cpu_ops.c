@@ -456,25 +456,28 @@ HOT static void mm_atb(float *C, int ldc, const float *A, int lda, const float *
         float c[4][MAX_HD];
         for (int i = 0; i < 4; i++) memset(c[i], 0, (size_t)m * sizeof(float));
         if (jb == 4 && m % 16 == 0 && m <= 128) {
-            v16 c0[8] = { 0 }, c1[8] = { 0 }, c2[8] = { 0 }, c3[8] = { 0 };
-            int nq = m / 16;
-            for (int r = 0; r < R; r++) {
-                const float *br = B + (long)r * ldb, *ar = A + (long)r * lda + j0;
-                float x0 = ar[0], x1 = ar[1], x2 = ar[2], x3 = ar[3];
-                for (int q = 0; q < nq; q++) {
-                    v16 bq;
-                    memcpy(&bq, br + 16 * q, sizeof bq);
-                    c0[q] += x0 * bq;
-                    c1[q] += x1 * bq;
-                    c2[q] += x2 * bq;
-                    c3[q] += x3 * bq;
+            int nq = m / 16, step = MM_NQ == 1 ? 1 : nq;   /* below AVX-512 one 16-column group a pass (MM_NQ) */
+            for (int q0 = 0; q0 < nq; q0 += step) {
+                v16 c0[8] = { 0 }, c1[8] = { 0 }, c2[8] = { 0 }, c3[8] = { 0 };
+                int qn = nq - q0 < step ? nq - q0 : step;
+                for (int r = 0; r < R; r++) {
+                    const float *br = B + (long)r * ldb + 16 * q0, *ar = A + (long)r * lda + j0;
+                    float x0 = ar[0], x1 = ar[1], x2 = ar[2], x3 = ar[3];
+                    for (int q = 0; q < qn; q++) {
+                        v16 bq;
+                        memcpy(&bq, br + 16 * q, sizeof bq);
+                        c0[q] += x0 * bq;
+                        c1[q] += x1 * bq;
+                        c2[q] += x2 * bq;
+                        c3[q] += x3 * bq;
+                    }
                 }
-            }
-            for (int q = 0; q < nq; q++) {
-                memcpy(&c[0][16 * q], &c0[q], sizeof(v16));
-                memcpy(&c[1][16 * q], &c1[q], sizeof(v16));
-                memcpy(&c[2][16 * q], &c2[q], sizeof(v16));
-                memcpy(&c[3][16 * q], &c3[q], sizeof(v16));
+                for (int q = 0; q < qn; q++) {
+                    memcpy(&c[0][16 * (q0 + q)], &c0[q], sizeof(v16));
+                    memcpy(&c[1][16 * (q0 + q)], &c1[q], sizeof(v16));
+                    memcpy(&c[2][16 * (q0 + q)], &c2[q], sizeof(v16));
+                    memcpy(&c[3][16 * (q0 + q)], &c3[q], sizeof(v16));
+                }
             }
         } else if (jb == 4) {
             for (int r = 0; r < R; r++) {
