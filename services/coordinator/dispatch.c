@@ -181,14 +181,8 @@ void eng__dispatch(Coord *c) {
         }
     }
     /* the status line names what the step waits for when a whole role is missing */
-    int live = registry_count(c, DAPO__ROLE__ROLE_ROLLOUT, WORKER_ALIVE), refused = 0;
-    for (int i = 0; stuck_n && i < c->nworkers; i++)
-        refused += c->workers[i].role == DAPO__ROLE__ROLE_ROLLOUT && c->workers[i].life == WORKER_ALIVE &&
-                   c->workers[i].probe_failed;
-    if (stuck_n && live > 0 && refused == live)
-        eng__status(c, "step %ld: no rollout may generate: all %d alive failed the weight probe (their weights are "
-                    "not the learner's; cluster.weights_probe_tolerance %g): %llu groups queued", e->step, live,
-                    c->cfg.weights_probe_tolerance, (unsigned long long)c->group_counts[GS_QUEUED]);
+    int refused, live = eng__rollouts_alive(c, &refused);
+    if (stuck_n && eng__status_all_refused(c, e->step)) {}
     else if (stuck_n && !live)
         eng__status(c, "step %ld: waiting for a rollout: %llu groups queued, 0 rollouts live", e->step,
                     (unsigned long long)c->group_counts[GS_QUEUED]);

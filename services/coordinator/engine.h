@@ -132,6 +132,13 @@ void eng__shuffle_epoch(Coord *c);
 uint64_t eng__response_tokens(const Group *g);
 void eng__after_round(Coord *c);
 void eng__send_cancel(Coord *c, const Group *g, const char *reason);
+/* g's generation failed (its lease taken back, its result refused): generated again with attempt + 1, or cancelled
+ * past MAX_ATTEMPTS; the lease is given up (worker -1). */
+void eng__generate_again(Coord *c, Group *g);
+/* Alive rollouts, and in *refused those of them whose weight probe failed (issue 42). */
+int eng__rollouts_alive(const Coord *c, int *refused);
+/* Every alive rollout failed the weight probe: the status line says so for `step` and 1 is returned; else 0. */
+int eng__status_all_refused(Coord *c, long step);
 void eng__cancel_in_flight(Coord *c);
 void eng__finish_step(Coord *c);
 void eng__announce_version(Coord *c);

@@ -112,6 +112,33 @@ uint64_t eng__response_tokens(const Group *g) {
     return n;
 }
 
+void eng__generate_again(Coord *c, Group *g) {
+    g->worker = -1;
+    g->attempt++;
+    eng__set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
+}
+
+int eng__rollouts_alive(const Coord *c, int *refused) {
+    int alive = 0;
+    *refused = 0;
+    for (int i = 0; i < c->nworkers; i++) {
+        const WorkerEntry *w = &c->workers[i];
+        if (w->role != DAPO__ROLE__ROLE_ROLLOUT || w->life != WORKER_ALIVE) continue;
+        alive++;
+        *refused += w->probe_failed;
+    }
+    return alive;
+}
+
+int eng__status_all_refused(Coord *c, long step) {
+    int refused, alive = eng__rollouts_alive(c, &refused);
+    if (!alive || refused < alive) return 0;
+    eng__status(c, "step %ld: no rollout may generate: all %d alive failed the weight probe (their weights are not the "
+                "learner's; cluster.weights_probe_tolerance %g): %llu groups queued", step, alive,
+                c->cfg.weights_probe_tolerance, (unsigned long long)c->group_counts[GS_QUEUED]);
+    return 1;
+}
+
 /* Tells the worker holding g's lease (LEASED or SCORING) to drop it. */
 void eng__send_cancel(Coord *c, const Group *g, const char *reason) {
     if (g->worker < 0 || c->workers[g->worker].life != WORKER_ALIVE) return;

@@ -32,9 +32,7 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
         log_warn_limited(&c->warn_reject, 10000, "group %llu attempt %u from %s dropped: its weight probe of version "
                          "%lld failed; the group is generated again elsewhere", (unsigned long long)g->id, g->attempt,
                          w->id, (long long)w->probe_version);
-        g->worker = -1;
-        g->attempt++;
-        eng__set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
+        eng__generate_again(c, g);
         return 0;
     }
     const char *bad = r->error[0] ? r->error : NULL;
@@ -59,14 +57,13 @@ static int on_group_result(Coord *c, WorkerEntry *w, Dapo__GroupResult *r, NetAr
             else if (k > 0 && x->token_versions[k] < x->token_versions[k - 1])
                 bad = "token versions go down along a response (a swap only moves forward)";
     }
-    g->worker = -1;
     if (bad) {
         log_warn_limited(&c->warn_reject, 10000, "group %llu attempt %u from %s rejected: %s", (unsigned long long)g->id,
                          g->attempt, w->id, bad);
-        if (++g->attempt > MAX_ATTEMPTS) eng__set_state(c, g, GS_CANCELLED);
-        else eng__set_state(c, g, GS_QUEUED);
+        eng__generate_again(c, g);
         return 0;
     }
+    g->worker = -1;
     g->result = r;
     g->result_arena = arena;
     g->version = r->policy_version;
@@ -206,9 +203,7 @@ static void requeue_from_refused(Coord *c, int wi) {
         Group *g = &e->groups[i];
         if (g->worker != wi || g->state != GS_LEASED) continue;
         eng__send_cancel(c, g, "weight probe failed");
-        g->worker = -1;
-        g->attempt++;
-        eng__set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
+        eng__generate_again(c, g);
         n++;
     }
     if (n) log_warn("%d groups leased to %s taken back: its weight probe failed", n, c->workers[wi].id);
@@ -355,8 +350,7 @@ void engine_requeue_worker(Coord *c, int wi) {
         Group *g = &e->groups[i];
         if (g->worker != wi) continue;
         if (g->state == GS_LEASED) {
-            g->attempt++;
-            eng__set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
+            eng__generate_again(c, g);
             requeued++;
         } else if (g->state == GS_SCORING) {
             g->score_attempt++;
@@ -413,8 +407,7 @@ void engine_reclaim_leases(Coord *c) {
         log_warn("%s", e->last_reclaim);
         eng__send_cancel(c, g, "lease reclaimed: held past the coordinator's lease limit");
         if (gen) {
-            g->attempt++;
-            eng__set_state(c, g, g->attempt > MAX_ATTEMPTS ? GS_CANCELLED : GS_QUEUED);
+            eng__generate_again(c, g);
         } else {
             g->score_attempt++;
             eng__set_state(c, g, GS_GENERATED);

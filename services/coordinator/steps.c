@@ -335,8 +335,9 @@ void eng__after_round(Coord *c) {
 }
 
 /* The trained groups by staleness, counted exactly against the version they train from (eng__train_from): histogram
- * batch/groups_staleness/<d> for d = 0 .. trainer.staleness (a group's d: from its oldest response's version), and
- * the step's refills and waits (the funnel: batch/groups_refilled, batch/groups_waited). */
+ * batch/groups_staleness/<d> for d = 0 .. trainer.staleness (a group's d: from its oldest response's version); and
+ * the step's generation counts: refills and waits (the funnel: batch/groups_refilled, batch/groups_waited), prompts
+ * drawn, responses continued across a weight swap (rollout/continued_*). */
 static void staleness_metrics(Coord *c, Group **batch, int nb) {
     Engine *e = c->engine;
     int k = config_staleness(&c->cfg);
@@ -485,20 +486,10 @@ static int rollouts_current(Coord *c) {
 /* The status line while a step waits for its version on the rollouts: how many hold it, and how many the weight probe
  * refused (issue 42). */
 static void waiting_for_weights(Coord *c) {
-    int alive = 0, refused = 0;
-    for (int i = 0; i < c->nworkers; i++) {
-        const WorkerEntry *w = &c->workers[i];
-        if (w->role != DAPO__ROLE__ROLE_ROLLOUT || w->life != WORKER_ALIVE) continue;
-        alive++;
-        refused += w->probe_failed;
-    }
-    if (alive > 0 && refused == alive)
-        eng__status(c, "step %ld: no rollout may generate: all %d alive failed the weight probe (their weights are not "
-                    "the learner's; cluster.weights_probe_tolerance %g)", c->engine->job.step, alive,
-                    c->cfg.weights_probe_tolerance);
-    else
-        eng__status(c, "step %ld: waiting for a rollout with policy version %lld (%d alive, %d refused by the weight "
-                    "probe)", c->engine->job.step, (long long)c->policy_version, alive, refused);
+    if (eng__status_all_refused(c, c->engine->job.step)) return;
+    int refused, alive = eng__rollouts_alive(c, &refused);
+    eng__status(c, "step %ld: waiting for a rollout with policy version %lld (%d alive, %d refused by the weight "
+                "probe)", c->engine->job.step, (long long)c->policy_version, alive, refused);
 }
 
 /* Every learner rank 0..W-1 is registered and alive. */

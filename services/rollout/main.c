@@ -69,7 +69,6 @@ typedef struct {
                                   * (a coordinator stopping pauses its workers; once it is back, the new session
                                   * dispatches again; issue 19's pod run found rollouts held paused for ever) */
     long         groups_done, tokens_done;
-    long         continued;    /* sequences in progress across a weight swap (rollout.partial_rollout) */
     GenStats     logged;       /* engine counters at the last log_engine_stats */
 } Rollout;
 
@@ -352,11 +351,9 @@ static void weights_turn(Rollout *r) {
     test_corrupt(r);
     gen_engine_reload_weights(r->eng);            /* the engine's packed copy of the linear weights */
     gen_engine_set_version(r->eng, v);
-    if (partial && st.in_progress) {
-        r->continued += st.in_progress;
+    if (partial && st.in_progress)
         log_info("policy version %lld swapped in under %d sequences in progress (%d paused, their K/V %s)", (long long)v,
                  st.in_progress, paused, r->d.cfg.partial_rollout_kv ? "kept from the old weights" : "recomputed");
-    }
     log_engine_stats(r, r->version);
     r->version = v;
     r->weights_inc = r->fetch_inc;
