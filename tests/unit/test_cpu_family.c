@@ -175,18 +175,18 @@ static void test_elementwise_within_fp32_across_families(void **state) {
     free(x); free(w); free(gu); free(lg);
 }
 
-/* DAPO_CPU_FAMILY=name in a child: cpu_family_init's code and, on success, the family chosen (-1 on error). */
+/* This program started again (/proc/self/exe --family-child) with DAPO_CPU_FAMILY=name — the family is chosen as a
+ * program loads: cpu_family_init's code and, on success, the family chosen (-1 on error); its message in err_out. */
 static int child_family(const char *name, char *err_out) {
     int fd[2];
     assert_int_equal(pipe(fd), 0);
     pid_t p = fork();
     if (p == 0) {
         close(fd[0]);
+        dup2(fd[1], 1);
         setenv("DAPO_CPU_FAMILY", name, 1);
-        char err[ERR_LEN] = "";
-        int rc = cpu_family_init(err);
-        if (write(fd[1], err, strlen(err) + 1) < 0) _exit(99);
-        _exit(rc ? 100 : (int)cpu_family());
+        execl("/proc/self/exe", "test_cpu_family", "--family-child", (char *)NULL);
+        _exit(99);
     }
     close(fd[1]);
     ssize_t n = read(fd[0], err_out, ERR_LEN - 1);
@@ -212,7 +212,13 @@ static void test_forced_family(void **state) {
     assert_non_null(strstr(err, "DAPO_CPU_FAMILY=avx9: not a kernel family"));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--family-child")) {   /* child_family's side: the choice made at load */
+        char err[ERR_LEN] = "";
+        int rc = cpu_family_init(err);
+        if (write(1, err, strlen(err) + 1) < 0) return 99;
+        return rc ? 100 : (int)cpu_family();
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_packed_linear_bitwise_across_families),
         cmocka_unit_test(test_elementwise_within_fp32_across_families),

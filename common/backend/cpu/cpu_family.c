@@ -53,7 +53,7 @@ static const CpuKernels k_avx512 = {
 static const char *const names[] = {"generic", "avx2", "avx512"};
 static CpuFamily chosen;
 static const CpuKernels *k_table = &k_generic;
-static int init_rc;
+static int init_rc, forced;
 static char init_err[ERR_LEN];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -72,11 +72,15 @@ int cpu_family_supported(CpuFamily f) {
     return 0;
 }
 
-static void choose(void) {
-    CpuFamily best = cpu_family_supported(CPU_FAMILY_AVX512) ? CPU_FAMILY_AVX512
+/* The choice, made once when the program loads (before main: no kernel call pays for a check); cpu_family_init
+ * reports it (a refusal, the log line). */
+static CpuFamily best;
+__attribute__((constructor)) static void choose(void) {
+    best = cpu_family_supported(CPU_FAMILY_AVX512) ? CPU_FAMILY_AVX512
                      : cpu_family_supported(CPU_FAMILY_AVX2) ? CPU_FAMILY_AVX2 : CPU_FAMILY_GENERIC;
     const char *env = getenv("DAPO_CPU_FAMILY");
     chosen = best;
+    forced = env && *env;
     if (env && *env) {
         int f = -1;
         for (int i = 0; i < 3; i++) if (!strcmp(env, names[i])) f = i;
@@ -92,26 +96,23 @@ static void choose(void) {
 #if CPU_X86
     k_table = chosen == CPU_FAMILY_AVX512 ? &k_avx512 : chosen == CPU_FAMILY_AVX2 ? &k_avx2 : &k_generic;
 #endif
+}
+
+static void log_choice(void) {
     if (!init_rc)
         log_info("cpu kernels: %s (%s; the CPU's best: %s)", cpu_family_name(chosen),
-                 env && *env ? "DAPO_CPU_FAMILY" : "chosen by CPUID", cpu_family_name(best));
+                 forced ? "DAPO_CPU_FAMILY" : "chosen by CPUID", cpu_family_name(best));
 }
 
 int cpu_family_init(char err[ERR_LEN]) {
-    pthread_once(&once, choose);
+    pthread_once(&once, log_choice);
     if (init_rc && err) snprintf(err, ERR_LEN, "%s", init_err);
     return init_rc;
 }
 
-CpuFamily cpu_family(void) {
-    pthread_once(&once, choose);
-    return chosen;
-}
+CpuFamily cpu_family(void) { return chosen; }
 
 #define X(name, params, args) \
-    void name params {                                              \
-        pthread_once(&once, choose);                                \
-        k_table->name args;                                         \
-    }
+    void name params { k_table->name args; }
 CPU_KERNELS(X)
 #undef X

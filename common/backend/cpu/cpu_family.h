@@ -20,10 +20,11 @@
 
 typedef enum { CPU_FAMILY_GENERIC = 0, CPU_FAMILY_AVX2 = 1, CPU_FAMILY_AVX512 = 2 } CpuFamily;
 
-/* Picks the family once (later calls return the first result): DAPO_CPU_FAMILY, else the best the CPU has. 0, or
- * ERR_INVAL (an unknown name) / ERR_UNSUPPORTED (a family this CPU or this build lacks) with err naming it. */
+/* The family is picked once, as the program loads (a constructor: no kernel call checks it): DAPO_CPU_FAMILY, else the
+ * best the CPU has. This reports that choice: the log line (once), and 0, or ERR_INVAL (an unknown name) /
+ * ERR_UNSUPPORTED (a family this CPU or this build lacks) with err naming it; the kernels then run the CPU's best. */
 int cpu_family_init(char err[ERR_LEN]);
-/* The family in use (cpu_family_init's; the best the CPU has when nobody called it, or it failed). */
+/* The family in use. */
 CpuFamily cpu_family(void);
 /* 1 when this CPU and build can run family f. */
 int cpu_family_supported(CpuFamily f);
