@@ -39,8 +39,9 @@ typedef enum { BK_F32 = 0, BK_BF16 = 1 } BkDtype;
 typedef struct BackendCtx BackendCtx;
 
 typedef struct {
-    const float *w;      /* [N, K] fp32 master rows */
-    const void  *prep;   /* backend-prepared copy, or NULL */
+    const float *w;          /* [N, K] fp32 master rows */
+    const void  *prep;       /* backend-prepared copy, or NULL */
+    BkDtype      prep_dtype; /* CPU: the dtype of prep's elements (BK_BF16: pack_weights_bf16's panels) */
 } BkWeight;
 
 /* RoPE angles of M rows: CPU tables cs/sn [M, hd/2] (rope_tables fills them); pos [M] and inv_freq [hd/2] kept for
@@ -85,6 +86,9 @@ typedef struct Backend {
     /* ---- scratch sizes (floats) and prepared weights ---- */
     long  (*pack_floats)(int N, int K, int glu);          /* prep size of a [N, K] weight (glu: [2 inter, K], N = inter) */
     void  (*pack_weights)(BackendCtx *bc, float *prep, const float *w, int N, int K, int glu);
+    /* bf16 storage of a plain [N, K] weight (the rollout's rollout.dtype bfloat16): pack_floats(N, K, 0) uint16
+     * elements; linear on it (prep_dtype BK_BF16) is bitwise linear on the bf16-rounded fp32 weight. NULL: none. */
+    void  (*pack_weights_bf16)(BackendCtx *bc, uint16_t *prep, const float *w, int N, int K);
     long  (*attention_scratch_floats)(int nk, int hd);    /* attention / attention_varlen / backward scratch */
     long  (*paged_scratch_floats)(int group, long ctx_max);   /* paged_attention scratch; group = nh / nkv */
 
@@ -114,12 +118,13 @@ typedef struct Backend {
     /* one sequence: nq query rows at positions p0 .. p0+nq-1 over nk contiguous cached keys (cpu_attention). */
     void (*attention)(BackendCtx *bc, void *out, float *lse, const float *q, const float *k, const float *v, int nq,
                       int p0, int nk, int nh, int nkv, int hd, int ldq, int ldk, int ldo, float scale, float *scratch);
-    /* the paged KV cache (cpu_decode.h layouts): store row p of one sequence; attention of R rows. table: host. */
-    void (*kv_store)(BackendCtx *bc, float *kc, float *vc, const int32_t *table, int p, const float *k, const float *v,
-                     int block_tokens, int nkv, int hd);
+    /* the paged KV cache (cpu_decode.h layouts) of kv_dtype elements (fp32, or bf16: rounded when stored, widened
+     * exactly when read): store row p of one sequence; attention of R rows. table: host. */
+    void (*kv_store)(BackendCtx *bc, void *kc, void *vc, BkDtype kv_dtype, const int32_t *table, int p, const float *k,
+                     const float *v, int block_tokens, int nkv, int hd);
     void (*paged_attention)(BackendCtx *bc, void *out, int ldo, const float *q, int ldq, int R, const int32_t *pos,
-                            const int32_t *const *table, const float *kc, const float *vc, int block_tokens, int nh,
-                            int nkv, int hd, float scale, float *scratch, long ctx_max);
+                            const int32_t *const *table, const void *kc, const void *vc, BkDtype kv_dtype,
+                            int block_tokens, int nh, int nkv, int hd, float scale, float *scratch, long ctx_max);
     /* log-prob of target (host [M], may be NULL) and entropy of softmax(logits / T), rows independent. */
     void (*logprob_entropy)(BackendCtx *bc, const float *logits, const int32_t *target, int M, int V, float T,
                             float *logp, float *ent);

@@ -113,6 +113,8 @@ static const CfgEntry cfg_table[] = {
     { AR "rollout.partial_rollout",          CFG_BOOL,  0, 0,       "false",   O(partial_rollout), NULL, 0 },
     { AR "rollout.partial_rollout_kv",       CFG_ENUM,  0, 0,       "recompute", O(partial_rollout_kv), "recompute|keep", 0 },
     { AR "rollout.mask_offpolicy_in_partial_rollout", CFG_BOOL, 0, 0, "false", O(mask_offpolicy_partial), NULL, 0 },
+    { AR "rollout.dtype",                    CFG_ENUM,  0, 0,       "float32", O(rollout_dtype), "float32|bfloat16", 0 },
+    { AR "rollout.kv_cache_dtype",           CFG_ENUM,  0, 0,       "float32", O(kv_cache_dtype), "float32|bfloat16", 0 },
     { AR "rollout.max_num_seqs",             CFG_INT,   1, 1e6,     "256",      O(max_num_seqs), NULL, 0 },
     { AR "rollout.kv_cache_tokens",          CFG_INT,   0, 2147483647, "0",    O(kv_cache_tokens), NULL, 0 },
     { AR "rollout.max_num_batched_tokens",   CFG_INT,   1, 1e7,     "8192",     O(max_num_batched_tokens), NULL, 0 },

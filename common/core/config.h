@@ -132,6 +132,10 @@ typedef struct Config {
                                          denominator); coordinator: services/coordinator/batch.c */
     bool    enable_prefix_caching;    /* vLLM's/verl's name: sequences copy a shared prompt prefix's K/V from a running
                                          one instead of computing it (model/generate.h "Prefix sharing") */
+    int     rollout_dtype;            /* rollout.dtype (verl's key, vLLM's dtype): the storage of the rollout's weights,
+                                         0 float32, 1 bfloat16 (rounded once per version; arithmetic stays fp32:
+                                         model/generate.h "bf16 weights"). verl's default is bfloat16, dapo's float32 */
+    int     kv_cache_dtype;           /* rollout.kv_cache_dtype (dapo's): the KV cache's storage, 0 float32, 1 bfloat16 */
     int     max_num_seqs;             /* running sequences per rollout worker */
     int     kv_cache_tokens;          /* ours: rollout KV-cache positions; 0: max_num_seqs x (prompt + response) */
     int     max_num_batched_tokens;   /* rows per rollout forward step (decode rows + prefill chunk) */

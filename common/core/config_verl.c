@@ -72,8 +72,6 @@ static const VerlKey rules[] = {
     C(AR "rollout.nnodes", "the rollout's nodes; dapo's rollouts are processes (deploy/)"),
     C(AR "rollout.n_gpus_per_node", "the rollout's GPUs"),
     S(AR "rollout.full_determinism", "vLLM's deterministic kernels (dapo's: rollout.batch_invariant)"),
-    FIX(AR "rollout.dtype", "float32|fp32", "dapo's rollout computes in float32 (the same numbers on every CPU); "
-        "bfloat16 is not implemented yet"),
     S(AR "rollout.gpu_memory_utilization", "vLLM's memory share (dapo's KV cache: rollout.kv_cache_tokens)"),
     FIX(AR "rollout.ignore_eos", "false", "dapo's responses end at the end-of-sequence token"),
     S(AR "rollout.enforce_eager", "vLLM's CUDA graphs"),

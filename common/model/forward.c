@@ -25,7 +25,7 @@
 #include "model/model.h"
 #include "model/model_internal.h"
 
-#define BW(w) ((BkWeight){ (w), NULL })
+#define BW(w) ((BkWeight){ (w), NULL, BK_F32 })
 
 /* Row `row` of an "(act)" buffer of `width` columns (backend.h: fp32 on the CPU, bf16 on CUDA). */
 static const void *act_row(const Model *m, const float *base, long row, int width) {
@@ -89,13 +89,13 @@ static void lm_head_rows(Model *m, ModelActs *a, int r0, int rows) {
     int V = c->vocab, H = c->hidden;
     const Backend *be = m->be;
     if (a->pk_lm) {                   /* model_pack_weights' snapshot: one product over the whole vocabulary */
-        be->linear(m->bc, a->logits, V, act_row(m, a->xnf, r0, H), (BkWeight){ m->w.lm_head, a->pk_lm }, NULL, rows, V, H,
+        be->linear(m->bc, a->logits, V, act_row(m, a->xnf, r0, H), (BkWeight){ m->w.lm_head, a->pk_lm, BK_F32 }, NULL, rows, V, H,
                    0, NULL);
         return;
     }
     for (int v0 = 0; v0 < V; v0 += MODEL_LM_SLICE) {
         int n = V - v0 < MODEL_LM_SLICE ? V - v0 : MODEL_LM_SLICE;
-        be->linear(m->bc, a->logits + v0, V, act_row(m, a->xnf, r0, H), (BkWeight){ m->w.lm_head + (long)v0 * H, NULL },
+        be->linear(m->bc, a->logits + v0, V, act_row(m, a->xnf, r0, H), (BkWeight){ m->w.lm_head + (long)v0 * H, NULL, BK_F32 },
                    NULL, rows, n, H, 0, a->wpack);
     }
 }
@@ -167,8 +167,8 @@ static void packed_layer_forward(Model *m, const ModelBatch *b, int l, float *x_
     LayerActs *A = &a->layer[l];
     const LayerWeights *W = &m->w.layer[l];
     float *const *P = a->pk ? a->pk + l * 4 : NULL;    /* model_pack_weights' snapshot, or pack per call */
-    BkWeight w[4] = { { W->wqkv, P ? P[0] : NULL }, { W->wo, P ? P[1] : NULL }, { W->wgu, P ? P[2] : NULL },
-                      { W->wd, P ? P[3] : NULL } };
+    BkWeight w[4] = { { W->wqkv, P ? P[0] : NULL, BK_F32 }, { W->wo, P ? P[1] : NULL, BK_F32 },
+                      { W->wgu, P ? P[2] : NULL, BK_F32 }, { W->wd, P ? P[3] : NULL, BK_F32 } };
     int keep = c->qk_norm && m->train;
     LayerIO io = { .n = b->n_tokens, .x_in = A->x_in, .x_mid = A->x_mid, .x_out = x_out, .rstd1 = A->rstd1,
                    .rstd2 = A->rstd2, .xn1 = A->xn1, .xn2 = A->xn2, .qkv = A->qkv, .qpre = keep ? A->qpre : NULL,

@@ -9,6 +9,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "model/model_internal.h"
@@ -43,9 +44,10 @@ struct GenEngine {
     int        BS, max_rows, kvd, qkvd, nthr;
     long       n_blocks, n_free, ctx_max;
     int32_t   *free_list;       /* [n_blocks] stack of free block ids */
-    float     *kc, *vc;         /* [L][n_blocks * BS * kvd] */
-    float     *packed;          /* every linear weight re-laid by cpu_pack_weights (one slab) */
-    float    **pk;              /* [4 L + 1]: layer l's wqkv, wo, wgu, wd at 4l .. 4l+3, lm_head last */
+    char      *kc, *vc;         /* [L][n_blocks * BS * kvd] elements of o.kv_dtype (kv_esz bytes each) */
+    size_t     kv_esz;
+    void      *packed;          /* every linear weight re-laid by pack_weights (one slab; o.weight_dtype elements) */
+    void     **pk;              /* [4 L + 1]: layer l's wqkv, wo, wgu, wd at 4l .. 4l+3, lm_head last */
     Seq      **run, **wait, **done;
     int        n_run, n_wait, n_done, cap_wait, cap_done;
     uint64_t   next_id;
@@ -93,13 +95,29 @@ static const float *pk_source(const Model *m, int i) {
     return i % 4 == 0 ? W->wqkv : i % 4 == 1 ? W->wo : i % 4 == 2 ? W->wgu : W->wd;
 }
 
+/* Rounds every parameter of m to bf16 in place (host memory: the engine runs on the CPU backend only). */
+static void round_params_bf16(Model *m) {
+    float *p = model_host_slab(m, MODEL_PARAMS);
+    long n = model_n_params(m);
+    for (long i = 0; i < n; i++) p[i] = dtype_bf16_to_f32(dtype_bf16_from_f32(p[i]));
+    model_params_changed(m);
+}
+
 void gen_engine_reload_weights(GenEngine *e) {
     if (!e) return;
+    int bf = e->o.weight_dtype == BK_BF16;
+    if (bf) round_params_bf16(e->m);
     for (int i = 0; i <= 4 * e->m->cfg.n_layers; i++) {
         int N, K;
         pk_shape(&e->m->cfg, i, &N, &K);
-        e->m->be->pack_weights(e->m->bc, e->pk[i], pk_source(e->m, i), N, K, 0);
+        if (bf) e->m->be->pack_weights_bf16(e->m->bc, e->pk[i], pk_source(e->m, i), N, K);
+        else e->m->be->pack_weights(e->m->bc, e->pk[i], pk_source(e->m, i), N, K, 0);
     }
+}
+
+/* The BkWeight of packed weight i */
+static BkWeight pk_weight(const GenEngine *e, int i) {
+    return (BkWeight){ pk_source(e->m, i), e->pk[i], e->o.weight_dtype };
 }
 
 int gen_engine_supports(const Backend *be, char err[ERR_LEN]) {
@@ -123,6 +141,15 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     }
     if (BS > 4096) { err_set(err, ERR_INVAL, "block_tokens %d above 4096", BS); return NULL; }
     if (c->head_dim > 512) { err_set(err, ERR_UNSUPPORTED, "head_dim %d above 512", c->head_dim); return NULL; }
+    if ((o->weight_dtype != BK_F32 && o->weight_dtype != BK_BF16) || (o->kv_dtype != BK_F32 && o->kv_dtype != BK_BF16)) {
+        err_set(err, ERR_INVAL, "weight_dtype %d / kv_dtype %d: each is float32 (0) or bfloat16 (1)",
+                (int)o->weight_dtype, (int)o->kv_dtype);
+        return NULL;
+    }
+    if (o->weight_dtype == BK_BF16 && !m->be->pack_weights_bf16) {
+        err_set(err, ERR_UNSUPPORTED, "the %s backend has no bf16 weight storage", m->be->name);
+        return NULL;
+    }
     GenEngine *e = xcalloc(1, sizeof *e);
     e->m = m;
     e->o = *o;
@@ -134,8 +161,9 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     e->ctx_max = e->n_blocks * BS;
     e->nthr = omp_get_max_threads();
     size_t layer_floats = (size_t)e->n_blocks * BS * e->kvd;
-    e->kc = xcalloc(layer_floats * c->n_layers, sizeof(float));   /* zeroed: unwritten slots stay finite */
-    e->vc = xcalloc(layer_floats * c->n_layers, sizeof(float));
+    e->kv_esz = o->kv_dtype == BK_BF16 ? sizeof(uint16_t) : sizeof(float);
+    e->kc = xcalloc(layer_floats * c->n_layers, e->kv_esz);   /* zeroed: unwritten slots stay finite */
+    e->vc = xcalloc(layer_floats * c->n_layers, e->kv_esz);
     e->free_list = xmalloc((size_t)e->n_blocks * sizeof(int32_t));
     for (long b = 0; b < e->n_blocks; b++) e->free_list[b] = (int32_t)(e->n_blocks - 1 - b);
     e->n_free = e->n_blocks;
@@ -147,12 +175,13 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
         pk_shape(c, i, &N, &K);
         pk_total += m->be->pack_floats(N, K, 0);
     }
-    e->packed = xmalloc((size_t)pk_total * sizeof(float));
-    e->pk = xmalloc((size_t)npk * sizeof(float *));
+    size_t esz = o->weight_dtype == BK_BF16 ? sizeof(uint16_t) : sizeof(float);
+    e->packed = xmalloc((size_t)pk_total * esz);
+    e->pk = xmalloc((size_t)npk * sizeof(void *));
     for (long i = 0, off = 0; i < npk; i++) {
         int N, K;
         pk_shape(c, (int)i, &N, &K);
-        e->pk[i] = e->packed + off;
+        e->pk[i] = (char *)e->packed + off * esz;
         off += m->be->pack_floats(N, K, 0);
     }
     gen_engine_reload_weights(e);
@@ -186,14 +215,14 @@ GenEngine *gen_engine_new(Model *m, const GenOptions *o, char err[ERR_LEN]) {
     e->logits = xmalloc((size_t)S * V * sizeof(float));
     e->samp_scratch_bytes = (sample_scratch_bytes(V) + 63) & ~(size_t)63;
     e->samp_scratch = xmalloc(e->samp_scratch_bytes * S);
-    double cache_mb = 2.0 * layer_floats * c->n_layers * sizeof(float) / 1048576.0;
-    double pack_mb = (double)pk_total * sizeof(float) / 1048576.0;
+    double cache_mb = 2.0 * layer_floats * c->n_layers * e->kv_esz / 1048576.0;
+    double pack_mb = (double)pk_total * esz / 1048576.0;
     double step_mb = ((double)R * (3 * H + e->qkvd + qd + 3 * I) + (double)S * (H + V) +
                       (double)e->nthr * (c->n_heads / c->n_kv_heads) * e->ctx_max) * sizeof(float) / 1048576.0 +
                      (double)e->samp_scratch_bytes * S / 1048576.0;
-    log_info("rollout engine: KV cache %ld blocks x %d positions = %ld tokens (%.1f MiB), %d seqs, %d rows per "
-             "step (%.1f MiB buffers), packed weights %.1f MiB, %s mode, prefix sharing %s, %d threads", e->n_blocks,
-             BS, e->ctx_max, cache_mb, S, R, step_mb, pack_mb, o->batch_invariant ? "batch-invariant" : "default",
+    log_info("rollout engine: KV cache %ld blocks x %d positions = %ld tokens (%.1f MiB, %s), %d seqs, %d rows per "
+             "step (%.1f MiB buffers), packed weights %.1f MiB (%s), %s mode, prefix sharing %s, %d threads", e->n_blocks,
+             BS, e->ctx_max, cache_mb, e->kv_esz == 2 ? "bfloat16" : "float32", S, R, step_mb, pack_mb, esz == 2 ? "bfloat16" : "float32", o->batch_invariant ? "batch-invariant" : "default",
              o->no_prefix_sharing ? "off" : "on", e->nthr);
     return e;
 }
@@ -355,24 +384,24 @@ static int lin_flags(const GenEngine *e, int M) {
 static void linear(const GenEngine *e, int i, float *y, const float *x, const float *b, int M) {
     int N, K;
     pk_shape(&e->m->cfg, i, &N, &K);
-    e->m->be->linear(e->m->bc, y, N, x, (BkWeight){ pk_source(e->m, i), e->pk[i] }, b, M, N, K, lin_flags(e, M), NULL);
+    e->m->be->linear(e->m->bc, y, N, x, pk_weight(e, i), b, M, N, K, lin_flags(e, M), NULL);
 }
 
 /* Copies the K/V of positions [0, n) of src into dst's blocks in one layer's cache (kc, vc): whole blocks, then the
  * first n % BS slots of the last one (only those: dst may have stored its own rows after them this step). */
-static void copy_prefix(const GenEngine *e, float *kc, float *vc, const Seq *src, const Seq *dst, int n) {
+static void copy_prefix(const GenEngine *e, char *kc, char *vc, const Seq *src, const Seq *dst, int n) {
     int BS = e->BS, kvd = e->kvd, full = n / BS, rem = n % BS;
-    size_t blk = (size_t)BS * kvd;
+    size_t z = e->kv_esz, blk = (size_t)BS * kvd * z;        /* bytes */
     for (int b = 0; b < full; b++) {
-        memcpy(kc + dst->blocks[b] * blk, kc + src->blocks[b] * blk, blk * sizeof(float));
-        memcpy(vc + dst->blocks[b] * blk, vc + src->blocks[b] * blk, blk * sizeof(float));
+        memcpy(kc + dst->blocks[b] * blk, kc + src->blocks[b] * blk, blk);
+        memcpy(vc + dst->blocks[b] * blk, vc + src->blocks[b] * blk, blk);
     }
     if (rem == 0) return;
-    const float *ks = kc + src->blocks[full] * blk;          /* K block: [kvd, BS] */
-    float *kd = kc + dst->blocks[full] * blk;
-    for (int i = 0; i < kvd; i++) memcpy(kd + (size_t)i * BS, ks + (size_t)i * BS, (size_t)rem * sizeof(float));
+    const char *ks = kc + src->blocks[full] * blk;          /* K block: [kvd, BS] */
+    char *kd = kc + dst->blocks[full] * blk;
+    for (int i = 0; i < kvd; i++) memcpy(kd + (size_t)i * BS * z, ks + (size_t)i * BS * z, (size_t)rem * z);
     /* V block: [BS, kvd], the first rem rows */
-    memcpy(vc + dst->blocks[full] * blk, vc + src->blocks[full] * blk, (size_t)rem * kvd * sizeof(float));
+    memcpy(vc + dst->blocks[full] * blk, vc + src->blocks[full] * blk, (size_t)rem * kvd * z);
 }
 
 /* The engine's attention for layer l: this step's K/V rows into the paged cache, the prefix copies the step makes
@@ -382,13 +411,13 @@ static void attend_paged(const Model *m, int l, const LayerIO *io, void *ud) {
     const ModelConfig *c = &m->cfg;
     int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd, kvd = e->kvd, qkvd = e->qkvd, BS = e->BS;
     size_t layer_floats = (size_t)e->n_blocks * BS * kvd;
-    float *kc = e->kc + l * layer_floats, *vc = e->vc + l * layer_floats;
+    char *kc = e->kc + l * layer_floats * e->kv_esz, *vc = e->vc + l * layer_floats * e->kv_esz;
     for (int r = 0; r < io->n; r++) {
         const float *kr = io->qkv + (long)r * qkvd + qd;
-        m->be->kv_store(m->bc, kc, vc, e->row_tab[r], e->row_pos[r], kr, kr + kvd, BS, nkv, hd);
+        m->be->kv_store(m->bc, kc, vc, e->o.kv_dtype, e->row_tab[r], e->row_pos[r], kr, kr + kvd, BS, nkv, hd);
     }
     for (int k = 0; k < e->n_cp; k++) copy_prefix(e, kc, vc, e->cp_src[k], e->cp_dst[k], e->cp_len[k]);
-    m->be->paged_attention(m->bc, io->att, qd, io->qkv, qkvd, io->n, e->row_pos, e->row_tab, kc, vc, BS, nh, nkv, hd,
+    m->be->paged_attention(m->bc, io->att, qd, io->qkv, qkvd, io->n, e->row_pos, e->row_tab, kc, vc, e->o.kv_dtype, BS, nh, nkv, hd,
                            1.0f / sqrtf((float)hd), e->att_scratch, e->ctx_max);
 }
 
@@ -400,7 +429,7 @@ static void forward_rows(GenEngine *e, int R) {
     const ModelConfig *c = &m->cfg;
     int H = c->hidden;
     BkRope rope = { e->cs, e->sn, e->row_pos, m->inv_freq };
-    m->be->embed(m->bc, e->x, e->row_tok, (BkWeight){ m->w.embed, NULL }, R, H);
+    m->be->embed(m->bc, e->x, e->row_tok, (BkWeight){ m->w.embed, NULL, BK_F32 }, R, H);
     m->be->rope_tables(m->bc, e->cs, e->sn, e->row_pos, R, m->inv_freq, c->head_dim / 2);
     LayerMode mode = { .lin_flags = lin_flags(e, R), .res_add = 1, .glu_fused = 0, .attend = attend_paged,
                        .ud = e };
@@ -408,7 +437,7 @@ static void forward_rows(GenEngine *e, int R) {
                    .att = e->att, .gu = e->gu, .hm = e->hm };
     for (int l = 0; l < c->n_layers; l++) {
         BkWeight w[4];
-        for (int k = 0; k < 4; k++) w[k] = (BkWeight){ pk_source(m, 4 * l + k), e->pk[4 * l + k] };
+        for (int k = 0; k < 4; k++) w[k] = pk_weight(e, 4 * l + k);
         model__layer_forward(m, l, &io, w, &mode, &rope);
     }
 }

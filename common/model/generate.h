@@ -35,7 +35,7 @@
  *
  * KV cache: kv_cache_tokens rounded up to blocks of block_tokens positions; per layer one K array
  * [n_blocks, n_kv_heads, head_dim, block_tokens] (transposed in a block, so a block's scores are one vector
- * FMA chain) and one V array [n_blocks, block_tokens, n_kv_heads * head_dim], fp32, allocated once at
+ * FMA chain) and one V array [n_blocks, block_tokens, n_kv_heads * head_dim], fp32 or bf16 (GenOptions.kv_dtype), allocated once at
  * gen_engine_new (logged).
  *
  * Sampling (model/sample.h): token t of response `sample` of group `group_id` uses the uniform draw
@@ -58,6 +58,13 @@
  * prefill chunks) to cblas_sgemm instead (faster there); its log-probs equal model_forward's (dapo-logprobs)
  * to ~1e-5. Memory: the packed copy is one more copy of the linear weights.
  *
+ * bf16 weights (GenOptions.weight_dtype BK_BF16; vLLM's dtype=bfloat16 as storage, with fp32 arithmetic): at
+ * gen_engine_new and each gen_engine_reload_weights every parameter of the model (embeddings, norms, linear weights) is
+ * rounded to bf16 in place (core/dtype.h: nearest, ties to even) and the packed copy holds bf16 (Backend.
+ * pack_weights_bf16): half the bytes a decode step streams. Products widen each weight exactly, so the engine computes
+ * bitwise what it computes in fp32 on the rounded weights; the rollout-vs-learner mismatch this adds is what
+ * rollout_corr metrics measure.
+ *
  * Threads: one engine is used from one thread; kernels inside use OpenMP (omp_set_num_threads by the caller).
  * Not here: the wire protocol (services/rollout), CUDA, speculative decoding, beam search, repetition penalties,
  * a prefix cache that outlives its sequences (sharing is only between sequences running at the same time) or
@@ -79,6 +86,10 @@ typedef struct {
     int  block_tokens;       /* positions per cache block; 0: 16 */
     int  batch_invariant;    /* nonzero: fixed-order kernels (see top) */
     int  no_prefix_sharing;  /* nonzero: every sequence computes its whole context itself (see top); 0 = share */
+    BkDtype weight_dtype;    /* storage of the rollout's weights (config actor_rollout_ref.rollout.dtype): BK_F32, or
+                                BK_BF16 (see "bf16 weights" above) */
+    BkDtype kv_dtype;        /* storage of the KV cache (config rollout.kv_cache_dtype): BK_F32, or BK_BF16 (K/V
+                                rounded to bf16 when stored, widened exactly when read: half the cache's bytes) */
 } GenOptions;
 
 typedef enum { GEN_FINISH_NONE = 0, GEN_FINISH_STOP, GEN_FINISH_LENGTH } GenFinish;
@@ -138,7 +149,8 @@ int        gen_engine_supports(const Backend *be, char err[ERR_LEN]);
 void       gen_engine_free(GenEngine *e);   /* NULL-safe; drops unfinished sequences */
 
 /* Re-packs the weights after the model's parameters changed (a weight swap); call when no sequence holds cache (see
- * gen_engine_new), or knowingly keeping K/V of the old weights. */
+ * gen_engine_new), or knowingly keeping K/V of the old weights. With GenOptions.weight_dtype BK_BF16 it first rounds
+ * the model's parameters to bf16 in place (so read anything that needs the fp32 values, the weight probe, before). */
 void gen_engine_reload_weights(GenEngine *e);
 
 /* Queues a sequence (copies the request). Returns 0 and its id in *id, or ERR_INVAL (bad token, lengths,

@@ -304,22 +304,45 @@ static void test_corrupt(Rollout *r) {
 }
 
 /* The weight probe (model/probe.h): the version just swapped in scores the probe sequence; the largest difference from
- * the log-probs the learner published with it goes to the coordinator in the WeightAck (cluster.weights_probe_tolerance
- * decides there). A version published without them: nothing to compare (probe_values 0). */
-static void check_probe(Rollout *r, Dapo__WeightAck *ack) {
+ * the log-probs the learner published with it, or -1 when there is nothing to compare (a version published without
+ * them) or the probe could not be scored. *n_out: the values compared. */
+static double probe_score(Rollout *r, int64_t v, int *n_out) {
     const float *want;
     int n = wfetch_probe(r->wf, &want);
-    if (n <= 0) return;
+    *n_out = n;
+    if (n <= 0) return -1;
     SampleParams sp;
     settings_sample_params(&r->d.cfg, 0, &sp);
     float got[PROBE_TOKENS];
     char err[ERR_LEN];
-    int k = probe_logprobs(r->m, sp.temperature, n + 1, got, err);
-    if (k < 0) { log_warn("weight probe of version %lld not scored: %s", (long long)ack->version, err); return; }
+    if (probe_logprobs(r->m, sp.temperature, n + 1, got, err) < 0) {
+        log_warn("weight probe of version %lld not scored: %s", (long long)v, err);
+        return -1;
+    }
+    return probe_diff(got, want, n);
+}
+
+/* The probe goes to the coordinator in the WeightAck (cluster.weights_probe_tolerance decides there). It scores the
+ * weights as received, before the engine's rollout.dtype conversion: so the tolerance means the same with bf16 weight
+ * storage (a transfer check), and what the rounding moves is logged beside it (bf16_probe_log). */
+static void check_probe(Rollout *r, Dapo__WeightAck *ack) {
+    int n;
+    double d = probe_score(r, ack->version, &n);
+    if (d < 0) return;
     ack->probe_values = (uint32_t)n;
-    ack->probe_max_abs_diff = (float)probe_diff(got, want, n);
-    log_info("weight probe of version %lld: max |log-prob - learner's| = %.3g over %d", (long long)ack->version,
-             (double)ack->probe_max_abs_diff, n);
+    ack->probe_max_abs_diff = (float)d;
+    log_info("weight probe of version %lld: max |log-prob - learner's| = %.3g over %d", (long long)ack->version, d, n);
+}
+
+/* After the engine rounded the weights to bf16 (rollout.dtype bfloat16): how far that moved the probe's log-probs
+ * from the learner's fp32 ones (information: the rollout-vs-learner mismatch bf16 storage adds; the rollout_corr metrics
+ * measures it on the training data). */
+static void bf16_probe_log(Rollout *r, int64_t v) {
+    int n;
+    double d = r->d.cfg.rollout_dtype ? probe_score(r, v, &n) : -1;
+    if (d >= 0)
+        log_info("weight probe of version %lld with bf16 weights: max |log-prob - learner's fp32| = %.3g over %d",
+                 (long long)v, d, n);
 }
 
 /* Weight versions: fetch what the coordinator holds (a newer version, or the current one again after a rollback: the
@@ -349,7 +372,12 @@ static void weights_turn(Rollout *r) {
     int64_t v = wfetch_swap(r->wf, r->m);
     if (v < 0) return;
     test_corrupt(r);
-    gen_engine_reload_weights(r->eng);            /* the engine's packed copy of the linear weights */
+    Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
+    ack.version = v;
+    ack.worker_id = r->d.worker_id;
+    check_probe(r, &ack);                         /* on the weights as received */
+    gen_engine_reload_weights(r->eng);            /* rollout.dtype conversion; the engine's packed copy */
+    bf16_probe_log(r, v);
     gen_engine_set_version(r->eng, v);
     if (partial && st.in_progress)
         log_info("policy version %lld swapped in under %d sequences in progress (%d paused, their K/V %s)", (long long)v,
@@ -360,11 +388,7 @@ static void weights_turn(Rollout *r) {
     r->refetch = 0;
     worker_set_incarnation(r->d.worker, r->weights_inc);
     gen_engine_hold_new(r->eng, r->paused);
-    Dapo__WeightAck ack = DAPO__WEIGHT_ACK__INIT;
-    ack.version = v;
-    ack.worker_id = r->d.worker_id;
     ack.incarnation = r->weights_inc;
-    check_probe(r, &ack);
     int rc = worker_send(r->d.worker, DAPO__MSG_TYPE__MSG_WEIGHT_ACK, &ack.base);
     if (rc) log_warn("weight ack not sent: %s", err_str(rc));
     worker_set_status(r->d.worker, r->held, r->version);
@@ -430,7 +454,9 @@ static int setup(Rollout *r, const char *load, char err[ERR_LEN]) {
     if (c->kv_cache_tokens <= 0 && kv > (1L << 18)) kv = per_seq > (1L << 18) ? per_seq : 1L << 18;
     GenOptions go = { .max_num_seqs = c->max_num_seqs, .kv_cache_tokens = kv,
                       .max_batch_tokens = c->max_num_batched_tokens, .batch_invariant = c->batch_invariant,
-                      .no_prefix_sharing = !c->enable_prefix_caching };
+                      .no_prefix_sharing = !c->enable_prefix_caching,
+                      .weight_dtype = c->rollout_dtype ? BK_BF16 : BK_F32,
+                      .kv_dtype = c->kv_cache_dtype ? BK_BF16 : BK_F32 };
     r->eng = gen_engine_new(r->m, &go, err);
     if (!r->eng) return ERR_INVAL;
     gen_engine_set_version(r->eng, r->version);      /* each token carries it (GenResult.versions) */

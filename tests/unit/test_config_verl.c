@@ -88,7 +88,7 @@ static const struct { const char *key, *why; } dapo_defaults[] = {
     { "trainer.device", "verl's cuda: dapo runs on the CPU unless a GPU build and a GPU are there" },
     { "actor_rollout_ref.rollout.n", "verl's 1 is not a group (GRPO's advantage needs several)" },
     { "algorithm.rollout_correction.rollout_is", "verl's null would switch off the correction of async rows" },
-    { "actor_rollout_ref.rollout.dtype", "float32: the same numbers on every CPU" },
+    { "actor_rollout_ref.rollout.dtype", "float32: the same numbers on every CPU (bfloat16 storage is chosen by config)" },
     { "actor_rollout_ref.actor.fsdp_config.dtype", "float32: the same numbers on every CPU" },
     { "actor_rollout_ref.ref.fsdp_config.dtype", "float32: the reference policy computes as the actor" },
     { "actor_rollout_ref.model.path", "verl's is its example's (~/models/deepseek-llm-7b-chat): a run names its model" },

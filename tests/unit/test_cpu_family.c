@@ -4,6 +4,8 @@
  *     family's results (one fmaf chain per output everywhere); the element-wise kernels of cpu_ops.c (RMSNorm, SwiGLU,
  *     the log-prob / entropy rows), compiled with FP contraction, agree within the stated fp32 bound (printed), and
  *     NaN never passes;
+ *   - bf16 weight storage: the packed linear on bf16 panels is bitwise the fp32 one on the rounded weights, on every
+ *     family (generic included);
  *   - DAPO_CPU_FAMILY: each family this CPU has is taken; an unknown name and a family the CPU lacks are refused
  *     naming it (in a child process each: the choice is once per process).
  * The batch- and worker-count invariance tests run under every family this CPU has (tests/run.sh: FAMILY_TESTS). */
@@ -24,6 +26,7 @@
 #include "backend/cpu/cpu_family.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_ops.h"
+#include "core/dtype.h"
 
 #define X(name, params, args) void name##_generic params; void name##_avx2 params; void name##_avx512 params;
 CPU_KERNELS(X)
@@ -48,12 +51,13 @@ static int n_fams(CpuFamily *f) {
     return n;
 }
 
+static double rel_diff(const float *a, const float *b, long n);
 typedef void (*LinFn)(float *, long, const float *, const float *, const float *, int, int, int, int);
 typedef void (*GluFn)(float *, float *, const float *, const float *, int, int, int);
 
 static void test_packed_linear_bitwise_across_families(void **state) {
     (void)state;
-    CpuFamily f[2];
+    CpuFamily f[2] = { CPU_FAMILY_GENERIC, CPU_FAMILY_GENERIC };
     int nf = n_fams(f);
     if (!nf) skip();
     static const int shapes[][3] = {{1, 1, 1}, {5, 33, 17}, {7, 64, 100}, {13, 100, 1700}, {64, 300, 600}, {3, 31, 4000}};
@@ -97,7 +101,49 @@ static void test_packed_linear_bitwise_across_families(void **state) {
     }
 }
 
-static double rel_diff(const float *a, const float *b, long n);
+typedef void (*LinBfFn)(float *, long, const float *, const uint16_t *, const float *, int, int, int, int);
+
+/* bf16 weight storage (cpu_pack_weights_bf16 / cpu_linear_packed_bf16_ex): on every family, bitwise the fp32 packed
+ * kernel on the bf16-rounded weights (=, +=, bias; several K blocks; decode-sized and prefill-sized M), and its packing
+ * is exactly those rounded weights in the fp32 packing's layout. */
+static void test_packed_linear_bf16_weights(void **state) {
+    (void)state;
+    CpuFamily f[3] = { CPU_FAMILY_GENERIC };
+    int nf = 1 + n_fams(f + 1);
+    static const int shapes[][3] = {{1, 1, 1}, {1, 100, 1700}, {5, 33, 17}, {64, 300, 600}, {3, 31, 4000}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        long np = cpu_pack_floats(N, K);
+        float *x = rvec((long)M * K), *w = rvec((long)N * K), *b = rvec(N), *y0 = rvec((long)M * N);
+        float *wr = malloc((size_t)N * K * sizeof(float)), *wp = malloc((size_t)np * sizeof(float));
+        for (long i = 0; i < (long)N * K; i++) wr[i] = dtype_bf16_to_f32(dtype_bf16_from_f32(w[i]));
+        cpu_pack_weights_generic(wp, wr, N, K);
+        for (int i = 0; i < nf; i++) {
+            uint16_t *wb = malloc((size_t)np * sizeof(uint16_t));
+            (f[i] == CPU_FAMILY_AVX512 ? cpu_pack_weights_bf16_avx512 : f[i] == CPU_FAMILY_AVX2
+                 ? cpu_pack_weights_bf16_avx2 : cpu_pack_weights_bf16_generic)(wb, w, N, K);
+            for (long j = 0; j < np; j++)
+                if (dtype_bf16_to_f32(wb[j]) != wp[j]) fail_msg("%s: bf16 packing differs at %ld", cpu_family_name(f[i]), j);
+            LinBfFn fn = f[i] == CPU_FAMILY_AVX512 ? cpu_linear_packed_bf16_ex_avx512
+                         : f[i] == CPU_FAMILY_AVX2 ? cpu_linear_packed_bf16_ex_avx2 : cpu_linear_packed_bf16_ex_generic;
+            for (int acc = 0; acc < 2; acc++) {
+                float *want = malloc((size_t)M * N * sizeof(float)), *got = malloc((size_t)M * N * sizeof(float));
+                memcpy(want, y0, (size_t)M * N * sizeof(float));
+                memcpy(got, y0, (size_t)M * N * sizeof(float));
+                cpu_linear_packed_ex_generic(want, N, x, wp, acc ? NULL : b, M, N, K, acc);
+                fn(got, N, x, wb, acc ? NULL : b, M, N, K, acc);
+                for (long j = 0; j < (long)M * N; j++) assert_false(isnan(got[j]));
+                if (memcmp(got, want, (size_t)M * N * sizeof(float)))
+                    fail_msg("%s: bf16 packed linear M %d N %d K %d (%s) differs from fp32 on rounded weights by %.3g",
+                             cpu_family_name(f[i]), M, N, K, acc ? "+=" : "=, bias", rel_diff(got, want, (long)M * N));
+                free(want); free(got);
+            }
+            free(wb);
+        }
+        free(x); free(w); free(b); free(y0); free(wr); free(wp);
+    }
+}
+
 static int omp_max(void) { return omp_get_max_threads(); }
 
 typedef void (*AttFn)(float *, int, const float *, int, int, const int32_t *, const int32_t *const *, const float *,
@@ -106,7 +152,7 @@ typedef void (*AttFn)(float *, int, const float *, int, int, const int32_t *, co
 /* the paged attention (the AVX-512 kernel for 16-token blocks and hd % 16 == 0, the C loops otherwise): bitwise */
 static void test_paged_attention_bitwise_across_families(void **state) {
     (void)state;
-    CpuFamily f[2];
+    CpuFamily f[2] = { CPU_FAMILY_GENERIC, CPU_FAMILY_GENERIC };
     int nf = n_fams(f);
     if (!nf) skip();
     enum { R = 5, NH = 8, NKV = 2, HD = 32, BS = 16, NB = 12, CTX = NB * BS };
@@ -127,6 +173,35 @@ static void test_paged_attention_bitwise_across_families(void **state) {
             fail_msg("%s: paged attention differs from generic by %.3g", cpu_family_name(f[i]),
                      rel_diff(got, want, R * NH * HD));
     }
+    /* the bf16 cache: bitwise the fp32 kernel on a cache holding the rounded values, on every family */
+    long nk = (long)NB * NKV * HD * BS;
+    uint16_t *kb = malloc((size_t)nk * 2), *vb = malloc((size_t)nk * 2);
+    dtype_bf16_from_f32_n(kb, kc, nk);
+    dtype_bf16_from_f32_n(vb, vc, nk);
+    dtype_bf16_to_f32_n(kc, kb, nk);
+    dtype_bf16_to_f32_n(vc, vb, nk);
+    cpu_paged_attention_generic(want, NH * HD, q, NH * HD, R, pos, tp, kc, vc, BS, NH, NKV, HD, 0.17f, s, CTX);
+    typedef void (*AttBfFn)(float *, int, const float *, int, int, const int32_t *, const int32_t *const *,
+                            const uint16_t *, const uint16_t *, int, int, int, int, float, float *, long);
+    CpuFamily all[3] = { CPU_FAMILY_GENERIC, f[0], f[1] };
+    for (int i = 0; i <= nf; i++) {
+        AttBfFn fn = all[i] == CPU_FAMILY_AVX512 ? cpu_paged_attention_bf16_avx512
+                     : all[i] == CPU_FAMILY_AVX2 ? cpu_paged_attention_bf16_avx2 : cpu_paged_attention_bf16_generic;
+        fn(got, NH * HD, q, NH * HD, R, pos, tp, kb, vb, BS, NH, NKV, HD, 0.17f, s, CTX);
+        if (memcmp(got, want, sizeof got))
+            fail_msg("%s: paged attention on the bf16 cache differs from fp32 on the rounded cache by %.3g",
+                     cpu_family_name(all[i]), rel_diff(got, want, R * NH * HD));
+    }
+    /* cpu_kv_store_bf16 stores the rounded row */
+    float kr[NKV * HD], vr[NKV * HD];
+    for (int j = 0; j < NKV * HD; j++) kr[j] = frand(), vr[j] = frand();
+    cpu_kv_store_bf16_generic(kb, vb, tab[0], 37, kr, vr, BS, NKV, HD);
+    long blk = tab[0][37 / BS];
+    for (int j = 0; j < NKV * HD; j++) {
+        assert_int_equal(kb[(blk * NKV * HD + j) * BS + 37 % BS], dtype_bf16_from_f32(kr[j]));
+        assert_int_equal(vb[(blk * BS + 37 % BS) * NKV * HD + j], dtype_bf16_from_f32(vr[j]));
+    }
+    free(kb); free(vb);
     free(kc); free(vc); free(q); free(s);
 }
 
@@ -143,7 +218,7 @@ static double rel_diff(const float *a, const float *b, long n) {
 
 static void test_elementwise_within_fp32_across_families(void **state) {
     (void)state;
-    CpuFamily f[2];
+    CpuFamily f[2] = { CPU_FAMILY_GENERIC, CPU_FAMILY_GENERIC };
     int nf = n_fams(f);
     if (!nf) skip();
     enum { M = 9, D = 384, V = 1000 };
@@ -221,6 +296,7 @@ int main(int argc, char **argv) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_packed_linear_bitwise_across_families),
+        cmocka_unit_test(test_packed_linear_bf16_weights),
         cmocka_unit_test(test_elementwise_within_fp32_across_families),
         cmocka_unit_test(test_paged_attention_bitwise_across_families),
         cmocka_unit_test(test_forced_family),

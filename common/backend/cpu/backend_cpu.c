@@ -40,6 +40,10 @@ static void c_pack_weights(BackendCtx *bc, float *prep, const float *w, int N, i
     if (glu) cpu_pack_weights_glu(prep, w, N, K);
     else cpu_pack_weights(prep, w, N, K);
 }
+static void c_pack_weights_bf16(BackendCtx *bc, uint16_t *prep, const float *w, int N, int K) {
+    (void)bc;
+    cpu_pack_weights_bf16(prep, w, N, K);
+}
 static long c_att_scratch(int nk, int hd) { return cpu_attention_scratch_floats(nk, hd); }
 static long c_paged_scratch(int group, long ctx_max) { return (long)omp_get_max_threads() * group * ctx_max; }
 
@@ -74,6 +78,8 @@ static void c_linear(BackendCtx *bc, float *y, long ldy, const void *x, BkWeight
     if (flags & BK_FAST) {
         if (acc) cpu_linear_add(y, x, w.w, M, N, K);
         else cpu_linear(y, x, w.w, b, M, N, K);
+    } else if (w.prep && w.prep_dtype == BK_BF16) {
+        cpu_linear_packed_bf16_ex(y, ldy, x, w.prep, b, M, N, K, acc);
     } else if (w.prep) {
         cpu_linear_packed_ex(y, ldy, x, w.prep, b, M, N, K, acc);
     } else {
@@ -102,16 +108,19 @@ static void c_attention(BackendCtx *bc, void *out, float *lse, const float *q, c
     (void)bc;
     cpu_attention(out, lse, q, k, v, nq, p0, nk, nh, nkv, hd, ldq, ldk, ldo, scale, scratch);
 }
-static void c_kv_store(BackendCtx *bc, float *kc, float *vc, const int32_t *table, int p, const float *k,
+static void c_kv_store(BackendCtx *bc, void *kc, void *vc, BkDtype dt, const int32_t *table, int p, const float *k,
                        const float *v, int BS, int nkv, int hd) {
     (void)bc;
-    cpu_kv_store(kc, vc, table, p, k, v, BS, nkv, hd);
+    if (dt == BK_BF16) cpu_kv_store_bf16(kc, vc, table, p, k, v, BS, nkv, hd);
+    else cpu_kv_store(kc, vc, table, p, k, v, BS, nkv, hd);
 }
 static void c_paged_attention(BackendCtx *bc, void *out, int ldo, const float *q, int ldq, int R, const int32_t *pos,
-                              const int32_t *const *table, const float *kc, const float *vc, int BS, int nh, int nkv,
-                              int hd, float scale, float *scratch, long ctx_max) {
+                              const int32_t *const *table, const void *kc, const void *vc, BkDtype dt, int BS, int nh,
+                              int nkv, int hd, float scale, float *scratch, long ctx_max) {
     (void)bc;
-    cpu_paged_attention(out, ldo, q, ldq, R, pos, table, kc, vc, BS, nh, nkv, hd, scale, scratch, ctx_max);
+    if (dt == BK_BF16)
+        cpu_paged_attention_bf16(out, ldo, q, ldq, R, pos, table, kc, vc, BS, nh, nkv, hd, scale, scratch, ctx_max);
+    else cpu_paged_attention(out, ldo, q, ldq, R, pos, table, kc, vc, BS, nh, nkv, hd, scale, scratch, ctx_max);
 }
 static void c_logprob_entropy(BackendCtx *bc, const float *logits, const int32_t *target, int M, int V, float T,
                               float *logp, float *ent) {
@@ -206,6 +215,7 @@ const Backend backend_cpu = {
     .sync = c_sync,
     .pack_floats = c_pack_floats,
     .pack_weights = c_pack_weights,
+    .pack_weights_bf16 = c_pack_weights_bf16,
     .attention_scratch_floats = c_att_scratch,
     .paged_scratch_floats = c_paged_scratch,
     .embed = c_embed,

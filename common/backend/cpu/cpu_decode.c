@@ -32,7 +32,9 @@
  * microseconds (more on a loaded machine) and decode steps are many small kernels. */
 #define PAR_MIN_MACS 4000000L
 
+#include "core/dtype.h"
 #include "core/fexp.h"
+#include "core/err.h"        /* xmalloc */
 
 void cpu_kv_store(float *kc, float *vc, const int32_t *table, int p, const float *k, const float *v, int BS, int nkv,
                   int hd) {
@@ -43,22 +45,44 @@ void cpu_kv_store(float *kc, float *vc, const int32_t *table, int p, const float
     memcpy(vc + (b * BS + o) * (long)kvd, v, (size_t)kvd * sizeof(float));
 }
 
+void cpu_kv_store_bf16(uint16_t *kc, uint16_t *vc, const int32_t *table, int p, const float *k, const float *v, int BS,
+                       int nkv, int hd) {
+    long b = table[p / BS];
+    int o = p % BS, kvd = nkv * hd;
+    uint16_t *kb = kc + b * (long)kvd * BS;
+    for (int i = 0; i < kvd; i++) kb[(long)i * BS + o] = dtype_bf16_from_f32(k[i]);
+    dtype_bf16_from_f32_n(vc + (b * BS + o) * (long)kvd, v, kvd);
+}
+
+/* element i of a cache array of fp32 (BF 0) or bf16 (BF 1, widened exactly: a 16-bit shift) */
+static inline __attribute__((always_inline)) float kv_at(const void *c, long i, const int BF) {
+    if (!BF) return ((const float *)c)[i];
+    uint32_t u = (uint32_t)((const uint16_t *)c)[i] << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+/* c + i elements */
+static inline __attribute__((always_inline)) const void *kv_off(const void *c, long i, const int BF) {
+    return BF ? (const void *)((const uint16_t *)c + i) : (const void *)((const float *)c + i);
+}
+
 /* scores of one query head against keys [0, nk) of one kv head: s[j] = (q . k_j) * scale, returns max */
-static inline __attribute__((always_inline)) float head_scores(float *s, const float *qh, const int32_t *tb,
-                                                               const float *kc, int g, int nk, int BS, int nkv,
-                                                               int hd, float scale) {
+static inline __attribute__((always_inline)) float head_scores(const int BF, float *s, const float *qh,
+                                                               const int32_t *tb, const void *kc, int g, int nk,
+                                                               int BS, int nkv, int hd, float scale) {
     float mx = -INFINITY;
     float acc[64];
     for (int j0 = 0, bi = 0; j0 < nk; j0 += BS, bi++) {
-        const float *kb = kc + ((long)tb[bi] * nkv + g) * hd * BS;
+        const void *kb = kv_off(kc, ((long)tb[bi] * nkv + g) * hd * BS, BF);
         int n = nk - j0 < BS ? nk - j0 : BS;
         for (int c0 = 0; c0 < n; c0 += 64) {            /* BS may exceed 64: columns in slices */
             int w = n - c0 < 64 ? n - c0 : 64;
             for (int j = 0; j < w; j++) acc[j] = 0.0f;
             for (int d = 0; d < hd; d++) {
                 float qd = qh[d];
-                const float *kr = kb + (long)d * BS + c0;
-                for (int j = 0; j < w; j++) acc[j] = fmaf(qd, kr[j], acc[j]);
+                const void *kr = kv_off(kb, (long)d * BS + c0, BF);
+                for (int j = 0; j < w; j++) acc[j] = fmaf(qd, kv_at(kr, j, BF), acc[j]);
             }
             for (int j = 0; j < w; j++) {
                 float v = acc[j] * scale;
@@ -72,18 +96,26 @@ static inline __attribute__((always_inline)) float head_scores(float *s, const f
 
 #if HAVE_AVX512
 #include <immintrin.h>
+/* 16 fp32 lanes from wp + i elements: fp32 (BF 0) or bf16 (BF 1: widened exactly, a 16-bit shift) */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512 ldw16(const void *wp, long i,
+                                                                                           const int BF) {
+    if (!BF) return _mm512_loadu_ps((const float *)wp + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)wp + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /* AVX-512 attention for block_tokens == 16 and hd % 16 == 0: G query heads of one kv head at once (G
  * independent FMA chains hide the latency), scores of a block = one vector FMA chain over d per head,
  * p.V with G x NV vector accumulators per 16 * NV columns. Same per-row order whatever the batch. */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
-att_scores16(const int G, float *s, long sstride, const float *q, const int32_t *tb, const float *kc, int g, int nk,
-             int nkv, int hd, float scale, float *mx) {
+att_scores16(const int G, const int BF, float *s, long sstride, const float *q, const int32_t *tb, const void *kc, int g,
+             int nk, int nkv, int hd, float scale, float *mx) {
     for (int j0 = 0, bi = 0; j0 < nk; j0 += 16, bi++) {
-        const float *kb = kc + ((long)tb[bi] * nkv + g) * hd * 16;
+        const void *kb = kv_off(kc, ((long)tb[bi] * nkv + g) * hd * 16, BF);
         __m512 a[4];
         for (int h = 0; h < G; h++) a[h] = _mm512_setzero_ps();
         for (int d = 0; d < hd; d++) {
-            __m512 kv = _mm512_loadu_ps(kb + (long)d * 16);
+            __m512 kv = ldw16(kb, (long)d * 16, BF);
             for (int h = 0; h < G; h++) a[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[(long)h * hd + d]), kv, a[h]);
         }
         int n = nk - j0 < 16 ? nk - j0 : 16;
@@ -98,19 +130,18 @@ att_scores16(const int G, float *s, long sstride, const float *q, const int32_t 
 }
 
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
-att_pv16(const int G, const int NV, float *o, const float *s, long sstride, const int32_t *tb, const float *vc, int g,
-         int d0, int nk, int kvd) {
+att_pv16(const int G, const int NV, const int BF, float *o, const float *s, long sstride, const int32_t *tb,
+         const void *vc, int g, int d0, int nk, int kvd) {
     (void)g;
     __m512 a[4][4];
     for (int h = 0; h < G; h++)
         for (int v = 0; v < NV; v++) a[h][v] = _mm512_setzero_ps();
     for (int j0 = 0, bi = 0; j0 < nk; j0 += 16, bi++) {
-        const float *vb = vc + (long)tb[bi] * 16 * kvd + d0;
+        const void *vb = kv_off(vc, (long)tb[bi] * 16 * kvd + d0, BF);
         int n = nk - j0 < 16 ? nk - j0 : 16;
         for (int j = 0; j < n; j++) {
-            const float *vr = vb + (long)j * kvd;
             __m512 vv[4];
-            for (int v = 0; v < NV; v++) vv[v] = _mm512_loadu_ps(vr + 16 * v);
+            for (int v = 0; v < NV; v++) vv[v] = ldw16(vb, (long)j * kvd + 16 * v, BF);
             for (int h = 0; h < G; h++) {
                 __m512 p = _mm512_set1_ps(s[h * sstride + j0 + j]);
                 for (int v = 0; v < NV; v++) a[h][v] = _mm512_fmadd_ps(p, vv[v], a[h][v]);
@@ -130,54 +161,66 @@ HOT static float att_exp(float *s, int nk, float mx) {
     return (float)(1.0 / sum);
 }
 
-HOT static void att_generic(float *out, int ldo, const float *q, int ldq, int r, int g, const int32_t *pos,
-                            const int32_t *tb, const float *kc, const float *vc, int BS, int grp, int nkv, int hd,
-                            float scale, float *sbase, long ctx_max) {
+static inline __attribute__((always_inline)) void att_generic(const int BF, float *out, int ldo, const float *q,
+                                                              int ldq, int r, int g, const int32_t *pos,
+                                                              const int32_t *tb, const void *kc, const void *vc, int BS,
+                                                              int grp, int nkv, int hd, float scale, float *sbase,
+                                                              long ctx_max) {
     int nk = pos[r] + 1, kvd = nkv * hd;
     float acc[512];
     for (int hh = 0; hh < grp; hh++) {
         int h = g * grp + hh;
         float *s = sbase + (long)hh * ctx_max;
-        float mx = head_scores(s, q + (long)r * ldq + h * hd, tb, kc, g, nk, BS, nkv, hd, scale);
+        float mx = head_scores(BF, s, q + (long)r * ldq + h * hd, tb, kc, g, nk, BS, nkv, hd, scale);
         float inv = att_exp(s, nk, mx);
         for (int d = 0; d < hd; d++) acc[d] = 0.0f;
         for (int j0 = 0, bi = 0; j0 < nk; j0 += BS, bi++) {
-            const float *vb = vc + (long)tb[bi] * BS * kvd + g * hd;
+            const void *vb = kv_off(vc, (long)tb[bi] * BS * kvd + g * hd, BF);
             int n = nk - j0 < BS ? nk - j0 : BS;
             for (int j = 0; j < n; j++) {
                 float p = s[j0 + j];
-                const float *vr = vb + (long)j * kvd;
-                for (int d = 0; d < hd; d++) acc[d] = fmaf(p, vr[d], acc[d]);
+                const void *vr = kv_off(vb, (long)j * kvd, BF);
+                for (int d = 0; d < hd; d++) acc[d] = fmaf(p, kv_at(vr, d, BF), acc[d]);
             }
         }
         float *o = out + (long)r * ldo + h * hd;
         for (int d = 0; d < hd; d++) o[d] = acc[d] * inv;
     }
 }
+HOT static void att_generic_f32(float *out, int ldo, const float *q, int ldq, int r, int g, const int32_t *pos,
+                                const int32_t *tb, const void *kc, const void *vc, int BS, int grp, int nkv, int hd,
+                                float scale, float *sbase, long ctx_max) {
+    att_generic(0, out, ldo, q, ldq, r, g, pos, tb, kc, vc, BS, grp, nkv, hd, scale, sbase, ctx_max);
+}
+HOT static void att_generic_bf16(float *out, int ldo, const float *q, int ldq, int r, int g, const int32_t *pos,
+                                 const int32_t *tb, const void *kc, const void *vc, int BS, int grp, int nkv, int hd,
+                                 float scale, float *sbase, long ctx_max) {
+    att_generic(1, out, ldo, q, ldq, r, g, pos, tb, kc, vc, BS, grp, nkv, hd, scale, sbase, ctx_max);
+}
 
 #if HAVE_AVX512
-__attribute__((target("avx512f"))) static void att_avx512(float *out, int ldo, const float *q, int ldq, int r, int g,
-                                                          const int32_t *pos, const int32_t *tb, const float *kc,
-                                                          const float *vc, int grp, int nkv, int hd, float scale,
-                                                          float *sbase, long ctx_max) {
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+att_avx512(const int BF, float *out, int ldo, const float *q, int ldq, int r, int g, const int32_t *pos,
+           const int32_t *tb, const void *kc, const void *vc, int grp, int nkv, int hd, float scale, float *sbase,
+           long ctx_max) {
     int nk = pos[r] + 1, kvd = nkv * hd, G = grp % 4 == 0 ? 4 : grp % 2 == 0 ? 2 : 1;
     for (int h0 = 0; h0 < grp; h0 += G) {
         int h = g * grp + h0;
         const float *qh = q + (long)r * ldq + (long)h * hd;
         float mx[4] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY }, inv[4];
-        if (G == 4) att_scores16(4, sbase, ctx_max, qh, tb, kc, g, nk, nkv, hd, scale, mx);
-        else if (G == 2) att_scores16(2, sbase, ctx_max, qh, tb, kc, g, nk, nkv, hd, scale, mx);
-        else att_scores16(1, sbase, ctx_max, qh, tb, kc, g, nk, nkv, hd, scale, mx);
+        if (G == 4) att_scores16(4, BF, sbase, ctx_max, qh, tb, kc, g, nk, nkv, hd, scale, mx);
+        else if (G == 2) att_scores16(2, BF, sbase, ctx_max, qh, tb, kc, g, nk, nkv, hd, scale, mx);
+        else att_scores16(1, BF, sbase, ctx_max, qh, tb, kc, g, nk, nkv, hd, scale, mx);
         for (int i = 0; i < G; i++) inv[i] = att_exp(sbase + (long)i * ctx_max, nk, mx[i]);
         for (int d0 = 0; d0 < hd;) {
             float tmp[4][64];
             int NV = hd - d0 >= 64 ? 4 : 1;
-            if (G == 4 && NV == 4) att_pv16(4, 4, &tmp[0][0], sbase, ctx_max, tb, vc + g * hd, 0, d0, nk, kvd);
-            else if (G == 4) att_pv16(4, 1, &tmp[0][0], sbase, ctx_max, tb, vc + g * hd, 0, d0, nk, kvd);
-            else if (G == 2 && NV == 4) att_pv16(2, 4, &tmp[0][0], sbase, ctx_max, tb, vc + g * hd, 0, d0, nk, kvd);
-            else if (G == 2) att_pv16(2, 1, &tmp[0][0], sbase, ctx_max, tb, vc + g * hd, 0, d0, nk, kvd);
-            else if (NV == 4) att_pv16(1, 4, &tmp[0][0], sbase, ctx_max, tb, vc + g * hd, 0, d0, nk, kvd);
-            else att_pv16(1, 1, &tmp[0][0], sbase, ctx_max, tb, vc + g * hd, 0, d0, nk, kvd);
+            if (G == 4 && NV == 4) att_pv16(4, 4, BF, &tmp[0][0], sbase, ctx_max, tb, kv_off(vc, (long)g * hd, BF), 0, d0, nk, kvd);
+            else if (G == 4) att_pv16(4, 1, BF, &tmp[0][0], sbase, ctx_max, tb, kv_off(vc, (long)g * hd, BF), 0, d0, nk, kvd);
+            else if (G == 2 && NV == 4) att_pv16(2, 4, BF, &tmp[0][0], sbase, ctx_max, tb, kv_off(vc, (long)g * hd, BF), 0, d0, nk, kvd);
+            else if (G == 2) att_pv16(2, 1, BF, &tmp[0][0], sbase, ctx_max, tb, kv_off(vc, (long)g * hd, BF), 0, d0, nk, kvd);
+            else if (NV == 4) att_pv16(1, 4, BF, &tmp[0][0], sbase, ctx_max, tb, kv_off(vc, (long)g * hd, BF), 0, d0, nk, kvd);
+            else att_pv16(1, 1, BF, &tmp[0][0], sbase, ctx_max, tb, kv_off(vc, (long)g * hd, BF), 0, d0, nk, kvd);
             for (int i = 0; i < G; i++) {
                 float *o = out + (long)r * ldo + (long)(h + i) * hd + d0;
                 for (int d = 0; d < 16 * NV; d++) o[d] = tmp[i][d] * inv[i];
@@ -186,11 +229,24 @@ __attribute__((target("avx512f"))) static void att_avx512(float *out, int ldo, c
         }
     }
 }
+__attribute__((target("avx512f"))) static void att_avx512_f32(float *out, int ldo, const float *q, int ldq, int r,
+                                                              int g, const int32_t *pos, const int32_t *tb,
+                                                              const void *kc, const void *vc, int grp, int nkv, int hd,
+                                                              float scale, float *sbase, long ctx_max) {
+    att_avx512(0, out, ldo, q, ldq, r, g, pos, tb, kc, vc, grp, nkv, hd, scale, sbase, ctx_max);
+}
+__attribute__((target("avx512f"))) static void att_avx512_bf16(float *out, int ldo, const float *q, int ldq, int r,
+                                                               int g, const int32_t *pos, const int32_t *tb,
+                                                               const void *kc, const void *vc, int grp, int nkv, int hd,
+                                                               float scale, float *sbase, long ctx_max) {
+    att_avx512(1, out, ldo, q, ldq, r, g, pos, tb, kc, vc, grp, nkv, hd, scale, sbase, ctx_max);
+}
 #endif
 
-void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R, const int32_t *pos,
-                         const int32_t *const *table, const float *kc, const float *vc, int BS, int nh, int nkv,
-                         int hd, float scale, float *scratch, long ctx_max) {
+/* cpu_paged_attention over a cache of fp32 (bf 0) or bf16 (bf 1) elements */
+static void paged_attention(float *out, int ldo, const float *q, int ldq, int R, const int32_t *pos,
+                            const int32_t *const *table, const void *kc, const void *vc, int bf, int BS, int nh,
+                            int nkv, int hd, float scale, float *scratch, long ctx_max) {
     if (R <= 0) return;
     int grp = nh / nkv, ntask = R * nkv, fast = HAVE_AVX512 && BS == 16 && hd % 16 == 0;
     (void)fast;                                       /* read only by the AVX-512 build */
@@ -204,13 +260,27 @@ void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R, co
             int r = t / nkv, g = t % nkv;
 #if HAVE_AVX512
             if (fast) {
-                att_avx512(out, ldo, q, ldq, r, g, pos, table[r], kc, vc, grp, nkv, hd, scale, sbase, ctx_max);
+                (bf ? att_avx512_bf16 : att_avx512_f32)(out, ldo, q, ldq, r, g, pos, table[r], kc, vc, grp, nkv, hd,
+                                                        scale, sbase, ctx_max);
                 continue;
             }
 #endif
-            att_generic(out, ldo, q, ldq, r, g, pos, table[r], kc, vc, BS, grp, nkv, hd, scale, sbase, ctx_max);
+            (bf ? att_generic_bf16 : att_generic_f32)(out, ldo, q, ldq, r, g, pos, table[r], kc, vc, BS, grp, nkv, hd,
+                                                      scale, sbase, ctx_max);
         }
     }
+}
+
+void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R, const int32_t *pos,
+                         const int32_t *const *table, const float *kc, const float *vc, int BS, int nh, int nkv,
+                         int hd, float scale, float *scratch, long ctx_max) {
+    paged_attention(out, ldo, q, ldq, R, pos, table, kc, vc, 0, BS, nh, nkv, hd, scale, scratch, ctx_max);
+}
+
+void cpu_paged_attention_bf16(float *out, int ldo, const float *q, int ldq, int R, const int32_t *pos,
+                              const int32_t *const *table, const uint16_t *kc, const uint16_t *vc, int BS, int nh,
+                              int nkv, int hd, float scale, float *scratch, long ctx_max) {
+    paged_attention(out, ldo, q, ldq, R, pos, table, kc, vc, 1, BS, nh, nkv, hd, scale, scratch, ctx_max);
 }
 
 /* ------------------------------------------------------------------------------------ packed linear */
@@ -277,29 +347,31 @@ static int panel_half(int glu, int N, int p, int h, int *cnt) {
     return glu && h ? N + base : base;
 }
 
-/* Panels [p0, p1) of the packing (see panel_half), on the calling thread. */
-static void pack_panels(float *dst, const float *w, int N, int K, int glu, int p0, int p1, int avx512) {
+/* Panel b of the packing (see panel_half) into d (its K x CPU_PACK_COLS floats), on the calling thread. */
+static void pack_panel(float *d, const float *w, int N, int K, int glu, int b, int avx512) {
     (void)avx512;
-    for (int b = p0; b < p1; b++) {
 #if HAVE_X86
-        if (avx512) {
-            for (int k0 = 0; k0 < K; k0 += 16)
-                for (int h = 0; h < 2; h++) {
-                    int cnt, r0 = panel_half(glu, N, b, h, &cnt), kn = K - k0 < 16 ? K - k0 : 16;
-                    pack_block16(dst + ((long)b * K + k0) * CPU_PACK_COLS + 16 * h, cnt ? w + (long)r0 * K + k0 : w,
-                                 K, cnt, kn);
-                }
-            continue;
-        }
-#endif
-        for (int h = 0; h < 2; h++) {
-            int cnt, r0 = panel_half(glu, N, b, h, &cnt);
-            for (int k = 0; k < K; k++) {
-                float *d = dst + ((long)b * K + k) * CPU_PACK_COLS + 16 * h;
-                for (int j = 0; j < 16; j++) d[j] = j < cnt ? w[(long)(r0 + j) * K + k] : 0.0f;
+    if (avx512) {
+        for (int k0 = 0; k0 < K; k0 += 16)
+            for (int h = 0; h < 2; h++) {
+                int cnt, r0 = panel_half(glu, N, b, h, &cnt), kn = K - k0 < 16 ? K - k0 : 16;
+                pack_block16(d + (long)k0 * CPU_PACK_COLS + 16 * h, cnt ? w + (long)r0 * K + k0 : w, K, cnt, kn);
             }
+        return;
+    }
+#endif
+    for (int h = 0; h < 2; h++) {
+        int cnt, r0 = panel_half(glu, N, b, h, &cnt);
+        for (int k = 0; k < K; k++) {
+            float *dk = d + (long)k * CPU_PACK_COLS + 16 * h;
+            for (int j = 0; j < 16; j++) dk[j] = j < cnt ? w[(long)(r0 + j) * K + k] : 0.0f;
         }
     }
+}
+
+/* Panels [p0, p1) of the packing, on the calling thread. */
+static void pack_panels(float *dst, const float *w, int N, int K, int glu, int p0, int p1, int avx512) {
+    for (int b = p0; b < p1; b++) pack_panel(dst + (long)b * K * CPU_PACK_COLS, w, N, K, glu, b, avx512);
 }
 
 static void pack_any(float *dst, const float *w, int N, int K, int glu) {
@@ -312,6 +384,21 @@ void cpu_pack_weights(float *dst, const float *w, int N, int K) { pack_any(dst, 
 
 
 void cpu_pack_weights_glu(float *dst, const float *w, int I, int K) { pack_any(dst, w, I, K, 1); }
+
+void cpu_pack_weights_bf16(uint16_t *dst, const float *w, int N, int K) {
+    int nb = (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS, avx512 = pk_avx512();
+    long per = (long)K * CPU_PACK_COLS;
+#pragma omp parallel if ((long)N * K >= 65536)
+    {
+        float *tmp = xmalloc((size_t)per * sizeof(float));   /* one fp32 panel, rounded into dst */
+#pragma omp for schedule(static)
+        for (int b = 0; b < nb; b++) {
+            pack_panel(tmp, w, N, K, 0, b, avx512);
+            dtype_bf16_from_f32_n(dst + (long)b * per, tmp, per);
+        }
+        xfree(tmp);
+    }
+}
 
 /* Cache blocking of cpu_linear_packed. A task (a run of column panels, or of rows when there are fewer panels than
  * threads) walks row blocks of PK_MC rows, then K blocks of at most PK_KC (K split evenly), then its panels, then
@@ -351,7 +438,7 @@ __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) 
  * last K block, indexed like y (NULL: none). h (GLU layout, last K block): also h[r * ldh + j] = silu(gate) * up of
  * the tile's registers, glu_rows' formula bitwise. */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
-tile_avx512(const int MR, const float *x, int ldx, int kc, const float *wp, float *y, long ldy, long hoff,
+tile_avx512(const int MR, const int BF, const float *x, int ldx, int kc, const void *wp, float *y, long ldy, long hoff,
             const float *b, __mmask16 m0, __mmask16 m1, int load, float *h, long ldh) {
     __m512 a0[8], a1[8];
     for (int r = 0; r < MR; r++) {
@@ -364,7 +451,7 @@ tile_avx512(const int MR, const float *x, int ldx, int kc, const float *wp, floa
         }
     }
     for (int k = 0; k < kc; k++) {
-        __m512 w0 = _mm512_loadu_ps(wp + (long)k * 32), w1 = _mm512_loadu_ps(wp + (long)k * 32 + 16);
+        __m512 w0 = ldw16(wp, (long)k * 32, BF), w1 = ldw16(wp, (long)k * 32 + 16, BF);
         for (int r = 0; r < MR; r++) {
             __m512 xv = _mm512_set1_ps(x[(long)r * ldx + k]);
             a0[r] = _mm512_fmadd_ps(xv, w0, a0[r]);
@@ -390,27 +477,37 @@ tile_avx512(const int MR, const float *x, int ldx, int kc, const float *wp, floa
         }
 }
 
-/* rows [0, M) of one panel's K block (see tile_avx512); n0 / n1: valid columns of the two halves */
-__attribute__((target("avx512f"))) static void panel_avx512(const float *x, int ldx, int M, int kc, const float *wp,
-                                                             float *y, long ldy, long hoff, const float *b, int n0,
-                                                             int n1, int load, float *h, long ldh) {
+/* rows [0, M) of one panel's K block (see tile_avx512); n0 / n1: valid columns of the two halves; BF: wp holds bf16 */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+panel_avx512(const int BF, const float *x, int ldx, int M, int kc, const void *wp, float *y, long ldy, long hoff,
+             const float *b, int n0, int n1, int load, float *h, long ldh) {
     __mmask16 m0 = (__mmask16)((1u << n0) - 1u), m1 = (__mmask16)((1u << n1) - 1u);
     int m = 0;
     for (; m + 8 <= M; m += 8)
-        tile_avx512(8, x + (long)m * ldx, ldx, kc, wp, y + (long)m * ldy, ldy, hoff, b, m0, m1, load,
+        tile_avx512(8, BF, x + (long)m * ldx, ldx, kc, wp, y + (long)m * ldy, ldy, hoff, b, m0, m1, load,
                     h ? h + (long)m * ldh : NULL, ldh);
     int left = M - m;
     const float *xm = x + (long)m * ldx;
     float *ym = y + (long)m * ldy, *hm = h ? h + (long)m * ldh : NULL;
     if (left >= 4) {
-        tile_avx512(4, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load, hm, ldh);
+        tile_avx512(4, BF, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load, hm, ldh);
         xm += 4L * ldx; ym += 4L * ldy; hm = hm ? hm + 4L * ldh : NULL; left -= 4;
     }
     if (left >= 2) {
-        tile_avx512(2, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load, hm, ldh);
+        tile_avx512(2, BF, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load, hm, ldh);
         xm += 2L * ldx; ym += 2L * ldy; hm = hm ? hm + 2L * ldh : NULL; left -= 2;
     }
-    if (left >= 1) tile_avx512(1, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load, hm, ldh);
+    if (left >= 1) tile_avx512(1, BF, xm, ldx, kc, wp, ym, ldy, hoff, b, m0, m1, load, hm, ldh);
+}
+__attribute__((target("avx512f"))) static void panel_avx512_f32(const float *x, int ldx, int M, int kc, const void *wp,
+                                                                 float *y, long ldy, long hoff, const float *b, int n0,
+                                                                 int n1, int load, float *h, long ldh) {
+    panel_avx512(0, x, ldx, M, kc, wp, y, ldy, hoff, b, n0, n1, load, h, ldh);
+}
+__attribute__((target("avx512f"))) static void panel_avx512_bf16(const float *x, int ldx, int M, int kc, const void *wp,
+                                                                  float *y, long ldy, long hoff, const float *b, int n0,
+                                                                  int n1, int load, float *h, long ldh) {
+    panel_avx512(1, x, ldx, M, kc, wp, y, ldy, hoff, b, n0, n1, load, h, ldh);
 }
 #endif
 
@@ -419,16 +516,23 @@ __attribute__((target("avx512f"))) static void panel_avx512(const float *x, int 
  * accumulators, 2 weight registers and the broadcast within the 16), over k in [0, kc); n: the half's valid columns.
  * Each output is one FMA chain in k order from its start (0, or y when load), the bias added after: bitwise
  * panel_generic's and panel_avx512's result. w: the half's weights (row stride 32 floats of the packing). */
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) __m256 ldw8(const void *w, long i,
+                                                                                          const int BF) {
+    if (!BF) return _mm256_loadu_ps((const float *)w + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));   /* bf16 -> fp32: a 16-bit shift */
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
 __attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
-tile_avx2(const int MR, const float *x, int ldx, int kc, const float *w, float *y, long ldy, const float *b,
-          __m256i k0, __m256i k1, int load) {
+tile_avx2(const int MR, const int BF, const float *x, int ldx, int kc, const void *w, float *y, long ldy,
+          const float *b, __m256i k0, __m256i k1, int load) {
     __m256 a0[6], a1[6];
     for (int r = 0; r < MR; r++) {
         a0[r] = load ? _mm256_maskload_ps(y + (long)r * ldy, k0) : _mm256_setzero_ps();
         a1[r] = load ? _mm256_maskload_ps(y + (long)r * ldy + 8, k1) : _mm256_setzero_ps();
     }
     for (int k = 0; k < kc; k++) {
-        __m256 w0 = _mm256_loadu_ps(w + (long)k * 32), w1 = _mm256_loadu_ps(w + (long)k * 32 + 8);
+        __m256 w0 = ldw8(w, (long)k * 32, BF), w1 = ldw8(w, (long)k * 32 + 8, BF);
         for (int r = 0; r < MR; r++) {
             __m256 xv = _mm256_broadcast_ss(x + (long)r * ldx + k);
             a0[r] = _mm256_fmadd_ps(xv, w0, a0[r]);
@@ -454,35 +558,49 @@ __attribute__((target("avx2"))) static inline __m256i half_mask(int n, int off) 
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n - off), lane);
 }
 
-/* panel_generic's contract on AVX2 + FMA: each half (columns 0..15 at y, 16..31 at y + hoff) in row tiles of 6 */
-__attribute__((target("avx2,fma"))) static void panel_avx2(const float *x, int ldx, int M, int kc, const float *wp,
-                                                           float *y, long ldy, long hoff, const float *b, int n0, int n1,
-                                                           int load) {
+/* panel_generic's contract on AVX2 + FMA: each half (columns 0..15 at y, 16..31 at y + hoff) in row tiles of 6;
+ * BF: wp holds bf16 */
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
+panel_avx2(const int BF, const float *x, int ldx, int M, int kc, const void *wp, float *y, long ldy, long hoff,
+           const float *b, int n0, int n1, int load) {
     for (int half = 0; half < 2; half++) {
         int n = half ? n1 : n0;
         if (n <= 0) continue;
-        const float *w = wp + 16 * half, *bh = b ? b + (half ? hoff : 0) : NULL;
+        const void *w = BF ? (const void *)((const uint16_t *)wp + 16 * half) : (const void *)((const float *)wp + 16 * half);
+        const float *bh = b ? b + (half ? hoff : 0) : NULL;
         float *yh = y + (half ? hoff : 0);
         __m256i k0 = half_mask(n, 0), k1 = half_mask(n, 8);
         int m = 0;
-        for (; m + 6 <= M; m += 6) tile_avx2(6, x + (long)m * ldx, ldx, kc, w, yh + (long)m * ldy, ldy, bh, k0, k1, load);
+        for (; m + 6 <= M; m += 6) tile_avx2(6, BF, x + (long)m * ldx, ldx, kc, w, yh + (long)m * ldy, ldy, bh, k0, k1, load);
         const float *xm = x + (long)m * ldx;
         float *ym = yh + (long)m * ldy;
         switch (M - m) {
-        case 5: tile_avx2(5, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
-        case 4: tile_avx2(4, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
-        case 3: tile_avx2(3, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
-        case 2: tile_avx2(2, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
-        case 1: tile_avx2(1, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
+        case 5: tile_avx2(5, BF, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
+        case 4: tile_avx2(4, BF, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
+        case 3: tile_avx2(3, BF, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
+        case 2: tile_avx2(2, BF, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
+        case 1: tile_avx2(1, BF, xm, ldx, kc, w, ym, ldy, bh, k0, k1, load); break;
         default: break;
         }
     }
 }
+__attribute__((target("avx2,fma"))) static void panel_avx2_f32(const float *x, int ldx, int M, int kc, const void *wp,
+                                                               float *y, long ldy, long hoff, const float *b, int n0,
+                                                               int n1, int load) {
+    panel_avx2(0, x, ldx, M, kc, wp, y, ldy, hoff, b, n0, n1, load);
+}
+__attribute__((target("avx2,fma"))) static void panel_avx2_bf16(const float *x, int ldx, int M, int kc, const void *wp,
+                                                                float *y, long ldy, long hoff, const float *b, int n0,
+                                                                int n1, int load) {
+    panel_avx2(1, x, ldx, M, kc, wp, y, ldy, hoff, b, n0, n1, load);
+}
 #endif
 
-/* Same contract as panel_avx512: one fmaf chain per element in k order (bitwise the AVX-512 result). */
-__attribute__((unused)) HOT static void panel_generic(const float *x, int ldx, int M, int kc, const float *wp, float *y, long ldy, long hoff,
-                              const float *b, int n0, int n1, int load) {
+/* Same contract as panel_avx512: one fmaf chain per element in k order (bitwise the AVX-512 result); bf: wp holds
+ * bf16 (each widened exactly to fp32 first). */
+__attribute__((unused)) HOT static void panel_generic(const float *x, int ldx, int M, int kc, const void *wp, float *y,
+                                                      long ldy, long hoff, const float *b, int n0, int n1, int load,
+                                                      int bf) {
     for (int m = 0; m < M; m++) {
         float acc[32] = { 0 };
         float *lo = y + (long)m * ldy, *hi = lo + hoff;
@@ -492,8 +610,9 @@ __attribute__((unused)) HOT static void panel_generic(const float *x, int ldx, i
         }
         const float *xr = x + (long)m * ldx;
         for (int k = 0; k < kc; k++) {
-            const float *w = wp + (long)k * 32;
-            float xv = xr[k];
+            float w[32], xv = xr[k];
+            if (bf) dtype_bf16_to_f32_n(w, (const uint16_t *)wp + (long)k * 32, 32);
+            else memcpy(w, (const float *)wp + (long)k * 32, sizeof w);
             for (int j = 0; j < 32; j++) acc[j] = fmaf(xv, w[j], acc[j]);
         }
         for (int j = 0; j < n0; j++) lo[j] = b ? acc[j] + b[j] : acc[j];
@@ -527,8 +646,8 @@ static void prefetch_panel(const float *w, int N, int K, int glu, int p, int i, 
  * raw weight, packed into wp panel by panel at first use (the first row block), the next panel's rows prefetched
  * while the current one computes. */
 #define PK_CHUNK 16     /* rows per step of the first row block (prefetches go in between) */
-static void pk_block(float *y, long ldy, const float *x, const float *w, float *wp, const float *b, int r0, int r1,
-                     int p0, int p1, int N, int K, int accumulate, int glu, float *h, int avx512) {
+static void pk_block(float *y, long ldy, const float *x, const float *w, void *wp, int bf, const float *b, int r0,
+                     int r1, int p0, int p1, int N, int K, int accumulate, int glu, float *h, int avx512) {
     (void)avx512;
     int nkb = (K + PK_KC - 1) / PK_KC, kstep = (K + nkb - 1) / nkb;
     for (int m0 = r0; m0 < r1; m0 += PK_MC) {
@@ -540,22 +659,27 @@ static void pk_block(float *y, long ldy, const float *x, const float *w, float *
                 long hoff = glu ? N : 16;
                 panel_half(glu, N, p, 0, &n0);
                 panel_half(glu, N, p, 1, &n1);
-                if (first) pack_panels(wp, w, N, K, glu, p, p + 1, avx512);
+                if (first) pack_panels(wp, w, N, K, glu, p, p + 1, avx512);   /* w != NULL: fp32 wp */
                 int pf = first && p + 1 < p1, steps = pf ? (rows + PK_CHUNK - 1) / PK_CHUNK : 1;
                 for (int i = 0; i < steps; i++) {
                     int a = pf ? i * PK_CHUNK : 0, n = pf ? (rows - a < PK_CHUNK ? rows - a : PK_CHUNK) : rows;
                     if (pf) prefetch_panel(w, N, K, glu, p + 1, i, steps);
-                    const float *wk = wp + ((long)p * K + k0) * CPU_PACK_COLS, *xk = x + (long)(m0 + a) * K + k0;
+                        long wo = ((long)p * K + k0) * CPU_PACK_COLS;
+                    const void *wk = bf ? (const void *)((const uint16_t *)wp + wo) : (const void *)((const float *)wp + wo);
+                    const float *xk = x + (long)(m0 + a) * K + k0;
                     const float *bp = b && last ? b + c0 : NULL;
                     float *yk = y + (long)(m0 + a) * ldy + c0;
                     float *hk = glu && last ? h + (long)(m0 + a) * N + c0 : NULL;
 #if HAVE_X86
-                    if (avx512) { panel_avx512(xk, K, n, kc, wk, yk, ldy, hoff, bp, n0, n1, load, hk, N); continue; }
+                    if (avx512) {
+                        (bf ? panel_avx512_bf16 : panel_avx512_f32)(xk, K, n, kc, wk, yk, ldy, hoff, bp, n0, n1, load, hk, N);
+                        continue;
+                    }
 #endif
 #if HAVE_AVX2
-                    panel_avx2(xk, K, n, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
+                    (bf ? panel_avx2_bf16 : panel_avx2_f32)(xk, K, n, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
 #else
-                    panel_generic(xk, K, n, kc, wk, yk, ldy, hoff, bp, n0, n1, load);
+                    panel_generic(xk, K, n, kc, wk, yk, ldy, hoff, bp, n0, n1, load, bf);
 #endif
                     if (hk) glu_rows(hk, N, yk, ldy, hoff, n, n0);
                 }
@@ -572,8 +696,8 @@ static void pk_block(float *y, long ldy, const float *x, const float *w, float *
  * wait until that run is packed. With fewer panels than threads, rows are split per thread instead (a packing share
  * each first, then a barrier). Which thread computes a block never changes a result. */
 #define PK_MAXT 64
-static void pk_run(float *y, long ldy, const float *x, const float *w, float *wp, const float *b, int M, int N, int K,
-                   int accumulate, int glu, float *h) {
+static void pk_run(float *y, long ldy, const float *x, const float *w, void *wp, int bf, const float *b, int M, int N,
+                   int K, int accumulate, int glu, float *h) {
     if (M <= 0 || N <= 0) return;
     int avx512 = pk_avx512(), nb = glu ? (N + 15) / 16 : (N + CPU_PACK_COLS - 1) / CPU_PACK_COLS;
     int nt = (long)M * N * K * (glu ? 2 : 1) >= PAR_MIN_MACS && !omp_in_parallel() ? omp_get_max_threads() : 1;
@@ -589,7 +713,7 @@ static void pk_run(float *y, long ldy, const float *x, const float *w, float *wp
                     if (i > 0 && w)
                         while (!__atomic_load_n(&packed[u], __ATOMIC_ACQUIRE)) sched_yield();
                     int r0 = i * PK_MC, r1 = r0 + PK_MC < M ? r0 + PK_MC : M;
-                    pk_block(y, ldy, x, i == 0 ? w : NULL, wp, b, r0, r1, p0, p1, N, K, accumulate, glu, h, avx512);
+                    pk_block(y, ldy, x, i == 0 ? w : NULL, wp, bf, b, r0, r1, p0, p1, N, K, accumulate, glu, h, avx512);
                     if (i == 0 && w) __atomic_store_n(&packed[u], 1, __ATOMIC_RELEASE);
                 }
             }
@@ -600,27 +724,32 @@ static void pk_run(float *y, long ldy, const float *x, const float *w, float *wp
 #pragma omp barrier
             }
             int per = ((M + n - 1) / n + 7) & ~7, r0 = t * per, r1 = r0 + per < M ? r0 + per : M;
-            if (r0 < r1) pk_block(y, ldy, x, NULL, wp, b, r0, r1, 0, nb, N, K, accumulate, glu, h, avx512);
+            if (r0 < r1) pk_block(y, ldy, x, NULL, wp, bf, b, r0, r1, 0, nb, N, K, accumulate, glu, h, avx512);
         }
     }
 }
 
 void cpu_linear_packed_ex(float *y, long ldy, const float *x, const float *wp, const float *b, int M, int N, int K,
                           int accumulate) {
-    pk_run(y, ldy, x, NULL, (float *)wp, b, M, N, K, accumulate, 0, NULL);
+    pk_run(y, ldy, x, NULL, (float *)wp, 0, b, M, N, K, accumulate, 0, NULL);
+}
+
+void cpu_linear_packed_bf16_ex(float *y, long ldy, const float *x, const uint16_t *wp, const float *b, int M, int N,
+                               int K, int accumulate) {
+    pk_run(y, ldy, x, NULL, (uint16_t *)wp, 1, b, M, N, K, accumulate, 0, NULL);
 }
 
 void cpu_linear_packw_ex(float *y, long ldy, const float *x, const float *w, float *wp, const float *b, int M, int N,
                          int K, int accumulate) {
-    pk_run(y, ldy, x, w, wp, b, M, N, K, accumulate, 0, NULL);
+    pk_run(y, ldy, x, w, wp, 0, b, M, N, K, accumulate, 0, NULL);
 }
 
 void cpu_linear_packed_swiglu(float *h, float *gu, const float *x, const float *wp, int M, int I, int K) {
-    pk_run(gu, 2L * I, x, NULL, (float *)wp, NULL, M, I, K, 0, 1, h);
+    pk_run(gu, 2L * I, x, NULL, (float *)wp, 0, NULL, M, I, K, 0, 1, h);
 }
 
 void cpu_linear_packw_swiglu(float *h, float *gu, const float *x, const float *w, float *wp, int M, int I, int K) {
-    pk_run(gu, 2L * I, x, w, wp, NULL, M, I, K, 0, 1, h);
+    pk_run(gu, 2L * I, x, w, wp, 0, NULL, M, I, K, 0, 1, h);
 }
 
 void cpu_linear_packed(float *y, const float *x, const float *wp, const float *b, int M, int N, int K) {

@@ -33,6 +33,16 @@ void cpu_linear_packed(float *y, const float *x, const float *wp, const float *b
 void cpu_linear_packed_ex(float *y, long ldy, const float *x, const float *wp, const float *b, int M, int N, int K,
                           int accumulate);
 
+/* bf16 weight storage (the rollout's actor_rollout_ref.rollout.dtype: bfloat16): the layout of cpu_pack_weights with
+ * each weight rounded to bf16 (core/dtype.h: nearest, ties to even; cpu_pack_floats(N, K) uint16 elements, half the
+ * bytes), and the product on it: each weight widened exactly to fp32 (a 16-bit shift) and the same fixed-order fp32
+ * FMA chain as cpu_linear_packed_ex. So the result is BITWISE cpu_linear_packed_ex's on the bf16-rounded fp32 weights,
+ * batch-invariant in the same way, and a decode step streams half the weight bytes. Arithmetic stays fp32 (bf16
+ * arithmetic is the AMX issue's). */
+void cpu_pack_weights_bf16(uint16_t *dst, const float *w, int N, int K);
+void cpu_linear_packed_bf16_ex(float *y, long ldy, const float *x, const uint16_t *wp, const float *b, int M, int N,
+                               int K, int accumulate);
+
 /* The gate/up product of a SwiGLU MLP with the activation fused: w = [gate; up] ([2I, K], gate_proj rows then
  * up_proj rows, as model.h stores wgu) packed by cpu_pack_weights_glu (panel p = gate rows 16p..16p+15 beside the
  * matching up rows 16p..16p+15 of up_proj; cpu_pack_floats_glu(I, K) floats). Writes gu[M, 2I] = x @ w^T (gate | up, each element the same
@@ -72,5 +82,15 @@ void cpu_paged_attention(float *out, int ldo, const float *q, int ldq, int R, co
 /* Writes the k and v rows [nkv * hd] of position p into the caches of the layouts above (block = table[p / BS]). */
 void cpu_kv_store(float *kc, float *vc, const int32_t *table, int p, const float *k, const float *v, int block_tokens,
                   int nkv, int hd);
+
+/* The bf16 KV cache (the rollout's rollout.kv_cache_dtype: bfloat16): the same layouts with uint16 elements, k and v
+ * rounded to bf16 when stored (core/dtype.h), each widened exactly to fp32 when read; otherwise the same arithmetic in
+ * the same order as cpu_paged_attention, so the result is bitwise cpu_paged_attention's on a fp32 cache holding the
+ * rounded values. Half the bytes a long context's decode step reads. */
+void cpu_kv_store_bf16(uint16_t *kc, uint16_t *vc, const int32_t *table, int p, const float *k, const float *v,
+                       int block_tokens, int nkv, int hd);
+void cpu_paged_attention_bf16(float *out, int ldo, const float *q, int ldq, int R, const int32_t *pos,
+                              const int32_t *const *table, const uint16_t *kc, const uint16_t *vc, int block_tokens,
+                              int nh, int nkv, int hd, float scale, float *scratch, long ctx_max);
 
 #endif

@@ -30,11 +30,15 @@
     X(cpu_pack_weights, (float *dst, const float *w, int N, int K), (dst, w, N, K)) \
     X(cpu_linear_packed, (float *y, const float *x, const float *wp, const float *b, int M, int N, int K), (y, x, wp, b, M, N, K)) \
     X(cpu_linear_packed_ex, (float *y, long ldy, const float *x, const float *wp, const float *b, int M, int N, int K, int accumulate), (y, ldy, x, wp, b, M, N, K, accumulate)) \
+    X(cpu_pack_weights_bf16, (uint16_t *dst, const float *w, int N, int K), (dst, w, N, K)) \
+    X(cpu_linear_packed_bf16_ex, (float *y, long ldy, const float *x, const uint16_t *wp, const float *b, int M, int N, int K, int accumulate), (y, ldy, x, wp, b, M, N, K, accumulate)) \
     X(cpu_pack_weights_glu, (float *dst, const float *w, int I, int K), (dst, w, I, K)) \
     X(cpu_linear_packed_swiglu, (float *h, float *gu, const float *x, const float *wp, int M, int I, int K), (h, gu, x, wp, M, I, K)) \
     X(cpu_linear_packw_ex, (float *y, long ldy, const float *x, const float *w, float *wp, const float *b, int M, int N, int K, int accumulate), (y, ldy, x, w, wp, b, M, N, K, accumulate)) \
     X(cpu_linear_packw_swiglu, (float *h, float *gu, const float *x, const float *w, float *wp, int M, int I, int K), (h, gu, x, w, wp, M, I, K)) \
     X(cpu_paged_attention, (float *out, int ldo, const float *q, int ldq, int R, const int32_t *pos, const int32_t *const *table, const float *kc, const float *vc, int block_tokens, int nh, int nkv, int hd, float scale, float *scratch, long ctx_max), (out, ldo, q, ldq, R, pos, table, kc, vc, block_tokens, nh, nkv, hd, scale, scratch, ctx_max)) \
-    X(cpu_kv_store, (float *kc, float *vc, const int32_t *table, int p, const float *k, const float *v, int block_tokens, int nkv, int hd), (kc, vc, table, p, k, v, block_tokens, nkv, hd))
+    X(cpu_kv_store, (float *kc, float *vc, const int32_t *table, int p, const float *k, const float *v, int block_tokens, int nkv, int hd), (kc, vc, table, p, k, v, block_tokens, nkv, hd)) \
+    X(cpu_kv_store_bf16, (uint16_t *kc, uint16_t *vc, const int32_t *table, int p, const float *k, const float *v, int block_tokens, int nkv, int hd), (kc, vc, table, p, k, v, block_tokens, nkv, hd)) \
+    X(cpu_paged_attention_bf16, (float *out, int ldo, const float *q, int ldq, int R, const int32_t *pos, const int32_t *const *table, const uint16_t *kc, const uint16_t *vc, int block_tokens, int nh, int nkv, int hd, float scale, float *scratch, long ctx_max), (out, ldo, q, ldq, R, pos, table, kc, vc, block_tokens, nh, nkv, hd, scale, scratch, ctx_max))
 
 #endif
