@@ -46,6 +46,7 @@ static int g_staleness = 0;      /* trainer.staleness (test_chaos_staleness_four
 static int g_partial = 0;        /* rollout.partial_rollout (test_chaos_staleness_four: weights swapped under sequences) */
 static int g_resp_len = 24;      /* data.max_response_length (test_partial_rollouts_continue: long responses) */
 static int g_gen_batch = 6;      /* data.gen_batch_size (test_partial_rollouts_continue: generation the bottleneck) */
+static int g_bf16 = 0;           /* rollout.dtype and kv_cache_dtype bfloat16 (test_weight_probe_catches_corruption) */
 
 /* The daemons' arguments: test_main_job's reduced config, batch-invariant, a checkpoint every step. */
 static void cfg_args(const Run *r, json_t *argv, int steps) {
@@ -82,6 +83,10 @@ static void cfg_args(const Run *r, json_t *argv, int steps) {
     snprintf(b, sizeof b, "data.max_response_length=%d", g_resp_len); json_array_append_new(argv, json_string(b));
     snprintf(b, sizeof b, "data.gen_batch_size=%d", g_gen_batch); json_array_append_new(argv, json_string(b));
     snprintf(b, sizeof b, "actor_rollout_ref.rollout.partial_rollout=%s", g_partial ? "true" : "false");
+    json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "actor_rollout_ref.rollout.dtype=%s", g_bf16 ? "bfloat16" : "float32");
+    json_array_append_new(argv, json_string(b));
+    snprintf(b, sizeof b, "actor_rollout_ref.rollout.kv_cache_dtype=%s", g_bf16 ? "bfloat16" : "float32");
     json_array_append_new(argv, json_string(b));
 }
 
@@ -431,7 +436,10 @@ static void test_weight_probe_catches_corruption(void **state) {
     const char *e = getenv("DAPO_CHAOS_LEARNERS");
     if (e && *e) skip();
     setenv("DAPO_TEST_CORRUPT_WEIGHTS", "rollout-1=model.layers.0.mlp.down_proj.weight", 1);
+    g_bf16 = 1;          /* bf16 rollout weights and KV cache: the probe scores the weights as received, so the fp32
+                            tolerance holds for the sound rollout */
     start_run(&R, "chaos-probe", 4);
+    g_bf16 = 0;
     unsetenv("DAPO_TEST_CORRUPT_WEIGHTS");
     json_t *st = wait_done(&R, 120000);
     assert_accounting(st, 4);
@@ -452,6 +460,9 @@ static void test_weight_probe_catches_corruption(void **state) {
     char *events = json_dumps(json_object_get(st, "events"), 0);
     assert_non_null(strstr(events, "rollout-1 failed the weight probe of version 1"));
     free(events);
+    char grep[700];          /* the rollout logged what bf16 storage moved, beside the probe */
+    snprintf(grep, sizeof grep, "grep -q 'weight probe of version 1 with bf16 weights' %s/logs/rollout-0.log", R.dir);
+    assert_int_equal(system(grep), 0);
     json_decref(st);
     stop_run(&R);
 }
